@@ -1,0 +1,50 @@
+# reap.cpp: the two commands of the README, and the steps they stand on.
+#   make demo   the whole pipeline on the project's own model (installs what is missing)
+#   make test   every test, then the core tests again under ASan+UBSan
+# Variables: JOBS (parallel build jobs), CMAKE_ARGS (e.g. -DREAP_LLAMA_DIR=... -DGGML_CUDA=ON)
+
+JOBS       ?= $(shell nproc)
+BUILD      ?= build
+CMAKE_ARGS ?=
+# Debian's interpreter: python3-torch and python3-numpy live there, not in pyenv.
+PYTHON     ?= /usr/bin/python3
+LLAMA_TOOLS = llama-imatrix llama-perplexity llama-gguf-split llama-quantize
+
+.PHONY: all deps llama configure build test test-asan demo corpus model bench clean
+
+all: build
+
+deps:
+	scripts/setup-deps.sh
+	@if ! echo "$(CMAKE_ARGS)" | grep -q REAP_LLAMA_DIR; then scripts/fetch-llama.sh; fi
+
+configure: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) > /dev/null
+
+build: configure
+	cmake --build $(BUILD) -j$(JOBS) --target reap reap_all_tests $(LLAMA_TOOLS)
+
+corpus: deps
+	$(PYTHON) tools/build_corpus.py --out data/corpus
+
+test: build corpus
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	$(MAKE) test-asan
+
+# The core (GGUF, layout, saliency, plans, slicing) again under sanitizers.
+test-asan: configure
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREAP_SANITIZE=ON $(CMAKE_ARGS) > /dev/null
+	cmake --build $(BUILD)-asan -j$(JOBS) --target reap_core_tests
+	cd $(BUILD)-asan && ctest --output-on-failure -j$(JOBS) -E '^test_llama_|llama'
+
+demo: build corpus
+	scripts/demo.sh
+
+model: deps corpus
+	$(PYTHON) tools/train_moe.py --corpus data/corpus --out models/reap-moe-tiny
+
+bench: build
+	bench/prune_vs_cp.sh
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan

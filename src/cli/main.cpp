@@ -1,0 +1,70 @@
+// reap: the command-line entry point. Looks the subcommand up in the table of
+// src/cli/commands.h and hands it the remaining arguments; suggests the closest
+// name when the subcommand is unknown.
+#include "cli/commands.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+static size_t edit_distance(const std::string & a, const std::string & b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diag = up;
+        }
+    }
+    return row[b.size()];
+}
+
+static void print_help(FILE * out) {
+    fprintf(out, "reap: prune the experts of Mixture-of-Experts GGUF models, and prove what it cost\n\n");
+    fprintf(out, "usage: reap COMMAND [ARGS...]     reap COMMAND --help for its options\n\ncommands:\n");
+    for (const reap::command & c : reap::commands()) {
+        fprintf(out, "  %-10s %s\n", c.name, c.summary);
+    }
+}
+
+int main(int argc, char ** argv) {
+    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        if (argc >= 3 && !strcmp(argv[1], "help")) {
+            for (const reap::command & c : reap::commands()) {
+                if (argv[2] == std::string(c.name)) {
+                    char help[] = "--help";
+                    char * args[] = {argv[2], help, nullptr};
+                    return c.run(2, args);
+                }
+            }
+        }
+        print_help(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 1 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("reap %s\n", REAP_VERSION);
+        return 0;
+    }
+    const std::string name = argv[1];
+    const reap::command * best = nullptr;
+    size_t best_dist = SIZE_MAX;
+    for (const reap::command & c : reap::commands()) {
+        if (name == c.name) {
+            return c.run(argc - 1, argv + 1);
+        }
+        const size_t d = edit_distance(name, c.name);
+        if (d < best_dist) {
+            best_dist = d;
+            best = &c;
+        }
+    }
+    fprintf(stderr, "reap: unknown command '%s'", name.c_str());
+    if (best && best_dist <= 2) {
+        fprintf(stderr, "; did you mean '%s'?", best->name);
+    }
+    fprintf(stderr, "\nrun 'reap help' for the list of commands\n");
+    return 1;
+}

@@ -1,0 +1,1 @@
+// Empty translation unit so that reap_llama exists before its sources land.

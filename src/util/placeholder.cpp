@@ -1,0 +1,1 @@
+// Empty translation unit so that reap_core exists before its sources land.
