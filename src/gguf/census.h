@@ -1,0 +1,61 @@
+// The census of a MoE GGUF model, as `reap inspect` prints it: architecture,
+// which blocks are MoE, expert counts, bytes by ggml type, the routed-expert
+// pool against the dense rest, what a decode step reads, and the exact file
+// size the model would have at a few expert keep counts.
+#pragma once
+
+#include "gguf/gguf.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace reap::gguf {
+
+struct type_count {
+    uint64_t count = 0;
+    uint64_t bytes = 0;
+};
+
+struct keep_size {
+    uint32_t n_keep = 0;
+    uint64_t file_bytes = 0;          // exact size of the pruned single-file output
+    uint64_t expert_pool_bytes = 0;
+};
+
+struct census {
+    std::string arch;
+    uint32_t    n_layer = 0;               // <arch>.block_count
+    std::vector<uint32_t> moe_layers;      // blocks with ffn_gate_inp or *_exps tensors
+    uint32_t    n_expert = 0;              // <arch>.expert_count (0 when absent)
+    uint32_t    n_expert_used = 0;         // <arch>.expert_used_count
+    uint32_t    n_expert_groups = 0;       // <arch>.expert_group_count (0 when absent)
+    uint32_t    n_expert_groups_used = 0;  // <arch>.expert_group_used_count
+    uint32_t    n_expert_shared = 0;       // <arch>.expert_shared_count
+    uint32_t    n_shexp_tensors = 0;       // tensors whose name contains _shexp
+    uint32_t    expert_ff_length = 0;      // <arch>.expert_feed_forward_length (0 when absent)
+    uint64_t    n_tensors = 0;
+    std::map<std::string, type_count> types;   // ggml type name -> count, bytes
+    uint64_t    tensor_bytes = 0;          // all tensor data
+    uint64_t    expert_pool_bytes = 0;     // tensors whose name contains "_exps"
+    uint64_t    expert_bytes_per_layer = 0;// pool bytes of one expert in one MoE layer (max over layers)
+    uint64_t    dense_bytes = 0;           // tensor_bytes - expert_pool_bytes
+    uint64_t    file_bytes = 0;            // sum of the shard file sizes
+    uint32_t    n_shards = 1;
+    uint64_t    decode_bytes_per_token = 0;// dense + n_expert_used experts of every MoE layer
+    std::vector<keep_size> keep_sizes;     // ascending n_keep
+};
+
+// Takes the census of `m`. `extra_keeps` are keep counts to size besides
+// 75%, 50% and 25% of n_expert (values outside 1..n_expert are rejected).
+// Sizes at a keep count are computed with layout_output() on a spec whose
+// expert-axis tensors (*_exps: outermost dim; ffn_gate_inp.weight: ne[1];
+// ffn_gate_inp.bias, exp_probs_b.bias: ne[0]) are cut to n_keep experts and
+// expert_count set to n_keep.
+bool take_census(const model & m, const std::vector<uint32_t> & extra_keeps, census & out, std::string & err);
+
+// The census as one JSON object (keys as in the struct; "types" maps type name
+// to {count, bytes}; "keep_sizes" is a list of {n_keep, file_bytes, expert_pool_bytes}).
+std::string census_json(const census & c, int indent = 2);
+
+} // namespace reap::gguf
