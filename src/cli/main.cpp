@@ -3,9 +3,12 @@
 // name when the subcommand is unknown.
 #include "cli/commands.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 static size_t edit_distance(const std::string & a, const std::string & b) {
     std::vector<size_t> row(b.size() + 1);
@@ -15,7 +18,7 @@ static size_t edit_distance(const std::string & a, const std::string & b) {
         row[0] = i;
         for (size_t j = 1; j <= b.size(); ++j) {
             const size_t up = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? size_t(0) : size_t(1))});
             diag = up;
         }
     }
