@@ -305,7 +305,7 @@ struct shard_layout {
 // split_max_tensors (a shard always holds at least one tensor); names are
 // PREFIX-%05d-of-%05d.gguf where PREFIX is `target` without a ".gguf"
 // suffix, even when the result is one shard. Unsplit, the output is `target`
-// itself. Fails on invalid tensors (type, shape, name, duplicates, data
+// itself and split.* keys of the spec are left out. Fails on invalid tensors (type, shape, name, duplicates, data
 // length that does not match the shape) or KVs (bad general.alignment).
 bool layout_output(const output_spec & spec, const write_options & opts, const std::string & target,
                    std::vector<shard_layout> & shards, std::string & err);

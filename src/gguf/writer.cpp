@@ -1,0 +1,489 @@
+// The GGUF writer: lays an output_spec out into one file or gguf-split style
+// shards (exact sizes without I/O), and writes it safely: temp file beside
+// the target, data streamed from the source files with copy_file_range or a
+// fixed-size pread/write buffer, every write checked, fsync, rename. It
+// never writes over an input file (same st_dev + st_ino) and never replaces
+// an existing target unless asked to.
+#include "gguf/internal.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <limits>
+#include <map>
+#include <set>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <unordered_set>
+
+namespace reap::gguf {
+
+namespace {
+
+using detail::align_up;
+
+std::string quoted(const std::string & s) { return "'" + s + "'"; }
+
+bool is_split_key(const std::string & key) {
+    return key == k_key_split_no || key == k_key_split_count || key == k_key_split_tensors_count;
+}
+
+// Checks the spec and returns its alignment and each tensor's byte count.
+bool validate_spec(const output_spec & spec, uint32_t & alignment, std::vector<uint64_t> & nbytes, std::string & err) {
+    if (spec.version != 2 && spec.version != 3) {
+        err = "output version " + std::to_string(spec.version) + " (only 2 and 3 can be written)";
+        return false;
+    }
+    std::unordered_set<std::string> keys;
+    for (const kv & e : spec.kvs.entries) {
+        if (!keys.insert(e.key).second) {
+            err = "output kv: duplicate key " + quoted(e.key);
+            return false;
+        }
+        if (!detail::validate_kv_raw(e, err)) {
+            err = "output kv: " + err;
+            return false;
+        }
+    }
+    alignment = k_default_alignment;
+    if (const kv * a = spec.kvs.find(k_key_alignment)) {
+        if (a->type != value_type::U32) {
+            err = std::string("output kv: ") + k_key_alignment + " has type " + a->type_string() + ", expected u32";
+            return false;
+        }
+        std::memcpy(&alignment, a->raw.data(), 4);
+        if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > k_max_alignment) {
+            err = std::string("output kv: ") + k_key_alignment + " = " + std::to_string(alignment) +
+                  " is not a power of two <= " + std::to_string(k_max_alignment);
+            return false;
+        }
+    }
+    std::unordered_set<std::string> names;
+    nbytes.assign(spec.tensors.size(), 0);
+    for (size_t i = 0; i < spec.tensors.size(); ++i) {
+        const output_tensor & t = spec.tensors[i];
+        if (t.name.empty() || t.name.size() > k_max_name_bytes) {
+            err = "output tensor #" + std::to_string(i) + " name " + quoted(t.name) + " is empty or longer than " +
+                  std::to_string(k_max_name_bytes) + " bytes";
+            return false;
+        }
+        if (!names.insert(t.name).second) {
+            err = "output tensor " + quoted(t.name) + " appears twice";
+            return false;
+        }
+        if (!tensor_nbytes(t.type, t.n_dims, t.ne, nbytes[i], err, "output tensor " + quoted(t.name))) return false;
+        uint64_t have = 0;
+        if (t.memory) {
+            if (!t.pieces.empty()) {
+                err = "output tensor " + quoted(t.name) + " has both file pieces and an in-memory buffer";
+                return false;
+            }
+            have = t.memory->size();
+        } else {
+            for (const data_piece & p : t.pieces) {
+                if (p.length > std::numeric_limits<uint64_t>::max() - have) {
+                    err = "output tensor " + quoted(t.name) + ": piece lengths overflow";
+                    return false;
+                }
+                have += p.length;
+            }
+        }
+        if (have != nbytes[i]) {
+            err = "output tensor " + quoted(t.name) + " " + type_name(t.type) + ": its data supply " +
+                  std::to_string(have) + " bytes but the shape needs " + std::to_string(nbytes[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+// The KVs of shard `index` of `n_shards` (gguf-split's conventions).
+std::vector<const kv *> shard_kvs(const output_spec & spec, bool split, size_t index, uint32_t alignment,
+                                  std::vector<kv> & owned) {
+    std::vector<const kv *> out;
+    if (!split) {
+        // A single file is not part of a split set, whatever the spec's KVs say.
+        for (const kv & e : spec.kvs.entries) {
+            if (!is_split_key(e.key)) out.push_back(&e);
+        }
+        return out;
+    }
+    if (index == 0) {
+        for (const kv & e : spec.kvs.entries) {
+            if (!is_split_key(e.key)) out.push_back(&e);
+        }
+    } else if (alignment != k_default_alignment) {
+        // gguf-split leaves general.alignment in shard 1 only, which misplaces the data of later
+        // shards when the alignment is not the default; we repeat it where it matters.
+        out.push_back(spec.kvs.find(k_key_alignment));
+    }
+    for (const kv & e : owned) out.push_back(&e);
+    return out;
+}
+
+std::vector<kv> split_keys(size_t index, size_t n_shards, size_t n_tensors) {
+    kv_store s;
+    s.set_u16(k_key_split_no, (uint16_t) index);
+    s.set_i32(k_key_split_tensors_count, (int32_t) n_tensors);
+    s.set_u16(k_key_split_count, (uint16_t) n_shards);
+    return s.entries;
+}
+
+uint64_t header_size(const std::vector<const kv *> & kvs, const output_spec & spec, size_t first, size_t count) {
+    uint64_t n = 4 + 4 + 8 + 8;
+    for (const kv * e : kvs) n += 8 + e->key.size() + 4 + e->raw.size();
+    for (size_t i = first; i < first + count; ++i) {
+        const output_tensor & t = spec.tensors[i];
+        n += 8 + t.name.size() + 4 + 8ull * t.n_dims + 4 + 8;
+    }
+    return n;
+}
+
+template <typename T> void put(std::vector<uint8_t> & b, T v) {
+    const size_t at = b.size();
+    b.resize(at + sizeof(T));
+    std::memcpy(b.data() + at, &v, sizeof(T));
+}
+
+void put_string(std::vector<uint8_t> & b, const std::string & s) {
+    put<uint64_t>(b, s.size());
+    b.insert(b.end(), s.begin(), s.end());
+}
+
+std::string prefix_of(const std::string & target) {
+    const std::string ext = ".gguf";
+    if (target.size() > ext.size() && target.compare(target.size() - ext.size(), ext.size(), ext) == 0) {
+        return target.substr(0, target.size() - ext.size());
+    }
+    return target;
+}
+
+std::string dir_of(const std::string & path) {
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos) return ".";
+    if (slash == 0) return "/";
+    return path.substr(0, slash);
+}
+
+std::string errno_text(int e) { return e ? strerror(e) : "unexpected end of data"; }
+
+// Zero bytes for padding (alignment <= 1 MiB; written in chunks).
+bool write_zeros(int fd, uint64_t n) {
+    static const uint8_t zeros[4096] = {};
+    while (n > 0) {
+        const size_t take = (size_t) std::min<uint64_t>(n, sizeof(zeros));
+        if (!detail::write_full(fd, zeros, take)) return false;
+        n -= take;
+    }
+    return true;
+}
+
+// Copies [offset, offset+length) of src_fd to the current position of dst_fd.
+// Tries copy_file_range first (no user-space copy); falls back to a 1 MiB buffer.
+bool copy_range(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::vector<uint8_t> & buffer,
+                bool & try_copy_file_range, int & error) {
+    error = 0;
+#if defined(__linux__)
+    while (try_copy_file_range && length > 0) {
+        loff_t in = (loff_t) offset;
+        const size_t chunk = (size_t) std::min<uint64_t>(length, 1ull << 30);
+        const ssize_t n = copy_file_range(src_fd, &in, dst_fd, nullptr, chunk, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP || errno == EBADF ||
+                errno == EPERM) {
+                try_copy_file_range = false;   // not supported here: use the buffer from now on
+                break;
+            }
+            error = errno;
+            return false;
+        }
+        if (n == 0) {
+            error = 0;
+            return false;   // source shorter than expected
+        }
+        offset += (uint64_t) n;
+        length -= (uint64_t) n;
+    }
+#else
+    try_copy_file_range = false;
+#endif
+    if (buffer.empty()) buffer.resize(1 << 20);
+    while (length > 0) {
+        const size_t take = (size_t) std::min<uint64_t>(length, buffer.size());
+        errno = 0;
+        if (!detail::pread_full(src_fd, buffer.data(), take, offset)) {
+            error = errno;
+            return false;
+        }
+        if (!detail::write_full(dst_fd, buffer.data(), take)) {
+            error = errno;
+            return false;
+        }
+        offset += take;
+        length -= take;
+    }
+    return true;
+}
+
+struct source_file {
+    int      fd = -1;
+    uint64_t size = 0;
+    dev_t    dev = 0;
+    ino_t    ino = 0;
+};
+
+// Closes the sources and removes temp files on every exit path.
+struct write_session {
+    std::map<std::string, source_file> sources;
+    std::vector<std::string>           temps;
+    ~write_session() {
+        for (auto & [path, s] : sources) {
+            if (s.fd >= 0) ::close(s.fd);
+        }
+        for (const std::string & t : temps) ::unlink(t.c_str());
+    }
+};
+
+} // namespace
+
+output_tensor copy_of(const model & m, const tensor_info & t) {
+    output_tensor o;
+    o.name = t.name;
+    o.n_dims = t.n_dims;
+    for (uint32_t d = 0; d < k_max_dims; ++d) o.ne[d] = t.ne[d];
+    o.type = t.type;
+    if (t.nbytes > 0) o.pieces.push_back({m.path_of(t), t.file_offset, t.nbytes});
+    return o;
+}
+
+output_spec spec_from_model(const model & m) {
+    output_spec spec;
+    if (!m.shards.empty()) spec.version = m.shards[0].version;
+    for (const kv & e : m.kvs.entries) {
+        if (!is_split_key(e.key)) spec.kvs.entries.push_back(e);
+    }
+    for (const tensor_info & t : m.tensors) spec.tensors.push_back(copy_of(m, t));
+    return spec;
+}
+
+bool layout_output(const output_spec & spec, const write_options & opts, const std::string & target,
+                   std::vector<shard_layout> & shards, std::string & err) {
+    shards.clear();
+    uint32_t alignment = 0;
+    std::vector<uint64_t> nbytes;
+    if (!validate_spec(spec, alignment, nbytes, err)) return false;
+    if (target.empty()) {
+        err = "no output path";
+        return false;
+    }
+    const bool split = opts.split_max_bytes > 0 || opts.split_max_tensors > 0;
+
+    // Assign tensors to shards: close a shard when the next tensor would exceed a limit.
+    std::vector<std::pair<size_t, size_t>> ranges;   // first, count
+    ranges.push_back({0, 0});
+    uint64_t shard_data = 0;
+    for (size_t i = 0; i < spec.tensors.size(); ++i) {
+        const uint64_t padded = align_up(nbytes[i], alignment);
+        auto & cur = ranges.back();
+        const bool too_many = opts.split_max_tensors > 0 && cur.second >= opts.split_max_tensors;
+        const bool too_big = opts.split_max_bytes > 0 && shard_data + padded > opts.split_max_bytes;
+        if (split && cur.second > 0 && (too_many || too_big)) {
+            ranges.push_back({i, 0});
+            shard_data = 0;
+        }
+        ranges.back().second++;
+        shard_data += padded;
+    }
+    if (split && ranges.size() > 65535) {
+        err = "the output would need " + std::to_string(ranges.size()) + " shards; split.count is a u16";
+        return false;
+    }
+    if (split && spec.tensors.size() > (size_t) std::numeric_limits<int32_t>::max()) {
+        err = "too many tensors for split.tensors.count (i32)";
+        return false;
+    }
+
+    const std::string prefix = prefix_of(target);
+    for (size_t s = 0; s < ranges.size(); ++s) {
+        std::vector<kv> owned = split ? split_keys(s, ranges.size(), spec.tensors.size()) : std::vector<kv>{};
+        const std::vector<const kv *> kvs = shard_kvs(spec, split, s, alignment, owned);
+        shard_layout l;
+        l.path = split ? split_path(prefix, (uint32_t) s, (uint32_t) ranges.size()) : target;
+        l.first_tensor = ranges[s].first;
+        l.n_tensors = ranges[s].second;
+        l.data_offset = align_up(header_size(kvs, spec, l.first_tensor, l.n_tensors), alignment);
+        l.file_bytes = l.data_offset;
+        for (size_t i = l.first_tensor; i < l.first_tensor + l.n_tensors; ++i) l.file_bytes += align_up(nbytes[i], alignment);
+        shards.push_back(std::move(l));
+    }
+    return true;
+}
+
+bool write_output(const output_spec & spec, const write_options & opts, const std::string & target,
+                  std::vector<std::string> & written, std::string & err) {
+    written.clear();
+    std::vector<shard_layout> layout;
+    if (!layout_output(spec, opts, target, layout, err)) return false;
+    uint32_t alignment = 0;
+    std::vector<uint64_t> nbytes;
+    validate_spec(spec, alignment, nbytes, err);   // cannot fail: layout_output checked it
+    const bool split = opts.split_max_bytes > 0 || opts.split_max_tensors > 0;
+
+    write_session session;
+
+    // Open every source file once and check each piece lies inside its file.
+    for (const output_tensor & t : spec.tensors) {
+        for (const data_piece & p : t.pieces) {
+            auto it = session.sources.find(p.path);
+            if (it == session.sources.end()) {
+                source_file s;
+                s.fd = ::open(p.path.c_str(), O_RDONLY | O_CLOEXEC);
+                struct stat st;
+                if (s.fd < 0 || fstat(s.fd, &st) != 0) {
+                    err = p.path + ": cannot open source of tensor " + quoted(t.name) + ": " + strerror(errno);
+                    if (s.fd >= 0) ::close(s.fd);
+                    return false;
+                }
+                s.size = (uint64_t) st.st_size;
+                s.dev = st.st_dev;
+                s.ino = st.st_ino;
+                it = session.sources.emplace(p.path, s).first;
+            }
+            if (p.offset > it->second.size || p.length > it->second.size - p.offset) {
+                err = "tensor " + quoted(t.name) + ": source piece [" + std::to_string(p.offset) + ", +" +
+                      std::to_string(p.length) + ") lies outside " + p.path + " (size " +
+                      std::to_string(it->second.size) + ")";
+                return false;
+            }
+        }
+    }
+
+    // Check every target before writing anything.
+    for (const shard_layout & l : layout) {
+        struct stat st;
+        if (::stat(l.path.c_str(), &st) == 0) {
+            for (const auto & [path, s] : session.sources) {
+                if (s.dev == st.st_dev && s.ino == st.st_ino) {
+                    err = "refusing to write " + l.path + ": it is the input file " + path + " (same inode)";
+                    return false;
+                }
+            }
+            if (!opts.force) {
+                err = l.path + " exists (pass force / --force to replace it)";
+                return false;
+            }
+            if (!S_ISREG(st.st_mode)) {
+                err = l.path + " exists and is not a regular file";
+                return false;
+            }
+        }
+    }
+
+    std::vector<uint8_t> buffer;
+    bool try_copy_file_range = true;
+    std::vector<std::string> temp_of(layout.size());
+    for (size_t s = 0; s < layout.size(); ++s) {
+        const shard_layout & l = layout[s];
+        std::string tmpl = dir_of(l.path) + "/." + l.path.substr(l.path.rfind('/') == std::string::npos ? 0 : l.path.rfind('/') + 1) + ".tmp.XXXXXX";
+        std::vector<char> name(tmpl.begin(), tmpl.end());
+        name.push_back('\0');
+        const int fd = mkstemp(name.data());
+        if (fd < 0) {
+            err = "cannot create a temp file beside " + l.path + ": " + strerror(errno);
+            return false;
+        }
+        temp_of[s] = name.data();
+        session.temps.push_back(temp_of[s]);
+        auto fail_io = [&](const std::string & what, int e) {
+            err = l.path + ": " + what + ": " + errno_text(e);
+            ::close(fd);
+            return false;
+        };
+        if (fchmod(fd, 0644) != 0) return fail_io("chmod", errno);
+
+        // Header.
+        std::vector<kv> owned = split ? split_keys(s, layout.size(), spec.tensors.size()) : std::vector<kv>{};
+        const std::vector<const kv *> kvs = shard_kvs(spec, split, s, alignment, owned);
+        std::vector<uint8_t> header;
+        header.insert(header.end(), {'G', 'G', 'U', 'F'});
+        put<uint32_t>(header, spec.version);
+        put<uint64_t>(header, l.n_tensors);
+        put<uint64_t>(header, kvs.size());
+        for (const kv * e : kvs) {
+            put_string(header, e->key);
+            put<uint32_t>(header, (uint32_t) e->type);
+            header.insert(header.end(), e->raw.begin(), e->raw.end());
+        }
+        uint64_t offset = 0;
+        for (size_t i = l.first_tensor; i < l.first_tensor + l.n_tensors; ++i) {
+            const output_tensor & t = spec.tensors[i];
+            put_string(header, t.name);
+            put<uint32_t>(header, t.n_dims);
+            for (uint32_t d = 0; d < t.n_dims; ++d) put<int64_t>(header, t.ne[d]);
+            put<uint32_t>(header, (uint32_t) t.type);
+            put<uint64_t>(header, offset);
+            offset += align_up(nbytes[i], alignment);
+        }
+        header.resize(l.data_offset, 0);
+        if (!detail::write_full(fd, header.data(), header.size())) return fail_io("write header", errno);
+        header = {};
+
+        // Data.
+        for (size_t i = l.first_tensor; i < l.first_tensor + l.n_tensors; ++i) {
+            const output_tensor & t = spec.tensors[i];
+            if (t.memory) {
+                if (!detail::write_full(fd, t.memory->data(), t.memory->size())) {
+                    return fail_io("write tensor " + quoted(t.name), errno);
+                }
+            } else {
+                for (const data_piece & p : t.pieces) {
+                    int e = 0;
+                    if (!copy_range(session.sources[p.path].fd, p.offset, p.length, fd, buffer, try_copy_file_range, e)) {
+                        return fail_io("copy tensor " + quoted(t.name) + " from " + p.path, e);
+                    }
+                }
+            }
+            if (!write_zeros(fd, align_up(nbytes[i], alignment) - nbytes[i])) return fail_io("write padding", errno);
+        }
+        struct stat st;
+        if (fstat(fd, &st) != 0) return fail_io("stat", errno);
+        if ((uint64_t) st.st_size != l.file_bytes) {
+            err = l.path + ": wrote " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(l.file_bytes);
+            ::close(fd);
+            return false;
+        }
+        if (opts.sync && fsync(fd) != 0) return fail_io("fsync", errno);
+        if (::close(fd) != 0) {
+            err = l.path + ": close: " + strerror(errno);
+            return false;
+        }
+    }
+
+    // Rename every shard into place; undo the ones already renamed if one fails.
+    for (size_t s = 0; s < layout.size(); ++s) {
+        if (::rename(temp_of[s].c_str(), layout[s].path.c_str()) != 0) {
+            err = "cannot rename " + temp_of[s] + " to " + layout[s].path + ": " + strerror(errno);
+            for (const std::string & done : written) ::unlink(done.c_str());
+            written.clear();
+            return false;
+        }
+        session.temps.erase(std::find(session.temps.begin(), session.temps.end(), temp_of[s]));
+        written.push_back(layout[s].path);
+    }
+    if (opts.sync) {
+        std::set<std::string> dirs;
+        for (const shard_layout & l : layout) dirs.insert(dir_of(l.path));
+        for (const std::string & d : dirs) {
+            const int dfd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (dfd >= 0) {
+                fsync(dfd);
+                ::close(dfd);
+            }
+        }
+    }
+    return true;
+}
+
+} // namespace reap::gguf
