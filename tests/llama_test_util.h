@@ -1,0 +1,251 @@
+// llama_test_util.h: small helpers for tests that run models in llama.cpp
+// (test_llama_*.cpp): find or generate the arch zoo, load a model, decode a prompt
+// with logits for every token, read the logits back, and record which experts
+// each MoE layer routed every token to (through the scheduler's eval callback on
+// the `ffn_moe_topk-<il>` nodes, as calibration does).
+//
+// Header-only so that any test can include it without a CMake change. Errors are
+// reported as values (empty result + message) so the caller's ASSERT names them.
+#pragma once
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "llama.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace reap_test {
+
+inline std::string env_or(const char * name, const std::string & fallback) {
+    const char * v = std::getenv(name);
+    return (v && *v) ? std::string(v) : fallback;
+}
+
+inline bool file_exists(const std::string & path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+inline std::string source_dir() {
+#ifdef REAP_SOURCE_DIR
+    return env_or("REAP_SOURCE_DIR", REAP_SOURCE_DIR);
+#else
+    return env_or("REAP_SOURCE_DIR", ".");
+#endif
+}
+
+// Scratch directory for generated files: $REAP_TEST_TMP (set by ctest) or ./test-tmp.
+inline std::string test_tmp_dir() {
+    std::string d = env_or("REAP_TEST_TMP", "test-tmp");
+    ::mkdir(d.c_str(), 0755);
+    return d;
+}
+
+// The Python that has numpy (Debian's, by default); $REAP_PYTHON overrides.
+inline std::string python() {
+    std::string p = env_or("REAP_PYTHON", "");
+    if (!p.empty()) {
+        return p;
+    }
+    return file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+}
+
+// Run a shell command, capturing its combined output. Returns the exit status.
+inline int run_cmd(const std::string & cmd, std::string & output) {
+    output.clear();
+    FILE * p = ::popen((cmd + " 2>&1").c_str(), "r");
+    if (!p) {
+        output = "popen failed: " + cmd;
+        return -1;
+    }
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) {
+        output.append(buf, n);
+    }
+    int st = ::pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+inline std::string shell_quote(const std::string & s) {
+    std::string r = "'";
+    for (char c : s) {
+        if (c == '\'') {
+            r += "'\\''";
+        } else {
+            r += c;
+        }
+    }
+    return r + "'";
+}
+
+// Path of zoo model NAME (see tools/make_zoo.py). Uses $REAP_ZOO_DIR when it holds
+// the file; otherwise generates it into $REAP_TEST_TMP/zoo (deterministic, ~0.1 s).
+// Returns "" and sets err on failure.
+inline std::string zoo_model(const std::string & name, std::string & err) {
+    const std::string pre = env_or("REAP_ZOO_DIR", "");
+    if (!pre.empty() && file_exists(pre + "/" + name + ".gguf")) {
+        return pre + "/" + name + ".gguf";
+    }
+    const std::string dir = test_tmp_dir() + "/zoo";
+    const std::string cmd = shell_quote(python()) + " " + shell_quote(source_dir() + "/tools/make_zoo.py") +
+                            " --out " + shell_quote(dir) + " --arch " + shell_quote(name);
+    std::string out;
+    if (run_cmd(cmd, out) != 0) {
+        err = "make_zoo.py failed: " + cmd + "\n" + out;
+        return "";
+    }
+    const std::string path = dir + "/" + name + ".gguf";
+    if (!file_exists(path)) {
+        err = "make_zoo.py did not write " + path;
+        return "";
+    }
+    return path;
+}
+
+// Every model the zoo generator knows, in its order.
+inline std::vector<std::string> zoo_names() {
+    return {"qwen3moe", "qwen2moe", "deepseek2", "gpt-oss", "glm4moe", "llama4", "kimi-k3", "qwen3moe-q256"};
+}
+
+// ---- llama.cpp -----------------------------------------------------------------
+
+// llama.cpp logs a lot; tests stay quiet unless REAP_TEST_VERBOSE is set.
+inline void quiet_logs() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        if (!std::getenv("REAP_TEST_VERBOSE")) {
+            llama_log_set([](ggml_log_level level, const char * text, void *) {
+                if (level == GGML_LOG_LEVEL_ERROR) {
+                    std::fputs(text, stderr);
+                }
+            }, nullptr);
+        }
+        llama_backend_init();
+    });
+}
+
+struct model_deleter   { void operator()(llama_model * m) const { llama_model_free(m); } };
+struct context_deleter { void operator()(llama_context * c) const { llama_free(c); } };
+using model_ptr   = std::unique_ptr<llama_model, model_deleter>;
+using context_ptr = std::unique_ptr<llama_context, context_deleter>;
+
+inline model_ptr load_model(const std::string & path) {
+    quiet_logs();
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    return model_ptr(llama_model_load_from_file(path.c_str(), mp));
+}
+
+// A context whose one batch holds n_ctx tokens, so a prompt decodes in one call.
+// cb/user (optional) become the scheduler's eval callback.
+inline context_ptr new_context(llama_model * model, uint32_t n_ctx = 128,
+                               ggml_backend_sched_eval_callback cb = nullptr, void * user = nullptr) {
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx           = n_ctx;
+    cp.n_batch         = n_ctx;
+    cp.n_ubatch        = n_ctx;
+    cp.n_seq_max       = 1;
+    cp.n_threads       = 2;
+    cp.n_threads_batch = 2;
+    cp.no_perf         = true;
+    cp.cb_eval           = cb;
+    cp.cb_eval_user_data = user;
+    return context_ptr(llama_init_from_model(model, cp));
+}
+
+inline std::vector<llama_token> tokenize(const llama_model * model, const std::string & text, bool add_special = true) {
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    int n = -llama_tokenize(vocab, text.data(), (int32_t) text.size(), nullptr, 0, add_special, false);
+    std::vector<llama_token> toks(n > 0 ? n : 0);
+    if (n > 0) {
+        llama_tokenize(vocab, text.data(), (int32_t) text.size(), toks.data(), n, add_special, false);
+    }
+    return toks;
+}
+
+// Decode `tokens` as one sequence from position 0, asking for logits at every
+// position (so the last layer runs on every token too). Returns llama_decode's status.
+inline int decode_all(llama_context * ctx, const std::vector<llama_token> & tokens) {
+    llama_batch batch = llama_batch_init((int32_t) tokens.size(), 0, 1);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        batch.token[i]     = tokens[i];
+        batch.pos[i]       = (llama_pos) i;
+        batch.n_seq_id[i]  = 1;
+        batch.seq_id[i][0] = 0;
+        batch.logits[i]    = 1;
+    }
+    batch.n_tokens = (int32_t) tokens.size();
+    const int rc = llama_decode(ctx, batch);
+    llama_batch_free(batch);
+    return rc;
+}
+
+// Logits of the last decode, n_tokens rows of n_vocab, row-major.
+inline std::vector<float> get_logits(llama_context * ctx, const llama_model * model, int n_tokens) {
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    std::vector<float> out((size_t) n_tokens * n_vocab);
+    for (int i = 0; i < n_tokens; ++i) {
+        const float * row = llama_get_logits_ith(ctx, i);
+        if (!row) {
+            return {};
+        }
+        std::memcpy(out.data() + (size_t) i * n_vocab, row, sizeof(float) * n_vocab);
+    }
+    return out;
+}
+
+inline bool all_finite(const std::vector<float> & v) {
+    for (float x : v) {
+        if (!std::isfinite(x)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Records, per layer, the expert ids each token was routed to, from the
+// `ffn_moe_topk-<il>` nodes. Pass topk_collector::callback with the collector as
+// user data to new_context(). Only those nodes are requested (the "ask" phase), so
+// the graph runs as usual otherwise.
+struct topk_collector {
+    // layer -> rows of n_expert_used ids, one row per token, in batch order (all ubatches appended)
+    std::map<int, std::vector<std::vector<int32_t>>> routed;
+
+    void clear() { routed.clear(); }
+
+    static bool callback(ggml_tensor * t, bool ask, void * user) {
+        static const char prefix[] = "ffn_moe_topk-";
+        if (std::strncmp(t->name, prefix, sizeof(prefix) - 1) != 0) {
+            return false;
+        }
+        if (ask) {
+            return true;
+        }
+        auto * self = static_cast<topk_collector *>(user);
+        const int il = std::atoi(t->name + sizeof(prefix) - 1);
+        const int64_t n_used = t->ne[0];
+        const int64_t n_tok  = t->ne[1];
+        // a strided view into the full argsort: read row by row (nb[1] = n_expert * 4)
+        auto & rows = self->routed[il];
+        std::vector<int32_t> row(n_used);
+        for (int64_t j = 0; j < n_tok; ++j) {
+            ggml_backend_tensor_get(t, row.data(), j * t->nb[1], n_used * sizeof(int32_t));
+            rows.push_back(row);
+        }
+        return true;
+    }
+};
+
+}  // namespace reap_test

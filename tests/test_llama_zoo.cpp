@@ -1,0 +1,247 @@
+// test_llama_zoo.cpp: every model of the arch zoo (tools/make_zoo.py) loads and
+// decodes in the pinned llama.cpp, with finite logits for every token and a routing
+// record for exactly the MoE layers the zoo says it has; and quantised variants made
+// with llama.cpp's own llama-quantize (Q8_0, Q4_K_M, and IQ2_XXS from an imatrix
+// made by llama-imatrix) load and decode too. This is what keeps the zoo honest:
+// the layout, slicer and calibration tests rely on these files being real models.
+#include "llama_test_util.h"
+
+#include "gguf.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+using namespace reap_test;
+
+namespace {
+
+const char * k_prompt =
+    "The quick brown fox jumps over the lazy dog. int main() { return 0; } "
+    "Experts route tokens; the router picks the top k.";
+
+nlohmann::json read_facts(const std::string & gguf_path) {
+    const std::string json_path = gguf_path.substr(0, gguf_path.size() - 5) + ".json";
+    std::ifstream f(json_path);
+    if (!f) {
+        return nullptr;
+    }
+    return nlohmann::json::parse(f, nullptr, false);
+}
+
+// The GGML type of one tensor in a GGUF file, or -1.
+int tensor_type(const std::string & path, const std::string & name) {
+    gguf_init_params ip = {/*no_alloc =*/ true, /*ctx =*/ nullptr};
+    gguf_context * g = gguf_init_from_file(path.c_str(), ip);
+    if (!g) {
+        return -1;
+    }
+    const int64_t id = gguf_find_tensor(g, name.c_str());
+    const int t = id < 0 ? -1 : (int) gguf_get_tensor_type(g, id);
+    gguf_free(g);
+    return t;
+}
+
+// Loads `path`, decodes the prompt with logits for all tokens, checks them, and
+// checks the routing record against the zoo's facts (when given).
+void check_model_runs(const std::string & path, const nlohmann::json & facts) {
+    model_ptr model = load_model(path);
+    ASSERT_TRUE(model) << "llama.cpp could not load " << path;
+
+    topk_collector topk;
+    context_ptr ctx = new_context(model.get(), 128, topk_collector::callback, &topk);
+    ASSERT_TRUE(ctx) << "no context for " << path;
+
+    const std::vector<llama_token> toks = tokenize(model.get(), k_prompt);
+    ASSERT_GT(toks.size(), 20u);
+    ASSERT_LE(toks.size(), 128u);
+    ASSERT_EQ(decode_all(ctx.get(), toks), 0) << path;
+
+    const std::vector<float> logits = get_logits(ctx.get(), model.get(), (int) toks.size());
+    ASSERT_FALSE(logits.empty());
+    EXPECT_TRUE(all_finite(logits)) << path << ": non-finite logits";
+
+    // the rows differ between tokens: the model is not degenerate
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+    double diff = 0;
+    for (int v = 0; v < n_vocab; ++v) {
+        diff += std::fabs(logits[v] - logits[(size_t) (toks.size() - 1) * n_vocab + v]);
+    }
+    EXPECT_GT(diff, 1e-3) << path << ": first and last token have the same logits";
+
+    if (facts.is_null()) {
+        return;
+    }
+    const int n_expert = facts["n_expert"];
+    const int n_used   = facts["n_expert_used"];
+    std::set<int> want_layers;
+    for (int l : facts["moe_layers"]) {
+        want_layers.insert(l);
+    }
+    std::set<int> got_layers;
+    std::set<int> experts_seen;
+    for (const auto & [il, rows] : topk.routed) {
+        got_layers.insert(il);
+        ASSERT_EQ(rows.size(), toks.size()) << "layer " << il << ": one routing row per token";
+        for (const auto & row : rows) {
+            ASSERT_EQ((int) row.size(), n_used);
+            std::set<int> uniq(row.begin(), row.end());
+            EXPECT_EQ((int) uniq.size(), n_used) << "layer " << il << ": an expert picked twice for one token";
+            for (int e : row) {
+                ASSERT_GE(e, 0);
+                ASSERT_LT(e, n_expert);
+                experts_seen.insert(e);
+            }
+        }
+    }
+    EXPECT_EQ(got_layers, want_layers) << path << ": MoE layers seen by cb_eval differ from the zoo's";
+    // with random routers, a 30-token prompt reaches more than the top-k of one token
+    EXPECT_GT((int) experts_seen.size(), n_used) << path;
+
+    if (facts.value("expert_group_count", 0) > 1) {
+        // group-limited routing: per token, the experts come from at most group_used groups
+        const int n_group = facts["expert_group_count"];
+        const int n_group_used = facts["expert_group_used_count"];
+        const int per_group = n_expert / n_group;
+        for (const auto & [il, rows] : topk.routed) {
+            for (const auto & row : rows) {
+                std::set<int> groups;
+                for (int e : row) {
+                    groups.insert(e / per_group);
+                }
+                EXPECT_LE((int) groups.size(), n_group_used) << "layer " << il;
+            }
+        }
+    }
+}
+
+class ZooModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZooModel, LoadsAndDecodes) {
+    std::string err;
+    const std::string path = zoo_model(GetParam(), err);
+    ASSERT_FALSE(path.empty()) << err;
+    const nlohmann::json facts = read_facts(path);
+    ASSERT_FALSE(facts.is_null()) << "no facts file beside " << path;
+    check_model_runs(path, facts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooModel, ::testing::ValuesIn(zoo_names()),
+                         [](const ::testing::TestParamInfo<std::string> & info) {
+                             std::string n = info.param;
+                             for (char & c : n) {
+                                 if (!isalnum((unsigned char) c)) {
+                                     c = '_';
+                                 }
+                             }
+                             return n;
+                         });
+
+// The generator is deterministic: same name, same bytes.
+TEST(Zoo, Deterministic) {
+    const std::string dir = test_tmp_dir() + "/zoo-determinism";
+    std::string out1, out2;
+    const std::string base = shell_quote(python()) + " " + shell_quote(source_dir() + "/tools/make_zoo.py") +
+                             " --arch qwen2moe --out ";
+    ASSERT_EQ(run_cmd(base + shell_quote(dir + "/a"), out1), 0) << out1;
+    ASSERT_EQ(run_cmd(base + shell_quote(dir + "/b"), out2), 0) << out2;
+    std::ifstream a(dir + "/a/qwen2moe.gguf", std::ios::binary), b(dir + "/b/qwen2moe.gguf", std::ios::binary);
+    std::stringstream sa, sb;
+    sa << a.rdbuf();
+    sb << b.rdbuf();
+    ASSERT_GT(sa.str().size(), 1000u);
+    EXPECT_TRUE(sa.str() == sb.str());
+}
+
+// ---- quantised variants ----------------------------------------------------------
+
+std::string llama_bin(const std::string & tool) {
+    return env_or("REAP_LLAMA_BIN_DIR", "") + "/" + tool;
+}
+
+// A short text for llama-imatrix: a few hundred byte-level tokens of varied content.
+void write_calibration_text(const std::string & path) {
+    std::ofstream f(path);
+    for (int i = 0; i < 6; ++i) {
+        f << "The quick brown fox jumps over the lazy dog " << i << " times. "
+          << "for (int i = 0; i < n; ++i) { sum += a[i] * b[i]; } "
+          << "Mixture-of-experts models route each token to a few experts; "
+          << "pruning removes the experts a workload rarely uses. 3.14159 + 2.71828 = 5.85987\n";
+    }
+}
+
+class ZooQuant : public ::testing::Test {
+public:
+    static void SetUpTestSuite() {
+        if (!file_exists(llama_bin("llama-quantize")) || !file_exists(llama_bin("llama-imatrix"))) {
+            skip_ = "llama-quantize / llama-imatrix not built in $REAP_LLAMA_BIN_DIR";
+            return;
+        }
+        std::string err;
+        base_ = zoo_model("qwen3moe-q256", err);
+        if (base_.empty()) {
+            fail_ = err;
+            return;
+        }
+        const std::string dir = test_tmp_dir() + "/zoo-quant";
+        ::mkdir(dir.c_str(), 0755);
+        const std::string text = dir + "/calib.txt";
+        write_calibration_text(text);
+        imatrix_ = dir + "/qwen3moe-q256.imatrix.gguf";
+        std::string out;
+        const std::string cmd = shell_quote(llama_bin("llama-imatrix")) + " -m " + shell_quote(base_) + " -f " +
+                                shell_quote(text) + " -o " + shell_quote(imatrix_) +
+                                " -c 64 -b 64 -ub 64 -t 2 --no-ppl";
+        if (run_cmd(cmd, out) != 0 || !file_exists(imatrix_)) {
+            fail_ = "llama-imatrix failed: " + cmd + "\n" + out;
+        }
+        dir_ = dir;
+    }
+
+    // Quantise the base to TYPE (with the imatrix if asked); returns the path or "".
+    static std::string quantize(const std::string & type, bool with_imatrix, std::string & err) {
+        const std::string out_path = dir_ + "/qwen3moe-q256-" + type + ".gguf";
+        std::string cmd = shell_quote(llama_bin("llama-quantize"));
+        if (with_imatrix) {
+            cmd += " --imatrix " + shell_quote(imatrix_);
+        }
+        cmd += " " + shell_quote(base_) + " " + shell_quote(out_path) + " " + type + " 2";
+        std::string out;
+        if (run_cmd(cmd, out) != 0 || !file_exists(out_path)) {
+            err = "llama-quantize failed: " + cmd + "\n" + out;
+            return "";
+        }
+        return out_path;
+    }
+
+    void SetUp() override {
+        if (!skip_.empty()) {
+            GTEST_SKIP() << skip_;
+        }
+        ASSERT_TRUE(fail_.empty()) << fail_;
+    }
+
+    static std::string skip_, fail_, base_, imatrix_, dir_;
+};
+std::string ZooQuant::skip_, ZooQuant::fail_, ZooQuant::base_, ZooQuant::imatrix_, ZooQuant::dir_;
+
+void check_quant(const std::string & type, bool with_imatrix, ggml_type expect_gate_exps) {
+    std::string err;
+    const std::string path = ZooQuant::quantize(type, with_imatrix, err);
+    ASSERT_FALSE(path.empty()) << err;
+    // the expert slabs really are in the requested type (no silent fallback)
+    EXPECT_EQ(tensor_type(path, "blk.0.ffn_gate_exps.weight"), (int) expect_gate_exps) << type;
+    EXPECT_EQ(tensor_type(path, "blk.1.ffn_up_exps.weight"), (int) expect_gate_exps) << type;
+    // facts of the base still apply: same experts, same layers
+    const nlohmann::json facts = read_facts(ZooQuant::base_);
+    check_model_runs(path, facts);
+}
+
+TEST_F(ZooQuant, Q8_0)    { check_quant("Q8_0", false, GGML_TYPE_Q8_0); }
+TEST_F(ZooQuant, Q4_K_M)  { check_quant("Q4_K_M", false, GGML_TYPE_Q4_K); }
+TEST_F(ZooQuant, IQ2_XXS) { check_quant("IQ2_XXS", true, GGML_TYPE_IQ2_XXS); }
+
+}  // namespace
