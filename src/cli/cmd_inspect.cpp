@@ -1,3 +1,159 @@
-// reap inspect: placeholder until the GGUF library lands.
+// reap inspect: the census of a (MoE) GGUF model — architecture, MoE blocks,
+// expert counts, bytes by ggml type, expert pool vs dense bytes, what a decode
+// step reads, and the exact file size at a few expert keep counts. A thin
+// layer over reap::gguf::take_census(); --json prints the census as one object.
+#include "gguf/census.h"
+#include "gguf/gguf.h"
+
 #include <cstdio>
-int cmd_inspect(int, char **) { fprintf(stderr, "inspect: not built yet\n"); return 1; }
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct inspect_params {
+    std::string           model;
+    bool                  json = false;
+    std::vector<uint32_t> keeps;
+};
+
+void print_usage(FILE * out) {
+    fprintf(out,
+        "usage: reap inspect MODEL.gguf [--json] [--keep N]...\n"
+        "\n"
+        "Prints the census of a GGUF model: architecture, block count, which blocks are\n"
+        "MoE (have ffn_gate_inp or *_exps tensors), expert counts (routed, used per token,\n"
+        "groups, shared), tensor count and bytes by ggml type, the routed-expert pool\n"
+        "(tensors named *_exps, biases and scales included) against the dense rest, bytes\n"
+        "per expert per layer, file bytes and shard count, the bytes a decode step reads\n"
+        "(dense + n_expert_used experts per MoE layer), and the exact size of the pruned\n"
+        "file when keeping 75%%, 50%% and 25%% of the experts (and every --keep N).\n"
+        "MODEL may be the first shard of a split model (*-00001-of-0000N.gguf).\n"
+        "\n"
+        "options:\n"
+        "  --json       print one JSON object (keys: arch, n_layer, moe_layers, n_expert,\n"
+        "               n_expert_used, n_expert_groups, expert_pool_bytes, dense_bytes,\n"
+        "               file_bytes, n_shards, decode_bytes_per_token, types, keep_sizes, ...)\n"
+        "  --keep N     also size the model keeping N experts per MoE layer (repeatable)\n"
+        "  -h, --help   this help\n");
+}
+
+std::string human(uint64_t bytes) {
+    const char * units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double) bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        ++u;
+    }
+    char buf[64];
+    snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+    return buf;
+}
+
+bool parse_args(int argc, char ** argv, inspect_params & p, bool & help, std::string & err) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "-h" || arg == "--help") {
+            help = true;
+            return true;
+        } else if (arg == "--json") {
+            p.json = true;
+        } else if (arg == "--keep") {
+            if (i + 1 >= argc) {
+                err = "--keep needs a number";
+                return false;
+            }
+            char * end = nullptr;
+            const char * s = argv[++i];
+            errno = 0;
+            const unsigned long v = strtoul(s, &end, 10);
+            if (!*s || *end || errno || v == 0 || v > 0xffffffffUL || s[0] == '-') {
+                err = std::string("--keep: '") + s + "' is not a positive integer";
+                return false;
+            }
+            p.keeps.push_back((uint32_t) v);
+        } else if (!arg.empty() && arg[0] == '-') {
+            err = "unknown option " + arg;
+            return false;
+        } else if (p.model.empty()) {
+            p.model = arg;
+        } else {
+            err = "more than one model given ('" + p.model + "' and '" + arg + "')";
+            return false;
+        }
+    }
+    if (p.model.empty()) {
+        err = "no model given";
+        return false;
+    }
+    return true;
+}
+
+} // namespace
+
+int cmd_inspect(int argc, char ** argv) {
+    inspect_params params;
+    bool help = false;
+    std::string err;
+    if (!parse_args(argc, argv, params, help, err)) {
+        fprintf(stderr, "reap inspect: %s\n\n", err.c_str());
+        print_usage(stderr);
+        return 1;
+    }
+    if (help) {
+        print_usage(stdout);
+        return 0;
+    }
+    reap::gguf::model model;
+    if (!reap::gguf::open_model(params.model, model, err)) {
+        fprintf(stderr, "reap inspect: %s\n", err.c_str());
+        return 1;
+    }
+    reap::gguf::census c;
+    if (!reap::gguf::take_census(model, params.keeps, c, err)) {
+        fprintf(stderr, "reap inspect: %s: %s\n", params.model.c_str(), err.c_str());
+        return 1;
+    }
+    if (params.json) {
+        printf("%s\n", reap::gguf::census_json(c).c_str());
+        return 0;
+    }
+
+    printf("model            %s\n", params.model.c_str());
+    printf("arch             %s\n", c.arch.empty() ? "(none)" : c.arch.c_str());
+    printf("blocks           %u\n", c.n_layer);
+    std::string moe;
+    for (size_t i = 0; i < c.moe_layers.size(); ++i) moe += (i ? "," : "") + std::to_string(c.moe_layers[i]);
+    printf("MoE blocks       %zu [%s]\n", c.moe_layers.size(), moe.c_str());
+    printf("experts          %u routed, %u used per token", c.n_expert, c.n_expert_used);
+    if (c.n_expert_groups > 0) printf(", %u groups (%u used)", c.n_expert_groups, c.n_expert_groups_used);
+    printf(", %u shared (%u _shexp tensors)\n", c.n_expert_shared, c.n_shexp_tensors);
+    if (c.expert_ff_length) printf("expert ff length %u\n", c.expert_ff_length);
+    printf("tensors          %llu in %u file%s, %s\n", (unsigned long long) c.n_tensors, c.n_shards,
+           c.n_shards == 1 ? "" : "s", human(c.file_bytes).c_str());
+    printf("\n%-10s %8s %16s\n", "type", "tensors", "bytes");
+    for (const auto & [name, tc] : c.types) {
+        printf("%-10s %8llu %16llu  %s\n", name.c_str(), (unsigned long long) tc.count, (unsigned long long) tc.bytes,
+               human(tc.bytes).c_str());
+    }
+    auto line = [](const char * label, uint64_t v) {
+        printf("%-26s %16llu  %s\n", label, (unsigned long long) v, human(v).c_str());
+    };
+    printf("\n");
+    line("expert pool (*_exps)", c.expert_pool_bytes);
+    line("per expert per layer", c.expert_bytes_per_layer);
+    line("dense (everything else)", c.dense_bytes);
+    line("file bytes", c.file_bytes);
+    line("read per decoded token", c.decode_bytes_per_token);
+    if (!c.keep_sizes.empty()) {
+        printf("\n%-8s %16s %12s %8s\n", "keep", "file bytes", "", "of now");
+        for (const reap::gguf::keep_size & k : c.keep_sizes) {
+            printf("%-8u %16llu %12s %7.1f%%\n", k.n_keep, (unsigned long long) k.file_bytes, human(k.file_bytes).c_str(),
+                   c.file_bytes ? 100.0 * (double) k.file_bytes / (double) c.file_bytes : 0.0);
+        }
+    }
+    return 0;
+}
