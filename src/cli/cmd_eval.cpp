@@ -1,0 +1,187 @@
+// reap eval: the command-line shell over src/llama/eval.h. Parses flags
+// (llama.cpp spellings for the runtime ones), runs the evaluation or the smoke
+// test, prints a table or one JSON object on stdout. Errors go to stderr with
+// exit status 1; usage errors also print the usage.
+#include "llama/eval.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <unistd.h>
+
+namespace {
+
+const char * USAGE =
+    "usage: reap eval -m BASE.gguf -p PRUNED.gguf -f TEXT_OR_CORPUS [options]\n"
+    "       reap eval -m BASE.gguf -p PRUNED.gguf --smoke [-n N] --prompt TEXT\n"
+    "\n"
+    "Runs both models over the same tokens and reports perplexity of each and their\n"
+    "ratio, KL(base || pruned) of the next-token distributions over the full vocabulary\n"
+    "(mean, median, p99, max) and top-1 agreement. Windows of -c tokens; the second\n"
+    "half of each window is scored, as llama-perplexity does, so the base PPL equals\n"
+    "llama-perplexity's on the same file and -c.\n"
+    "\n"
+    "A -f ending in .jsonl (or whose first line is {\"domain\": ..., \"text\"|\"messages\": ...})\n"
+    "is a corpus: every sample is tokenized and windowed on its own (a sample shorter\n"
+    "than -c is one shorter window, longer ones lose their remainder), `messages` go\n"
+    "through the model's chat template, and the report is per domain and overall.\n"
+    "\n"
+    "options:\n"
+    "  -m, --model FILE         base model\n"
+    "  -p, --pruned FILE        pruned model (same vocabulary)\n"
+    "  -f, --file FILE          plain text or corpus JSONL\n"
+    "  --kld-base FILE          llama-perplexity --kl-divergence-base file: if FILE is missing,\n"
+    "                           run the base over -f and write it (then free the base before\n"
+    "                           loading the pruned model; without -p only the file is written);\n"
+    "                           if it exists, use it instead of running the base (-m may be\n"
+    "                           omitted; -f, if given, must give the file's tokens). Plain text only.\n"
+    "                           KLD against the file uses its 16-bit log-probs, like llama-perplexity.\n"
+    "  --chunks N               score at most N windows (plain text)\n"
+    "  --json                   print one JSON object instead of the table\n"
+    "  -q, --quiet              no progress line (it only shows when stderr is a terminal)\n"
+    "  --verbose                show llama.cpp's log\n"
+    "  --smoke                  greedy-decode both models after --prompt and report how many\n"
+    "                           leading tokens agree\n"
+    "  -n, --n-predict N        tokens to generate with --smoke (default 12)\n"
+    "  --prompt TEXT            prompt for --smoke\n"
+    "\n"
+    "llama.cpp runtime:\n"
+    "  -c, --ctx-size N         window size (default 512, or the --kld-base file's)\n"
+    "  -b, --batch-size N       logical batch size (default 2048, capped at -c)\n"
+    "  -ub, --ubatch-size N     physical batch size (default 512)\n"
+    "  -t, --threads N          threads (default: physical cores)\n"
+    "  -ngl, --n-gpu-layers N   layers to offload (default: llama.cpp's)\n"
+    "  -fa, --flash-attn [on|off|auto]   flash attention (default auto)\n"
+    "  --no-mmap                read the model into memory instead of mapping it\n";
+
+bool parse_int(const char * s, int & out) {
+    char * end = nullptr;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < INT32_MIN || v > INT32_MAX) return false;
+    out = (int) v;
+    return true;
+}
+
+int usage_error(const std::string & msg) {
+    fprintf(stderr, "reap eval: %s\n\n%s", msg.c_str(), USAGE);
+    return 1;
+}
+
+} // namespace
+
+int cmd_eval(int argc, char ** argv) {
+    reap::eval_options  opt;
+    opt.rt.n_ctx = 0;  // 0: 512, or the --kld-base file's
+    reap::smoke_options smoke;
+    bool json = false, quiet = false, do_smoke = false;
+
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&](std::string & out) {
+            if (i + 1 >= argc) return false;
+            out = argv[++i];
+            return true;
+        };
+        auto int_value = [&](int & out) {
+            return i + 1 < argc && parse_int(argv[++i], out);
+        };
+        std::string s;
+        if (a == "-h" || a == "--help") {
+            fputs(USAGE, stdout);
+            return 0;
+        } else if (a == "-m" || a == "--model") {
+            if (!value(opt.base_path)) return usage_error(a + " needs a file");
+        } else if (a == "-p" || a == "--pruned") {
+            if (!value(opt.pruned_path)) return usage_error(a + " needs a file");
+        } else if (a == "-f" || a == "--file") {
+            if (!value(opt.input_path)) return usage_error(a + " needs a file");
+        } else if (a == "--kld-base") {
+            if (!value(opt.kld_base_path)) return usage_error(a + " needs a file");
+        } else if (a == "--chunks") {
+            if (!int_value(opt.max_chunks) || opt.max_chunks < 1) return usage_error(a + " needs a positive number");
+        } else if (a == "--json") {
+            json = true;
+        } else if (a == "-q" || a == "--quiet") {
+            quiet = true;
+        } else if (a == "--verbose" || a == "-v") {
+            opt.verbose = true;
+        } else if (a == "--smoke") {
+            do_smoke = true;
+        } else if (a == "-n" || a == "--n-predict") {
+            if (!int_value(smoke.n_predict) || smoke.n_predict < 1) return usage_error(a + " needs a positive number");
+        } else if (a == "--prompt") {
+            if (!value(smoke.prompt)) return usage_error(a + " needs text");
+        } else if (a == "-c" || a == "--ctx-size") {
+            if (!int_value(opt.rt.n_ctx) || opt.rt.n_ctx < 3) return usage_error(a + " needs a number >= 3");
+        } else if (a == "-b" || a == "--batch-size") {
+            if (!int_value(opt.rt.n_batch) || opt.rt.n_batch < 1) return usage_error(a + " needs a positive number");
+        } else if (a == "-ub" || a == "--ubatch-size") {
+            if (!int_value(opt.rt.n_ubatch) || opt.rt.n_ubatch < 1) return usage_error(a + " needs a positive number");
+        } else if (a == "-t" || a == "--threads") {
+            if (!int_value(opt.rt.n_threads)) return usage_error(a + " needs a number");
+        } else if (a == "-ngl" || a == "--n-gpu-layers" || a == "--gpu-layers") {
+            if (!int_value(opt.rt.n_gpu_layers)) return usage_error(a + " needs a number");
+        } else if (a == "-fa" || a == "--flash-attn") {
+            // The value is optional, as with llama.cpp's older boolean -fa.
+            const std::string v = i + 1 < argc ? argv[i + 1] : "";
+            if (v == "on" || v == "1" || v == "true" || v == "enabled") {
+                opt.rt.flash_attn = 1; ++i;
+            } else if (v == "off" || v == "0" || v == "false" || v == "disabled") {
+                opt.rt.flash_attn = 0; ++i;
+            } else if (v == "auto" || v == "-1") {
+                opt.rt.flash_attn = -1; ++i;
+            } else {
+                opt.rt.flash_attn = 1;
+            }
+        } else if (a == "--no-mmap") {
+            opt.rt.use_mmap = false;
+        } else {
+            return usage_error("unknown argument '" + a + "'");
+        }
+    }
+    // JSON goes to stdout, so a progress line on a terminal's stderr does not disturb it.
+    opt.progress = !quiet && isatty(fileno(stderr));
+
+    std::string err;
+    if (do_smoke) {
+        smoke.base_path   = opt.base_path;
+        smoke.pruned_path = opt.pruned_path;
+        smoke.rt          = opt.rt;
+        smoke.verbose     = opt.verbose;
+        if (smoke.rt.n_ctx == 0) smoke.rt.n_ctx = 512;
+        reap::smoke_report r;
+        if (!reap::run_smoke(smoke, r, err)) {
+            fprintf(stderr, "reap eval: %s\n", err.c_str());
+            return 1;
+        }
+        if (json) {
+            printf("%s\n", reap::smoke_report_json(r).c_str());
+        } else {
+            printf("prompt: %s\n", smoke.prompt.c_str());
+            printf("base:   %s\n", r.base_text.c_str());
+            printf("pruned: %s\n", r.pruned_text.c_str());
+            printf("leading tokens that agree: %d of %zu\n", r.n_agree, r.base_tokens.size());
+        }
+        return 0;
+    }
+
+    if (opt.input_path.empty() && opt.kld_base_path.empty()) {
+        return usage_error("no input: give -f TEXT_OR_CORPUS");
+    }
+    reap::eval_report r;
+    if (!reap::run_eval(opt, r, err)) {
+        fprintf(stderr, "reap eval: %s\n", err.c_str());
+        return 1;
+    }
+    if (json) {
+        printf("%s\n", reap::eval_report_json(r).c_str());
+    } else {
+        reap::eval_report_print(stdout, r);
+    }
+    return 0;
+}

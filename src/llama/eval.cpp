@@ -1,0 +1,1139 @@
+// reap eval, the library half: windows, scoring, the llama-perplexity KLD base
+// file, corpus rendering, the smoke test and the report. See eval.h for the
+// scoring convention and the file layout.
+#include "llama/eval.h"
+
+#include "chat.h"
+#include "common.h"
+#include "log.h"
+#include "llama.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace reap {
+
+namespace {
+
+constexpr char   KLD_MAGIC[8]     = {'_', 'l', 'o', 'g', 'i', 't', 's', '_'};
+constexpr int    KLD_MAX_CTX      = 1 << 22;  // bounds for counts read from a base file
+constexpr int    KLD_MAX_VOCAB    = 1 << 24;
+constexpr size_t KLD_HEADER_BYTES = 8 + 3 * sizeof(int32_t);
+
+// ---- small utilities ----------------------------------------------------------
+
+bool g_verbose = false;
+
+void log_filter(ggml_log_level level, const char * text, void *) {
+    // llama.cpp is chatty on stderr; keep only its errors unless --verbose.
+    if (g_verbose || level == GGML_LOG_LEVEL_ERROR) {
+        fputs(text, stderr);
+    }
+}
+
+void backend_init(bool verbose) {
+    static std::once_flag once;
+    g_verbose = verbose;
+    std::call_once(once, [] {
+        llama_log_set(log_filter, nullptr);
+        llama_backend_init();
+        ggml_backend_load_all();
+    });
+    common_log_set_verbosity_thold(verbose ? LOG_DEFAULT_LLAMA : LOG_LEVEL_ERROR);
+}
+
+bool file_size_of(const std::string & path, uint64_t & size, std::string & err) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+        err = "cannot open '" + path + "': " + strerror(errno);
+        return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        err = "'" + path + "' is not a regular file";
+        return false;
+    }
+    size = (uint64_t) st.st_size;
+    return true;
+}
+
+bool read_whole_file(const std::string & path, std::string & out, std::string & err) {
+    uint64_t size = 0;
+    if (!file_size_of(path, size, err)) {
+        return false;
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        err = "cannot open '" + path + "'";
+        return false;
+    }
+    out.assign(size, '\0');
+    if (size > 0 && !in.read(&out[0], (std::streamsize) size)) {
+        err = "cannot read '" + path + "'";
+        return false;
+    }
+    return true;
+}
+
+bool mul_u64(uint64_t a, uint64_t b, uint64_t & out) { return !__builtin_mul_overflow(a, b, &out); }
+bool add_u64(uint64_t a, uint64_t b, uint64_t & out) { return !__builtin_add_overflow(a, b, &out); }
+
+// Runs fn(i) for i in [0, n) on up to n_threads threads (the rows of one batch).
+void parallel_for(int n, int n_threads, const std::function<void(int)> & fn) {
+    n_threads = std::max(1, std::min(n_threads, n));
+    if (n_threads == 1) {
+        for (int i = 0; i < n; ++i) fn(i);
+        return;
+    }
+    std::atomic<int> next{0};
+    auto work = [&] {
+        for (int i = next++; i < n; i = next++) fn(i);
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < n_threads; ++t) pool.emplace_back(work);
+    work();
+    for (auto & th : pool) th.join();
+}
+
+int resolve_threads(int n) { return n > 0 ? n : std::max(1, (int) common_cpu_get_num_math()); }
+
+// ---- llama.cpp handles ----------------------------------------------------------
+
+struct model_deleter { void operator()(llama_model * m) const { llama_model_free(m); } };
+struct ctx_deleter   { void operator()(llama_context * c) const { llama_free(c); } };
+using model_ptr = std::unique_ptr<llama_model, model_deleter>;
+using ctx_ptr   = std::unique_ptr<llama_context, ctx_deleter>;
+
+model_ptr load_model(const std::string & path, const eval_runtime & rt, bool vocab_only, std::string & err) {
+    uint64_t size = 0;
+    if (!file_size_of(path, size, err)) {
+        return nullptr;
+    }
+    llama_model_params mp = llama_model_default_params();
+    if (rt.n_gpu_layers >= 0) mp.n_gpu_layers = rt.n_gpu_layers;
+    if (!rt.use_mmap) mp.load_mode = LLAMA_LOAD_MODE_NONE;  // --no-mmap: read into memory
+    mp.vocab_only = vocab_only;
+    model_ptr m(llama_model_load_from_file(path.c_str(), mp));
+    if (!m) {
+        err = "failed to load model '" + path + "'" + (g_verbose ? "" : " (run with --verbose for llama.cpp's log)");
+    }
+    return m;
+}
+
+ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, std::string & err) {
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx           = (uint32_t) n_ctx;
+    cp.n_batch         = (uint32_t) std::min(rt.n_batch, n_ctx);
+    cp.n_ubatch        = (uint32_t) std::min(rt.n_ubatch, (int) cp.n_batch);
+    cp.n_seq_max       = 1;
+    cp.n_threads       = resolve_threads(rt.n_threads);
+    cp.n_threads_batch = cp.n_threads;
+    cp.flash_attn_type = rt.flash_attn < 0 ? LLAMA_FLASH_ATTN_TYPE_AUTO
+                       : rt.flash_attn == 0 ? LLAMA_FLASH_ATTN_TYPE_DISABLED : LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    cp.no_perf = true;
+    ctx_ptr c(llama_init_from_model(model, cp));
+    if (!c) {
+        err = "failed to create a llama.cpp context (n_ctx " + std::to_string(n_ctx) + ")";
+    }
+    return c;
+}
+
+// Base and pruned must tokenize and index identically, or nothing compares.
+bool check_same_vocab(const llama_model * a, const llama_model * b, const std::string & name_a,
+                      const std::string & name_b, std::string & err) {
+    const llama_vocab * va = llama_model_get_vocab(a);
+    const llama_vocab * vb = llama_model_get_vocab(b);
+    const int na = llama_vocab_n_tokens(va), nb = llama_vocab_n_tokens(vb);
+    if (na != nb) {
+        err = "vocabulary mismatch: " + name_a + " has " + std::to_string(na) + " tokens, " + name_b + " has " +
+              std::to_string(nb);
+        return false;
+    }
+    for (int i = 0; i < na; ++i) {
+        const char * ta = llama_vocab_get_text(va, i);
+        const char * tb = llama_vocab_get_text(vb, i);
+        if (strcmp(ta ? ta : "", tb ? tb : "") != 0) {
+            err = "vocabulary mismatch: token " + std::to_string(i) + " is '" + (ta ? ta : "") + "' in " + name_a +
+                  " but '" + (tb ? tb : "") + "' in " + name_b;
+            return false;
+        }
+    }
+    if (llama_vocab_bos(va) != llama_vocab_bos(vb) || llama_vocab_get_add_bos(va) != llama_vocab_get_add_bos(vb)) {
+        err = "vocabulary mismatch: " + name_a + " and " + name_b + " differ in their BOS token or whether they add it";
+        return false;
+    }
+    return true;
+}
+
+// ---- windows ----------------------------------------------------------------------
+
+struct window {
+    const int32_t * tokens;  // points into a sample's token vector
+    int             len;
+    int             domain;  // index into domain names; 0 for plain text
+};
+
+struct workload {
+    std::vector<std::vector<int32_t>> samples;  // owned tokens (one vector for plain text)
+    std::vector<int>                  sample_domain;
+    std::vector<window>               windows;
+    std::vector<std::string>          domains;
+    bool   corpus    = false;
+    size_t n_samples = 0, n_skipped = 0;
+    size_t n_decode_tokens = 0;  // sum of window lengths, for the progress line
+};
+
+bool looks_like_corpus(const std::string & path, const std::string & text) {
+    if (path.size() >= 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0) {
+        return true;
+    }
+    const size_t b = text.find_first_not_of(" \t\r\n");
+    if (b == std::string::npos || text[b] != '{') {
+        return false;
+    }
+    const size_t e = text.find('\n', b);
+    const auto   j = nlohmann::json::parse(text.substr(b, e == std::string::npos ? std::string::npos : e - b), nullptr, false);
+    return j.is_object() && j.contains("domain") && (j.contains("text") || j.contains("messages"));
+}
+
+// A plain text: tokenized once with BOS, cut into n_ctx windows, remainder dropped.
+bool plain_workload(const std::string & path, std::string text, const llama_vocab * vocab, int n_ctx, int max_chunks,
+                    workload & wl, std::string & err) {
+    // llama-perplexity's -f drops one trailing newline; do the same so tokens match.
+    if (!text.empty() && text.back() == '\n') {
+        text.pop_back();
+    }
+    wl.samples.push_back(common_tokenize(vocab, text, true, false));
+    const auto & toks = wl.samples.back();
+    int64_t n_chunk = (int64_t) toks.size() / n_ctx;
+    if (n_chunk == 0) {
+        err = "text too short: '" + path + "' tokenizes to " + std::to_string(toks.size()) +
+              " tokens, one window needs -c " + std::to_string(n_ctx) + " (give more text or a smaller -c)";
+        return false;
+    }
+    if (max_chunks > 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
+    wl.domains = {"text"};
+    wl.n_samples = 1;
+    for (int64_t c = 0; c < n_chunk; ++c) {
+        wl.windows.push_back({toks.data() + c * n_ctx, n_ctx, 0});
+        wl.n_decode_tokens += n_ctx;
+    }
+    return true;
+}
+
+// A corpus: every sample tokenized and windowed on its own.
+bool corpus_workload(const std::string & path, const std::string & text, const llama_model * model, int n_ctx,
+                     workload & wl, std::string & err) {
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    common_chat_templates_ptr tmpls;
+    std::istringstream lines(text);
+    std::string line;
+    size_t line_no = 0;
+    std::map<std::string, int> domain_index;
+    wl.corpus = true;
+    while (std::getline(lines, line)) {
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) {
+            continue;
+        }
+        const std::string where = path + ":" + std::to_string(line_no);
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_object()) {
+            err = where + ": not a JSON object";
+            return false;
+        }
+        if (!j.contains("domain") || !j["domain"].is_string()) {
+            err = where + ": no \"domain\" string";
+            return false;
+        }
+        std::vector<int32_t> toks;
+        if (j.contains("text")) {
+            if (!j["text"].is_string()) {
+                err = where + ": \"text\" is not a string";
+                return false;
+            }
+            toks = common_tokenize(vocab, j["text"].get<std::string>(), true, false);
+        } else if (j.contains("messages")) {
+            if (!j["messages"].is_array()) {
+                err = where + ": \"messages\" is not an array";
+                return false;
+            }
+            if (!tmpls) {
+                tmpls = common_chat_templates_init(model, "");
+                if (!tmpls) {
+                    err = "cannot initialise the model's chat template (needed by " + where + ")";
+                    return false;
+                }
+            }
+            std::string rendered;
+            try {
+                common_chat_templates_inputs in;
+                in.messages              = common_chat_msgs_parse_oaicompat(common_json::parse(j["messages"].dump()));
+                in.add_generation_prompt = false;
+                in.use_jinja             = true;
+                rendered = common_chat_templates_apply(tmpls.get(), in).prompt;
+            } catch (const std::exception & e) {
+                err = where + ": cannot render messages through the chat template: " + e.what();
+                return false;
+            }
+            // The template writes special tokens as text; parse them as such.
+            toks = common_tokenize(vocab, rendered, true, true);
+        } else {
+            err = where + ": neither \"text\" nor \"messages\"";
+            return false;
+        }
+        ++wl.n_samples;
+        const std::string dom = j["domain"].get<std::string>();
+        auto it = domain_index.find(dom);
+        if (it == domain_index.end()) {
+            it = domain_index.emplace(dom, (int) wl.domains.size()).first;
+            wl.domains.push_back(dom);
+        }
+        // A window of len scores len - 1 - len/2 tokens: at least 3 are needed.
+        if (toks.size() < 3) {
+            ++wl.n_skipped;
+            continue;
+        }
+        wl.samples.push_back(std::move(toks));
+        wl.sample_domain.push_back(it->second);
+    }
+    // Windows point into wl.samples, so build them only once it stops growing.
+    for (size_t s = 0; s < wl.samples.size(); ++s) {
+        const auto &  toks   = wl.samples[s];
+        const int     dom    = wl.sample_domain[s];
+        const int64_t n_full = (int64_t) toks.size() / n_ctx;
+        if (n_full == 0) {
+            wl.windows.push_back({toks.data(), (int) toks.size(), dom});
+            wl.n_decode_tokens += toks.size();
+        } else {
+            for (int64_t c = 0; c < n_full; ++c) {
+                wl.windows.push_back({toks.data() + c * n_ctx, n_ctx, dom});
+                wl.n_decode_tokens += n_ctx;
+            }
+        }
+    }
+    if (wl.windows.empty()) {
+        err = "corpus '" + path + "' has no sample long enough to score (3 tokens or more)";
+        return false;
+    }
+    return true;
+}
+
+// ---- progress line ----------------------------------------------------------------
+
+struct progress {
+    bool        enabled = false;
+    std::string label;
+    size_t      total = 0, done = 0;
+    std::chrono::steady_clock::time_point t0, last;
+
+    void start(const std::string & what, size_t n) {
+        label = what; total = n; done = 0;
+        t0 = last = std::chrono::steady_clock::now();
+    }
+    void add(size_t n) {
+        done += n;
+        if (!enabled) return;
+        const auto now = std::chrono::steady_clock::now();
+        if (done < total && now - last < std::chrono::milliseconds(500)) return;
+        last = now;
+        const double s   = std::chrono::duration<double>(now - t0).count();
+        const double tps = s > 0 ? done / s : 0;
+        const int    eta = tps > 0 ? (int) ((total - done) / tps) : 0;
+        fprintf(stderr, "\r%s: %zu/%zu tokens, %.0f tok/s, ETA %d:%02d   ", label.c_str(), done, total, tps, eta / 60,
+                eta % 60);
+        if (done >= total) fprintf(stderr, "\n");
+        fflush(stderr);
+    }
+};
+
+// ---- decoding a window -----------------------------------------------------------------
+
+// Decodes one window in every context of ctxs, n_batch tokens at a time, with
+// logits requested only for the scored positions first .. len-2; after each
+// batch calls on_batch(batch_idx, positions) for the rows it produced.
+bool decode_window(const std::vector<llama_context *> & ctxs, const window & w, llama_token bos, int n_batch,
+                   llama_batch & batch, progress & prog,
+                   const std::function<bool(const std::vector<int> &, const std::vector<int> &)> & on_batch,
+                   std::string & err) {
+    const int first = w.len / 2;
+    for (auto * c : ctxs) {
+        llama_memory_clear(llama_get_memory(c), true);
+    }
+    std::vector<int> idx, pos;
+    for (int b = 0; b < w.len; b += n_batch) {
+        const int n = std::min(n_batch, w.len - b);
+        batch.n_tokens = n;
+        idx.clear();
+        pos.clear();
+        for (int k = 0; k < n; ++k) {
+            const int p = b + k;
+            // Like llama-perplexity: every window starts with BOS, in place of its first token.
+            batch.token[k]     = (p == 0 && bos != LLAMA_TOKEN_NULL) ? bos : w.tokens[p];
+            batch.pos[k]       = p;
+            batch.n_seq_id[k]  = 1;
+            batch.seq_id[k][0] = 0;
+            batch.logits[k]    = p >= first && p <= w.len - 2;
+            if (batch.logits[k]) {
+                idx.push_back(k);
+                pos.push_back(p);
+            }
+        }
+        for (auto * c : ctxs) {
+            const int rc = llama_decode(c, batch);
+            if (rc != 0) {
+                err = "llama_decode failed (" + std::to_string(rc) + ")";
+                return false;
+            }
+        }
+        prog.add((size_t) n * ctxs.size());
+        if (!idx.empty() && !on_batch(idx, pos)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// ---- per-token statistics ------------------------------------------------------------------
+
+struct token_stat {
+    double nll_base = 0, nll_pruned = 0, kld = 0;
+    bool   agree = false;
+};
+
+int argmax_first(const float * v, int n) {
+    int best = 0;
+    for (int i = 1; i < n; ++i) {
+        if (v[i] > v[best]) best = i;
+    }
+    return best;
+}
+
+// log(sum(exp(v - max_v))): the log-normaliser relative to the max.
+float log_sum_exp_rel(const float * v, int n, float max_v) {
+    double s = 0;
+    for (int i = 0; i < n; ++i) s += expf(v[i] - max_v);
+    return (float) std::log(s);
+}
+
+float log_sum_exp(const float * v, int n, float max_v) { return max_v + log_sum_exp_rel(v, n, max_v); }
+
+// Exact: both rows are full-precision logits. Identical rows give exactly 0.
+token_stat stat_exact(const float * lb, const float * lp, int n_vocab, int tok) {
+    token_stat r;
+    const int   ib = argmax_first(lb, n_vocab), ip = argmax_first(lp, n_vocab);
+    const float zb = log_sum_exp(lb, n_vocab, lb[ib]);
+    const float zp = log_sum_exp(lp, n_vocab, lp[ip]);
+    double kl = 0;
+    for (int i = 0; i < n_vocab; ++i) {
+        const float lpb = lb[i] - zb;
+        kl += (double) expf(lpb) * (double) (lpb - (lp[i] - zp));
+    }
+    r.nll_base   = zb - lb[tok];
+    r.nll_pruned = zp - lp[tok];
+    r.kld        = kl;
+    r.agree      = ib == ip;
+    return r;
+}
+
+// Against a base file record (log-probs): llama-perplexity's rules, i.e. base
+// log-probs at or below -16 are left out of the sum.
+token_stat stat_file(const float * logp_base, const float * lp, int n_vocab, int tok) {
+    token_stat r;
+    const int   ib = argmax_first(logp_base, n_vocab), ip = argmax_first(lp, n_vocab);
+    const float zp = log_sum_exp(lp, n_vocab, lp[ip]);
+    double kl = 0;
+    for (int i = 0; i < n_vocab; ++i) {
+        const float lpb = logp_base[i];
+        if (lpb > -16.f) {
+            kl += (double) expf(lpb) * (double) (lpb - (lp[i] - zp));
+        }
+    }
+    r.nll_base   = -logp_base[tok];
+    r.nll_pruned = zp - lp[tok];
+    r.kld        = kl;
+    r.agree      = ib == ip;
+    return r;
+}
+
+struct accumulator {
+    double nll_base = 0, nll_pruned = 0;
+    size_t n = 0, agree = 0;
+    std::vector<float> kld;
+
+    void add(const token_stat & s) {
+        nll_base += s.nll_base;
+        nll_pruned += s.nll_pruned;
+        ++n;
+        agree += s.agree;
+        kld.push_back((float) s.kld);
+    }
+
+    // Median and percentiles as llama-perplexity computes them.
+    eval_metrics finish() {
+        eval_metrics m;
+        m.n_tokens = n;
+        if (n == 0) return m;
+        m.ppl_base   = std::exp(nll_base / n);
+        m.ppl_pruned = std::exp(nll_pruned / n);
+        m.ppl_ratio  = m.ppl_pruned / m.ppl_base;
+        double sum = 0;
+        for (float v : kld) sum += v;
+        m.kld_mean = sum / n;
+        std::sort(kld.begin(), kld.end());
+        m.kld_median = n % 2 == 0 ? 0.5 * (kld[n / 2] + kld[n / 2 - 1]) : kld[n / 2];
+        const double p  = 0.99 * (double) (n - 1);
+        const size_t ip = (size_t) p;
+        const double fr = p - ip;
+        m.kld_p99      = (1 - fr) * kld[ip] + fr * kld[std::min(ip + 1, n - 1)];
+        m.kld_max      = kld.back();
+        m.argmax_agree = (double) agree / n;
+        return m;
+    }
+};
+
+// ---- base file --------------------------------------------------------------------------------
+
+// Writes to PATH.tmp.PID and renames into place once complete, so that an
+// interrupted run never leaves a file that a later run would trust.
+struct kld_writer {
+    std::string path, tmp;
+    FILE *      f = nullptr;
+
+    bool open(const std::string & p, std::string & err) {
+        path = p;
+        tmp  = p + ".tmp." + std::to_string(getpid());
+        f    = fopen(tmp.c_str(), "wb");
+        if (!f) {
+            err = "cannot create '" + tmp + "': " + strerror(errno);
+            return false;
+        }
+        return true;
+    }
+    bool write(const void * data, size_t bytes, std::string & err) {
+        if (bytes && fwrite(data, 1, bytes, f) != bytes) {
+            err = "write to '" + tmp + "' failed: " + strerror(errno);
+            return false;
+        }
+        return true;
+    }
+    bool commit(std::string & err) {
+        const bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+        const int  e  = errno;
+        fclose(f);
+        f = nullptr;
+        if (!ok) {
+            err = "cannot flush '" + tmp + "': " + strerror(e);
+            return false;
+        }
+        if (rename(tmp.c_str(), path.c_str()) != 0) {
+            err = "cannot rename '" + tmp + "' to '" + path + "': " + strerror(errno);
+            return false;
+        }
+        tmp.clear();
+        return true;
+    }
+    ~kld_writer() {
+        if (f) fclose(f);
+        if (!tmp.empty()) remove(tmp.c_str());
+    }
+};
+
+// Expected size of a base file, or false if the counts overflow.
+bool kld_file_bytes(int64_t n_ctx, int64_t n_vocab, int64_t n_chunk, uint64_t & bytes) {
+    const uint64_t per_chunk_records = (uint64_t) (n_ctx - 1 - n_ctx / 2);
+    uint64_t tok_bytes, rec_bytes, chunk_bytes, all_records, all_tokens;
+    return mul_u64((uint64_t) n_ctx, (uint64_t) n_chunk, all_tokens) &&
+           mul_u64(all_tokens, sizeof(int32_t), tok_bytes) &&
+           mul_u64(kld_record_u16((int) n_vocab), sizeof(uint16_t), rec_bytes) &&
+           mul_u64(rec_bytes, per_chunk_records, chunk_bytes) &&
+           mul_u64(chunk_bytes, (uint64_t) n_chunk, all_records) &&
+           add_u64(KLD_HEADER_BYTES, tok_bytes, bytes) && add_u64(bytes, all_records, bytes);
+}
+
+// Runs the base model over the windows and writes the base file; returns its
+// own perplexity (exact logits) for the log.
+bool write_base_file(llama_model * model, const workload & wl, const eval_options & opt, int n_ctx, progress & prog,
+                     std::string & err) {
+    const llama_vocab * vocab   = llama_model_get_vocab(model);
+    const int           n_vocab = llama_vocab_n_tokens(vocab);
+    const llama_token   bos     = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
+    ctx_ptr ctx = make_context(model, opt.rt, n_ctx, err);
+    if (!ctx) return false;
+
+    kld_writer out;
+    if (!out.open(opt.kld_base_path, err)) return false;
+    const int32_t hdr[3] = {n_ctx, n_vocab, (int32_t) wl.windows.size()};
+    if (!out.write(KLD_MAGIC, 8, err) || !out.write(hdr, sizeof(hdr), err)) return false;
+    for (const window & w : wl.windows) {
+        if (!out.write(w.tokens, sizeof(int32_t) * (size_t) w.len, err)) return false;
+    }
+
+    const size_t          rec = kld_record_u16(n_vocab);
+    std::vector<uint16_t> records;
+    const int             n_batch = std::min(opt.rt.n_batch, n_ctx);
+    llama_batch           batch   = llama_batch_init(n_batch, 0, 1);
+    const int             n_threads = resolve_threads(opt.rt.n_threads);
+    prog.start("base -> " + opt.kld_base_path, wl.n_decode_tokens);
+    bool ok = true;
+    for (const window & w : wl.windows) {
+        ok = decode_window({ctx.get()}, w, bos, n_batch, batch, prog,
+            [&](const std::vector<int> & idx, const std::vector<int> & pos) {
+                records.resize(rec * idx.size());
+                parallel_for((int) idx.size(), n_threads, [&](int r) {
+                    kld_compress_row(llama_get_logits_ith(ctx.get(), idx[r]), n_vocab, w.tokens[pos[r] + 1],
+                                     records.data() + rec * r);
+                });
+                return out.write(records.data(), records.size() * sizeof(uint16_t), err);
+            }, err);
+        if (!ok) break;
+    }
+    llama_batch_free(batch);
+    return ok && out.commit(err);
+}
+
+// The windows of a base file, checked against the text's tokens when a text
+// was given.
+bool file_workload(const kld_base_header & hdr, workload & wl, int max_chunks) {
+    wl.samples.push_back(hdr.tokens);
+    wl.domains = {"text"};
+    wl.n_samples = 1;
+    int64_t n_chunk = hdr.n_chunk;
+    if (max_chunks > 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
+    for (int64_t c = 0; c < n_chunk; ++c) {
+        wl.windows.push_back({wl.samples[0].data() + c * hdr.n_ctx, hdr.n_ctx, 0});
+        wl.n_decode_tokens += hdr.n_ctx;
+    }
+    return true;
+}
+
+} // namespace
+
+// ---- public: base file format ---------------------------------------------------------------------
+
+size_t kld_record_u16(int n_vocab) { return 2 * (((size_t) n_vocab + 1) / 2) + 4; }
+
+double kld_compress_row(const float * logits, int n_vocab, int tok, uint16_t * record) {
+    float max_l = logits[0], min_l = logits[0];
+    for (int i = 1; i < n_vocab; ++i) {
+        max_l = std::max(max_l, logits[i]);
+        min_l = std::min(min_l, logits[i]);
+    }
+    // 16 bits over at most 16 nats below the max; everything lower is clamped.
+    min_l = std::max(min_l, max_l - 16);
+    const float lse   = log_sum_exp_rel(logits, n_vocab, max_l);
+    const float scale = (max_l - min_l) / 65535.f;
+    const float off   = min_l - max_l - lse;
+    memcpy(record, &scale, sizeof(float));
+    memcpy(record + 2, &off, sizeof(float));
+    uint16_t * q = record + 4;
+    if (scale > 0) {
+        const float inv = 1 / scale;
+        for (int i = 0; i < n_vocab; ++i) {
+            q[i] = logits[i] > min_l ? (uint16_t) lrintf(inv * (logits[i] - min_l)) : 0;
+        }
+    } else {
+        memset(q, 0, sizeof(uint16_t) * (size_t) n_vocab);
+    }
+    if (n_vocab % 2) q[n_vocab] = 0;  // the pad slot: deterministic bytes
+    return max_l + lse - logits[tok];
+}
+
+bool kld_decompress_row(const uint16_t * record, int n_vocab, float * log_probs) {
+    float scale, off;
+    memcpy(&scale, record, sizeof(float));
+    memcpy(&off, record + 2, sizeof(float));
+    if (!std::isfinite(scale) || !std::isfinite(off) || scale < 0) {
+        return false;
+    }
+    const uint16_t * q = record + 4;
+    for (int i = 0; i < n_vocab; ++i) {
+        log_probs[i] = scale * q[i] + off;
+    }
+    return true;
+}
+
+bool kld_base_read_header(const std::string & path, kld_base_header & hdr, std::string & err) {
+    uint64_t size = 0;
+    if (!file_size_of(path, size, err)) {
+        return false;
+    }
+    const std::string what = "KLD base file '" + path + "'";
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        err = "cannot open " + what;
+        return false;
+    }
+    char    magic[8];
+    int32_t counts[3];
+    if (size < KLD_HEADER_BYTES || !in.read(magic, 8) || !in.read((char *) counts, sizeof(counts))) {
+        err = what + " is truncated: " + std::to_string(size) + " bytes, shorter than its " +
+              std::to_string(KLD_HEADER_BYTES) + "-byte header";
+        return false;
+    }
+    if (memcmp(magic, KLD_MAGIC, 8) != 0) {
+        err = what + " is not a llama-perplexity log-probability file (no \"_logits_\" magic)";
+        return false;
+    }
+    hdr.n_ctx = counts[0];
+    hdr.n_vocab = counts[1];
+    hdr.n_chunk = counts[2];
+    if (hdr.n_ctx < 3 || hdr.n_ctx > KLD_MAX_CTX) {
+        err = what + " has n_ctx " + std::to_string(hdr.n_ctx) + ", outside [3, " + std::to_string(KLD_MAX_CTX) + "]";
+        return false;
+    }
+    if (hdr.n_vocab < 1 || hdr.n_vocab > KLD_MAX_VOCAB) {
+        err = what + " has n_vocab " + std::to_string(hdr.n_vocab) + ", outside [1, " + std::to_string(KLD_MAX_VOCAB) + "]";
+        return false;
+    }
+    if (hdr.n_chunk < 1) {
+        err = what + " has n_chunk " + std::to_string(hdr.n_chunk) + " (must be at least 1)";
+        return false;
+    }
+    uint64_t expect = 0;
+    if (!kld_file_bytes(hdr.n_ctx, hdr.n_vocab, hdr.n_chunk, expect)) {
+        err = what + ": n_ctx " + std::to_string(hdr.n_ctx) + " x n_vocab " + std::to_string(hdr.n_vocab) + " x n_chunk " +
+              std::to_string(hdr.n_chunk) + " overflows";
+        return false;
+    }
+    if (size != expect) {
+        err = what + (size < expect ? " is truncated" : " has trailing bytes") + ": n_ctx " + std::to_string(hdr.n_ctx) +
+              ", n_vocab " + std::to_string(hdr.n_vocab) + ", n_chunk " + std::to_string(hdr.n_chunk) + " need " +
+              std::to_string(expect) + " bytes, the file has " + std::to_string(size);
+        return false;
+    }
+    // Sizes agree with the file, so this allocation is bounded by the file size.
+    hdr.tokens.resize((size_t) hdr.n_ctx * (size_t) hdr.n_chunk);
+    if (!in.read((char *) hdr.tokens.data(), (std::streamsize) (hdr.tokens.size() * sizeof(int32_t)))) {
+        err = "cannot read the tokens of " + what;
+        return false;
+    }
+    for (size_t i = 0; i < hdr.tokens.size(); ++i) {
+        if (hdr.tokens[i] < 0 || hdr.tokens[i] >= hdr.n_vocab) {
+            err = what + ": token " + std::to_string(i) + " is " + std::to_string(hdr.tokens[i]) +
+                  ", outside the vocabulary of " + std::to_string(hdr.n_vocab);
+            return false;
+        }
+    }
+    hdr.data_offset = KLD_HEADER_BYTES + hdr.tokens.size() * sizeof(int32_t);
+    return true;
+}
+
+// ---- public: evaluation ------------------------------------------------------------------------------
+
+bool run_eval(const eval_options & opt_in, eval_report & report, std::string & err) {
+    eval_options opt = opt_in;
+    backend_init(opt.verbose);
+    report = eval_report();
+
+    if (opt.pruned_path.empty() && opt.kld_base_path.empty()) {
+        err = "no pruned model: give -p PRUNED.gguf";
+        return false;
+    }
+    if (opt.input_path.empty() && opt.kld_base_path.empty()) {
+        err = "no input: give -f TEXT_OR_CORPUS";
+        return false;
+    }
+    if (opt.rt.n_ctx < 0 || (opt.rt.n_ctx > 0 && opt.rt.n_ctx < 3)) {
+        err = "-c must be at least 3";
+        return false;
+    }
+    if (opt.rt.n_batch < 1 || opt.rt.n_ubatch < 1) {
+        err = "-b and -ub must be at least 1";
+        return false;
+    }
+
+    bool read_file_mode = false;
+    kld_base_header hdr;
+    if (!opt.kld_base_path.empty()) {
+        struct stat st;
+        read_file_mode = stat(opt.kld_base_path.c_str(), &st) == 0;
+        if (read_file_mode) {
+            if (!kld_base_read_header(opt.kld_base_path, hdr, err)) return false;
+            if (opt.rt.n_ctx > 0 && opt.rt.n_ctx != hdr.n_ctx) {
+                err = "-c " + std::to_string(opt.rt.n_ctx) + " differs from the n_ctx " + std::to_string(hdr.n_ctx) +
+                      " of KLD base file '" + opt.kld_base_path + "' (omit -c to use the file's)";
+                return false;
+            }
+            opt.rt.n_ctx = hdr.n_ctx;
+            if (opt.pruned_path.empty()) {
+                err = "KLD base file '" + opt.kld_base_path + "' exists: give -p PRUNED.gguf to compare against it";
+                return false;
+            }
+        } else if (opt.base_path.empty()) {
+            err = "KLD base file '" + opt.kld_base_path + "' does not exist and there is no -m BASE.gguf to write it from";
+            return false;
+        }
+    } else if (opt.base_path.empty()) {
+        err = "no base model: give -m BASE.gguf (or --kld-base FILE made by an earlier run or llama-perplexity)";
+        return false;
+    }
+    if (opt.rt.n_ctx == 0) opt.rt.n_ctx = 512;
+    const int n_ctx = opt.rt.n_ctx;
+
+    std::string input;
+    if (!opt.input_path.empty() && !read_whole_file(opt.input_path, input, err)) {
+        return false;
+    }
+    const bool corpus = !opt.input_path.empty() && looks_like_corpus(opt.input_path, input);
+    if (corpus && !opt.kld_base_path.empty()) {
+        err = "--kld-base works with a plain text -f only: the llama-perplexity file holds fixed-size chunks, "
+              "a corpus has per-sample windows";
+        return false;
+    }
+
+    progress prog;
+    prog.enabled = opt.progress;
+    workload wl;
+
+    // ---- both models live: exact KLD ----
+    if (opt.kld_base_path.empty()) {
+        model_ptr base = load_model(opt.base_path, opt.rt, false, err);
+        if (!base) return false;
+        model_ptr pruned = load_model(opt.pruned_path, opt.rt, false, err);
+        if (!pruned) return false;
+        if (!check_same_vocab(base.get(), pruned.get(), "base '" + opt.base_path + "'", "pruned '" + opt.pruned_path + "'", err)) {
+            return false;
+        }
+        const llama_vocab * vocab = llama_model_get_vocab(base.get());
+        if (corpus ? !corpus_workload(opt.input_path, input, base.get(), n_ctx, wl, err)
+                   : !plain_workload(opt.input_path, input, vocab, n_ctx, opt.max_chunks, wl, err)) {
+            return false;
+        }
+        const int n_vocab = llama_vocab_n_tokens(vocab);
+        const llama_token bos = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
+        ctx_ptr cb = make_context(base.get(), opt.rt, n_ctx, err);
+        if (!cb) return false;
+        ctx_ptr cp = make_context(pruned.get(), opt.rt, n_ctx, err);
+        if (!cp) return false;
+
+        std::vector<accumulator> acc(wl.domains.size());
+        accumulator all;
+        const int n_batch = std::min(opt.rt.n_batch, n_ctx);
+        const int n_threads = resolve_threads(opt.rt.n_threads);
+        llama_batch batch = llama_batch_init(n_batch, 0, 1);
+        std::vector<token_stat> stats;
+        prog.start("eval", 2 * wl.n_decode_tokens);
+        bool ok = true;
+        for (const window & w : wl.windows) {
+            ok = decode_window({cb.get(), cp.get()}, w, bos, n_batch, batch, prog,
+                [&](const std::vector<int> & idx, const std::vector<int> & pos) {
+                    stats.resize(idx.size());
+                    parallel_for((int) idx.size(), n_threads, [&](int r) {
+                        stats[r] = stat_exact(llama_get_logits_ith(cb.get(), idx[r]), llama_get_logits_ith(cp.get(), idx[r]),
+                                              n_vocab, w.tokens[pos[r] + 1]);
+                    });
+                    for (const auto & s : stats) {
+                        all.add(s);
+                        acc[w.domain].add(s);
+                    }
+                    return true;
+                }, err);
+            if (!ok) break;
+        }
+        llama_batch_free(batch);
+        if (!ok) return false;
+        report.overall = all.finish();
+        if (wl.corpus) {
+            for (size_t d = 0; d < wl.domains.size(); ++d) {
+                report.domains.emplace_back(wl.domains[d], acc[d].finish());
+            }
+        }
+    } else {
+        // ---- through a base file: write it first if missing ----
+        if (!read_file_mode) {
+            model_ptr base = load_model(opt.base_path, opt.rt, false, err);
+            if (!base) return false;
+            if (!plain_workload(opt.input_path, input, llama_model_get_vocab(base.get()), n_ctx, opt.max_chunks, wl, err)) {
+                return false;
+            }
+            if (!write_base_file(base.get(), wl, opt, n_ctx, prog, err)) return false;
+            report.kld_base_mode = "written";
+            // base is freed here, before the pruned model loads
+        } else {
+            report.kld_base_mode = "read";
+        }
+        if (!kld_base_read_header(opt.kld_base_path, hdr, err)) return false;
+        if (opt.pruned_path.empty()) {
+            // base-only run: the file is the product
+            report.n_ctx = n_ctx;
+            report.n_windows = hdr.n_chunk;
+            return true;
+        }
+        model_ptr pruned = load_model(opt.pruned_path, opt.rt, false, err);
+        if (!pruned) return false;
+        const llama_vocab * vocab = llama_model_get_vocab(pruned.get());
+        const int n_vocab = llama_vocab_n_tokens(vocab);
+        if (hdr.n_vocab != n_vocab) {
+            err = "KLD base file '" + opt.kld_base_path + "' was written for a vocabulary of " + std::to_string(hdr.n_vocab) +
+                  " tokens, pruned '" + opt.pruned_path + "' has " + std::to_string(n_vocab);
+            return false;
+        }
+        if (read_file_mode && !opt.base_path.empty()) {
+            // -m given as well: make sure it is the model the file came from, as far as the vocabulary tells.
+            model_ptr base = load_model(opt.base_path, opt.rt, true, err);
+            if (!base) return false;
+            if (!check_same_vocab(base.get(), pruned.get(), "base '" + opt.base_path + "'", "pruned '" + opt.pruned_path + "'", err)) {
+                return false;
+            }
+        }
+        // The text, if given, must give the tokens the file was made from.
+        if (read_file_mode && !opt.input_path.empty()) {
+            std::string text = input;
+            if (!text.empty() && text.back() == '\n') text.pop_back();
+            const auto toks = common_tokenize(vocab, text, true, false);
+            const size_t need = hdr.tokens.size();
+            for (size_t i = 0; i < need; ++i) {
+                if (i >= toks.size()) {
+                    err = "'" + opt.input_path + "' tokenizes to " + std::to_string(toks.size()) + " tokens, but KLD base file '" +
+                          opt.kld_base_path + "' holds " + std::to_string(need) + " (" + std::to_string(hdr.n_chunk) +
+                          " chunks of " + std::to_string(hdr.n_ctx) + "): not the text it was made from";
+                    return false;
+                }
+                if (toks[i] != hdr.tokens[i]) {
+                    err = "token " + std::to_string(i) + " of '" + opt.input_path + "' is " + std::to_string(toks[i]) +
+                          " but KLD base file '" + opt.kld_base_path + "' has " + std::to_string(hdr.tokens[i]) +
+                          ": not the text (or tokenizer) the file was made from";
+                    return false;
+                }
+            }
+        }
+        wl = workload();
+        file_workload(hdr, wl, opt.max_chunks);
+
+        std::ifstream in(opt.kld_base_path, std::ios::binary);
+        in.seekg((std::streamoff) hdr.data_offset);
+        if (!in) {
+            err = "cannot read KLD base file '" + opt.kld_base_path + "'";
+            return false;
+        }
+        const llama_token bos = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
+        ctx_ptr cp = make_context(pruned.get(), opt.rt, n_ctx, err);
+        if (!cp) return false;
+        accumulator all;
+        const size_t rec = kld_record_u16(n_vocab);
+        const int n_batch = std::min(opt.rt.n_batch, n_ctx);
+        const int n_threads = resolve_threads(opt.rt.n_threads);
+        std::vector<uint16_t> records;
+        std::vector<float> logp((size_t) n_threads * n_vocab);
+        std::vector<token_stat> stats;
+        std::vector<char> bad;
+        llama_batch batch = llama_batch_init(n_batch, 0, 1);
+        prog.start("eval", wl.n_decode_tokens);
+        size_t chunk = 0;
+        bool ok = true;
+        for (const window & w : wl.windows) {
+            ok = decode_window({cp.get()}, w, bos, n_batch, batch, prog,
+                [&](const std::vector<int> & idx, const std::vector<int> & pos) {
+                    records.resize(rec * idx.size());
+                    if (!in.read((char *) records.data(), (std::streamsize) (records.size() * sizeof(uint16_t)))) {
+                        err = "cannot read the records of chunk " + std::to_string(chunk) + " from '" + opt.kld_base_path + "'";
+                        return false;
+                    }
+                    stats.assign(idx.size(), token_stat());
+                    bad.assign(idx.size(), 0);
+                    // Each worker thread decompresses into its own slice of logp.
+                    std::atomic<int> next{0};
+                    std::vector<std::thread> pool;
+                    auto work = [&](int t) {
+                        float * lpb = logp.data() + (size_t) t * n_vocab;
+                        for (int r = next++; r < (int) idx.size(); r = next++) {
+                            if (!kld_decompress_row(records.data() + rec * r, n_vocab, lpb)) {
+                                bad[r] = 1;
+                                continue;
+                            }
+                            stats[r] = stat_file(lpb, llama_get_logits_ith(cp.get(), idx[r]), n_vocab, w.tokens[pos[r] + 1]);
+                        }
+                    };
+                    const int nt = std::max(1, std::min(n_threads, (int) idx.size()));
+                    for (int t = 1; t < nt; ++t) pool.emplace_back(work, t);
+                    work(0);
+                    for (auto & th : pool) th.join();
+                    for (size_t r = 0; r < idx.size(); ++r) {
+                        if (bad[r]) {
+                            err = "KLD base file '" + opt.kld_base_path + "' is damaged: chunk " + std::to_string(chunk) +
+                                  ", position " + std::to_string(pos[r]) + " has a non-finite scale or offset";
+                            return false;
+                        }
+                        all.add(stats[r]);
+                    }
+                    return true;
+                }, err);
+            if (!ok) break;
+            ++chunk;
+        }
+        llama_batch_free(batch);
+        if (!ok) return false;
+        report.overall = all.finish();
+    }
+
+    report.corpus            = wl.corpus;
+    report.n_ctx             = n_ctx;
+    report.n_windows         = wl.windows.size();
+    report.n_samples         = wl.n_samples;
+    report.n_samples_skipped = wl.n_skipped;
+    return true;
+}
+
+// ---- public: smoke test -----------------------------------------------------------------------------
+
+bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & err) {
+    backend_init(opt.verbose);
+    report = smoke_report();
+    if (opt.base_path.empty() || opt.pruned_path.empty()) {
+        err = "--smoke needs both -m BASE.gguf and -p PRUNED.gguf";
+        return false;
+    }
+    if (opt.prompt.empty()) {
+        err = "--smoke needs --prompt TEXT";
+        return false;
+    }
+    if (opt.n_predict < 1) {
+        err = "-n must be at least 1";
+        return false;
+    }
+    model_ptr base = load_model(opt.base_path, opt.rt, false, err);
+    if (!base) return false;
+    model_ptr pruned = load_model(opt.pruned_path, opt.rt, false, err);
+    if (!pruned) return false;
+    if (!check_same_vocab(base.get(), pruned.get(), "base '" + opt.base_path + "'", "pruned '" + opt.pruned_path + "'", err)) {
+        return false;
+    }
+    const llama_vocab * vocab = llama_model_get_vocab(base.get());
+    const auto prompt = common_tokenize(vocab, opt.prompt, true, true);
+    if (prompt.empty()) {
+        err = "the prompt tokenizes to nothing";
+        return false;
+    }
+    const int n_ctx = (int) prompt.size() + opt.n_predict;
+
+    auto generate = [&](llama_model * model, std::vector<int32_t> & out) {
+        eval_runtime rt = opt.rt;
+        rt.n_batch = std::max(rt.n_batch, n_ctx);  // the prompt goes in one decode
+        rt.n_ubatch = std::min(rt.n_ubatch, rt.n_batch);
+        ctx_ptr ctx = make_context(model, rt, n_ctx, err);
+        if (!ctx) return false;
+        std::vector<llama_token> cur(prompt.begin(), prompt.end());
+        llama_batch batch = llama_batch_get_one(cur.data(), (int32_t) cur.size());
+        const int n_vocab = llama_vocab_n_tokens(vocab);
+        for (int i = 0; i < opt.n_predict; ++i) {
+            if (llama_decode(ctx.get(), batch) != 0) {
+                err = "llama_decode failed during --smoke";
+                return false;
+            }
+            llama_token t = argmax_first(llama_get_logits_ith(ctx.get(), -1), n_vocab);
+            out.push_back(t);
+            if (llama_vocab_is_eog(vocab, t)) break;
+            cur.assign(1, t);
+            batch = llama_batch_get_one(cur.data(), 1);
+        }
+        return true;
+    };
+    if (!generate(base.get(), report.base_tokens) || !generate(pruned.get(), report.pruned_tokens)) {
+        return false;
+    }
+    const size_t n = std::min(report.base_tokens.size(), report.pruned_tokens.size());
+    while ((size_t) report.n_agree < n && report.base_tokens[report.n_agree] == report.pruned_tokens[report.n_agree]) {
+        ++report.n_agree;
+    }
+    report.base_text   = common_detokenize(vocab, std::vector<llama_token>(report.base_tokens.begin(), report.base_tokens.end()), true);
+    report.pruned_text = common_detokenize(vocab, std::vector<llama_token>(report.pruned_tokens.begin(), report.pruned_tokens.end()), true);
+    return true;
+}
+
+// ---- public: output --------------------------------------------------------------------------------
+
+namespace {
+
+nlohmann::ordered_json metrics_json(const eval_metrics & m, bool have_pruned) {
+    nlohmann::ordered_json j;
+    auto num = [&](double v) { return have_pruned ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
+    j["ppl_base"]     = m.ppl_base;
+    j["ppl_pruned"]   = num(m.ppl_pruned);
+    j["ppl_ratio"]    = num(m.ppl_ratio);
+    j["kld_mean"]     = num(m.kld_mean);
+    j["kld_median"]   = num(m.kld_median);
+    j["kld_p99"]      = num(m.kld_p99);
+    j["kld_max"]      = num(m.kld_max);
+    j["argmax_agree"] = num(m.argmax_agree);
+    j["n_tokens"]     = m.n_tokens;
+    return j;
+}
+
+} // namespace
+
+std::string eval_report_json(const eval_report & r) {
+    const bool have_pruned = r.overall.n_tokens > 0;
+    nlohmann::ordered_json j = metrics_json(r.overall, have_pruned);
+    nlohmann::ordered_json d = nlohmann::ordered_json::object();
+    for (const auto & [name, m] : r.domains) {
+        d[name] = metrics_json(m, m.n_tokens > 0);
+    }
+    j["domains"]           = d;
+    j["n_ctx"]             = r.n_ctx;
+    j["n_windows"]         = r.n_windows;
+    j["corpus"]            = r.corpus;
+    j["n_samples"]         = r.n_samples;
+    j["n_samples_skipped"] = r.n_samples_skipped;
+    j["kld_base"]          = r.kld_base_mode;
+    return j.dump(2);
+}
+
+std::string smoke_report_json(const smoke_report & r) {
+    nlohmann::ordered_json j;
+    j["n_predict_base"]   = r.base_tokens.size();
+    j["n_predict_pruned"] = r.pruned_tokens.size();
+    j["n_agree"]          = r.n_agree;
+    j["base_tokens"]      = r.base_tokens;
+    j["pruned_tokens"]    = r.pruned_tokens;
+    // Continuations can cut a UTF-8 sequence; keep the JSON valid regardless.
+    j["base_text"]   = r.base_text;
+    j["pruned_text"] = r.pruned_text;
+    return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+void eval_report_print(FILE * out, const eval_report & r) {
+    if (r.overall.n_tokens == 0) {
+        fprintf(out, "wrote KLD base file: %zu windows of %d tokens\n", r.n_windows, r.n_ctx);
+        return;
+    }
+    fprintf(out, "%zu tokens scored in %zu windows of up to %d tokens", r.overall.n_tokens, r.n_windows, r.n_ctx);
+    if (r.corpus) {
+        fprintf(out, " (%zu samples, %zu too short)", r.n_samples, r.n_samples_skipped);
+    }
+    if (r.kld_base_mode != "none") {
+        fprintf(out, "; base from KLD file (%s; 16-bit log-probs, llama-perplexity rules)", r.kld_base_mode.c_str());
+    }
+    fprintf(out, "\n\n%-16s %9s %11s %11s %9s %10s %10s %10s %10s %8s\n", "", "tokens", "PPL base", "PPL pruned",
+            "ratio", "KLD mean", "median", "p99", "max", "top-1");
+    auto row = [&](const std::string & name, const eval_metrics & m) {
+        if (m.n_tokens == 0) {
+            fprintf(out, "%-16s %9d   (no tokens scored)\n", name.c_str(), 0);
+            return;
+        }
+        fprintf(out, "%-16s %9zu %11.4f %11.4f %9.5f %10.6f %10.6f %10.6f %10.6f %7.3f%%\n", name.c_str(), m.n_tokens,
+                m.ppl_base, m.ppl_pruned, m.ppl_ratio, m.kld_mean, m.kld_median, m.kld_p99, m.kld_max,
+                100.0 * m.argmax_agree);
+    };
+    for (const auto & [name, m] : r.domains) {
+        row(name, m);
+    }
+    row("overall", r.overall);
+}
+
+} // namespace reap

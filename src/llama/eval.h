@@ -1,0 +1,140 @@
+// reap eval, the library half: measures what pruning cost by running a base
+// and a pruned model over the same tokens and comparing their next-token
+// distributions (perplexity of each, KL(base || pruned) over the full
+// vocabulary, top-1 agreement), overall and per corpus domain; also the
+// llama-perplexity KLD base file (`--kl-divergence-base`) reader/writer and a
+// greedy-decoding smoke test. The CLI (src/cli/cmd_eval.cpp) is a thin shell
+// over run_eval() / run_smoke().
+//
+// Scoring follows llama.cpp's tools/perplexity for a plain text file: the text
+// is tokenized once (BOS added when the vocabulary asks for it), cut into
+// n_tokens / n_ctx windows of n_ctx tokens, the first token of every window is
+// replaced by BOS (when the vocabulary adds BOS), and only the second half of
+// each window is scored: logits at positions n_ctx/2 .. n_ctx-2 predict tokens
+// n_ctx/2+1 .. n_ctx-1. A corpus (JSONL) is tokenized per sample; a sample is
+// cut into windows on its own (never attending across samples), and a sample
+// shorter than one window is one shorter window scored the same way.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace reap {
+
+// llama.cpp runtime settings, spelled as the llama.cpp flags.
+struct eval_runtime {
+    int  n_ctx        = 512;   // -c: window size
+    int  n_batch      = 2048;  // -b: tokens per llama_decode (capped at n_ctx)
+    int  n_ubatch     = 512;   // -ub
+    int  n_threads    = -1;    // -t; -1 = number of physical cores
+    int  n_gpu_layers = -1;    // -ngl; -1 = llama.cpp's default (all that fit)
+    int  flash_attn   = -1;    // -fa; -1 auto, 0 off, 1 on
+    bool use_mmap     = true;  // --no-mmap clears it
+};
+
+struct eval_options {
+    std::string base_path;      // -m (may be empty when kld_base_path exists)
+    std::string pruned_path;    // -p
+    std::string input_path;     // -f: plain text, or corpus JSONL (*.jsonl or lines of {"domain":...})
+    std::string kld_base_path;  // --kld-base: written when missing, read when present
+    int         max_chunks = -1;  // --chunks: at most this many windows (plain text), -1 = all
+    eval_runtime rt;
+    bool progress = true;       // progress line on stderr (the CLI turns it off unless stderr is a tty)
+    bool verbose  = false;      // let llama.cpp's log through
+};
+
+// The numbers for one set of scored tokens.
+struct eval_metrics {
+    size_t n_tokens     = 0;  // scored tokens
+    double ppl_base     = 0;
+    double ppl_pruned   = 0;
+    double ppl_ratio    = 0;  // ppl_pruned / ppl_base
+    double kld_mean     = 0;  // KL(base || pruned), nats per token
+    double kld_median   = 0;
+    double kld_p99      = 0;
+    double kld_max      = 0;
+    double argmax_agree = 0;  // fraction of tokens whose argmax is the same, 0..1
+};
+
+struct eval_report {
+    eval_metrics overall;
+    std::vector<std::pair<std::string, eval_metrics>> domains;  // corpus only, in first-seen order
+    bool        corpus    = false;
+    int         n_ctx     = 0;
+    size_t      n_windows = 0;
+    size_t      n_samples = 0;          // corpus samples read
+    size_t      n_samples_skipped = 0;  // too short to score a single token
+    std::string kld_base_mode = "none"; // "none" (both models live, exact KLD), "written", "read"
+    // With a base file the base distribution is llama-perplexity's 16-bit
+    // compressed form and KLD skips base log-probs <= -16, exactly as
+    // llama-perplexity --kl-divergence does; without one it is exact.
+};
+
+// Runs the whole evaluation. Errors come back as false + a message that names
+// the problem; nothing here exits the process.
+bool run_eval(const eval_options & opt, eval_report & report, std::string & err);
+
+struct smoke_options {
+    std::string  base_path;
+    std::string  pruned_path;
+    std::string  prompt;
+    int          n_predict = 12;
+    eval_runtime rt;
+    bool         verbose = false;
+};
+
+struct smoke_report {
+    std::vector<int32_t> base_tokens, pruned_tokens;  // the generated continuations
+    std::string          base_text, pruned_text;
+    int                  n_agree = 0;  // length of the common prefix of the continuations
+};
+
+// Greedy-decodes n_predict tokens from both models after the same prompt.
+bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & err);
+
+// Metrics and report as JSON text (one object; keys as in eval_metrics).
+std::string eval_report_json(const eval_report & report);
+std::string smoke_report_json(const smoke_report & report);
+// Human-readable table.
+void eval_report_print(FILE * out, const eval_report & report);
+
+// ---- llama-perplexity KLD base file ------------------------------------------
+//
+// Layout (all little-endian, as llama-perplexity writes it):
+//   char[8]  "_logits_"
+//   int32    n_ctx
+//   int32    n_vocab
+//   int32    n_chunk
+//   int32    tokens[n_chunk * n_ctx]            the evaluated tokens, chunk after chunk
+//   per chunk, per scored position (n_ctx - 1 - n_ctx/2 of them):
+//     float  scale, float min_log_prob          (4 uint16 slots)
+//     uint16 q[n_vocab], padded to even count   log p_i = scale * q_i + min_log_prob
+// so one record is kld_record_u16(n_vocab) = 2*((n_vocab+1)/2) + 4 uint16.
+
+size_t kld_record_u16(int n_vocab);
+
+struct kld_base_header {
+    int32_t n_ctx   = 0;
+    int32_t n_vocab = 0;
+    int32_t n_chunk = 0;
+    std::vector<int32_t> tokens;  // n_chunk * n_ctx
+    uint64_t data_offset = 0;     // where the first record starts
+};
+
+// Reads and validates the header and tokens of a base file: magic, counts
+// positive and bounded, file size exactly what the counts imply (computed
+// without overflow), every token id inside [0, n_vocab).
+bool kld_base_read_header(const std::string & path, kld_base_header & hdr, std::string & err);
+
+// Compresses one row of logits into a record (kld_record_u16(n_vocab) uint16)
+// the way llama-perplexity does; returns -log p(tok) under the row.
+double kld_compress_row(const float * logits, int n_vocab, int tok, uint16_t * record);
+
+// Decompresses a record into log-probabilities; false if the record's scale
+// or offset are not finite numbers (a damaged file).
+bool kld_decompress_row(const uint16_t * record, int n_vocab, float * log_probs);
+
+} // namespace reap
