@@ -5,6 +5,7 @@
 #include "gguf/census.h"
 #include "gguf/gguf.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
