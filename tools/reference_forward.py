@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Independent reference for reap.cpp's numbers: the trainer's own PyTorch forward pass.
+
+Reads the model's weights back from a GGUF (so it checks the exported file, not
+the training checkpoint) and runs tools/moe_model.py on given token ids.
+
+  logits  --tokens FILE --out FILE     compares with logits dumped by llama.cpp:
+          FILE holds int32 n, n int32 token ids, then n*n_vocab float32 logits.
+          Prints the max abs difference (exit 1 above --tol).
+  saliency --tokens FILE --out JSON    per layer and expert: count, gate_sum,
+          reap_sum (Σ g·‖f‖₂), ean_sum (Σ ‖f‖₂), max_norm, for one sequence.
+
+Run with Debian's interpreter: /usr/bin/python3 (python3-torch, python3-numpy).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.environ.get("REAP_SOURCE_DIR", os.path.join(HERE, "..")), "third_party", "llama.cpp", "gguf-py"))
+import gguf  # noqa: E402
+from moe_model import load_from_gguf  # noqa: E402
+
+
+def read_dump(path, n_vocab=None):
+    raw = open(path, "rb").read()
+    n = int(np.frombuffer(raw[:4], dtype=np.int32)[0])
+    toks = np.frombuffer(raw[4:4 + 4 * n], dtype=np.int32).astype(np.int64)
+    logits = None
+    rest = raw[4 + 4 * n:]
+    if rest:
+        logits = np.frombuffer(rest, dtype=np.float32).reshape(n, -1)
+    return toks, logits
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["logits", "saliency"])
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--dump", required=True, help="token ids (and llama.cpp's logits) as written by the test")
+    ap.add_argument("--tol", type=float, default=1e-3)
+    ap.add_argument("--out", help="JSON output for saliency")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+
+    model = load_from_gguf(args.model, gguf)
+    model.eval()
+    toks, ref = read_dump(args.dump)
+    with torch.no_grad():
+        if args.mode == "logits":
+            logits, _ = model(torch.from_numpy(toks)[None, :])
+            logits = logits[0].numpy()
+            if ref is None or ref.shape != logits.shape:
+                sys.exit(f"reference_forward: dump has logits of shape {None if ref is None else ref.shape}, expected {logits.shape}")
+            diff = float(np.abs(logits - ref).max())
+            print(json.dumps({"max_abs_diff": diff, "n_tokens": int(len(toks)), "max_abs_logit": float(np.abs(logits).max())}))
+            sys.exit(0 if diff <= args.tol else 1)
+        traces = {}
+        model(torch.from_numpy(toks)[None, :], traces)
+        E = model.cfg.n_expert
+        out = {}
+        for layer, tr in traces.items():
+            t = tr[0]
+            e = t["expert"].numpy()
+            w = t["weight"].double().numpy()
+            nrm = t["norm"].double().numpy()
+            mx = np.zeros(E)
+            np.maximum.at(mx, e, nrm)
+            out[str(layer)] = {
+                "count": np.bincount(e, minlength=E).tolist(),
+                "gate_sum": np.bincount(e, weights=w, minlength=E).tolist(),
+                "reap_sum": np.bincount(e, weights=w * nrm, minlength=E).tolist(),
+                "ean_sum": np.bincount(e, weights=nrm, minlength=E).tolist(),
+                "max_norm": mx.tolist(),
+            }
+        text = json.dumps(out)
+        if args.out:
+            open(args.out, "w").write(text)
+        else:
+            print(text)
+
+
+if __name__ == "__main__":
+    main()
