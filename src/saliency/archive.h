@@ -1,0 +1,179 @@
+// reap::saliency — the saliency archive: per domain, layer and expert, the
+// statistics calibration collects (or an imatrix import provides), in memory
+// and as a GGUF file (general.type = "reap.saliency"; see DESIGN.md).
+//
+// File format (all keys prefixed "reap.saliency."):
+//   general.type                = "reap.saliency"
+//   reap.saliency.version       u32   1
+//   reap.saliency.domains       array[string]  domain names (unique, non-empty, <= 52 bytes)
+//   reap.saliency.n_tokens      array[i64]     tokens seen per domain (same order)
+//   reap.saliency.metrics       string  "reap" | "energy"  (the metric set, see below)
+//   reap.saliency.model.arch          string  model fingerprint: architecture
+//   reap.saliency.model.n_layer       u32     <arch>.block_count
+//   reap.saliency.model.n_expert      u32     <arch>.expert_count
+//   reap.saliency.model.n_expert_used u32     <arch>.expert_used_count (0 = unknown)
+//   reap.saliency.model.moe_layers    array[i32]  MoE block indices, ascending
+//   reap.saliency.model.router_sha256 string  sha256 of the router bytes ("" = unknown)
+//   any other reap.saliency.* key      free-form provenance (corpus_sha256, options, ...)
+//   per domain D, F64 tensors of shape [n_expert, n_layer] (ne0 = n_expert), element
+//   (layer l, expert e) at index l * n_expert + e; rows of non-MoE layers are zero:
+//     metric set "reap":   D.count D.gate_sum D.reap_sum D.ean_sum D.max_norm
+//     metric set "energy": D.count D.energy_sum        (archives from imatrix files)
+//
+// Meaning (over the tokens routed to expert e in layer l):
+//   count      number of routed tokens
+//   gate_sum   Σ g             (g = the gate weight actually applied)
+//   reap_sum   Σ g · ‖f(x)‖₂   (f = the expert's output before weighting)
+//   ean_sum    Σ ‖f(x)‖₂
+//   max_norm   max ‖f(x)‖₂     (super-expert detection; merged with max)
+//   energy_sum Σ ‖h‖₂²         (h = input to ffn_down_exps, from imatrix)
+//
+// Errors are values (bool + message naming the file, domain, tensor or
+// element); nothing here exits. No llama.cpp dependency.
+#pragma once
+
+#include "gguf/gguf.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reap::saliency {
+
+constexpr const char * k_general_type      = "reap.saliency";
+constexpr uint32_t     k_version           = 1;
+constexpr size_t       k_max_domain_bytes  = 52;   // so that "D.energy_sum" fits GGUF's 63-byte names
+
+constexpr const char * k_key_type          = "general.type";
+constexpr const char * k_key_version       = "reap.saliency.version";
+constexpr const char * k_key_domains       = "reap.saliency.domains";
+constexpr const char * k_key_n_tokens      = "reap.saliency.n_tokens";
+constexpr const char * k_key_metrics       = "reap.saliency.metrics";
+constexpr const char * k_key_arch          = "reap.saliency.model.arch";
+constexpr const char * k_key_n_layer       = "reap.saliency.model.n_layer";
+constexpr const char * k_key_n_expert      = "reap.saliency.model.n_expert";
+constexpr const char * k_key_n_expert_used = "reap.saliency.model.n_expert_used";
+constexpr const char * k_key_moe_layers    = "reap.saliency.model.moe_layers";
+constexpr const char * k_key_router_sha256 = "reap.saliency.model.router_sha256";
+// Conventional provenance keys (free-form; writers may add others under reap.saliency.).
+constexpr const char * k_key_corpus_sha256 = "reap.saliency.corpus_sha256";
+constexpr const char * k_key_options       = "reap.saliency.options";
+constexpr const char * k_key_tool          = "reap.saliency.tool";
+
+// Which statistics an archive holds.
+enum class metric_set {
+    reap,    // count, gate_sum, reap_sum, ean_sum, max_norm  (reap calibrate)
+    energy,  // count, energy_sum                             (reap imatrix)
+};
+const char * metric_set_name(metric_set m);          // "reap" / "energy"
+bool parse_metric_set(const std::string & s, metric_set & out);
+
+// Which model an archive was measured on.
+struct fingerprint {
+    std::string      arch;
+    uint32_t         n_layer = 0;
+    uint32_t         n_expert = 0;
+    uint32_t         n_expert_used = 0;    // 0 = unknown (e.g. an imatrix import without the model)
+    std::vector<int> moe_layers;           // ascending block indices
+    std::string      router_sha256;        // 64 hex digits, "" = unknown
+};
+
+// The fingerprint of a model: arch, block_count, expert_count,
+// expert_used_count, the MoE blocks (from moe::classify) and the sha256 of
+// the bytes of every blk.L.ffn_gate_inp.weight concatenated in ascending L
+// (streamed; memory does not grow with the model). Fails, naming the key or
+// tensor, when the model is not an MoE model reap understands.
+bool model_fingerprint(const gguf::model & m, fingerprint & out, std::string & err);
+
+// Checks that an archive measured on `archived` may be used for a model with
+// fingerprint `model`: same arch, n_layer, n_expert, MoE layers; same
+// n_expert_used and router hash where both are known. The message says which
+// field differs and both values ("saliency archive is for another model:
+// n_expert 64 (archive) vs 128 (model)").
+bool fingerprints_match(const fingerprint & archived, const fingerprint & model, std::string & err);
+
+// The statistics of one domain. Each vector holds n_layer * n_expert values
+// (index l * n_expert + e) when its metric belongs to the archive's metric
+// set, and is empty otherwise.
+struct domain_stats {
+    std::string         name;
+    int64_t             n_tokens = 0;
+    std::vector<double> count;
+    std::vector<double> gate_sum;
+    std::vector<double> reap_sum;
+    std::vector<double> ean_sum;
+    std::vector<double> max_norm;
+    std::vector<double> energy_sum;
+};
+
+// The names of the tensors of a metric set, in file order: {"count", "gate_sum", ...}.
+const std::vector<std::string> & metric_names(metric_set m);
+// The vector of `d` holding metric `name` ("count", ...), or nullptr for an unknown name.
+std::vector<double> *       metric_data(domain_stats & d, const std::string & name);
+const std::vector<double> * metric_data(const domain_stats & d, const std::string & name);
+
+// An archive in memory.
+struct archive {
+    fingerprint               model;
+    metric_set                metrics = metric_set::reap;
+    std::vector<domain_stats> domains;      // in file order
+    gguf::kv_store            provenance;   // other reap.saliency.* keys, in order
+
+    size_t n_cells() const { return (size_t) model.n_layer * model.n_expert; }
+    size_t index(int layer, int expert) const { return (size_t) layer * model.n_expert + (size_t) expert; }
+
+    // The domain named `name`, or nullptr.
+    domain_stats *       find_domain(const std::string & name);
+    const domain_stats * find_domain(const std::string & name) const;
+    // The domain named `name`, appended (all metric vectors of the archive's
+    // metric set zero-filled to n_cells()) when absent. Set `model` and
+    // `metrics` first.
+    domain_stats & add_domain(const std::string & name);
+};
+
+// An empty archive for a model: fingerprint set, no domains.
+archive make_archive(const fingerprint & fp, metric_set metrics);
+
+// Checks an archive's internal consistency: fingerprint sane (n_layer,
+// n_expert >= 1, moe_layers ascending and < n_layer, n_expert_used <=
+// n_expert), domain names unique, non-empty and <= k_max_domain_bytes,
+// n_tokens >= 0, every metric vector of the set present with n_cells()
+// values and no other; every value finite; count, ean_sum, max_norm and
+// energy_sum >= 0 and count integral; rows of non-MoE layers zero; sums
+// zero where count is zero. The message names the domain, metric and cell.
+bool validate(const archive & a, std::string & err);
+
+// The invariant of a complete calibration: for every domain and MoE layer,
+// Σ_e count = n_tokens × n_expert_used (within `rel_tol` relative; skipped
+// when n_expert_used is unknown). Returns false with the first violation
+// named ("domain 'code' layer 3: Σ count = 4090, expected 4096 (1024 tokens × 4)").
+bool check_count_invariant(const archive & a, std::string & err, double rel_tol = 0.0);
+
+// Reads an archive (a single file; split sets are not used for archives).
+// Hostile input: every key's type, every tensor's name, type (F64), shape
+// and byte count are checked, and validate() runs on the result. The
+// message names the file and the object.
+bool read_archive(const std::string & path, archive & out, std::string & err);
+
+// The GGUF spec of an archive (KVs + in-memory tensors), for writers that
+// want to add to it or size it.
+bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err);
+
+// Validates and writes an archive (temp file + fsync + rename through
+// gguf::write_output). Refuses an existing target unless `force`.
+bool write_archive(const archive & a, const std::string & path, std::string & err, bool force = false);
+
+// Adds `other` into `into`: fingerprints must be equal (every field; the
+// message names the differing field) and the metric sets the same. Domains
+// with the same name are summed (n_tokens, count, sums; max_norm takes the
+// max); others are appended in `other`'s order. Provenance keys whose values
+// differ between the two are dropped from `into`; keys only in `other` are
+// not added (callers record their own provenance of the merge).
+bool merge_into(archive & into, const archive & other, std::string & err);
+
+// One domain that is the sum over `names` (all domains when empty) — the
+// statistics a planner scores with. Unknown names are an error listing the
+// archive's domains. max_norm is the max over the domains.
+bool sum_domains(const archive & a, const std::vector<std::string> & names, domain_stats & out, std::string & err);
+
+} // namespace reap::saliency
