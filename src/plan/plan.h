@@ -1,0 +1,117 @@
+// reap plan format: the keep-list per MoE layer that `reap plan` writes and
+// `reap prune` / `reap verify` read (DESIGN.md, "Plan (JSON)").
+//
+//   {
+//     "format": "reap-plan", "version": 1,
+//     "model":  {"arch": "qwen3moe", "n_layer": 48, "n_expert": 128, "n_expert_used": 8},
+//     "n_keep": 64,
+//     "layers": [ {"layer": 3, "keep": [0, 5, 9, ...]}, ... ],
+//     "provenance": { ... free-form ... }
+//   }
+//
+// Output expert i of layer L is source expert layers[L].keep[i]: the order of
+// `keep` is the order in the output (planners emit ascending order; any order
+// is valid).
+//
+// Two levels of checking:
+//   * parse_plan / read_plan check the document itself: every field present
+//     with the right JSON type, integers in range, `layers` sorted by layer
+//     without duplicates, each keep list of length n_keep with unique ids in
+//     [0, n_expert). A plan that parses is internally consistent.
+//   * validate_plan checks the plan against a model: same arch / n_layer /
+//     n_expert / n_expert_used, exactly the model's MoE layers,
+//     n_expert_used <= n_keep <= n_expert, and for group-limited routers
+//     (<arch>.expert_group_count > 1) the same number kept in every group.
+// Every message names the layer (and expert) involved.
+//
+// Core library: no llama.cpp dependency. Errors are values.
+#pragma once
+
+#include "gguf/gguf.h"
+#include "moe/layout.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reap {
+
+constexpr const char * k_plan_format  = "reap-plan";
+constexpr int          k_plan_version = 1;
+
+// One MoE layer: its block index and the source experts kept, in output order.
+struct plan_layer {
+    int                  layer = -1;
+    std::vector<int64_t> keep;
+};
+
+struct plan {
+    // "model": the header of the model the plan was made for.
+    std::string arch;
+    int64_t     n_layer = 0;        // <arch>.block_count
+    int64_t     n_expert = 0;       // <arch>.expert_count of the source
+    int64_t     n_expert_used = 0;  // <arch>.expert_used_count
+
+    int64_t                 n_keep = 0;   // experts kept in every MoE layer
+    std::vector<plan_layer> layers;       // ascending by layer
+    nlohmann::json          provenance = nlohmann::json::object();
+
+    // The entry for block `layer`, or nullptr.
+    const plan_layer * find_layer(int layer) const;
+};
+
+// Parses a plan document. `name` stands for the source in messages (a path).
+// Fails with a message naming the field (and layer) on: not JSON, a missing
+// field or one of the wrong type, format != "reap-plan", an unsupported
+// version, non-positive counts, n_keep > n_expert, a keep list whose length is
+// not n_keep, an id out of [0, n_expert) or repeated, a layer index out of
+// [0, n_layer) or repeated, layers not ascending. Unknown top-level keys are
+// ignored (forward compatibility); "provenance" is optional (default {}).
+bool parse_plan(const std::string & text, const std::string & name, plan & out, std::string & err);
+
+// Reads and parses the plan at `path` (at most 256 MiB).
+bool read_plan(const std::string & path, plan & out, std::string & err);
+
+// The plan as a JSON document (fields in the order of the format above).
+nlohmann::json plan_to_json(const plan & p);
+
+// Writes the plan to `path` (pretty-printed, one keep list per line), through a
+// temp file beside it that is fsynced and renamed into place. Refuses to
+// replace an existing file unless `force`.
+bool write_plan(const plan & p, const std::string & path, bool force, std::string & err);
+
+// SHA-256 (64 lowercase hex digits) of the plan file's bytes, as recorded in
+// pruned models' reap.plan.sha256.
+bool plan_file_sha256(const std::string & path, std::string & hex, std::string & err);
+
+// What validate_plan needs to know about a model.
+struct plan_model_facts {
+    std::string      arch;
+    int64_t          n_layer = 0;
+    int64_t          n_expert = 0;
+    int64_t          n_expert_used = 0;
+    int64_t          n_group = 0;      // <arch>.expert_group_count (0/1: not group-limited)
+    std::vector<int> moe_layers;       // ascending
+};
+
+// Facts from a classified layout (moe::classify) and block_count.
+plan_model_facts facts_of(const moe::layout & lay, int64_t n_layer);
+
+// Checks `p` against a model (see the file comment). The first problem found
+// is reported, e.g. "plan: layer 7: expert 130 out of range [0, 128)" or
+// "plan: layer 5 is not an MoE layer of the model (MoE layers: 1..47)" or
+// "plan: layer 3: group-limited router (8 groups of 16): keeps 9 in group 0
+// and 7 in group 1; every group must keep the same number".
+bool validate_plan(const plan & p, const plan_model_facts & model, std::string & err);
+
+// Reads the MoE keys (<arch>.*) of a GGUF model into moe::moe_kv, and
+// classifies its tensors with moe::classify. `arch` is general.architecture.
+bool model_moe_kv(const gguf::model & m, std::string & arch, moe::moe_kv & kv, std::string & err);
+bool model_layout(const gguf::model & m, moe::layout & out, std::string & err);
+
+// model_layout + facts_of + validate_plan.
+bool validate_plan(const plan & p, const gguf::model & m, std::string & err);
+
+} // namespace reap

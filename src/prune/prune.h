@@ -1,0 +1,102 @@
+// reap prune / reap verify, as a library: build the output of a pruned model
+// from a source model and a plan, and audit an output against both.
+//
+// Pruning is byte slicing. For every tensor the moe layout table marks as
+// carrying the expert axis (moe::slice_kind != none), output expert i is
+// source expert keep[i]: the expert's bytes [e*S, (e+1)*S), S = nbytes /
+// n_expert, are concatenated in keep order. This holds for every ggml type
+// because the expert axis is the outermost dimension of the tensor (slabs:
+// ne[2]; router rows and per-expert biases: ne[1]; router / selection bias and
+// scales: ne[0], where S is one element). Every other tensor is copied
+// unchanged, `<arch>.expert_count` becomes n_keep (keeping the value type the
+// source used), and unless `stamp` is off the provenance keys below are
+// appended. With stamp off, an identity plan reproduces the source file byte
+// for byte.
+//
+// The spec refers to the source files by (path, offset, length) pieces, so
+// writing it with gguf::write_output streams: memory is O(tensors x n_keep)
+// piece descriptors plus the writer's fixed copy buffer, independent of the
+// size of the weights.
+//
+// Core library: no llama.cpp dependency. Errors are values.
+#pragma once
+
+#include "gguf/gguf.h"
+#include "plan/plan.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reap::prune {
+
+// Provenance keys written into pruned models (unless stamp is off).
+constexpr const char * k_key_plan_sha256         = "reap.plan.sha256";          // string
+constexpr const char * k_key_source_expert_count = "reap.source.expert_count";  // u32
+constexpr const char * k_key_version             = "reap.version";              // string
+
+struct prune_options {
+    bool        stamp = true;       // append the reap.* provenance keys
+    std::string plan_sha256;        // value of reap.plan.sha256 (the plan file's hash); required when stamp
+    std::string version;            // value of reap.version (empty: key omitted)
+};
+
+// Builds the output of pruning `m` with `p`. Validates the plan against the
+// model first (validate_plan) and classifies the tensors (moe layout table);
+// either failing fails here with their message. Tensors keep their order,
+// names, types; KVs keep their order (split.* keys dropped: the writer adds
+// them when splitting). Callers: `reap prune` (then write_output),
+// `reap plan --budget` (then layout_output for exact sizes), `reap verify`
+// (expected KVs).
+bool make_pruned_spec(const gguf::model & m, const plan & p, const prune_options & opts,
+                      gguf::output_spec & out, std::string & err);
+
+// Same, from a layout already classified by plan::model_layout (saves the
+// classification when the caller has it; the plan is still validated).
+bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan & p,
+                      const prune_options & opts, gguf::output_spec & out, std::string & err);
+
+// ---- audit -------------------------------------------------------------------
+
+struct verify_options {
+    // Check SHA256SUMS beside the output (its directory's SHA256SUMS, which
+    // must list every shard of the output). Missing file = failure.
+    bool        check_sums = true;
+    std::string sums_path;          // empty: <dir of output>/SHA256SUMS
+    // When the output carries reap.plan.sha256 it must equal this (the hash of
+    // the plan file given to verify); empty skips that comparison.
+    std::string plan_sha256;
+};
+
+struct verify_report {
+    uint64_t n_tensors = 0;          // tensors compared
+    uint64_t n_sliced = 0;           // of which sliced along the expert axis
+    uint64_t bytes_compared = 0;     // output tensor bytes compared with the source
+    uint64_t n_kvs = 0;              // KVs compared
+    uint32_t n_shards = 0;           // files of the output
+    bool     stamped = false;        // output carries reap.* keys
+    uint64_t n_sums_checked = 0;     // SHA256SUMS lines checked
+};
+
+// Re-reads the output at `out_path` (a single file or the first shard of a
+// split set) and proves that it is the pruning of `src` by `p`:
+//   * the plan is valid for `src`;
+//   * the output has exactly the source's tensors, in the same order, with the
+//     same types, and shapes equal except the expert axis of sliced tensors,
+//     which is n_keep;
+//   * every byte of every tensor equals the source's: unsliced tensors whole,
+//     sliced tensors expert by expert (output expert i == source expert keep[i]);
+//   * the KVs equal the source's, in order, except: <arch>.expert_count is
+//     n_keep, split.* keys (checked by the reader), and reap.* keys, which are
+//     either all absent or exactly the provenance keys (reap.plan.sha256
+//     matching opts.plan_sha256 when given, reap.source.expert_count = source
+//     n_expert);
+//   * SHA256SUMS lists every output file with its current hash.
+// Independent of make_pruned_spec's code path: it re-derives every expected
+// byte range from the layout table and the plan. Returns false at the first
+// difference with a message naming it ("tensor 'blk.3.ffn_up_exps.weight':
+// output expert 5 (source expert 17) differs at byte 1234 of the slab").
+bool verify_pruned(const gguf::model & src, const plan & p, const std::string & out_path,
+                   const verify_options & opts, verify_report & report, std::string & err);
+
+} // namespace reap::prune
