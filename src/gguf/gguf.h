@@ -228,8 +228,8 @@ private:
 // shard 1, split.no == 0, named PREFIX-00001-of-0000N.gguf), every shard
 // PREFIX-%05d-of-%05d.gguf is opened and checked: same split.count, split.no
 // equal to its position, equal split.tensors.count matching the total number
-// of tensors, no tensor name in two shards. A file with split.count absent
-// or 1 is a single-file model.
+// of tensors, no tensor name in two shards. A file with split.count absent,
+// 0 or 1 is a single-file model (llama-gguf-split --merge leaves 0).
 bool open_model(const std::string & path, model & out, std::string & err);
 
 // The shard paths of a split set: PREFIX-00001-of-0000N.gguf .. (gguf-split's naming).

@@ -540,10 +540,7 @@ bool open_model(const std::string & path, model & out, std::string & err) {
         err = path + ": " + err;
         return false;
     }
-    if (n_split == 0) {
-        err = path + ": " + k_key_split_count + " is 0";
-        return false;
-    }
+    if (n_split == 0) n_split = 1;   // llama-gguf-split --merge leaves split.count = 0 in the merged file
     uint32_t split_no = 0;
     if (first.kvs.has(k_key_split_no) && !first.kvs.get_u32(k_key_split_no, split_no, err)) {
         err = path + ": " + err;
