@@ -1,0 +1,537 @@
+// The plan format of plan.h: hostile-input parsing (every field type-checked),
+// writing through temp + fsync + rename, and validation against a model.
+#include "plan/plan.h"
+
+#include "util/sha256.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace reap {
+
+using nlohmann::json;
+
+namespace {
+
+// Largest counts we accept from a plan: far above any real model, small
+// enough that nothing downstream overflows.
+constexpr int64_t k_max_layers  = 1 << 20;
+constexpr int64_t k_max_experts = 1 << 24;
+constexpr uint64_t k_max_plan_bytes = 256ull << 20;
+
+const char * json_type_name(const json & v) {
+    switch (v.type()) {
+        case json::value_t::null: return "null";
+        case json::value_t::object: return "object";
+        case json::value_t::array: return "array";
+        case json::value_t::string: return "string";
+        case json::value_t::boolean: return "boolean";
+        case json::value_t::number_integer:
+        case json::value_t::number_unsigned: return "integer";
+        case json::value_t::number_float: return "number";
+        default: return "value";
+    }
+}
+
+// An integer field: a JSON integer (not a float, not a string) in [lo, hi].
+bool get_int(const json & v, const std::string & what, int64_t lo, int64_t hi, int64_t & out, std::string & err) {
+    if (v.is_number_unsigned()) {
+        const uint64_t u = v.get<uint64_t>();
+        if (u > uint64_t(hi)) {
+            err = what + " = " + std::to_string(u) + " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+            return false;
+        }
+        out = int64_t(u);
+    } else if (v.is_number_integer()) {
+        out = v.get<int64_t>();
+    } else {
+        err = what + " must be an integer, not " + json_type_name(v);
+        return false;
+    }
+    if (out < lo || out > hi) {
+        err = what + " = " + std::to_string(out) + " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+        return false;
+    }
+    return true;
+}
+
+const json * field(const json & obj, const char * key, const std::string & where, std::string & err) {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+        err = where + ": missing field \"" + key + "\"";
+        return nullptr;
+    }
+    return &*it;
+}
+
+std::string range_list(const std::vector<int> & v) {
+    // "1..3, 5, 7..9"
+    std::string s;
+    for (size_t i = 0; i < v.size();) {
+        size_t j = i;
+        while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+        if (!s.empty()) s += ", ";
+        s += std::to_string(v[i]);
+        if (j > i) s += ".." + std::to_string(v[j]);
+        i = j + 1;
+    }
+    return s.empty() ? "none" : s;
+}
+
+bool fsync_dir_of(const std::string & path) {
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return false;
+    const bool ok = ::fsync(fd) == 0;
+    ::close(fd);
+    return ok;
+}
+
+} // namespace
+
+const plan_layer * plan::find_layer(int layer) const {
+    auto it = std::lower_bound(layers.begin(), layers.end(), layer,
+                               [](const plan_layer & l, int v) { return l.layer < v; });
+    if (it != layers.end() && it->layer == layer) return &*it;
+    for (const plan_layer & l : layers) {   // unsorted plans built in code
+        if (l.layer == layer) return &l;
+    }
+    return nullptr;
+}
+
+bool parse_plan(const std::string & text, const std::string & name, plan & out, std::string & err) {
+    const std::string who = "plan " + name;
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::parse_error & e) {
+        err = who + ": not valid JSON: " + e.what();
+        return false;
+    }
+    if (!doc.is_object()) {
+        err = who + ": top level must be an object, not " + std::string(json_type_name(doc));
+        return false;
+    }
+    plan p;
+    const json * v;
+    if (!(v = field(doc, "format", who, err))) return false;
+    if (!v->is_string() || v->get<std::string>() != k_plan_format) {
+        err = who + ": \"format\" must be \"" + k_plan_format + "\", got " + v->dump();
+        return false;
+    }
+    if (!(v = field(doc, "version", who, err))) return false;
+    int64_t version = 0;
+    if (!get_int(*v, who + ": \"version\"", 0, INT32_MAX, version, err)) return false;
+    if (version != k_plan_version) {
+        err = who + ": unsupported version " + std::to_string(version) + " (this reap reads version " +
+              std::to_string(k_plan_version) + ")";
+        return false;
+    }
+
+    const json * model = field(doc, "model", who, err);
+    if (!model) return false;
+    if (!model->is_object()) {
+        err = who + ": \"model\" must be an object, not " + std::string(json_type_name(*model));
+        return false;
+    }
+    const std::string mwho = who + ": model";
+    if (!(v = field(*model, "arch", mwho, err))) return false;
+    if (!v->is_string() || v->get<std::string>().empty()) {
+        err = mwho + ".arch must be a non-empty string, got " + v->dump();
+        return false;
+    }
+    p.arch = v->get<std::string>();
+    if (!(v = field(*model, "n_layer", mwho, err))) return false;
+    if (!get_int(*v, mwho + ".n_layer", 1, k_max_layers, p.n_layer, err)) return false;
+    if (!(v = field(*model, "n_expert", mwho, err))) return false;
+    if (!get_int(*v, mwho + ".n_expert", 1, k_max_experts, p.n_expert, err)) return false;
+    if (!(v = field(*model, "n_expert_used", mwho, err))) return false;
+    if (!get_int(*v, mwho + ".n_expert_used", 1, p.n_expert, p.n_expert_used, err)) return false;
+
+    if (!(v = field(doc, "n_keep", who, err))) return false;
+    if (!get_int(*v, who + ": \"n_keep\"", 1, p.n_expert, p.n_keep, err)) return false;
+
+    const json * layers = field(doc, "layers", who, err);
+    if (!layers) return false;
+    if (!layers->is_array()) {
+        err = who + ": \"layers\" must be an array, not " + std::string(json_type_name(*layers));
+        return false;
+    }
+    if (layers->empty()) {
+        err = who + ": \"layers\" is empty (a plan lists every MoE layer)";
+        return false;
+    }
+    std::vector<uint8_t> seen;
+    for (size_t i = 0; i < layers->size(); ++i) {
+        const json & l = (*layers)[i];
+        const std::string lwho = who + ": layers[" + std::to_string(i) + "]";
+        if (!l.is_object()) {
+            err = lwho + " must be an object, not " + std::string(json_type_name(l));
+            return false;
+        }
+        plan_layer pl;
+        int64_t layer = 0;
+        if (!(v = field(l, "layer", lwho, err))) return false;
+        if (!get_int(*v, lwho + ".layer", 0, p.n_layer - 1, layer, err)) return false;
+        pl.layer = int(layer);
+        const std::string kwho = who + ": layer " + std::to_string(layer);
+        if (!p.layers.empty() && p.layers.back().layer >= pl.layer) {
+            err = p.layers.back().layer == pl.layer
+                      ? kwho + " is listed twice"
+                      : kwho + " comes after layer " + std::to_string(p.layers.back().layer) +
+                            " (layers must be in ascending order)";
+            return false;
+        }
+        if (!(v = field(l, "keep", kwho, err))) return false;
+        if (!v->is_array()) {
+            err = kwho + ": \"keep\" must be an array, not " + std::string(json_type_name(*v));
+            return false;
+        }
+        if (int64_t(v->size()) != p.n_keep) {
+            err = kwho + ": keeps " + std::to_string(v->size()) + " experts, n_keep is " + std::to_string(p.n_keep) +
+                  " (every MoE layer keeps the same count)";
+            return false;
+        }
+        seen.assign(size_t(p.n_expert), 0);
+        pl.keep.reserve(v->size());
+        for (size_t k = 0; k < v->size(); ++k) {
+            int64_t e = 0;
+            if (!get_int((*v)[k], kwho + ": keep[" + std::to_string(k) + "]", INT64_MIN, INT64_MAX, e, err)) return false;
+            if (e < 0 || e >= p.n_expert) {
+                err = kwho + ": expert " + std::to_string(e) + " (keep[" + std::to_string(k) + "]) out of range [0, " +
+                      std::to_string(p.n_expert) + ")";
+                return false;
+            }
+            if (seen[size_t(e)]) {
+                err = kwho + ": expert " + std::to_string(e) + " listed twice";
+                return false;
+            }
+            seen[size_t(e)] = 1;
+            pl.keep.push_back(e);
+        }
+        p.layers.push_back(std::move(pl));
+    }
+
+    auto prov = doc.find("provenance");
+    if (prov != doc.end()) {
+        if (!prov->is_object()) {
+            err = who + ": \"provenance\" must be an object, not " + std::string(json_type_name(*prov));
+            return false;
+        }
+        p.provenance = *prov;
+    }
+    out = std::move(p);
+    return true;
+}
+
+bool read_plan(const std::string & path, plan & out, std::string & err) {
+    FILE * f = fopen(path.c_str(), "rb");
+    if (!f) {
+        err = "plan " + path + ": cannot open: " + strerror(errno);
+        return false;
+    }
+    std::string text;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+        text.append(buf, n);
+        if (text.size() > k_max_plan_bytes) {
+            fclose(f);
+            err = "plan " + path + ": larger than " + std::to_string(k_max_plan_bytes >> 20) + " MiB";
+            return false;
+        }
+    }
+    const bool bad = ferror(f) != 0;
+    fclose(f);
+    if (bad) {
+        err = "plan " + path + ": read error";
+        return false;
+    }
+    return parse_plan(text, path, out, err);
+}
+
+json plan_to_json(const plan & p) {
+    json doc = json::object();
+    doc["format"] = k_plan_format;
+    doc["version"] = k_plan_version;
+    doc["model"] = {{"arch", p.arch}, {"n_layer", p.n_layer}, {"n_expert", p.n_expert}, {"n_expert_used", p.n_expert_used}};
+    doc["n_keep"] = p.n_keep;
+    json layers = json::array();
+    for (const plan_layer & l : p.layers) {
+        layers.push_back({{"layer", l.layer}, {"keep", l.keep}});
+    }
+    doc["layers"] = layers;
+    doc["provenance"] = p.provenance.is_object() ? p.provenance : json::object();
+    return doc;
+}
+
+// nlohmann::json keeps keys sorted; the format reads best in its own order
+// with one layer per line, so the document is assembled by hand.
+static std::string plan_text(const plan & p) {
+    const json doc = plan_to_json(p);
+    std::string s = "{\n";
+    s += "  \"format\": " + doc["format"].dump() + ",\n";
+    s += "  \"version\": " + doc["version"].dump() + ",\n";
+    s += "  \"model\": {\"arch\": " + doc["model"]["arch"].dump() + ", \"n_layer\": " + doc["model"]["n_layer"].dump() +
+         ", \"n_expert\": " + doc["model"]["n_expert"].dump() + ", \"n_expert_used\": " +
+         doc["model"]["n_expert_used"].dump() + "},\n";
+    s += "  \"n_keep\": " + doc["n_keep"].dump() + ",\n";
+    s += "  \"layers\": [\n";
+    const json & layers = doc["layers"];
+    for (size_t i = 0; i < layers.size(); ++i) {
+        s += "    {\"layer\": " + layers[i]["layer"].dump() + ", \"keep\": " + layers[i]["keep"].dump() + "}";
+        s += i + 1 < layers.size() ? ",\n" : "\n";
+    }
+    s += "  ],\n";
+    std::string prov = doc["provenance"].dump(2);
+    // indent the nested object by two spaces
+    std::string ind;
+    for (char c : prov) {
+        ind += c;
+        if (c == '\n') ind += "  ";
+    }
+    s += "  \"provenance\": " + ind + "\n}\n";
+    return s;
+}
+
+bool write_plan(const plan & p, const std::string & path, bool force, std::string & err) {
+    struct stat st;
+    if (!force && ::stat(path.c_str(), &st) == 0) {
+        err = path + ": exists (use --force to replace it)";
+        return false;
+    }
+    const std::string text = plan_text(p);
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        err = tmp + ": cannot create: " + strerror(errno);
+        return false;
+    }
+    size_t done = 0;
+    bool ok = true;
+    while (done < text.size()) {
+        const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            ok = false;
+            break;
+        }
+        done += size_t(w);
+    }
+    ok = ok && ::fsync(fd) == 0;
+    ok = (::close(fd) == 0) && ok;
+    if (!ok) {
+        err = tmp + ": write error: " + strerror(errno);
+        ::unlink(tmp.c_str());
+        return false;
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        err = "cannot rename " + tmp + " to " + path + ": " + strerror(errno);
+        ::unlink(tmp.c_str());
+        return false;
+    }
+    fsync_dir_of(path);
+    return true;
+}
+
+bool plan_file_sha256(const std::string & path, std::string & hex, std::string & err) {
+    return util::sha256_file(path, hex, err);
+}
+
+plan_model_facts facts_of(const moe::layout & lay, int64_t n_layer) {
+    plan_model_facts f;
+    f.arch = lay.arch;
+    f.n_layer = n_layer;
+    f.n_expert = lay.n_expert;
+    f.n_expert_used = lay.n_expert_used;
+    f.n_group = lay.router.n_group;
+    f.moe_layers = lay.moe_layers;
+    return f;
+}
+
+bool validate_plan(const plan & p, const plan_model_facts & m, std::string & err) {
+    const std::string who = "plan";
+    auto mismatch = [&](const char * what, const std::string & pv, const std::string & mv) {
+        err = who + ": made for a model with " + what + " " + pv + ", the model has " + mv;
+        return false;
+    };
+    if (p.arch != m.arch) return mismatch("arch", "'" + p.arch + "'", "'" + m.arch + "'");
+    if (p.n_layer != m.n_layer) return mismatch("n_layer", std::to_string(p.n_layer), std::to_string(m.n_layer));
+    if (p.n_expert != m.n_expert) return mismatch("n_expert", std::to_string(p.n_expert), std::to_string(m.n_expert));
+    if (p.n_expert_used != m.n_expert_used)
+        return mismatch("n_expert_used", std::to_string(p.n_expert_used), std::to_string(m.n_expert_used));
+    if (p.n_keep < m.n_expert_used) {
+        err = who + ": n_keep " + std::to_string(p.n_keep) + " is below n_expert_used " + std::to_string(m.n_expert_used) +
+              " (the router picks " + std::to_string(m.n_expert_used) + " experts per token; the model could not run)";
+        return false;
+    }
+    if (p.n_keep > m.n_expert || p.n_keep < 1) {
+        err = who + ": n_keep " + std::to_string(p.n_keep) + " out of range [1, " + std::to_string(m.n_expert) + "]";
+        return false;
+    }
+    const int64_t n_group = m.n_group > 1 ? m.n_group : 1;
+    if (n_group > 1) {
+        if (m.n_expert % n_group != 0) {
+            err = who + ": the model's " + std::to_string(m.n_expert) + " experts do not split into " +
+                  std::to_string(n_group) + " groups";
+            return false;
+        }
+        if (p.n_keep % n_group != 0) {
+            err = who + ": group-limited router (" + std::to_string(n_group) + " groups of " +
+                  std::to_string(m.n_expert / n_group) + "): n_keep " + std::to_string(p.n_keep) +
+                  " is not a multiple of the group count; every group must keep the same number";
+            return false;
+        }
+    }
+    // the layers: exactly the MoE layers
+    for (const plan_layer & l : p.layers) {
+        if (!std::binary_search(m.moe_layers.begin(), m.moe_layers.end(), l.layer)) {
+            err = who + ": layer " + std::to_string(l.layer) + " is not an MoE layer of the model (MoE layers: " +
+                  range_list(m.moe_layers) + ")";
+            return false;
+        }
+    }
+    for (int layer : m.moe_layers) {
+        if (!p.find_layer(layer)) {
+            err = who + ": MoE layer " + std::to_string(layer) + " is missing from the plan (every MoE layer must be listed)";
+            return false;
+        }
+    }
+    std::vector<uint8_t> seen;
+    for (const plan_layer & l : p.layers) {
+        const std::string lwho = who + ": layer " + std::to_string(l.layer);
+        if (int64_t(l.keep.size()) != p.n_keep) {
+            err = lwho + ": keeps " + std::to_string(l.keep.size()) + " experts, n_keep is " + std::to_string(p.n_keep) +
+                  " (every MoE layer keeps the same count)";
+            return false;
+        }
+        seen.assign(size_t(m.n_expert), 0);
+        for (size_t k = 0; k < l.keep.size(); ++k) {
+            const int64_t e = l.keep[k];
+            if (e < 0 || e >= m.n_expert) {
+                err = lwho + ": expert " + std::to_string(e) + " (keep[" + std::to_string(k) + "]) out of range [0, " +
+                      std::to_string(m.n_expert) + ")";
+                return false;
+            }
+            if (seen[size_t(e)]) {
+                err = lwho + ": expert " + std::to_string(e) + " listed twice";
+                return false;
+            }
+            seen[size_t(e)] = 1;
+        }
+        if (n_group > 1) {
+            // llama.cpp assigns expert e to group e / (n_expert / n_group), in the
+            // output too: so the output's i-th expert, in group i / (n_keep / n_group),
+            // must come from that same source group, which also makes every
+            // group keep the same count.
+            const int64_t src_per = m.n_expert / n_group;
+            const int64_t out_per = p.n_keep / n_group;
+            std::vector<int64_t> per_group(size_t(n_group), 0);
+            for (int64_t e : l.keep) per_group[size_t(e / src_per)]++;
+            for (int64_t g = 0; g < n_group; ++g) {
+                if (per_group[size_t(g)] != out_per) {
+                    err = lwho + ": group-limited router (" + std::to_string(n_group) + " groups of " +
+                          std::to_string(src_per) + "): keeps " + std::to_string(per_group[size_t(g)]) + " in group " +
+                          std::to_string(g) + ", " + std::to_string(out_per) +
+                          " expected; every group must keep the same number";
+                    return false;
+                }
+            }
+            for (size_t k = 0; k < l.keep.size(); ++k) {
+                const int64_t want = int64_t(k) / out_per;
+                const int64_t got = l.keep[k] / src_per;
+                if (got != want) {
+                    err = lwho + ": group-limited router: output expert " + std::to_string(k) + " falls in output group " +
+                          std::to_string(want) + " but is source expert " + std::to_string(l.keep[k]) + " of group " +
+                          std::to_string(got) + " (keep the experts of each group together, groups in order)";
+                    return false;
+                }
+            }
+        }
+    }
+    return true;
+}
+
+bool model_moe_kv(const gguf::model & m, std::string & arch, moe::moe_kv & kv, std::string & err) {
+    if (!m.kvs.get_string(gguf::k_key_architecture, arch, err)) return false;
+    kv = moe::moe_kv{};
+    auto get_i = [&](const char * suffix, std::optional<int64_t> & out) -> bool {
+        const std::string key = moe::kv_key(arch, suffix);
+        const gguf::kv * e = m.kvs.find(key);
+        if (!e) return true;
+        std::string e1;
+        int64_t v = 0;
+        std::vector<int64_t> arr;
+        if (e->type == gguf::value_type::ARRAY) {
+            if (!m.kvs.get_i64_array(key, arr, e1)) {
+                err = e1;
+                return false;
+            }
+            if (!arr.empty()) out = arr[0];
+            return true;
+        }
+        if (!m.kvs.get_i64(key, v, e1)) {
+            err = e1;
+            return false;
+        }
+        out = v;
+        return true;
+    };
+    if (!get_i("block_count", kv.block_count) || !get_i("expert_count", kv.expert_count) ||
+        !get_i("expert_used_count", kv.expert_used_count) || !get_i("expert_shared_count", kv.expert_shared_count) ||
+        !get_i("expert_group_count", kv.expert_group_count) ||
+        !get_i("expert_group_used_count", kv.expert_group_used_count) ||
+        !get_i("expert_gating_func", kv.expert_gating_func) ||
+        !get_i("leading_dense_block_count", kv.leading_dense_block_count) ||
+        !get_i("interleave_moe_layer_step", kv.interleave_moe_layer_step) ||
+        !get_i("nextn_predict_layers", kv.nextn_predict_layers)) {
+        return false;
+    }
+    const std::string norm_key = moe::kv_key(arch, "expert_weights_norm");
+    if (m.kvs.has(norm_key)) {
+        bool b = false;
+        if (!m.kvs.get_bool(norm_key, b, err)) return false;
+        kv.expert_weights_norm = b;
+    }
+    const std::string scale_key = moe::kv_key(arch, "expert_weights_scale");
+    if (m.kvs.has(scale_key)) {
+        double d = 0;
+        if (!m.kvs.get_f64(scale_key, d, err)) return false;
+        kv.expert_weights_scale = d;
+    }
+    return true;
+}
+
+bool model_layout(const gguf::model & m, moe::layout & out, std::string & err) {
+    std::string arch;
+    moe::moe_kv kv;
+    if (!model_moe_kv(m, arch, kv, err)) return false;
+    std::vector<moe::tensor_desc> descs;
+    descs.reserve(m.tensors.size());
+    for (const gguf::tensor_info & t : m.tensors) {
+        moe::tensor_desc d;
+        d.name = t.name;
+        d.n_dims = int(t.n_dims);
+        for (uint32_t i = 0; i < gguf::k_max_dims; ++i) d.ne[i] = t.ne[i];
+        d.type = uint32_t(t.type);
+        d.nbytes = t.nbytes;
+        descs.push_back(std::move(d));
+    }
+    return moe::classify(arch, kv, descs, out, err);
+}
+
+bool validate_plan(const plan & p, const gguf::model & m, std::string & err) {
+    moe::layout lay;
+    if (!model_layout(m, lay, err)) return false;
+    int64_t n_layer = 0;
+    if (!m.kvs.get_i64(moe::kv_key(lay.arch, "block_count"), n_layer, err)) return false;
+    return validate_plan(p, facts_of(lay, n_layer), err);
+}
+
+} // namespace reap
