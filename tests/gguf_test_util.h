@@ -32,11 +32,12 @@ inline std::string env_or(const char * name, const std::string & fallback) {
     return (v && *v) ? std::string(v) : fallback;
 }
 
-// A fresh scratch directory for one test: $REAP_TEST_TMP/<name>.<pid> (or ./test-tmp/...).
+// A fresh (emptied) scratch directory for one test: $REAP_TEST_TMP/<name> (or
+// ./test-tmp/<name>). Names are unique per test, so tests may run in parallel.
 inline std::string scratch_dir(const std::string & name) {
     const std::string root = env_or("REAP_TEST_TMP", "test-tmp");
     ::mkdir(root.c_str(), 0755);
-    const std::string dir = root + "/" + name + "." + std::to_string(::getpid());
+    const std::string dir = root + "/" + name;
     std::string cmd = "rm -rf '" + dir + "'";
     if (std::system(cmd.c_str()) != 0) {}
     ::mkdir(dir.c_str(), 0755);

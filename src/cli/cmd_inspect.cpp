@@ -100,8 +100,8 @@ int cmd_inspect(int argc, char ** argv) {
     bool help = false;
     std::string err;
     if (!parse_args(argc, argv, params, help, err)) {
-        fprintf(stderr, "reap inspect: %s\n\n", err.c_str());
-        print_usage(stderr);
+        fprintf(stderr, "reap inspect: %s\nusage: reap inspect MODEL.gguf [--json] [--keep N]...  (--help for details)\n",
+                err.c_str());
         return 1;
     }
     if (help) {
