@@ -1,0 +1,633 @@
+// reap::saliency archive: model fingerprint, validation, GGUF read/write,
+// merging and domain sums of the saliency archive (see archive.h for the
+// format and the contracts).
+#include "saliency/archive.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+namespace reap::saliency {
+
+namespace {
+
+std::string fmt_num(double v) {
+    std::ostringstream s;
+    s.precision(17);
+    s << v;
+    return s.str();
+}
+
+std::string join(const std::vector<std::string> & v, const char * sep = ", ") {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (i) out += sep;
+        out += v[i];
+    }
+    return out;
+}
+
+std::string layers_string(const std::vector<int> & v) {
+    std::vector<std::string> s;
+    for (int x : v) s.push_back(std::to_string(x));
+    return "[" + join(s, ",") + "]";
+}
+
+bool starts_with(const std::string & s, const char * prefix) {
+    return s.compare(0, strlen(prefix), prefix) == 0;
+}
+
+// The keys of the format proper (everything else under reap.saliency. is provenance).
+bool is_format_key(const std::string & k) {
+    static const std::set<std::string> keys = {
+        k_key_version, k_key_domains, k_key_n_tokens, k_key_metrics, k_key_arch, k_key_n_layer,
+        k_key_n_expert, k_key_n_expert_used, k_key_moe_layers, k_key_router_sha256,
+    };
+    return keys.count(k) != 0;
+}
+
+// Parses "blk.N.ffn_gate_inp.weight" -> N.
+bool router_layer(const std::string & name, int & layer) {
+    static const std::string prefix = "blk.", suffix = ".ffn_gate_inp.weight";
+    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        return false;
+    }
+    const std::string num = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (num.empty() || num.size() > 6 || !std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return false;
+    }
+    layer = std::stoi(num);
+    return true;
+}
+
+struct evp_ctx {
+    EVP_MD_CTX * ctx = EVP_MD_CTX_new();
+    ~evp_ctx() { EVP_MD_CTX_free(ctx); }
+};
+
+std::string hex_of(const unsigned char * d, unsigned n) {
+    static const char * digits = "0123456789abcdef";
+    std::string s;
+    for (unsigned i = 0; i < n; ++i) {
+        s += digits[d[i] >> 4];
+        s += digits[d[i] & 15];
+    }
+    return s;
+}
+
+bool is_hex64(const std::string & s) {
+    return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+}  // namespace
+
+// ---- metric sets ------------------------------------------------------------------
+
+const char * metric_set_name(metric_set m) {
+    return m == metric_set::reap ? "reap" : "energy";
+}
+
+bool parse_metric_set(const std::string & s, metric_set & out) {
+    if (s == "reap") { out = metric_set::reap; return true; }
+    if (s == "energy") { out = metric_set::energy; return true; }
+    return false;
+}
+
+const std::vector<std::string> & metric_names(metric_set m) {
+    static const std::vector<std::string> reap = {"count", "gate_sum", "reap_sum", "ean_sum", "max_norm"};
+    static const std::vector<std::string> energy = {"count", "energy_sum"};
+    return m == metric_set::reap ? reap : energy;
+}
+
+std::vector<double> * metric_data(domain_stats & d, const std::string & name) {
+    if (name == "count") return &d.count;
+    if (name == "gate_sum") return &d.gate_sum;
+    if (name == "reap_sum") return &d.reap_sum;
+    if (name == "ean_sum") return &d.ean_sum;
+    if (name == "max_norm") return &d.max_norm;
+    if (name == "energy_sum") return &d.energy_sum;
+    return nullptr;
+}
+
+const std::vector<double> * metric_data(const domain_stats & d, const std::string & name) {
+    return metric_data(const_cast<domain_stats &>(d), name);
+}
+
+static const std::vector<std::string> & all_metric_names() {
+    static const std::vector<std::string> all = {"count", "gate_sum", "reap_sum", "ean_sum", "max_norm", "energy_sum"};
+    return all;
+}
+
+// ---- fingerprint ----------------------------------------------------------------------
+
+bool model_fingerprint(const gguf::model & m, fingerprint & out, std::string & err) {
+    fingerprint fp;
+    if (!m.kvs.get_string(gguf::k_key_architecture, fp.arch, err)) return false;
+    const std::string a = fp.arch;
+    if (!m.kvs.get_u32(a + ".block_count", fp.n_layer, err)) return false;
+    if (!m.kvs.has(a + ".expert_count")) {
+        err = "model has no '" + a + ".expert_count': not a Mixture-of-Experts model";
+        return false;
+    }
+    if (!m.kvs.get_u32(a + ".expert_count", fp.n_expert, err)) return false;
+    if (fp.n_expert < 1) {
+        err = "model has '" + a + ".expert_count' = 0: not a Mixture-of-Experts model";
+        return false;
+    }
+    const gguf::kv * used = m.kvs.find(a + ".expert_used_count");
+    if (used && used->type == gguf::value_type::ARRAY) {
+        std::vector<int64_t> v;
+        if (!m.kvs.get_i64_array(used->key, v, err)) return false;
+        if (v.empty() || v[0] < 0 || v[0] > fp.n_expert) {
+            err = "model key '" + used->key + "' is empty or out of range";
+            return false;
+        }
+        fp.n_expert_used = (uint32_t) v[0];
+    } else if (used) {
+        if (!m.kvs.get_u32(used->key, fp.n_expert_used, err)) return false;
+    }
+
+    // The routers, in ascending layer order.
+    std::map<int, const gguf::tensor_info *> routers;
+    for (const auto & t : m.tensors) {
+        int l;
+        if (router_layer(t.name, l)) {
+            if (l < 0 || (uint32_t) l >= fp.n_layer) {
+                err = "tensor '" + t.name + "': block " + std::to_string(l) + " is outside block_count " + std::to_string(fp.n_layer);
+                return false;
+            }
+            routers[l] = &t;
+        }
+    }
+    if (routers.empty()) {
+        err = "model has no router tensors (blk.N.ffn_gate_inp.weight): not a Mixture-of-Experts model reap can fingerprint";
+        return false;
+    }
+    evp_ctx h;
+    if (!h.ctx || EVP_DigestInit_ex(h.ctx, EVP_sha256(), nullptr) != 1) {
+        err = "sha256: OpenSSL digest init failed";
+        return false;
+    }
+    std::vector<uint8_t> buf(1 << 20);
+    for (const auto & [l, t] : routers) {
+        fp.moe_layers.push_back(l);
+        for (uint64_t off = 0; off < t->nbytes; off += buf.size()) {
+            const uint64_t n = std::min<uint64_t>(buf.size(), t->nbytes - off);
+            if (!gguf::read_tensor_bytes(m, *t, off, n, buf.data(), err)) return false;
+            EVP_DigestUpdate(h.ctx, buf.data(), n);
+        }
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned md_len = 0;
+    if (EVP_DigestFinal_ex(h.ctx, md, &md_len) != 1) {
+        err = "sha256: OpenSSL digest final failed";
+        return false;
+    }
+    fp.router_sha256 = hex_of(md, md_len);
+    out = std::move(fp);
+    return true;
+}
+
+bool fingerprints_match(const fingerprint & archived, const fingerprint & model, std::string & err) {
+    const std::string head = "saliency archive is for another model: ";
+    if (archived.arch != model.arch) {
+        err = head + "arch '" + archived.arch + "' (archive) vs '" + model.arch + "' (model)";
+        return false;
+    }
+    if (archived.n_layer != model.n_layer) {
+        err = head + "n_layer " + std::to_string(archived.n_layer) + " (archive) vs " + std::to_string(model.n_layer) + " (model)";
+        return false;
+    }
+    if (archived.n_expert != model.n_expert) {
+        err = head + "n_expert " + std::to_string(archived.n_expert) + " (archive) vs " + std::to_string(model.n_expert) + " (model)";
+        return false;
+    }
+    if (archived.n_expert_used && model.n_expert_used && archived.n_expert_used != model.n_expert_used) {
+        err = head + "n_expert_used " + std::to_string(archived.n_expert_used) + " (archive) vs " +
+              std::to_string(model.n_expert_used) + " (model)";
+        return false;
+    }
+    if (archived.moe_layers != model.moe_layers) {
+        err = head + "MoE layers " + layers_string(archived.moe_layers) + " (archive) vs " + layers_string(model.moe_layers) + " (model)";
+        return false;
+    }
+    if (!archived.router_sha256.empty() && !model.router_sha256.empty() && archived.router_sha256 != model.router_sha256) {
+        err = head + "router weights differ (router sha256 " + archived.router_sha256.substr(0, 16) + "... (archive) vs " +
+              model.router_sha256.substr(0, 16) + "... (model))";
+        return false;
+    }
+    return true;
+}
+
+// ---- the archive ----------------------------------------------------------------------
+
+domain_stats * archive::find_domain(const std::string & name) {
+    for (auto & d : domains) {
+        if (d.name == name) return &d;
+    }
+    return nullptr;
+}
+
+const domain_stats * archive::find_domain(const std::string & name) const {
+    return const_cast<archive *>(this)->find_domain(name);
+}
+
+domain_stats & archive::add_domain(const std::string & name) {
+    if (domain_stats * d = find_domain(name)) return *d;
+    domain_stats d;
+    d.name = name;
+    for (const auto & m : metric_names(metrics)) metric_data(d, m)->assign(n_cells(), 0.0);
+    domains.push_back(std::move(d));
+    return domains.back();
+}
+
+archive make_archive(const fingerprint & fp, metric_set metrics) {
+    archive a;
+    a.model = fp;
+    a.metrics = metrics;
+    return a;
+}
+
+bool validate(const archive & a, std::string & err) {
+    const fingerprint & fp = a.model;
+    if (fp.arch.empty()) { err = "saliency archive: model arch is empty"; return false; }
+    if (fp.n_layer < 1 || fp.n_expert < 1) {
+        err = "saliency archive: n_layer " + std::to_string(fp.n_layer) + " and n_expert " + std::to_string(fp.n_expert) + " must be >= 1";
+        return false;
+    }
+    if ((uint64_t) fp.n_layer * fp.n_expert > (1ull << 28)) {
+        err = "saliency archive: n_layer x n_expert = " + std::to_string((uint64_t) fp.n_layer * fp.n_expert) + " is implausibly large";
+        return false;
+    }
+    if (fp.n_expert_used > fp.n_expert) {
+        err = "saliency archive: n_expert_used " + std::to_string(fp.n_expert_used) + " > n_expert " + std::to_string(fp.n_expert);
+        return false;
+    }
+    if (fp.moe_layers.empty()) { err = "saliency archive: no MoE layers"; return false; }
+    for (size_t i = 0; i < fp.moe_layers.size(); ++i) {
+        const int l = fp.moe_layers[i];
+        if (l < 0 || (uint32_t) l >= fp.n_layer || (i && l <= fp.moe_layers[i - 1])) {
+            err = "saliency archive: MoE layers " + layers_string(fp.moe_layers) + " must be ascending, unique and in [0, " +
+                  std::to_string(fp.n_layer) + ")";
+            return false;
+        }
+    }
+    if (!fp.router_sha256.empty() && !is_hex64(fp.router_sha256)) {
+        err = "saliency archive: router_sha256 '" + fp.router_sha256 + "' is not 64 lowercase hex digits";
+        return false;
+    }
+    std::vector<bool> is_moe(fp.n_layer, false);
+    for (int l : fp.moe_layers) is_moe[l] = true;
+
+    std::set<std::string> names;
+    const auto & wanted = metric_names(a.metrics);
+    for (const auto & d : a.domains) {
+        const std::string dn = "domain '" + d.name + "'";
+        if (d.name.empty()) { err = "saliency archive: a domain has an empty name"; return false; }
+        if (d.name.size() > k_max_domain_bytes) {
+            err = "saliency archive: " + dn + ": name longer than " + std::to_string(k_max_domain_bytes) + " bytes";
+            return false;
+        }
+        if (!names.insert(d.name).second) { err = "saliency archive: " + dn + " appears twice"; return false; }
+        if (d.n_tokens < 0) { err = "saliency archive: " + dn + ": n_tokens " + std::to_string(d.n_tokens) + " < 0"; return false; }
+        for (const auto & m : all_metric_names()) {
+            const std::vector<double> & v = *metric_data(d, m);
+            const bool want = std::find(wanted.begin(), wanted.end(), m) != wanted.end();
+            if (!want && !v.empty()) {
+                err = "saliency archive: " + dn + " has '" + m + "', which is not part of metric set '" + metric_set_name(a.metrics) + "'";
+                return false;
+            }
+            if (want && v.size() != a.n_cells()) {
+                err = "saliency archive: " + dn + ": '" + m + "' has " + std::to_string(v.size()) + " values, expected " +
+                      std::to_string(a.n_cells()) + " (n_layer " + std::to_string(fp.n_layer) + " x n_expert " + std::to_string(fp.n_expert) + ")";
+                return false;
+            }
+        }
+        for (const auto & m : wanted) {
+            const std::vector<double> & v = *metric_data(d, m);
+            const bool nonneg = m != "gate_sum" && m != "reap_sum";
+            for (size_t i = 0; i < v.size(); ++i) {
+                const uint32_t l = (uint32_t) (i / fp.n_expert), e = (uint32_t) (i % fp.n_expert);
+                const std::string cell = "saliency archive: " + dn + " '" + m + "' layer " + std::to_string(l) + " expert " + std::to_string(e);
+                const double x = v[i];
+                if (!std::isfinite(x)) { err = cell + ": value is not finite"; return false; }
+                if (nonneg && x < 0) { err = cell + ": negative value " + fmt_num(x); return false; }
+                if (m == "count" && x != std::floor(x)) { err = cell + ": count " + fmt_num(x) + " is not an integer"; return false; }
+                if (!is_moe[l] && x != 0) { err = cell + ": non-zero value " + fmt_num(x) + " in a layer that is not an MoE layer"; return false; }
+                if (m != "count" && x != 0 && d.count[i] == 0) {
+                    err = cell + ": value " + fmt_num(x) + " where count is 0";
+                    return false;
+                }
+            }
+        }
+    }
+    return true;
+}
+
+bool check_count_invariant(const archive & a, std::string & err, double rel_tol) {
+    if (a.model.n_expert_used == 0) return true;
+    for (const auto & d : a.domains) {
+        if (d.count.size() != a.n_cells()) {
+            err = "domain '" + d.name + "': count has the wrong size";
+            return false;
+        }
+        const double expected = (double) d.n_tokens * a.model.n_expert_used;
+        for (int l : a.model.moe_layers) {
+            double s = 0;
+            for (uint32_t e = 0; e < a.model.n_expert; ++e) s += d.count[a.index(l, (int) e)];
+            if (std::fabs(s - expected) > rel_tol * expected) {
+                err = "domain '" + d.name + "' layer " + std::to_string(l) + ": sum of count = " + fmt_num(s) + ", expected " +
+                      fmt_num(expected) + " (" + std::to_string(d.n_tokens) + " tokens x " + std::to_string(a.model.n_expert_used) + ")";
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+// ---- reading ------------------------------------------------------------------------
+
+bool read_archive(const std::string & path, archive & out, std::string & err) {
+    gguf::model m;
+    std::string e;
+    if (!gguf::open_model(path, m, e)) {
+        err = "saliency archive " + path + ": " + e;
+        return false;
+    }
+    const std::string where = "saliency archive " + path + ": ";
+    if (m.shards.size() != 1) {
+        err = where + "is a split set; archives are single files";
+        return false;
+    }
+    const gguf::kv_store & kv = m.kvs;
+    std::string type;
+    if (!kv.has(k_key_type)) {
+        err = where + "no general.type: not a saliency archive";
+        return false;
+    }
+    if (!kv.get_string(k_key_type, type, e)) { err = where + e; return false; }
+    if (type != k_general_type) {
+        err = where + "general.type is '" + type + "', expected '" + k_general_type + "' (not a saliency archive)";
+        return false;
+    }
+    uint32_t version = 0;
+    if (!kv.get_u32(k_key_version, version, e)) { err = where + e; return false; }
+    if (version != k_version) {
+        err = where + "format version " + std::to_string(version) + " is not supported (this reap reads version " + std::to_string(k_version) + ")";
+        return false;
+    }
+
+    archive a;
+    std::string metrics;
+    if (!kv.get_string(k_key_metrics, metrics, e)) { err = where + e; return false; }
+    if (!parse_metric_set(metrics, a.metrics)) {
+        err = where + "'" + k_key_metrics + "' = '" + metrics + "', expected 'reap' or 'energy'";
+        return false;
+    }
+    fingerprint & fp = a.model;
+    std::vector<int64_t> layers;
+    if (!kv.get_string(k_key_arch, fp.arch, e) || !kv.get_u32(k_key_n_layer, fp.n_layer, e) ||
+        !kv.get_u32(k_key_n_expert, fp.n_expert, e) || !kv.get_u32(k_key_n_expert_used, fp.n_expert_used, e) ||
+        !kv.get_i64_array(k_key_moe_layers, layers, e) || !kv.get_string_or(k_key_router_sha256, "", fp.router_sha256, e)) {
+        err = where + e;
+        return false;
+    }
+    if (fp.n_layer < 1 || fp.n_expert < 1 || (uint64_t) fp.n_layer * fp.n_expert > (1ull << 28)) {
+        err = where + "n_layer " + std::to_string(fp.n_layer) + " x n_expert " + std::to_string(fp.n_expert) + " is out of range";
+        return false;
+    }
+    if (layers.size() > fp.n_layer) {
+        err = where + "'" + k_key_moe_layers + "' lists " + std::to_string(layers.size()) + " layers, more than n_layer " + std::to_string(fp.n_layer);
+        return false;
+    }
+    for (int64_t l : layers) {
+        if (l < 0 || l >= (int64_t) fp.n_layer) {
+            err = where + "'" + k_key_moe_layers + "': layer " + std::to_string(l) + " out of range [0, " + std::to_string(fp.n_layer) + ")";
+            return false;
+        }
+        fp.moe_layers.push_back((int) l);
+    }
+
+    std::vector<std::string> names;
+    std::vector<int64_t> n_tokens;
+    if (!kv.get_string_array(k_key_domains, names, e) || !kv.get_i64_array(k_key_n_tokens, n_tokens, e)) {
+        err = where + e;
+        return false;
+    }
+    if (names.size() != n_tokens.size()) {
+        err = where + "'" + k_key_domains + "' has " + std::to_string(names.size()) + " domains but '" + k_key_n_tokens + "' has " +
+              std::to_string(n_tokens.size()) + " counts";
+        return false;
+    }
+    const auto & wanted = metric_names(a.metrics);
+    if (names.size() * wanted.size() > m.tensors.size()) {
+        err = where + std::to_string(names.size()) + " domains need " + std::to_string(names.size() * wanted.size()) +
+              " tensors but the file has " + std::to_string(m.tensors.size());
+        return false;
+    }
+    std::set<std::string> seen;
+    for (size_t i = 0; i < names.size(); ++i) {
+        const std::string & dn = names[i];
+        if (dn.empty() || dn.size() > k_max_domain_bytes) {
+            err = where + "domain " + std::to_string(i) + " has an empty name or one longer than " + std::to_string(k_max_domain_bytes) + " bytes";
+            return false;
+        }
+        if (!seen.insert(dn).second) { err = where + "domain '" + dn + "' listed twice"; return false; }
+        domain_stats d;
+        d.name = dn;
+        d.n_tokens = n_tokens[i];
+        for (const auto & mn : wanted) {
+            const std::string tn = dn + "." + mn;
+            const gguf::tensor_info * t = m.find_tensor(tn);
+            if (!t) { err = where + "domain '" + dn + "': tensor '" + tn + "' is missing"; return false; }
+            if (t->type != gguf::tensor_type::F64) {
+                err = where + "tensor '" + tn + "' has type " + gguf::type_name(t->type) + ", expected f64";
+                return false;
+            }
+            const bool shape_ok = t->ne[0] == (int64_t) fp.n_expert && t->ne[1] == (int64_t) fp.n_layer && t->ne[2] == 1 && t->ne[3] == 1;
+            if (!shape_ok) {
+                err = where + "tensor '" + tn + "' has shape " + t->shape_string() + ", expected [" + std::to_string(fp.n_expert) +
+                      ", " + std::to_string(fp.n_layer) + "] (n_expert, n_layer)";
+                return false;
+            }
+            std::vector<double> & v = *metric_data(d, mn);
+            v.resize(a.n_cells());
+            if (t->nbytes != v.size() * sizeof(double)) {
+                err = where + "tensor '" + tn + "' has " + std::to_string(t->nbytes) + " bytes, expected " + std::to_string(v.size() * sizeof(double));
+                return false;
+            }
+            if (!gguf::read_tensor_bytes(m, *t, 0, t->nbytes, v.data(), e)) { err = where + e; return false; }
+        }
+        // Tensors of this domain that belong to the other metric set are a contradiction.
+        for (const auto & mn : all_metric_names()) {
+            if (std::find(wanted.begin(), wanted.end(), mn) == wanted.end() && m.find_tensor(dn + "." + mn)) {
+                err = where + "tensor '" + dn + "." + mn + "' does not belong to metric set '" + metrics + "'";
+                return false;
+            }
+        }
+        a.domains.push_back(std::move(d));
+    }
+    for (const auto & entry : kv.entries) {
+        if (starts_with(entry.key, "reap.saliency.") && !is_format_key(entry.key)) a.provenance.entries.push_back(entry);
+    }
+    if (!validate(a, e)) {
+        err = where + e.substr(std::min(e.size(), strlen("saliency archive: ")));
+        return false;
+    }
+    out = std::move(a);
+    return true;
+}
+
+// ---- writing ------------------------------------------------------------------------
+
+bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err) {
+    if (!validate(a, err)) return false;
+    gguf::output_spec spec;
+    gguf::kv_store & kv = spec.kvs;
+    kv.set_string(k_key_type, k_general_type);
+    kv.set_u32(k_key_version, k_version);
+    std::vector<std::string> names;
+    std::vector<int64_t> n_tokens;
+    for (const auto & d : a.domains) {
+        names.push_back(d.name);
+        n_tokens.push_back(d.n_tokens);
+    }
+    kv.set_string_array(k_key_domains, names);
+    kv.set_i64_array(k_key_n_tokens, n_tokens);
+    kv.set_string(k_key_metrics, metric_set_name(a.metrics));
+    kv.set_string(k_key_arch, a.model.arch);
+    kv.set_u32(k_key_n_layer, a.model.n_layer);
+    kv.set_u32(k_key_n_expert, a.model.n_expert);
+    kv.set_u32(k_key_n_expert_used, a.model.n_expert_used);
+    kv.set_i32_array(k_key_moe_layers, std::vector<int32_t>(a.model.moe_layers.begin(), a.model.moe_layers.end()));
+    kv.set_string(k_key_router_sha256, a.model.router_sha256);
+    for (const auto & entry : a.provenance.entries) {
+        if (!starts_with(entry.key, "reap.saliency.") || is_format_key(entry.key)) {
+            err = "saliency archive: provenance key '" + entry.key + "' must start with 'reap.saliency.' and not be a format key";
+            return false;
+        }
+        kv.set(entry);
+    }
+    for (const auto & d : a.domains) {
+        for (const auto & mn : metric_names(a.metrics)) {
+            const std::vector<double> & v = *metric_data(d, mn);
+            gguf::output_tensor t;
+            t.name = d.name + "." + mn;
+            t.n_dims = 2;
+            t.ne[0] = a.model.n_expert;
+            t.ne[1] = a.model.n_layer;
+            t.type = gguf::tensor_type::F64;
+            auto bytes = std::make_shared<std::vector<uint8_t>>(v.size() * sizeof(double));
+            if (!v.empty()) memcpy(bytes->data(), v.data(), bytes->size());
+            t.memory = std::move(bytes);
+            spec.tensors.push_back(std::move(t));
+        }
+    }
+    out = std::move(spec);
+    return true;
+}
+
+bool write_archive(const archive & a, const std::string & path, std::string & err, bool force) {
+    gguf::output_spec spec;
+    if (!archive_spec(a, spec, err)) return false;
+    gguf::write_options opts;
+    opts.force = force;
+    std::vector<std::string> written;
+    return gguf::write_output(spec, opts, path, written, err);
+}
+
+// ---- merging and sums ---------------------------------------------------------------
+
+static bool same_fingerprint(const fingerprint & x, const fingerprint & y, std::string & err) {
+    const std::string head = "cannot merge saliency archives of different models: ";
+    auto differ = [&](const std::string & field, const std::string & a, const std::string & b) {
+        err = head + field + " " + a + " vs " + b;
+        return false;
+    };
+    if (x.arch != y.arch) return differ("arch", "'" + x.arch + "'", "'" + y.arch + "'");
+    if (x.n_layer != y.n_layer) return differ("n_layer", std::to_string(x.n_layer), std::to_string(y.n_layer));
+    if (x.n_expert != y.n_expert) return differ("n_expert", std::to_string(x.n_expert), std::to_string(y.n_expert));
+    if (x.n_expert_used != y.n_expert_used) return differ("n_expert_used", std::to_string(x.n_expert_used), std::to_string(y.n_expert_used));
+    if (x.moe_layers != y.moe_layers) return differ("MoE layers", layers_string(x.moe_layers), layers_string(y.moe_layers));
+    if (x.router_sha256 != y.router_sha256) {
+        return differ("router sha256", "'" + x.router_sha256 + "'", "'" + y.router_sha256 + "'");
+    }
+    return true;
+}
+
+static void add_stats(domain_stats & into, const domain_stats & other, metric_set ms) {
+    into.n_tokens += other.n_tokens;
+    for (const auto & mn : metric_names(ms)) {
+        std::vector<double> & a = *metric_data(into, mn);
+        const std::vector<double> & b = *metric_data(other, mn);
+        for (size_t i = 0; i < a.size() && i < b.size(); ++i) a[i] = mn == "max_norm" ? std::max(a[i], b[i]) : a[i] + b[i];
+    }
+}
+
+bool merge_into(archive & into, const archive & other, std::string & err) {
+    if (!same_fingerprint(into.model, other.model, err)) return false;
+    if (into.metrics != other.metrics) {
+        err = std::string("cannot merge saliency archives with different metric sets: '") + metric_set_name(into.metrics) +
+              "' (" + join(metric_names(into.metrics)) + ") vs '" + metric_set_name(other.metrics) + "' (" + join(metric_names(other.metrics)) + ")";
+        return false;
+    }
+    if (!validate(into, err) || !validate(other, err)) return false;
+    for (const auto & d : other.domains) {
+        const bool existed = into.find_domain(d.name) != nullptr;
+        domain_stats & t = into.add_domain(d.name);
+        if (existed) {
+            add_stats(t, d, into.metrics);
+        } else {
+            t = d;
+        }
+    }
+    std::vector<gguf::kv> kept;
+    for (const auto & entry : into.provenance.entries) {
+        const gguf::kv * o = other.provenance.find(entry.key);
+        if (o && o->type == entry.type && o->elem_type == entry.elem_type && o->n_elems == entry.n_elems && o->raw == entry.raw) {
+            kept.push_back(entry);
+        }
+    }
+    into.provenance.entries = std::move(kept);
+    return true;
+}
+
+bool sum_domains(const archive & a, const std::vector<std::string> & names, domain_stats & out, std::string & err) {
+    std::vector<const domain_stats *> sel;
+    if (names.empty()) {
+        for (const auto & d : a.domains) sel.push_back(&d);
+    } else {
+        std::set<std::string> seen;
+        for (const auto & n : names) {
+            const domain_stats * d = a.find_domain(n);
+            if (!d) {
+                std::vector<std::string> have;
+                for (const auto & x : a.domains) have.push_back("'" + x.name + "'");
+                err = "unknown domain '" + n + "': the saliency archive has " + (have.empty() ? std::string("no domains") : join(have));
+                return false;
+            }
+            if (seen.insert(n).second) sel.push_back(d);
+        }
+    }
+    if (sel.empty()) {
+        err = "the saliency archive has no domains";
+        return false;
+    }
+    domain_stats s;
+    std::vector<std::string> sel_names;
+    for (const auto * d : sel) sel_names.push_back(d->name);
+    s.name = join(sel_names, "+");
+    for (const auto & mn : metric_names(a.metrics)) metric_data(s, mn)->assign(a.n_cells(), 0.0);
+    for (const auto * d : sel) add_stats(s, *d, a.metrics);
+    out = std::move(s);
+    return true;
+}
+
+} // namespace reap::saliency
