@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace reap::prune {
@@ -55,6 +56,22 @@ bool make_pruned_spec(const gguf::model & m, const plan & p, const prune_options
 // classification when the caller has it; the plan is still validated).
 bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan & p,
                       const prune_options & opts, gguf::output_spec & out, std::string & err);
+
+// Sets <arch>.expert_count in `kvs` to n_keep, keeping the value type the
+// store already has for it. Fails when the key is missing or not an integer.
+bool set_expert_count(gguf::kv_store & kvs, const std::string & arch, int64_t n_keep, std::string & err);
+
+// ---- SHA256SUMS (sha256sum -c format) -------------------------------------------
+
+// Parses a SHA256SUMS file into (name as written, lowercase hex) pairs.
+bool read_sha256sums(const std::string & sums_path, std::vector<std::pair<std::string, std::string>> & entries,
+                     std::string & err);
+// Hashes `files` and records them in `sums_path`: lines of other files already
+// there are kept, lines of these files replaced. A file in the SUMS file's
+// directory is named by its basename. Written through temp + fsync + rename.
+bool update_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err);
+// "<dir of path>/SHA256SUMS" (or "SHA256SUMS" for a bare file name).
+std::string sums_path_for(const std::string & path);
 
 // ---- audit -------------------------------------------------------------------
 

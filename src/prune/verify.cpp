@@ -1,0 +1,335 @@
+// The auditor of prune.h (`reap verify`): re-reads a pruned output and proves,
+// byte for byte, that it is the source pruned by the plan. It derives every
+// expected byte range from the layout table and the plan on its own rather
+// than re-running make_pruned_spec, and compares through a fixed pair of
+// buffers, so memory does not grow with the model.
+#include "prune/prune.h"
+
+#include "util/sha256.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace reap::prune {
+
+namespace {
+
+constexpr size_t k_chunk = 4u << 20;
+
+bool is_split_key(const std::string & key) { return key.compare(0, 6, "split.") == 0; }
+
+bool is_provenance_key(const std::string & key) {
+    return key == k_key_plan_sha256 || key == k_key_source_expert_count || key == k_key_version;
+}
+
+// Open file descriptors by path, closed together.
+class fd_cache {
+public:
+    ~fd_cache() {
+        for (auto & kv : fds_) ::close(kv.second);
+    }
+    int get(const std::string & path, std::string & err) {
+        auto it = fds_.find(path);
+        if (it != fds_.end()) return it->second;
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            err = path + ": cannot open: " + strerror(errno);
+            return -1;
+        }
+        fds_[path] = fd;
+        return fd;
+    }
+private:
+    std::map<std::string, int> fds_;
+};
+
+bool pread_all(int fd, uint8_t * dst, size_t n, uint64_t off) {
+    while (n > 0) {
+        const ssize_t r = ::pread(fd, dst, n, off_t(off));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        dst += r;
+        n -= size_t(r);
+        off += uint64_t(r);
+    }
+    return true;
+}
+
+struct comparer {
+    fd_cache             fds;
+    std::vector<uint8_t> a, b;
+    uint64_t             compared = 0;
+
+    comparer() : a(k_chunk), b(k_chunk) {}
+
+    // Compares `len` bytes of src_path@src_off with out_path@out_off. On a
+    // difference sets `diff_at` (relative to the start) and returns false with
+    // err empty; on an I/O error returns false with err set.
+    bool same(const std::string & src_path, uint64_t src_off, const std::string & out_path, uint64_t out_off,
+              uint64_t len, uint64_t & diff_at, std::string & err) {
+        err.clear();
+        const int fs = fds.get(src_path, err);
+        if (fs < 0) return false;
+        const int fo = fds.get(out_path, err);
+        if (fo < 0) return false;
+        for (uint64_t done = 0; done < len;) {
+            const size_t n = size_t(std::min<uint64_t>(k_chunk, len - done));
+            if (!pread_all(fs, a.data(), n, src_off + done)) {
+                err = src_path + ": read error at " + std::to_string(src_off + done);
+                return false;
+            }
+            if (!pread_all(fo, b.data(), n, out_off + done)) {
+                err = out_path + ": read error at " + std::to_string(out_off + done);
+                return false;
+            }
+            if (memcmp(a.data(), b.data(), n) != 0) {
+                size_t i = 0;
+                while (a[i] == b[i]) ++i;
+                diff_at = done + i;
+                return false;
+            }
+            done += n;
+            compared += n;
+        }
+        return true;
+    }
+};
+
+bool same_kv(const gguf::kv & x, const gguf::kv & y) {
+    return x.key == y.key && x.type == y.type && x.raw == y.raw;
+}
+
+std::string kv_desc(const gguf::kv & e) { return e.type_string() + " " + e.value_string(); }
+
+bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layout & lay, const plan & p,
+               const verify_options & opts, verify_report & rep, std::string & err) {
+    const std::string count_key = moe::kv_key(lay.arch, "expert_count");
+    // expected: the source's KVs, split.* and provenance keys left out, expert_count = n_keep
+    std::vector<gguf::kv> want, got;
+    for (const gguf::kv & e : src.kvs.entries) {
+        if (!is_split_key(e.key) && !is_provenance_key(e.key)) want.push_back(e);
+    }
+    for (const gguf::kv & e : out.kvs.entries) {
+        if (!is_split_key(e.key) && !is_provenance_key(e.key)) got.push_back(e);
+    }
+    gguf::kv_store want_store;
+    want_store.entries = want;
+    if (!set_expert_count(want_store, lay.arch, p.n_keep, err)) return false;
+    want = want_store.entries;
+    for (size_t i = 0; i < std::max(want.size(), got.size()); ++i) {
+        if (i >= got.size()) {
+            err = "KV '" + want[i].key + "' of the source is missing from the output";
+            return false;
+        }
+        if (i >= want.size()) {
+            err = "KV '" + got[i].key + "' of the output is not in the source";
+            return false;
+        }
+        if (want[i].key != got[i].key) {
+            err = "KV " + std::to_string(i) + " (without split.*/reap.* keys) is '" + got[i].key + "' in the output, '" +
+                  want[i].key + "' expected";
+            return false;
+        }
+        if (!same_kv(want[i], got[i])) {
+            if (want[i].key == count_key) {
+                err = "KV '" + count_key + "' is " + kv_desc(got[i]) + ", expected " + kv_desc(want[i]) +
+                      " (n_keep of the plan)";
+            } else {
+                err = "KV '" + want[i].key + "' differs: output " + kv_desc(got[i]) + ", source " + kv_desc(want[i]);
+            }
+            return false;
+        }
+        ++rep.n_kvs;
+    }
+    // provenance: either the source's own values (no stamp) or a fresh stamp
+    const gguf::kv * o_sha = out.kvs.find(k_key_plan_sha256);
+    const gguf::kv * s_sha = src.kvs.find(k_key_plan_sha256);
+    rep.stamped = o_sha && !(s_sha && same_kv(*o_sha, *s_sha));
+    if (!rep.stamped) {
+        for (const char * key : {k_key_plan_sha256, k_key_source_expert_count, k_key_version}) {
+            const gguf::kv * o = out.kvs.find(key);
+            const gguf::kv * s = src.kvs.find(key);
+            if (!o && !s) continue;
+            if (!o || !s || !same_kv(*o, *s)) {
+                err = std::string("KV '") + key + "': " + (o ? kv_desc(*o) : std::string("absent")) +
+                      " in the output without a fresh " + k_key_plan_sha256 + " stamp; the source has " +
+                      (s ? kv_desc(*s) : std::string("none"));
+                return false;
+            }
+            ++rep.n_kvs;
+        }
+        return true;
+    }
+    std::string sha;
+    if (!out.kvs.get_string(k_key_plan_sha256, sha, err)) return false;
+    if (!opts.plan_sha256.empty() && sha != opts.plan_sha256) {
+        err = std::string("KV '") + k_key_plan_sha256 + "' is " + sha + ", but the plan file's sha256 is " +
+              opts.plan_sha256 + " (the output was pruned with another plan)";
+        return false;
+    }
+    uint64_t src_count = 0;
+    if (!out.kvs.get_u64(k_key_source_expert_count, src_count, err)) return false;
+    if (int64_t(src_count) != lay.n_expert) {
+        err = std::string("KV '") + k_key_source_expert_count + "' is " + std::to_string(src_count) +
+              ", the source has " + std::to_string(lay.n_expert) + " experts";
+        return false;
+    }
+    if (out.kvs.has(k_key_version)) {
+        std::string v;
+        if (!out.kvs.get_string(k_key_version, v, err)) return false;
+    }
+    rep.n_kvs += 2 + (out.kvs.has(k_key_version) ? 1 : 0);
+    return true;
+}
+
+bool check_tensors(const gguf::model & src, const gguf::model & out, const moe::layout & lay, const plan & p,
+                   verify_report & rep, std::string & err) {
+    if (out.tensors.size() != src.tensors.size()) {
+        err = "the output has " + std::to_string(out.tensors.size()) + " tensors, the source " +
+              std::to_string(src.tensors.size());
+        return false;
+    }
+    comparer cmp;
+    for (size_t i = 0; i < src.tensors.size(); ++i) {
+        const gguf::tensor_info & s = src.tensors[i];
+        const gguf::tensor_info & o = out.tensors[i];
+        const moe::tensor_role & role = lay.roles[i];
+        const std::string who = "tensor '" + s.name + "'";
+        if (o.name != s.name) {
+            err = "tensor " + std::to_string(i) + " is '" + o.name + "' in the output, '" + s.name + "' in the source";
+            return false;
+        }
+        if (o.type != s.type) {
+            err = who + ": type " + gguf::type_name(o.type) + " in the output, " + gguf::type_name(s.type) + " in the source";
+            return false;
+        }
+        int64_t ne_want[4] = {s.ne[0], s.ne[1], s.ne[2], s.ne[3]};
+        const bool sliced = role.slice != moe::slice_kind::none;
+        if (sliced) ne_want[role.expert_dim] = p.n_keep;
+        bool shape_ok = o.n_dims == s.n_dims;
+        for (int d = 0; d < 4; ++d) shape_ok = shape_ok && o.ne[d] == ne_want[d];
+        if (!shape_ok) {
+            gguf::tensor_info w = s;
+            for (int d = 0; d < 4; ++d) w.ne[d] = ne_want[d];
+            err = who + ": shape " + o.shape_string() + " in the output, " + w.shape_string() + " expected";
+            return false;
+        }
+        uint64_t diff = 0;
+        if (!sliced) {
+            if (o.nbytes != s.nbytes) {
+                err = who + ": " + std::to_string(o.nbytes) + " bytes in the output, " + std::to_string(s.nbytes) + " in the source";
+                return false;
+            }
+            if (!cmp.same(src.path_of(s), s.file_offset, out.path_of(o), o.file_offset, s.nbytes, diff, err)) {
+                if (err.empty()) err = who + ": differs from the source at byte " + std::to_string(diff);
+                return false;
+            }
+        } else {
+            const plan_layer * pl = p.find_layer(role.layer);
+            if (!pl) {
+                err = who + ": layer " + std::to_string(role.layer) + " is not in the plan";
+                return false;
+            }
+            const uint64_t S = role.expert_bytes;
+            if (S * uint64_t(lay.n_expert) != s.nbytes || o.nbytes != S * uint64_t(p.n_keep)) {
+                err = who + ": " + std::to_string(o.nbytes) + " bytes in the output, " +
+                      std::to_string(S * uint64_t(p.n_keep)) + " expected (" + std::to_string(p.n_keep) + " experts of " +
+                      std::to_string(S) + " bytes)";
+                return false;
+            }
+            for (size_t k = 0; k < pl->keep.size(); ++k) {
+                const int64_t e = pl->keep[k];
+                if (!cmp.same(src.path_of(s), s.file_offset + uint64_t(e) * S, out.path_of(o), o.file_offset + k * S, S,
+                              diff, err)) {
+                    if (err.empty()) {
+                        err = who + ": output expert " + std::to_string(k) + " (source expert " + std::to_string(e) +
+                              ") differs at byte " + std::to_string(diff) + " of its " + std::to_string(S) + "-byte " +
+                              moe::slice_name(role.slice);
+                    }
+                    return false;
+                }
+            }
+            ++rep.n_sliced;
+        }
+        ++rep.n_tensors;
+    }
+    rep.bytes_compared = cmp.compared;
+    return true;
+}
+
+std::string dir_part(const std::string & path) {
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+}
+
+bool same_file(const std::string & a, const std::string & b) {
+    struct stat sa, sb;
+    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+bool check_sums(const gguf::model & out, const verify_options & opts, verify_report & rep, std::string & err) {
+    const std::string sums = opts.sums_path.empty() ? sums_path_for(out.shards[0].path) : opts.sums_path;
+    std::vector<std::pair<std::string, std::string>> entries;
+    if (!read_sha256sums(sums, entries, err)) return false;
+    const std::string base = dir_part(sums);
+    for (const gguf::file_header & sh : out.shards) {
+        const std::pair<std::string, std::string> * found = nullptr;
+        for (const auto & e : entries) {
+            const std::string path = (!e.first.empty() && e.first[0] == '/') ? e.first : base + e.first;
+            if (same_file(path, sh.path)) found = &e;
+        }
+        if (!found) {
+            err = sums + ": does not list " + sh.path;
+            return false;
+        }
+        std::string hex;
+        if (!util::sha256_file(sh.path, hex, err)) return false;
+        if (hex != found->second) {
+            err = sums + ": " + sh.path + " has sha256 " + hex + ", SHA256SUMS says " + found->second;
+            return false;
+        }
+        ++rep.n_sums_checked;
+    }
+    return true;
+}
+
+} // namespace
+
+bool verify_pruned(const gguf::model & src, const plan & p, const std::string & out_path, const verify_options & opts,
+                   verify_report & report, std::string & err) {
+    report = verify_report{};
+    moe::layout lay;
+    if (!model_layout(src, lay, err)) {
+        err = "source: " + err;
+        return false;
+    }
+    int64_t n_layer = 0;
+    if (!src.kvs.get_i64(moe::kv_key(lay.arch, "block_count"), n_layer, err)) return false;
+    if (!validate_plan(p, facts_of(lay, n_layer), err)) return false;
+    gguf::model out;
+    if (!gguf::open_model(out_path, out, err)) return false;
+    report.n_shards = uint32_t(out.shards.size());
+    for (const gguf::file_header & sh : out.shards) {
+        for (const gguf::file_header & ss : src.shards) {
+            if (same_file(sh.path, ss.path)) {
+                err = sh.path + " is a file of the source model, not a pruned output";
+                return false;
+            }
+        }
+    }
+    if (out.shards[0].alignment != src.shards[0].alignment) {
+        err = "alignment " + std::to_string(out.shards[0].alignment) + " in the output, " +
+              std::to_string(src.shards[0].alignment) + " in the source";
+        return false;
+    }
+    if (!check_kvs(src, out, lay, p, opts, report, err)) return false;
+    if (!check_tensors(src, out, lay, p, report, err)) return false;
+    if (opts.check_sums && !check_sums(out, opts, report, err)) return false;
+    return true;
+}
+
+} // namespace reap::prune
