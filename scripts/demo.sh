@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# make demo: the whole reap.cpp pipeline on the project's own model.
+#
+#   calibrate (calib split) -> plan (REAP by domain; REAP, frequency and random
+#   at 25/50/75% removed) -> prune -> verify -> eval per domain (heldout split)
+#   -> results table (printed and written to docs/results.md)
+#
+# Everything goes to out/demo (git-ignored); the corpus comes from `make corpus`.
+# Environment: REAP (binary), OUT (folder), EVAL_BYTES (held-out bytes per domain),
+# CALIB_TOKENS (calibration tokens per domain).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REAP=${REAP:-build/bin/reap}
+PY=${PYTHON:-/usr/bin/python3}
+MODEL=${MODEL:-models/reap-moe-tiny.gguf}
+CORPUS=${CORPUS:-data/corpus}
+OUT=${OUT:-out/demo}
+EVAL_BYTES=${EVAL_BYTES:-12000}
+CALIB_TOKENS=${CALIB_TOKENS:-40000}
+CTX=256
+
+mkdir -p "$OUT/plans" "$OUT/cuts" "$OUT/eval"
+step() { printf '\n== %s\n' "$*"; }
+
+step "the model"
+"$REAP" inspect "$MODEL"
+
+step "calibrate on the calib split ($CALIB_TOKENS tokens per domain)"
+if [ ! -f "$OUT/saliency.gguf" ]; then
+    "$REAP" calibrate -m "$MODEL" --corpus "$CORPUS/calib.jsonl" -o "$OUT/saliency.gguf" \
+        -c $CTX --max-tokens-per-domain "$CALIB_TOKENS"
+fi
+
+# The evaluation text: the first EVAL_BYTES of held-out samples of every domain.
+"$PY" - "$CORPUS/heldout.jsonl" "$OUT/heldout-eval.jsonl" "$EVAL_BYTES" <<'EOF'
+import json, sys
+src, dst, cap = sys.argv[1], sys.argv[2], int(sys.argv[3])
+used = {}
+with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
+    for line in f:
+        r = json.loads(line)
+        n = used.get(r["domain"], 0)
+        if n >= cap:
+            continue
+        used[r["domain"]] = n + len(r["text"].encode())
+        out.write(json.dumps({"domain": r["domain"], "text": r["text"]}, ensure_ascii=False) + "\n")
+EOF
+
+# name  method  ratio  domains
+CUTS=(
+    "reap-en+code-50   reap      0.50 en,code"
+    "reap-ja+zh-50     reap      0.50 ja,zh"
+    "reap-25           reap      0.25 all"
+    "reap-50           reap      0.50 all"
+    "reap-75           reap      0.75 all"
+    "frequency-25      frequency 0.25 all"
+    "frequency-50      frequency 0.50 all"
+    "frequency-75      frequency 0.75 all"
+    "random-25         random    0.25 all"
+    "random-50         random    0.50 all"
+    "random-75         random    0.75 all"
+)
+
+step "plan, prune, verify"
+for cut in "${CUTS[@]}"; do
+    read -r name method ratio domains <<< "$cut"
+    args=(--method "$method" --ratio "$ratio")
+    [ "$domains" != all ] && args+=(--domains "$domains")
+    [ "$method" = random ] && args+=(--seed 1)
+    "$REAP" plan "$OUT/saliency.gguf" -m "$MODEL" "${args[@]}" -o "$OUT/plans/$name.json" --force > "$OUT/plans/$name.log"
+    rm -f "$OUT/cuts/$name.gguf"
+    "$REAP" prune -m "$MODEL" --plan "$OUT/plans/$name.json" -o "$OUT/cuts/$name.gguf" --force > /dev/null
+    "$REAP" verify -m "$MODEL" --plan "$OUT/plans/$name.json" "$OUT/cuts/$name.gguf" > "$OUT/cuts/$name.verify.log"
+    printf '  %-18s planned, pruned, verified (%s)\n' "$name" "$(du -h "$OUT/cuts/$name.gguf" | cut -f1)"
+done
+
+step "evaluate every cut per domain on the heldout split"
+for cut in "${CUTS[@]}"; do
+    read -r name _ <<< "$cut"
+    "$REAP" eval -m "$MODEL" -p "$OUT/cuts/$name.gguf" -f "$OUT/heldout-eval.jsonl" -c $CTX \
+        --kld-base "$OUT/eval/base.kld" --json --quiet > "$OUT/eval/$name.json"
+    printf '  %-18s done\n' "$name"
+done
+
+step "results"
+"$PY" tools/results_table.py --eval-dir "$OUT/eval" --plans-dir "$OUT/plans" --model "$MODEL" \
+    --cuts "$(printf '%s\n' "${CUTS[@]}" | awk '{print $1}' | paste -sd,)" --out docs/results.md
