@@ -1,0 +1,277 @@
+// reap prune: write the pruned copy of a MoE GGUF model that a plan describes.
+// A thin layer over reap::prune::make_pruned_spec (what to write) and
+// reap::gguf::write_output (streaming, temp + fsync + rename, splitting), then
+// SHA256SUMS beside the output.
+#include "cli/commands.h"
+#include "gguf/gguf.h"
+#include "plan/plan.h"
+#include "prune/prune.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+namespace {
+
+struct prune_params {
+    std::string model;
+    std::string plan;
+    std::string output;
+    uint64_t    split_max_bytes = 0;
+    uint64_t    split_max_tensors = 0;
+    bool        stamp = true;
+    bool        force = false;
+    bool        dry_run = false;
+    bool        sums = true;
+};
+
+const char * k_usage_line = "usage: reap prune -m MODEL.gguf --plan PLAN.json -o OUT.gguf [options]";
+
+void print_usage(FILE * out) {
+    fprintf(out,
+        "%s\n"
+        "\n"
+        "Writes the pruned copy of MODEL that PLAN describes. In every MoE layer L,\n"
+        "output expert i is source expert keep[i] of the plan's entry for L (in that\n"
+        "order): the expert slabs (ffn_{gate,up,down,gate_up}_exps), per-expert biases\n"
+        "and scales, the router rows (ffn_gate_inp.weight), the router bias and the\n"
+        "selection bias (exp_probs_b) are cut byte for byte, so any quantisation works\n"
+        "and nothing is requantised. Shared experts and every other tensor are copied\n"
+        "unchanged; <arch>.expert_count becomes the plan's n_keep. A tensor whose shape\n"
+        "mentions the expert count but that the layout table does not know is an error.\n"
+        "\n"
+        "The plan is validated against the model first (layers, ids, counts, groups).\n"
+        "MODEL may be the first shard of a split set. The output appears only when\n"
+        "complete (temp file, fsync, rename); it never replaces an input, nor an existing\n"
+        "file without --force. Data are streamed with copy_file_range (or a fixed 4 MiB\n"
+        "buffer): memory is bounded by the metadata (about 100 bytes per kept expert per\n"
+        "sliced tensor), whatever the model's size.\n"
+        "SHA256SUMS beside the output lists every file written (sha256sum -c format;\n"
+        "lines for other files already in it are kept).\n"
+        "\n"
+        "options:\n"
+        "  -m, --model MODEL.gguf      source model (or first shard of a split set)\n"
+        "  --plan PLAN.json            keep-list per MoE layer (reap plan writes one)\n"
+        "  -o, --output OUT.gguf       output; with splitting, OUT-00001-of-0000N.gguf, ...\n"
+        "  --split-max-size N(K|M|G)   split the output: shards of at most N bytes of\n"
+        "                              tensor data (K/M/G = 10^3/10^6/10^9, as gguf-split)\n"
+        "  --split-max-tensors N       split the output: at most N tensors per shard\n"
+        "  --no-stamp                  do not record provenance (reap.plan.sha256,\n"
+        "                              reap.source.expert_count, reap.version); an identity\n"
+        "                              plan then reproduces the source byte for byte\n"
+        "  --no-sums                   do not write SHA256SUMS\n"
+        "  --force                     replace existing output files (never an input)\n"
+        "  --dry-run                   print what would be written and the sizes; write nothing\n"
+        "  -h, --help                  this help\n",
+        k_usage_line);
+}
+
+bool parse_count(const std::string & s, uint64_t & out) {
+    if (s.empty() || s[0] == '-' || s[0] == '+') return false;
+    char * end = nullptr;
+    errno = 0;
+    const unsigned long long v = strtoull(s.c_str(), &end, 10);
+    if (errno || *end || v == 0) return false;
+    out = v;
+    return true;
+}
+
+bool parse_size(std::string s, uint64_t & out) {
+    uint64_t mul = 1;
+    if (!s.empty()) {
+        const char c = s.back();
+        if (c == 'K' || c == 'k') mul = 1000ull;
+        else if (c == 'M' || c == 'm') mul = 1000ull * 1000;
+        else if (c == 'G' || c == 'g') mul = 1000ull * 1000 * 1000;
+        else if (c == 'T' || c == 't') mul = 1000ull * 1000 * 1000 * 1000;
+        if (mul != 1) s.pop_back();
+    }
+    uint64_t v = 0;
+    if (!parse_count(s, v) || v > UINT64_MAX / mul) return false;
+    out = v * mul;
+    return true;
+}
+
+bool parse_args(int argc, char ** argv, prune_params & p, bool & help, std::string & err) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        auto value = [&](std::string & dst) {
+            if (i + 1 >= argc) {
+                err = arg + " needs a value";
+                return false;
+            }
+            dst = argv[++i];
+            return true;
+        };
+        std::string v;
+        if (arg == "-h" || arg == "--help") {
+            help = true;
+            return true;
+        } else if (arg == "-m" || arg == "--model") {
+            if (!value(p.model)) return false;
+        } else if (arg == "--plan") {
+            if (!value(p.plan)) return false;
+        } else if (arg == "-o" || arg == "--output") {
+            if (!value(p.output)) return false;
+        } else if (arg == "--split-max-size") {
+            if (!value(v)) return false;
+            if (!parse_size(v, p.split_max_bytes)) {
+                err = "--split-max-size: '" + v + "' is not a positive size (N, NK, NM or NG)";
+                return false;
+            }
+        } else if (arg == "--split-max-tensors") {
+            if (!value(v)) return false;
+            if (!parse_count(v, p.split_max_tensors)) {
+                err = "--split-max-tensors: '" + v + "' is not a positive integer";
+                return false;
+            }
+        } else if (arg == "--no-stamp") {
+            p.stamp = false;
+        } else if (arg == "--no-sums") {
+            p.sums = false;
+        } else if (arg == "--force") {
+            p.force = true;
+        } else if (arg == "--dry-run") {
+            p.dry_run = true;
+        } else {
+            err = "unknown argument " + arg;
+            return false;
+        }
+    }
+    if (p.model.empty()) err = "no model given (-m MODEL.gguf)";
+    else if (p.plan.empty()) err = "no plan given (--plan PLAN.json)";
+    else if (p.output.empty()) err = "no output given (-o OUT.gguf)";
+    return err.empty();
+}
+
+std::string human(uint64_t bytes) {
+    const char * units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = double(bytes);
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        ++u;
+    }
+    char buf[64];
+    snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+    return buf;
+}
+
+bool same_inode(const std::string & a, const std::string & b) {
+    struct stat sa, sb;
+    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+} // namespace
+
+int cmd_prune(int argc, char ** argv) {
+    prune_params params;
+    bool help = false;
+    std::string err;
+    if (!parse_args(argc, argv, params, help, err)) {
+        fprintf(stderr, "reap prune: %s\n%s  (--help for details)\n", err.c_str(), k_usage_line);
+        return 1;
+    }
+    if (help) {
+        print_usage(stdout);
+        return 0;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    reap::gguf::model model;
+    if (!reap::gguf::open_model(params.model, model, err)) {
+        fprintf(stderr, "reap prune: %s\n", err.c_str());
+        return 1;
+    }
+    reap::plan plan;
+    if (!reap::read_plan(params.plan, plan, err)) {
+        fprintf(stderr, "reap prune: %s\n", err.c_str());
+        return 1;
+    }
+    reap::moe::layout lay;
+    if (!reap::model_layout(model, lay, err)) {
+        fprintf(stderr, "reap prune: %s: %s\n", params.model.c_str(), err.c_str());
+        return 1;
+    }
+    int64_t n_layer = 0;
+    if (!model.kvs.get_i64(reap::moe::kv_key(lay.arch, "block_count"), n_layer, err) ||
+        !reap::validate_plan(plan, reap::facts_of(lay, n_layer), err)) {
+        fprintf(stderr, "reap prune: %s does not fit %s: %s\n", params.plan.c_str(), params.model.c_str(), err.c_str());
+        return 1;
+    }
+    reap::prune::prune_options popts;
+    popts.stamp = params.stamp;
+    popts.version = REAP_VERSION;
+    if (params.stamp && !reap::plan_file_sha256(params.plan, popts.plan_sha256, err)) {
+        fprintf(stderr, "reap prune: %s\n", err.c_str());
+        return 1;
+    }
+    reap::gguf::output_spec spec;
+    if (!reap::prune::make_pruned_spec(model, lay, plan, popts, spec, err)) {
+        fprintf(stderr, "reap prune: %s\n", err.c_str());
+        return 1;
+    }
+    reap::gguf::write_options wopts;
+    wopts.force = params.force;
+    wopts.split_max_bytes = params.split_max_bytes;
+    wopts.split_max_tensors = params.split_max_tensors;
+    std::vector<reap::gguf::shard_layout> shards;
+    if (!reap::gguf::layout_output(spec, wopts, params.output, shards, err)) {
+        fprintf(stderr, "reap prune: %s\n", err.c_str());
+        return 1;
+    }
+    // the plan file and SHA256SUMS are inputs/outputs too
+    for (const auto & sh : shards) {
+        if (same_inode(sh.path, params.plan)) {
+            fprintf(stderr, "reap prune: refusing to write %s over the plan file\n", sh.path.c_str());
+            return 1;
+        }
+    }
+    size_t n_sliced = 0;
+    for (const auto & r : lay.roles) n_sliced += r.slice != reap::moe::slice_kind::none;
+    uint64_t out_bytes = 0;
+    for (const auto & sh : shards) out_bytes += sh.file_bytes;
+
+    printf("reap prune: %s (%s, %" PRId64 " experts, %zu MoE layers, %s) -> keep %" PRId64 " per layer\n",
+           params.model.c_str(), lay.arch.c_str(), lay.n_expert, lay.moe_layers.size(), human(model.file_bytes()).c_str(),
+           plan.n_keep);
+    printf("  %zu tensors, %zu sliced along the expert axis; output %s (%.1f%% of the source)\n", spec.tensors.size(),
+           n_sliced, human(out_bytes).c_str(), model.file_bytes() ? 100.0 * double(out_bytes) / double(model.file_bytes()) : 0.0);
+    if (params.dry_run) {
+        printf("dry run: would write\n");
+        for (const auto & sh : shards) {
+            struct stat st;
+            const bool exists = ::stat(sh.path.c_str(), &st) == 0;
+            printf("  %s  %" PRIu64 " bytes (%s), %zu tensors%s\n", sh.path.c_str(), sh.file_bytes,
+                   human(sh.file_bytes).c_str(), sh.n_tensors,
+                   exists ? (params.force ? "  [exists: would be replaced]" : "  [exists: would be refused without --force]") : "");
+        }
+        if (params.sums) printf("  %s\n", reap::prune::sums_path_for(shards[0].path).c_str());
+        return 0;
+    }
+    std::vector<std::string> written;
+    if (!reap::gguf::write_output(spec, wopts, params.output, written, err)) {
+        fprintf(stderr, "reap prune: %s\n", err.c_str());
+        return 1;
+    }
+    if (params.sums) {
+        const std::string sums = reap::prune::sums_path_for(written[0]);
+        if (!reap::prune::update_sha256sums(written, sums, err)) {
+            fprintf(stderr, "reap prune: the model is written but SHA256SUMS is not: %s\n", err.c_str());
+            return 1;
+        }
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (size_t i = 0; i < written.size(); ++i) {
+        printf("  wrote %s  %" PRIu64 " bytes (%s)\n", written[i].c_str(), shards[i].file_bytes,
+               human(shards[i].file_bytes).c_str());
+    }
+    if (params.sums) printf("  wrote %s\n", reap::prune::sums_path_for(written[0]).c_str());
+    printf("done in %.2f s (%.1f MiB/s)\n", secs, secs > 0 ? double(out_bytes) / 1048576.0 / secs : 0.0);
+    return 0;
+}
