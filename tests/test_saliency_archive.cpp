@@ -1,0 +1,386 @@
+// Tests of the saliency archive (src/saliency/archive.h): round trips of both
+// metric sets, provenance, merge = sum (max for max_norm), fingerprint of a
+// model and its mismatch messages, the count invariant, and damaged archives
+// (one file per kind of damage, plus seeded byte flips) rejected with a
+// message that names the problem. Core only: no llama.cpp.
+#include "gguf_test_util.h"
+#include "saliency_test_util.h"
+#include "util/sha256.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+
+namespace g = reap::gguf;
+namespace s = reap::saliency;
+using saliency_test::make_archive;
+using saliency_test::make_fingerprint;
+
+namespace {
+
+void expect_equal(const s::archive & a, const s::archive & b) {
+    EXPECT_EQ(a.model.arch, b.model.arch);
+    EXPECT_EQ(a.model.n_layer, b.model.n_layer);
+    EXPECT_EQ(a.model.n_expert, b.model.n_expert);
+    EXPECT_EQ(a.model.n_expert_used, b.model.n_expert_used);
+    EXPECT_EQ(a.model.moe_layers, b.model.moe_layers);
+    EXPECT_EQ(a.model.router_sha256, b.model.router_sha256);
+    EXPECT_EQ(a.metrics, b.metrics);
+    ASSERT_EQ(a.domains.size(), b.domains.size());
+    for (size_t i = 0; i < a.domains.size(); ++i) {
+        EXPECT_EQ(a.domains[i].name, b.domains[i].name);
+        EXPECT_EQ(a.domains[i].n_tokens, b.domains[i].n_tokens);
+        for (const auto & m : s::metric_names(a.metrics)) {
+            EXPECT_EQ(*s::metric_data(a.domains[i], m), *s::metric_data(b.domains[i], m)) << a.domains[i].name << "." << m;
+        }
+    }
+}
+
+std::string write_tmp(const s::archive & a, const std::string & dir, const std::string & name) {
+    const std::string path = dir + "/" + name;
+    std::string err;
+    EXPECT_TRUE(s::write_archive(a, path, err, true)) << err;
+    return path;
+}
+
+// Writes `spec` (after `damage`) and expects read_archive to fail with a message containing `needle`.
+void expect_rejected(const std::string & dir, const std::string & name, const std::function<void(g::output_spec &)> & damage,
+                     const std::string & needle) {
+    s::archive a = make_archive({"code", "en"});
+    g::output_spec spec;
+    std::string err;
+    ASSERT_TRUE(s::archive_spec(a, spec, err)) << err;
+    damage(spec);
+    const std::string path = dir + "/" + name + ".gguf";
+    std::vector<std::string> written;
+    g::write_options wo;
+    wo.force = true;
+    wo.sync = false;
+    ASSERT_TRUE(g::write_output(spec, wo, path, written, err)) << name << ": " << err;
+    s::archive back;
+    EXPECT_FALSE(s::read_archive(path, back, err)) << name << ": damaged archive accepted";
+    EXPECT_NE(err.find(needle), std::string::npos) << name << ": message '" << err << "' lacks '" << needle << "'";
+}
+
+g::output_tensor * tensor_named(g::output_spec & spec, const std::string & name) {
+    for (auto & t : spec.tensors) if (t.name == name) return &t;
+    return nullptr;
+}
+
+// Replaces element `i` of an F64 tensor's data.
+void poke(g::output_spec & spec, const std::string & name, size_t i, double v) {
+    g::output_tensor * t = tensor_named(spec, name);
+    ASSERT_NE(t, nullptr);
+    auto bytes = std::make_shared<std::vector<uint8_t>>(*t->memory);
+    memcpy(bytes->data() + i * sizeof(double), &v, sizeof(double));
+    t->memory = bytes;
+}
+
+}  // namespace
+
+TEST(SaliencyArchive, RoundTripReapMetrics) {
+    const std::string dir = gguf_test::scratch_dir("saliency_rt");
+    s::archive a = make_archive({"code", "en", "ja"});
+    a.provenance.set_string(s::k_key_corpus_sha256, std::string(64, 'b'));
+    a.provenance.set_string(s::k_key_options, "-c 512");
+    std::string err;
+    ASSERT_TRUE(s::validate(a, err)) << err;
+    ASSERT_TRUE(s::check_count_invariant(a, err)) << err;
+    const std::string path = write_tmp(a, dir, "a.gguf");
+    s::archive b;
+    ASSERT_TRUE(s::read_archive(path, b, err)) << err;
+    expect_equal(a, b);
+    std::string v;
+    ASSERT_TRUE(b.provenance.get_string(s::k_key_corpus_sha256, v, err)) << err;
+    EXPECT_EQ(v, std::string(64, 'b'));
+    ASSERT_TRUE(b.provenance.get_string(s::k_key_options, v, err)) << err;
+    EXPECT_EQ(v, "-c 512");
+    // the file is a GGUF whose tensors have the documented shape
+    g::model m;
+    ASSERT_TRUE(g::open_model(path, m, err)) << err;
+    const g::tensor_info * t = m.find_tensor("ja.reap_sum");
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->type, g::tensor_type::F64);
+    EXPECT_EQ(t->ne[0], 8);
+    EXPECT_EQ(t->ne[1], 3);
+    // refuses to overwrite unless forced
+    EXPECT_FALSE(s::write_archive(a, path, err));
+}
+
+TEST(SaliencyArchive, RoundTripEnergyMetrics) {
+    const std::string dir = gguf_test::scratch_dir("saliency_rt_energy");
+    s::archive a = make_archive({"all"}, make_fingerprint(), s::metric_set::energy);
+    a.model.router_sha256.clear();   // imatrix imports may not know the router
+    a.model.n_expert_used = 0;
+    std::string err;
+    const std::string path = write_tmp(a, dir, "e.gguf");
+    s::archive b;
+    ASSERT_TRUE(s::read_archive(path, b, err)) << err;
+    expect_equal(a, b);
+    EXPECT_TRUE(b.domains[0].reap_sum.empty());
+    EXPECT_EQ(b.domains[0].energy_sum.size(), 24u);
+    g::model m;
+    ASSERT_TRUE(g::open_model(path, m, err));
+    EXPECT_EQ(m.tensors.size(), 2u);
+}
+
+TEST(SaliencyArchive, MergeIsTheSum) {
+    s::archive a = make_archive({"code", "en"});
+    s::archive b = s::make_archive(a.model, a.metrics);
+    saliency_test::sim_options o;
+    o.seed = 99;
+    o.n_tokens = 300;
+    saliency_test::simulate_domain(b, "en", o);
+    o.seed = 100;
+    saliency_test::simulate_domain(b, "ja", o);
+    a.provenance.set_string(s::k_key_tool, "reap 0.1");
+    a.provenance.set_string(s::k_key_corpus_sha256, "x");
+    b.provenance.set_string(s::k_key_tool, "reap 0.1");
+    b.provenance.set_string(s::k_key_corpus_sha256, "y");
+
+    s::archive m = a;
+    std::string err;
+    ASSERT_TRUE(s::merge_into(m, b, err)) << err;
+    ASSERT_EQ(m.domains.size(), 3u);
+    EXPECT_EQ(m.domains[0].name, "code");
+    EXPECT_EQ(m.domains[1].name, "en");
+    EXPECT_EQ(m.domains[2].name, "ja");
+    const s::domain_stats & ea = *a.find_domain("en"), & eb = *b.find_domain("en"), & em = *m.find_domain("en");
+    EXPECT_EQ(em.n_tokens, ea.n_tokens + eb.n_tokens);
+    for (size_t i = 0; i < a.n_cells(); ++i) {
+        EXPECT_EQ(em.count[i], ea.count[i] + eb.count[i]);
+        EXPECT_EQ(em.gate_sum[i], ea.gate_sum[i] + eb.gate_sum[i]);
+        EXPECT_EQ(em.reap_sum[i], ea.reap_sum[i] + eb.reap_sum[i]);
+        EXPECT_EQ(em.ean_sum[i], ea.ean_sum[i] + eb.ean_sum[i]);
+        EXPECT_EQ(em.max_norm[i], std::max(ea.max_norm[i], eb.max_norm[i]));
+    }
+    EXPECT_EQ(m.find_domain("code")->count, a.find_domain("code")->count);
+    EXPECT_EQ(m.find_domain("ja")->reap_sum, b.find_domain("ja")->reap_sum);
+    ASSERT_TRUE(s::check_count_invariant(m, err)) << err;
+    // agreeing provenance kept, disagreeing dropped
+    EXPECT_TRUE(m.provenance.has(s::k_key_tool));
+    EXPECT_FALSE(m.provenance.has(s::k_key_corpus_sha256));
+
+    // the sum over domains equals the sum of the parts
+    s::domain_stats sum;
+    ASSERT_TRUE(s::sum_domains(m, {"en", "code"}, sum, err)) << err;
+    for (size_t i = 0; i < a.n_cells(); ++i) EXPECT_EQ(sum.count[i], em.count[i] + m.find_domain("code")->count[i]);
+    EXPECT_FALSE(s::sum_domains(m, {"fr"}, sum, err));
+    EXPECT_NE(err.find("unknown domain 'fr'"), std::string::npos) << err;
+    EXPECT_NE(err.find("'ja'"), std::string::npos) << err;
+}
+
+TEST(SaliencyArchive, MergeRejectsOtherModelsAndMetricSets) {
+    s::archive a = make_archive({"code"});
+    std::string err;
+    {
+        s::archive b = make_archive({"code"}, make_fingerprint(3, 16, 2));
+        EXPECT_FALSE(s::merge_into(a, b, err));
+        EXPECT_NE(err.find("n_expert 8 vs 16"), std::string::npos) << err;
+    }
+    {
+        s::fingerprint fp = make_fingerprint();
+        fp.router_sha256 = std::string(64, 'c');
+        s::archive b = make_archive({"code"}, fp);
+        EXPECT_FALSE(s::merge_into(a, b, err));
+        EXPECT_NE(err.find("router sha256"), std::string::npos) << err;
+    }
+    {
+        s::fingerprint fp = make_fingerprint();
+        fp.arch = "deepseek2";
+        EXPECT_FALSE(s::merge_into(a, make_archive({"code"}, fp), err));
+        EXPECT_NE(err.find("arch"), std::string::npos) << err;
+    }
+    {
+        s::archive b = make_archive({"code"}, make_fingerprint(), s::metric_set::energy);
+        EXPECT_FALSE(s::merge_into(a, b, err));
+        EXPECT_NE(err.find("different metric sets"), std::string::npos) << err;
+    }
+}
+
+TEST(SaliencyArchive, CountInvariant) {
+    s::archive a = make_archive({"code"});
+    std::string err;
+    ASSERT_TRUE(s::check_count_invariant(a, err)) << err;
+    a.domains[0].count[a.index(2, 3)] += 1;
+    EXPECT_FALSE(s::check_count_invariant(a, err));
+    EXPECT_NE(err.find("domain 'code' layer 2"), std::string::npos) << err;
+    EXPECT_NE(err.find("500 tokens x 2"), std::string::npos) << err;
+    EXPECT_TRUE(s::check_count_invariant(a, err, 0.01));
+}
+
+TEST(SaliencyArchive, ValidateRejectsBadInMemoryArchives) {
+    std::string err;
+    {
+        s::archive a = make_archive({"code"});
+        a.domains[0].reap_sum.pop_back();
+        EXPECT_FALSE(s::validate(a, err));
+        EXPECT_NE(err.find("'reap_sum' has 23 values, expected 24"), std::string::npos) << err;
+    }
+    {
+        s::archive a = make_archive({"code"});
+        a.domains[0].energy_sum.assign(24, 0.0);
+        EXPECT_FALSE(s::validate(a, err));
+        EXPECT_NE(err.find("not part of metric set"), std::string::npos) << err;
+    }
+    {
+        s::archive a = make_archive({"code"});
+        a.domains[0].name = std::string(60, 'x');
+        EXPECT_FALSE(s::validate(a, err));
+        EXPECT_NE(err.find("longer than"), std::string::npos) << err;
+    }
+    {
+        s::archive a = make_archive({"code"});
+        a.domains[0].max_norm[a.index(0, 1)] = -1;
+        EXPECT_FALSE(s::validate(a, err));
+        EXPECT_NE(err.find("'max_norm' layer 0 expert 1: negative"), std::string::npos) << err;
+    }
+    {
+        s::archive a = make_archive({"code"});
+        a.model.moe_layers = {2, 0};
+        EXPECT_FALSE(s::validate(a, err));
+        EXPECT_NE(err.find("ascending"), std::string::npos) << err;
+    }
+    {
+        s::archive a = make_archive({"code"});
+        const std::string dir = gguf_test::scratch_dir("saliency_badwrite");
+        a.domains[0].count[0] = std::numeric_limits<double>::quiet_NaN();
+        EXPECT_FALSE(s::write_archive(a, dir + "/x.gguf", err, true));
+        EXPECT_NE(err.find("not finite"), std::string::npos) << err;
+        EXPECT_FALSE(gguf_test::exists(dir + "/x.gguf"));
+    }
+}
+
+TEST(SaliencyArchive, ModelFingerprint) {
+    const std::string dir = gguf_test::scratch_dir("saliency_fp");
+    gguf_test::model_options mo;
+    mo.n_expert = 4;
+    gguf_test::write_model(dir + "/m1.gguf", mo);
+    mo.seed = 2;
+    gguf_test::write_model(dir + "/m2.gguf", mo);
+    g::model m1, m2;
+    std::string err;
+    ASSERT_TRUE(g::open_model(dir + "/m1.gguf", m1, err)) << err;
+    ASSERT_TRUE(g::open_model(dir + "/m2.gguf", m2, err)) << err;
+    s::fingerprint f1, f2;
+    ASSERT_TRUE(s::model_fingerprint(m1, f1, err)) << err;
+    ASSERT_TRUE(s::model_fingerprint(m2, f2, err)) << err;
+    EXPECT_EQ(f1.arch, "qwen3moe");
+    EXPECT_EQ(f1.n_layer, 3u);
+    EXPECT_EQ(f1.n_expert, 4u);
+    EXPECT_EQ(f1.n_expert_used, 2u);
+    EXPECT_EQ(f1.moe_layers, (std::vector<int>{0, 2}));
+    // independent recomputation: sha256 of the router bytes in layer order
+    std::vector<uint8_t> r0, r2;
+    ASSERT_TRUE(g::read_tensor(m1, "blk.0.ffn_gate_inp.weight", r0, err)) << err;
+    ASSERT_TRUE(g::read_tensor(m1, "blk.2.ffn_gate_inp.weight", r2, err)) << err;
+    r0.insert(r0.end(), r2.begin(), r2.end());
+    EXPECT_EQ(f1.router_sha256, reap::util::sha256_bytes(r0.data(), r0.size()));
+    EXPECT_NE(f1.router_sha256, f2.router_sha256);
+
+    EXPECT_TRUE(s::fingerprints_match(f1, f1, err));
+    EXPECT_FALSE(s::fingerprints_match(f2, f1, err));
+    EXPECT_NE(err.find("another model"), std::string::npos) << err;
+    EXPECT_NE(err.find("router weights differ"), std::string::npos) << err;
+    s::fingerprint f3 = f1;
+    f3.n_expert = 8;
+    EXPECT_FALSE(s::fingerprints_match(f3, f1, err));
+    EXPECT_NE(err.find("n_expert 8 (archive) vs 4 (model)"), std::string::npos) << err;
+    f3 = f1;
+    f3.router_sha256.clear();   // unknown router: the rest must still match
+    EXPECT_TRUE(s::fingerprints_match(f3, f1, err)) << err;
+
+    // a dense model cannot be fingerprinted
+    g::output_spec spec = gguf_test::make_model_spec();
+    spec.kvs.remove("qwen3moe.expert_count");
+    std::vector<std::string> written;
+    g::write_options wo;
+    wo.force = true;
+    wo.sync = false;
+    ASSERT_TRUE(g::write_output(spec, wo, dir + "/dense.gguf", written, err)) << err;
+    g::model md;
+    ASSERT_TRUE(g::open_model(dir + "/dense.gguf", md, err)) << err;
+    EXPECT_FALSE(s::model_fingerprint(md, f3, err));
+    EXPECT_NE(err.find("not a Mixture-of-Experts model"), std::string::npos) << err;
+}
+
+TEST(SaliencyArchive, DamagedArchivesRejected) {
+    const std::string dir = gguf_test::scratch_dir("saliency_damaged");
+    expect_rejected(dir, "type", [](g::output_spec & sp) { sp.kvs.set_string("general.type", "model"); }, "not a saliency archive");
+    expect_rejected(dir, "notype", [](g::output_spec & sp) { sp.kvs.remove("general.type"); }, "no general.type");
+    expect_rejected(dir, "version", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_version, 9); }, "version 9 is not supported");
+    expect_rejected(dir, "metrics", [](g::output_spec & sp) { sp.kvs.set_string(s::k_key_metrics, "bogus"); }, "expected 'reap' or 'energy'");
+    expect_rejected(dir, "metrics_type", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_metrics, 1); }, s::k_key_metrics);
+    expect_rejected(dir, "ntok", [](g::output_spec & sp) { sp.kvs.set_i64_array(s::k_key_n_tokens, {5}); }, "has 2 domains but");
+    expect_rejected(dir, "ntok_neg", [](g::output_spec & sp) { sp.kvs.set_i64_array(s::k_key_n_tokens, {5, -3}); }, "n_tokens -3 < 0");
+    expect_rejected(dir, "dup", [](g::output_spec & sp) { sp.kvs.set_string_array(s::k_key_domains, {"code", "code"}); }, "listed twice");
+    expect_rejected(dir, "nodomain", [](g::output_spec & sp) { sp.kvs.set_string_array(s::k_key_domains, {"code", "fr"}); },
+                    "tensor 'fr.count' is missing");
+    expect_rejected(dir, "layers", [](g::output_spec & sp) { sp.kvs.set_i32_array(s::k_key_moe_layers, {0, 7}); }, "layer 7 out of range");
+    expect_rejected(dir, "nexpert", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_n_expert, 0); }, "out of range");
+    expect_rejected(dir, "huge", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_n_expert, 1u << 30); }, "out of range");
+    expect_rejected(dir, "used", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_n_expert_used, 9); }, "n_expert_used 9 > n_expert 8");
+    expect_rejected(dir, "sha", [](g::output_spec & sp) { sp.kvs.set_string(s::k_key_router_sha256, "xyz"); }, "not 64 lowercase hex");
+    expect_rejected(dir, "missing_tensor", [](g::output_spec & sp) {
+        sp.tensors.erase(sp.tensors.begin() + 2);  // code.reap_sum
+    }, "tensor 'code.reap_sum' is missing");
+    expect_rejected(dir, "f32", [](g::output_spec & sp) {
+        g::output_tensor * t = tensor_named(sp, "en.gate_sum");
+        t->type = g::tensor_type::F32;
+        t->memory = std::make_shared<std::vector<uint8_t>>(t->memory->size() / 2);
+    }, "tensor 'en.gate_sum' has type f32, expected f64");
+    expect_rejected(dir, "shape", [](g::output_spec & sp) {
+        g::output_tensor * t = tensor_named(sp, "en.count");
+        std::swap(t->ne[0], t->ne[1]);
+    }, "tensor 'en.count' has shape [3, 8], expected [8, 3]");
+    expect_rejected(dir, "shape3d", [](g::output_spec & sp) {
+        g::output_tensor * t = tensor_named(sp, "en.count");
+        t->n_dims = 3;
+        t->ne[1] = 1;
+        t->ne[2] = 3;
+    }, "tensor 'en.count' has shape");
+    expect_rejected(dir, "nan", [](g::output_spec & sp) { poke(sp, "code.ean_sum", 3, std::nan("")); }, "'ean_sum' layer 0 expert 3: value is not finite");
+    expect_rejected(dir, "frac", [](g::output_spec & sp) { poke(sp, "code.count", 2, 1.5); }, "count 1.5 is not an integer");
+    expect_rejected(dir, "neg", [](g::output_spec & sp) { poke(sp, "code.count", 2, -4); }, "negative value -4");
+    expect_rejected(dir, "dense_row", [](g::output_spec & sp) { poke(sp, "en.reap_sum", 8 + 5, 0.25); },
+                    "'reap_sum' layer 1 expert 5: non-zero value 0.25 in a layer that is not an MoE layer");
+    expect_rejected(dir, "energy_extra", [](g::output_spec & sp) {
+        g::output_tensor t = *tensor_named(sp, "en.count");
+        t.name = "en.energy_sum";
+        sp.tensors.push_back(t);
+    }, "does not belong to metric set 'reap'");
+
+    // truncated file and a file that is not GGUF at all
+    s::archive a = make_archive({"code", "en"});
+    const std::string good = write_tmp(a, dir, "good.gguf");
+    std::vector<uint8_t> bytes = gguf_test::read_all(good);
+    std::string err;
+    s::archive back;
+    gguf_test::write_all(dir + "/trunc.gguf", std::vector<uint8_t>(bytes.begin(), bytes.begin() + (ptrdiff_t) bytes.size() - 100));
+    EXPECT_FALSE(s::read_archive(dir + "/trunc.gguf", back, err));
+    EXPECT_NE(err.find("trunc.gguf"), std::string::npos) << err;
+    gguf_test::write_all(dir + "/text.gguf", std::vector<uint8_t>{'h', 'e', 'l', 'l', 'o'});
+    EXPECT_FALSE(s::read_archive(dir + "/text.gguf", back, err));
+    EXPECT_FALSE(s::read_archive(dir + "/absent.gguf", back, err));
+
+    // seeded byte flips anywhere: never a crash; what is accepted is valid
+    std::mt19937 rng(1234);
+    int rejected = 0;
+    for (int it = 0; it < 300; ++it) {
+        std::vector<uint8_t> dmg = bytes;
+        const int n_flips = 1 + (int) (rng() % 4);
+        for (int k = 0; k < n_flips; ++k) dmg[rng() % dmg.size()] ^= (uint8_t) (1u << (rng() % 8));
+        gguf_test::write_all(dir + "/flip.gguf", dmg);
+        s::archive x;
+        if (s::read_archive(dir + "/flip.gguf", x, err)) {
+            EXPECT_TRUE(s::validate(x, err)) << err;
+        } else {
+            EXPECT_FALSE(err.empty());
+            ++rejected;
+        }
+    }
+    EXPECT_GT(rejected, 0);
+}
