@@ -13,6 +13,7 @@
 #include "llama.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -45,11 +46,31 @@ inline std::string source_dir() {
 #endif
 }
 
-// Scratch directory for generated files: $REAP_TEST_TMP (set by ctest) or ./test-tmp.
+// Directory of the running test binary ("" if unknown). Tests are built into
+// the build's bin/, next to llama.cpp's tools, so this is the fallback for both.
+inline std::string self_dir() {
+    char buf[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0) {
+        return "";
+    }
+    std::string p(buf, (size_t) n);
+    const size_t slash = p.rfind('/');
+    return slash == std::string::npos ? "" : p.substr(0, slash);
+}
+
+// Scratch directory for generated files: $REAP_TEST_TMP (set by ctest), else
+// test-tmp beside the build's bin/.
 inline std::string test_tmp_dir() {
-    std::string d = env_or("REAP_TEST_TMP", "test-tmp");
+    const std::string self = self_dir();
+    std::string d = env_or("REAP_TEST_TMP", self.empty() ? "test-tmp" : self + "/../test-tmp");
     ::mkdir(d.c_str(), 0755);
     return d;
+}
+
+// Where llama-quantize / llama-imatrix live: $REAP_LLAMA_BIN_DIR, else beside this binary.
+inline std::string llama_bin_dir() {
+    return env_or("REAP_LLAMA_BIN_DIR", self_dir());
 }
 
 // The Python that has numpy (Debian's, by default); $REAP_PYTHON overrides.
@@ -112,6 +133,98 @@ inline std::string zoo_model(const std::string & name, std::string & err) {
         return "";
     }
     return path;
+}
+
+// ---- quantised zoo variants (llama.cpp's own tools) ------------------------------
+
+// A short calibration text for llama-imatrix: a few hundred byte-level tokens.
+inline std::string calibration_text() {
+    std::string t;
+    for (int i = 0; i < 6; ++i) {
+        t += "The quick brown fox jumps over the lazy dog " + std::to_string(i) + " times. "
+             "for (int i = 0; i < n; ++i) { sum += a[i] * b[i]; } "
+             "Mixture-of-experts models route each token to a few experts; "
+             "pruning removes the experts a workload rarely uses. 3.14159 + 2.71828 = 5.85987\n";
+    }
+    return t;
+}
+
+// Writes `out` via a per-process temp name and a rename, so tests running the
+// same step in parallel never see a half-written file.
+inline bool run_to_file(const std::string & cmd_with_out_placeholder, const std::string & out, std::string & err) {
+    const std::string tmp = out + "." + std::to_string(::getpid()) + ".tmp";
+    std::string cmd = cmd_with_out_placeholder;
+    const size_t at = cmd.find("@OUT@");
+    if (at != std::string::npos) {
+        cmd.replace(at, 5, shell_quote(tmp));
+    }
+    std::string log;
+    if (run_cmd(cmd, log) != 0 || !file_exists(tmp)) {
+        err = "failed: " + cmd + "\n" + log;
+        ::unlink(tmp.c_str());
+        return false;
+    }
+    if (::rename(tmp.c_str(), out.c_str()) != 0) {
+        err = "cannot rename " + tmp + " to " + out;
+        return false;
+    }
+    return true;
+}
+
+// An imatrix (GGUF format) of zoo model `name` made by llama-imatrix over
+// calibration_text(). Returns "" and sets err on failure.
+inline std::string zoo_imatrix(const std::string & name, std::string & err) {
+    const std::string model = zoo_model(name, err);
+    if (model.empty()) {
+        return "";
+    }
+    const std::string dir = test_tmp_dir() + "/zoo-quant";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string text = dir + "/calib." + std::to_string(::getpid()) + ".txt";
+    {
+        FILE * f = std::fopen(text.c_str(), "w");
+        if (!f) {
+            err = "cannot write " + text;
+            return "";
+        }
+        const std::string t = calibration_text();
+        std::fwrite(t.data(), 1, t.size(), f);
+        std::fclose(f);
+    }
+    const std::string out = dir + "/" + name + ".imatrix.gguf";
+    const std::string cmd = shell_quote(llama_bin_dir() + "/llama-imatrix") + " -m " + shell_quote(model) +
+                            " -f " + shell_quote(text) + " -o @OUT@ -c 64 -b 64 -ub 64 -t 2 --no-ppl";
+    const bool ok = run_to_file(cmd, out, err);
+    ::unlink(text.c_str());
+    return ok ? out : "";
+}
+
+// Zoo model `name` quantised by llama-quantize to `type` (a llama-quantize type
+// name: Q8_0, Q4_K_M, IQ2_XXS, IQ1_S, ...). IQ* types get an imatrix first, as
+// llama-quantize requires. Returns "" and sets err on failure (also when the tools
+// are not built: check has_llama_tools() to skip instead).
+inline bool has_llama_tools() {
+    return file_exists(llama_bin_dir() + "/llama-quantize") && file_exists(llama_bin_dir() + "/llama-imatrix");
+}
+
+inline std::string zoo_quantized(const std::string & name, const std::string & type, std::string & err) {
+    const std::string model = zoo_model(name, err);
+    if (model.empty()) {
+        return "";
+    }
+    std::string cmd = shell_quote(llama_bin_dir() + "/llama-quantize");
+    if (type.rfind("IQ", 0) == 0) {
+        const std::string imatrix = zoo_imatrix(name, err);
+        if (imatrix.empty()) {
+            return "";
+        }
+        cmd += " --imatrix " + shell_quote(imatrix);
+    }
+    const std::string dir = test_tmp_dir() + "/zoo-quant";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string out = dir + "/" + name + "-" + type + ".gguf";
+    cmd += " " + shell_quote(model) + " @OUT@ " + type + " 2";
+    return run_to_file(cmd, out, err) ? out : "";
 }
 
 // Every model the zoo generator knows, in its order.

@@ -158,90 +158,27 @@ TEST(Zoo, Deterministic) {
 
 // ---- quantised variants ----------------------------------------------------------
 
-std::string llama_bin(const std::string & tool) {
-    return env_or("REAP_LLAMA_BIN_DIR", "") + "/" + tool;
-}
-
-// A short text for llama-imatrix: a few hundred byte-level tokens of varied content.
-void write_calibration_text(const std::string & path) {
-    std::ofstream f(path);
-    for (int i = 0; i < 6; ++i) {
-        f << "The quick brown fox jumps over the lazy dog " << i << " times. "
-          << "for (int i = 0; i < n; ++i) { sum += a[i] * b[i]; } "
-          << "Mixture-of-experts models route each token to a few experts; "
-          << "pruning removes the experts a workload rarely uses. 3.14159 + 2.71828 = 5.85987\n";
+// Quantised with llama.cpp's llama-quantize (IQ2_XXS from an llama-imatrix imatrix):
+// the expert slabs really get the type, and the model still loads and decodes.
+void check_quant(const std::string & type, ggml_type expect_exps) {
+    if (!has_llama_tools()) {
+        GTEST_SKIP() << "llama-quantize / llama-imatrix not built in " << llama_bin_dir();
     }
-}
-
-class ZooQuant : public ::testing::Test {
-public:
-    static void SetUpTestSuite() {
-        if (!file_exists(llama_bin("llama-quantize")) || !file_exists(llama_bin("llama-imatrix"))) {
-            skip_ = "llama-quantize / llama-imatrix not built in $REAP_LLAMA_BIN_DIR";
-            return;
-        }
-        std::string err;
-        base_ = zoo_model("qwen3moe-q256", err);
-        if (base_.empty()) {
-            fail_ = err;
-            return;
-        }
-        const std::string dir = test_tmp_dir() + "/zoo-quant";
-        ::mkdir(dir.c_str(), 0755);
-        const std::string text = dir + "/calib.txt";
-        write_calibration_text(text);
-        imatrix_ = dir + "/qwen3moe-q256.imatrix.gguf";
-        std::string out;
-        const std::string cmd = shell_quote(llama_bin("llama-imatrix")) + " -m " + shell_quote(base_) + " -f " +
-                                shell_quote(text) + " -o " + shell_quote(imatrix_) +
-                                " -c 64 -b 64 -ub 64 -t 2 --no-ppl";
-        if (run_cmd(cmd, out) != 0 || !file_exists(imatrix_)) {
-            fail_ = "llama-imatrix failed: " + cmd + "\n" + out;
-        }
-        dir_ = dir;
-    }
-
-    // Quantise the base to TYPE (with the imatrix if asked); returns the path or "".
-    static std::string quantize(const std::string & type, bool with_imatrix, std::string & err) {
-        const std::string out_path = dir_ + "/qwen3moe-q256-" + type + ".gguf";
-        std::string cmd = shell_quote(llama_bin("llama-quantize"));
-        if (with_imatrix) {
-            cmd += " --imatrix " + shell_quote(imatrix_);
-        }
-        cmd += " " + shell_quote(base_) + " " + shell_quote(out_path) + " " + type + " 2";
-        std::string out;
-        if (run_cmd(cmd, out) != 0 || !file_exists(out_path)) {
-            err = "llama-quantize failed: " + cmd + "\n" + out;
-            return "";
-        }
-        return out_path;
-    }
-
-    void SetUp() override {
-        if (!skip_.empty()) {
-            GTEST_SKIP() << skip_;
-        }
-        ASSERT_TRUE(fail_.empty()) << fail_;
-    }
-
-    static std::string skip_, fail_, base_, imatrix_, dir_;
-};
-std::string ZooQuant::skip_, ZooQuant::fail_, ZooQuant::base_, ZooQuant::imatrix_, ZooQuant::dir_;
-
-void check_quant(const std::string & type, bool with_imatrix, ggml_type expect_gate_exps) {
     std::string err;
-    const std::string path = ZooQuant::quantize(type, with_imatrix, err);
+    const std::string base = zoo_model("qwen3moe-q256", err);
+    ASSERT_FALSE(base.empty()) << err;
+    const std::string path = zoo_quantized("qwen3moe-q256", type, err);
     ASSERT_FALSE(path.empty()) << err;
-    // the expert slabs really are in the requested type (no silent fallback)
-    EXPECT_EQ(tensor_type(path, "blk.0.ffn_gate_exps.weight"), (int) expect_gate_exps) << type;
-    EXPECT_EQ(tensor_type(path, "blk.1.ffn_up_exps.weight"), (int) expect_gate_exps) << type;
-    // facts of the base still apply: same experts, same layers
-    const nlohmann::json facts = read_facts(ZooQuant::base_);
-    check_model_runs(path, facts);
+    // no silent fallback to another type for the slabs (their rows are 256 wide)
+    EXPECT_EQ(tensor_type(path, "blk.0.ffn_gate_exps.weight"), (int) expect_exps) << type;
+    EXPECT_EQ(tensor_type(path, "blk.1.ffn_up_exps.weight"), (int) expect_exps) << type;
+    // the facts of the base still apply: same experts, same MoE layers
+    check_model_runs(path, read_facts(base));
 }
 
-TEST_F(ZooQuant, Q8_0)    { check_quant("Q8_0", false, GGML_TYPE_Q8_0); }
-TEST_F(ZooQuant, Q4_K_M)  { check_quant("Q4_K_M", false, GGML_TYPE_Q4_K); }
-TEST_F(ZooQuant, IQ2_XXS) { check_quant("IQ2_XXS", true, GGML_TYPE_IQ2_XXS); }
+TEST(ZooQuant, Q8_0)    { check_quant("Q8_0", GGML_TYPE_Q8_0); }
+TEST(ZooQuant, Q4_K_M)  { check_quant("Q4_K_M", GGML_TYPE_Q4_K); }
+TEST(ZooQuant, IQ2_XXS) { check_quant("IQ2_XXS", GGML_TYPE_IQ2_XXS); }
+TEST(ZooQuant, IQ1_S)   { check_quant("IQ1_S", GGML_TYPE_IQ1_S); }
 
 }  // namespace
