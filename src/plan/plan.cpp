@@ -351,6 +351,7 @@ plan_model_facts facts_of(const moe::layout & lay, int64_t n_layer) {
     f.n_expert = lay.n_expert;
     f.n_expert_used = lay.n_expert_used;
     f.n_group = lay.router.n_group;
+    f.n_group_used = lay.router.n_group_used;
     f.moe_layers = lay.moe_layers;
     return f;
 }
@@ -386,6 +387,21 @@ bool validate_plan(const plan & p, const plan_model_facts & m, std::string & err
             err = who + ": group-limited router (" + std::to_string(n_group) + " groups of " +
                   std::to_string(m.n_expert / n_group) + "): n_keep " + std::to_string(p.n_keep) +
                   " is not a multiple of the group count; every group must keep the same number";
+            return false;
+        }
+        const int64_t per = p.n_keep / n_group;
+        if (per < 2) {
+            err = who + ": group-limited router (" + std::to_string(n_group) + " groups): n_keep " +
+                  std::to_string(p.n_keep) + " leaves " + std::to_string(per) +
+                  " expert(s) per group; llama.cpp scores each group by its best two experts, keep at least " +
+                  std::to_string(2 * n_group);
+            return false;
+        }
+        if (m.n_group_used > 0 && per * m.n_group_used < m.n_expert_used) {
+            err = who + ": group-limited router: " + std::to_string(per) + " experts per group in the " +
+                  std::to_string(m.n_group_used) + " selected groups cannot supply the " +
+                  std::to_string(m.n_expert_used) + " experts each token uses; keep at least " +
+                  std::to_string(((m.n_expert_used + m.n_group_used - 1) / m.n_group_used) * n_group);
             return false;
         }
     }

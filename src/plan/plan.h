@@ -21,7 +21,11 @@
 //   * validate_plan checks the plan against a model: same arch / n_layer /
 //     n_expert / n_expert_used, exactly the model's MoE layers,
 //     n_expert_used <= n_keep <= n_expert, and for group-limited routers
-//     (<arch>.expert_group_count > 1) the same number kept in every group.
+//     (<arch>.expert_group_count > 1) the same number kept in every group, the
+//     experts of each group kept together in group order (llama.cpp assigns
+//     output expert i to group i / (n_keep / n_group)), at least 2 per group
+//     (llama.cpp scores a group by its best two experts) and enough in the
+//     n_group_used selected groups to pick n_expert_used experts.
 // Every message names the layer (and expert) involved.
 //
 // Core library: no llama.cpp dependency. Errors are values.
@@ -93,6 +97,7 @@ struct plan_model_facts {
     int64_t          n_expert = 0;
     int64_t          n_expert_used = 0;
     int64_t          n_group = 0;      // <arch>.expert_group_count (0/1: not group-limited)
+    int64_t          n_group_used = 0; // <arch>.expert_group_used_count
     std::vector<int> moe_layers;       // ascending
 };
 
