@@ -4,11 +4,12 @@
 // expert axis of each tensor checked; then the error rules (unknown tensors with
 // an n_expert dim, wrong shapes, unsliceable per-expert data, block rules) and
 // the per-arch router facts. Last, the real zoo files (tools/make_zoo.py) are read
-// with reap::gguf and classified, so the lists here cannot drift from the models
+// with reap::gguf (moe/layout_gguf.h) and classified, so the lists here cannot drift from the models
 // that llama.cpp actually loads (test_llama_zoo).
 #include "moe/layout.h"
 
 #include "gguf/gguf.h"
+#include "moe/layout_gguf.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -755,42 +756,6 @@ std::string env_or(const char * k, const std::string & d) {
     return (v && *v) ? v : d;
 }
 
-bool read_moe_kv(const reap::gguf::kv_store & kvs, const std::string & arch, moe_kv & kv) {
-    std::string err;
-    auto get_i = [&](const char * suffix, std::optional<int64_t> & out) {
-        const std::string key = kv_key(arch, suffix);
-        if (!kvs.has(key)) {
-            return;
-        }
-        int64_t v = 0;
-        std::vector<int64_t> arr;
-        if (kvs.get_i64(key, v, err)) {
-            out = v;
-        } else if (kvs.get_i64_array(key, arr, err) && !arr.empty()) {
-            out = arr[0];
-        }
-    };
-    get_i("block_count", kv.block_count);
-    get_i("expert_count", kv.expert_count);
-    get_i("expert_used_count", kv.expert_used_count);
-    get_i("expert_shared_count", kv.expert_shared_count);
-    get_i("expert_group_count", kv.expert_group_count);
-    get_i("expert_group_used_count", kv.expert_group_used_count);
-    get_i("expert_gating_func", kv.expert_gating_func);
-    get_i("leading_dense_block_count", kv.leading_dense_block_count);
-    get_i("interleave_moe_layer_step", kv.interleave_moe_layer_step);
-    get_i("nextn_predict_layers", kv.nextn_predict_layers);
-    bool b = false;
-    if (kvs.has(kv_key(arch, "expert_weights_norm")) && kvs.get_bool(kv_key(arch, "expert_weights_norm"), b, err)) {
-        kv.expert_weights_norm = b;
-    }
-    double f = 0;
-    if (kvs.has(kv_key(arch, "expert_weights_scale")) && kvs.get_f64(kv_key(arch, "expert_weights_scale"), f, err)) {
-        kv.expert_weights_scale = f;
-    }
-    return true;
-}
-
 TEST(MoeLayoutZoo, ClassifiesEveryZooModel) {
     const std::string src = env_or("REAP_SOURCE_DIR", REAP_SOURCE_DIR);
     const std::string tmp = env_or("REAP_TEST_TMP", "test-tmp");
@@ -811,25 +776,9 @@ TEST(MoeLayoutZoo, ClassifiesEveryZooModel) {
         reap::gguf::model gm;
         std::string err;
         ASSERT_TRUE(reap::gguf::open_model(dir + "/" + name + ".gguf", gm, err)) << err;
-        const auto & kvs = gm.shards[0].kvs;
-        std::string arch;
-        ASSERT_TRUE(kvs.get_string("general.architecture", arch, err)) << err;
-        moe_kv kv;
-        read_moe_kv(kvs, arch, kv);
-        std::vector<tensor_desc> tensors;
-        for (const auto & ti : gm.tensors) {
-            tensor_desc d;
-            d.name = ti.name;
-            d.n_dims = (int) ti.n_dims;
-            for (int i = 0; i < 4; ++i) {
-                d.ne[i] = ti.ne[i];
-            }
-            d.type = (uint32_t) ti.type;
-            d.nbytes = ti.nbytes;
-            tensors.push_back(d);
-        }
         layout l;
-        ASSERT_TRUE(classify(arch, kv, tensors, l, err)) << err;
+        ASSERT_TRUE(layout_of(gm, l, err)) << err;
+        const std::vector<tensor_desc> tensors = tensor_descs(gm);
 
         std::ifstream jf(dir + "/" + name + ".json");
         const nlohmann::json facts = nlohmann::json::parse(jf, nullptr, false);
