@@ -86,12 +86,21 @@ inline std::vector<std::string> zoo_names() {
 inline std::string zoo_dir(const std::string & dirname, std::string & err) {
     const std::string dir = tmp_root() + "/" + dirname;
     if (exists(dir + "/zoo.json")) return dir;
+    // generated beside and renamed into place, so that tests running in
+    // parallel never see a half-written zoo
+    const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
     const std::string src = env("REAP_SOURCE_DIR", ".");
     const std::string py = env("REAP_PYTHON", exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
-    const std::string cmd = quote(py) + " " + quote(src + "/tools/make_zoo.py") + " --out " + quote(dir);
+    const std::string cmd = quote(py) + " " + quote(src + "/tools/make_zoo.py") + " --out " + quote(tmp);
     std::string out;
-    if (run(cmd, out) != 0 || !exists(dir + "/zoo.json")) {
+    if (run(cmd, out) != 0 || !exists(tmp + "/zoo.json")) {
         err = "make_zoo.py failed: " + cmd + "\n" + out;
+        run("rm -rf " + quote(tmp), out);
+        return "";
+    }
+    if (::rename(tmp.c_str(), dir.c_str()) != 0) run("rm -rf " + quote(tmp), out);   // another test won
+    if (!exists(dir + "/zoo.json")) {
+        err = "no zoo at " + dir;
         return "";
     }
     return dir;
