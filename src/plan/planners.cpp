@@ -1,0 +1,585 @@
+// reap planners: scoring, ordering and selecting experts from a saliency
+// archive, budgets from exact pruned sizes, and plan comparison (see
+// planners.h for the definitions every function here implements).
+#include "plan/planners.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace reap::planner {
+
+namespace {
+
+std::string join(const std::vector<std::string> & v, const char * sep = ", ") {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (i) out += sep;
+        out += v[i];
+    }
+    return out;
+}
+
+uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// The method's score of every cell from (summed) statistics.
+std::vector<double> scores_of(const saliency::domain_stats & d, method m, size_t n_cells) {
+    std::vector<double> s(n_cells, 0.0);
+    auto ratio = [&](const std::vector<double> & num) {
+        for (size_t i = 0; i < n_cells; ++i) s[i] = d.count[i] > 0 ? num[i] / d.count[i] : 0.0;
+    };
+    switch (m) {
+        case method::reap:      ratio(d.reap_sum); break;
+        case method::ean:       ratio(d.ean_sum); break;
+        case method::energy:    ratio(d.energy_sum); break;
+        case method::frequency: s = d.count; break;
+        case method::gate:      s = d.gate_sum; break;
+        case method::random:    break;
+    }
+    return s;
+}
+
+// Ranks (0 = best) of the experts of one layer by score, ties to the lower id.
+std::vector<int64_t> ranks_of(const double * score, int64_t n) {
+    std::vector<int64_t> idx(n);
+    for (int64_t e = 0; e < n; ++e) idx[e] = e;
+    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+    std::vector<int64_t> rank(n);
+    for (int64_t r = 0; r < n; ++r) rank[idx[r]] = r;
+    return rank;
+}
+
+}  // namespace
+
+// ---- methods ---------------------------------------------------------------------------
+
+const char * method_name(method m) {
+    switch (m) {
+        case method::reap:      return "reap";
+        case method::frequency: return "frequency";
+        case method::gate:      return "gate";
+        case method::ean:       return "ean";
+        case method::energy:    return "energy";
+        case method::random:    return "random";
+    }
+    return "?";
+}
+
+bool parse_method(const std::string & s, method & out) {
+    for (method m : all_methods()) {
+        if (s == method_name(m)) {
+            out = m;
+            return true;
+        }
+    }
+    return false;
+}
+
+const std::vector<method> & all_methods() {
+    static const std::vector<method> v = {method::reap, method::frequency, method::gate, method::ean, method::energy, method::random};
+    return v;
+}
+
+const char * method_description(method m) {
+    switch (m) {
+        case method::reap:      return "REAP: mean over routed tokens of gate weight x expert output norm (sum reap_sum / sum count)";
+        case method::frequency: return "how many tokens were routed to the expert (sum count)";
+        case method::gate:      return "total router weight the expert received (sum gate_sum)";
+        case method::ean:       return "mean expert output norm over routed tokens (sum ean_sum / sum count)";
+        case method::energy:    return "mean squared norm of the ffn_down_exps input over routed tokens (imatrix archives: sum energy_sum / sum count)";
+        case method::random:    return "seeded random order (baseline; --seed)";
+    }
+    return "?";
+}
+
+bool method_fits(method m, saliency::metric_set ms, std::string & err) {
+    const bool needs_reap = m == method::reap || m == method::gate || m == method::ean;
+    const bool needs_energy = m == method::energy;
+    if ((needs_reap && ms != saliency::metric_set::reap) || (needs_energy && ms != saliency::metric_set::energy)) {
+        err = std::string("--method ") + method_name(m) + " needs an archive with metric set '" +
+              (needs_reap ? "reap" : "energy") + "' (" + join(saliency::metric_names(needs_reap ? saliency::metric_set::reap : saliency::metric_set::energy)) +
+              "); this archive has '" + saliency::metric_set_name(ms) + "' (" + join(saliency::metric_names(ms)) + "): use --method " +
+              (ms == saliency::metric_set::reap ? "reap, gate, ean" : "energy") + ", frequency or random";
+        return false;
+    }
+    return true;
+}
+
+method default_method(saliency::metric_set ms) {
+    return ms == saliency::metric_set::energy ? method::energy : method::reap;
+}
+
+// ---- ranking ----------------------------------------------------------------------------
+
+bool rank_experts(const saliency::archive & a, int64_t n_group, const rank_options & o, ranking & out, std::string & err) {
+    if (!method_fits(o.how, a.metrics, err)) return false;
+    const int64_t E = a.model.n_expert;
+    const int64_t G = n_group > 1 ? n_group : 1;
+    if (E % G != 0) {
+        err = "the model's " + std::to_string(E) + " experts do not split into " + std::to_string(G) + " groups";
+        return false;
+    }
+    ranking r;
+    r.opts = o;
+    r.n_expert = E;
+    r.n_group = G;
+    r.share_method = o.how == method::random ? default_method(a.metrics) : o.how;
+
+    saliency::domain_stats sum;
+    if (!saliency::sum_domains(a, o.domains, sum, err)) return false;
+    if (o.domains.empty()) {
+        for (const auto & d : a.domains) r.domains.push_back(d.name);
+    } else {
+        std::set<std::string> seen;
+        for (const auto & d : o.domains) {
+            if (seen.insert(d).second) r.domains.push_back(d);
+        }
+    }
+    const std::vector<double> score = scores_of(sum, r.share_method, a.n_cells());
+
+    // consensus: best rank in any domain of S
+    std::vector<int64_t> minrank;
+    if (o.cons == consensus::minrank && o.how != method::random) {
+        minrank.assign(a.n_cells(), E);
+        for (const auto & name : r.domains) {
+            const saliency::domain_stats * d = a.find_domain(name);
+            const std::vector<double> s = scores_of(*d, o.how, a.n_cells());
+            for (int l : a.model.moe_layers) {
+                const std::vector<int64_t> rk = ranks_of(&s[a.index(l, 0)], E);
+                for (int64_t e = 0; e < E; ++e) minrank[a.index(l, (int) e)] = std::min(minrank[a.index(l, (int) e)], rk[e]);
+            }
+        }
+    }
+
+    // super experts: max_norm over every domain of the archive
+    std::vector<double> max_norm;
+    if (a.metrics == saliency::metric_set::reap) {
+        max_norm.assign(a.n_cells(), 0.0);
+        for (const auto & d : a.domains) {
+            for (size_t i = 0; i < a.n_cells(); ++i) max_norm[i] = std::max(max_norm[i], d.max_norm[i]);
+        }
+        std::vector<double> vals;
+        for (int l : a.model.moe_layers) {
+            for (int64_t e = 0; e < E; ++e) vals.push_back(max_norm[a.index(l, (int) e)]);
+        }
+        std::sort(vals.begin(), vals.end());
+        if (!vals.empty() && vals.back() > 0) {
+            const double pos = o.super_percentile / 100.0 * double(vals.size() - 1);
+            const size_t lo = (size_t) std::floor(pos), hi = std::min(vals.size() - 1, lo + 1);
+            const double pct = vals[lo] + (vals[hi] - vals[lo]) * (pos - double(lo));
+            r.super_threshold = std::max(pct, o.super_min_fraction * vals.back());
+        }
+    }
+
+    for (int l : a.model.moe_layers) {
+        layer_ranking lr;
+        lr.layer = l;
+        lr.score.assign(score.begin() + (ptrdiff_t) a.index(l, 0), score.begin() + (ptrdiff_t) a.index(l, 0) + E);
+        std::vector<int> tier(E, 1);
+        std::vector<double> key(E, 0.0);
+        for (int64_t e = 0; e < E; ++e) {
+            const size_t i = a.index(l, (int) e);
+            if (o.how == method::random) {
+                // a key from (seed, layer, expert) alone: the same on every platform
+                key[e] = -double(splitmix64(o.seed ^ splitmix64((uint64_t) l * 0x100000001b3ull + (uint64_t) e)) >> 11);
+            } else if (!minrank.empty()) {
+                key[e] = -double(minrank[i]);
+            } else {
+                key[e] = score[i];
+            }
+            const bool is_super = r.super_threshold > 0 && max_norm[i] > r.super_threshold;
+            if (is_super) {
+                r.super_candidates.push_back({l, e, max_norm[i]});
+                if (o.protect_super) r.super_experts.push_back({l, e, max_norm[i]});
+            }
+            if (sum.count[i] == 0) {
+                r.never_routed.push_back({l, e, 0.0});
+                tier[e] = 2;
+                key[e] = 0;
+            }
+            if (is_super && o.protect_super) tier[e] = 0;
+        }
+        lr.order.resize(E);
+        for (int64_t e = 0; e < E; ++e) lr.order[e] = e;
+        std::sort(lr.order.begin(), lr.order.end(), [&](int64_t x, int64_t y) {
+            if (tier[x] != tier[y]) return tier[x] < tier[y];
+            if (key[x] != key[y]) return key[x] > key[y];
+            return x < y;
+        });
+        r.layers.push_back(std::move(lr));
+    }
+    out = std::move(r);
+    return true;
+}
+
+std::vector<int64_t> select_keep(const layer_ranking & lr, int64_t n_expert, int64_t n_group, int64_t n_keep) {
+    const int64_t G = n_group > 1 ? n_group : 1;
+    const int64_t per_src = n_expert / G, per_keep = n_keep / G;
+    std::vector<int64_t> taken(G, 0), keep;
+    for (int64_t e : lr.order) {
+        const int64_t g = e / per_src;
+        if (g < G && taken[g] < per_keep) {
+            ++taken[g];
+            keep.push_back(e);
+        }
+    }
+    std::sort(keep.begin(), keep.end());
+    return keep;
+}
+
+double saliency_share(const std::vector<double> & score, const std::vector<int64_t> & keep) {
+    double total = 0, kept = 0;
+    for (double s : score) total += s;
+    for (int64_t e : keep) {
+        if (e >= 0 && (size_t) e < score.size()) kept += score[e];
+    }
+    return total > 0 ? kept / total : 1.0;
+}
+
+share_report plan_share(const ranking & r, const plan & p) {
+    share_report rep;
+    double sum = 0;
+    for (const auto & pl : p.layers) {
+        for (const auto & lr : r.layers) {
+            if (lr.layer == pl.layer) {
+                rep.layers.push_back(pl.layer);
+                rep.share.push_back(saliency_share(lr.score, pl.keep));
+                sum += rep.share.back();
+            }
+        }
+    }
+    rep.mean = rep.share.empty() ? 0 : sum / double(rep.share.size());
+    return rep;
+}
+
+share_report oracle_share(const ranking & r, int64_t n_keep) {
+    share_report rep;
+    double sum = 0;
+    for (const auto & lr : r.layers) {
+        std::vector<double> s = lr.score;
+        std::sort(s.begin(), s.end(), std::greater<double>());
+        double total = 0, kept = 0;
+        for (size_t i = 0; i < s.size(); ++i) {
+            total += s[i];
+            if ((int64_t) i < n_keep) kept += s[i];
+        }
+        rep.layers.push_back(lr.layer);
+        rep.share.push_back(total > 0 ? kept / total : 1.0);
+        sum += rep.share.back();
+    }
+    rep.mean = rep.share.empty() ? 0 : sum / double(rep.share.size());
+    return rep;
+}
+
+bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep, plan & out, std::string & err) {
+    plan p;
+    p.arch = facts.arch;
+    p.n_layer = facts.n_layer;
+    p.n_expert = facts.n_expert;
+    p.n_expert_used = facts.n_expert_used;
+    p.n_keep = n_keep;
+    for (const auto & lr : r.layers) {
+        plan_layer pl;
+        pl.layer = lr.layer;
+        pl.keep = select_keep(lr, r.n_expert, r.n_group, n_keep);
+        p.layers.push_back(std::move(pl));
+    }
+    if (!validate_plan(p, facts, err)) return false;
+
+    nlohmann::json prov = nlohmann::json::object();
+    prov["method"] = method_name(r.opts.how);
+    prov["method_description"] = method_description(r.opts.how);
+    prov["domains"] = r.domains;
+    prov["consensus"] = r.opts.cons == consensus::minrank ? "minrank" : "sum";
+    if (r.opts.how == method::random) {
+        prov["seed"] = r.opts.seed;
+        prov["share_method"] = method_name(r.share_method);
+    }
+    prov["protect_super"] = r.opts.protect_super;
+    prov["super_threshold"] = r.super_threshold;
+    auto refs = [](const std::vector<expert_ref> & v, bool with_value) {
+        nlohmann::json j = nlohmann::json::array();
+        for (const auto & x : v) {
+            nlohmann::json e = {{"layer", x.layer}, {"expert", x.expert}};
+            if (with_value) e["max_norm"] = x.value;
+            j.push_back(e);
+        }
+        return j;
+    };
+    prov["super_experts"] = refs(r.super_candidates, true);
+    prov["never_routed"] = refs(r.never_routed, false);
+    const share_report sh = plan_share(r, p);
+    nlohmann::json per = nlohmann::json::array();
+    for (size_t i = 0; i < sh.layers.size(); ++i) per.push_back({{"layer", sh.layers[i]}, {"share", sh.share[i]}});
+    prov["saliency_retained"] = {{"mean", sh.mean}, {"per_layer", per}};
+    p.provenance = prov;
+    out = std::move(p);
+    return true;
+}
+
+// ---- allowed counts, ratios, sizes ----------------------------------------------------------
+
+bool keep_allowed(const plan_model_facts & facts, int64_t n_keep, std::string & why) {
+    // a plan that keeps the first experts of each group, checked by the plan validator itself
+    plan p;
+    p.arch = facts.arch;
+    p.n_layer = facts.n_layer;
+    p.n_expert = facts.n_expert;
+    p.n_expert_used = facts.n_expert_used;
+    p.n_keep = n_keep;
+    if (n_keep < 1 || n_keep > facts.n_expert) {
+        why = "n_keep " + std::to_string(n_keep) + " out of range [" + std::to_string(std::max<int64_t>(1, facts.n_expert_used)) +
+              ", " + std::to_string(facts.n_expert) + "] (the model has " + std::to_string(facts.n_expert) + " experts per layer)";
+        return false;
+    }
+    const int64_t G = facts.n_group > 1 ? facts.n_group : 1;
+    layer_ranking lr;
+    for (int64_t e = 0; e < facts.n_expert; ++e) lr.order.push_back(e);
+    for (int l : facts.moe_layers) {
+        plan_layer pl;
+        pl.layer = l;
+        pl.keep = select_keep(lr, facts.n_expert, G, n_keep);
+        if ((int64_t) pl.keep.size() != n_keep) {
+            why = "n_keep " + std::to_string(n_keep) + " is not a multiple of the " + std::to_string(G) +
+                  " expert groups of the group-limited router; every group must keep the same number";
+            return false;
+        }
+        p.layers.push_back(std::move(pl));
+    }
+    return validate_plan(p, facts, why);
+}
+
+std::vector<int64_t> allowed_keeps(const plan_model_facts & facts) {
+    std::vector<int64_t> v;
+    std::string why;
+    for (int64_t n = 1; n <= facts.n_expert; ++n) {
+        if (keep_allowed(facts, n, why)) v.push_back(n);
+    }
+    return v;
+}
+
+bool keep_from_ratio(double ratio, const plan_model_facts & facts, int64_t & n_keep, std::string & note, std::string & err) {
+    if (!(ratio >= 0.0 && ratio < 1.0)) {
+        err = "--ratio " + std::to_string(ratio) + " must be in [0, 1): the fraction of routed experts removed";
+        return false;
+    }
+    int64_t n = facts.n_expert - (int64_t) std::llround(ratio * double(facts.n_expert));
+    const int64_t G = facts.n_group > 1 ? facts.n_group : 1;
+    note.clear();
+    if (n % G != 0) {
+        const int64_t down = n - n % G;
+        note = "--ratio " + std::to_string(ratio) + " gives " + std::to_string(n) + " experts per layer; rounded down to " +
+               std::to_string(down) + ", a multiple of the " + std::to_string(G) + " expert groups";
+        n = down;
+    }
+    std::string why;
+    if (!keep_allowed(facts, n, why)) {
+        const std::vector<int64_t> ok = allowed_keeps(facts);
+        err = "--ratio " + std::to_string(ratio) + " keeps " + std::to_string(n) + " of " + std::to_string(facts.n_expert) +
+              " experts per layer: " + why;
+        if (!ok.empty()) {
+            err += " (allowed: " + std::to_string(ok.front()) + ".." + std::to_string(ok.back()) +
+                   (G > 1 ? " in steps of " + std::to_string(G) : std::string()) + ", i.e. --ratio <= " +
+                   std::to_string(1.0 - double(ok.front()) / double(facts.n_expert)) + ")";
+        }
+        return false;
+    }
+    n_keep = n;
+    return true;
+}
+
+bool parse_size(const std::string & s, uint64_t & bytes, std::string & err) {
+    size_t i = 0;
+    int dots = 0, digits = 0;
+    while (i < s.size() && (std::isdigit((unsigned char) s[i]) || s[i] == '.')) {
+        if (s[i] == '.') ++dots; else ++digits;
+        ++i;
+    }
+    std::string unit = s.substr(i);
+    while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+    for (char & c : unit) c = (char) std::tolower((unsigned char) c);
+    if (digits == 0 || dots > 1) {
+        err = "'" + s + "' is not a size (a number and an optional unit: 512G, 277.5GB, 300GiB, 1000000)";
+        return false;
+    }
+    static const std::map<std::string, long double> units = {
+        {"", 1.0L}, {"b", 1.0L},
+        {"k", 1e3L}, {"kb", 1e3L}, {"m", 1e6L}, {"mb", 1e6L}, {"g", 1e9L}, {"gb", 1e9L}, {"t", 1e12L}, {"tb", 1e12L},
+        {"kib", 1024.0L}, {"mib", 1048576.0L}, {"gib", 1073741824.0L}, {"tib", 1099511627776.0L},
+    };
+    const auto u = units.find(unit);
+    if (u == units.end()) {
+        err = "'" + s + "': unknown unit '" + s.substr(i) + "' (use K/KB, M/MB, G/GB, T/TB = powers of 1000, or KiB, MiB, GiB, TiB = powers of 1024)";
+        return false;
+    }
+    const long double v = std::strtold(s.substr(0, i).c_str(), nullptr) * u->second;
+    if (!(v >= 1.0L) || v >= 1.8e19L) {
+        err = "'" + s + "' is not a positive size below 16 EiB";
+        return false;
+    }
+    bytes = (uint64_t) v;
+    return true;
+}
+
+std::string format_size(uint64_t bytes) {
+    static const char * dec[] = {"B", "KB", "MB", "GB", "TB"};
+    static const char * bin[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double d = double(bytes), b = double(bytes);
+    int di = 0, bi = 0;
+    while (d >= 1000.0 && di < 4) { d /= 1000.0; ++di; }
+    while (b >= 1024.0 && bi < 4) { b /= 1024.0; ++bi; }
+    char buf[96];
+    if (di == 0) snprintf(buf, sizeof(buf), "%llu B", (unsigned long long) bytes);
+    else snprintf(buf, sizeof(buf), "%.2f %s (%.2f %s)", d, dec[di], b, bin[bi]);
+    return buf;
+}
+
+bool pruned_bytes(const size_context & ctx, const plan & p, uint64_t & bytes, uint32_t & n_shards, std::string & err) {
+    gguf::output_spec spec;
+    if (!prune::make_pruned_spec(*ctx.model, *ctx.layout, p, ctx.prune, spec, err)) return false;
+    std::vector<gguf::shard_layout> shards;
+    if (!gguf::layout_output(spec, ctx.write, "reap-plan-sizing.gguf", shards, err)) return false;
+    bytes = 0;
+    for (const auto & sh : shards) bytes += sh.file_bytes;
+    n_shards = (uint32_t) shards.size();
+    return true;
+}
+
+bool fit_budget(const ranking & r, const plan_model_facts & facts, const size_context & ctx, uint64_t budget,
+                bool full_table, int64_t & n_keep, std::vector<size_point> & table, std::string & err) {
+    const std::vector<int64_t> allowed = allowed_keeps(facts);
+    if (allowed.empty()) {
+        err = "no expert count is allowed for this model";
+        return false;
+    }
+    std::map<int64_t, size_point> memo;
+    auto point = [&](int64_t n, size_point & pt) {
+        const auto it = memo.find(n);
+        if (it != memo.end()) {
+            pt = it->second;
+            return true;
+        }
+        plan p;
+        if (!make_plan(r, facts, n, p, err)) return false;
+        pt.n_keep = n;
+        if (!pruned_bytes(ctx, p, pt.bytes, pt.n_shards, err)) return false;
+        pt.share = plan_share(r, p).mean;
+        memo[n] = pt;
+        return true;
+    };
+    size_point lo_pt;
+    if (!point(allowed.front(), lo_pt)) return false;
+    if (lo_pt.bytes > budget) {
+        uint64_t dense = 0;
+        for (size_t i = 0; i < ctx.layout->roles.size() && i < ctx.model->tensors.size(); ++i) {
+            if (ctx.layout->roles[i].slice == moe::slice_kind::none) dense += ctx.model->tensors[i].nbytes;
+        }
+        err = "budget " + format_size(budget) + " (" + std::to_string(budget) + " bytes) is below the smallest prunable size: keeping " +
+              std::to_string(allowed.front()) + " experts per layer (the least the model allows) gives " + format_size(lo_pt.bytes) +
+              " (" + std::to_string(lo_pt.bytes) + " bytes); the tensors outside the routed experts alone take " + format_size(dense);
+        return false;
+    }
+    // binary search for the last allowed index that fits (sizes grow with n_keep)
+    size_t lo = 0, hi = allowed.size() - 1;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo + 1) / 2;
+        size_point pt;
+        if (!point(allowed[mid], pt)) return false;
+        if (pt.bytes <= budget) lo = mid; else hi = mid - 1;
+    }
+    // guard against a non-monotonic size: move up while the next one fits
+    while (lo + 1 < allowed.size()) {
+        size_point pt;
+        if (!point(allowed[lo + 1], pt)) return false;
+        if (pt.bytes > budget) break;
+        ++lo;
+    }
+    n_keep = allowed[lo];
+    std::set<size_t> idx = {lo};
+    if (lo > 0) idx.insert(lo - 1);
+    if (lo + 1 < allowed.size()) idx.insert(lo + 1);
+    if (full_table) {
+        const size_t n = allowed.size(), want = 40;
+        const size_t step = n <= want ? 1 : (n + want - 1) / want;
+        for (size_t i = 0; i < n; i += step) idx.insert(i);
+        idx.insert(n - 1);
+    }
+    table.clear();
+    for (size_t i : idx) {
+        size_point pt;
+        if (!point(allowed[i], pt)) return false;
+        table.push_back(pt);
+    }
+    return true;
+}
+
+// ---- comparing ------------------------------------------------------------------------------
+
+bool compare_plans(const plan & a, const plan & b, plan_overlap & out, std::string & err) {
+    if (a.arch != b.arch || a.n_layer != b.n_layer || a.n_expert != b.n_expert) {
+        err = "the plans are for different models: " + a.arch + " (" + std::to_string(a.n_layer) + " layers, " + std::to_string(a.n_expert) +
+              " experts) vs " + b.arch + " (" + std::to_string(b.n_layer) + " layers, " + std::to_string(b.n_expert) + " experts)";
+        return false;
+    }
+    if (a.layers.size() != b.layers.size()) {
+        err = "the plans list different MoE layers (" + std::to_string(a.layers.size()) + " vs " + std::to_string(b.layers.size()) + ")";
+        return false;
+    }
+    plan_overlap o;
+    double s_shared = 0, s_j = 0;
+    for (size_t i = 0; i < a.layers.size(); ++i) {
+        if (a.layers[i].layer != b.layers[i].layer) {
+            err = "the plans list different MoE layers (layer " + std::to_string(a.layers[i].layer) + " vs " + std::to_string(b.layers[i].layer) + ")";
+            return false;
+        }
+        std::set<int64_t> sa(a.layers[i].keep.begin(), a.layers[i].keep.end()), sb(b.layers[i].keep.begin(), b.layers[i].keep.end());
+        layer_overlap lo;
+        lo.layer = a.layers[i].layer;
+        for (int64_t e : sa) lo.shared += sb.count(e);
+        lo.union_size = (int64_t) (sa.size() + sb.size()) - lo.shared;
+        lo.jaccard = lo.union_size ? double(lo.shared) / double(lo.union_size) : 1.0;
+        s_shared += double(lo.shared);
+        s_j += lo.jaccard;
+        o.layers.push_back(lo);
+    }
+    if (!o.layers.empty()) {
+        o.mean_shared = s_shared / double(o.layers.size());
+        o.mean_jaccard = s_j / double(o.layers.size());
+    }
+    out = std::move(o);
+    return true;
+}
+
+bool plan_matches_archive(const plan & p, const saliency::archive & a, std::string & err) {
+    const std::string head = "the saliency archive is for another model than the plan: ";
+    if (p.arch != a.model.arch) {
+        err = head + "arch '" + a.model.arch + "' (archive) vs '" + p.arch + "' (plan)";
+        return false;
+    }
+    if (p.n_layer != (int64_t) a.model.n_layer || p.n_expert != (int64_t) a.model.n_expert) {
+        err = head + std::to_string(a.model.n_layer) + " layers x " + std::to_string(a.model.n_expert) + " experts (archive) vs " +
+              std::to_string(p.n_layer) + " x " + std::to_string(p.n_expert) + " (plan)";
+        return false;
+    }
+    if (a.model.n_expert_used && p.n_expert_used != (int64_t) a.model.n_expert_used) {
+        err = head + "n_expert_used " + std::to_string(a.model.n_expert_used) + " (archive) vs " + std::to_string(p.n_expert_used) + " (plan)";
+        return false;
+    }
+    std::vector<int> pl;
+    for (const auto & l : p.layers) pl.push_back(l.layer);
+    if (pl != a.model.moe_layers) {
+        err = head + "the MoE layers differ";
+        return false;
+    }
+    return true;
+}
+
+} // namespace reap::planner

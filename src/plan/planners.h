@@ -1,0 +1,205 @@
+// reap planners: from a saliency archive to a keep-list per MoE layer, the
+// library behind `reap plan` and `reap compare`.
+//
+// How a plan is made:
+//   1. score: per MoE layer and expert, the chosen method's score over the
+//      chosen domains S (sums over S, then the ratio):
+//        reap       Σ reap_sum / Σ count   mean g·‖f(x)‖ over routed tokens (REAP; 0 when never routed)
+//        frequency  Σ count                how many tokens were routed to the expert
+//        gate       Σ gate_sum             total router weight the expert received
+//        ean        Σ ean_sum / Σ count    mean ‖f(x)‖ over routed tokens (expert activation norm)
+//        energy     Σ energy_sum / Σ count mean ‖h‖² of the input to ffn_down_exps (imatrix archives)
+//        random     a seeded pseudo-random order (baseline); its "score", for the
+//                   saliency share, is the archive's default method (reap or energy)
+//      With consensus minrank, the experts are ranked within each domain of S
+//      separately (rank 0 = highest score, ties to the lower id) and ordered by
+//      their best rank in any domain (ties to the lower id); the score used
+//      for the saliency share is still the sum over S.
+//   2. order: protected super experts first (by score, ties to the lower id),
+//      then the others by score (or consensus rank, or random key), ties to
+//      the lower id, and the experts never routed to in any domain of S last
+//      (by id). A super expert is one whose max_norm (max over every domain of
+//      the archive) is above the 99.5th percentile of all MoE layers'
+//      max_norms (linear interpolation) and above a tenth of the largest;
+//      protection wins over never-routed.
+//   3. select: the first N of the order; with a group-limited router
+//      (n_group > 1), the first N / n_group of each group (group g holds the
+//      experts [g·E/G, (g+1)·E/G)), so every group keeps the same count.
+//      Keep-lists are ascending.
+//   The saliency share of a keep-list is Σ_kept score / Σ_all score in each
+//   layer; the overall share is the mean over MoE layers (layers weigh the same).
+//
+// Sizes (--budget): the exact bytes of the file `reap prune` would write for a
+// plan (headers, padding, split shards included) come from
+// prune::make_pruned_spec + gguf::layout_output; fit_budget finds the largest
+// allowed N that fits.
+//
+// Core library: no llama.cpp dependency. Errors are values.
+#pragma once
+
+#include "gguf/gguf.h"
+#include "moe/layout.h"
+#include "plan/plan.h"
+#include "prune/prune.h"
+#include "saliency/archive.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reap::planner {
+
+enum class method { reap, frequency, gate, ean, energy, random };
+
+const char * method_name(method m);
+bool parse_method(const std::string & s, method & out);
+// One line on what the method ranks by (for --help and reports).
+const char * method_description(method m);
+// The methods in --help order.
+const std::vector<method> & all_methods();
+// Fails when the archive's metric set lacks what the method needs
+// ("--method reap needs an archive from reap calibrate (reap_sum); this one has
+// metric set 'energy' (count, energy_sum): use --method energy or frequency").
+bool method_fits(method m, saliency::metric_set ms, std::string & err);
+// The method used when none is given (and for random's saliency share):
+// reap for "reap" archives, energy for "energy" archives.
+method default_method(saliency::metric_set ms);
+
+enum class consensus { sum, minrank };
+
+struct rank_options {
+    method                   how = method::reap;
+    std::vector<std::string> domains;          // empty: every domain of the archive
+    consensus                cons = consensus::sum;
+    uint64_t                 seed = 0;         // method::random
+    bool                     protect_super = true;
+    double                   super_percentile = 99.5;
+    double                   super_min_fraction = 0.1;   // of the largest max_norm
+};
+
+struct expert_ref {
+    int     layer = 0;
+    int64_t expert = 0;
+    double  value = 0;    // max_norm for super experts, 0 for never-routed
+};
+
+struct layer_ranking {
+    int                  layer = 0;
+    std::vector<double>  score;   // by expert id: the score the saliency share is measured in
+    std::vector<int64_t> order;   // every expert id once: kept first ... removed first last
+};
+
+struct ranking {
+    rank_options             opts;
+    std::vector<std::string> domains;          // the domains of S, resolved
+    method                   share_method = method::reap;   // whose score `score` holds
+    int64_t                  n_expert = 0;
+    int64_t                  n_group = 1;      // 1 when not group-limited
+    std::vector<layer_ranking> layers;         // one per MoE layer, ascending
+    std::vector<expert_ref>  super_experts;    // protected (empty with protect_super off)
+    std::vector<expert_ref>  super_candidates; // would be protected (reported even when off)
+    double                   super_threshold = 0;   // max(percentile, fraction of max); 0 when no max_norm
+    std::vector<expert_ref>  never_routed;     // count 0 in every domain of S
+};
+
+// Scores and orders the experts of every MoE layer of the archive. `n_group`
+// is the model's expert_group_count (0 or 1: not group-limited). Fails on an
+// unknown domain (listing the archive's), a method the archive cannot serve,
+// n_expert not divisible by n_group.
+bool rank_experts(const saliency::archive & a, int64_t n_group, const rank_options & o, ranking & out, std::string & err);
+
+// The keep-list of one layer for n_keep (ascending), per the order and groups.
+std::vector<int64_t> select_keep(const layer_ranking & lr, int64_t n_expert, int64_t n_group, int64_t n_keep);
+
+// Σ_kept score / Σ_all score (1 when the layer's total is 0).
+double saliency_share(const std::vector<double> & score, const std::vector<int64_t> & keep);
+
+// The share kept by a plan: per plan layer (in the plan's order) and the mean.
+struct share_report {
+    std::vector<int>    layers;
+    std::vector<double> share;
+    double              mean = 0;
+};
+share_report plan_share(const ranking & r, const plan & p);
+// The best share any keep-list of n_keep experts per layer could have (top-n
+// by score, no group constraint): the oracle of `reap compare`.
+share_report oracle_share(const ranking & r, int64_t n_keep);
+
+// A plan for n_keep from the ranking: model header from `facts`, one layer
+// per MoE layer, provenance with method, domains, consensus, seed, super
+// experts, never-routed experts and the saliency share (per layer and mean).
+// The caller adds its own provenance (request, archive hash, tool version).
+// Validated against `facts` (the message is validate_plan's).
+bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep, plan & out, std::string & err);
+
+// Whether a plan keeping n_keep per layer is valid for the model (n_expert_used
+// <= n_keep <= n_expert, group rules); `why` says why not.
+bool keep_allowed(const plan_model_facts & facts, int64_t n_keep, std::string & why);
+// Every allowed n_keep, ascending.
+std::vector<int64_t> allowed_keeps(const plan_model_facts & facts);
+
+// n_keep for --ratio R (fraction of routed experts removed, 0 <= R < 1):
+// n_expert - round(R · n_expert), then, for group-limited routers, rounded
+// down to a multiple of the group count (`note` says so). Fails when the
+// result is not allowed (the message gives the allowed range).
+bool keep_from_ratio(double ratio, const plan_model_facts & facts, int64_t & n_keep, std::string & note, std::string & err);
+
+// Parses a size: a number (decimals allowed) and an optional unit. Decimal
+// units K, M, G, T (= KB, MB, GB, TB: 10^3, 10^6, 10^9, 10^12, as gguf-split
+// and disk vendors count) and binary units KiB, MiB, GiB, TiB (2^10 ...
+// 2^40); case-insensitive; "B" or no unit = bytes. "277.5GB" = 277 500 000 000.
+// Results are rounded down to whole bytes.
+bool parse_size(const std::string & s, uint64_t & bytes, std::string & err);
+// "277.50 GB (258.45 GiB)" style rendering.
+std::string format_size(uint64_t bytes);
+
+// Sizing: what `reap prune` would write.
+struct size_context {
+    const gguf::model *   model = nullptr;
+    const moe::layout *   layout = nullptr;
+    prune::prune_options  prune;       // stamp as prune will run (plan_sha256: any 64-hex placeholder)
+    gguf::write_options   write;       // split_max_bytes / split_max_tensors as prune will run
+};
+// Exact bytes of all output files for plan `p`.
+bool pruned_bytes(const size_context & ctx, const plan & p, uint64_t & bytes, uint32_t & n_shards, std::string & err);
+
+struct size_point {
+    int64_t  n_keep = 0;
+    uint64_t bytes = 0;
+    uint32_t n_shards = 1;
+    double   share = 0;     // mean saliency share
+};
+
+// The largest allowed n_keep whose pruned output fits `budget` bytes (sizes
+// are non-decreasing in n_keep; checked at the answer and its successor).
+// `table` receives the points evaluated (ascending n_keep; with `full_table`,
+// up to ~40 allowed values spread over the range plus the answer and its
+// neighbours). Fails when even the smallest allowed n_keep does not fit,
+// naming that size and the bytes of the model outside the routed experts.
+bool fit_budget(const ranking & r, const plan_model_facts & facts, const size_context & ctx, uint64_t budget,
+                bool full_table, int64_t & n_keep, std::vector<size_point> & table, std::string & err);
+
+// ---- comparing plans -----------------------------------------------------------------
+
+struct layer_overlap {
+    int     layer = 0;
+    int64_t shared = 0;      // experts kept by both
+    int64_t union_size = 0;
+    double  jaccard = 0;     // shared / union
+};
+
+struct plan_overlap {
+    std::vector<layer_overlap> layers;
+    double mean_shared = 0;
+    double mean_jaccard = 0;
+};
+
+// Per-layer overlap of two plans for the same model (arch, n_layer, n_expert
+// and the MoE layers must agree; n_keep may differ).
+bool compare_plans(const plan & a, const plan & b, plan_overlap & out, std::string & err);
+
+// Checks that a plan was made for the model an archive was measured on
+// (arch, n_layer, n_expert, n_expert_used where known, MoE layers).
+bool plan_matches_archive(const plan & p, const saliency::archive & a, std::string & err);
+
+} // namespace reap::planner
