@@ -96,7 +96,7 @@ const char * gating_name(gating_func g);
 struct moe_kv {
     std::optional<int64_t> block_count;               // block_count
     std::optional<int64_t> expert_count;              // expert_count
-    std::optional<int64_t> expert_used_count;         // expert_used_count (first element if an array)
+    std::optional<int64_t> expert_used_count;         // expert_used_count (largest element if a per-layer array)
     std::optional<int64_t> expert_shared_count;       // expert_shared_count
     std::optional<int64_t> expert_group_count;        // expert_group_count
     std::optional<int64_t> expert_group_used_count;   // expert_group_used_count

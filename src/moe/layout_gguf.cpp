@@ -1,6 +1,8 @@
 // Reads what the MoE layout table needs from an open GGUF model (see layout_gguf.h).
 #include "moe/layout_gguf.h"
 
+#include <algorithm>
+
 namespace reap::moe {
 
 bool read_moe_kv(const reap::gguf::kv_store & kvs, const std::string & arch, moe_kv & out, std::string & err) {
@@ -16,10 +18,12 @@ bool read_moe_kv(const reap::gguf::kv_store & kvs, const std::string & arch, moe
             dst = v;
             return true;
         }
+        // per-layer arrays (llama.cpp's get_key_or_arr): the largest entry, as
+        // llama.cpp validates n_expert_used_max (dense layers may hold 0)
         std::vector<int64_t> arr;
         std::string e2;
         if (kvs.get_i64_array(key, arr, e2) && !arr.empty()) {
-            dst = arr[0];
+            dst = *std::max_element(arr.begin(), arr.end());
             return true;
         }
         err = e1;

@@ -12,7 +12,7 @@
 namespace reap::moe {
 
 // The MoE keys of `arch` (<arch>.expert_count, ...) from `kvs`. Absent keys stay
-// unset. A per-layer array (expert_used_count may be one) gives its first element.
+// unset. A per-layer array (expert_used_count may be one) gives its largest element.
 // Fails, naming the key, when a key is present with a type that cannot hold it.
 bool read_moe_kv(const reap::gguf::kv_store & kvs, const std::string & arch, moe_kv & out, std::string & err);
 
