@@ -5,14 +5,20 @@ int cmd_inspect(int argc, char ** argv);
 int cmd_eval(int argc, char ** argv);
 int cmd_prune(int argc, char ** argv);
 int cmd_verify(int argc, char ** argv);
+int cmd_merge(int argc, char ** argv);
+int cmd_plan(int argc, char ** argv);
+int cmd_compare(int argc, char ** argv);
 
 namespace reap {
 
 const std::vector<command> & commands() {
     static const std::vector<command> table = {
         {"inspect", "census of a MoE GGUF model: layers, experts, bytes by type, sizes at keep counts", cmd_inspect},
+        {"merge", "sum saliency archives of disjoint corpus shards or domains of the same model into one", cmd_merge},
+        {"plan", "choose the experts to keep per layer from a saliency archive (--keep, --ratio or an exact --budget)", cmd_plan},
         {"prune", "write the pruned copy of a model that a plan describes (byte slicing, any quantisation, split sets)", cmd_prune},
         {"verify", "prove byte for byte that a pruned model is the source cut by its plan; check SHA256SUMS", cmd_verify},
+        {"compare", "overlap of two plans per layer, and the saliency each keeps against the top-N oracle", cmd_compare},
         {"eval", "what the cut cost: PPL, KL divergence, top-1 agreement of base vs pruned (per domain)", cmd_eval},
     };
     return table;

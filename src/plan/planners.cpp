@@ -521,6 +521,34 @@ bool fit_budget(const ranking & r, const plan_model_facts & facts, const size_co
     return true;
 }
 
+bool size_table(const ranking & r, const plan_model_facts & facts, const size_context & ctx, int64_t around,
+                std::vector<size_point> & table, std::string & err) {
+    const std::vector<int64_t> allowed = allowed_keeps(facts);
+    std::set<int64_t> pick;
+    const size_t n = allowed.size(), want = 40;
+    const size_t step = n <= want ? 1 : (n + want - 1) / want;
+    for (size_t i = 0; i < n; i += step) pick.insert(allowed[i]);
+    if (n) pick.insert(allowed.back());
+    for (size_t i = 0; i < n; ++i) {
+        if (allowed[i] == around) {
+            pick.insert(around);
+            if (i > 0) pick.insert(allowed[i - 1]);
+            if (i + 1 < n) pick.insert(allowed[i + 1]);
+        }
+    }
+    table.clear();
+    for (int64_t k : pick) {
+        size_point pt;
+        plan p;
+        if (!make_plan(r, facts, k, p, err)) return false;
+        pt.n_keep = k;
+        if (!pruned_bytes(ctx, p, pt.bytes, pt.n_shards, err)) return false;
+        pt.share = plan_share(r, p).mean;
+        table.push_back(pt);
+    }
+    return true;
+}
+
 // ---- comparing ------------------------------------------------------------------------------
 
 bool compare_plans(const plan & a, const plan & b, plan_overlap & out, std::string & err) {

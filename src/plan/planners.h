@@ -179,6 +179,11 @@ struct size_point {
 bool fit_budget(const ranking & r, const plan_model_facts & facts, const size_context & ctx, uint64_t budget,
                 bool full_table, int64_t & n_keep, std::vector<size_point> & table, std::string & err);
 
+// The size/share table without a budget: up to ~40 allowed n_keep spread over
+// the range, plus `around` and its allowed neighbours (ascending n_keep).
+bool size_table(const ranking & r, const plan_model_facts & facts, const size_context & ctx, int64_t around,
+                std::vector<size_point> & table, std::string & err);
+
 // ---- comparing plans -----------------------------------------------------------------
 
 struct layer_overlap {
