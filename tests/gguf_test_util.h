@@ -44,6 +44,23 @@ inline std::string scratch_dir(const std::string & name) {
     return dir;
 }
 
+// The directory of the running test binary (where the build also puts reap and
+// llama.cpp's tools).
+inline std::string own_bin_dir() {
+    char buf[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0) return ".";
+    std::string path(buf, (size_t) n);
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// The reap binary: $REAP_BIN, else reap beside the test binary.
+inline std::string reap_bin() { return env_or("REAP_BIN", own_bin_dir() + "/reap"); }
+
+// Where llama.cpp's tools are: $REAP_LLAMA_BIN_DIR, else beside the test binary.
+inline std::string llama_bin_dir() { return env_or("REAP_LLAMA_BIN_DIR", own_bin_dir()); }
+
 inline std::vector<uint8_t> read_all(const std::string & path) {
     std::ifstream f(path, std::ios::binary);
     return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());

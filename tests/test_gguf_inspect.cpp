@@ -1,7 +1,8 @@
-// Tests of `reap inspect` (the binary named by $REAP_BIN; skipped when it is not
-// built, e.g. in the sanitizer build of the core tests): --json agrees with the
-// library census on a single file and on a split set, the human report and
-// --help work, and bad input ends with a clear message and exit status 1.
+// Tests of `reap inspect` (the binary named by $REAP_BIN, else the reap beside
+// this test binary; skipped when it is not built, e.g. in the sanitizer build
+// of the core tests): --json agrees with the library census on a single file
+// and on a split set, the human report and --help work, and bad input ends
+// with a clear message and exit status 1.
 #include "gguf/census.h"
 #include "gguf_test_util.h"
 
@@ -23,7 +24,7 @@ struct run_result {
 
 run_result run_reap(const std::string & args) {
     run_result r;
-    const std::string cmd = "'" + env_or("REAP_BIN", "") + "' " + args + " 2>&1";
+    const std::string cmd = "'" + reap_bin() + "' " + args + " 2>&1";
     FILE * p = popen(cmd.c_str(), "r");
     if (!p) return r;
     char buf[4096];
@@ -34,7 +35,7 @@ run_result run_reap(const std::string & args) {
     return r;
 }
 
-bool have_reap() { return exists(env_or("REAP_BIN", "/nonexistent")); }
+bool have_reap() { return exists(reap_bin()); }
 
 } // namespace
 

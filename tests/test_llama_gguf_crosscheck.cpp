@@ -191,7 +191,7 @@ TEST(GgufCrosscheck, SeededByteFlipsAcceptedByReapAreAcceptedByGgml) {
 }
 
 std::string gguf_split_bin() {
-    const std::string bin = env_or("REAP_LLAMA_BIN_DIR", "") + "/llama-gguf-split";
+    const std::string bin = llama_bin_dir() + "/llama-gguf-split";
     return exists(bin) ? bin : std::string();
 }
 

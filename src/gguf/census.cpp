@@ -4,6 +4,7 @@
 #include "gguf/census.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
