@@ -3,6 +3,8 @@
 
 int cmd_inspect(int argc, char ** argv);
 int cmd_eval(int argc, char ** argv);
+int cmd_calibrate(int argc, char ** argv);
+int cmd_imatrix(int argc, char ** argv);
 int cmd_prune(int argc, char ** argv);
 int cmd_verify(int argc, char ** argv);
 int cmd_merge(int argc, char ** argv);
@@ -14,6 +16,8 @@ namespace reap {
 const std::vector<command> & commands() {
     static const std::vector<command> table = {
         {"inspect", "census of a MoE GGUF model: layers, experts, bytes by type, sizes at keep counts", cmd_inspect},
+        {"calibrate", "run the model over a domain-tagged corpus and record per-expert saliency (REAP, EAN, counts)", cmd_calibrate},
+        {"imatrix", "saliency archive (per-expert counts and input energy) from llama-imatrix files", cmd_imatrix},
         {"merge", "sum saliency archives of disjoint corpus shards or domains of the same model into one", cmd_merge},
         {"plan", "choose the experts to keep per layer from a saliency archive (--keep, --ratio or an exact --budget)", cmd_plan},
         {"prune", "write the pruned copy of a model that a plan describes (byte slicing, any quantisation, split sets)", cmd_prune},

@@ -1,0 +1,671 @@
+// reap calibrate, the library half: corpus -> windows -> llama.cpp decodes
+// with an eval callback that reads the routing, gate weights and expert
+// outputs of every MoE layer -> per-domain accumulators -> saliency archive,
+// with checkpoints and resume. See calibrate.h for what is read and why.
+#include "llama/calibrate.h"
+
+#include "gguf/gguf.h"
+#include "llama/corpus.h"
+#include "util/sha256.h"
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "llama.h"
+#include "log.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace reap {
+
+namespace {
+
+constexpr const char * k_key_next_window = "reap.saliency.checkpoint.next_window";
+constexpr const char * k_key_n_windows   = "reap.saliency.checkpoint.n_windows";
+constexpr const char * k_key_before_ffn  = "reap.saliency.weights_before_ffn";
+constexpr const char * k_key_nodes       = "reap.saliency.calibrate.nodes";
+constexpr const char * k_key_corpus      = "reap.saliency.corpus";
+
+bool g_verbose = false;
+
+void log_filter(ggml_log_level level, const char * text, void *) {
+    if (g_verbose || level == GGML_LOG_LEVEL_ERROR) {
+        fputs(text, stderr);
+    }
+}
+
+void backend_init(bool verbose) {
+    static std::once_flag once;
+    g_verbose = verbose;
+    std::call_once(once, [] {
+        llama_log_set(log_filter, nullptr);
+        llama_backend_init();
+        ggml_backend_load_all();
+    });
+    common_log_set_verbosity_thold(verbose ? LOG_DEFAULT_LLAMA : LOG_LEVEL_ERROR);
+}
+
+struct model_deleter { void operator()(llama_model * m) const { llama_model_free(m); } };
+struct ctx_deleter   { void operator()(llama_context * c) const { llama_free(c); } };
+using model_ptr = std::unique_ptr<llama_model, model_deleter>;
+using ctx_ptr   = std::unique_ptr<llama_context, ctx_deleter>;
+
+// ---- node names ----------------------------------------------------------------------
+
+// Splits "base-L" into base and L; false when the name has no "-<digits>" suffix.
+bool split_node_name(const char * name, std::string & base, int & layer) {
+    const char * dash = strrchr(name, '-');
+    if (!dash || !dash[1]) return false;
+    int v = 0;
+    for (const char * p = dash + 1; *p; ++p) {
+        if (*p < '0' || *p > '9' || v > 1000000) return false;
+        v = v * 10 + (*p - '0');
+    }
+    base.assign(name, dash - name);
+    layer = v;
+    return true;
+}
+
+// The nodes of build_moe_ffn's gate-weight chain and expert-output chain, in
+// the order the graph builds them; the last one present is the one applied.
+const char * const k_weight_chain[] = {"ffn_moe_weights", "ffn_moe_weights_softmax", "ffn_moe_weights_norm",
+                                       "ffn_moe_weights_scaled"};
+const char * const k_down_chain[]   = {"ffn_moe_down", "ffn_moe_down_scaled", "ffn_moe_down_biased"};
+
+int chain_pos(const char * const * chain, size_t n, const std::string & base) {
+    for (size_t i = 0; i < n; ++i) {
+        if (base == chain[i]) return (int) i;
+    }
+    return -1;
+}
+
+// ---- the eval callback -------------------------------------------------------------
+
+struct layer_state {
+    int weights_node = -1;  // index into k_weight_chain; -1 = not an MoE layer
+    int down_node    = -1;  // index into k_down_chain
+    bool saw_topk    = false;
+    // per ubatch
+    int64_t              n_tok = -1;
+    std::vector<int32_t> ids;  // n_tok * n_used
+    std::vector<float>   w;    // n_tok * n_used
+    bool have_ids = false, have_w = false;
+};
+
+struct collector {
+    enum class mode { probe, collect } md = mode::probe;
+    int64_t n_expert = 0, n_used = 0;
+    bool    weights_before_ffn = false;
+    std::vector<layer_state> layers;
+    saliency::domain_stats * dom = nullptr;   // where the current window's tokens go
+    std::string err;
+    std::vector<uint8_t> host;   // staging for tensors not in host memory
+    std::vector<double>  norms;
+
+    void fail(const std::string & e) {
+        if (err.empty()) err = e;
+    }
+
+    // The bytes of t as a host pointer (copied when the buffer is not host memory).
+    const uint8_t * host_data(const ggml_tensor * t) {
+        if (t->buffer && ggml_backend_buffer_is_host(t->buffer)) {
+            return (const uint8_t *) t->data;
+        }
+        host.resize(ggml_nbytes(t));
+        ggml_backend_tensor_get(const_cast<ggml_tensor *>(t), host.data(), 0, host.size());
+        return host.data();
+    }
+
+    bool on_topk(const ggml_tensor * t, int il) {
+        layer_state & L = layers[il];
+        if (t->type != GGML_TYPE_I32 || t->ne[0] != n_used || t->ne[2] != 1 || t->ne[3] != 1) {
+            fail(std::string(t->name) + ": unexpected type/shape (want i32 [" + std::to_string(n_used) + ", n_tokens])");
+            return false;
+        }
+        L.n_tok = t->ne[1];
+        L.ids.resize((size_t) (L.n_tok * n_used));
+        // a strided view into the full argsort (nb[1] = n_expert * 4): row by row
+        const bool is_host = t->buffer && ggml_backend_buffer_is_host(t->buffer);
+        for (int64_t j = 0; j < L.n_tok; ++j) {
+            int32_t * dst = L.ids.data() + j * n_used;
+            if (is_host) {
+                const uint8_t * row = (const uint8_t *) t->data + j * t->nb[1];
+                for (int64_t k = 0; k < n_used; ++k) {
+                    memcpy(dst + k, row + k * t->nb[0], sizeof(int32_t));
+                }
+            } else if (t->nb[0] == sizeof(int32_t)) {
+                ggml_backend_tensor_get(const_cast<ggml_tensor *>(t), dst, j * t->nb[1], n_used * sizeof(int32_t));
+            } else {
+                for (int64_t k = 0; k < n_used; ++k) {
+                    ggml_backend_tensor_get(const_cast<ggml_tensor *>(t), dst + k, j * t->nb[1] + k * t->nb[0], sizeof(int32_t));
+                }
+            }
+        }
+        for (int32_t e : L.ids) {
+            if (e < 0 || e >= n_expert) {
+                fail(std::string(t->name) + ": expert id " + std::to_string(e) + " out of range");
+                return false;
+            }
+        }
+        L.have_ids = true;
+        L.have_w   = false;
+        return true;
+    }
+
+    bool on_weights(const ggml_tensor * t, int il) {
+        layer_state & L = layers[il];
+        if (!L.have_ids) {
+            fail(std::string(t->name) + ": gate weights before the routing of the same layer");
+            return false;
+        }
+        if (t->type != GGML_TYPE_F32 || ggml_nelements(t) != L.n_tok * n_used) {
+            fail(std::string(t->name) + ": unexpected type/shape (want f32 with n_expert_used x n_tokens elements)");
+            return false;
+        }
+        // [1, n_used, n_tok] (get_rows, scale) or [n_used, n_tok] (norm)
+        size_t sk, sj;
+        if (t->ne[0] == 1 && t->ne[1] == n_used && t->ne[2] == L.n_tok) {
+            sk = t->nb[1]; sj = t->nb[2];
+        } else if (t->ne[0] == n_used && t->ne[1] == L.n_tok) {
+            sk = t->nb[0]; sj = t->nb[1];
+        } else {
+            fail(std::string(t->name) + ": unexpected shape");
+            return false;
+        }
+        const uint8_t * d = host_data(t);
+        L.w.resize((size_t) (L.n_tok * n_used));
+        for (int64_t j = 0; j < L.n_tok; ++j) {
+            for (int64_t k = 0; k < n_used; ++k) {
+                memcpy(&L.w[j * n_used + k], d + j * sj + k * sk, sizeof(float));
+            }
+        }
+        L.have_w = true;
+        return true;
+    }
+
+    bool on_down(const ggml_tensor * t, int il) {
+        layer_state & L = layers[il];
+        if (!L.have_ids || !L.have_w) {
+            fail(std::string(t->name) + ": expert outputs before the routing and gate weights of the same layer");
+            return false;
+        }
+        if (t->type != GGML_TYPE_F32 || t->ne[1] != n_used || t->ne[2] != L.n_tok || t->ne[3] != 1 ||
+            t->nb[0] != sizeof(float)) {
+            fail(std::string(t->name) + ": unexpected type/shape (want f32 [n_embd, " + std::to_string(n_used) + ", " +
+                 std::to_string(L.n_tok) + "])");
+            return false;
+        }
+        const uint8_t * d = host_data(t);
+        const int64_t n_embd = t->ne[0];
+        saliency::domain_stats & D = *dom;
+        const size_t base = (size_t) il * (size_t) n_expert;
+        for (int64_t j = 0; j < L.n_tok; ++j) {
+            for (int64_t k = 0; k < n_used; ++k) {
+                const float * f = (const float *) (d + j * t->nb[2] + k * t->nb[1]);
+                double s = 0;
+                for (int64_t i = 0; i < n_embd; ++i) {
+                    s += (double) f[i] * (double) f[i];
+                }
+                const double nrm = std::sqrt(s);
+                const double g   = L.w[j * n_used + k];
+                const size_t c   = base + (size_t) L.ids[j * n_used + k];
+                if (!std::isfinite(nrm) || !std::isfinite(g)) {
+                    fail(std::string(t->name) + ": non-finite expert output or gate weight");
+                    return false;
+                }
+                D.count[c]    += 1;
+                D.gate_sum[c] += g;
+                D.reap_sum[c] += weights_before_ffn ? nrm : g * nrm;
+                D.ean_sum[c]  += nrm;
+                if (nrm > D.max_norm[c]) D.max_norm[c] = nrm;
+            }
+        }
+        L.have_ids = L.have_w = false;
+        return true;
+    }
+
+    // probe: remember which chain nodes each layer's graph has; ask for nothing
+    void observe(const ggml_tensor * t) {
+        std::string base;
+        int il;
+        if (strncmp(t->name, "ffn_moe_", 8) != 0 || !split_node_name(t->name, base, il)) return;
+        if (il < 0 || il >= (int) layers.size()) return;
+        layer_state & L = layers[il];
+        if (base == "ffn_moe_topk") L.saw_topk = true;
+        const int wp = chain_pos(k_weight_chain, std::size(k_weight_chain), base);
+        if (wp >= 0) L.weights_node = std::max(L.weights_node, wp);
+        const int dp = chain_pos(k_down_chain, std::size(k_down_chain), base);
+        if (dp >= 0) L.down_node = std::max(L.down_node, dp);
+        if (base == "ffn_moe_weighted" && L.down_node < 0) weights_before_ffn = true;
+    }
+
+    static bool callback(ggml_tensor * t, bool ask, void * user) {
+        auto * self = static_cast<collector *>(user);
+        if (self->md == mode::probe) {
+            if (ask) self->observe(t);
+            return ask ? false : true;
+        }
+        if (strncmp(t->name, "ffn_moe_", 8) != 0) return ask ? false : true;
+        std::string base;
+        int il;
+        if (!split_node_name(t->name, base, il) || il < 0 || il >= (int) self->layers.size()) return ask ? false : true;
+        const layer_state & L = self->layers[il];
+        if (L.weights_node < 0) return ask ? false : true;
+        const bool is_topk = base == "ffn_moe_topk";
+        const bool is_w    = base == k_weight_chain[L.weights_node];
+        const bool is_down = base == k_down_chain[L.down_node];
+        if (ask) return is_topk || is_w || is_down;
+        if (!self->err.empty()) return false;
+        bool ok = true;
+        if (is_topk) ok = self->on_topk(t, il);
+        else if (is_w) ok = self->on_weights(t, il);
+        else if (is_down) ok = self->on_down(t, il);
+        return ok;  // false stops the graph; the error is reported after llama_decode
+    }
+};
+
+// ---- windows -------------------------------------------------------------------------
+
+struct window {
+    size_t  sample;
+    int64_t offset;
+    int     len;
+    int     domain;
+    bool    bos_first;   // plain text: the first token is replaced by BOS
+};
+
+std::string basename_of(const std::string & p) {
+    const size_t s = p.find_last_of('/');
+    return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+std::string stem_of(const std::string & p) {
+    std::string b = basename_of(p);
+    const size_t d = b.find_last_of('.');
+    return (d == std::string::npos || d == 0) ? b : b.substr(0, d);
+}
+
+// ---- progress line ---------------------------------------------------------------
+
+struct progress {
+    bool    enabled = false;
+    int64_t total = 0, done = 0, done_here = 0;
+    std::chrono::steady_clock::time_point t0, last;
+
+    void start(int64_t already, int64_t n) {
+        done = already; total = n; done_here = 0;
+        t0 = last = std::chrono::steady_clock::now();
+    }
+    void add(int64_t n) {
+        done += n;
+        done_here += n;
+        if (!enabled) return;
+        const auto now = std::chrono::steady_clock::now();
+        if (done < total && now - last < std::chrono::milliseconds(500)) return;
+        last = now;
+        const double s   = std::chrono::duration<double>(now - t0).count();
+        const double tps = s > 0 ? done_here / s : 0;
+        const int64_t eta = tps > 0 ? (int64_t) ((total - done) / tps) : 0;
+        fprintf(stderr, "\rcalibrate: %lld/%lld tokens (%.1f%%), %.0f tok/s, ETA %lld:%02lld   ", (long long) done,
+                (long long) total, total ? 100.0 * done / total : 100.0, tps, (long long) (eta / 60),
+                (long long) (eta % 60));
+        if (done >= total) fprintf(stderr, "\n");
+        fflush(stderr);
+    }
+};
+
+const char * kv_type_name(ggml_type t) { return ggml_type_name(t); }
+
+}  // namespace
+
+std::string calibrate_options_json(const calibrate_options & opt, bool plain_text) {
+    nlohmann::ordered_json j;
+    j["input"]                 = plain_text ? "text" : "jsonl";
+    j["n_ctx"]                 = opt.llama.n_ctx > 0 ? opt.llama.n_ctx : 512;
+    j["n_batch"]               = opt.llama.n_batch;
+    j["n_ubatch"]              = opt.llama.n_ubatch;
+    j["cache_type_k"]          = kv_type_name(opt.llama.cache_type_k);
+    j["cache_type_v"]          = kv_type_name(opt.llama.cache_type_v);
+    j["flash_attn"]            = llama_flash_attn_type_name(opt.llama.flash_attn_type);
+    j["max_tokens"]            = opt.max_tokens;
+    j["max_tokens_per_domain"] = opt.max_tokens_per_domain;
+    j["shard"]                 = std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count);
+    return j.dump();
+}
+
+bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, calibrate_report & report,
+                   std::string & err) {
+    calibrate_options opt = opt_in;
+    report = calibrate_report();
+    if (opt.llama.n_ctx <= 0) opt.llama.n_ctx = 512;
+    const int n_ctx = opt.llama.n_ctx;
+    if (n_ctx < 2) {
+        err = "-c " + std::to_string(n_ctx) + " is too small";
+        return false;
+    }
+    if (opt.llama.n_batch <= 0 || opt.llama.n_ubatch <= 0) {
+        err = "-b and -ub must be positive";
+        return false;
+    }
+    opt.llama.n_batch  = std::min(opt.llama.n_batch, n_ctx);
+    opt.llama.n_ubatch = std::min(opt.llama.n_ubatch, opt.llama.n_batch);
+    if (opt.shard_count == 0 || opt.shard_index >= opt.shard_count) {
+        err = "--shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count) +
+              ": need 0 <= i < n";
+        return false;
+    }
+    if (opt.max_tokens < 0 || opt.max_tokens_per_domain < 0 || opt.checkpoint_every < 0) {
+        err = "--max-tokens, --max-tokens-per-domain and --checkpoint-every must not be negative";
+        return false;
+    }
+    if (opt.collect && opt.out_path.empty()) {
+        err = "no output path (-o)";
+        return false;
+    }
+    const std::string ckpt_path = opt.checkpoint_path.empty() ? opt.out_path + ".checkpoint" : opt.checkpoint_path;
+    struct stat st;
+    if (opt.collect && !opt.force && stat(opt.out_path.c_str(), &st) == 0) {
+        err = "output '" + opt.out_path + "' exists (use --force to replace it)";
+        return false;
+    }
+    if (opt.collect && !opt.resume && stat(ckpt_path.c_str(), &st) == 0) {
+        err = "a checkpoint '" + ckpt_path + "' exists: continue it with --resume, or remove it";
+        return false;
+    }
+
+    // The model as a GGUF: fingerprint (arch, experts, MoE layers, router hash).
+    gguf::model gm;
+    if (!gguf::open_model(opt.model_path, gm, err)) return false;
+    saliency::fingerprint fp;
+    if (!saliency::model_fingerprint(gm, fp, err)) return false;
+    if (fp.n_expert_used == 0 || fp.n_expert_used > fp.n_expert) {
+        err = "model '" + opt.model_path + "' has no usable expert_used_count";
+        return false;
+    }
+
+    backend_init(opt.verbose);
+    llama_model_params mp = common_model_params_to_llama(opt.llama);
+    model_ptr model(llama_model_load_from_file(opt.model_path.c_str(), mp));
+    if (!model) {
+        err = "llama.cpp failed to load '" + opt.model_path + "'" + (opt.verbose ? "" : " (run with --verbose for its log)");
+        return false;
+    }
+
+    // The corpus.
+    corpus_options copt;
+    copt.shard_index  = opt.shard_index;
+    copt.shard_count  = opt.shard_count;
+    copt.plain_domain = stem_of(opt.corpus_path);
+    if (copt.plain_domain.empty() || copt.plain_domain.size() > saliency::k_max_domain_bytes) copt.plain_domain = "text";
+    corpus cp;
+    if (!read_corpus_file(opt.corpus_path, model.get(), copt, cp, err)) return false;
+    if (!cp.jsonl && opt.shard_count > 1) {
+        err = "--shard needs a JSONL corpus (a plain text file is one sample)";
+        return false;
+    }
+    for (const auto & d : cp.domains) {
+        if (d.size() > saliency::k_max_domain_bytes) {
+            err = "domain name '" + d + "' is longer than " + std::to_string(saliency::k_max_domain_bytes) + " bytes";
+            return false;
+        }
+    }
+    std::string corpus_sha;
+    if (!util::sha256_file(opt.corpus_path, corpus_sha, err)) return false;
+    report.n_samples       = cp.samples.size();
+    report.n_samples_total = cp.n_lines_total;
+
+    // Windows, with the caps applied in corpus order.
+    std::vector<window> windows;
+    {
+        std::vector<int64_t> dom_used(cp.domains.size(), 0);
+        int64_t used = 0;
+        auto cap = [&](int dom, int64_t len) {
+            if (opt.max_tokens > 0) len = std::min(len, opt.max_tokens - used);
+            if (opt.max_tokens_per_domain > 0) len = std::min(len, opt.max_tokens_per_domain - dom_used[dom]);
+            return std::max<int64_t>(len, 0);
+        };
+        const llama_vocab * vocab = llama_model_get_vocab(model.get());
+        const bool plain_bos = !cp.jsonl && llama_vocab_get_add_bos(vocab) && llama_vocab_bos(vocab) != LLAMA_TOKEN_NULL;
+        for (size_t s = 0; s < cp.samples.size(); ++s) {
+            const auto & smp = cp.samples[s];
+            const int64_t n = (int64_t) smp.tokens.size();
+            const int64_t n_win = cp.jsonl ? (n + n_ctx - 1) / n_ctx : n / n_ctx;
+            for (int64_t c = 0; c < n_win; ++c) {
+                const int64_t len = cap(smp.domain, std::min<int64_t>(n_ctx, n - c * n_ctx));
+                if (len == 0) continue;
+                windows.push_back({s, c * n_ctx, (int) len, smp.domain, plain_bos});
+                used += len;
+                dom_used[smp.domain] += len;
+            }
+        }
+        if (!cp.jsonl && windows.empty()) {
+            err = "text '" + opt.corpus_path + "' tokenizes to " +
+                  std::to_string(cp.samples.empty() ? 0 : cp.samples[0].tokens.size()) + " tokens: one window needs -c " +
+                  std::to_string(n_ctx);
+            return false;
+        }
+        if (windows.empty()) {
+            err = "corpus '" + opt.corpus_path + "' has no tokens to calibrate on" +
+                  (opt.shard_count > 1 ? " in shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count) : "");
+            return false;
+        }
+        for (const auto & w : windows) report.n_tokens += w.len;
+    }
+    report.n_windows = windows.size();
+
+    // The archive: every domain of the corpus, in first-seen order.
+    out = saliency::make_archive(fp, saliency::metric_set::reap);
+    for (const auto & d : cp.domains) out.add_domain(d);
+    const std::string options_json = calibrate_options_json(opt, !cp.jsonl);
+    out.provenance.set_string(saliency::k_key_tool, std::string("reap calibrate"));
+    out.provenance.set_string(saliency::k_key_corpus_sha256, corpus_sha);
+    out.provenance.set_string(k_key_corpus, basename_of(opt.corpus_path));
+    out.provenance.set_string(saliency::k_key_options, options_json);
+
+    // The context: one sequence, a window at a time, logits for every token.
+    collector col;
+    col.n_expert = fp.n_expert;
+    col.n_used   = fp.n_expert_used;
+    col.layers.resize(fp.n_layer);
+    llama_context_params cparams = common_context_params_to_llama(opt.llama);
+    cparams.n_ctx     = (uint32_t) n_ctx;
+    cparams.n_batch   = (uint32_t) opt.llama.n_batch;
+    cparams.n_ubatch  = (uint32_t) opt.llama.n_ubatch;
+    cparams.n_seq_max = 1;
+    cparams.n_threads = opt.llama.cpuparams.n_threads > 0 ? opt.llama.cpuparams.n_threads : (int) common_cpu_get_num_math();
+    cparams.n_threads_batch = opt.llama.cpuparams_batch.n_threads > 0 ? opt.llama.cpuparams_batch.n_threads : cparams.n_threads;
+    cparams.no_perf   = true;
+    cparams.embeddings = false;
+    cparams.cb_eval           = opt.collect ? collector::callback : nullptr;
+    cparams.cb_eval_user_data = opt.collect ? &col : nullptr;
+    ctx_ptr ctx(llama_init_from_model(model.get(), cparams));
+    if (!ctx) {
+        err = "failed to create a llama.cpp context (-c " + std::to_string(n_ctx) + ", -b " +
+              std::to_string(cparams.n_batch) + ", -ub " + std::to_string(cparams.n_ubatch) + ")";
+        return false;
+    }
+    const llama_vocab * vocab = llama_model_get_vocab(model.get());
+    llama_batch batch = llama_batch_init((int32_t) cparams.n_batch, 0, 1);
+    struct batch_guard { llama_batch & b; ~batch_guard() { llama_batch_free(b); } } bg{batch};
+
+    auto decode_tokens = [&](const llama_token * toks, int n, int pos0, std::string & e) {
+        batch.n_tokens = n;
+        for (int k = 0; k < n; ++k) {
+            batch.token[k]     = toks[k];
+            batch.pos[k]       = pos0 + k;
+            batch.n_seq_id[k]  = 1;
+            batch.seq_id[k][0] = 0;
+            batch.logits[k]    = 1;  // every token: else the last layer runs on the outputs only
+        }
+        const int rc = llama_decode(ctx.get(), batch);
+        if (!col.err.empty()) {
+            e = "calibration callback: " + col.err;
+            return false;
+        }
+        if (rc != 0) {
+            e = "llama_decode failed (" + std::to_string(rc) + ")";
+            return false;
+        }
+        return true;
+    };
+
+    // Probe: which build_moe_ffn nodes this model's graph has, per layer.
+    saliency::domain_stats scratch;
+    if (opt.collect) {
+        col.md = collector::mode::probe;
+        const auto & first = cp.samples[windows[0].sample].tokens[windows[0].offset];
+        if (!decode_tokens(&first, 1, 0, err)) return false;
+        llama_memory_clear(llama_get_memory(ctx.get()), true);
+        std::vector<bool> is_moe(fp.n_layer, false);
+        for (int l : fp.moe_layers) is_moe[l] = true;
+        for (int l = 0; l < (int) fp.n_layer; ++l) {
+            layer_state & L = col.layers[l];
+            if (!is_moe[l]) {
+                if (L.saw_topk) {
+                    err = "llama.cpp routes experts in layer " + std::to_string(l) + ", which the GGUF layout says is dense";
+                    return false;
+                }
+                L.weights_node = L.down_node = -1;
+                continue;
+            }
+            const char * missing = !L.saw_topk ? "ffn_moe_topk" : L.weights_node < 0 ? "ffn_moe_weights"
+                                 : L.down_node < 0 ? "ffn_moe_down" : nullptr;
+            if (missing) {
+                err = "arch '" + fp.arch + "': llama.cpp's graph has no node " + missing + "-" + std::to_string(l) +
+                      " in MoE layer " + std::to_string(l) +
+                      ": reap calibrate cannot read this architecture's routing (it reads build_moe_ffn's nodes)";
+                return false;
+            }
+        }
+        const layer_state & L0 = col.layers[fp.moe_layers.front()];
+        report.weights_node       = k_weight_chain[L0.weights_node];
+        report.down_node          = k_down_chain[L0.down_node];
+        report.weights_before_ffn = col.weights_before_ffn;
+        out.provenance.set_string(k_key_nodes, "ffn_moe_topk, " + report.weights_node + ", " + report.down_node);
+        out.provenance.set_bool(k_key_before_ffn, col.weights_before_ffn);
+        col.md = collector::mode::collect;
+    }
+
+    // Resume from a checkpoint.
+    size_t next_window = 0;
+    if (opt.collect && opt.resume) {
+        saliency::archive ck;
+        if (stat(ckpt_path.c_str(), &st) != 0) {
+            err = "--resume: no checkpoint '" + ckpt_path + "'";
+            return false;
+        }
+        if (!saliency::read_archive(ckpt_path, ck, err)) return false;
+        if (!saliency::fingerprints_match(ck.model, fp, err)) return false;
+        std::string e2, ck_sha, ck_opts;
+        uint64_t ck_next = 0, ck_n = 0;
+        if (!ck.provenance.get_string(saliency::k_key_corpus_sha256, ck_sha, e2) ||
+            !ck.provenance.get_string(saliency::k_key_options, ck_opts, e2) ||
+            !ck.provenance.get_u64(k_key_next_window, ck_next, e2) || !ck.provenance.get_u64(k_key_n_windows, ck_n, e2)) {
+            err = "checkpoint '" + ckpt_path + "' is not a reap calibrate checkpoint: " + e2;
+            return false;
+        }
+        if (ck_sha != corpus_sha) {
+            err = "checkpoint '" + ckpt_path + "' was made on another corpus (sha256 " + ck_sha + ", now " + corpus_sha + ")";
+            return false;
+        }
+        if (ck_opts != options_json) {
+            err = "checkpoint '" + ckpt_path + "' was made with other options: " + ck_opts + " (now " + options_json + ")";
+            return false;
+        }
+        if (ck_n != windows.size() || ck_next > ck_n || ck.domains.size() != out.domains.size()) {
+            err = "checkpoint '" + ckpt_path + "' does not match this run's windows/domains";
+            return false;
+        }
+        for (size_t d = 0; d < ck.domains.size(); ++d) {
+            if (ck.domains[d].name != out.domains[d].name) {
+                err = "checkpoint '" + ckpt_path + "' has domain '" + ck.domains[d].name + "' where this run has '" +
+                      out.domains[d].name + "'";
+                return false;
+            }
+            out.domains[d] = ck.domains[d];
+        }
+        next_window = (size_t) ck_next;
+        report.resumed = true;
+    }
+
+    auto write_checkpoint = [&](size_t next, std::string & e) {
+        saliency::archive ck = out;
+        ck.provenance.set_u64(k_key_next_window, (uint64_t) next);
+        ck.provenance.set_u64(k_key_n_windows, (uint64_t) windows.size());
+        if (!saliency::write_archive(ck, ckpt_path, e, /*force=*/true)) return false;
+        report.checkpoint_written = ckpt_path;
+        return true;
+    };
+
+    // Decode.
+    int64_t tokens_before = 0;
+    for (size_t w = 0; w < next_window; ++w) tokens_before += windows[w].len;
+    progress prog;
+    prog.enabled = opt.progress;
+    prog.start(tokens_before, report.n_tokens);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<llama_token> buf;
+    const int n_batch = (int) cparams.n_batch;
+    size_t since_ckpt = 0;
+    for (size_t w = next_window; w < windows.size(); ++w) {
+        const window & win = windows[w];
+        col.dom = opt.collect ? &out.domains[win.domain] : &scratch;
+        llama_memory_clear(llama_get_memory(ctx.get()), true);
+        const auto & toks = cp.samples[win.sample].tokens;
+        buf.assign(toks.begin() + win.offset, toks.begin() + win.offset + win.len);
+        if (win.bos_first) buf[0] = llama_vocab_bos(vocab);
+        for (int b = 0; b < win.len; b += n_batch) {
+            const int n = std::min(n_batch, win.len - b);
+            if (!decode_tokens(buf.data() + b, n, b, err)) {
+                err = "window " + std::to_string(w) + " (" + cp.domains[win.domain] + "): " + err;
+                return false;
+            }
+            prog.add(n);
+        }
+        if (opt.collect) out.domains[win.domain].n_tokens += win.len;
+        ++report.n_windows_done;
+        ++since_ckpt;
+        const bool stop = opt.stop && opt.stop->load();
+        if (opt.collect && w + 1 < windows.size() &&
+            (stop || (opt.checkpoint_every > 0 && since_ckpt >= (size_t) opt.checkpoint_every))) {
+            if (!write_checkpoint(w + 1, err)) return false;
+            since_ckpt = 0;
+        }
+        if (stop && w + 1 < windows.size()) {
+            report.interrupted = true;
+            break;
+        }
+    }
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    report.tokens_per_second = report.seconds > 0 ? prog.done_here / report.seconds : 0;
+    if (prog.enabled && prog.done < prog.total) fprintf(stderr, "\n");
+    for (const auto & d : out.domains) report.domain_tokens.emplace_back(d.name, d.n_tokens);
+    if (!opt.collect || report.interrupted) {
+        return true;
+    }
+
+    // Self-check, then write.
+    if (!saliency::check_count_invariant(out, err)) {
+        err = "internal check failed (please report): " + err;
+        return false;
+    }
+    if (!saliency::write_archive(out, opt.out_path, err, opt.force)) return false;
+    if (stat(ckpt_path.c_str(), &st) == 0) {
+        unlink(ckpt_path.c_str());
+    }
+    report.checkpoint_written.clear();
+    return true;
+}
+
+}  // namespace reap

@@ -1,0 +1,117 @@
+// reap calibrate, the library half: runs a MoE model in llama.cpp over a
+// calibration corpus and records, per domain, layer and routed expert, what
+// REAP needs (see src/saliency/archive.h for the archive it fills):
+//   count      tokens routed to the expert
+//   gate_sum   Σ g            g = the gate weight llama.cpp actually applies
+//   reap_sum   Σ g · ‖f‖₂     f = the expert's output (ffn_down, bias included)
+//   ean_sum    Σ ‖f‖₂
+//   max_norm   max ‖f‖₂
+//
+// How: the scheduler's eval callback (llama_context_params.cb_eval). Its ask
+// phase asks for exactly three nodes per MoE layer of build_moe_ffn
+// (llama.cpp src/llama-graph.cpp):
+//   ffn_moe_topk-L       the routed expert ids ([n_expert_used, n_tokens], a
+//                        strided view into the argsort: read row by row)
+//   <weights>-L          the last node of the gate-weight chain, i.e. the weights
+//                        multiplied into the outputs: ffn_moe_weights, then
+//                        _softmax (gpt-oss), _norm (renormalised top-k), _scaled
+//                        (expert_weights_scale) when the arch adds them
+//   <down>-L             the expert outputs before weighting: ffn_moe_down, or
+//                        ffn_moe_down_scaled / ffn_moe_down_biased where the arch
+//                        has per-expert down scales / biases (gpt-oss)
+// Which of those names a model's graph has is found once, by a one-token probe
+// decode whose callback only looks at node names; an MoE layer (from the GGUF
+// layout) that lacks any of the three is an error naming the layer and the node,
+// never a silent gap. Data are copied to host only when the tensor's buffer is
+// not host memory.
+//
+// llama4 applies the gate weights to the expert INPUT (weight_before_ffn); the
+// down node then holds f(g·x), the contribution actually added. For such archs
+// reap_sum and ean_sum both accumulate ‖f(g·x)‖₂ (recorded in the archive as
+// reap.saliency.weights_before_ffn = true). kimi-k3's routed experts run in its
+// latent space: ‖f‖ is the latent output, before ffn_routed_up.
+//
+// Tokens: every sample is its own sequence (the KV cache is cleared between
+// windows, so no sample attends to another); a sample longer than the window
+// (-c) is cut into consecutive windows, the last one shorter. Logits are
+// requested for every token, or llama.cpp would run the last layer on the
+// output tokens only. A plain text file instead follows llama-imatrix's
+// convention (one token stream, windows of exactly -c tokens, the first token
+// of each replaced by BOS when the vocabulary adds one, the remainder dropped),
+// so that its counts can be compared with llama-imatrix's.
+//
+// Accumulation is in double, in token order; a checkpoint stores the exact
+// accumulators and the next window, so a resumed run writes the same archive,
+// byte for byte, as an uninterrupted one.
+//
+// Errors are values (false + message); nothing here exits.
+#pragma once
+
+#include "saliency/archive.h"
+
+#include "common.h"
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reap {
+
+struct calibrate_options {
+    std::string model_path;    // -m
+    std::string corpus_path;   // --corpus: JSONL corpus or plain text
+    std::string out_path;      // -o: the saliency archive
+
+    // llama.cpp runtime settings, as common/arg.h parses them (-c -b -ub -t
+    // -ngl -ot -fa --no-mmap --rpc -ctk -ctv ...). model.path is ignored
+    // (model_path is used). n_ctx is the window; 0 = 512.
+    common_params llama;
+
+    int64_t  max_tokens            = 0;  // --max-tokens: stop after this many tokens in all (0 = no cap)
+    int64_t  max_tokens_per_domain = 0;  // --max-tokens-per-domain (0 = no cap)
+    uint32_t shard_index = 0;            // --shard i/n
+    uint32_t shard_count = 1;
+
+    int64_t     checkpoint_every = 0;    // --checkpoint-every N windows (0 = only on interrupt)
+    std::string checkpoint_path;         // "" = <out_path>.checkpoint
+    bool        resume = false;          // --resume: continue from the checkpoint
+    bool        force  = false;          // replace an existing output
+
+    bool collect = true;      // false: the same decodes without the callback (benchmark baseline), nothing written
+    bool progress = true;     // progress line on stderr
+    bool verbose  = false;    // let llama.cpp's log through
+
+    // Polled after every window; when it becomes true the run stops, writes a
+    // checkpoint and returns true with report.interrupted set (the CLI's
+    // SIGINT handler sets it).
+    const std::atomic<bool> * stop = nullptr;
+};
+
+struct calibrate_report {
+    size_t  n_samples = 0;        // samples selected (after sharding)
+    size_t  n_samples_total = 0;  // samples in the corpus file
+    size_t  n_windows = 0;        // windows in the run (after caps)
+    size_t  n_windows_done = 0;   // windows decoded by this invocation
+    int64_t n_tokens = 0;         // tokens in the run (after caps)
+    std::vector<std::pair<std::string, int64_t>> domain_tokens;  // per domain, in archive order
+    double  seconds = 0;          // decode wall time of this invocation
+    double  tokens_per_second = 0;
+    bool    interrupted = false;
+    bool    resumed = false;
+    std::string checkpoint_written;   // path, when a checkpoint was left behind
+    std::string weights_node;         // e.g. "ffn_moe_weights_norm" (first MoE layer)
+    std::string down_node;            // e.g. "ffn_moe_down_biased"
+    bool    weights_before_ffn = false;
+};
+
+// Runs the whole calibration and writes the archive to opt.out_path (unless
+// opt.collect is false). `out` receives the archive.
+bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calibrate_report & report, std::string & err);
+
+// The provenance string of the options that determine the result (window,
+// batch sizes, KV cache types, flash attention, caps, shard, corpus kind), as
+// JSON. A checkpoint is resumed only under the same string.
+std::string calibrate_options_json(const calibrate_options & opt, bool plain_text);
+
+}  // namespace reap

@@ -1,0 +1,190 @@
+// reap corpus reading: JSONL calibration corpora and plain text files,
+// tokenized with a model's vocabulary (messages through its chat template).
+// See corpus.h.
+#include "llama/corpus.h"
+
+#include "chat.h"
+#include "common.h"
+#include "llama.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <sys/stat.h>
+
+namespace reap {
+
+uint64_t fnv1a64(const std::string & s) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : s) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+bool looks_like_jsonl_corpus(const std::string & path, const std::string & text) {
+    if (path.size() >= 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0) {
+        return true;
+    }
+    const size_t b = text.find_first_not_of(" \t\r\n");
+    if (b == std::string::npos || text[b] != '{') {
+        return false;
+    }
+    const size_t e = text.find('\n', b);
+    const auto   j = nlohmann::json::parse(text.substr(b, e == std::string::npos ? std::string::npos : e - b), nullptr, false);
+    return j.is_object() && j.contains("domain") && (j.contains("text") || j.contains("messages"));
+}
+
+static std::string trim(const std::string & s) {
+    const size_t b = s.find_first_not_of(" \t\r\n");
+    if (b == std::string::npos) return "";
+    const size_t e = s.find_last_not_of(" \t\r\n");
+    return s.substr(b, e - b + 1);
+}
+
+static int domain_index(corpus & out, std::map<std::string, int> & index, const std::string & name) {
+    auto it = index.find(name);
+    if (it == index.end()) {
+        it = index.emplace(name, (int) out.domains.size()).first;
+        out.domains.push_back(name);
+    }
+    return it->second;
+}
+
+bool read_jsonl_corpus(const std::string & path, const std::string & text, const llama_model * model,
+                       const corpus_options & opt, corpus & out, std::string & err) {
+    if (opt.shard_count == 0 || opt.shard_index >= opt.shard_count) {
+        err = "shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count) +
+              " is not valid (need 0 <= i < n)";
+        return false;
+    }
+    out = corpus();
+    out.jsonl = true;
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    common_chat_templates_ptr tmpls;
+    std::map<std::string, int> index;
+    std::istringstream lines(text);
+    std::string raw;
+    size_t line_no = 0;
+    while (std::getline(lines, raw)) {
+        ++line_no;
+        const std::string line = trim(raw);
+        if (line.empty()) {
+            continue;
+        }
+        const std::string where = path + ":" + std::to_string(line_no);
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_object()) {
+            err = where + ": not a JSON object";
+            return false;
+        }
+        if (!j.contains("domain") || !j["domain"].is_string() || j["domain"].get<std::string>().empty()) {
+            err = where + ": no \"domain\" string";
+            return false;
+        }
+        const bool has_text = j.contains("text"), has_msgs = j.contains("messages");
+        if (has_text == has_msgs) {
+            err = where + (has_text ? ": both \"text\" and \"messages\"" : ": neither \"text\" nor \"messages\"");
+            return false;
+        }
+        if (has_text && !j["text"].is_string()) {
+            err = where + ": \"text\" is not a string";
+            return false;
+        }
+        if (has_msgs && !j["messages"].is_array()) {
+            err = where + ": \"messages\" is not an array";
+            return false;
+        }
+        ++out.n_lines_total;
+        corpus_sample s;
+        s.line = line_no;
+        s.hash = fnv1a64(line);
+        if (s.hash % opt.shard_count != opt.shard_index) {
+            continue;
+        }
+        if (has_text) {
+            s.tokens = common_tokenize(vocab, j["text"].get<std::string>(), true, false);
+        } else {
+            if (!tmpls) {
+                tmpls = common_chat_templates_init(model, "");
+                if (!tmpls) {
+                    err = "cannot initialise the model's chat template (needed by " + where + ")";
+                    return false;
+                }
+            }
+            std::string rendered;
+            try {
+                common_chat_templates_inputs in;
+                in.messages              = common_chat_msgs_parse_oaicompat(common_json::parse(j["messages"].dump()));
+                in.add_generation_prompt = false;
+                in.use_jinja             = true;
+                rendered = common_chat_templates_apply(tmpls.get(), in).prompt;
+            } catch (const std::exception & e) {
+                err = where + ": cannot render messages through the chat template: " + e.what();
+                return false;
+            }
+            // The template writes special tokens as text: parse them as such.
+            s.tokens = common_tokenize(vocab, rendered, true, true);
+        }
+        s.domain = domain_index(out, index, j["domain"].get<std::string>());
+        if (s.tokens.empty()) {
+            ++out.n_empty;
+            continue;
+        }
+        out.samples.push_back(std::move(s));
+    }
+    return true;
+}
+
+bool read_plain_text(const std::string & path, std::string text, const llama_model * model,
+                     const corpus_options & opt, corpus & out, std::string & err) {
+    (void) path;
+    (void) err;
+    out = corpus();
+    out.jsonl = false;
+    if (!text.empty() && text.back() == '\n') {
+        text.pop_back();  // as llama.cpp's -f does
+    }
+    out.domains.push_back(opt.plain_domain);
+    out.n_lines_total = 1;
+    corpus_sample s;
+    s.hash   = fnv1a64(text);
+    s.tokens = common_tokenize(llama_model_get_vocab(model), text, true, false);
+    if (s.tokens.empty()) {
+        out.n_empty = 1;
+    } else {
+        out.samples.push_back(std::move(s));
+    }
+    return true;
+}
+
+bool read_corpus_file(const std::string & path, const llama_model * model, const corpus_options & opt,
+                      corpus & out, std::string & err) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+        err = "cannot open corpus '" + path + "': " + strerror(errno);
+        return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        err = "corpus '" + path + "' is not a regular file";
+        return false;
+    }
+    std::ifstream in(path, std::ios::binary);
+    std::string text((size_t) st.st_size, '\0');
+    if (!in || (st.st_size > 0 && !in.read(&text[0], (std::streamsize) st.st_size))) {
+        err = "cannot read corpus '" + path + "'";
+        return false;
+    }
+    if (looks_like_jsonl_corpus(path, text)) {
+        return read_jsonl_corpus(path, text, model, opt, out, err);
+    }
+    return read_plain_text(path, std::move(text), model, opt, out, err);
+}
+
+}  // namespace reap

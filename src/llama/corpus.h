@@ -1,0 +1,72 @@
+// reap corpus reading: a calibration corpus (JSONL, one sample per line, each
+// tagged with a domain; see DESIGN.md) or a plain text file, tokenized with a
+// model's vocabulary. `messages` samples are rendered through the model's own
+// Jinja chat template (tokenizer.chat_template, via llama.cpp's common/chat.h,
+// reasoning_content included) and tokenized with special tokens parsed, since
+// the template writes them as text.
+//
+//   {"domain": "code", "text": "..."}
+//   {"domain": "ja", "messages": [{"role": "user", "content": "..."},
+//                                 {"role": "assistant", "content": "...", "reasoning_content": "..."}]}
+//
+// Sharding: `shard i/n` keeps the samples whose hash (FNV-1a 64 of the
+// sample's JSON line, surrounding whitespace and a trailing CR removed) is
+// i mod n. The selection depends only on the sample's own bytes, never on
+// its position, so shards of one corpus are disjoint, cover it, and stay
+// stable when lines are reordered or other samples are added.
+//
+// Errors are values (false + a message naming file and line); nothing here exits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+struct llama_model;
+
+namespace reap {
+
+struct corpus_sample {
+    int                  domain = 0;   // index into corpus::domains
+    size_t               line   = 0;   // 1-based line in the file (0 for plain text)
+    uint64_t             hash   = 0;   // FNV-1a 64 of the sample's line
+    std::vector<int32_t> tokens;
+};
+
+struct corpus {
+    bool                       jsonl = false;   // false: a plain text file (one sample)
+    std::vector<std::string>   domains;         // first-seen order (over selected samples)
+    std::vector<corpus_sample> samples;         // selected samples, file order
+    size_t n_lines_total = 0;  // samples in the file (before sharding)
+    size_t n_empty       = 0;  // selected samples that tokenized to nothing (dropped)
+};
+
+struct corpus_options {
+    uint32_t    shard_index = 0;  // keep samples with hash % shard_count == shard_index
+    uint32_t    shard_count = 1;
+    std::string plain_domain = "text";  // the domain of a plain text file
+};
+
+// FNV-1a 64 of `s`.
+uint64_t fnv1a64(const std::string & s);
+
+// Whether a file's contents are a corpus: the path ends in .jsonl, or the
+// first non-blank line is a JSON object with "domain" and "text"/"messages".
+bool looks_like_jsonl_corpus(const std::string & path, const std::string & text);
+
+// Reads a JSONL corpus (text = the whole file), tokenizing every selected
+// sample with BOS added as the vocabulary asks.
+bool read_jsonl_corpus(const std::string & path, const std::string & text, const llama_model * model,
+                       const corpus_options & opt, corpus & out, std::string & err);
+
+// A plain text file as one sample, tokenized the way llama.cpp's tools read
+// `-f FILE`: one trailing newline dropped, BOS added as the vocabulary asks,
+// special tokens not parsed.
+bool read_plain_text(const std::string & path, std::string text, const llama_model * model,
+                     const corpus_options & opt, corpus & out, std::string & err);
+
+// Reads `path` and dispatches on looks_like_jsonl_corpus().
+bool read_corpus_file(const std::string & path, const llama_model * model, const corpus_options & opt,
+                      corpus & out, std::string & err);
+
+}  // namespace reap
