@@ -1,0 +1,487 @@
+// Tests of the planners (src/plan/planners.h), core only: each method's plan
+// equals a top-N recomputed here straight from the archive (tie-break to the
+// lower id included), minrank consensus, the seeded random baseline, group
+// constraints, super-expert protection (injected outlier), never-routed
+// experts, keep counts from ratios, size parsing, plan overlap and oracle
+// shares, and --budget sizes against files really written (zoo models).
+#include "gguf_test_util.h"
+#include "plan/planners.h"
+#include "prune_test_util.h"
+#include "saliency_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace g = reap::gguf;
+namespace s = reap::saliency;
+namespace pl = reap::planner;
+using saliency_test::make_archive;
+using saliency_test::make_fingerprint;
+
+namespace {
+
+// The facts of the synthetic archives' model (no GGUF needed).
+reap::plan_model_facts facts_for(const s::fingerprint & fp, int64_t n_group = 0, int64_t n_group_used = 0) {
+    reap::plan_model_facts f;
+    f.arch = fp.arch;
+    f.n_layer = fp.n_layer;
+    f.n_expert = fp.n_expert;
+    f.n_expert_used = fp.n_expert_used;
+    f.n_group = n_group;
+    f.n_group_used = n_group_used;
+    f.moe_layers = fp.moe_layers;
+    return f;
+}
+
+// Reference: the score of every expert of `layer` by method name, summing the
+// raw statistics of `domains` (all when empty) here, independently of the library.
+std::vector<double> reference_scores(const s::archive & a, const std::vector<std::string> & domains, const std::string & method, int layer) {
+    const int64_t E = a.model.n_expert;
+    std::vector<double> cnt(E, 0), gate(E, 0), reap(E, 0), ean(E, 0), energy(E, 0);
+    for (const auto & d : a.domains) {
+        if (!domains.empty() && std::find(domains.begin(), domains.end(), d.name) == domains.end()) continue;
+        for (int64_t e = 0; e < E; ++e) {
+            const size_t i = (size_t) layer * E + e;
+            cnt[e] += d.count[i];
+            if (!d.gate_sum.empty()) {
+                gate[e] += d.gate_sum[i];
+                reap[e] += d.reap_sum[i];
+                ean[e] += d.ean_sum[i];
+            }
+            if (!d.energy_sum.empty()) energy[e] += d.energy_sum[i];
+        }
+    }
+    std::vector<double> sc(E, 0);
+    for (int64_t e = 0; e < E; ++e) {
+        if (method == "reap") sc[e] = cnt[e] > 0 ? reap[e] / cnt[e] : 0;
+        if (method == "ean") sc[e] = cnt[e] > 0 ? ean[e] / cnt[e] : 0;
+        if (method == "energy") sc[e] = cnt[e] > 0 ? energy[e] / cnt[e] : 0;
+        if (method == "frequency") sc[e] = cnt[e];
+        if (method == "gate") sc[e] = gate[e];
+    }
+    return sc;
+}
+
+// Reference top-N (per group when n_group > 1), ties to the lower id, ascending.
+std::vector<int64_t> reference_topn(const std::vector<double> & sc, int64_t n, int64_t n_group = 1) {
+    const int64_t E = (int64_t) sc.size(), per = E / n_group;
+    std::vector<int64_t> keep;
+    for (int64_t g = 0; g < n_group; ++g) {
+        std::vector<int64_t> ids;
+        for (int64_t e = g * per; e < (g + 1) * per; ++e) ids.push_back(e);
+        std::sort(ids.begin(), ids.end(), [&](int64_t x, int64_t y) { return sc[x] != sc[y] ? sc[x] > sc[y] : x < y; });
+        keep.insert(keep.end(), ids.begin(), ids.begin() + n / n_group);
+    }
+    std::sort(keep.begin(), keep.end());
+    return keep;
+}
+
+reap::plan plan_for(const s::archive & a, const pl::rank_options & o, int64_t n_keep, int64_t n_group = 0, int64_t n_group_used = 0) {
+    pl::ranking r;
+    std::string err;
+    EXPECT_TRUE(pl::rank_experts(a, n_group, o, r, err)) << err;
+    reap::plan p;
+    EXPECT_TRUE(pl::make_plan(r, facts_for(a.model, n_group, n_group_used), n_keep, p, err)) << err;
+    return p;
+}
+
+}  // namespace
+
+TEST(Planners, EveryMethodEqualsTheReferenceTopN) {
+    const s::fingerprint fp = make_fingerprint(4, 16, 4, {1, 2, 3});
+    const s::archive a = make_archive({"code", "en", "ja"}, fp);
+    s::archive en = make_archive({"all"}, fp, s::metric_set::energy);
+    struct cse { std::string method; const s::archive * arch; std::vector<std::string> domains; };
+    const std::vector<cse> cases = {
+        {"reap", &a, {}}, {"frequency", &a, {}}, {"gate", &a, {}}, {"ean", &a, {}},
+        {"reap", &a, {"code"}}, {"gate", &a, {"ja", "en"}}, {"frequency", &en, {}}, {"energy", &en, {}},
+    };
+    for (const auto & c : cases) {
+        for (int64_t n : {4, 5, 8, 13, 16}) {
+            pl::rank_options o;
+            ASSERT_TRUE(pl::parse_method(c.method, o.how));
+            o.domains = c.domains;
+            o.protect_super = false;
+            const reap::plan p = plan_for(*c.arch, o, n);
+            ASSERT_EQ(p.layers.size(), 3u);
+            EXPECT_EQ(p.n_keep, n);
+            for (const auto & l : p.layers) {
+                const auto ref = reference_topn(reference_scores(*c.arch, c.domains, c.method, l.layer), n);
+                EXPECT_EQ(l.keep, ref) << c.method << " n=" << n << " layer " << l.layer;
+            }
+            EXPECT_EQ(p.provenance["method"], c.method);
+        }
+    }
+}
+
+TEST(Planners, TiesBreakToTheLowerId) {
+    const s::fingerprint fp = make_fingerprint(1, 8, 2, {0});
+    s::archive a = make_archive({"d"}, fp);
+    pl::rank_options o;
+    o.protect_super = false;
+    for (const std::string m : {"reap", "frequency", "gate", "ean"}) {
+        ASSERT_TRUE(pl::parse_method(m, o.how));
+        // find the last kept (x) and first removed (y) at n = 4, then make them equal
+        s::archive t = a;
+        const auto sc = reference_scores(t, {}, m, 0);
+        std::vector<int64_t> ids(8);
+        std::iota(ids.begin(), ids.end(), 0);
+        std::sort(ids.begin(), ids.end(), [&](int64_t x, int64_t y) { return sc[x] != sc[y] ? sc[x] > sc[y] : x < y; });
+        const int64_t x = ids[3], y = ids[4];
+        for (const auto & mn : s::metric_names(t.metrics)) (*s::metric_data(t.domains[0], mn))[y] = (*s::metric_data(t.domains[0], mn))[x];
+        const auto sc2 = reference_scores(t, {}, m, 0);
+        ASSERT_EQ(sc2[x], sc2[y]);
+        const reap::plan p = plan_for(t, o, 4);
+        const int64_t lower = std::min(x, y), higher = std::max(x, y);
+        EXPECT_TRUE(std::count(p.layers[0].keep.begin(), p.layers[0].keep.end(), lower)) << m;
+        EXPECT_FALSE(std::count(p.layers[0].keep.begin(), p.layers[0].keep.end(), higher)) << m;
+        EXPECT_EQ(p.layers[0].keep, reference_topn(sc2, 4)) << m;
+        EXPECT_TRUE(std::is_sorted(p.layers[0].keep.begin(), p.layers[0].keep.end()));
+    }
+    // all-equal scores: the lowest ids are kept
+    s::archive z = s::make_archive(fp, s::metric_set::reap);
+    z.add_domain("d").n_tokens = 0;
+    o.how = pl::method::reap;
+    EXPECT_EQ(plan_for(z, o, 3).layers[0].keep, (std::vector<int64_t>{0, 1, 2}));
+}
+
+TEST(Planners, MinrankConsensus) {
+    const s::fingerprint fp = make_fingerprint(2, 12, 2, {0, 1});
+    const s::archive a = make_archive({"code", "en", "ja"}, fp);
+    pl::rank_options o;
+    o.protect_super = false;
+    o.cons = pl::consensus::minrank;
+    o.domains = {"code", "ja"};
+    for (int64_t n : {2, 5, 9}) {
+        const reap::plan p = plan_for(a, o, n);
+        for (const auto & l : p.layers) {
+            std::vector<int64_t> best(12, 1 << 30);
+            for (const std::string d : {"code", "ja"}) {
+                const auto sc = reference_scores(a, {d}, "reap", l.layer);
+                std::vector<int64_t> ids(12);
+                std::iota(ids.begin(), ids.end(), 0);
+                std::sort(ids.begin(), ids.end(), [&](int64_t x, int64_t y) { return sc[x] != sc[y] ? sc[x] > sc[y] : x < y; });
+                for (int64_t r = 0; r < 12; ++r) best[ids[r]] = std::min(best[ids[r]], r);
+            }
+            std::vector<double> key(12);
+            for (int e = 0; e < 12; ++e) key[e] = -double(best[e]);
+            EXPECT_EQ(l.keep, reference_topn(key, n)) << "n=" << n << " layer " << l.layer;
+        }
+        EXPECT_EQ(p.provenance["consensus"], "minrank");
+    }
+}
+
+TEST(Planners, RandomIsSeededAndValid) {
+    const s::fingerprint fp = make_fingerprint(3, 32, 4, {0, 1, 2});
+    const s::archive a = make_archive({"d"}, fp);
+    pl::rank_options o;
+    o.how = pl::method::random;
+    o.protect_super = false;
+    o.seed = 11;
+    const reap::plan p1 = plan_for(a, o, 10), p2 = plan_for(a, o, 10);
+    o.seed = 12;
+    const reap::plan p3 = plan_for(a, o, 10);
+    for (size_t i = 0; i < p1.layers.size(); ++i) {
+        EXPECT_EQ(p1.layers[i].keep, p2.layers[i].keep);
+        EXPECT_EQ(p1.layers[i].keep.size(), 10u);
+        EXPECT_TRUE(std::is_sorted(p1.layers[i].keep.begin(), p1.layers[i].keep.end()));
+    }
+    bool differs = false;
+    for (size_t i = 0; i < p1.layers.size(); ++i) differs |= p1.layers[i].keep != p3.layers[i].keep;
+    EXPECT_TRUE(differs);
+    EXPECT_EQ(p1.provenance["seed"], 11);
+}
+
+TEST(Planners, GroupLimitedRoutersKeepTheSameCountPerGroup) {
+    const s::fingerprint fp = make_fingerprint(3, 16, 4, {1, 2}, "deepseek2");
+    const s::archive a = make_archive({"code", "en"}, fp);
+    pl::rank_options o;
+    o.protect_super = false;
+    for (int64_t n : {8, 12}) {
+        const reap::plan p = plan_for(a, o, n, 4, 2);
+        for (const auto & l : p.layers) {
+            std::vector<int> per(4, 0);
+            for (int64_t e : l.keep) per[e / 4]++;
+            for (int gi = 0; gi < 4; ++gi) EXPECT_EQ(per[gi], n / 4) << "layer " << l.layer << " group " << gi;
+            EXPECT_EQ(l.keep, reference_topn(reference_scores(a, {}, "reap", l.layer), n, 4));
+        }
+    }
+    std::string why;
+    const auto f = facts_for(fp, 4, 2);
+    EXPECT_FALSE(pl::keep_allowed(f, 10, why));
+    EXPECT_NE(why.find("multiple"), std::string::npos) << why;
+    EXPECT_FALSE(pl::keep_allowed(f, 4, why));   // one expert per group: llama.cpp scores groups by their best two
+    EXPECT_NE(why.find("per group"), std::string::npos) << why;
+    EXPECT_EQ(pl::allowed_keeps(f), (std::vector<int64_t>{8, 12, 16}));
+    int64_t n = 0;
+    std::string note, err;
+    ASSERT_TRUE(pl::keep_from_ratio(0.3, f, n, note, err)) << err;   // 16 - 5 = 11 -> 8
+    EXPECT_EQ(n, 8);
+    EXPECT_NE(note.find("rounded down to 8"), std::string::npos) << note;
+    EXPECT_FALSE(pl::keep_from_ratio(0.6, f, n, note, err));
+    EXPECT_NE(err.find("allowed: 8..16 in steps of 4"), std::string::npos) << err;
+}
+
+TEST(Planners, SuperExpertsAreProtected) {
+    const s::fingerprint fp = make_fingerprint(2, 16, 2, {0, 1});
+    s::archive a = make_archive({"code", "en"}, fp);
+    // the least salient expert of layer 1 gets a huge output norm in one token of "en"
+    const auto sc = reference_scores(a, {}, "reap", 1);
+    const int64_t weakest = std::min_element(sc.begin(), sc.end()) - sc.begin();
+    a.find_domain("en")->max_norm[a.index(1, (int) weakest)] = 1000.0;
+    pl::rank_options o;
+    o.how = pl::method::reap;
+    pl::ranking r;
+    std::string err;
+    ASSERT_TRUE(pl::rank_experts(a, 0, o, r, err)) << err;
+    ASSERT_EQ(r.super_experts.size(), 1u);
+    EXPECT_EQ(r.super_experts[0].layer, 1);
+    EXPECT_EQ(r.super_experts[0].expert, weakest);
+    EXPECT_EQ(r.super_experts[0].value, 1000.0);
+    EXPECT_GT(r.super_threshold, 2.5);   // above every ordinary norm of the simulation
+    reap::plan p;
+    ASSERT_TRUE(pl::make_plan(r, facts_for(fp), 4, p, err)) << err;
+    EXPECT_TRUE(std::count(p.layers[1].keep.begin(), p.layers[1].keep.end(), weakest));
+    // the other three are the top-3 of the rest
+    std::vector<double> rest = sc;
+    rest[weakest] = 1e300;
+    EXPECT_EQ(p.layers[1].keep, reference_topn(rest, 4));
+    ASSERT_EQ(p.provenance["super_experts"].size(), 1u);
+    EXPECT_EQ(p.provenance["super_experts"][0]["expert"], weakest);
+    // layer 0 is untouched by the outlier
+    EXPECT_EQ(p.layers[0].keep, reference_topn(reference_scores(a, {}, "reap", 0), 4));
+
+    o.protect_super = false;
+    ASSERT_TRUE(pl::rank_experts(a, 0, o, r, err)) << err;
+    EXPECT_TRUE(r.super_experts.empty());
+    EXPECT_EQ(r.super_candidates.size(), 1u);
+    ASSERT_TRUE(pl::make_plan(r, facts_for(fp), 4, p, err)) << err;
+    EXPECT_FALSE(std::count(p.layers[1].keep.begin(), p.layers[1].keep.end(), weakest));
+    EXPECT_EQ(p.provenance["protect_super"], false);
+    EXPECT_EQ(p.provenance["super_experts"].size(), 1u);   // still reported
+
+    // energy archives have no max_norm: nothing is protected
+    ASSERT_TRUE(pl::rank_experts(make_archive({"d"}, fp, s::metric_set::energy), 0, pl::rank_options{pl::method::energy}, r, err)) << err;
+    EXPECT_TRUE(r.super_experts.empty());
+    EXPECT_EQ(r.super_threshold, 0.0);
+}
+
+TEST(Planners, NeverRoutedExpertsGoFirst) {
+    const s::fingerprint fp = make_fingerprint(2, 12, 2, {0, 1});
+    s::archive a = s::make_archive(fp, s::metric_set::reap);
+    saliency_test::sim_options so;
+    so.never_routed = {2, 7, 11};
+    saliency_test::simulate_domain(a, "code", so);
+    so.seed = 8;
+    so.never_routed = {2, 5};
+    saliency_test::simulate_domain(a, "en", so);
+    std::string err;
+    ASSERT_TRUE(s::check_count_invariant(a, err)) << err;
+
+    pl::rank_options o;
+    o.how = pl::method::random;   // even a random order removes them first
+    o.protect_super = false;
+    o.seed = 3;
+    pl::ranking r;
+    ASSERT_TRUE(pl::rank_experts(a, 0, o, r, err)) << err;
+    // never routed in any domain: expert 2 only (7, 11 are used by "en", 5 by "code")
+    ASSERT_EQ(r.never_routed.size(), 2u);
+    EXPECT_EQ(r.never_routed[0].expert, 2);
+    EXPECT_EQ(r.never_routed[1].expert, 2);
+    for (const auto & lr : r.layers) EXPECT_EQ(lr.order.back(), 2);
+    reap::plan p;
+    ASSERT_TRUE(pl::make_plan(r, facts_for(fp), 11, p, err)) << err;
+    for (const auto & l : p.layers) EXPECT_FALSE(std::count(l.keep.begin(), l.keep.end(), 2));
+    EXPECT_EQ(p.provenance["never_routed"].size(), 2u);
+
+    // with --domains code, 2, 7 and 11 are never routed: the last three in the order
+    o.domains = {"code"};
+    ASSERT_TRUE(pl::rank_experts(a, 0, o, r, err)) << err;
+    EXPECT_EQ(r.never_routed.size(), 6u);
+    for (const auto & lr : r.layers) EXPECT_EQ(std::vector<int64_t>(lr.order.end() - 3, lr.order.end()), (std::vector<int64_t>{2, 7, 11}));
+    ASSERT_TRUE(pl::make_plan(r, facts_for(fp), 9, p, err)) << err;
+    for (const auto & l : p.layers) EXPECT_EQ(l.keep, (std::vector<int64_t>{0, 1, 3, 4, 5, 6, 8, 9, 10}));
+}
+
+TEST(Planners, InvalidRequestsGetClearErrors) {
+    const s::fingerprint fp = make_fingerprint(3, 8, 2, {0, 2});
+    const s::archive a = make_archive({"code", "en"}, fp);
+    const auto f = facts_for(fp);
+    std::string err;
+    EXPECT_FALSE(pl::keep_allowed(f, 1, err));
+    EXPECT_NE(err.find("below n_expert_used 2"), std::string::npos) << err;
+    EXPECT_FALSE(pl::keep_allowed(f, 9, err));
+    EXPECT_NE(err.find("out of range [2, 8]"), std::string::npos) << err;
+    pl::ranking r;
+    pl::rank_options o;
+    o.domains = {"code", "fr"};
+    EXPECT_FALSE(pl::rank_experts(a, 0, o, r, err));
+    EXPECT_NE(err.find("unknown domain 'fr'"), std::string::npos) << err;
+    o.domains.clear();
+    o.how = pl::method::energy;
+    EXPECT_FALSE(pl::rank_experts(a, 0, o, r, err));
+    EXPECT_NE(err.find("--method energy needs an archive with metric set 'energy'"), std::string::npos) << err;
+    o.how = pl::method::reap;
+    EXPECT_FALSE(pl::rank_experts(make_archive({"d"}, fp, s::metric_set::energy), 0, o, r, err));
+    EXPECT_NE(err.find("use --method energy"), std::string::npos) << err;
+    int64_t n;
+    std::string note;
+    EXPECT_FALSE(pl::keep_from_ratio(1.0, f, n, note, err));
+    EXPECT_NE(err.find("[0, 1)"), std::string::npos) << err;
+    EXPECT_FALSE(pl::keep_from_ratio(0.9, f, n, note, err));   // keeps 1 < n_expert_used
+    EXPECT_NE(err.find("below n_expert_used"), std::string::npos) << err;
+    ASSERT_TRUE(pl::keep_from_ratio(0.5, f, n, note, err)) << err;
+    EXPECT_EQ(n, 4);
+    ASSERT_TRUE(pl::keep_from_ratio(0.0, f, n, note, err)) << err;
+    EXPECT_EQ(n, 8);
+    // an archive of another model
+    s::fingerprint other = fp;
+    other.n_expert = 16;
+    EXPECT_FALSE(s::fingerprints_match(other, fp, err));
+    EXPECT_NE(err.find("another model"), std::string::npos) << err;
+}
+
+TEST(Planners, ParseSize) {
+    uint64_t b = 0;
+    std::string err;
+    ASSERT_TRUE(pl::parse_size("512G", b, err)) << err;
+    EXPECT_EQ(b, 512000000000ull);
+    ASSERT_TRUE(pl::parse_size("277.5GB", b, err)) << err;
+    EXPECT_EQ(b, 277500000000ull);
+    ASSERT_TRUE(pl::parse_size("300GiB", b, err)) << err;
+    EXPECT_EQ(b, 300ull << 30);
+    ASSERT_TRUE(pl::parse_size("1.5mib", b, err)) << err;
+    EXPECT_EQ(b, 1572864ull);
+    ASSERT_TRUE(pl::parse_size("123456", b, err)) << err;
+    EXPECT_EQ(b, 123456ull);
+    ASSERT_TRUE(pl::parse_size("2T", b, err)) << err;
+    EXPECT_EQ(b, 2000000000000ull);
+    ASSERT_TRUE(pl::parse_size("10KB", b, err)) << err;
+    EXPECT_EQ(b, 10000ull);
+    for (const char * bad : {"", "G", "12XB", "1.2.3G", "-5G", "0", "1e3", "99999999999TB"}) {
+        EXPECT_FALSE(pl::parse_size(bad, b, err)) << bad;
+        EXPECT_FALSE(err.empty());
+    }
+    EXPECT_EQ(pl::format_size(512000000000ull), "512.00 GB (476.84 GiB)");
+}
+
+TEST(Planners, CompareAndOracle) {
+    const s::fingerprint fp = make_fingerprint(3, 8, 2, {0, 2});
+    const s::archive a = make_archive({"code", "en"}, fp);
+    pl::rank_options o;
+    o.protect_super = false;
+    const reap::plan p1 = plan_for(a, o, 4);
+    o.how = pl::method::random;
+    const reap::plan p2 = plan_for(a, o, 6);
+    pl::plan_overlap ov;
+    std::string err;
+    ASSERT_TRUE(pl::compare_plans(p1, p1, ov, err)) << err;
+    EXPECT_EQ(ov.mean_jaccard, 1.0);
+    EXPECT_EQ(ov.mean_shared, 4.0);
+    ASSERT_TRUE(pl::compare_plans(p1, p2, ov, err)) << err;
+    for (size_t i = 0; i < ov.layers.size(); ++i) {
+        std::vector<int64_t> inter;
+        std::set_intersection(p1.layers[i].keep.begin(), p1.layers[i].keep.end(), p2.layers[i].keep.begin(), p2.layers[i].keep.end(),
+                              std::back_inserter(inter));
+        EXPECT_EQ(ov.layers[i].shared, (int64_t) inter.size());
+        EXPECT_DOUBLE_EQ(ov.layers[i].jaccard, double(inter.size()) / double(10 - inter.size()));
+    }
+    // the reap plan is the oracle for the reap score (no super experts, no groups)
+    pl::ranking r;
+    o.how = pl::method::reap;
+    ASSERT_TRUE(pl::rank_experts(a, 0, o, r, err)) << err;
+    const auto s1 = pl::plan_share(r, p1), or1 = pl::oracle_share(r, 4);
+    EXPECT_NEAR(s1.mean, or1.mean, 1e-12);
+    EXPECT_LE(pl::plan_share(r, p2).mean, pl::oracle_share(r, 6).mean + 1e-12);
+    // hand-checked share of layer 0
+    const auto sc = reference_scores(a, {}, "reap", 0);
+    double tot = 0, kept = 0;
+    for (int e = 0; e < 8; ++e) tot += sc[e];
+    for (int64_t e : p1.layers[0].keep) kept += sc[e];
+    EXPECT_NEAR(s1.share[0], kept / tot, 1e-12);
+    EXPECT_NEAR(p1.provenance["saliency_retained"]["mean"].get<double>(), s1.mean, 1e-12);
+    // plans of different models
+    reap::plan px = p1;
+    px.n_expert = 16;
+    EXPECT_FALSE(pl::compare_plans(p1, px, ov, err));
+    EXPECT_NE(err.find("different models"), std::string::npos) << err;
+    EXPECT_TRUE(pl::plan_matches_archive(p1, a, err)) << err;
+    EXPECT_FALSE(pl::plan_matches_archive(px, a, err));
+}
+
+// --budget on zoo models: the predicted size is the size of the file the
+// library prune path writes (stamped, unsplit and split), the next allowed N
+// would not fit, and a budget under the smallest size is refused.
+TEST(Planners, BudgetMatchesWrittenBytes) {
+    std::string err;
+    const std::string zoo = prune_test::zoo_dir("plan_zoo", err);
+    if (zoo.empty()) GTEST_SKIP() << err;
+    const std::string dir = prune_test::scratch("plan_budget");
+    for (const std::string name : {"qwen3moe", "deepseek2"}) {
+        g::model m;
+        ASSERT_TRUE(g::open_model(zoo + "/" + name + ".gguf", m, err)) << err;
+        reap::moe::layout lay;
+        ASSERT_TRUE(reap::model_layout(m, lay, err)) << err;
+        int64_t n_layer = 0;
+        ASSERT_TRUE(m.kvs.get_i64(reap::moe::kv_key(lay.arch, "block_count"), n_layer, err));
+        const auto facts = reap::facts_of(lay, n_layer);
+        s::fingerprint fp;
+        ASSERT_TRUE(s::model_fingerprint(m, fp, err)) << err;
+        const s::archive a = make_archive({"code", "en"}, fp);
+        pl::ranking r;
+        ASSERT_TRUE(pl::rank_experts(a, facts.n_group, pl::rank_options{}, r, err)) << err;
+        const auto allowed = pl::allowed_keeps(facts);
+        ASSERT_GE(allowed.size(), 2u) << name;
+
+        for (uint64_t split : {0ull, 20000ull}) {
+            pl::size_context ctx;
+            ctx.model = &m;
+            ctx.layout = &lay;
+            ctx.prune.version = "test";
+            ctx.prune.plan_sha256 = std::string(64, '0');
+            ctx.write.split_max_bytes = split;
+            // a budget between two allowed sizes
+            reap::plan pmid, pnext;
+            const int64_t mid = allowed[allowed.size() / 2], next = allowed[allowed.size() / 2 + 1];
+            ASSERT_TRUE(pl::make_plan(r, facts, mid, pmid, err)) << err;
+            ASSERT_TRUE(pl::make_plan(r, facts, next, pnext, err)) << err;
+            uint64_t bmid = 0, bnext = 0;
+            uint32_t sh = 0;
+            ASSERT_TRUE(pl::pruned_bytes(ctx, pmid, bmid, sh, err)) << err;
+            ASSERT_TRUE(pl::pruned_bytes(ctx, pnext, bnext, sh, err)) << err;
+            ASSERT_LT(bmid, bnext);
+            const uint64_t budget = bmid + (bnext - bmid) / 2;
+            int64_t n = 0;
+            std::vector<pl::size_point> table;
+            ASSERT_TRUE(pl::fit_budget(r, facts, ctx, budget, true, n, table, err)) << err;
+            EXPECT_EQ(n, mid) << name;
+            ASSERT_FALSE(table.empty());
+            // write it for real (stamp with the real plan hash: same length) and compare sizes
+            reap::plan p;
+            ASSERT_TRUE(pl::make_plan(r, facts, n, p, err)) << err;
+            std::vector<std::string> written;
+            const std::string out = dir + "/" + name + "-" + std::to_string(split) + ".gguf";
+            ASSERT_TRUE(prune_test::prune_to(m, p, dir + "/plan.json", out, written, err, true, split)) << err;
+            uint64_t total = 0;
+            for (const auto & w : written) total += prune_test::read_all(w).size();
+            EXPECT_EQ(total, bmid) << name << " split " << split;
+            EXPECT_LE(total, budget);
+            if (split) EXPECT_GT(written.size(), 1u) << "expected a split set";
+            for (const auto & pt : table) {
+                if (pt.n_keep == next) EXPECT_GT(pt.bytes, budget);
+                if (pt.n_keep == mid) EXPECT_EQ(pt.bytes, bmid);
+            }
+            // below the smallest size
+            reap::plan pmin;
+            ASSERT_TRUE(pl::make_plan(r, facts, allowed.front(), pmin, err)) << err;
+            uint64_t bmin = 0;
+            ASSERT_TRUE(pl::pruned_bytes(ctx, pmin, bmin, sh, err)) << err;
+            EXPECT_FALSE(pl::fit_budget(r, facts, ctx, bmin - 1, false, n, table, err));
+            EXPECT_NE(err.find("below the smallest prunable size"), std::string::npos) << err;
+            ASSERT_TRUE(pl::fit_budget(r, facts, ctx, bmin, false, n, table, err)) << err;
+            EXPECT_EQ(n, allowed.front());
+        }
+    }
+}
