@@ -5,6 +5,7 @@
 # that the llama-perplexity KLD record padding gets exercised).
 #   base.gguf    the "unpruned" model
 #   pruned.gguf  the same weights with some experts perturbed, so KLD > 0
+#   othervocab.gguf  base's weights under a vocabulary that differs in one merge
 # The weights are scaled so that next-token distributions are far from uniform
 # (otherwise every KLD is ~0 and the tests prove nothing).
 #
@@ -30,7 +31,7 @@ def bytes_to_unicode():
     return dict(zip(bs, [chr(c) for c in cs]))
 
 
-def write_model(gguf, path, seed, perturb):
+def write_model(gguf, path, seed, perturb, other_vocab=False):
     rng = np.random.default_rng(seed)
     n_vocab, n_embd, n_head, n_head_kv, head_dim = 259, 64, 4, 2, 16
     n_layer, n_expert, n_expert_used, n_ff_exp = 2, 8, 2, 32
@@ -86,13 +87,14 @@ def write_model(gguf, path, seed, perturb):
 
     b2u = bytes_to_unicode()
     # llama.cpp refuses a BPE vocabulary without merges; two real ones suffice.
-    tokens = [b2u[b] for b in range(256)] + ["th", "he", "<|endoftext|>"]
+    merges = ["a n", "h e"] if other_vocab else ["t h", "h e"]
+    tokens = [b2u[b] for b in range(256)] + [m.replace(" ", "") for m in merges] + ["<|endoftext|>"]
     types = [1] * 258 + [3]  # NORMAL, CONTROL
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
     w.add_token_types(types)
-    w.add_token_merges(["t h", "h e"])
+    w.add_token_merges(merges)
     w.add_bos_token_id(258)
     w.add_eos_token_id(258)
     w.add_add_bos_token(True)
@@ -120,6 +122,7 @@ def main():
     os.makedirs(args.out_dir, exist_ok=True)
     write_model(gguf, os.path.join(args.out_dir, "base.gguf"), seed=1, perturb=False)
     write_model(gguf, os.path.join(args.out_dir, "pruned.gguf"), seed=1, perturb=True)
+    write_model(gguf, os.path.join(args.out_dir, "othervocab.gguf"), seed=1, perturb=False, other_vocab=True)
 
 
 if __name__ == "__main__":

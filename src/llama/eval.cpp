@@ -58,23 +58,24 @@ void backend_init(bool verbose) {
     common_log_set_verbosity_thold(verbose ? LOG_DEFAULT_LLAMA : LOG_LEVEL_ERROR);
 }
 
-bool file_size_of(const std::string & path, uint64_t & size, std::string & err) {
+// what names the file's role in messages ("base model", "input", ...).
+bool file_size_of(const std::string & what, const std::string & path, uint64_t & size, std::string & err) {
     struct stat st;
     if (stat(path.c_str(), &st) != 0) {
-        err = "cannot open '" + path + "': " + strerror(errno);
+        err = "cannot open " + what + " '" + path + "': " + strerror(errno);
         return false;
     }
     if (!S_ISREG(st.st_mode)) {
-        err = "'" + path + "' is not a regular file";
+        err = what + " '" + path + "' is not a regular file";
         return false;
     }
     size = (uint64_t) st.st_size;
     return true;
 }
 
-bool read_whole_file(const std::string & path, std::string & out, std::string & err) {
+bool read_whole_file(const std::string & what, const std::string & path, std::string & out, std::string & err) {
     uint64_t size = 0;
-    if (!file_size_of(path, size, err)) {
+    if (!file_size_of(what, path, size, err)) {
         return false;
     }
     std::ifstream in(path, std::ios::binary);
@@ -119,9 +120,10 @@ struct ctx_deleter   { void operator()(llama_context * c) const { llama_free(c);
 using model_ptr = std::unique_ptr<llama_model, model_deleter>;
 using ctx_ptr   = std::unique_ptr<llama_context, ctx_deleter>;
 
-model_ptr load_model(const std::string & path, const eval_runtime & rt, bool vocab_only, std::string & err) {
+model_ptr load_model(const std::string & what, const std::string & path, const eval_runtime & rt, bool vocab_only,
+                     std::string & err) {
     uint64_t size = 0;
-    if (!file_size_of(path, size, err)) {
+    if (!file_size_of(what, path, size, err)) {
         return nullptr;
     }
     llama_model_params mp = llama_model_default_params();
@@ -130,7 +132,7 @@ model_ptr load_model(const std::string & path, const eval_runtime & rt, bool voc
     mp.vocab_only = vocab_only;
     model_ptr m(llama_model_load_from_file(path.c_str(), mp));
     if (!m) {
-        err = "failed to load model '" + path + "'" + (g_verbose ? "" : " (run with --verbose for llama.cpp's log)");
+        err = "failed to load " + what + " '" + path + "'" + (g_verbose ? "" : " (run with --verbose for llama.cpp's log)");
     }
     return m;
 }
@@ -670,7 +672,7 @@ bool kld_decompress_row(const uint16_t * record, int n_vocab, float * log_probs)
 
 bool kld_base_read_header(const std::string & path, kld_base_header & hdr, std::string & err) {
     uint64_t size = 0;
-    if (!file_size_of(path, size, err)) {
+    if (!file_size_of("KLD base file", path, size, err)) {
         return false;
     }
     const std::string what = "KLD base file '" + path + "'";
@@ -787,7 +789,7 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
     const int n_ctx = opt.rt.n_ctx;
 
     std::string input;
-    if (!opt.input_path.empty() && !read_whole_file(opt.input_path, input, err)) {
+    if (!opt.input_path.empty() && !read_whole_file("input", opt.input_path, input, err)) {
         return false;
     }
     const bool corpus = !opt.input_path.empty() && looks_like_corpus(opt.input_path, input);
@@ -803,9 +805,9 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
 
     // ---- both models live: exact KLD ----
     if (opt.kld_base_path.empty()) {
-        model_ptr base = load_model(opt.base_path, opt.rt, false, err);
+        model_ptr base = load_model("base model", opt.base_path, opt.rt, false, err);
         if (!base) return false;
-        model_ptr pruned = load_model(opt.pruned_path, opt.rt, false, err);
+        model_ptr pruned = load_model("pruned model", opt.pruned_path, opt.rt, false, err);
         if (!pruned) return false;
         if (!check_same_vocab(base.get(), pruned.get(), "base '" + opt.base_path + "'", "pruned '" + opt.pruned_path + "'", err)) {
             return false;
@@ -857,7 +859,7 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
     } else {
         // ---- through a base file: write it first if missing ----
         if (!read_file_mode) {
-            model_ptr base = load_model(opt.base_path, opt.rt, false, err);
+            model_ptr base = load_model("base model", opt.base_path, opt.rt, false, err);
             if (!base) return false;
             if (!plain_workload(opt.input_path, input, llama_model_get_vocab(base.get()), n_ctx, opt.max_chunks, wl, err)) {
                 return false;
@@ -875,7 +877,7 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
             report.n_windows = hdr.n_chunk;
             return true;
         }
-        model_ptr pruned = load_model(opt.pruned_path, opt.rt, false, err);
+        model_ptr pruned = load_model("pruned model", opt.pruned_path, opt.rt, false, err);
         if (!pruned) return false;
         const llama_vocab * vocab = llama_model_get_vocab(pruned.get());
         const int n_vocab = llama_vocab_n_tokens(vocab);
@@ -886,7 +888,7 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
         }
         if (read_file_mode && !opt.base_path.empty()) {
             // -m given as well: make sure it is the model the file came from, as far as the vocabulary tells.
-            model_ptr base = load_model(opt.base_path, opt.rt, true, err);
+            model_ptr base = load_model("base model", opt.base_path, opt.rt, true, err);
             if (!base) return false;
             if (!check_same_vocab(base.get(), pruned.get(), "base '" + opt.base_path + "'", "pruned '" + opt.pruned_path + "'", err)) {
                 return false;
@@ -1007,9 +1009,9 @@ bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & e
         err = "-n must be at least 1";
         return false;
     }
-    model_ptr base = load_model(opt.base_path, opt.rt, false, err);
+    model_ptr base = load_model("base model", opt.base_path, opt.rt, false, err);
     if (!base) return false;
-    model_ptr pruned = load_model(opt.pruned_path, opt.rt, false, err);
+    model_ptr pruned = load_model("pruned model", opt.pruned_path, opt.rt, false, err);
     if (!pruned) return false;
     if (!check_same_vocab(base.get(), pruned.get(), "base '" + opt.base_path + "'", "pruned '" + opt.pruned_path + "'", err)) {
         return false;
