@@ -149,6 +149,7 @@ def export_gguf(model, cfg, path, gguf):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    os.chmod(tmp, 0o644)  # mkstemp creates 0600
     os.replace(tmp, path)
 
 
