@@ -1,0 +1,470 @@
+// test_llama_calibrate.cpp: reap calibrate against independent measurements.
+//   * every zoo arch (qwen3moe, qwen2moe, deepseek2 sigmoid + selection bias,
+//     gpt-oss router/expert biases, glm4moe, llama4 gate-before-experts, kimi-k3
+//     latent experts): the archive validates, Σ_e count = tokens × n_expert_used
+//     in every MoE layer (the last one included), and the per-domain counts equal
+//     a plain decode's routing read through ffn_moe_topk by tests/llama_test_util.h;
+//   * llama.cpp's own llama-imatrix on the same tokens: its ffn_down_exps counts
+//     (read with ggml's gguf reader) equal ours exactly, and `reap imatrix` on
+//     its file gives the same counts;
+//   * shards: merge(calibrate(shard 0/2), calibrate(shard 1/2)) = calibrate(all);
+//   * interrupted (stop flag) + resumed = uninterrupted, byte for byte; resume
+//     refuses other options;
+//   * a Q8_0 model made by llama-quantize;
+//   * the project's trained model (when models/reap-moe-tiny.gguf exists) against
+//     tools/reference_forward.py's PyTorch computation, F32 KV cache, no flash attention.
+#include "llama_test_util.h"
+
+#include "llama/calibrate.h"
+#include "llama/corpus.h"
+#include "saliency/archive.h"
+
+#include "gguf.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+using namespace reap_test;
+namespace sal = reap::saliency;
+
+namespace {
+
+std::string scratch(const std::string & name) {
+    const std::string d = test_tmp_dir() + "/calibrate-" + name;
+    std::string out;
+    run_cmd("rm -rf " + shell_quote(d) + " && mkdir -p " + shell_quote(d), out);
+    return d;
+}
+
+std::string llama_bin(const std::string & tool) {
+    return env_or("REAP_LLAMA_BIN_DIR", source_dir() + "/build/bin") + "/" + tool;
+}
+
+std::string reap_bin() { return env_or("REAP_BIN", source_dir() + "/build/bin/reap"); }
+
+void write_file(const std::string & path, const std::string & text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+}
+
+std::string read_bytes(const std::string & path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// A small multi-domain corpus: text samples (one longer than the -c 64 window)
+// and a messages sample with reasoning_content.
+std::string small_corpus(const std::string & dir) {
+    nlohmann::json lines = nlohmann::json::array({
+        {{"domain", "en"}, {"text", "The quick brown fox jumps over the lazy dog. Experts route tokens; the router picks the top k of them for every token."}},
+        {{"domain", "code"}, {"text", "int main(void) { for (int i = 0; i < 10; ++i) printf(\"%d\\n\", i); return 0; }"}},
+        {{"domain", "en"}, {"text", "Pruning removes experts that a workload rarely routes to."}},
+        {{"domain", "chat"}, {"messages", {{{"role", "user"}, {"content", "What is 2+2?"}},
+                                           {{"role", "assistant"}, {"content", "4"}, {"reasoning_content", "two plus two"}}}}},
+        {{"domain", "code"}, {"text", "def f(x):\n    return [y * y for y in range(x) if y % 3]\n"}},
+        {{"domain", "fr"}, {"text", "Le renard brun saute par-dessus le chien paresseux."}},
+        {{"domain", "en"}, {"text", "Calibration records, per domain, layer and expert, how often and how strongly each expert fires."}},
+        {{"domain", "fr"}, {"text", "Les experts sont choisis par le routeur."}},
+    });
+    std::string text;
+    for (const auto & l : lines) text += l.dump() + "\n";
+    const std::string path = dir + "/corpus.jsonl";
+    write_file(path, text);
+    return path;
+}
+
+reap::calibrate_options opts(const std::string & model, const std::string & corpus, const std::string & out) {
+    reap::calibrate_options o;
+    o.model_path  = model;
+    o.corpus_path = corpus;
+    o.out_path    = out;
+    o.llama.n_ctx    = 64;
+    o.llama.n_batch  = 64;
+    o.llama.n_ubatch = 64;
+    o.llama.cpuparams.n_threads = 2;
+    o.llama.n_gpu_layers = 0;
+    o.progress = false;
+    o.force    = true;
+    return o;
+}
+
+// Per domain: layer -> expert -> count, from plain decodes of the same windows.
+std::map<std::string, std::map<int, std::vector<double>>> reference_counts(const std::string & model_path,
+                                                                           const std::string & corpus_path, int n_ctx,
+                                                                           int n_expert) {
+    std::map<std::string, std::map<int, std::vector<double>>> out;
+    model_ptr model = load_model(model_path);
+    topk_collector topk;
+    context_ptr ctx = new_context(model.get(), (uint32_t) n_ctx, topk_collector::callback, &topk);
+    reap::corpus cp;
+    std::string err;
+    EXPECT_TRUE(reap::read_corpus_file(corpus_path, model.get(), {}, cp, err)) << err;
+    for (const auto & s : cp.samples) {
+        for (size_t off = 0; off < s.tokens.size(); off += (size_t) n_ctx) {
+            std::vector<llama_token> w(s.tokens.begin() + off,
+                                       s.tokens.begin() + std::min(s.tokens.size(), off + (size_t) n_ctx));
+            llama_memory_clear(llama_get_memory(ctx.get()), true);
+            topk.clear();
+            EXPECT_EQ(decode_all(ctx.get(), w), 0);
+            for (const auto & kv : topk.routed) {
+                auto & v = out[cp.domains[s.domain]][kv.first];
+                v.resize(n_expert, 0.0);
+                for (const auto & row : kv.second)
+                    for (int32_t e : row) v[e] += 1;
+            }
+        }
+    }
+    return out;
+}
+
+class ZooCalibrate : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZooCalibrate, CountsMatchRoutingAndInvariantHolds) {
+    std::string err;
+    const std::string model = zoo_model(GetParam(), err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("zoo-" + GetParam());
+    const std::string corpus = small_corpus(dir);
+    sal::archive a;
+    reap::calibrate_report rep;
+    ASSERT_TRUE(reap::run_calibrate(opts(model, corpus, dir + "/s.gguf"), a, rep, err)) << err;
+    ASSERT_TRUE(sal::validate(a, err)) << err;
+    ASSERT_TRUE(sal::check_count_invariant(a, err)) << err;
+    EXPECT_GT(rep.n_windows, rep.n_samples);  // the long sample was cut into windows
+    EXPECT_EQ(a.domains.size(), 4u);
+
+    // read back what was written: same as in memory
+    sal::archive b;
+    ASSERT_TRUE(sal::read_archive(dir + "/s.gguf", b, err)) << err;
+    ASSERT_EQ(b.domains.size(), a.domains.size());
+    for (size_t d = 0; d < a.domains.size(); ++d) {
+        EXPECT_EQ(b.domains[d].count, a.domains[d].count);
+        EXPECT_EQ(b.domains[d].reap_sum, a.domains[d].reap_sum);
+    }
+
+    const auto ref = reference_counts(model, corpus, 64, (int) a.model.n_expert);
+    for (const auto & d : a.domains) {
+        ASSERT_TRUE(ref.count(d.name)) << d.name;
+        EXPECT_GT(d.n_tokens, 0);
+        for (int l : a.model.moe_layers) {
+            ASSERT_TRUE(ref.at(d.name).count(l)) << "no routing of layer " << l;
+            for (uint32_t e = 0; e < a.model.n_expert; ++e) {
+                EXPECT_EQ(d.count[a.index(l, e)], ref.at(d.name).at(l)[e])
+                    << GetParam() << " domain " << d.name << " layer " << l << " expert " << e;
+                const size_t c = a.index(l, e);
+                if (d.count[c] > 0) {
+                    EXPECT_GT(d.ean_sum[c], 0);
+                    EXPECT_GT(d.gate_sum[c], 0);
+                    EXPECT_LE(d.max_norm[c], d.ean_sum[c] * (1 + 1e-12));
+                    EXPECT_GE(d.max_norm[c] * d.count[c], d.ean_sum[c] * (1 - 1e-12));
+                }
+            }
+        }
+    }
+    // Gate sums: renormalised routers (and gpt-oss's softmax over the selected)
+    // give weights that sum to one per token.
+    if (GetParam() == "qwen3moe" || GetParam() == "gpt-oss") {
+        for (int l : a.model.moe_layers) {
+            double g = 0;
+            int64_t n = 0;
+            for (const auto & d : a.domains) {
+                n += d.n_tokens;
+                for (uint32_t e = 0; e < a.model.n_expert; ++e) g += d.gate_sum[a.index(l, e)];
+            }
+            EXPECT_NEAR(g, (double) n, 1e-3 * n) << "layer " << l;
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, ZooCalibrate,
+                         ::testing::Values("qwen3moe", "qwen2moe", "deepseek2", "gpt-oss", "glm4moe", "llama4", "kimi-k3"),
+                         [](const auto & info) {
+                             std::string n = info.param;
+                             for (char & c : n) if (c == '-') c = '_';
+                             return n;
+                         });
+
+// llama-imatrix's per-expert counts of ffn_down_exps on the same tokens.
+TEST(Calibrate, CountsEqualLlamaImatrix) {
+    std::string err, out;
+    const std::string model = zoo_model("qwen3moe", err);
+    ASSERT_FALSE(model.empty()) << err;
+    if (!file_exists(llama_bin("llama-imatrix"))) GTEST_SKIP() << "no " << llama_bin("llama-imatrix");
+    const std::string dir = scratch("imatrix");
+    std::string text;
+    for (int i = 0; i < 12; ++i) {
+        text += "Line " + std::to_string(i) + ": the router sends each token to its top experts; "
+                "some experts see code, others prose.\n";
+    }
+    write_file(dir + "/text.txt", text);
+    ASSERT_EQ(run_cmd(shell_quote(llama_bin("llama-imatrix")) + " -m " + shell_quote(model) + " -f " +
+                          shell_quote(dir + "/text.txt") + " -c 64 -b 64 -t 2 --no-ppl -o " + shell_quote(dir + "/im.gguf"),
+                      out), 0) << out;
+
+    sal::archive a;
+    reap::calibrate_report rep;
+    ASSERT_TRUE(reap::run_calibrate(opts(model, dir + "/text.txt", dir + "/s.gguf"), a, rep, err)) << err;
+    ASSERT_EQ(a.domains.size(), 1u);
+    EXPECT_EQ(a.domains[0].name, "text");
+    ASSERT_TRUE(sal::check_count_invariant(a, err)) << err;
+
+    // llama-imatrix's file, read with ggml's own reader
+    ggml_context * gctx = nullptr;
+    gguf_init_params ip = {/*no_alloc =*/ false, /*ctx =*/ &gctx};
+    gguf_context * g = gguf_init_from_file((dir + "/im.gguf").c_str(), ip);
+    ASSERT_TRUE(g);
+    for (int l : a.model.moe_layers) {
+        const std::string name = "blk." + std::to_string(l) + ".ffn_down_exps.weight.counts";
+        ggml_tensor * t = ggml_get_tensor(gctx, name.c_str());
+        ASSERT_TRUE(t) << name;
+        ASSERT_EQ(ggml_nelements(t), (int64_t) a.model.n_expert);
+        for (uint32_t e = 0; e < a.model.n_expert; ++e) {
+            EXPECT_EQ(a.domains[0].count[a.index(l, e)], (double) ((const float *) t->data)[e]) << name << " expert " << e;
+        }
+    }
+    gguf_free(g);
+    ggml_free(gctx);
+
+    // reap imatrix on that file gives the same counts
+    if (!file_exists(reap_bin())) GTEST_SKIP() << "no " << reap_bin();
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " imatrix -m " + shell_quote(model) + " --domain text=" +
+                          shell_quote(dir + "/im.gguf") + " -o " + shell_quote(dir + "/imx.gguf"), out), 0) << out;
+    sal::archive b;
+    ASSERT_TRUE(sal::read_archive(dir + "/imx.gguf", b, err)) << err;
+    ASSERT_EQ(b.domains.size(), 1u);
+    EXPECT_EQ(b.domains[0].count, a.domains[0].count);
+    EXPECT_EQ(b.domains[0].n_tokens, a.domains[0].n_tokens);
+    std::string e2;
+    EXPECT_TRUE(sal::fingerprints_match(b.model, a.model, e2)) << e2;
+}
+
+TEST(Calibrate, ShardsMergeToTheWhole) {
+    std::string err;
+    const std::string model = zoo_model("deepseek2", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("shards");
+    const std::string corpus = small_corpus(dir);
+    sal::archive whole, s0, s1;
+    reap::calibrate_report r, r0, r1;
+    ASSERT_TRUE(reap::run_calibrate(opts(model, corpus, dir + "/all.gguf"), whole, r, err)) << err;
+    auto o0 = opts(model, corpus, dir + "/s0.gguf");
+    o0.shard_index = 0; o0.shard_count = 2;
+    auto o1 = opts(model, corpus, dir + "/s1.gguf");
+    o1.shard_index = 1; o1.shard_count = 2;
+    ASSERT_TRUE(reap::run_calibrate(o0, s0, r0, err)) << err;
+    ASSERT_TRUE(reap::run_calibrate(o1, s1, r1, err)) << err;
+    EXPECT_EQ(r0.n_samples + r1.n_samples, r.n_samples);
+    EXPECT_GT(r0.n_samples, 0u);
+    EXPECT_GT(r1.n_samples, 0u);
+    ASSERT_TRUE(sal::merge_into(s0, s1, err)) << err;
+    ASSERT_EQ(s0.domains.size(), whole.domains.size());
+    for (const auto & d : whole.domains) {
+        const sal::domain_stats * m = s0.find_domain(d.name);
+        ASSERT_TRUE(m) << d.name;
+        EXPECT_EQ(m->n_tokens, d.n_tokens);
+        EXPECT_EQ(m->count, d.count) << d.name;
+        for (size_t i = 0; i < d.count.size(); ++i) {
+            EXPECT_NEAR(m->reap_sum[i], d.reap_sum[i], 1e-9 * (1 + std::fabs(d.reap_sum[i])));
+            EXPECT_NEAR(m->ean_sum[i], d.ean_sum[i], 1e-9 * (1 + std::fabs(d.ean_sum[i])));
+            EXPECT_NEAR(m->gate_sum[i], d.gate_sum[i], 1e-9 * (1 + std::fabs(d.gate_sum[i])));
+            EXPECT_EQ(m->max_norm[i], d.max_norm[i]);
+        }
+    }
+}
+
+TEST(Calibrate, CapsLimitTokens) {
+    std::string err;
+    const std::string model = zoo_model("qwen3moe", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("caps");
+    const std::string corpus = small_corpus(dir);
+    auto o = opts(model, corpus, dir + "/s.gguf");
+    o.max_tokens_per_domain = 30;
+    sal::archive a;
+    reap::calibrate_report rep;
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
+    for (const auto & d : a.domains) EXPECT_EQ(d.n_tokens, 30) << d.name;
+    ASSERT_TRUE(sal::check_count_invariant(a, err)) << err;
+    o.max_tokens_per_domain = 0;
+    o.max_tokens = 100;
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
+    int64_t n = 0;
+    for (const auto & d : a.domains) n += d.n_tokens;
+    EXPECT_EQ(n, 100);
+    EXPECT_EQ(rep.n_tokens, 100);
+    ASSERT_TRUE(sal::check_count_invariant(a, err)) << err;
+}
+
+TEST(Calibrate, InterruptedAndResumedEqualsUninterrupted) {
+    std::string err;
+    const std::string model = zoo_model("gpt-oss", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("resume");
+    const std::string corpus = small_corpus(dir);
+    sal::archive a;
+    reap::calibrate_report rep;
+    ASSERT_TRUE(reap::run_calibrate(opts(model, corpus, dir + "/full.gguf"), a, rep, err)) << err;
+
+    // stop requested from the start: one window, then a checkpoint
+    std::atomic<bool> stop{true};
+    auto o = opts(model, corpus, dir + "/resumed.gguf");
+    o.force = false;
+    o.stop  = &stop;
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
+    EXPECT_TRUE(rep.interrupted);
+    EXPECT_EQ(rep.n_windows_done, 1u);
+    EXPECT_FALSE(file_exists(dir + "/resumed.gguf"));
+    ASSERT_TRUE(file_exists(dir + "/resumed.gguf.checkpoint"));
+
+    // a second interrupted leg, with periodic checkpoints
+    stop = false;
+    o.resume = true;
+    o.checkpoint_every = 2;
+    // without --resume a checkpoint in the way is an error
+    auto fresh = o;
+    fresh.resume = false;
+    EXPECT_FALSE(reap::run_calibrate(fresh, a, rep, err));
+    EXPECT_NE(err.find("--resume"), std::string::npos) << err;
+    // other options: refused
+    auto other = o;
+    other.llama.n_ctx = 32;
+    other.llama.n_batch = 32;
+    EXPECT_FALSE(reap::run_calibrate(other, a, rep, err));
+    EXPECT_NE(err.find("other options"), std::string::npos) << err;
+
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
+    EXPECT_TRUE(rep.resumed);
+    EXPECT_FALSE(rep.interrupted);
+    EXPECT_FALSE(file_exists(dir + "/resumed.gguf.checkpoint"));
+    const std::string x = read_bytes(dir + "/full.gguf"), y = read_bytes(dir + "/resumed.gguf");
+    EXPECT_FALSE(x.empty());
+    EXPECT_TRUE(x == y) << "resumed archive differs from the uninterrupted one";
+}
+
+TEST(Calibrate, QuantisedModel) {
+    std::string err, out;
+    const std::string model = zoo_model("qwen3moe", err);
+    ASSERT_FALSE(model.empty()) << err;
+    if (!file_exists(llama_bin("llama-quantize"))) GTEST_SKIP() << "no " << llama_bin("llama-quantize");
+    const std::string dir = scratch("q8");
+    const std::string q8 = dir + "/q8.gguf";
+    ASSERT_EQ(run_cmd(shell_quote(llama_bin("llama-quantize")) + " " + shell_quote(model) + " " + shell_quote(q8) + " Q8_0 2",
+                      out), 0) << out;
+    const std::string corpus = small_corpus(dir);
+    sal::archive a;
+    reap::calibrate_report rep;
+    ASSERT_TRUE(reap::run_calibrate(opts(q8, corpus, dir + "/s.gguf"), a, rep, err)) << err;
+    ASSERT_TRUE(sal::validate(a, err)) << err;
+    ASSERT_TRUE(sal::check_count_invariant(a, err)) << err;
+    const auto ref = reference_counts(q8, corpus, 64, (int) a.model.n_expert);
+    for (const auto & d : a.domains)
+        for (int l : a.model.moe_layers)
+            for (uint32_t e = 0; e < a.model.n_expert; ++e)
+                EXPECT_EQ(d.count[a.index(l, e)], ref.at(d.name).at(l)[e]);
+}
+
+TEST(Calibrate, Errors) {
+    std::string err;
+    const std::string model = zoo_model("qwen3moe", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("errors");
+    sal::archive a;
+    reap::calibrate_report rep;
+    write_file(dir + "/bad.jsonl", "{\"domain\": \"en\", \"text\": \"fine\"}\n{\"text\": \"no domain\"}\n");
+    EXPECT_FALSE(reap::run_calibrate(opts(model, dir + "/bad.jsonl", dir + "/s.gguf"), a, rep, err));
+    EXPECT_NE(err.find("bad.jsonl:2"), std::string::npos) << err;
+    write_file(dir + "/short.txt", "tiny");
+    EXPECT_FALSE(reap::run_calibrate(opts(model, dir + "/short.txt", dir + "/s.gguf"), a, rep, err));
+    EXPECT_NE(err.find("-c 64"), std::string::npos) << err;
+    const std::string corpus = small_corpus(dir);
+    auto o = opts(model, corpus, dir + "/s.gguf");
+    o.shard_index = 2; o.shard_count = 2;
+    EXPECT_FALSE(reap::run_calibrate(o, a, rep, err));
+    // no overwrite without force
+    o = opts(model, corpus, dir + "/s.gguf");
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
+    o.force = false;
+    EXPECT_FALSE(reap::run_calibrate(o, a, rep, err));
+    EXPECT_NE(err.find("exists"), std::string::npos) << err;
+}
+
+// The trained model against tools/reference_forward.py (PyTorch, the trainer's own code).
+TEST(Calibrate, TrainedModelMatchesReferenceForward) {
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    const std::string ref_py = source_dir() + "/tools/reference_forward.py";
+    if (!file_exists(model)) GTEST_SKIP() << "no " << model << " (make model)";
+    const std::string dir = scratch("reference");
+    // one sample, one window
+    const std::string text =
+        "NAME\n    ls - list directory contents\n\nSYNOPSIS\n    ls [OPTION]... [FILE]...\n\nDESCRIPTION\n"
+        "    List information about the FILEs (the current directory by default). Sort entries\n"
+        "    alphabetically if none of -cftuvSUX nor --sort is specified.\n"
+        "int main(int argc, char **argv) { return argc > 1 ? atoi(argv[1]) : 0; }\n";
+    write_file(dir + "/one.jsonl", nlohmann::json({{"domain", "en"}, {"text", text}}).dump() + "\n");
+    auto o = opts(model, dir + "/one.jsonl", dir + "/s.gguf");
+    o.llama.n_ctx = 1024;
+    o.llama.n_batch = 1024;
+    o.llama.n_ubatch = 1024;
+    o.llama.cache_type_k = GGML_TYPE_F32;
+    o.llama.cache_type_v = GGML_TYPE_F32;
+    o.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    sal::archive a;
+    reap::calibrate_report rep;
+    std::string err, out;
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
+    ASSERT_EQ(rep.n_windows, 1u);
+
+    // the same tokens for the reference
+    model_ptr m = load_model(model);
+    reap::corpus cp;
+    ASSERT_TRUE(reap::read_corpus_file(dir + "/one.jsonl", m.get(), {}, cp, err)) << err;
+    ASSERT_EQ(cp.samples.size(), 1u);
+    const auto & toks = cp.samples[0].tokens;
+    ASSERT_EQ((int64_t) toks.size(), a.domains[0].n_tokens);
+    {
+        std::ofstream f(dir + "/tokens.bin", std::ios::binary);
+        const int32_t n = (int32_t) toks.size();
+        f.write((const char *) &n, 4);
+        f.write((const char *) toks.data(), 4 * toks.size());
+    }
+    ASSERT_EQ(run_cmd("REAP_SOURCE_DIR=" + shell_quote(source_dir()) + " " + shell_quote(python()) + " " +
+                          shell_quote(ref_py) + " saliency -m " + shell_quote(model) + " --dump " +
+                          shell_quote(dir + "/tokens.bin") + " --out " + shell_quote(dir + "/ref.json"),
+                      out), 0) << out;
+    std::ifstream rf(dir + "/ref.json");
+    const nlohmann::json ref = nlohmann::json::parse(rf);
+    const auto & d = a.domains[0];
+    for (int l : a.model.moe_layers) {
+        const auto & r = ref.at(std::to_string(l));
+        double tot[4] = {0, 0, 0, 0}, ref_tot[4] = {0, 0, 0, 0}, diff[4] = {0, 0, 0, 0};
+        int64_t count_diff = 0;
+        for (uint32_t e = 0; e < a.model.n_expert; ++e) {
+            const size_t c = a.index(l, e);
+            const double ours[4]   = {d.gate_sum[c], d.reap_sum[c], d.ean_sum[c], d.max_norm[c]};
+            const double theirs[4] = {r["gate_sum"][e].get<double>(), r["reap_sum"][e].get<double>(),
+                                      r["ean_sum"][e].get<double>(), r["max_norm"][e].get<double>()};
+            count_diff += std::llabs((int64_t) d.count[c] - r["count"][e].get<int64_t>());
+            for (int k = 0; k < 4; ++k) {
+                tot[k] += ours[k];
+                ref_tot[k] += theirs[k];
+                diff[k] = std::max(diff[k], std::fabs(ours[k] - theirs[k]));
+            }
+        }
+        EXPECT_EQ(count_diff, 0) << "layer " << l << ": routing differs from the reference";
+        const char * names[4] = {"gate_sum", "reap_sum", "ean_sum", "max_norm"};
+        for (int k = 0; k < 4; ++k) {
+            // per expert, relative to the layer's mean per-expert value
+            const double scale = ref_tot[k] / a.model.n_expert;
+            EXPECT_LE(diff[k], 1e-3 * scale) << "layer " << l << " " << names[k] << ": max |ours - reference| " << diff[k]
+                                             << " vs mean " << scale;
+            EXPECT_NEAR(tot[k], ref_tot[k], 1e-3 * std::fabs(ref_tot[k])) << "layer " << l << " " << names[k];
+        }
+    }
+}
+
+}  // namespace
