@@ -228,6 +228,7 @@ TEST(GgufReader, RoundTripIsByteIdentical) {
         std::vector<std::string> written;
         g::write_options wo;
         wo.sync = false;
+        wo.copy_file_range = v % 2 == 0;   // both copy paths: kernel copy and the pread/write buffer
         ASSERT_TRUE(g::write_output(g::spec_from_model(m), wo, out, written, err)) << err;
         ASSERT_EQ(written, std::vector<std::string>{out});
         const std::vector<uint8_t> a = read_all(in), b = read_all(out);

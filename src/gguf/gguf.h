@@ -284,6 +284,7 @@ struct write_options {
     uint64_t split_max_bytes = 0;         // > 0: start a new shard before tensor data exceeds this
     uint64_t split_max_tensors = 0;       // > 0: at most this many tensors per shard
     bool     sync = true;                 // fsync files and their directory
+    bool     copy_file_range = true;      // false: always copy through the pread/write buffer
 };
 
 // Where an output goes, shard by shard.

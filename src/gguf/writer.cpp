@@ -382,7 +382,7 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
     }
 
     std::vector<uint8_t> buffer;
-    bool try_copy_file_range = true;
+    bool try_copy_file_range = opts.copy_file_range;
     std::vector<std::string> temp_of(layout.size());
     for (size_t s = 0; s < layout.size(); ++s) {
         const shard_layout & l = layout[s];
