@@ -194,7 +194,7 @@ struct file_header {
     std::vector<tensor_info> tensors;           // in file order; shard = 0
 };
 
-// Parses and validates one GGUF file (see the file comment of gguf.cpp for
+// Parses and validates one GGUF file (see the file comment of reader.cpp for
 // the full list of checks). Reads with pread through a bounded buffer; never
 // maps the file. On failure `err` names the file, the object and the
 // position ("tensor 'blk.3.ffn_up_exps.weight': data [a, b) ends past end of
