@@ -38,7 +38,9 @@ constexpr const char * k_key_version             = "reap.version";              
 
 struct prune_options {
     bool        stamp = true;       // append the reap.* provenance keys
-    std::string plan_sha256;        // value of reap.plan.sha256 (the plan file's hash); required when stamp
+    std::string plan_sha256;        // value of reap.plan.sha256 (the plan file's hash); required when stamp.
+                                    // To predict sizes before the plan file exists, any 64-character
+                                    // placeholder gives the same layout.
     std::string version;            // value of reap.version (empty: key omitted)
 };
 
