@@ -441,7 +441,7 @@ TEST(Calibrate, TrainedModelMatchesReferenceForward) {
     const auto & d = a.domains[0];
     for (int l : a.model.moe_layers) {
         const auto & r = ref.at(std::to_string(l));
-        double tot[4] = {0, 0, 0, 0}, ref_tot[4] = {0, 0, 0, 0}, diff[4] = {0, 0, 0, 0};
+        double tot[4] = {0, 0, 0, 0}, ref_tot[4] = {0, 0, 0, 0}, diff[4] = {0, 0, 0, 0}, rel[4] = {0, 0, 0, 0};
         int64_t count_diff = 0;
         for (uint32_t e = 0; e < a.model.n_expert; ++e) {
             const size_t c = a.index(l, e);
@@ -453,15 +453,16 @@ TEST(Calibrate, TrainedModelMatchesReferenceForward) {
                 tot[k] += ours[k];
                 ref_tot[k] += theirs[k];
                 diff[k] = std::max(diff[k], std::fabs(ours[k] - theirs[k]));
+                if (theirs[k] != 0) rel[k] = std::max(rel[k], std::fabs(ours[k] - theirs[k]) / std::fabs(theirs[k]));
             }
         }
         EXPECT_EQ(count_diff, 0) << "layer " << l << ": routing differs from the reference";
         const char * names[4] = {"gate_sum", "reap_sum", "ean_sum", "max_norm"};
+        printf("layer %d: max relative difference per expert: gate_sum %.2e reap_sum %.2e ean_sum %.2e max_norm %.2e\n", l,
+               rel[0], rel[1], rel[2], rel[3]);
         for (int k = 0; k < 4; ++k) {
-            // per expert, relative to the layer's mean per-expert value
-            const double scale = ref_tot[k] / a.model.n_expert;
-            EXPECT_LE(diff[k], 1e-3 * scale) << "layer " << l << " " << names[k] << ": max |ours - reference| " << diff[k]
-                                             << " vs mean " << scale;
+            // every expert within 1e-3 relative (measured: ~1e-6 with an F32 KV cache and no flash attention)
+            EXPECT_LE(rel[k], 1e-3) << "layer " << l << " " << names[k] << ": max |ours - reference| " << diff[k];
             EXPECT_NEAR(tot[k], ref_tot[k], 1e-3 * std::fabs(ref_tot[k])) << "layer " << l << " " << names[k];
         }
     }
