@@ -9,6 +9,7 @@
 //     source's within 1e-5 relative and every token is routed to the same
 //     source experts. For qwen2moe (softmax over all experts, no
 //     renormalisation) the expectation is written down in the test below;
+//   * the same on the project's trained model (models/reap-moe-tiny.gguf) when present;
 //   * a split input pruned to a split output loads and gives the logits of the
 //     unsplit output;
 //   * quantised models (llama-quantize Q4_K_M, Q8_0) prune, verify and decode.
@@ -242,156 +243,172 @@ TEST(LlamaPrune, ZooHalfLoadsDecodesAndBytesMatch) {
     }
 }
 
-// Prune exactly the experts a short prompt never routes to; compare logits.
+// Prunes from `src` exactly the experts `prompt` never routes to (padded to
+// a uniform count, unsorted order), then compares the pruned model with the
+// source on the same prompt (see the file comment for what is expected).
+void prune_unrouted_and_compare(const std::string & src, const std::string & name, const std::string & dir,
+                                const char * default_prompt) {
+    std::string err;
+    g::model m;
+    ASSERT_TRUE(g::open_model(src, m, err)) << err;
+    reap::moe::layout lay;
+    ASSERT_TRUE(reap::model_layout(m, lay, err)) << err;
+    if (!prune_test::env("REAP_TEST_PRUNE_ONLY").empty() && prune_test::env("REAP_TEST_PRUNE_ONLY") != name) return;
+    // group-limited routers need the best two of every selected group as
+    // well: only a one-token prompt (BOS) leaves something to prune in the
+    // zoo's 4 groups of 4 experts
+    const std::string prompt_s = prune_test::env("REAP_TEST_PRUNE_PROMPT", lay.router.n_group > 1 ? "" : default_prompt);
+    const char * prompt = prompt_s.c_str();
+    run_result base;
+    ASSERT_TRUE(run_model(src, prompt, base, err)) << err;
+
+    // what each MoE layer needs: the routed experts, and for group-limited
+    // routers the best two of each selected group (they decide which groups win)
+    const int64_t G = lay.router.n_group > 1 ? lay.router.n_group : 1;
+    const int64_t per_src = lay.n_expert / G;
+    std::map<int, std::set<int64_t>> need;
+    for (int layer : lay.moe_layers) {
+        ASSERT_TRUE(base.probe.topk.routed.count(layer)) << "no routing record for layer " << layer;
+        for (const auto & row : base.probe.topk.routed[layer]) need[layer].insert(row.begin(), row.end());
+        if (G > 1) {
+            const auto & sel = base.probe.probs_biased.count(layer) ? base.probe.probs_biased[layer] : base.probe.probs[layer];
+            ASSERT_FALSE(sel.empty()) << "no selection scores for layer " << layer;
+            // llama.cpp scores a group by the sum of its best two experts and
+            // keeps the n_group_used best groups. Keeping the best two of every
+            // selected group leaves the selected groups' scores unchanged;
+            // pruning can only lower the others' scores: the same groups win.
+            for (const auto & row : sel) {
+                std::vector<std::pair<float, int64_t>> scores;
+                std::vector<std::pair<int64_t, int64_t>> best2;
+                for (int64_t gi = 0; gi < G; ++gi) {
+                    std::vector<int64_t> ids;
+                    for (int64_t e = gi * per_src; e < (gi + 1) * per_src; ++e) ids.push_back(e);
+                    std::partial_sort(ids.begin(), ids.begin() + 2, ids.end(),
+                                      [&](int64_t x, int64_t y) { return row[size_t(x)] > row[size_t(y)]; });
+                    scores.push_back({row[size_t(ids[0])] + row[size_t(ids[1])], gi});
+                    best2.push_back({ids[0], ids[1]});
+                }
+                std::sort(scores.begin(), scores.end(), [](auto & x, auto & y) { return x.first > y.first; });
+                for (int64_t k = 0; k < lay.router.n_group_used; ++k) {
+                    const auto & b = best2[size_t(scores[size_t(k)].second)];
+                    need[layer].insert(b.first);
+                    need[layer].insert(b.second);
+                }
+            }
+        }
+    }
+    // uniform keep count: the largest need (per group for grouped routers), padded
+    int64_t per_out = 0;
+    for (auto & kv : need) {
+        std::vector<int64_t> in_group(size_t(G), 0);
+        for (int64_t e : kv.second) in_group[size_t(e / per_src)]++;
+        for (int64_t c : in_group) per_out = std::max(per_out, c);
+    }
+    if (G > 1) per_out = std::max<int64_t>(per_out, 2);
+    int64_t n_keep = per_out * G;
+    n_keep = std::max(n_keep, lay.n_expert_used);
+    if (G > 1 && lay.router.n_group_used > 0) {
+        while ((n_keep / G) * lay.router.n_group_used < lay.n_expert_used) n_keep += G;
+    }
+    EXPECT_LT(n_keep, lay.n_expert) << "the prompt needs every expert: nothing would be pruned";
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(m, n_keep, 1, p, err)) << err;
+    std::mt19937 rng(42);
+    for (auto & pl : p.layers) {
+        pl.keep.clear();
+        const int64_t per = n_keep / G;
+        for (int64_t gi = 0; gi < G; ++gi) {
+            std::vector<int64_t> kept, rest;
+            for (int64_t e = gi * per_src; e < (gi + 1) * per_src; ++e) {
+                (need[pl.layer].count(e) ? kept : rest).push_back(e);
+            }
+            std::shuffle(rest.begin(), rest.end(), rng);
+            for (size_t i = 0; int64_t(kept.size()) < per; ++i) kept.push_back(rest[i]);
+            std::shuffle(kept.begin(), kept.end(), rng);   // an unsorted output order
+            pl.keep.insert(pl.keep.end(), kept.begin(), kept.end());
+        }
+    }
+    const std::string out = dir + "/" + name + ".gguf", plan_path = dir + "/" + name + ".json";
+    std::vector<std::string> written;
+    ASSERT_TRUE(prune_test::prune_to(m, p, plan_path, out, written, err)) << err;
+    ASSERT_TRUE(prune_test::verify(m, p, plan_path, out, err)) << err;
+    run_result pruned;
+    ASSERT_TRUE(run_model(out, prompt, pruned, err)) << err;
+    ASSERT_EQ(pruned.n_tokens, base.n_tokens);
+    const double rd = rel_diff(base.logits, pruned.logits);
+    printf("[ %-14s] %d tokens, keep %" PRId64 " of %" PRId64 " (%s%s), logits rel diff %.3g\n", name.c_str(),
+           base.n_tokens, n_keep, lay.n_expert, reap::moe::gating_name(lay.router.gating),
+           lay.router.weights_norm ? ", renormalised" : "", rd);
+
+    // routing, mapped back through the plan: source expert ids of each token
+    auto mapped = [&](int layer, const std::vector<int32_t> & row) {
+        std::set<int64_t> s;
+        for (int32_t e : row) s.insert(p.find_layer(layer)->keep[size_t(e)]);
+        return s;
+    };
+    auto same_routing = [&](int layer) {
+        const auto & a = base.probe.topk.routed[layer];
+        const auto & b = pruned.probe.topk.routed[layer];
+        if (a.size() != b.size()) return false;
+        for (size_t t = 0; t < a.size(); ++t) {
+            if (std::set<int64_t>(a[t].begin(), a[t].end()) != mapped(layer, b[t])) return false;
+        }
+        return true;
+    };
+    // the first MoE layer sees identical input in both models: identical routing for every arch
+    EXPECT_TRUE(same_routing(lay.moe_layers.front())) << "layer " << lay.moe_layers.front();
+
+    // a permutation of all experts (reversed order) removes nothing: identical logits for every router
+    {
+        reap::plan perm = p;
+        perm.n_keep = lay.n_expert;
+        for (auto & pl : perm.layers) {
+            pl.keep.clear();
+            for (int64_t gi = 0; gi < G; ++gi) {   // groups in order, reversed inside each
+                for (int64_t e = (gi + 1) * per_src - 1; e >= gi * per_src; --e) pl.keep.push_back(e);
+            }
+        }
+        const std::string out2 = dir + "/" + name + ".perm.gguf";
+        ASSERT_TRUE(prune_test::prune_to(m, perm, dir + "/" + name + ".perm.json", out2, written, err)) << err;
+        run_result r2;
+        ASSERT_TRUE(run_model(out2, prompt, r2, err)) << err;
+        const double rd2 = rel_diff(base.logits, r2.logits);
+        printf("[ %-14s] all %" PRId64 " experts in reversed order: logits rel diff %.3g\n", name.c_str(), lay.n_expert, rd2);
+        EXPECT_LE(rd2, 1e-5);
+    }
+    if (!lay.router.weights_change_when_pruned) {
+        EXPECT_LE(rd, 1e-5) << "gate weights do not depend on the pruned experts: logits must not change";
+        for (int layer : lay.moe_layers) EXPECT_TRUE(same_routing(layer)) << "layer " << layer;
+    } else {
+        // qwen2moe: softmax over all experts, no renormalisation. The selected
+        // experts are the same (softmax is monotonic and every routed expert is
+        // kept) but each weight p_e = exp(z_e) / sum_j exp(z_j) grows by the
+        // factor sum_all / sum_kept > 1 because the denominator loses the pruned
+        // experts' terms. Expected: identical routing in the first MoE layer
+        // (checked above), logits that differ measurably, and identical logits
+        // when nothing is removed (a permutation of all experts, above).
+        ASSERT_LT(n_keep, lay.n_expert) << "the prompt routed to every expert: nothing pruned";
+        EXPECT_GT(rd, 1e-4) << "removing experts must change the weights of a softmax router without renormalisation";
+    }
+}
+
 TEST(LlamaPrune, PruneUnroutedExpertsKeepsLogits) {
     std::string err;
     if (prune_test::zoo_dir("prune-zoo", err).empty()) GTEST_SKIP() << err;
     const std::string dir = prune_test::scratch("llama-prune-behaviour");
     for (const std::string & name : prune_test::zoo_names()) {
         SCOPED_TRACE(name);
-        const std::string src = zoo_path(name, err);
-        g::model m;
-        ASSERT_TRUE(g::open_model(src, m, err)) << err;
-        reap::moe::layout lay;
-        ASSERT_TRUE(reap::model_layout(m, lay, err)) << err;
-        if (!prune_test::env("REAP_TEST_PRUNE_ONLY").empty() && prune_test::env("REAP_TEST_PRUNE_ONLY") != name) continue;
-        // group-limited routers need the best two of every selected group as
-        // well: only a one-token prompt (BOS) leaves something to prune in the
-        // zoo's 4 groups of 4 experts
-        const std::string prompt_s = prune_test::env("REAP_TEST_PRUNE_PROMPT", lay.router.n_group > 1 ? "" : k_prompt);
-        const char * prompt = prompt_s.c_str();
-        run_result base;
-        ASSERT_TRUE(run_model(src, prompt, base, err)) << err;
-
-        // what each MoE layer needs: the routed experts, and for group-limited
-        // routers the best two of each selected group (they decide which groups win)
-        const int64_t G = lay.router.n_group > 1 ? lay.router.n_group : 1;
-        const int64_t per_src = lay.n_expert / G;
-        std::map<int, std::set<int64_t>> need;
-        for (int layer : lay.moe_layers) {
-            ASSERT_TRUE(base.probe.topk.routed.count(layer)) << "no routing record for layer " << layer;
-            for (const auto & row : base.probe.topk.routed[layer]) need[layer].insert(row.begin(), row.end());
-            if (G > 1) {
-                const auto & sel = base.probe.probs_biased.count(layer) ? base.probe.probs_biased[layer] : base.probe.probs[layer];
-                ASSERT_FALSE(sel.empty()) << "no selection scores for layer " << layer;
-                // llama.cpp scores a group by the sum of its best two experts and
-                // keeps the n_group_used best groups. Keeping the best two of every
-                // selected group leaves the selected groups' scores unchanged;
-                // pruning can only lower the others' scores: the same groups win.
-                for (const auto & row : sel) {
-                    std::vector<std::pair<float, int64_t>> scores;
-                    std::vector<std::pair<int64_t, int64_t>> best2;
-                    for (int64_t gi = 0; gi < G; ++gi) {
-                        std::vector<int64_t> ids;
-                        for (int64_t e = gi * per_src; e < (gi + 1) * per_src; ++e) ids.push_back(e);
-                        std::partial_sort(ids.begin(), ids.begin() + 2, ids.end(),
-                                          [&](int64_t x, int64_t y) { return row[size_t(x)] > row[size_t(y)]; });
-                        scores.push_back({row[size_t(ids[0])] + row[size_t(ids[1])], gi});
-                        best2.push_back({ids[0], ids[1]});
-                    }
-                    std::sort(scores.begin(), scores.end(), [](auto & x, auto & y) { return x.first > y.first; });
-                    for (int64_t k = 0; k < lay.router.n_group_used; ++k) {
-                        const auto & b = best2[size_t(scores[size_t(k)].second)];
-                        need[layer].insert(b.first);
-                        need[layer].insert(b.second);
-                    }
-                }
-            }
-        }
-        // uniform keep count: the largest need (per group for grouped routers), padded
-        int64_t per_out = 0;
-        for (auto & kv : need) {
-            std::vector<int64_t> in_group(size_t(G), 0);
-            for (int64_t e : kv.second) in_group[size_t(e / per_src)]++;
-            for (int64_t c : in_group) per_out = std::max(per_out, c);
-        }
-        if (G > 1) per_out = std::max<int64_t>(per_out, 2);
-        int64_t n_keep = per_out * G;
-        n_keep = std::max(n_keep, lay.n_expert_used);
-        if (G > 1 && lay.router.n_group_used > 0) {
-            while ((n_keep / G) * lay.router.n_group_used < lay.n_expert_used) n_keep += G;
-        }
-        EXPECT_LT(n_keep, lay.n_expert) << "the prompt needs every expert: nothing would be pruned";
-        reap::plan p;
-        ASSERT_TRUE(prune_test::random_plan(m, n_keep, 1, p, err)) << err;
-        std::mt19937 rng(42);
-        for (auto & pl : p.layers) {
-            pl.keep.clear();
-            const int64_t per = n_keep / G;
-            for (int64_t gi = 0; gi < G; ++gi) {
-                std::vector<int64_t> kept, rest;
-                for (int64_t e = gi * per_src; e < (gi + 1) * per_src; ++e) {
-                    (need[pl.layer].count(e) ? kept : rest).push_back(e);
-                }
-                std::shuffle(rest.begin(), rest.end(), rng);
-                for (size_t i = 0; int64_t(kept.size()) < per; ++i) kept.push_back(rest[i]);
-                std::shuffle(kept.begin(), kept.end(), rng);   // an unsorted output order
-                pl.keep.insert(pl.keep.end(), kept.begin(), kept.end());
-            }
-        }
-        const std::string out = dir + "/" + name + ".gguf", plan_path = dir + "/" + name + ".json";
-        std::vector<std::string> written;
-        ASSERT_TRUE(prune_test::prune_to(m, p, plan_path, out, written, err)) << err;
-        ASSERT_TRUE(prune_test::verify(m, p, plan_path, out, err)) << err;
-        run_result pruned;
-        ASSERT_TRUE(run_model(out, prompt, pruned, err)) << err;
-        ASSERT_EQ(pruned.n_tokens, base.n_tokens);
-        const double rd = rel_diff(base.logits, pruned.logits);
-        printf("[ %-14s] %d tokens, keep %" PRId64 " of %" PRId64 " (%s%s), logits rel diff %.3g\n", name.c_str(),
-               base.n_tokens, n_keep, lay.n_expert, reap::moe::gating_name(lay.router.gating),
-               lay.router.weights_norm ? ", renormalised" : "", rd);
-
-        // routing, mapped back through the plan: source expert ids of each token
-        auto mapped = [&](int layer, const std::vector<int32_t> & row) {
-            std::set<int64_t> s;
-            for (int32_t e : row) s.insert(p.find_layer(layer)->keep[size_t(e)]);
-            return s;
-        };
-        auto same_routing = [&](int layer) {
-            const auto & a = base.probe.topk.routed[layer];
-            const auto & b = pruned.probe.topk.routed[layer];
-            if (a.size() != b.size()) return false;
-            for (size_t t = 0; t < a.size(); ++t) {
-                if (std::set<int64_t>(a[t].begin(), a[t].end()) != mapped(layer, b[t])) return false;
-            }
-            return true;
-        };
-        // the first MoE layer sees identical input in both models: identical routing for every arch
-        EXPECT_TRUE(same_routing(lay.moe_layers.front())) << "layer " << lay.moe_layers.front();
-
-        // a permutation of all experts (reversed order) removes nothing: identical logits for every router
-        {
-            reap::plan perm = p;
-            perm.n_keep = lay.n_expert;
-            for (auto & pl : perm.layers) {
-                pl.keep.clear();
-                for (int64_t gi = 0; gi < G; ++gi) {   // groups in order, reversed inside each
-                    for (int64_t e = (gi + 1) * per_src - 1; e >= gi * per_src; --e) pl.keep.push_back(e);
-                }
-            }
-            const std::string out2 = dir + "/" + name + ".perm.gguf";
-            ASSERT_TRUE(prune_test::prune_to(m, perm, dir + "/" + name + ".perm.json", out2, written, err)) << err;
-            run_result r2;
-            ASSERT_TRUE(run_model(out2, prompt, r2, err)) << err;
-            const double rd2 = rel_diff(base.logits, r2.logits);
-            printf("[ %-14s] all %" PRId64 " experts in reversed order: logits rel diff %.3g\n", name.c_str(), lay.n_expert, rd2);
-            EXPECT_LE(rd2, 1e-5);
-        }
-        if (!lay.router.weights_change_when_pruned) {
-            EXPECT_LE(rd, 1e-5) << "gate weights do not depend on the pruned experts: logits must not change";
-            for (int layer : lay.moe_layers) EXPECT_TRUE(same_routing(layer)) << "layer " << layer;
-        } else {
-            // qwen2moe: softmax over all experts, no renormalisation. The selected
-            // experts are the same (softmax is monotonic and every routed expert is
-            // kept) but each weight p_e = exp(z_e) / sum_j exp(z_j) grows by the
-            // factor sum_all / sum_kept > 1 because the denominator loses the pruned
-            // experts' terms. Expected: identical routing in the first MoE layer
-            // (checked above), logits that differ measurably, and identical logits
-            // when nothing is removed (a permutation of all experts, above).
-            ASSERT_LT(n_keep, lay.n_expert) << "the prompt routed to every expert: nothing pruned";
-            EXPECT_GT(rd, 1e-4) << "removing experts must change the weights of a softmax router without renormalisation";
-        }
+        prune_unrouted_and_compare(zoo_path(name, err), name, dir, k_prompt);
     }
+}
+
+// The same on the project's trained model (models/reap-moe-tiny.gguf, qwen3moe,
+// 32 experts top-4, F32), where routing is learnt rather than random.
+TEST(LlamaPrune, TrainedModelPruneUnroutedKeepsLogits) {
+    const std::string src = prune_test::env("REAP_SOURCE_DIR", ".") + "/models/reap-moe-tiny.gguf";
+    if (!prune_test::exists(src)) GTEST_SKIP() << "no trained model at " << src;
+    const std::string dir = prune_test::scratch("llama-prune-trained");
+    prune_unrouted_and_compare(src, "reap-moe-tiny", dir, "int main");
 }
 
 // A split input (llama-gguf-split's naming, written by reap's writer) pruned
