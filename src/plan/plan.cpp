@@ -2,6 +2,7 @@
 // writing through temp + fsync + rename, and validation against a model.
 #include "plan/plan.h"
 
+#include "moe/layout_gguf.h"
 #include "util/sha256.h"
 
 #include <algorithm>
@@ -476,70 +477,11 @@ bool validate_plan(const plan & p, const plan_model_facts & m, std::string & err
 
 bool model_moe_kv(const gguf::model & m, std::string & arch, moe::moe_kv & kv, std::string & err) {
     if (!m.kvs.get_string(gguf::k_key_architecture, arch, err)) return false;
-    kv = moe::moe_kv{};
-    auto get_i = [&](const char * suffix, std::optional<int64_t> & out) -> bool {
-        const std::string key = moe::kv_key(arch, suffix);
-        const gguf::kv * e = m.kvs.find(key);
-        if (!e) return true;
-        std::string e1;
-        int64_t v = 0;
-        std::vector<int64_t> arr;
-        if (e->type == gguf::value_type::ARRAY) {
-            if (!m.kvs.get_i64_array(key, arr, e1)) {
-                err = e1;
-                return false;
-            }
-            if (!arr.empty()) out = arr[0];
-            return true;
-        }
-        if (!m.kvs.get_i64(key, v, e1)) {
-            err = e1;
-            return false;
-        }
-        out = v;
-        return true;
-    };
-    if (!get_i("block_count", kv.block_count) || !get_i("expert_count", kv.expert_count) ||
-        !get_i("expert_used_count", kv.expert_used_count) || !get_i("expert_shared_count", kv.expert_shared_count) ||
-        !get_i("expert_group_count", kv.expert_group_count) ||
-        !get_i("expert_group_used_count", kv.expert_group_used_count) ||
-        !get_i("expert_gating_func", kv.expert_gating_func) ||
-        !get_i("leading_dense_block_count", kv.leading_dense_block_count) ||
-        !get_i("interleave_moe_layer_step", kv.interleave_moe_layer_step) ||
-        !get_i("nextn_predict_layers", kv.nextn_predict_layers)) {
-        return false;
-    }
-    const std::string norm_key = moe::kv_key(arch, "expert_weights_norm");
-    if (m.kvs.has(norm_key)) {
-        bool b = false;
-        if (!m.kvs.get_bool(norm_key, b, err)) return false;
-        kv.expert_weights_norm = b;
-    }
-    const std::string scale_key = moe::kv_key(arch, "expert_weights_scale");
-    if (m.kvs.has(scale_key)) {
-        double d = 0;
-        if (!m.kvs.get_f64(scale_key, d, err)) return false;
-        kv.expert_weights_scale = d;
-    }
-    return true;
+    return moe::read_moe_kv(m.kvs, arch, kv, err);
 }
 
 bool model_layout(const gguf::model & m, moe::layout & out, std::string & err) {
-    std::string arch;
-    moe::moe_kv kv;
-    if (!model_moe_kv(m, arch, kv, err)) return false;
-    std::vector<moe::tensor_desc> descs;
-    descs.reserve(m.tensors.size());
-    for (const gguf::tensor_info & t : m.tensors) {
-        moe::tensor_desc d;
-        d.name = t.name;
-        d.n_dims = int(t.n_dims);
-        for (uint32_t i = 0; i < gguf::k_max_dims; ++i) d.ne[i] = t.ne[i];
-        d.type = uint32_t(t.type);
-        d.nbytes = t.nbytes;
-        descs.push_back(std::move(d));
-    }
-    return moe::classify(arch, kv, descs, out, err);
+    return moe::layout_of(m, out, err);
 }
 
 bool validate_plan(const plan & p, const gguf::model & m, std::string & err) {

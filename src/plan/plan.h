@@ -113,6 +113,7 @@ bool validate_plan(const plan & p, const plan_model_facts & model, std::string &
 
 // Reads the MoE keys (<arch>.*) of a GGUF model into moe::moe_kv, and
 // classifies its tensors with moe::classify. `arch` is general.architecture.
+// (Thin wrappers over moe/layout_gguf.h: moe::read_moe_kv, moe::layout_of.)
 bool model_moe_kv(const gguf::model & m, std::string & arch, moe::moe_kv & kv, std::string & err);
 bool model_layout(const gguf::model & m, moe::layout & out, std::string & err);
 
