@@ -12,7 +12,7 @@
 //   * the same on the project's trained model (models/reap-moe-tiny.gguf) when present;
 //   * a split input pruned to a split output loads and gives the logits of the
 //     unsplit output;
-//   * quantised models (llama-quantize Q4_K_M, Q8_0) prune, verify and decode.
+//   * quantised models (llama-quantize Q4_K_M, IQ2_XXS with an imatrix, Q8_0) prune, verify and decode.
 #include "llama_test_util.h"
 #include "prune_test_util.h"
 
@@ -456,7 +456,7 @@ TEST(LlamaPrune, SplitRoundTripLoads) {
 TEST(LlamaPrune, QuantisedModels) {
     if (!reap_test::has_llama_tools()) GTEST_SKIP() << "llama-quantize not built in " << reap_test::llama_bin_dir();
     const std::string dir = prune_test::scratch("llama-prune-quant");
-    for (const auto & nt : std::vector<std::pair<std::string, std::string>>{{"qwen3moe-q256", "Q4_K_M"}, {"deepseek2", "Q8_0"}}) {
+    for (const auto & nt : std::vector<std::pair<std::string, std::string>>{{"qwen3moe-q256", "Q4_K_M"}, {"qwen3moe-q256", "IQ2_XXS"}, {"deepseek2", "Q8_0"}}) {
         SCOPED_TRACE(nt.first + " " + nt.second);
         std::string err;
         const std::string src = reap_test::zoo_quantized(nt.first, nt.second, err);
