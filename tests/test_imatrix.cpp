@@ -1,0 +1,400 @@
+// test_imatrix.cpp: reap imatrix's reader and import (src/saliency/imatrix.h),
+// on imatrix files generated here: GGUF ones written with reap::gguf's writer in
+// llama-imatrix's layout (<weight>.in_sum2 [n_values, n_mat], <weight>.counts
+// [1, n_mat]) and legacy .dat images built byte by byte; a small MoE-shaped
+// model (tests/gguf_test_util.h: 4 experts, MoE blocks 0 and 2) stands for -m.
+// Damaged inputs (every truncation, seeded byte flips, specific bad fields)
+// must fail with a message, never crash (this also runs under ASan).
+// llama-imatrix's own files are checked in test_llama_calibrate.cpp.
+#include "gguf_test_util.h"
+#include "saliency/imatrix.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace g  = reap::gguf;
+namespace sl = reap::saliency;
+using gguf_test::scratch_dir;
+
+namespace {
+
+constexpr int64_t kE = 4, kF = 32, kD = 64;  // the test model's experts, down input (n_ff_exp), n_embd
+
+g::output_tensor f32_tensor(const std::string & name, std::vector<int64_t> ne, const std::vector<float> & v) {
+    g::output_tensor t;
+    t.name = name;
+    t.type = g::tensor_type::F32;
+    t.n_dims = (uint32_t) ne.size();
+    for (size_t d = 0; d < ne.size(); ++d) t.ne[d] = ne[d];
+    auto bytes = std::make_shared<std::vector<uint8_t>>(v.size() * sizeof(float));
+    memcpy(bytes->data(), v.data(), bytes->size());
+    t.memory = bytes;
+    return t;
+}
+
+struct fake_entry {
+    std::string name;
+    int64_t n_values, n_mat;
+    std::vector<float> sums, counts;
+};
+
+// in_sum2 value of (matrix m, channel j) for counts c: deterministic, > 0 when c > 0.
+float sum_value(int64_t m, int64_t j, float c) { return c == 0 ? 0.f : c * (0.25f + 0.01f * (float) j + 0.5f * (float) m); }
+
+std::vector<fake_entry> default_entries(const std::vector<float> & counts0, const std::vector<float> & counts2) {
+    std::vector<fake_entry> es;
+    auto exps = [&](const std::string & name, int64_t nv, const std::vector<float> & c) {
+        fake_entry e{name, nv, kE, {}, c};
+        for (int64_t m = 0; m < kE; ++m)
+            for (int64_t j = 0; j < nv; ++j) e.sums.push_back(sum_value(m, j, c[m]));
+        es.push_back(e);
+    };
+    exps("blk.0.ffn_down_exps.weight", kF, counts0);
+    exps("blk.0.ffn_up_exps.weight", kD, counts0);
+    exps("blk.2.ffn_down_exps.weight", kF, counts2);
+    fake_entry dense{"blk.1.ffn_up.weight", kD, 1, std::vector<float>(kD, 3.f), {12.f}};
+    es.push_back(dense);
+    return es;
+}
+
+void write_gguf_imatrix(const std::string & path, const std::vector<fake_entry> & es, uint32_t chunk_count = 3,
+                        uint32_t chunk_size = 4) {
+    g::output_spec spec;
+    spec.kvs.set_string("general.type", "imatrix");
+    spec.kvs.set_string_array("imatrix.datasets", {"calib.txt"});
+    spec.kvs.set_u32("imatrix.chunk_count", chunk_count);
+    spec.kvs.set_u32("imatrix.chunk_size", chunk_size);
+    for (const auto & e : es) {
+        spec.tensors.push_back(f32_tensor(e.name + ".in_sum2", {e.n_values, e.n_mat}, e.sums));
+        spec.tensors.push_back(f32_tensor(e.name + ".counts", {1, e.n_mat}, e.counts));
+    }
+    std::vector<std::string> written;
+    std::string err;
+    g::write_options wo;
+    wo.force = true;
+    wo.sync = false;
+    ASSERT_TRUE(g::write_output(spec, wo, path, written, err)) << err;
+}
+
+void put_i32(std::vector<uint8_t> & b, int32_t v) {
+    uint8_t x[4];
+    memcpy(x, &v, 4);
+    b.insert(b.end(), x, x + 4);
+}
+
+// A legacy .dat image: per entry (name, ncall, values), then the trailer.
+std::vector<uint8_t> legacy_image(const std::vector<std::pair<std::string, std::vector<float>>> & es, int32_t ncall,
+                                  bool trailer = true) {
+    std::vector<uint8_t> b;
+    put_i32(b, (int32_t) es.size());
+    for (const auto & e : es) {
+        put_i32(b, (int32_t) e.first.size());
+        b.insert(b.end(), e.first.begin(), e.first.end());
+        put_i32(b, ncall);
+        put_i32(b, (int32_t) e.second.size());
+        const uint8_t * p = (const uint8_t *) e.second.data();
+        b.insert(b.end(), p, p + e.second.size() * sizeof(float));
+    }
+    if (trailer) {
+        put_i32(b, 3);
+        const std::string ds = "calib.txt";
+        put_i32(b, (int32_t) ds.size());
+        b.insert(b.end(), ds.begin(), ds.end());
+    }
+    return b;
+}
+
+// Legacy values for the down_exps of one layer: experts with count 0 hold ncall.
+std::vector<float> legacy_values(const std::vector<float> & counts, int32_t ncall) {
+    std::vector<float> v;
+    for (int64_t m = 0; m < kE; ++m)
+        for (int64_t j = 0; j < kF; ++j)
+            v.push_back(counts[m] == 0 ? (float) ncall : sum_value(m, j, counts[m]) / counts[m] * (float) ncall);
+    return v;
+}
+
+struct ImatrixTest : ::testing::Test {
+    std::string dir, model_path;
+    g::model model;
+    void SetUp() override {
+        dir = scratch_dir(std::string("imatrix-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        model_path = dir + "/model.gguf";
+        gguf_test::write_model(model_path);
+        std::string err;
+        ASSERT_TRUE(g::open_model(model_path, model, err)) << err;
+    }
+};
+
+TEST_F(ImatrixTest, GgufImportCountsAndEnergy) {
+    const std::vector<float> c0 = {5, 0, 2, 1}, c2 = {3, 3, 2, 0};
+    write_gguf_imatrix(dir + "/en.gguf", default_entries(c0, c2));
+    sl::archive a;
+    std::vector<sl::imatrix_domain_report> reps;
+    std::string err;
+    ASSERT_TRUE(sl::import_imatrix({{"en", dir + "/en.gguf"}}, &model, a, reps, err)) << err;
+    EXPECT_EQ(a.metrics, sl::metric_set::energy);
+    ASSERT_EQ(a.domains.size(), 1u);
+    const auto & d = a.domains[0];
+    EXPECT_EQ(d.name, "en");
+    EXPECT_EQ(d.n_tokens, 4);  // Σ count / n_expert_used = 8 / 2
+    ASSERT_TRUE(sl::check_count_invariant(a, err)) << err;
+    for (int64_t e = 0; e < kE; ++e) {
+        EXPECT_EQ(d.count[a.index(0, (int) e)], c0[e]);
+        EXPECT_EQ(d.count[a.index(2, (int) e)], c2[e]);
+        EXPECT_EQ(d.count[a.index(1, (int) e)], 0);
+        double want = 0;
+        for (int64_t j = 0; j < kF; ++j) want += sum_value(e, j, c0[e]);
+        EXPECT_NEAR(d.energy_sum[a.index(0, (int) e)], want, 1e-4 * (1 + want));
+    }
+    ASSERT_EQ(reps.size(), 1u);
+    EXPECT_EQ(reps[0].n_unused, 2u);
+    ASSERT_EQ(reps[0].unused.size(), 2u);
+    EXPECT_EQ(reps[0].unused[0].first, 0);
+    EXPECT_EQ(reps[0].unused[0].second, std::vector<int>{1});
+    EXPECT_EQ(reps[0].unused[1].first, 2);
+    EXPECT_EQ(reps[0].unused[1].second, std::vector<int>{3});
+    // the model's fingerprint
+    sl::fingerprint fp;
+    ASSERT_TRUE(sl::model_fingerprint(model, fp, err)) << err;
+    EXPECT_TRUE(sl::fingerprints_match(a.model, fp, err)) << err;
+    // round trip through the file format
+    ASSERT_TRUE(sl::write_archive(a, dir + "/s.gguf", err)) << err;
+    sl::archive b;
+    ASSERT_TRUE(sl::read_archive(dir + "/s.gguf", b, err)) << err;
+    EXPECT_EQ(b.domains[0].count, d.count);
+    EXPECT_EQ(b.domains[0].energy_sum, d.energy_sum);
+}
+
+TEST_F(ImatrixTest, DomainsFromNamesAndStemsAndSumming) {
+    write_gguf_imatrix(dir + "/code.imatrix.gguf", default_entries({1, 1, 1, 1}, {2, 1, 1, 0}));
+    write_gguf_imatrix(dir + "/b.gguf", default_entries({4, 0, 0, 0}, {1, 1, 1, 1}));
+    sl::imatrix_input a_in, b_in, c_in;
+    std::string err;
+    ASSERT_TRUE(sl::parse_imatrix_input(dir + "/code.imatrix.gguf", false, a_in, err)) << err;
+    EXPECT_EQ(a_in.domain, "code.imatrix");
+    ASSERT_TRUE(sl::parse_imatrix_input("ja=" + dir + "/b.gguf", true, b_in, err)) << err;
+    EXPECT_EQ(b_in.domain, "ja");
+    EXPECT_EQ(b_in.path, dir + "/b.gguf");
+    EXPECT_FALSE(sl::parse_imatrix_input("noequals", true, c_in, err));
+    ASSERT_TRUE(sl::parse_imatrix_input("ja=" + dir + "/code.imatrix.gguf", true, c_in, err)) << err;
+    sl::archive a;
+    std::vector<sl::imatrix_domain_report> reps;
+    ASSERT_TRUE(sl::import_imatrix({a_in, b_in, c_in}, &model, a, reps, err)) << err;
+    ASSERT_EQ(a.domains.size(), 2u);
+    const sl::domain_stats * ja = a.find_domain("ja");
+    ASSERT_TRUE(ja);
+    EXPECT_EQ(ja->count[a.index(0, 0)], 5);  // 4 + 1: files of one domain are summed
+    EXPECT_EQ(ja->n_tokens, 4);
+}
+
+TEST_F(ImatrixTest, WithoutModelTheFingerprintIsInferred) {
+    write_gguf_imatrix(dir + "/en.gguf", default_entries({1, 1, 1, 1}, {2, 1, 1, 0}));
+    sl::archive a;
+    std::vector<sl::imatrix_domain_report> reps;
+    std::string err;
+    ASSERT_TRUE(sl::import_imatrix({{"en", dir + "/en.gguf"}}, nullptr, a, reps, err)) << err;
+    EXPECT_EQ(a.model.arch, "unknown");
+    EXPECT_EQ(a.model.n_expert, (uint32_t) kE);
+    EXPECT_EQ(a.model.n_layer, 3u);
+    EXPECT_EQ(a.model.moe_layers, (std::vector<int>{0, 2}));
+    EXPECT_EQ(a.model.n_expert_used, 0u);
+    EXPECT_EQ(a.domains[0].n_tokens, 12);  // chunk_count x chunk_size
+}
+
+TEST_F(ImatrixTest, FileFromAnotherModelIsRejected) {
+    std::string err;
+    sl::archive a;
+    std::vector<sl::imatrix_domain_report> reps;
+    // 8 experts where the model has 4
+    {
+        auto es = default_entries({1, 1, 1, 1}, {1, 1, 1, 1});
+        for (auto & e : es) {
+            if (e.n_mat != kE) continue;
+            e.n_mat = 8;
+            e.counts.resize(8, 1.f);
+            e.sums.resize((size_t) (e.n_values * 8), 1.f);
+        }
+        write_gguf_imatrix(dir + "/e8.gguf", es);
+        EXPECT_FALSE(sl::import_imatrix({{"x", dir + "/e8.gguf"}}, &model, a, reps, err));
+        EXPECT_NE(err.find("another model"), std::string::npos) << err;
+    }
+    // an entry for a tensor the model does not have
+    {
+        auto es = default_entries({1, 1, 1, 1}, {1, 1, 1, 1});
+        es.push_back({"blk.7.attn_q.weight", kD, 1, std::vector<float>(kD, 1.f), {1.f}});
+        write_gguf_imatrix(dir + "/extra.gguf", es);
+        EXPECT_FALSE(sl::import_imatrix({{"x", dir + "/extra.gguf"}}, &model, a, reps, err));
+        EXPECT_NE(err.find("blk.7.attn_q.weight"), std::string::npos) << err;
+    }
+    // a wrong input width
+    {
+        auto es = default_entries({1, 1, 1, 1}, {1, 1, 1, 1});
+        es[0].n_values = 16;
+        es[0].sums.resize((size_t) (16 * kE));
+        write_gguf_imatrix(dir + "/width.gguf", es);
+        EXPECT_FALSE(sl::import_imatrix({{"x", dir + "/width.gguf"}}, &model, a, reps, err));
+        EXPECT_NE(err.find("another model"), std::string::npos) << err;
+    }
+    // a MoE layer missing
+    {
+        auto es = default_entries({1, 1, 1, 1}, {1, 1, 1, 1});
+        es.erase(es.begin() + 2);
+        write_gguf_imatrix(dir + "/missing.gguf", es);
+        EXPECT_FALSE(sl::import_imatrix({{"x", dir + "/missing.gguf"}}, &model, a, reps, err));
+        EXPECT_NE(err.find("blk.2.ffn_down_exps.weight"), std::string::npos) << err;
+    }
+    // a model file is not an imatrix
+    EXPECT_FALSE(sl::import_imatrix({{"x", model_path}}, &model, a, reps, err));
+}
+
+TEST_F(ImatrixTest, DamagedGgufImatrix) {
+    std::string err;
+    sl::archive a;
+    std::vector<sl::imatrix_domain_report> reps;
+    auto es = default_entries({1, 1, 1, 1}, {1, 1, 1, 1});
+    es[0].counts[1] = 1.5f;
+    write_gguf_imatrix(dir + "/frac.gguf", es);
+    EXPECT_FALSE(sl::import_imatrix({{"x", dir + "/frac.gguf"}}, &model, a, reps, err));
+    EXPECT_NE(err.find("not a non-negative integer"), std::string::npos) << err;
+
+    es = default_entries({1, 1, 1, 1}, {1, 1, 1, 1});
+    es[2].sums[3] = NAN;
+    write_gguf_imatrix(dir + "/nan.gguf", es);
+    EXPECT_FALSE(sl::import_imatrix({{"x", dir + "/nan.gguf"}}, &model, a, reps, err));
+
+    es = default_entries({0, 1, 1, 1}, {1, 1, 1, 1});
+    es[0].sums[0] = 2.f;  // a sum where nothing was counted
+    write_gguf_imatrix(dir + "/nocount.gguf", es);
+    EXPECT_FALSE(sl::import_imatrix({{"x", dir + "/nocount.gguf"}}, &model, a, reps, err));
+
+    // truncations of a valid file: all rejected, none crash
+    write_gguf_imatrix(dir + "/ok.gguf", default_entries({1, 1, 1, 1}, {1, 1, 1, 1}));
+    const auto bytes = gguf_test::read_all(dir + "/ok.gguf");
+    g::file_header h;
+    ASSERT_TRUE(g::read_header(dir + "/ok.gguf", h, err)) << err;
+    uint64_t data_end = 0;  // past this only alignment padding follows
+    for (const auto & t : h.tensors) data_end = std::max(data_end, h.data_offset + t.offset + t.nbytes);
+    for (size_t n = 0; n < data_end; n += 7) {
+        gguf_test::write_all(dir + "/cut.gguf", std::vector<uint8_t>(bytes.begin(), bytes.begin() + n));
+        sl::imatrix_file f;
+        EXPECT_FALSE(sl::read_imatrix(dir + "/cut.gguf", f, err)) << "truncated at " << n;
+    }
+}
+
+TEST_F(ImatrixTest, LegacyDat) {
+    const int32_t ncall = 6;
+    const std::vector<float> c0 = {5, 0, 2, 1}, c2 = {3, 3, 2, 7};
+    const auto img = legacy_image({{"blk.0.ffn_down_exps.weight", legacy_values(c0, ncall)},
+                                   {"blk.2.ffn_down_exps.weight", legacy_values(c2, ncall)},
+                                   {"blk.1.ffn_up.weight", std::vector<float>(kD, 2.f)}},
+                                  ncall);
+    gguf_test::write_all(dir + "/old.dat", img);
+    sl::imatrix_file f;
+    std::string err;
+    ASSERT_TRUE(sl::read_imatrix(dir + "/old.dat", f, err)) << err;
+    EXPECT_TRUE(f.legacy);
+    EXPECT_EQ(f.entries.size(), 3u);
+    EXPECT_EQ(f.chunk_count, 3);
+    EXPECT_EQ(f.datasets, std::vector<std::string>{"calib.txt"});
+
+    sl::archive a;
+    std::vector<sl::imatrix_domain_report> reps;
+    EXPECT_FALSE(sl::import_imatrix({{"old", dir + "/old.dat"}}, nullptr, a, reps, err));
+    EXPECT_NE(err.find("-m"), std::string::npos) << err;
+    ASSERT_TRUE(sl::import_imatrix({{"old", dir + "/old.dat"}}, &model, a, reps, err)) << err;
+    const auto & d = a.domains[0];
+    for (int64_t e = 0; e < kE; ++e) {
+        // count: ncall for experts with data, 0 for the placeholder; energy/count = mean energy per token
+        EXPECT_EQ(d.count[a.index(0, (int) e)], c0[e] == 0 ? 0 : ncall);
+        if (c0[e] > 0) {
+            double mean = 0;
+            for (int64_t j = 0; j < kF; ++j) mean += sum_value(e, j, c0[e]) / c0[e];
+            EXPECT_NEAR(d.energy_sum[a.index(0, (int) e)] / d.count[a.index(0, (int) e)], mean, 1e-4 * mean);
+        }
+    }
+    ASSERT_EQ(reps.size(), 1u);
+    EXPECT_TRUE(reps[0].legacy);
+    EXPECT_EQ(reps[0].n_unused, 1u);
+    EXPECT_TRUE(a.provenance.has("reap.saliency.imatrix.legacy_counts"));
+
+    // no trailer is fine too
+    const auto bare = legacy_image({{"blk.0.ffn_down_exps.weight", legacy_values(c0, ncall)}}, ncall, false);
+    ASSERT_TRUE(sl::parse_imatrix_legacy(bare.data(), bare.size(), "bare", f, err)) << err;
+}
+
+TEST_F(ImatrixTest, DamagedLegacyDat) {
+    const int32_t ncall = 6;
+    const auto img = legacy_image({{"blk.0.ffn_down_exps.weight", legacy_values({5, 0, 2, 1}, ncall)},
+                                   {"blk.2.ffn_down_exps.weight", legacy_values({3, 3, 2, 7}, ncall)}},
+                                  ncall);
+    std::string err;
+    sl::imatrix_file f;
+    // every truncation: rejected, except exactly at the end of the entries or
+    // after the chunk count (the trailer is optional, as in llama.cpp's loader)
+    const size_t entries_end = img.size() - 4 - 4 - 9;
+    for (size_t n = 0; n < img.size(); ++n) {
+        err.clear();
+        const bool ok = sl::parse_imatrix_legacy(img.data(), n, "cut", f, err);
+        EXPECT_EQ(ok, n == entries_end || n == entries_end + 4) << "truncated at " << n << ": " << err;
+        if (!ok) EXPECT_FALSE(err.empty());
+    }
+    // specific damage
+    auto damaged = [&](size_t off, int32_t v) {
+        auto b = img;
+        memcpy(b.data() + off, &v, 4);
+        return sl::parse_imatrix_legacy(b.data(), b.size(), "bad", f, err);
+    };
+    EXPECT_FALSE(damaged(0, 1 << 30));        // n_entries
+    EXPECT_NE(err.find("entry count"), std::string::npos) << err;
+    EXPECT_FALSE(damaged(0, -1));
+    EXPECT_FALSE(damaged(4, -5));             // name length
+    EXPECT_FALSE(damaged(4, 1 << 20));
+    const size_t nval_off = 4 + 4 + 26 + 4;   // n_entries, len, "blk.0.ffn_down_exps.weight", ncall
+    EXPECT_FALSE(damaged(nval_off, 1 << 29)); // nval
+    EXPECT_NE(err.find("values but"), std::string::npos) << err;
+    EXPECT_FALSE(damaged(nval_off, 0));
+    EXPECT_FALSE(damaged(nval_off - 4, -3));  // ncall
+    // seeded byte flips: never a crash; a result that parses has finite values
+    std::mt19937 rng(1234);
+    for (int i = 0; i < 2000; ++i) {
+        auto b = img;
+        const int n_flips = 1 + (int) (rng() % 4);
+        for (int k = 0; k < n_flips; ++k) b[rng() % b.size()] ^= (uint8_t) (1u << (rng() % 8));
+        if (sl::parse_imatrix_legacy(b.data(), b.size(), "flip", f, err)) {
+            for (const auto & kv : f.entries)
+                for (float v : kv.second.sums) ASSERT_TRUE(std::isfinite(v));
+        }
+    }
+}
+
+TEST_F(ImatrixTest, Cli) {
+    const std::string bin = gguf_test::reap_bin();
+    if (!gguf_test::exists(bin)) GTEST_SKIP() << "no " << bin;
+    write_gguf_imatrix(dir + "/en.gguf", default_entries({5, 0, 2, 1}, {3, 3, 2, 0}));
+    write_gguf_imatrix(dir + "/b.gguf", default_entries({1, 1, 1, 1}, {1, 1, 1, 1}));
+    const std::string cmd = "'" + bin + "' imatrix -m '" + model_path + "' '" + dir + "/en.gguf' --domain code='" + dir +
+                            "/b.gguf' -o '" + dir + "/s.gguf' > '" + dir + "/out.txt' 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    const auto out = gguf_test::read_all(dir + "/out.txt");
+    const std::string text(out.begin(), out.end());
+    EXPECT_NE(text.find("layer 0: no tokens for expert 1"), std::string::npos) << text;
+    sl::archive a;
+    std::string err;
+    ASSERT_TRUE(sl::read_archive(dir + "/s.gguf", a, err)) << err;
+    ASSERT_EQ(a.domains.size(), 2u);
+    EXPECT_EQ(a.domains[0].name, "en");
+    EXPECT_EQ(a.domains[1].name, "code");
+    // refuses to overwrite; a file from another model fails with status 1
+    EXPECT_NE(std::system(cmd.c_str()), 0);
+    gguf_test::model_options mo;
+    mo.n_expert = 8;
+    gguf_test::write_model(dir + "/other.gguf", mo);
+    const std::string cmd2 = "'" + bin + "' imatrix -m '" + dir + "/other.gguf' '" + dir + "/en.gguf' -o '" + dir +
+                             "/t.gguf' > /dev/null 2>&1";
+    EXPECT_NE(std::system(cmd2.c_str()), 0);
+}
+
+}  // namespace
