@@ -303,7 +303,11 @@ TEST(Eval, KldMatchesLlamaPerplexity) {
     const double lp_kld = find_number(out, "Mean    KLD:");
     const double lp_top = find_number(out, "Same top p:");
     const double lp_ppl = find_number(out, "Mean PPL(Q)                   :");
-    ASSERT_TRUE(std::isfinite(lp_kld) && std::isfinite(lp_top) && std::isfinite(lp_ppl)) << out;
+    const double lp_base = find_number(out, "Mean PPL(base)                :");
+    const double lp_med = find_number(out, "Median  KLD:");
+    const double lp_p99 = find_number(out, "99.0%   KLD:");
+    const double lp_max = find_number(out, "Maximum KLD:");
+    ASSERT_TRUE(std::isfinite(lp_kld) && std::isfinite(lp_top) && std::isfinite(lp_ppl) && std::isfinite(lp_max)) << out;
 
     // Through llama-perplexity's own base file: the same rules, so the same numbers.
     reap::eval_options o = options("", fx().pruned, fx().text, 0);
@@ -315,6 +319,10 @@ TEST(Eval, KldMatchesLlamaPerplexity) {
     EXPECT_NEAR(r.overall.kld_mean, lp_kld, 2e-6 + 1e-4 * lp_kld);
     EXPECT_NEAR(100.0 * r.overall.argmax_agree, lp_top, 1.5e-3);
     EXPECT_NEAR(r.overall.ppl_pruned / lp_ppl, 1.0, 1e-5);
+    EXPECT_NEAR(r.overall.ppl_base / lp_base, 1.0, 1e-5);
+    EXPECT_NEAR(r.overall.kld_median, lp_med, 2e-6 + 1e-4 * lp_med);
+    EXPECT_NEAR(r.overall.kld_p99, lp_p99, 2e-6 + 1e-4 * lp_p99);
+    EXPECT_NEAR(r.overall.kld_max, lp_max, 2e-6 + 1e-4 * lp_max);
 
     // Both models live (exact log-probs): close to the 16-bit version.
     reap::eval_report live;
@@ -346,6 +354,17 @@ TEST(Eval, BaseFilesPassBetweenTools) {
     const double lp_kld = find_number(lp, "Mean    KLD:");
     EXPECT_NEAR(j["kld_mean"].get<double>(), lp_kld, 2e-6 + 1e-4 * lp_kld);
     EXPECT_NEAR(100.0 * j["argmax_agree"].get<double>(), find_number(lp, "Same top p:"), 1.5e-3);
+
+    // Without -p only the file is written, with the base's own perplexity.
+    const std::string only = fx().dir + "/reap-only-" + std::to_string(getpid()) + ".kld";
+    remove(only.c_str());
+    ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -f " + fx().text + " -c 128 -t 1 --json --kld-base " + only,
+                  out, &err), 0) << err;
+    const auto jo = nlohmann::json::parse(out);
+    EXPECT_TRUE(jo["ppl_pruned"].is_null());
+    EXPECT_NEAR(jo["ppl_base"].get<double>() / j["ppl_base"].get<double>(), 1.0, 1e-4);
+    EXPECT_TRUE(read_bytes(only) == read_bytes(fx().kld_lp));
+    remove(only.c_str());
 
     // A second run finds the file and reads it, without -m.
     ASSERT_EQ(run(reap_bin() + " eval -p " + fx().pruned + " -f " + fx().text + " -t 1 --json --kld-base " + mine, out,

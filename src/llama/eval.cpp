@@ -568,10 +568,10 @@ bool kld_file_bytes(int64_t n_ctx, int64_t n_vocab, int64_t n_chunk, uint64_t & 
            add_u64(KLD_HEADER_BYTES, tok_bytes, bytes) && add_u64(bytes, all_records, bytes);
 }
 
-// Runs the base model over the windows and writes the base file; returns its
-// own perplexity (exact logits) for the log.
+// Runs the base model over the windows and writes the base file; adds the
+// base's own negative log-likelihoods (exact logits) to nll / n_scored.
 bool write_base_file(llama_model * model, const workload & wl, const eval_options & opt, int n_ctx, progress & prog,
-                     std::string & err) {
+                     double & nll, size_t & n_scored, std::string & err) {
     const llama_vocab * vocab   = llama_model_get_vocab(model);
     const int           n_vocab = llama_vocab_n_tokens(vocab);
     const llama_token   bos     = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
@@ -588,6 +588,7 @@ bool write_base_file(llama_model * model, const workload & wl, const eval_option
 
     const size_t          rec = kld_record_u16(n_vocab);
     std::vector<uint16_t> records;
+    std::vector<double>   row_nll;
     const int             n_batch = std::min(opt.rt.n_batch, n_ctx);
     llama_batch           batch   = llama_batch_init(n_batch, 0, 1);
     const int             n_threads = resolve_threads(opt.rt.n_threads);
@@ -597,10 +598,13 @@ bool write_base_file(llama_model * model, const workload & wl, const eval_option
         ok = decode_window({ctx.get()}, w, bos, n_batch, batch, prog,
             [&](const std::vector<int> & idx, const std::vector<int> & pos) {
                 records.resize(rec * idx.size());
+                row_nll.resize(idx.size());
                 parallel_for((int) idx.size(), n_threads, [&](int r) {
-                    kld_compress_row(llama_get_logits_ith(ctx.get(), idx[r]), n_vocab, w.tokens[pos[r] + 1],
-                                     records.data() + rec * r);
+                    row_nll[r] = kld_compress_row(llama_get_logits_ith(ctx.get(), idx[r]), n_vocab, w.tokens[pos[r] + 1],
+                                                  records.data() + rec * r);
                 });
+                for (double v : row_nll) nll += v;
+                n_scored += idx.size();
                 return out.write(records.data(), records.size() * sizeof(uint16_t), err);
             }, err);
         if (!ok) break;
@@ -864,19 +868,24 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
             if (!plain_workload(opt.input_path, input, llama_model_get_vocab(base.get()), n_ctx, opt.max_chunks, wl, err)) {
                 return false;
             }
-            if (!write_base_file(base.get(), wl, opt, n_ctx, prog, err)) return false;
+            double nll = 0;
+            size_t n_scored = 0;
+            if (!write_base_file(base.get(), wl, opt, n_ctx, prog, nll, n_scored, err)) return false;
             report.kld_base_mode = "written";
+            if (opt.pruned_path.empty()) {
+                // base-only run: the file is the product; report the base's own perplexity
+                report.overall.n_tokens = n_scored;
+                report.overall.ppl_base = n_scored ? std::exp(nll / n_scored) : 0;
+                report.n_ctx            = n_ctx;
+                report.n_windows        = wl.windows.size();
+                report.n_samples        = wl.n_samples;
+                return true;
+            }
             // base is freed here, before the pruned model loads
         } else {
             report.kld_base_mode = "read";
         }
         if (!kld_base_read_header(opt.kld_base_path, hdr, err)) return false;
-        if (opt.pruned_path.empty()) {
-            // base-only run: the file is the product
-            report.n_ctx = n_ctx;
-            report.n_windows = hdr.n_chunk;
-            return true;
-        }
         model_ptr pruned = load_model("pruned model", opt.pruned_path, opt.rt, false, err);
         if (!pruned) return false;
         const llama_vocab * vocab = llama_model_get_vocab(pruned.get());
@@ -984,6 +993,7 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
         report.overall = all.finish();
     }
 
+    report.pruned_scored     = true;
     report.corpus            = wl.corpus;
     report.n_ctx             = n_ctx;
     report.n_windows         = wl.windows.size();
@@ -1080,8 +1090,7 @@ nlohmann::ordered_json metrics_json(const eval_metrics & m, bool have_pruned) {
 } // namespace
 
 std::string eval_report_json(const eval_report & r) {
-    const bool have_pruned = r.overall.n_tokens > 0;
-    nlohmann::ordered_json j = metrics_json(r.overall, have_pruned);
+    nlohmann::ordered_json j = metrics_json(r.overall, r.pruned_scored);
     nlohmann::ordered_json d = nlohmann::ordered_json::object();
     for (const auto & [name, m] : r.domains) {
         d[name] = metrics_json(m, m.n_tokens > 0);
@@ -1110,8 +1119,9 @@ std::string smoke_report_json(const smoke_report & r) {
 }
 
 void eval_report_print(FILE * out, const eval_report & r) {
-    if (r.overall.n_tokens == 0) {
-        fprintf(out, "wrote KLD base file: %zu windows of %d tokens\n", r.n_windows, r.n_ctx);
+    if (!r.pruned_scored) {
+        fprintf(out, "wrote KLD base file: %zu windows of %d tokens, %zu tokens scored, base PPL %.4f\n", r.n_windows,
+                r.n_ctx, r.overall.n_tokens, r.overall.ppl_base);
         return;
     }
     fprintf(out, "%zu tokens scored in %zu windows of up to %d tokens", r.overall.n_tokens, r.n_windows, r.n_ctx);

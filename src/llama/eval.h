@@ -62,6 +62,7 @@ struct eval_metrics {
 struct eval_report {
     eval_metrics overall;
     std::vector<std::pair<std::string, eval_metrics>> domains;  // corpus only, in first-seen order
+    bool        pruned_scored = false;  // false for a run that only wrote a base file (no -p)
     bool        corpus    = false;
     int         n_ctx     = 0;
     size_t      n_windows = 0;
