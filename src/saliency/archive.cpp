@@ -358,7 +358,7 @@ bool read_archive(const std::string & path, archive & out, std::string & err) {
     gguf::model m;
     std::string e;
     if (!gguf::open_model(path, m, e)) {
-        err = "saliency archive " + path + ": " + e;
+        err = "cannot read saliency archive: " + e;
         return false;
     }
     const std::string where = "saliency archive " + path + ": ";

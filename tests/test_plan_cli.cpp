@@ -1,0 +1,343 @@
+// End-to-end tests of `reap plan`, `reap merge` and `reap compare` (the binary
+// named by $REAP_BIN; skipped when it is not built) on zoo models with
+// synthetic saliency archives written by reap::saliency: the written plan
+// equals the reference top-N; --budget predicts the exact size of the file
+// `reap prune` then writes (unsplit and split) and the next allowed N would
+// not fit; groups, super experts and never-routed experts end to end; every
+// invalid request ends with a clear message and exit status 1.
+#include "plan/planners.h"
+#include "prune_test_util.h"
+#include "saliency_test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+namespace g = reap::gguf;
+namespace s = reap::saliency;
+namespace pl = reap::planner;
+using prune_test::quote;
+
+namespace {
+
+bool have_reap() { return prune_test::exists(prune_test::env("REAP_BIN", "/nonexistent")); }
+
+int run_reap(const std::string & args, std::string & out) {
+    return prune_test::run(quote(prune_test::env("REAP_BIN")) + " " + args, out);
+}
+
+nlohmann::json read_json(const std::string & path) {
+    std::ifstream f(path);
+    return nlohmann::json::parse(f);
+}
+
+struct fixture {
+    std::string zoo, dir;
+    std::string model(const std::string & name) const { return zoo + "/" + name + ".gguf"; }
+};
+
+// The zoo (once) and a fresh scratch dir; skips the test when either is unavailable.
+bool setup(const std::string & name, fixture & fx, std::string & why) {
+    if (!have_reap()) {
+        why = "reap binary not built ($REAP_BIN)";
+        return false;
+    }
+    fx.zoo = prune_test::zoo_dir("plan_cli_zoo", why);
+    if (fx.zoo.empty()) return false;
+    fx.dir = prune_test::scratch(name);
+    return true;
+}
+
+// A synthetic archive measured "on" `model` (its real fingerprint), written to `path`.
+s::archive archive_for(const std::string & model, const std::string & path, const std::vector<std::string> & domains,
+                       uint32_t seed = 7) {
+    g::model m;
+    std::string err;
+    EXPECT_TRUE(g::open_model(model, m, err)) << err;
+    s::fingerprint fp;
+    EXPECT_TRUE(s::model_fingerprint(m, fp, err)) << err;
+    s::archive a = s::make_archive(fp, s::metric_set::reap);
+    for (const auto & d : domains) {
+        saliency_test::sim_options o;
+        o.seed = seed++;
+        saliency_test::simulate_domain(a, d, o);
+    }
+    EXPECT_TRUE(s::write_archive(a, path, err, true)) << err;
+    return a;
+}
+
+std::vector<int64_t> topn(const s::archive & a, int layer, int64_t n, int64_t groups = 1) {
+    const int64_t E = a.model.n_expert, per = E / groups;
+    std::vector<double> cnt(E, 0), rs(E, 0);
+    for (const auto & d : a.domains) {
+        for (int64_t e = 0; e < E; ++e) {
+            cnt[e] += d.count[a.index(layer, (int) e)];
+            rs[e] += d.reap_sum[a.index(layer, (int) e)];
+        }
+    }
+    std::vector<int64_t> keep;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+        std::vector<int64_t> ids;
+        for (int64_t e = gi * per; e < (gi + 1) * per; ++e) ids.push_back(e);
+        auto sc = [&](int64_t e) { return cnt[e] > 0 ? rs[e] / cnt[e] : 0.0; };
+        std::sort(ids.begin(), ids.end(), [&](int64_t x, int64_t y) { return sc(x) != sc(y) ? sc(x) > sc(y) : x < y; });
+        keep.insert(keep.end(), ids.begin(), ids.begin() + n / groups);
+    }
+    std::sort(keep.begin(), keep.end());
+    return keep;
+}
+
+uint64_t file_size(const std::string & p) { return prune_test::read_all(p).size(); }
+
+}  // namespace
+
+TEST(PlanCli, KeepWritesTheReferenceTopN) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("plan_cli_keep", fx, why)) GTEST_SKIP() << why;
+    const std::string sal = fx.dir + "/sal.gguf", plan = fx.dir + "/plan.json";
+    const s::archive a = archive_for(fx.model("qwen3moe"), sal, {"code", "en"});
+    ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(fx.model("qwen3moe")) + " --keep 6 --no-protect-super -o " + quote(plan), out), 0) << out;
+    const nlohmann::json j = read_json(plan);
+    EXPECT_EQ(j["format"], "reap-plan");
+    EXPECT_EQ(j["n_keep"], 6);
+    ASSERT_EQ(j["layers"].size(), 3u);
+    for (const auto & l : j["layers"]) EXPECT_EQ(l["keep"].get<std::vector<int64_t>>(), topn(a, l["layer"], 6)) << l.dump();
+    EXPECT_EQ(j["provenance"]["method"], "reap");
+    EXPECT_EQ(j["provenance"]["request"]["keep"], 6);
+    EXPECT_EQ(j["provenance"]["saliency"]["sha256"].get<std::string>().size(), 64u);
+    EXPECT_NE(out.find("saliency retained"), std::string::npos) << out;
+    // --ratio 0.625 removes 10 of 16 -> the same plan's keep lists
+    ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(fx.model("qwen3moe")) + " --ratio 0.625 --no-protect-super -o " + quote(fx.dir + "/r.json"), out), 0) << out;
+    EXPECT_EQ(read_json(fx.dir + "/r.json")["layers"], j["layers"]);
+    // refuses to overwrite without --force
+    EXPECT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(fx.model("qwen3moe")) + " --keep 6 -o " + quote(plan), out), 1);
+    EXPECT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(fx.model("qwen3moe")) + " --keep 6 --force -o " + quote(plan), out), 0) << out;
+    // the plan prunes and verifies
+    ASSERT_EQ(run_reap("prune -m " + quote(fx.model("qwen3moe")) + " --plan " + quote(plan) + " -o " + quote(fx.dir + "/out.gguf"), out), 0) << out;
+    ASSERT_EQ(run_reap("verify -m " + quote(fx.model("qwen3moe")) + " --plan " + quote(plan) + " " + quote(fx.dir + "/out.gguf"), out), 0) << out;
+}
+
+TEST(PlanCli, BudgetPredictsThePrunedFileExactly) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("plan_cli_budget", fx, why)) GTEST_SKIP() << why;
+    for (const std::string name : {"qwen3moe", "deepseek2"}) {
+        for (const std::string split : {std::string(), std::string(" --split-max-size 100K")}) {
+            const std::string model = fx.model(name), sal = fx.dir + "/" + name + ".sal.gguf";
+            archive_for(model, sal, {"code"});
+            // sizes at every allowed N from --dry-run --keep of each
+            const std::string p1 = fx.dir + "/" + name + ".k.json";
+            std::vector<std::pair<int64_t, uint64_t>> sizes;
+            for (int64_t n = 1; n <= 16; ++n) {
+                if (run_reap("plan " + quote(sal) + " -m " + quote(model) + " --keep " + std::to_string(n) + split + " --force -o " + quote(p1), out) == 0) {
+                    sizes.push_back({n, read_json(p1)["provenance"]["predicted_bytes"].get<uint64_t>()});
+                }
+            }
+            ASSERT_GE(sizes.size(), 3u) << name;
+            for (size_t i = 1; i < sizes.size(); ++i) ASSERT_LT(sizes[i - 1].second, sizes[i].second);
+            const size_t mid = sizes.size() / 2;
+            // budgets: exactly the size at mid, and one byte less
+            for (int delta : {0, -1}) {
+                const uint64_t budget = sizes[mid].second + delta;
+                const int64_t want = delta == 0 ? sizes[mid].first : sizes[mid - 1].first;
+                const uint64_t want_bytes = delta == 0 ? sizes[mid].second : sizes[mid - 1].second;
+                const std::string plan = fx.dir + "/" + name + ".b.json", pruned = fx.dir + "/" + name + ".pruned.gguf";
+                ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --budget " + std::to_string(budget) + split + " --force -o " + quote(plan), out), 0) << out;
+                const nlohmann::json j = read_json(plan);
+                EXPECT_EQ(j["n_keep"].get<int64_t>(), want) << name << split << " budget " << budget << "\n" << out;
+                EXPECT_EQ(j["provenance"]["predicted_bytes"].get<uint64_t>(), want_bytes);
+                ASSERT_EQ(run_reap("prune -m " + quote(model) + " --plan " + quote(plan) + " -o " + quote(pruned) + split + " --force", out), 0) << out;
+                uint64_t total = 0;
+                if (split.empty()) {
+                    total = file_size(pruned);
+                } else {
+                    std::string prefix = pruned.substr(0, pruned.size() - 5);
+                    for (uint32_t k = 0; k < 100; ++k) {
+                        const uint32_t n_sh = j["provenance"]["predicted_shards"].get<uint32_t>();
+                        if (k >= n_sh) break;
+                        total += file_size(g::split_path(prefix, k, n_sh));
+                    }
+                    EXPECT_GT(j["provenance"]["predicted_shards"].get<uint32_t>(), 1u);
+                }
+                EXPECT_EQ(total, want_bytes) << name << split;
+                EXPECT_LE(total, budget);
+                // the next allowed N would exceed the budget
+                const size_t idx = delta == 0 ? mid : mid - 1;
+                ASSERT_LT(idx + 1, sizes.size());
+                EXPECT_GT(sizes[idx + 1].second, budget);
+            }
+            // --dry-run prints the table and writes nothing
+            const std::string dry = fx.dir + "/dry.json";
+            ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --budget " + std::to_string(sizes[mid].second) + split + " --dry-run -o " + quote(dry), out), 0) << out;
+            EXPECT_NE(out.find("<- chosen"), std::string::npos) << out;
+            EXPECT_NE(out.find("saliency retained"), std::string::npos) << out;
+            EXPECT_FALSE(prune_test::exists(dry));
+            // below the smallest size
+            EXPECT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --budget " + std::to_string(sizes[0].second - 1) + split + " -o " + quote(dry), out), 1);
+            EXPECT_NE(out.find("below the smallest prunable size"), std::string::npos) << out;
+        }
+    }
+}
+
+TEST(PlanCli, GroupsSuperExpertsNeverRouted) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("plan_cli_groups", fx, why)) GTEST_SKIP() << why;
+    const std::string model = fx.model("deepseek2"), sal = fx.dir + "/sal.gguf", plan = fx.dir + "/plan.json";
+    g::model m;
+    std::string err;
+    ASSERT_TRUE(g::open_model(model, m, err)) << err;
+    s::fingerprint fp;
+    ASSERT_TRUE(s::model_fingerprint(m, fp, err)) << err;
+    s::archive a = s::make_archive(fp, s::metric_set::reap);
+    saliency_test::sim_options so;
+    so.never_routed = {3, 9};
+    saliency_test::simulate_domain(a, "code", so);
+    // an outlier in expert 9 of layer 2 is impossible (never routed); put it in expert 5 of layer 1
+    a.domains[0].max_norm[a.index(1, 5)] = 500.0;
+    ASSERT_TRUE(s::write_archive(a, sal, err, true)) << err;
+
+    ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --keep 8 -o " + quote(plan), out), 0) << out;
+    EXPECT_NE(out.find("4 expert groups"), std::string::npos) << out;
+    EXPECT_NE(out.find("super experts (1)"), std::string::npos) << out;
+    EXPECT_NE(out.find("layer 1: 5 (max_norm 500)"), std::string::npos) << out;
+    EXPECT_NE(out.find("never routed to (removed first) (4)"), std::string::npos) << out;
+    const nlohmann::json j = read_json(plan);
+    for (const auto & l : j["layers"]) {
+        const auto keep = l["keep"].get<std::vector<int64_t>>();
+        std::vector<int> per(4, 0);
+        for (int64_t e : keep) per[e / 4]++;
+        EXPECT_EQ(per, (std::vector<int>{2, 2, 2, 2}));
+        EXPECT_FALSE(std::count(keep.begin(), keep.end(), 3));
+        EXPECT_FALSE(std::count(keep.begin(), keep.end(), 9));
+        if (l["layer"] == 1) EXPECT_TRUE(std::count(keep.begin(), keep.end(), 5));
+    }
+    EXPECT_EQ(j["provenance"]["super_experts"].size(), 1u);
+    EXPECT_EQ(j["provenance"]["never_routed"].size(), 4u);
+    // without protection: the reference top-2 per group
+    ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --keep 8 --no-protect-super --force -o " + quote(plan), out), 0) << out;
+    for (const auto & l : read_json(plan)["layers"]) EXPECT_EQ(l["keep"].get<std::vector<int64_t>>(), topn(a, l["layer"], 8, 4));
+    // group errors
+    EXPECT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --keep 10 -o " + quote(plan + "x"), out), 1);
+    EXPECT_NE(out.find("multiple of the 4 expert groups"), std::string::npos) << out;
+    ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --ratio 0.3 --force -o " + quote(plan), out), 0) << out;
+    EXPECT_NE(out.find("rounded down to 8"), std::string::npos) << out;
+}
+
+TEST(PlanCli, InvalidRequestsFailClearly) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("plan_cli_errors", fx, why)) GTEST_SKIP() << why;
+    const std::string model = fx.model("qwen3moe"), sal = fx.dir + "/sal.gguf", p = " -o " + quote(fx.dir + "/p.json");
+    archive_for(model, sal, {"code", "en"});
+    const std::string base = "plan " + quote(sal) + " -m " + quote(model);
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {base + " --keep 3" + p, "below n_expert_used 4"},
+        {base + " --keep 17" + p, "out of range [4, 16]"},
+        {base + " --keep 0" + p, "not a positive integer"},
+        {base + " --ratio 1" + p, "not a number in [0, 1)"},
+        {base + " --ratio 0.9" + p, "below n_expert_used"},
+        {base + " --budget 1K" + p, "below the smallest prunable size"},
+        {base + " --budget 12XB" + p, "unknown unit"},
+        {base + p, "say how many experts to keep"},
+        {base + " --keep 8 --ratio 0.5" + p, "only one of --keep, --ratio and --budget"},
+        {base + " --keep 8 --domains code,fr" + p, "unknown domain 'fr'"},
+        {base + " --keep 8 --method energy" + p, "--method energy needs an archive with metric set 'energy'"},
+        {base + " --keep 8 --method best" + p, "unknown method 'best'"},
+        {base + " --keep 8 --consensus max" + p, "sum or minrank"},
+        {base + " --keep 8", "no output given"},
+        {"plan " + quote(sal) + " -m " + quote(fx.model("deepseek2")) + " --keep 8" + p, "saliency archive is for another model"},
+        {"plan " + quote(fx.dir + "/absent.gguf") + " -m " + quote(model) + " --keep 8" + p, "cannot read saliency archive"},
+        {"plan " + quote(model) + " -m " + quote(model) + " --keep 8" + p, "not a saliency archive"},
+    };
+    for (const auto & [args, needle] : cases) {
+        EXPECT_EQ(run_reap(args, out), 1) << args << "\n" << out;
+        EXPECT_NE(out.find(needle), std::string::npos) << args << "\n" << out;
+        EXPECT_EQ(out.find("Segmentation"), std::string::npos);
+    }
+    EXPECT_FALSE(prune_test::exists(fx.dir + "/p.json"));
+    // same arch and shape, other router weights: the fingerprint catches it
+    g::model m;
+    std::string err;
+    ASSERT_TRUE(g::open_model(model, m, err)) << err;
+    s::fingerprint fp;
+    ASSERT_TRUE(s::model_fingerprint(m, fp, err)) << err;
+    fp.router_sha256 = std::string(64, 'f');
+    s::archive other = s::make_archive(fp, s::metric_set::reap);
+    saliency_test::simulate_domain(other, "code", {});
+    ASSERT_TRUE(s::write_archive(other, fx.dir + "/other.gguf", err, true)) << err;
+    EXPECT_EQ(run_reap("plan " + quote(fx.dir + "/other.gguf") + " -m " + quote(model) + " --keep 8" + p, out), 1);
+    EXPECT_NE(out.find("router weights differ"), std::string::npos) << out;
+    ASSERT_EQ(run_reap("plan --help", out), 0);
+    for (const char * m2 : {"reap", "frequency", "gate", "ean", "energy", "random", "minrank", "GiB", "decimal"}) {
+        EXPECT_NE(out.find(m2), std::string::npos) << m2;
+    }
+}
+
+TEST(PlanCli, MergeAndCompare) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("plan_cli_merge", fx, why)) GTEST_SKIP() << why;
+    const std::string model = fx.model("qwen3moe");
+    const std::string a1 = fx.dir + "/a.gguf", a2 = fx.dir + "/b.gguf", merged = fx.dir + "/m.gguf";
+    const s::archive x = archive_for(model, a1, {"code", "en"}, 7);
+    const s::archive y = archive_for(model, a2, {"en", "ja"}, 20);
+    ASSERT_EQ(run_reap("merge " + quote(a1) + " " + quote(a2) + " -o " + quote(merged), out), 0) << out;
+    s::archive mm;
+    std::string err;
+    ASSERT_TRUE(s::read_archive(merged, mm, err)) << err;
+    ASSERT_EQ(mm.domains.size(), 3u);
+    const s::domain_stats & en = *mm.find_domain("en");
+    for (size_t i = 0; i < mm.n_cells(); ++i) {
+        EXPECT_EQ(en.count[i], x.find_domain("en")->count[i] + y.find_domain("en")->count[i]);
+        EXPECT_EQ(en.reap_sum[i], x.find_domain("en")->reap_sum[i] + y.find_domain("en")->reap_sum[i]);
+        EXPECT_EQ(en.max_norm[i], std::max(x.find_domain("en")->max_norm[i], y.find_domain("en")->max_norm[i]));
+    }
+    EXPECT_EQ(mm.find_domain("ja")->gate_sum, y.find_domain("ja")->gate_sum);
+    EXPECT_TRUE(s::check_count_invariant(mm, err)) << err;
+    EXPECT_TRUE(mm.provenance.has("reap.saliency.merge.inputs"));
+    // refusals: existing output, an input as output, another model, a damaged archive, one input
+    EXPECT_EQ(run_reap("merge " + quote(a1) + " " + quote(a2) + " -o " + quote(merged), out), 1);
+    EXPECT_EQ(run_reap("merge " + quote(a1) + " " + quote(a2) + " -o " + quote(a1), out), 1);
+    EXPECT_NE(out.find("over the input"), std::string::npos) << out;
+    archive_for(fx.model("deepseek2"), fx.dir + "/ds.gguf", {"code"});
+    EXPECT_EQ(run_reap("merge " + quote(a1) + " " + quote(fx.dir + "/ds.gguf") + " -o " + quote(fx.dir + "/x.gguf"), out), 1);
+    EXPECT_NE(out.find("different models"), std::string::npos) << out;
+    std::vector<uint8_t> bytes = prune_test::read_all(a2);
+    bytes.resize(bytes.size() - 64);
+    prune_test::write_all(fx.dir + "/trunc.gguf", bytes);
+    EXPECT_EQ(run_reap("merge " + quote(a1) + " " + quote(fx.dir + "/trunc.gguf") + " -o " + quote(fx.dir + "/x.gguf"), out), 1);
+    EXPECT_NE(out.find("trunc.gguf"), std::string::npos) << out;
+    EXPECT_EQ(run_reap("merge " + quote(a1) + " -o " + quote(fx.dir + "/x.gguf"), out), 1);
+    EXPECT_FALSE(prune_test::exists(fx.dir + "/x.gguf"));
+
+    // compare: a plan with itself, and reap vs frequency with the archive
+    const std::string pa = fx.dir + "/pa.json", pb = fx.dir + "/pb.json";
+    ASSERT_EQ(run_reap("plan " + quote(merged) + " -m " + quote(model) + " --keep 8 --no-protect-super -o " + quote(pa), out), 0) << out;
+    ASSERT_EQ(run_reap("plan " + quote(merged) + " -m " + quote(model) + " --keep 6 --method frequency --domains ja -o " + quote(pb), out), 0) << out;
+    ASSERT_EQ(run_reap("compare " + quote(pa) + " " + quote(pa) + " --json", out), 0) << out;
+    nlohmann::json j = nlohmann::json::parse(out);
+    EXPECT_EQ(j["mean_jaccard"], 1.0);
+    ASSERT_EQ(run_reap("compare " + quote(pa) + " " + quote(pb) + " --saliency " + quote(merged) + " --json", out), 0) << out;
+    j = nlohmann::json::parse(out);
+    const nlohmann::json ja = read_json(pa), jb = read_json(pb);
+    for (size_t i = 0; i < j["layers"].size(); ++i) {
+        const auto ka = ja["layers"][i]["keep"].get<std::vector<int64_t>>(), kb = jb["layers"][i]["keep"].get<std::vector<int64_t>>();
+        std::vector<int64_t> inter;
+        std::set_intersection(ka.begin(), ka.end(), kb.begin(), kb.end(), std::back_inserter(inter));
+        EXPECT_EQ(j["layers"][i]["shared"], inter.size());
+        EXPECT_DOUBLE_EQ(j["layers"][i]["jaccard"].get<double>(), double(inter.size()) / double(14 - inter.size()));
+    }
+    // plan A is the reap top-8 over all domains: it is its own oracle
+    EXPECT_NEAR(j["saliency"]["ratio_a"].get<double>(), 1.0, 1e-12);
+    EXPECT_LE(j["saliency"]["ratio_b"].get<double>(), 1.0 + 1e-12);
+    EXPECT_NEAR(j["saliency"]["share_a"].get<double>(), ja["provenance"]["saliency_retained"]["mean"].get<double>(), 1e-12);
+    ASSERT_EQ(run_reap("compare " + quote(pa) + " " + quote(pb) + " --saliency " + quote(merged), out), 0) << out;
+    EXPECT_NE(out.find("oracle"), std::string::npos) << out;
+    EXPECT_EQ(run_reap("compare " + quote(pa) + " " + quote(pb) + " --saliency " + quote(fx.dir + "/ds.gguf"), out), 1);
+    EXPECT_NE(out.find("another model"), std::string::npos) << out;
+    EXPECT_EQ(run_reap("compare " + quote(pa), out), 1);
+    EXPECT_NE(out.find("exactly two plans"), std::string::npos) << out;
+}
