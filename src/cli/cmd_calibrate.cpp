@@ -182,7 +182,7 @@ int cmd_calibrate(int argc, char ** argv) {
         return 1;
     }
     if (!opt.collect) {
-        printf("forward-only: %lld tokens in %zu windows, %.3f s, %.1f tok/s\n", (long long) rep.n_tokens,
+        printf("forward-only: %lld tokens (%zu windows) in %.3f s, %.1f tok/s\n", (long long) rep.n_tokens,
                rep.n_windows, rep.seconds, rep.tokens_per_second);
         return 0;
     }
