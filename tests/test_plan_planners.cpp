@@ -485,3 +485,29 @@ TEST(Planners, BudgetMatchesWrittenBytes) {
         }
     }
 }
+
+TEST(Planners, SuperExpertsThatDoNotFitAreReported) {
+    // 16 layers x 128 experts: the 99.5th percentile leaves room for ~10 super experts
+    std::vector<int> layers(16);
+    std::iota(layers.begin(), layers.end(), 0);
+    const s::fingerprint fp = make_fingerprint(16, 128, 4, layers, "deepseek2");
+    s::archive a = make_archive({"d"}, fp, s::metric_set::reap, 200);
+    // three outliers in group 0 (experts 0..15) of layer 3; 8 groups, keep 16 = 2 per group
+    a.domains[0].max_norm[a.index(3, 1)] = 1000;
+    a.domains[0].max_norm[a.index(3, 6)] = 1001;
+    a.domains[0].max_norm[a.index(3, 9)] = 1002;
+    pl::ranking r;
+    std::string err;
+    ASSERT_TRUE(pl::rank_experts(a, 8, pl::rank_options{}, r, err)) << err;
+    ASSERT_EQ(r.super_experts.size(), 3u);
+    reap::plan p;
+    ASSERT_TRUE(pl::make_plan(r, facts_for(fp, 8, 4), 16, p, err)) << err;
+    const auto & keep = p.layers[3].keep;
+    const int in_group0 = (int) std::count_if(keep.begin(), keep.end(), [](int64_t e) { return e < 16; });
+    EXPECT_EQ(in_group0, 2);
+    int kept_super = 0;
+    for (int64_t e : {1, 6, 9}) kept_super += (int) std::count(keep.begin(), keep.end(), e);
+    EXPECT_EQ(kept_super, 2);
+    ASSERT_TRUE(p.provenance.contains("super_experts_not_kept"));
+    EXPECT_EQ(p.provenance["super_experts_not_kept"].size(), 1u);
+}

@@ -372,6 +372,14 @@ int cmd_plan(int argc, char ** argv) {
                    pt.n_shards, 100.0 * pt.share, pt.n_keep == n_keep ? "  <- chosen" : "", over ? "  (over budget)" : "");
         }
     }
+    if (prov.contains("super_experts_not_kept")) {
+        printf("  warning: %zu protected super expert(s) do not fit in N = %" PRId64 " (more in a layer or group than it keeps):",
+               prov["super_experts_not_kept"].size(), n_keep);
+        for (const auto & x : prov["super_experts_not_kept"]) {
+            printf(" L%d/%" PRId64, x["layer"].get<int>(), x["expert"].get<int64_t>());
+        }
+        printf("\n");
+    }
     printf("  keep %" PRId64 " of %" PRId64 " experts per layer (%.1f%% removed)\n", n_keep, lay.n_expert,
            100.0 * double(lay.n_expert - n_keep) / double(lay.n_expert));
     printf("  pruned file: %" PRIu64 " bytes, %s%s (source %s)\n", bytes, pl::format_size(bytes).c_str(),

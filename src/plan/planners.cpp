@@ -315,6 +315,14 @@ bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep
         return j;
     };
     prov["super_experts"] = refs(r.super_candidates, true);
+    // protected experts that did not fit (more of them in a layer or group than it keeps)
+    std::vector<expert_ref> dropped;
+    for (const auto & x : r.super_experts) {
+        for (const auto & l : p.layers) {
+            if (l.layer == x.layer && !std::count(l.keep.begin(), l.keep.end(), x.expert)) dropped.push_back(x);
+        }
+    }
+    if (!dropped.empty()) prov["super_experts_not_kept"] = refs(dropped, true);
     prov["never_routed"] = refs(r.never_routed, false);
     const share_report sh = plan_share(r, p);
     nlohmann::json per = nlohmann::json::array();

@@ -128,6 +128,8 @@ share_report oracle_share(const ranking & r, int64_t n_keep);
 // A plan for n_keep from the ranking: model header from `facts`, one layer
 // per MoE layer, provenance with method, domains, consensus, seed, super
 // experts, never-routed experts and the saliency share (per layer and mean).
+// Protected super experts that do not fit (a layer or group with more of them
+// than it keeps) are listed under "super_experts_not_kept".
 // The caller adds its own provenance (request, archive hash, tool version).
 // Validated against `facts` (the message is validate_plan's).
 bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep, plan & out, std::string & err);
