@@ -137,12 +137,15 @@ model_ptr load_model(const std::string & what, const std::string & path, const e
     return m;
 }
 
-ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, std::string & err) {
+// A context for n_seq windows of n_ctx tokens side by side (one KV sequence
+// each, not unified), as llama-perplexity sets up its own.
+ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, int n_seq, std::string & err) {
     llama_context_params cp = llama_context_default_params();
-    cp.n_ctx           = (uint32_t) n_ctx;
-    cp.n_batch         = (uint32_t) std::min(rt.n_batch, n_ctx);
+    cp.n_ctx           = (uint32_t) n_ctx * (uint32_t) n_seq;
+    cp.n_batch         = (uint32_t) std::min(rt.n_batch, (int) cp.n_ctx);
     cp.n_ubatch        = (uint32_t) std::min(rt.n_ubatch, (int) cp.n_batch);
-    cp.n_seq_max       = 1;
+    cp.n_seq_max       = (uint32_t) n_seq;
+    cp.kv_unified      = false;
     cp.n_threads       = resolve_threads(rt.n_threads);
     cp.n_threads_batch = cp.n_threads;
     cp.flash_attn_type = rt.flash_attn < 0 ? LLAMA_FLASH_ATTN_TYPE_AUTO
@@ -150,7 +153,8 @@ ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, st
     cp.no_perf = true;
     ctx_ptr c(llama_init_from_model(model, cp));
     if (!c) {
-        err = "failed to create a llama.cpp context (n_ctx " + std::to_string(n_ctx) + ")";
+        err = "failed to create a llama.cpp context (n_ctx " + std::to_string(n_ctx) + " x " + std::to_string(n_seq) +
+              " sequences)";
     }
     return c;
 }
@@ -364,38 +368,49 @@ struct progress {
     }
 };
 
-// ---- decoding a window -----------------------------------------------------------------
+// ---- decoding windows -----------------------------------------------------------------
 
-// Decodes one window in every context of ctxs, n_batch tokens at a time, with
-// logits requested only for the scored positions first .. len-2; after each
-// batch calls on_batch(batch_idx, positions) for the rows it produced.
-bool decode_window(const std::vector<llama_context *> & ctxs, const window & w, llama_token bos, int n_batch,
-                   llama_batch & batch, progress & prog,
-                   const std::function<bool(const std::vector<int> &, const std::vector<int> &)> & on_batch,
-                   std::string & err) {
-    const int first = w.len / 2;
-    for (auto * c : ctxs) {
-        llama_memory_clear(llama_get_memory(c), true);
-    }
-    std::vector<int> idx, pos;
-    for (int b = 0; b < w.len; b += n_batch) {
-        const int n = std::min(n_batch, w.len - b);
-        batch.n_tokens = n;
-        idx.clear();
-        pos.clear();
+// One scored position: row idx of the last decode's logits predicts
+// w->tokens[pos + 1]; window_no counts windows from the start of the run.
+struct out_row {
+    int            idx;
+    int            pos;
+    const window * w;
+    size_t         window_no;
+};
+
+using rows_fn = std::function<bool(const std::vector<out_row> &)>;
+
+// Windows decoded side by side per llama_decode: like llama-perplexity,
+// n_batch / n_ctx of them when a batch holds more than one window.
+int seqs_per_decode(const eval_runtime & rt, int n_ctx) { return std::max(1, rt.n_batch / n_ctx); }
+
+// Decodes every window in every context of ctxs, with logits requested only
+// for the scored positions len/2 .. len-2 of each window, and hands the rows
+// of each decode to on_rows (in window order, then position order). With
+// n_seq > 1 up to n_seq consecutive windows share one decode as separate
+// sequences; with n_seq == 1 a window longer than n_batch takes several.
+bool decode_windows(const std::vector<llama_context *> & ctxs, const std::vector<window> & windows, int n_seq,
+                    int n_batch, llama_token bos, progress & prog, const rows_fn & on_rows, std::string & err) {
+    llama_batch batch = llama_batch_init(std::max(n_batch, 1), 0, 1);
+    std::vector<out_row> rows;
+    bool ok = true;
+    // Adds tokens [b, b+n) of window w as sequence seq.
+    auto add = [&](const window & w, size_t window_no, int seq, int b, int n) {
+        const int first = w.len / 2;
         for (int k = 0; k < n; ++k) {
             const int p = b + k;
+            const int i = batch.n_tokens++;
             // Like llama-perplexity: every window starts with BOS, in place of its first token.
-            batch.token[k]     = (p == 0 && bos != LLAMA_TOKEN_NULL) ? bos : w.tokens[p];
-            batch.pos[k]       = p;
-            batch.n_seq_id[k]  = 1;
-            batch.seq_id[k][0] = 0;
-            batch.logits[k]    = p >= first && p <= w.len - 2;
-            if (batch.logits[k]) {
-                idx.push_back(k);
-                pos.push_back(p);
-            }
+            batch.token[i]     = (p == 0 && bos != LLAMA_TOKEN_NULL) ? bos : w.tokens[p];
+            batch.pos[i]       = p;
+            batch.n_seq_id[i]  = 1;
+            batch.seq_id[i][0] = seq;
+            batch.logits[i]    = p >= first && p <= w.len - 2;
+            if (batch.logits[i]) rows.push_back({i, p, &w, window_no});
         }
+    };
+    auto decode = [&]() {
         for (auto * c : ctxs) {
             const int rc = llama_decode(c, batch);
             if (rc != 0) {
@@ -403,12 +418,31 @@ bool decode_window(const std::vector<llama_context *> & ctxs, const window & w, 
                 return false;
             }
         }
-        prog.add((size_t) n * ctxs.size());
-        if (!idx.empty() && !on_batch(idx, pos)) {
-            return false;
+        prog.add((size_t) batch.n_tokens * ctxs.size());
+        return rows.empty() || on_rows(rows);
+    };
+    for (size_t wi = 0; ok && wi < windows.size();) {
+        for (auto * c : ctxs) llama_memory_clear(llama_get_memory(c), true);
+        if (n_seq == 1) {
+            const window & w = windows[wi];
+            for (int b = 0; ok && b < w.len; b += n_batch) {
+                batch.n_tokens = 0;
+                rows.clear();
+                add(w, wi, 0, b, std::min(n_batch, w.len - b));
+                ok = decode();
+            }
+            ++wi;
+        } else {
+            batch.n_tokens = 0;
+            rows.clear();
+            for (int seq = 0; seq < n_seq && wi < windows.size() && batch.n_tokens + windows[wi].len <= n_batch; ++seq, ++wi) {
+                add(windows[wi], wi, seq, 0, windows[wi].len);
+            }
+            ok = decode();
         }
     }
-    return true;
+    llama_batch_free(batch);
+    return ok;
 }
 
 // ---- per-token statistics ------------------------------------------------------------------
@@ -575,7 +609,8 @@ bool write_base_file(llama_model * model, const workload & wl, const eval_option
     const llama_vocab * vocab   = llama_model_get_vocab(model);
     const int           n_vocab = llama_vocab_n_tokens(vocab);
     const llama_token   bos     = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
-    ctx_ptr ctx = make_context(model, opt.rt, n_ctx, err);
+    const int n_seq = seqs_per_decode(opt.rt, n_ctx);
+    ctx_ptr ctx = make_context(model, opt.rt, n_ctx, n_seq, err);
     if (!ctx) return false;
 
     kld_writer out;
@@ -589,27 +624,22 @@ bool write_base_file(llama_model * model, const workload & wl, const eval_option
     const size_t          rec = kld_record_u16(n_vocab);
     std::vector<uint16_t> records;
     std::vector<double>   row_nll;
-    const int             n_batch = std::min(opt.rt.n_batch, n_ctx);
-    llama_batch           batch   = llama_batch_init(n_batch, 0, 1);
+    const int             n_batch   = std::min(opt.rt.n_batch, n_ctx * n_seq);
     const int             n_threads = resolve_threads(opt.rt.n_threads);
     prog.start("base -> " + opt.kld_base_path, wl.n_decode_tokens);
-    bool ok = true;
-    for (const window & w : wl.windows) {
-        ok = decode_window({ctx.get()}, w, bos, n_batch, batch, prog,
-            [&](const std::vector<int> & idx, const std::vector<int> & pos) {
-                records.resize(rec * idx.size());
-                row_nll.resize(idx.size());
-                parallel_for((int) idx.size(), n_threads, [&](int r) {
-                    row_nll[r] = kld_compress_row(llama_get_logits_ith(ctx.get(), idx[r]), n_vocab, w.tokens[pos[r] + 1],
-                                                  records.data() + rec * r);
-                });
-                for (double v : row_nll) nll += v;
-                n_scored += idx.size();
-                return out.write(records.data(), records.size() * sizeof(uint16_t), err);
-            }, err);
-        if (!ok) break;
-    }
-    llama_batch_free(batch);
+    const bool ok = decode_windows({ctx.get()}, wl.windows, n_seq, n_batch, bos, prog,
+        [&](const std::vector<out_row> & rows) {
+            records.resize(rec * rows.size());
+            row_nll.resize(rows.size());
+            parallel_for((int) rows.size(), n_threads, [&](int r) {
+                const out_row & o = rows[r];
+                row_nll[r] = kld_compress_row(llama_get_logits_ith(ctx.get(), o.idx), n_vocab, o.w->tokens[o.pos + 1],
+                                              records.data() + rec * r);
+            });
+            for (double v : row_nll) nll += v;
+            n_scored += rows.size();
+            return out.write(records.data(), records.size() * sizeof(uint16_t), err);
+        }, err);
     return ok && out.commit(err);
 }
 
@@ -823,36 +853,32 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
         }
         const int n_vocab = llama_vocab_n_tokens(vocab);
         const llama_token bos = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
-        ctx_ptr cb = make_context(base.get(), opt.rt, n_ctx, err);
+        const int n_seq = seqs_per_decode(opt.rt, n_ctx);
+        ctx_ptr cb = make_context(base.get(), opt.rt, n_ctx, n_seq, err);
         if (!cb) return false;
-        ctx_ptr cp = make_context(pruned.get(), opt.rt, n_ctx, err);
+        ctx_ptr cp = make_context(pruned.get(), opt.rt, n_ctx, n_seq, err);
         if (!cp) return false;
 
         std::vector<accumulator> acc(wl.domains.size());
         accumulator all;
-        const int n_batch = std::min(opt.rt.n_batch, n_ctx);
+        const int n_batch = std::min(opt.rt.n_batch, n_ctx * n_seq);
         const int n_threads = resolve_threads(opt.rt.n_threads);
-        llama_batch batch = llama_batch_init(n_batch, 0, 1);
         std::vector<token_stat> stats;
         prog.start("eval", 2 * wl.n_decode_tokens);
-        bool ok = true;
-        for (const window & w : wl.windows) {
-            ok = decode_window({cb.get(), cp.get()}, w, bos, n_batch, batch, prog,
-                [&](const std::vector<int> & idx, const std::vector<int> & pos) {
-                    stats.resize(idx.size());
-                    parallel_for((int) idx.size(), n_threads, [&](int r) {
-                        stats[r] = stat_exact(llama_get_logits_ith(cb.get(), idx[r]), llama_get_logits_ith(cp.get(), idx[r]),
-                                              n_vocab, w.tokens[pos[r] + 1]);
-                    });
-                    for (const auto & s : stats) {
-                        all.add(s);
-                        acc[w.domain].add(s);
-                    }
-                    return true;
-                }, err);
-            if (!ok) break;
-        }
-        llama_batch_free(batch);
+        const bool ok = decode_windows({cb.get(), cp.get()}, wl.windows, n_seq, n_batch, bos, prog,
+            [&](const std::vector<out_row> & rows) {
+                stats.resize(rows.size());
+                parallel_for((int) rows.size(), n_threads, [&](int r) {
+                    const out_row & o = rows[r];
+                    stats[r] = stat_exact(llama_get_logits_ith(cb.get(), o.idx), llama_get_logits_ith(cp.get(), o.idx),
+                                          n_vocab, o.w->tokens[o.pos + 1]);
+                });
+                for (size_t r = 0; r < rows.size(); ++r) {
+                    all.add(stats[r]);
+                    acc[rows[r].w->domain].add(stats[r]);
+                }
+                return true;
+            }, err);
         if (!ok) return false;
         report.overall = all.finish();
         if (wl.corpus) {
@@ -934,61 +960,57 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
             return false;
         }
         const llama_token bos = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
-        ctx_ptr cp = make_context(pruned.get(), opt.rt, n_ctx, err);
+        const int n_seq = seqs_per_decode(opt.rt, n_ctx);
+        ctx_ptr cp = make_context(pruned.get(), opt.rt, n_ctx, n_seq, err);
         if (!cp) return false;
         accumulator all;
         const size_t rec = kld_record_u16(n_vocab);
-        const int n_batch = std::min(opt.rt.n_batch, n_ctx);
+        const int n_batch = std::min(opt.rt.n_batch, n_ctx * n_seq);
         const int n_threads = resolve_threads(opt.rt.n_threads);
         std::vector<uint16_t> records;
         std::vector<float> logp((size_t) n_threads * n_vocab);
         std::vector<token_stat> stats;
         std::vector<char> bad;
-        llama_batch batch = llama_batch_init(n_batch, 0, 1);
         prog.start("eval", wl.n_decode_tokens);
-        size_t chunk = 0;
-        bool ok = true;
-        for (const window & w : wl.windows) {
-            ok = decode_window({cp.get()}, w, bos, n_batch, batch, prog,
-                [&](const std::vector<int> & idx, const std::vector<int> & pos) {
-                    records.resize(rec * idx.size());
-                    if (!in.read((char *) records.data(), (std::streamsize) (records.size() * sizeof(uint16_t)))) {
-                        err = "cannot read the records of chunk " + std::to_string(chunk) + " from '" + opt.kld_base_path + "'";
+        const bool ok = decode_windows({cp.get()}, wl.windows, n_seq, n_batch, bos, prog,
+            [&](const std::vector<out_row> & rows) {
+                records.resize(rec * rows.size());
+                if (!in.read((char *) records.data(), (std::streamsize) (records.size() * sizeof(uint16_t)))) {
+                    err = "cannot read the records of chunk " + std::to_string(rows[0].window_no) + " from '" +
+                          opt.kld_base_path + "'";
+                    return false;
+                }
+                stats.assign(rows.size(), token_stat());
+                bad.assign(rows.size(), 0);
+                // Each worker thread decompresses into its own slice of logp.
+                std::atomic<int> next{0};
+                std::vector<std::thread> pool;
+                auto work = [&](int t) {
+                    float * lpb = logp.data() + (size_t) t * n_vocab;
+                    for (int r = next++; r < (int) rows.size(); r = next++) {
+                        if (!kld_decompress_row(records.data() + rec * r, n_vocab, lpb)) {
+                            bad[r] = 1;
+                            continue;
+                        }
+                        const out_row & o = rows[r];
+                        stats[r] = stat_file(lpb, llama_get_logits_ith(cp.get(), o.idx), n_vocab, o.w->tokens[o.pos + 1]);
+                    }
+                };
+                const int nt = std::max(1, std::min(n_threads, (int) rows.size()));
+                for (int t = 1; t < nt; ++t) pool.emplace_back(work, t);
+                work(0);
+                for (auto & th : pool) th.join();
+                for (size_t r = 0; r < rows.size(); ++r) {
+                    if (bad[r]) {
+                        err = "KLD base file '" + opt.kld_base_path + "' is damaged: chunk " +
+                              std::to_string(rows[r].window_no) + ", position " + std::to_string(rows[r].pos) +
+                              " has a non-finite scale or offset";
                         return false;
                     }
-                    stats.assign(idx.size(), token_stat());
-                    bad.assign(idx.size(), 0);
-                    // Each worker thread decompresses into its own slice of logp.
-                    std::atomic<int> next{0};
-                    std::vector<std::thread> pool;
-                    auto work = [&](int t) {
-                        float * lpb = logp.data() + (size_t) t * n_vocab;
-                        for (int r = next++; r < (int) idx.size(); r = next++) {
-                            if (!kld_decompress_row(records.data() + rec * r, n_vocab, lpb)) {
-                                bad[r] = 1;
-                                continue;
-                            }
-                            stats[r] = stat_file(lpb, llama_get_logits_ith(cp.get(), idx[r]), n_vocab, w.tokens[pos[r] + 1]);
-                        }
-                    };
-                    const int nt = std::max(1, std::min(n_threads, (int) idx.size()));
-                    for (int t = 1; t < nt; ++t) pool.emplace_back(work, t);
-                    work(0);
-                    for (auto & th : pool) th.join();
-                    for (size_t r = 0; r < idx.size(); ++r) {
-                        if (bad[r]) {
-                            err = "KLD base file '" + opt.kld_base_path + "' is damaged: chunk " + std::to_string(chunk) +
-                                  ", position " + std::to_string(pos[r]) + " has a non-finite scale or offset";
-                            return false;
-                        }
-                        all.add(stats[r]);
-                    }
-                    return true;
-                }, err);
-            if (!ok) break;
-            ++chunk;
-        }
-        llama_batch_free(batch);
+                    all.add(stats[r]);
+                }
+                return true;
+            }, err);
         if (!ok) return false;
         report.overall = all.finish();
     }
@@ -1038,7 +1060,7 @@ bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & e
         eval_runtime rt = opt.rt;
         rt.n_batch = std::max(rt.n_batch, n_ctx);  // the prompt goes in one decode
         rt.n_ubatch = std::min(rt.n_ubatch, rt.n_batch);
-        ctx_ptr ctx = make_context(model, rt, n_ctx, err);
+        ctx_ptr ctx = make_context(model, rt, n_ctx, 1, err);
         if (!ctx) return false;
         std::vector<llama_token> cur(prompt.begin(), prompt.end());
         llama_batch batch = llama_batch_get_one(cur.data(), (int32_t) cur.size());
