@@ -27,6 +27,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <signal.h>
+#include <sys/wait.h>
+
 using namespace reap_test;
 namespace sal = reap::saliency;
 
@@ -466,6 +469,57 @@ TEST(Calibrate, TrainedModelMatchesReferenceForward) {
             EXPECT_NEAR(tot[k], ref_tot[k], 1e-3 * std::fabs(ref_tot[k])) << "layer " << l << " " << names[k];
         }
     }
+}
+
+// The CLI: llama.cpp flags go through llama.cpp's parser; Ctrl-C (SIGINT)
+// finishes the window, writes a checkpoint and exits 130; --resume completes
+// the run with the same archive as an uninterrupted one.
+TEST(CalibrateCli, SigintCheckpointResume) {
+    if (!file_exists(reap_bin())) GTEST_SKIP() << "no " << reap_bin();
+    std::string err, out;
+    const std::string model = zoo_model("qwen3moe", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("cli");
+    std::string corpus_text;
+    for (int i = 0; i < 1500; ++i) {
+        corpus_text += nlohmann::json({{"domain", i % 3 ? "en" : "code"},
+                                       {"text", "sample " + std::to_string(i) + ": the router picks experts for every token of this line."}})
+                           .dump() + "\n";
+    }
+    write_file(dir + "/c.jsonl", corpus_text);
+    const std::string flags = " -m " + shell_quote(model) + " --corpus " + shell_quote(dir + "/c.jsonl") +
+                              " -c 64 -b 64 -ub 64 -t 1 -ctk f32 -ctv f32 -fa off --no-progress";
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate" + flags + " -o " + shell_quote(dir + "/full.gguf"), out), 0) << out;
+    EXPECT_NE(out.find("ffn_moe_weights_norm"), std::string::npos) << out;
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate --help", out), 0);
+    EXPECT_NE(out.find("--shard"), std::string::npos);
+    EXPECT_NE(run_cmd(shell_quote(reap_bin()) + " calibrate" + flags + " -o " + shell_quote(dir + "/x.gguf") +
+                          " --no-such-flag", out), 0);
+
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        const std::string cmd = "exec " + shell_quote(reap_bin()) + " calibrate" + flags + " -o " +
+                                shell_quote(dir + "/r.gguf") + " --checkpoint-every 20 > " + shell_quote(dir + "/r.log") + " 2>&1";
+        execl("/bin/sh", "sh", "-c", cmd.c_str(), (char *) nullptr);
+        _exit(127);
+    }
+    // interrupt once the run is under way: when its first periodic checkpoint appears
+    for (int i = 0; i < 6000 && !file_exists(dir + "/r.gguf.checkpoint"); ++i) usleep(10 * 1000);
+    kill(pid, SIGINT);
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st));
+    if (WEXITSTATUS(st) == 0) GTEST_SKIP() << "the run finished before the interrupt";
+    ASSERT_EQ(WEXITSTATUS(st), 130) << read_bytes(dir + "/r.log");
+    EXPECT_FALSE(file_exists(dir + "/r.gguf"));
+    ASSERT_TRUE(file_exists(dir + "/r.gguf.checkpoint")) << read_bytes(dir + "/r.log");
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate" + flags + " -o " + shell_quote(dir + "/r.gguf") +
+                          " --checkpoint-every 20 --resume",
+                      out), 0) << out;
+    EXPECT_NE(out.find("resumed"), std::string::npos) << out;
+    EXPECT_FALSE(file_exists(dir + "/r.gguf.checkpoint"));
+    EXPECT_TRUE(read_bytes(dir + "/full.gguf") == read_bytes(dir + "/r.gguf"));
 }
 
 }  // namespace
