@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <set>
+
 using nlohmann::json;
 
 namespace {
@@ -206,4 +209,47 @@ TEST(PlanValidate, ZooModels) {
         EXPECT_FALSE(reap::validate_plan(q, m, err));
         EXPECT_NE(err.find("n_layer"), std::string::npos) << err;
     }
+}
+
+// Seeded random damage to a good document (byte flips, truncations, spliced
+// bytes): parsing never crashes, and whatever it accepts is internally
+// consistent (the checks of parse_plan hold on the result).
+TEST(PlanFormat, RandomDamageNeverCrashes) {
+    const std::string good = good_doc().dump();
+    std::mt19937 rng(1234);
+    int accepted = 0;
+    for (int i = 0; i < 3000; ++i) {
+        std::string s = good;
+        const int n_edits = 1 + int(rng() % 4);
+        for (int k = 0; k < n_edits && !s.empty(); ++k) {
+            const size_t at = rng() % s.size();
+            switch (rng() % 4) {
+                case 0: s[at] = char(rng() & 0xff); break;
+                case 1: s.resize(at); break;
+                case 2: s.insert(at, 1, "0123456789-.,:[]{}\"e"[rng() % 20]); break;
+                default: s.erase(at, 1 + rng() % 8); break;
+            }
+        }
+        reap::plan p;
+        std::string err;
+        if (!reap::parse_plan(s, "fuzz.json", p, err)) {
+            EXPECT_FALSE(err.empty());
+            continue;
+        }
+        ++accepted;
+        EXPECT_GE(p.n_keep, 1);
+        EXPECT_LE(p.n_keep, p.n_expert);
+        for (const auto & l : p.layers) {
+            EXPECT_EQ(int64_t(l.keep.size()), p.n_keep);
+            EXPECT_GE(l.layer, 0);
+            EXPECT_LT(l.layer, p.n_layer);
+            std::set<int64_t> ids(l.keep.begin(), l.keep.end());
+            EXPECT_EQ(ids.size(), l.keep.size());
+            for (int64_t e : l.keep) {
+                EXPECT_GE(e, 0);
+                EXPECT_LT(e, p.n_expert);
+            }
+        }
+    }
+    EXPECT_LT(accepted, 3000);
 }
