@@ -16,8 +16,8 @@ PY=${PYTHON:-/usr/bin/python3}
 MODEL=${MODEL:-models/reap-moe-tiny.gguf}
 CORPUS=${CORPUS:-data/corpus}
 OUT=${OUT:-out/demo}
-EVAL_BYTES=${EVAL_BYTES:-12000}
-CALIB_TOKENS=${CALIB_TOKENS:-40000}
+EVAL_BYTES=${EVAL_BYTES:-8000}
+CALIB_TOKENS=${CALIB_TOKENS:-20000}
 CTX=256
 
 mkdir -p "$OUT/plans" "$OUT/cuts" "$OUT/eval"
@@ -79,7 +79,7 @@ step "evaluate every cut per domain on the heldout split"
 for cut in "${CUTS[@]}"; do
     read -r name _ <<< "$cut"
     "$REAP" eval -m "$MODEL" -p "$OUT/cuts/$name.gguf" -f "$OUT/heldout-eval.jsonl" -c $CTX \
-        --kld-base "$OUT/eval/base.kld" --json --quiet > "$OUT/eval/$name.json"
+        --json --quiet > "$OUT/eval/$name.json"
     printf '  %-18s done\n' "$name"
 done
 

@@ -108,10 +108,11 @@ def main():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    vmax = max(float((full[d][l] / full[d][l].sum()).max()) for d in domains for l in layers)
     fig, axes = plt.subplots(len(layers), 1, figsize=(9, 1.2 + 1.3 * len(layers)), dpi=110, squeeze=False)
     for ax, l in zip(axes[:, 0], layers):
         share = np.stack([full[d][l] / full[d][l].sum() for d in domains])
-        im = ax.imshow(share, aspect="auto", cmap="magma", vmin=0, vmax=max(0.25, float(share.max())))
+        im = ax.imshow(share, aspect="auto", cmap="magma", vmin=0, vmax=vmax)
         ax.set_yticks(range(len(domains)))
         ax.set_yticklabels(domains, fontsize=8)
         ax.set_xticks(range(0, share.shape[1], 4))

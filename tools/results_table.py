@@ -111,7 +111,7 @@ How it was made (scripts/demo.sh):
 2. `reap plan --ratio R` for REAP restricted to en+code and to ja+zh (50% of the routed experts
    removed), and REAP, frequency and random (seed 1) over all domains at 25/50/75% removed.
 3. `reap prune` and `reap verify` for every plan.
-4. `reap eval -c 256` of each cut against the unpruned model on the first 12 kB of every
+4. `reap eval -c 256` of each cut against the unpruned model on the first 8 kB of every
    domain of the `heldout` split ({n_tokens} scored tokens in all; the second half of
    each 256-token window is scored, as llama-perplexity does).
 
