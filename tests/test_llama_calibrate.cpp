@@ -522,4 +522,27 @@ TEST(CalibrateCli, SigintCheckpointResume) {
     EXPECT_TRUE(read_bytes(dir + "/full.gguf") == read_bytes(dir + "/r.gguf"));
 }
 
+// `messages` samples go through the model's own chat template, reasoning_content included.
+TEST(Corpus, MessagesRenderedWithChatTemplate) {
+    const std::string model_path = source_dir() + "/models/reap-moe-tiny.gguf";
+    if (!file_exists(model_path)) GTEST_SKIP() << "no " << model_path << " (make model)";
+    const std::string dir = scratch("messages");
+    write_file(dir + "/m.jsonl",
+               nlohmann::json({{"domain", "chat"},
+                               {"messages", {{{"role", "user"}, {"content", "What is 2+2?"}},
+                                             {{"role", "assistant"}, {"content", "4"}, {"reasoning_content", "two plus two"}}}}})
+                       .dump() + "\n");
+    model_ptr m = load_model(model_path);
+    ASSERT_TRUE(m);
+    reap::corpus cp;
+    std::string err;
+    ASSERT_TRUE(reap::read_corpus_file(dir + "/m.jsonl", m.get(), {}, cp, err)) << err;
+    ASSERT_EQ(cp.samples.size(), 1u);
+    const std::string text = common_detokenize(llama_model_get_vocab(m.get()), cp.samples[0].tokens, true);
+    EXPECT_NE(text.find("<|im_start|>user\nWhat is 2+2?<|im_end|>"), std::string::npos) << text;
+    EXPECT_NE(text.find("<|im_start|>assistant\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("two plus two"), std::string::npos) << text;
+    EXPECT_EQ(cp.domains, std::vector<std::string>{"chat"});
+}
+
 }  // namespace

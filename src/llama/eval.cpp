@@ -419,7 +419,14 @@ bool decode_windows(const std::vector<llama_context *> & ctxs, const std::vector
             }
         }
         prog.add((size_t) batch.n_tokens * ctxs.size());
-        return rows.empty() || on_rows(rows);
+        // Hand rows over in slices, which bounds the callers' per-row buffers
+        // (a base file record is 2 bytes per vocabulary entry).
+        constexpr size_t SLICE = 256;
+        for (size_t r0 = 0; r0 < rows.size(); r0 += SLICE) {
+            const std::vector<out_row> slice(rows.begin() + r0, rows.begin() + std::min(rows.size(), r0 + SLICE));
+            if (!on_rows(slice)) return false;
+        }
+        return true;
     };
     for (size_t wi = 0; ok && wi < windows.size();) {
         for (auto * c : ctxs) llama_memory_clear(llama_get_memory(c), true);

@@ -27,7 +27,8 @@ namespace reap {
 // llama.cpp runtime settings, spelled as the llama.cpp flags.
 struct eval_runtime {
     int  n_ctx        = 512;   // -c: window size; 0 = 512, or the --kld-base file's when it exists
-    int  n_batch      = 2048;  // -b: tokens per llama_decode (capped at n_ctx)
+    int  n_batch      = 2048;  // -b: tokens per llama_decode; n_batch / n_ctx windows go side by side
+                               // as separate sequences, exactly as llama-perplexity batches them
     int  n_ubatch     = 512;   // -ub
     int  n_threads    = -1;    // -t; -1 = number of physical cores
     int  n_gpu_layers = -1;    // -ngl; -1 = llama.cpp's default (all that fit)
