@@ -10,7 +10,7 @@
 #   -m MODEL     model to prune (default: a synthetic qwen3moe of about 1 GB,
 #                made once with tools/make_zoo.py's builders: 8 layers,
 #                n_embd 512, 64 experts of ffn 512, F16)
-#   -n RUNS      timed runs of each command (default 5)
+#   -n RUNS      timed runs of each command (default 7)
 #   -d WORKDIR   where the model, plan and outputs go (default ${TMPDIR:-/tmp}/reap-bench);
 #                the outputs land on the same file system as the copies
 #   --reap PATH  the reap binary (default: build/bin/reap under the repository)
@@ -19,7 +19,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 model=""
-runs=5
+runs=7
 work="${TMPDIR:-/tmp}/reap-bench"
 reap="$here/build/bin/reap"
 python="${REAP_PYTHON:-/usr/bin/python3}"
