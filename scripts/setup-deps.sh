@@ -8,7 +8,7 @@ packages=(
     nlohmann-json3-dev libssl-dev libgtest-dev
     nodejs npm
     python3 python3-numpy python3-torch libopenblas0-pthread python3-matplotlib
-    man-db groff-base
+    man-db groff-base strace
 )
 
 missing=()
