@@ -545,4 +545,23 @@ TEST(Corpus, MessagesRenderedWithChatTemplate) {
     EXPECT_EQ(cp.domains, std::vector<std::string>{"chat"});
 }
 
+// A split model (llama-gguf-split) calibrates to the same archive as the single file.
+TEST(Calibrate, SplitModelSameArchive) {
+    std::string err, out;
+    const std::string model = zoo_model("qwen3moe", err);
+    ASSERT_FALSE(model.empty()) << err;
+    if (!file_exists(llama_bin("llama-gguf-split"))) GTEST_SKIP() << "no " << llama_bin("llama-gguf-split");
+    const std::string dir = scratch("split");
+    ASSERT_EQ(run_cmd(shell_quote(llama_bin("llama-gguf-split")) + " --split --split-max-tensors 10 " + shell_quote(model) +
+                          " " + shell_quote(dir + "/m"), out), 0) << out;
+    const std::string first = dir + "/m-00001-of-00004.gguf";
+    ASSERT_TRUE(file_exists(first)) << out;
+    const std::string corpus = small_corpus(dir);
+    sal::archive a, b;
+    reap::calibrate_report ra, rb;
+    ASSERT_TRUE(reap::run_calibrate(opts(model, corpus, dir + "/one.gguf"), a, ra, err)) << err;
+    ASSERT_TRUE(reap::run_calibrate(opts(first, corpus, dir + "/split.gguf"), b, rb, err)) << err;
+    EXPECT_TRUE(read_bytes(dir + "/one.gguf") == read_bytes(dir + "/split.gguf"));
+}
+
 }  // namespace
