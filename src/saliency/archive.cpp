@@ -452,12 +452,12 @@ bool read_archive(const std::string & path, archive & out, std::string & err) {
                       ", " + std::to_string(fp.n_layer) + "] (n_expert, n_layer)";
                 return false;
             }
-            std::vector<double> & v = *metric_data(d, mn);
-            v.resize(a.n_cells());
-            if (t->nbytes != v.size() * sizeof(double)) {
-                err = where + "tensor '" + tn + "' has " + std::to_string(t->nbytes) + " bytes, expected " + std::to_string(v.size() * sizeof(double));
+            if (t->nbytes != a.n_cells() * sizeof(double)) {
+                err = where + "tensor '" + tn + "' has " + std::to_string(t->nbytes) + " bytes, expected " + std::to_string(a.n_cells() * sizeof(double));
                 return false;
             }
+            std::vector<double> & v = *metric_data(d, mn);
+            v.resize(a.n_cells());   // bounded: the reader checked that the data lie inside the file
             if (!gguf::read_tensor_bytes(m, *t, 0, t->nbytes, v.data(), e)) { err = where + e; return false; }
         }
         // Tensors of this domain that belong to the other metric set are a contradiction.
