@@ -6,12 +6,12 @@
 
 #include "gguf/gguf.h"
 #include "llama/corpus.h"
+#include "llama/runtime.h"
 #include "util/sha256.h"
 
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "llama.h"
-#include "log.h"
 
 #include <nlohmann/json.hpp>
 
@@ -22,7 +22,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,30 +35,6 @@ constexpr const char * k_key_n_windows   = "reap.saliency.checkpoint.n_windows";
 constexpr const char * k_key_before_ffn  = "reap.saliency.weights_before_ffn";
 constexpr const char * k_key_nodes       = "reap.saliency.calibrate.nodes";
 constexpr const char * k_key_corpus      = "reap.saliency.corpus";
-
-bool g_verbose = false;
-
-void log_filter(ggml_log_level level, const char * text, void *) {
-    if (g_verbose || level == GGML_LOG_LEVEL_ERROR) {
-        fputs(text, stderr);
-    }
-}
-
-void backend_init(bool verbose) {
-    static std::once_flag once;
-    g_verbose = verbose;
-    std::call_once(once, [] {
-        llama_log_set(log_filter, nullptr);
-        llama_backend_init();
-        ggml_backend_load_all();
-    });
-    common_log_set_verbosity_thold(verbose ? LOG_DEFAULT_LLAMA : LOG_LEVEL_ERROR);
-}
-
-struct model_deleter { void operator()(llama_model * m) const { llama_model_free(m); } };
-struct ctx_deleter   { void operator()(llama_context * c) const { llama_free(c); } };
-using model_ptr = std::unique_ptr<llama_model, model_deleter>;
-using ctx_ptr   = std::unique_ptr<llama_context, ctx_deleter>;
 
 // ---- node names ----------------------------------------------------------------------
 
@@ -394,7 +369,7 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
         return false;
     }
 
-    backend_init(opt.verbose);
+    runtime_init(opt.verbose);
     llama_model_params mp = common_model_params_to_llama(opt.llama);
     model_ptr model(llama_model_load_from_file(opt.model_path.c_str(), mp));
     if (!model) {

@@ -1,11 +1,13 @@
 // reap eval, the library half: windows, scoring, the llama-perplexity KLD base
-// file, corpus rendering, the smoke test and the report. See eval.h for the
-// scoring convention and the file layout.
+// file, the smoke test and the report (corpora are read through corpus.h, the
+// runtime set up through runtime.h). See eval.h for the scoring convention and
+// the file layout.
 #include "llama/eval.h"
 
-#include "chat.h"
+#include "llama/corpus.h"
+#include "llama/runtime.h"
+
 #include "common.h"
-#include "log.h"
 #include "llama.h"
 
 #include <nlohmann/json.hpp>
@@ -20,8 +22,6 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <mutex>
-#include <sstream>
 #include <thread>
 
 #include <sys/stat.h>
@@ -37,26 +37,6 @@ constexpr int    KLD_MAX_VOCAB    = 1 << 24;
 constexpr size_t KLD_HEADER_BYTES = 8 + 3 * sizeof(int32_t);
 
 // ---- small utilities ----------------------------------------------------------
-
-bool g_verbose = false;
-
-void log_filter(ggml_log_level level, const char * text, void *) {
-    // llama.cpp is chatty on stderr; keep only its errors unless --verbose.
-    if (g_verbose || level == GGML_LOG_LEVEL_ERROR) {
-        fputs(text, stderr);
-    }
-}
-
-void backend_init(bool verbose) {
-    static std::once_flag once;
-    g_verbose = verbose;
-    std::call_once(once, [] {
-        llama_log_set(log_filter, nullptr);
-        llama_backend_init();
-        ggml_backend_load_all();
-    });
-    common_log_set_verbosity_thold(verbose ? LOG_DEFAULT_LLAMA : LOG_LEVEL_ERROR);
-}
 
 // what names the file's role in messages ("base model", "input", ...).
 bool file_size_of(const std::string & what, const std::string & path, uint64_t & size, std::string & err) {
@@ -115,11 +95,6 @@ int resolve_threads(int n) { return n > 0 ? n : std::max(1, (int) common_cpu_get
 
 // ---- llama.cpp handles ----------------------------------------------------------
 
-struct model_deleter { void operator()(llama_model * m) const { llama_model_free(m); } };
-struct ctx_deleter   { void operator()(llama_context * c) const { llama_free(c); } };
-using model_ptr = std::unique_ptr<llama_model, model_deleter>;
-using ctx_ptr   = std::unique_ptr<llama_context, ctx_deleter>;
-
 model_ptr load_model(const std::string & what, const std::string & path, const eval_runtime & rt, bool vocab_only,
                      std::string & err) {
     uint64_t size = 0;
@@ -132,7 +107,7 @@ model_ptr load_model(const std::string & what, const std::string & path, const e
     mp.vocab_only = vocab_only;
     model_ptr m(llama_model_load_from_file(path.c_str(), mp));
     if (!m) {
-        err = "failed to load " + what + " '" + path + "'" + (g_verbose ? "" : " (run with --verbose for llama.cpp's log)");
+        err = "failed to load " + what + " '" + path + "'" + (runtime_verbose() ? "" : " (run with --verbose for llama.cpp's log)");
     }
     return m;
 }
@@ -204,27 +179,15 @@ struct workload {
     size_t n_decode_tokens = 0;  // sum of window lengths, for the progress line
 };
 
-bool looks_like_corpus(const std::string & path, const std::string & text) {
-    if (path.size() >= 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0) {
-        return true;
-    }
-    const size_t b = text.find_first_not_of(" \t\r\n");
-    if (b == std::string::npos || text[b] != '{') {
+// A plain text: tokenized once as llama.cpp's -f reads it (read_plain_text),
+// cut into n_ctx windows, remainder dropped.
+bool plain_workload(const std::string & path, const std::string & text, const llama_model * model, int n_ctx,
+                    int max_chunks, workload & wl, std::string & err) {
+    corpus c;
+    if (!read_plain_text(path, text, model, corpus_options(), c, err)) {
         return false;
     }
-    const size_t e = text.find('\n', b);
-    const auto   j = nlohmann::json::parse(text.substr(b, e == std::string::npos ? std::string::npos : e - b), nullptr, false);
-    return j.is_object() && j.contains("domain") && (j.contains("text") || j.contains("messages"));
-}
-
-// A plain text: tokenized once with BOS, cut into n_ctx windows, remainder dropped.
-bool plain_workload(const std::string & path, std::string text, const llama_vocab * vocab, int n_ctx, int max_chunks,
-                    workload & wl, std::string & err) {
-    // llama-perplexity's -f drops one trailing newline; do the same so tokens match.
-    if (!text.empty() && text.back() == '\n') {
-        text.pop_back();
-    }
-    wl.samples.push_back(common_tokenize(vocab, text, true, false));
+    wl.samples.push_back(c.samples.empty() ? std::vector<int32_t>() : std::move(c.samples[0].tokens));
     const auto & toks = wl.samples.back();
     int64_t n_chunk = (int64_t) toks.size() / n_ctx;
     if (n_chunk == 0) {
@@ -242,81 +205,26 @@ bool plain_workload(const std::string & path, std::string text, const llama_voca
     return true;
 }
 
-// A corpus: every sample tokenized and windowed on its own.
+// A corpus: read, rendered and tokenized by read_jsonl_corpus(); every sample
+// is windowed on its own.
 bool corpus_workload(const std::string & path, const std::string & text, const llama_model * model, int n_ctx,
                      workload & wl, std::string & err) {
-    const llama_vocab * vocab = llama_model_get_vocab(model);
-    common_chat_templates_ptr tmpls;
-    std::istringstream lines(text);
-    std::string line;
-    size_t line_no = 0;
-    std::map<std::string, int> domain_index;
-    wl.corpus = true;
-    while (std::getline(lines, line)) {
-        ++line_no;
-        if (line.find_first_not_of(" \t\r") == std::string::npos) {
-            continue;
-        }
-        const std::string where = path + ":" + std::to_string(line_no);
-        const auto j = nlohmann::json::parse(line, nullptr, false);
-        if (!j.is_object()) {
-            err = where + ": not a JSON object";
-            return false;
-        }
-        if (!j.contains("domain") || !j["domain"].is_string()) {
-            err = where + ": no \"domain\" string";
-            return false;
-        }
-        std::vector<int32_t> toks;
-        if (j.contains("text")) {
-            if (!j["text"].is_string()) {
-                err = where + ": \"text\" is not a string";
-                return false;
-            }
-            toks = common_tokenize(vocab, j["text"].get<std::string>(), true, false);
-        } else if (j.contains("messages")) {
-            if (!j["messages"].is_array()) {
-                err = where + ": \"messages\" is not an array";
-                return false;
-            }
-            if (!tmpls) {
-                tmpls = common_chat_templates_init(model, "");
-                if (!tmpls) {
-                    err = "cannot initialise the model's chat template (needed by " + where + ")";
-                    return false;
-                }
-            }
-            std::string rendered;
-            try {
-                common_chat_templates_inputs in;
-                in.messages              = common_chat_msgs_parse_oaicompat(common_json::parse(j["messages"].dump()));
-                in.add_generation_prompt = false;
-                in.use_jinja             = true;
-                rendered = common_chat_templates_apply(tmpls.get(), in).prompt;
-            } catch (const std::exception & e) {
-                err = where + ": cannot render messages through the chat template: " + e.what();
-                return false;
-            }
-            // The template writes special tokens as text; parse them as such.
-            toks = common_tokenize(vocab, rendered, true, true);
-        } else {
-            err = where + ": neither \"text\" nor \"messages\"";
-            return false;
-        }
-        ++wl.n_samples;
-        const std::string dom = j["domain"].get<std::string>();
-        auto it = domain_index.find(dom);
-        if (it == domain_index.end()) {
-            it = domain_index.emplace(dom, (int) wl.domains.size()).first;
-            wl.domains.push_back(dom);
-        }
+    corpus c;
+    if (!read_jsonl_corpus(path, text, model, corpus_options(), c, err)) {
+        return false;
+    }
+    wl.corpus    = true;
+    wl.domains   = c.domains;
+    wl.n_samples = c.n_lines_total;
+    wl.n_skipped = c.n_empty;
+    for (auto & s : c.samples) {
         // A window of len scores len - 1 - len/2 tokens: at least 3 are needed.
-        if (toks.size() < 3) {
+        if (s.tokens.size() < 3) {
             ++wl.n_skipped;
             continue;
         }
-        wl.samples.push_back(std::move(toks));
-        wl.sample_domain.push_back(it->second);
+        wl.samples.push_back(std::move(s.tokens));
+        wl.sample_domain.push_back(s.domain);
     }
     // Windows point into wl.samples, so build them only once it stops growing.
     for (size_t s = 0; s < wl.samples.size(); ++s) {
@@ -418,6 +326,12 @@ bool decode_windows(const std::vector<llama_context *> & ctxs, const std::vector
                 return false;
             }
         }
+        // llama_get_logits_ith() first puts the outputs back in batch order
+        // (output_reorder swaps rows in place), which is not safe from several
+        // threads at once: do it here, once, before the callers read rows in
+        // parallel. Multi-sequence batches are split out of order, so without
+        // this a run could read half-swapped rows.
+        for (auto * c : ctxs) llama_get_logits(c);
         prog.add((size_t) batch.n_tokens * ctxs.size());
         // Hand rows over in slices, which bounds the callers' per-row buffers
         // (a base file record is 2 bytes per vocabulary entry).
@@ -781,7 +695,7 @@ bool kld_base_read_header(const std::string & path, kld_base_header & hdr, std::
 
 bool run_eval(const eval_options & opt_in, eval_report & report, std::string & err) {
     eval_options opt = opt_in;
-    backend_init(opt.verbose);
+    runtime_init(opt.verbose);
     report = eval_report();
 
     if (opt.pruned_path.empty() && opt.kld_base_path.empty()) {
@@ -833,8 +747,8 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
     if (!opt.input_path.empty() && !read_whole_file("input", opt.input_path, input, err)) {
         return false;
     }
-    const bool corpus = !opt.input_path.empty() && looks_like_corpus(opt.input_path, input);
-    if (corpus && !opt.kld_base_path.empty()) {
+    const bool is_corpus = !opt.input_path.empty() && looks_like_jsonl_corpus(opt.input_path, input);
+    if (is_corpus && !opt.kld_base_path.empty()) {
         err = "--kld-base works with a plain text -f only: the llama-perplexity file holds fixed-size chunks, "
               "a corpus has per-sample windows";
         return false;
@@ -854,8 +768,8 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
             return false;
         }
         const llama_vocab * vocab = llama_model_get_vocab(base.get());
-        if (corpus ? !corpus_workload(opt.input_path, input, base.get(), n_ctx, wl, err)
-                   : !plain_workload(opt.input_path, input, vocab, n_ctx, opt.max_chunks, wl, err)) {
+        if (is_corpus ? !corpus_workload(opt.input_path, input, base.get(), n_ctx, wl, err)
+                   : !plain_workload(opt.input_path, input, base.get(), n_ctx, opt.max_chunks, wl, err)) {
             return false;
         }
         const int n_vocab = llama_vocab_n_tokens(vocab);
@@ -898,7 +812,7 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
         if (!read_file_mode) {
             model_ptr base = load_model("base model", opt.base_path, opt.rt, false, err);
             if (!base) return false;
-            if (!plain_workload(opt.input_path, input, llama_model_get_vocab(base.get()), n_ctx, opt.max_chunks, wl, err)) {
+            if (!plain_workload(opt.input_path, input, base.get(), n_ctx, opt.max_chunks, wl, err)) {
                 return false;
             }
             double nll = 0;
@@ -938,9 +852,10 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
         }
         // The text, if given, must give the tokens the file was made from.
         if (read_file_mode && !opt.input_path.empty()) {
-            std::string text = input;
-            if (!text.empty() && text.back() == '\n') text.pop_back();
-            const auto toks = common_tokenize(vocab, text, true, false);
+            corpus text;
+            if (!read_plain_text(opt.input_path, input, pruned.get(), corpus_options(), text, err)) return false;
+            static const std::vector<int32_t> none;
+            const auto & toks = text.samples.empty() ? none : text.samples[0].tokens;
             const size_t need = hdr.tokens.size();
             for (size_t i = 0; i < need; ++i) {
                 if (i >= toks.size()) {
@@ -1034,7 +949,7 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
 // ---- public: smoke test -----------------------------------------------------------------------------
 
 bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & err) {
-    backend_init(opt.verbose);
+    runtime_init(opt.verbose);
     report = smoke_report();
     if (opt.base_path.empty() || opt.pruned_path.empty()) {
         err = "--smoke needs both -m BASE.gguf and -p PRUNED.gguf";
