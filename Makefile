@@ -32,7 +32,7 @@ test: build corpus
 	$(MAKE) test-asan
 
 # The core (GGUF, layout, saliency, plans, slicing) again under sanitizers.
-test-asan: configure
+test-asan: configure corpus
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREAP_SANITIZE=ON -DREAP_LLAMA_TESTS=OFF $(CMAKE_ARGS) > /dev/null
 	cmake --build $(BUILD)-asan -j$(JOBS) --target reap_core_tests
 	cd $(BUILD)-asan && ctest --output-on-failure -j$(JOBS)
