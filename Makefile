@@ -43,8 +43,10 @@ demo: build corpus
 model: deps corpus
 	$(PYTHON) tools/train_moe.py --corpus data/corpus --out models/reap-moe-tiny
 
+# Benchmarks against a baseline in the same run (not part of the tests).
 bench: build
 	bench/prune_vs_cp.sh
+	bench/calibrate_vs_forward.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan
