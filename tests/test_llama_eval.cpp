@@ -3,7 +3,8 @@
 // llama.cpp's llama-perplexity on the same files; KLD base files pass both ways
 // between the two tools; damaged base files are rejected with a message that
 // names the damage; corpus domains are scored without attending across
-// samples; errors for missing files, vocabulary mismatch and short texts.
+// samples; several -p give the numbers of separate runs; errors for missing
+// files, vocabulary mismatch and short texts.
 //
 // Fixtures are generated here: tests/make_eval_models.py writes two tiny
 // random-weight qwen3moe models (base, and pruned = base with perturbed experts)
@@ -586,6 +587,78 @@ TEST(Eval, CorpusDomainsAndSampleIsolation) {
     remove(corpus.c_str());
     remove(only_c.c_str());
     remove(only_a_path.c_str());
+}
+
+// Field by field, exactly: a several-model run keeps the base's rows and must
+// give the very numbers a run with that one -p gives.
+static void expect_same_metrics(const reap::eval_metrics & a, const reap::eval_metrics & b, const std::string & what) {
+    EXPECT_EQ(a.n_tokens, b.n_tokens) << what;
+    EXPECT_EQ(a.ppl_base, b.ppl_base) << what;
+    EXPECT_EQ(a.ppl_pruned, b.ppl_pruned) << what;
+    EXPECT_EQ(a.ppl_ratio, b.ppl_ratio) << what;
+    EXPECT_EQ(a.kld_mean, b.kld_mean) << what;
+    EXPECT_EQ(a.kld_median, b.kld_median) << what;
+    EXPECT_EQ(a.kld_p99, b.kld_p99) << what;
+    EXPECT_EQ(a.kld_max, b.kld_max) << what;
+    EXPECT_EQ(a.argmax_agree, b.argmax_agree) << what;
+}
+
+TEST(Eval, SeveralPrunedEqualSeparateRuns) {
+    NEED_FIXTURES();
+    auto line = [](const std::string & dom, const std::string & text) {
+        return nlohmann::json{{"domain", dom}, {"text", text}}.dump() + "\n";
+    };
+    const std::string corpus = fx().dir + "/corpus-multi-" + std::to_string(getpid()) + ".jsonl";
+    write_bytes(corpus, line("en", make_text(11, 40)) + line("code", make_text(12, 300)) + line("en", make_text(13, 90)));
+    // The pruned model twice over under two names would be rejected as one
+    // path given twice; the base itself is the second "pruned" model.
+    const std::vector<std::string> paths = {fx().pruned, fx().base};
+    for (const std::string & input : {fx().text, corpus}) {
+        reap::eval_options o = options(fx().base, "", input, 128);
+        o.rt.n_threads = 2;  // rows are read by several threads, and windows go side by side (-b 2048)
+        std::vector<reap::eval_report> multi;
+        std::string err;
+        ASSERT_TRUE(reap::run_eval_multi(o, paths, multi, err)) << err;
+        ASSERT_EQ(multi.size(), paths.size());
+        for (size_t i = 0; i < paths.size(); ++i) {
+            reap::eval_options one = o;
+            one.pruned_path = paths[i];
+            reap::eval_report single;
+            ASSERT_TRUE(reap::run_eval(one, single, err)) << err;
+            const std::string what = input + " / " + paths[i];
+            expect_same_metrics(multi[i].overall, single.overall, what);
+            ASSERT_EQ(multi[i].domains.size(), single.domains.size()) << what;
+            for (size_t d = 0; d < single.domains.size(); ++d) {
+                EXPECT_EQ(multi[i].domains[d].first, single.domains[d].first) << what;
+                expect_same_metrics(multi[i].domains[d].second, single.domains[d].second, what + " / " + single.domains[d].first);
+            }
+            EXPECT_EQ(multi[i].n_windows, single.n_windows) << what;
+            EXPECT_EQ(reap::eval_report_json(multi[i]), reap::eval_report_json(single)) << what;
+        }
+        EXPECT_EQ(multi[1].overall.kld_max, 0.0);  // the base against itself
+        EXPECT_GT(multi[0].overall.kld_mean, 1e-3);
+    }
+
+    // The CLI: {"pruned": {PATH: the single-model object}} in -p order.
+    std::string out, serr, single_out;
+    ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().pruned + " -p " + fx().base + " -f " + corpus +
+                  " -c 128 -t 2 --json", out, &serr), 0) << serr;
+    const auto j = nlohmann::ordered_json::parse(out);
+    ASSERT_TRUE(j.contains("pruned")) << out;
+    ASSERT_EQ(j["pruned"].size(), 2u);
+    EXPECT_EQ(j["pruned"].begin().key(), fx().pruned);
+    ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().pruned + " -f " + corpus + " -c 128 -t 2 --json",
+                  single_out, &serr), 0) << serr;
+    EXPECT_EQ(j["pruned"][fx().pruned], nlohmann::ordered_json::parse(single_out));
+
+    // A mismatched vocabulary anywhere in the list fails before the base runs; a path given twice is refused.
+    std::vector<reap::eval_report> rs;
+    std::string err;
+    EXPECT_FALSE(reap::run_eval_multi(options(fx().base, "", corpus, 128), {fx().pruned, fx().other}, rs, err));
+    EXPECT_NE(err.find("vocabulary mismatch"), std::string::npos) << err;
+    EXPECT_FALSE(reap::run_eval_multi(options(fx().base, "", corpus, 128), {fx().pruned, fx().pruned}, rs, err));
+    EXPECT_NE(err.find("given twice"), std::string::npos) << err;
+    remove(corpus.c_str());
 }
 
 TEST(Eval, ClearErrors) {

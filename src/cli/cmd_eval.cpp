@@ -10,13 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
 namespace {
 
 const char * USAGE =
-    "usage: reap eval -m BASE.gguf -p PRUNED.gguf -f TEXT_OR_CORPUS [options]\n"
+    "usage: reap eval -m BASE.gguf -p PRUNED.gguf [-p PRUNED2.gguf ...] -f TEXT_OR_CORPUS [options]\n"
     "       reap eval -m BASE.gguf -p PRUNED.gguf --smoke [-n N] --prompt TEXT\n"
     "\n"
     "Runs both models over the same tokens and reports perplexity of each and their\n"
@@ -32,9 +33,17 @@ const char * USAGE =
     "through the model's chat template, and the report is per domain and overall.\n"
     "A plain text needs at least -c tokens (llama-perplexity asks for 2 x -c).\n"
     "\n"
+    "Several -p: the base runs once and each pruned model is scored against it, one\n"
+    "loaded at a time, with the same numbers as separate runs. The base's log-softmax\n"
+    "rows are kept in memory as float meanwhile: scored tokens x (4 x n_vocab + 4) bytes\n"
+    "(259-token vocabulary: ~1 KiB per token; 150k: ~600 KB per token, 10k tokens ~ 6 GB);\n"
+    "a run needing more than the machine's memory is refused (use --kld-base, or one -p\n"
+    "per run). Output: a table per model under a \"== PATH\" line, or with --json one\n"
+    "object {\"pruned\": {\"PATH\": <the object a single -p prints>, ...}} in -p order.\n"
+    "\n"
     "options:\n"
     "  -m, --model FILE         base model\n"
-    "  -p, --pruned FILE        pruned model (same vocabulary)\n"
+    "  -p, --pruned FILE        pruned model (same vocabulary); repeat for several\n"
     "  -f, --file FILE          plain text or corpus JSONL\n"
     "  --kld-base FILE          llama-perplexity --kl-divergence-base file: if FILE is missing,\n"
     "                           run the base over -f and write it (then free the base before\n"
@@ -42,12 +51,13 @@ const char * USAGE =
     "                           if it exists, use it instead of running the base (-m may be\n"
     "                           omitted; -f, if given, must give the file's tokens). Plain text only.\n"
     "                           KLD against the file uses its 16-bit log-probs, like llama-perplexity.\n"
+    "                           With several -p each is scored through the file in turn.\n"
     "  --chunks N               score at most N windows (plain text)\n"
-    "  --json                   print one JSON object instead of the table\n"
+    "  --json                   print one JSON object instead of the table (see several -p)\n"
     "  -q, --quiet              no progress line (it only shows when stderr is a terminal)\n"
     "  --verbose                show llama.cpp's log\n"
     "  --smoke                  greedy-decode both models after --prompt and report how many\n"
-    "                           leading tokens agree\n"
+    "                           leading tokens agree (one -p)\n"
     "  -n, --n-predict N        tokens to generate with --smoke (default 12)\n"
     "  --prompt TEXT            prompt for --smoke\n"
     "\n"
@@ -81,6 +91,7 @@ int cmd_eval(int argc, char ** argv) {
     reap::eval_options  opt;
     opt.rt.n_ctx = 0;  // 0: 512, or the --kld-base file's
     reap::smoke_options smoke;
+    std::vector<std::string> pruned;  // every -p, in order
     bool json = false, quiet = false, do_smoke = false;
 
     for (int i = 1; i < argc; ++i) {
@@ -100,7 +111,8 @@ int cmd_eval(int argc, char ** argv) {
         } else if (a == "-m" || a == "--model") {
             if (!value(opt.base_path)) return usage_error(a + " needs a file");
         } else if (a == "-p" || a == "--pruned") {
-            if (!value(opt.pruned_path)) return usage_error(a + " needs a file");
+            if (!value(s)) return usage_error(a + " needs a file");
+            pruned.push_back(s);
         } else if (a == "-f" || a == "--file") {
             if (!value(opt.input_path)) return usage_error(a + " needs a file");
         } else if (a == "--kld-base") {
@@ -150,8 +162,11 @@ int cmd_eval(int argc, char ** argv) {
     // JSON goes to stdout, so a progress line on a terminal's stderr does not disturb it.
     opt.progress = !quiet && isatty(fileno(stderr));
 
+    if (pruned.size() == 1) opt.pruned_path = pruned[0];
+
     std::string err;
     if (do_smoke) {
+        if (pruned.size() > 1) return usage_error("--smoke takes one -p");
         smoke.base_path   = opt.base_path;
         smoke.pruned_path = opt.pruned_path;
         smoke.rt          = opt.rt;
@@ -175,6 +190,22 @@ int cmd_eval(int argc, char ** argv) {
 
     if (opt.input_path.empty() && opt.kld_base_path.empty()) {
         return usage_error("no input: give -f TEXT_OR_CORPUS");
+    }
+    if (pruned.size() > 1) {
+        std::vector<reap::eval_report> rs;
+        if (!reap::run_eval_multi(opt, pruned, rs, err)) {
+            fprintf(stderr, "reap eval: %s\n", err.c_str());
+            return 1;
+        }
+        if (json) {
+            printf("%s\n", reap::eval_reports_json(pruned, rs).c_str());
+        } else {
+            for (size_t i = 0; i < rs.size(); ++i) {
+                printf("%s== %s\n", i ? "\n" : "", pruned[i].c_str());
+                reap::eval_report_print(stdout, rs[i]);
+            }
+        }
+        return 0;
     }
     reap::eval_report r;
     if (!reap::run_eval(opt, r, err)) {

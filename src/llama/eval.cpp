@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -390,34 +391,29 @@ float log_sum_exp_rel(const float * v, int n, float max_v) {
 
 float log_sum_exp(const float * v, int n, float max_v) { return max_v + log_sum_exp_rel(v, n, max_v); }
 
-// Exact: both rows are full-precision logits. Identical rows give exactly 0.
-token_stat stat_exact(const float * lb, const float * lp, int n_vocab, int tok) {
-    token_stat r;
-    const int   ib = argmax_first(lb, n_vocab), ip = argmax_first(lp, n_vocab);
+// The base side of one scored position: the row's log-probabilities (logits
+// minus their log-normaliser, in float) into logp; returns the argmax of the
+// logits. Both the live path and the kept rows of a several-model run go
+// through this, so they give the same numbers, bit for bit.
+int base_logp_row(const float * lb, int n_vocab, float * logp) {
+    const int   ib = argmax_first(lb, n_vocab);
     const float zb = log_sum_exp(lb, n_vocab, lb[ib]);
-    const float zp = log_sum_exp(lp, n_vocab, lp[ip]);
-    double kl = 0;
-    for (int i = 0; i < n_vocab; ++i) {
-        const float lpb = lb[i] - zb;
-        kl += (double) expf(lpb) * (double) (lpb - (lp[i] - zp));
-    }
-    r.nll_base   = zb - lb[tok];
-    r.nll_pruned = zp - lp[tok];
-    r.kld        = kl;
-    r.agree      = ib == ip;
-    return r;
+    for (int i = 0; i < n_vocab; ++i) logp[i] = lb[i] - zb;
+    return ib;
 }
 
-// Against a base file record (log-probs): llama-perplexity's rules, i.e. base
-// log-probs at or below -16 are left out of the sum.
-token_stat stat_file(const float * logp_base, const float * lp, int n_vocab, int tok) {
+// One scored position from the base's log-probabilities (and its argmax) and
+// the pruned model's logits. clip16: leave base log-probs at or below -16 out
+// of the KLD sum, as llama-perplexity does against its base file. Identical
+// distributions give exactly 0.
+token_stat stat_logp(const float * logp_base, int ib, const float * lp, int n_vocab, int tok, bool clip16) {
     token_stat r;
-    const int   ib = argmax_first(logp_base, n_vocab), ip = argmax_first(lp, n_vocab);
+    const int   ip = argmax_first(lp, n_vocab);
     const float zp = log_sum_exp(lp, n_vocab, lp[ip]);
     double kl = 0;
     for (int i = 0; i < n_vocab; ++i) {
         const float lpb = logp_base[i];
-        if (lpb > -16.f) {
+        if (!clip16 || lpb > -16.f) {
             kl += (double) expf(lpb) * (double) (lpb - (lp[i] - zp));
         }
     }
@@ -426,6 +422,19 @@ token_stat stat_file(const float * logp_base, const float * lp, int n_vocab, int
     r.kld        = kl;
     r.agree      = ib == ip;
     return r;
+}
+
+// Exact: both rows are full-precision logits.
+token_stat stat_exact(const float * lb, const float * lp, int n_vocab, int tok) {
+    thread_local std::vector<float> logp;
+    logp.resize((size_t) n_vocab);
+    const int ib = base_logp_row(lb, n_vocab, logp.data());
+    return stat_logp(logp.data(), ib, lp, n_vocab, tok, false);
+}
+
+// Against a base file record (log-probs): llama-perplexity's rules.
+token_stat stat_file(const float * logp_base, const float * lp, int n_vocab, int tok) {
+    return stat_logp(logp_base, argmax_first(logp_base, n_vocab), lp, n_vocab, tok, true);
 }
 
 struct accumulator {
@@ -693,11 +702,19 @@ bool kld_base_read_header(const std::string & path, kld_base_header & hdr, std::
 
 // ---- public: evaluation ------------------------------------------------------------------------------
 
-bool run_eval(const eval_options & opt_in, eval_report & report, std::string & err) {
-    eval_options opt = opt_in;
-    runtime_init(opt.verbose);
-    report = eval_report();
+namespace {
 
+// What run_eval() and run_eval_multi() settle before loading any model.
+struct eval_input {
+    bool            read_file_mode = false;  // --kld-base names an existing file
+    kld_base_header hdr;                     // its header, then
+    std::string     text;                    // the -f file's bytes
+    bool            is_corpus = false;       // -f is a JSONL corpus
+};
+
+// Checks the options, reads the base file's header (when it exists) and the
+// input; settles opt.rt.n_ctx (512, or the base file's, when 0).
+bool eval_prepare(eval_options & opt, eval_input & in, std::string & err) {
     if (opt.pruned_path.empty() && opt.kld_base_path.empty()) {
         err = "no pruned model: give -p PRUNED.gguf";
         return false;
@@ -715,19 +732,17 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
         return false;
     }
 
-    bool read_file_mode = false;
-    kld_base_header hdr;
     if (!opt.kld_base_path.empty()) {
         struct stat st;
-        read_file_mode = stat(opt.kld_base_path.c_str(), &st) == 0;
-        if (read_file_mode) {
-            if (!kld_base_read_header(opt.kld_base_path, hdr, err)) return false;
-            if (opt.rt.n_ctx > 0 && opt.rt.n_ctx != hdr.n_ctx) {
-                err = "-c " + std::to_string(opt.rt.n_ctx) + " differs from the n_ctx " + std::to_string(hdr.n_ctx) +
+        in.read_file_mode = stat(opt.kld_base_path.c_str(), &st) == 0;
+        if (in.read_file_mode) {
+            if (!kld_base_read_header(opt.kld_base_path, in.hdr, err)) return false;
+            if (opt.rt.n_ctx > 0 && opt.rt.n_ctx != in.hdr.n_ctx) {
+                err = "-c " + std::to_string(opt.rt.n_ctx) + " differs from the n_ctx " + std::to_string(in.hdr.n_ctx) +
                       " of KLD base file '" + opt.kld_base_path + "' (omit -c to use the file's)";
                 return false;
             }
-            opt.rt.n_ctx = hdr.n_ctx;
+            opt.rt.n_ctx = in.hdr.n_ctx;
             if (opt.pruned_path.empty()) {
                 err = "KLD base file '" + opt.kld_base_path + "' exists: give -p PRUNED.gguf to compare against it";
                 return false;
@@ -741,18 +756,43 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
         return false;
     }
     if (opt.rt.n_ctx == 0) opt.rt.n_ctx = 512;
-    const int n_ctx = opt.rt.n_ctx;
 
-    std::string input;
-    if (!opt.input_path.empty() && !read_whole_file("input", opt.input_path, input, err)) {
+    if (!opt.input_path.empty() && !read_whole_file("input", opt.input_path, in.text, err)) {
         return false;
     }
-    const bool is_corpus = !opt.input_path.empty() && looks_like_jsonl_corpus(opt.input_path, input);
-    if (is_corpus && !opt.kld_base_path.empty()) {
+    in.is_corpus = !opt.input_path.empty() && looks_like_jsonl_corpus(opt.input_path, in.text);
+    if (in.is_corpus && !opt.kld_base_path.empty()) {
         err = "--kld-base works with a plain text -f only: the llama-perplexity file holds fixed-size chunks, "
               "a corpus has per-sample windows";
         return false;
     }
+
+    return true;
+}
+
+// The fields of a report that describe the tokens rather than the models.
+void fill_report(eval_report & report, const workload & wl, int n_ctx) {
+    report.pruned_scored     = true;
+    report.corpus            = wl.corpus;
+    report.n_ctx             = n_ctx;
+    report.n_windows         = wl.windows.size();
+    report.n_samples         = wl.n_samples;
+    report.n_samples_skipped = wl.n_skipped;
+}
+
+} // namespace
+
+bool run_eval(const eval_options & opt_in, eval_report & report, std::string & err) {
+    eval_options opt = opt_in;
+    runtime_init(opt.verbose);
+    report = eval_report();
+    eval_input in;
+    if (!eval_prepare(opt, in, err)) return false;
+    const int               n_ctx          = opt.rt.n_ctx;
+    const bool              read_file_mode = in.read_file_mode;
+    kld_base_header &       hdr            = in.hdr;
+    const std::string &     input          = in.text;
+    const bool              is_corpus      = in.is_corpus;
 
     progress prog;
     prog.enabled = opt.progress;
@@ -937,12 +977,156 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
         report.overall = all.finish();
     }
 
-    report.pruned_scored     = true;
-    report.corpus            = wl.corpus;
-    report.n_ctx             = n_ctx;
-    report.n_windows         = wl.windows.size();
-    report.n_samples         = wl.n_samples;
-    report.n_samples_skipped = wl.n_skipped;
+    fill_report(report, wl, n_ctx);
+    return true;
+}
+
+// Several pruned models against one base, both live: the base runs once and
+// its rows are kept (see eval.h), then each pruned model in turn.
+bool run_eval_multi(const eval_options & opt_in, const std::vector<std::string> & pruned_paths,
+                    std::vector<eval_report> & reports, std::string & err) {
+    reports.clear();
+    if (pruned_paths.empty()) {
+        err = "no pruned model: give -p PRUNED.gguf";
+        return false;
+    }
+    for (size_t i = 0; i < pruned_paths.size(); ++i) {
+        for (size_t k = 0; k < i; ++k) {
+            if (pruned_paths[k] == pruned_paths[i]) {
+                err = "-p '" + pruned_paths[i] + "' is given twice";
+                return false;
+            }
+        }
+    }
+    if (pruned_paths.size() == 1 || !opt_in.kld_base_path.empty()) {
+        // One at a time: with --kld-base the first run writes the file when it
+        // is missing and every run reads it, so the base still runs only once.
+        for (const auto & path : pruned_paths) {
+            eval_options o = opt_in;
+            o.pruned_path = path;
+            eval_report r;
+            if (!run_eval(o, r, err)) return false;
+            reports.push_back(std::move(r));
+        }
+        return true;
+    }
+
+    eval_options opt = opt_in;
+    opt.pruned_path  = pruned_paths[0];
+    runtime_init(opt.verbose);
+    eval_input in;
+    if (!eval_prepare(opt, in, err)) return false;
+    const int n_ctx = opt.rt.n_ctx;
+
+    model_ptr base = load_model("base model", opt.base_path, opt.rt, false, err);
+    if (!base) return false;
+    // Every vocabulary is checked before the base runs (vocabulary-only loads are cheap).
+    for (const auto & path : pruned_paths) {
+        model_ptr v = load_model("pruned model", path, opt.rt, true, err);
+        if (!v || !check_same_vocab(base.get(), v.get(), "base '" + opt.base_path + "'", "pruned '" + path + "'", err)) {
+            return false;
+        }
+    }
+    workload wl;
+    if (in.is_corpus ? !corpus_workload(opt.input_path, in.text, base.get(), n_ctx, wl, err)
+                     : !plain_workload(opt.input_path, in.text, base.get(), n_ctx, opt.max_chunks, wl, err)) {
+        return false;
+    }
+    const llama_vocab * vocab     = llama_model_get_vocab(base.get());
+    const int           n_vocab   = llama_vocab_n_tokens(vocab);
+    const llama_token   bos       = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
+    const int           n_seq     = seqs_per_decode(opt.rt, n_ctx);
+    const int           n_batch   = std::min(opt.rt.n_batch, n_ctx * n_seq);
+    const int           n_threads = resolve_threads(opt.rt.n_threads);
+
+    // The base's log-softmax rows, one per scored token, in the order
+    // decode_windows hands the rows over (the same for every model).
+    uint64_t n_rows = 0;
+    for (const window & w : wl.windows) n_rows += (uint64_t) (w.len - 1 - w.len / 2);
+    uint64_t row_bytes = 0, bytes = 0;
+    if (!mul_u64((uint64_t) n_vocab, sizeof(float), row_bytes) || !add_u64(row_bytes, sizeof(int32_t), row_bytes) ||
+        !mul_u64(row_bytes, n_rows, bytes) || bytes > (uint64_t) PTRDIFF_MAX) {
+        err = "keeping the base's log-probabilities of " + std::to_string(n_rows) + " tokens over a vocabulary of " +
+              std::to_string(n_vocab) + " does not fit in memory: evaluate one -p at a time";
+        return false;
+    }
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0 && bytes / (uint64_t) page > (uint64_t) pages) {
+        err = "keeping the base's log-probabilities of " + std::to_string(n_rows) + " scored tokens x " +
+              std::to_string(n_vocab) + " vocabulary entries needs " + std::to_string(bytes >> 20) +
+              " MiB, more than this machine's memory: evaluate one -p at a time (or through --kld-base), "
+              "or score fewer tokens (--chunks, a smaller -f)";
+        return false;
+    }
+    std::vector<float>   base_logp((size_t) n_rows * (size_t) n_vocab);
+    std::vector<int32_t> base_argmax((size_t) n_rows);
+
+    progress prog;
+    prog.enabled = opt.progress;
+    {
+        ctx_ptr cb = make_context(base.get(), opt.rt, n_ctx, n_seq, err);
+        if (!cb) return false;
+        size_t next = 0;
+        prog.start("base", wl.n_decode_tokens);
+        const bool ok = decode_windows({cb.get()}, wl.windows, n_seq, n_batch, bos, prog,
+            [&](const std::vector<out_row> & rows) {
+                if (next + rows.size() > n_rows) {
+                    err = "internal error: the base run scored more tokens than its windows hold";
+                    return false;
+                }
+                parallel_for((int) rows.size(), n_threads, [&](int r) {
+                    const size_t k = next + (size_t) r;
+                    base_argmax[k] = base_logp_row(llama_get_logits_ith(cb.get(), rows[r].idx), n_vocab,
+                                                   base_logp.data() + k * (size_t) n_vocab);
+                });
+                next += rows.size();
+                return true;
+            }, err);
+        if (!ok) return false;
+    }
+    base.reset();  // only its rows are needed from here on
+
+    for (const auto & path : pruned_paths) {
+        model_ptr pruned = load_model("pruned model", path, opt.rt, false, err);
+        if (!pruned) return false;
+        ctx_ptr cp = make_context(pruned.get(), opt.rt, n_ctx, n_seq, err);
+        if (!cp) return false;
+        std::vector<accumulator> acc(wl.domains.size());
+        accumulator              all;
+        std::vector<token_stat>  stats;
+        size_t next = 0;
+        prog.start(path, wl.n_decode_tokens);
+        const bool ok = decode_windows({cp.get()}, wl.windows, n_seq, n_batch, bos, prog,
+            [&](const std::vector<out_row> & rows) {
+                if (next + rows.size() > n_rows) {
+                    err = "internal error: '" + path + "' scored more tokens than the base";
+                    return false;
+                }
+                stats.resize(rows.size());
+                parallel_for((int) rows.size(), n_threads, [&](int r) {
+                    const out_row & o = rows[r];
+                    const size_t    k = next + (size_t) r;
+                    stats[r] = stat_logp(base_logp.data() + k * (size_t) n_vocab, base_argmax[k],
+                                         llama_get_logits_ith(cp.get(), o.idx), n_vocab, o.w->tokens[o.pos + 1], false);
+                });
+                for (size_t r = 0; r < rows.size(); ++r) {
+                    all.add(stats[r]);
+                    acc[rows[r].w->domain].add(stats[r]);
+                }
+                next += rows.size();
+                return true;
+            }, err);
+        if (!ok) return false;
+        eval_report report;
+        report.overall = all.finish();
+        if (wl.corpus) {
+            for (size_t d = 0; d < wl.domains.size(); ++d) {
+                report.domains.emplace_back(wl.domains[d], acc[d].finish());
+            }
+        }
+        fill_report(report, wl, n_ctx);
+        reports.push_back(std::move(report));
+    }
     return true;
 }
 
@@ -1031,9 +1215,7 @@ nlohmann::ordered_json metrics_json(const eval_metrics & m, bool have_pruned) {
     return j;
 }
 
-} // namespace
-
-std::string eval_report_json(const eval_report & r) {
+nlohmann::ordered_json report_json(const eval_report & r) {
     nlohmann::ordered_json j = metrics_json(r.overall, r.pruned_scored);
     nlohmann::ordered_json d = nlohmann::ordered_json::object();
     for (const auto & [name, m] : r.domains) {
@@ -1046,6 +1228,20 @@ std::string eval_report_json(const eval_report & r) {
     j["n_samples"]         = r.n_samples;
     j["n_samples_skipped"] = r.n_samples_skipped;
     j["kld_base"]          = r.kld_base_mode;
+    return j;
+}
+
+} // namespace
+
+std::string eval_report_json(const eval_report & r) { return report_json(r).dump(2); }
+
+std::string eval_reports_json(const std::vector<std::string> & pruned_paths, const std::vector<eval_report> & reports) {
+    nlohmann::ordered_json by_path = nlohmann::ordered_json::object();
+    for (size_t i = 0; i < reports.size() && i < pruned_paths.size(); ++i) {
+        by_path[pruned_paths[i]] = report_json(reports[i]);
+    }
+    nlohmann::ordered_json j;
+    j["pruned"] = by_path;
     return j.dump(2);
 }
 

@@ -79,6 +79,23 @@ struct eval_report {
 // the problem; nothing here exits the process.
 bool run_eval(const eval_options & opt, eval_report & report, std::string & err);
 
+// Several pruned models against one base (`-p A.gguf -p B.gguf ...`; the
+// paths must differ; opt.pruned_path is ignored). reports[i] is pruned_paths[i]'s
+// report, with the same numbers as run_eval() with that one -p gives, bit for bit.
+// Without --kld-base: the base runs once over the tokens and its
+// log-softmax rows are kept in memory as float, one per scored token, then
+// the base model is freed and the pruned models are loaded and scored one at
+// a time. Memory for the kept rows: scored tokens x (4 x n_vocab + 4) bytes
+// (a 259-token vocabulary: about 1 KiB per token, 50k tokens ~ 52 MB; a
+// 150k vocabulary: 600 KB per token, 10k tokens ~ 6 GB); a run that would
+// need more than the machine's physical memory is refused up front. Every
+// pruned model's vocabulary is checked before the base runs.
+// With --kld-base: each pruned model is scored through the file in turn (the
+// first writes it when it is missing, so the base still runs once).
+// With one path this is run_eval().
+bool run_eval_multi(const eval_options & opt, const std::vector<std::string> & pruned_paths,
+                    std::vector<eval_report> & reports, std::string & err);
+
 struct smoke_options {
     std::string  base_path;
     std::string  pruned_path;
@@ -99,6 +116,9 @@ bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & e
 
 // Metrics and report as JSON text (one object; keys as in eval_metrics).
 std::string eval_report_json(const eval_report & report);
+// Several reports: {"pruned": {"<path>": <eval_report_json's object>, ...}},
+// paths in the order given.
+std::string eval_reports_json(const std::vector<std::string> & pruned_paths, const std::vector<eval_report> & reports);
 std::string smoke_report_json(const smoke_report & report);
 // Human-readable table.
 void eval_report_print(FILE * out, const eval_report & report);
