@@ -76,12 +76,29 @@ for cut in "${CUTS[@]}"; do
 done
 
 step "evaluate every cut per domain on the heldout split"
+# One call: the base runs once, each cut is scored against it; the result is
+# split into one single-model object per cut, $OUT/eval/NAME.json.
+names=()
+pruned=()
 for cut in "${CUTS[@]}"; do
     read -r name _ <<< "$cut"
-    "$REAP" eval -m "$MODEL" -p "$OUT/cuts/$name.gguf" -f "$OUT/heldout-eval.jsonl" -c $CTX \
-        --json --quiet > "$OUT/eval/$name.json"
-    printf '  %-18s done\n' "$name"
+    names+=("$name")
+    pruned+=(-p "$OUT/cuts/$name.gguf")
 done
+"$REAP" eval -m "$MODEL" "${pruned[@]}" -f "$OUT/heldout-eval.jsonl" -c $CTX --json --quiet > "$OUT/eval-all.json"
+"$PY" - "$OUT/eval-all.json" "$OUT/cuts" "$OUT/eval" "${names[@]}" <<'EOF'
+import json, os, sys
+src, cuts, dst, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+with open(src, encoding="utf-8") as f:
+    j = json.load(f)
+# Several -p give {"pruned": {PATH: report}}; a single -p gives the report itself.
+by_path = j["pruned"] if "pruned" in j else {os.path.join(cuts, names[0] + ".gguf"): j}
+for name in names:
+    with open(os.path.join(dst, name + ".json"), "w", encoding="utf-8") as out:
+        json.dump(by_path[os.path.join(cuts, name + ".gguf")], out, indent=2)
+        out.write("\n")
+    print(f"  {name:<18} done")
+EOF
 
 step "results"
 "$PY" tools/results_table.py --eval-dir "$OUT/eval" --plans-dir "$OUT/plans" --model "$MODEL" \
