@@ -12,8 +12,13 @@
 // replaced by BOS (when the vocabulary adds BOS), and only the second half of
 // each window is scored: logits at positions n_ctx/2 .. n_ctx-2 predict tokens
 // n_ctx/2+1 .. n_ctx-1. A corpus (JSONL) is tokenized per sample; a sample is
-// cut into windows on its own (never attending across samples), and a sample
-// shorter than one window is one shorter window scored the same way.
+// cut into windows on its own (never attending across samples), a sample
+// shorter than one window is one shorter window scored the same way, and the
+// remainder of a longer sample (under one window) is dropped. Corpora are read
+// by corpus.h, exactly as reap calibrate reads them.
+//
+// Several pruned models against one base (run_eval_multi): the base runs once,
+// its rows are kept, and each pruned model is scored against them in turn.
 #pragma once
 
 #include <cstdint>
