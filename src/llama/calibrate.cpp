@@ -271,35 +271,6 @@ std::string stem_of(const std::string & p) {
     return (d == std::string::npos || d == 0) ? b : b.substr(0, d);
 }
 
-// ---- progress line ---------------------------------------------------------------
-
-struct progress {
-    bool    enabled = false;
-    int64_t total = 0, done = 0, done_here = 0;
-    std::chrono::steady_clock::time_point t0, last;
-
-    void start(int64_t already, int64_t n) {
-        done = already; total = n; done_here = 0;
-        t0 = last = std::chrono::steady_clock::now();
-    }
-    void add(int64_t n) {
-        done += n;
-        done_here += n;
-        if (!enabled) return;
-        const auto now = std::chrono::steady_clock::now();
-        if (done < total && now - last < std::chrono::milliseconds(500)) return;
-        last = now;
-        const double s   = std::chrono::duration<double>(now - t0).count();
-        const double tps = s > 0 ? done_here / s : 0;
-        const int64_t eta = tps > 0 ? (int64_t) ((total - done) / tps) : 0;
-        fprintf(stderr, "\rcalibrate: %lld/%lld tokens (%.1f%%), %.0f tok/s, ETA %lld:%02lld   ", (long long) done,
-                (long long) total, total ? 100.0 * done / total : 100.0, tps, (long long) (eta / 60),
-                (long long) (eta % 60));
-        if (done >= total) fprintf(stderr, "\n");
-        fflush(stderr);
-    }
-};
-
 const char * kv_type_name(ggml_type t) { return ggml_type_name(t); }
 
 }  // namespace
@@ -586,9 +557,9 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
     // Decode.
     int64_t tokens_before = 0;
     for (size_t w = 0; w < next_window; ++w) tokens_before += windows[w].len;
-    progress prog;
+    progress_line prog;
     prog.enabled = opt.progress;
-    prog.start(tokens_before, report.n_tokens);
+    prog.start("calibrate", report.n_tokens, tokens_before);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<llama_token> buf;
     const int n_batch = (int) cparams.n_batch;

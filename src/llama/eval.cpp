@@ -162,6 +162,17 @@ bool check_same_vocab(const llama_model * a, const llama_model * b, const std::s
     return true;
 }
 
+// Loads a pruned model (only its vocabulary when vocab_only) and checks that
+// its vocabulary is the base's; null + err otherwise.
+model_ptr load_pruned(const std::string & path, const llama_model * base, const std::string & base_path,
+                      const eval_runtime & rt, bool vocab_only, std::string & err) {
+    model_ptr m = load_model("pruned model", path, rt, vocab_only, err);
+    if (m && !check_same_vocab(base, m.get(), "base '" + base_path + "'", "pruned '" + path + "'", err)) {
+        m.reset();
+    }
+    return m;
+}
+
 // ---- windows ----------------------------------------------------------------------
 
 struct window {
@@ -249,34 +260,6 @@ bool corpus_workload(const std::string & path, const std::string & text, const l
     return true;
 }
 
-// ---- progress line ----------------------------------------------------------------
-
-struct progress {
-    bool        enabled = false;
-    std::string label;
-    size_t      total = 0, done = 0;
-    std::chrono::steady_clock::time_point t0, last;
-
-    void start(const std::string & what, size_t n) {
-        label = what; total = n; done = 0;
-        t0 = last = std::chrono::steady_clock::now();
-    }
-    void add(size_t n) {
-        done += n;
-        if (!enabled) return;
-        const auto now = std::chrono::steady_clock::now();
-        if (done < total && now - last < std::chrono::milliseconds(500)) return;
-        last = now;
-        const double s   = std::chrono::duration<double>(now - t0).count();
-        const double tps = s > 0 ? done / s : 0;
-        const int    eta = tps > 0 ? (int) ((total - done) / tps) : 0;
-        fprintf(stderr, "\r%s: %zu/%zu tokens, %.0f tok/s, ETA %d:%02d   ", label.c_str(), done, total, tps, eta / 60,
-                eta % 60);
-        if (done >= total) fprintf(stderr, "\n");
-        fflush(stderr);
-    }
-};
-
 // ---- decoding windows -----------------------------------------------------------------
 
 // One scored position: row idx of the last decode's logits predicts
@@ -300,7 +283,7 @@ int seqs_per_decode(const eval_runtime & rt, int n_ctx) { return std::max(1, rt.
 // n_seq > 1 up to n_seq consecutive windows share one decode as separate
 // sequences; with n_seq == 1 a window longer than n_batch takes several.
 bool decode_windows(const std::vector<llama_context *> & ctxs, const std::vector<window> & windows, int n_seq,
-                    int n_batch, llama_token bos, progress & prog, const rows_fn & on_rows, std::string & err) {
+                    int n_batch, llama_token bos, progress_line & prog, const rows_fn & on_rows, std::string & err) {
     llama_batch batch = llama_batch_init(std::max(n_batch, 1), 0, 1);
     std::vector<out_row> rows;
     bool ok = true;
@@ -333,7 +316,7 @@ bool decode_windows(const std::vector<llama_context *> & ctxs, const std::vector
         // parallel. Multi-sequence batches are split out of order, so without
         // this a run could read half-swapped rows.
         for (auto * c : ctxs) llama_get_logits(c);
-        prog.add((size_t) batch.n_tokens * ctxs.size());
+        prog.add((int64_t) batch.n_tokens * (int64_t) ctxs.size());
         // Hand rows over in slices, which bounds the callers' per-row buffers
         // (a base file record is 2 bytes per vocabulary entry).
         constexpr size_t SLICE = 256;
@@ -534,7 +517,7 @@ bool kld_file_bytes(int64_t n_ctx, int64_t n_vocab, int64_t n_chunk, uint64_t & 
 
 // Runs the base model over the windows and writes the base file; adds the
 // base's own negative log-likelihoods (exact logits) to nll / n_scored.
-bool write_base_file(llama_model * model, const workload & wl, const eval_options & opt, int n_ctx, progress & prog,
+bool write_base_file(llama_model * model, const workload & wl, const eval_options & opt, int n_ctx, progress_line & prog,
                      double & nll, size_t & n_scored, std::string & err) {
     const llama_vocab * vocab   = llama_model_get_vocab(model);
     const int           n_vocab = llama_vocab_n_tokens(vocab);
@@ -794,7 +777,7 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
     const std::string &     input          = in.text;
     const bool              is_corpus      = in.is_corpus;
 
-    progress prog;
+    progress_line prog;
     prog.enabled = opt.progress;
     workload wl;
 
@@ -802,11 +785,8 @@ bool run_eval(const eval_options & opt_in, eval_report & report, std::string & e
     if (opt.kld_base_path.empty()) {
         model_ptr base = load_model("base model", opt.base_path, opt.rt, false, err);
         if (!base) return false;
-        model_ptr pruned = load_model("pruned model", opt.pruned_path, opt.rt, false, err);
+        model_ptr pruned = load_pruned(opt.pruned_path, base.get(), opt.base_path, opt.rt, false, err);
         if (!pruned) return false;
-        if (!check_same_vocab(base.get(), pruned.get(), "base '" + opt.base_path + "'", "pruned '" + opt.pruned_path + "'", err)) {
-            return false;
-        }
         const llama_vocab * vocab = llama_model_get_vocab(base.get());
         if (is_corpus ? !corpus_workload(opt.input_path, input, base.get(), n_ctx, wl, err)
                    : !plain_workload(opt.input_path, input, base.get(), n_ctx, opt.max_chunks, wl, err)) {
@@ -1022,10 +1002,7 @@ bool run_eval_multi(const eval_options & opt_in, const std::vector<std::string> 
     if (!base) return false;
     // Every vocabulary is checked before the base runs (vocabulary-only loads are cheap).
     for (const auto & path : pruned_paths) {
-        model_ptr v = load_model("pruned model", path, opt.rt, true, err);
-        if (!v || !check_same_vocab(base.get(), v.get(), "base '" + opt.base_path + "'", "pruned '" + path + "'", err)) {
-            return false;
-        }
+        if (!load_pruned(path, base.get(), opt.base_path, opt.rt, true, err)) return false;
     }
     workload wl;
     if (in.is_corpus ? !corpus_workload(opt.input_path, in.text, base.get(), n_ctx, wl, err)
@@ -1061,7 +1038,7 @@ bool run_eval_multi(const eval_options & opt_in, const std::vector<std::string> 
     std::vector<float>   base_logp((size_t) n_rows * (size_t) n_vocab);
     std::vector<int32_t> base_argmax((size_t) n_rows);
 
-    progress prog;
+    progress_line prog;
     prog.enabled = opt.progress;
     {
         ctx_ptr cb = make_context(base.get(), opt.rt, n_ctx, n_seq, err);
@@ -1149,11 +1126,8 @@ bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & e
     }
     model_ptr base = load_model("base model", opt.base_path, opt.rt, false, err);
     if (!base) return false;
-    model_ptr pruned = load_model("pruned model", opt.pruned_path, opt.rt, false, err);
+    model_ptr pruned = load_pruned(opt.pruned_path, base.get(), opt.base_path, opt.rt, false, err);
     if (!pruned) return false;
-    if (!check_same_vocab(base.get(), pruned.get(), "base '" + opt.base_path + "'", "pruned '" + opt.pruned_path + "'", err)) {
-        return false;
-    }
     const llama_vocab * vocab = llama_model_get_vocab(base.get());
     const auto prompt = common_tokenize(vocab, opt.prompt, true, true);
     if (prompt.empty()) {

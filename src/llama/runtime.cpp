@@ -1,5 +1,5 @@
-// reap's llama.cpp runtime glue: backend initialisation and the log filter.
-// See runtime.h.
+// reap's llama.cpp runtime glue: backend initialisation, the log filter and
+// the progress line. See runtime.h.
 #include "llama/runtime.h"
 
 #include "ggml-backend.h"
@@ -36,5 +36,29 @@ void runtime_init(bool verbose) {
 }
 
 bool runtime_verbose() { return g_verbose; }
+
+void progress_line::start(const std::string & what, int64_t n_total, int64_t already) {
+    label     = what;
+    total     = n_total;
+    done      = already;
+    done_here = 0;
+    t0 = last = std::chrono::steady_clock::now();
+}
+
+void progress_line::add(int64_t n) {
+    done += n;
+    done_here += n;
+    if (!enabled) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (done < total && now - last < std::chrono::milliseconds(500)) return;
+    last = now;
+    const double  s   = std::chrono::duration<double>(now - t0).count();
+    const double  tps = s > 0 ? done_here / s : 0;
+    const int64_t eta = tps > 0 && done < total ? (int64_t) ((total - done) / tps) : 0;
+    fprintf(stderr, "\r%s: %lld/%lld tokens (%.1f%%), %.0f tok/s, ETA %lld:%02lld   ", label.c_str(), (long long) done,
+            (long long) total, total ? 100.0 * done / total : 100.0, tps, (long long) (eta / 60), (long long) (eta % 60));
+    if (done >= total) fprintf(stderr, "\n");
+    fflush(stderr);
+}
 
 }  // namespace reap

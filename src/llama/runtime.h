@@ -1,10 +1,15 @@
 // reap's llama.cpp runtime glue, shared by everything in src/llama/ that runs
 // a model (calibrate, eval): one-time backend initialisation with a log filter
 // that lets llama.cpp's log through only when asked (its errors always), and
-// owning handles for models and contexts (llama.cpp's own, from llama-cpp.h).
+// owning handles for models and contexts (llama.cpp's own, from llama-cpp.h),
+// and the progress line they draw on stderr.
 #pragma once
 
 #include "llama-cpp.h"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
 
 namespace reap {
 
@@ -20,5 +25,22 @@ void runtime_init(bool verbose);
 // The verbosity set by the latest runtime_init() (messages add "run with
 // --verbose for llama.cpp's log" when it is off).
 bool runtime_verbose();
+
+// A progress line on stderr, "LABEL: done/total tokens (p%), N tok/s, ETA m:ss",
+// redrawn at most twice a second and ended with a newline once done reaches
+// total. Draws nothing unless enabled; the counts are kept either way.
+struct progress_line {
+    bool        enabled = false;
+    std::string label;
+    int64_t     total = 0, done = 0;
+    int64_t     done_here = 0;  // tokens since start() (the rate counts these only)
+
+    // already: tokens done before this run (a resumed calibration).
+    void start(const std::string & what, int64_t n_total, int64_t already = 0);
+    void add(int64_t n);
+
+  private:
+    std::chrono::steady_clock::time_point t0, last;
+};
 
 }  // namespace reap
