@@ -262,10 +262,18 @@ inline model_ptr load_model(const std::string & path) {
 }
 
 // A context whose one batch holds n_ctx tokens, so a prompt decodes in one call.
-// cb/user (optional) become the scheduler's eval callback.
+// cb/user (optional) become the scheduler's eval callback. `exact` keeps
+// attention in F32 (F32 KV cache, flash attention off): llama.cpp's defaults
+// round attention inputs to F16, about 1e-3 on logits by themselves.
 inline context_ptr new_context(llama_model * model, uint32_t n_ctx = 128,
-                               ggml_backend_sched_eval_callback cb = nullptr, void * user = nullptr) {
+                               ggml_backend_sched_eval_callback cb = nullptr, void * user = nullptr,
+                               bool exact = false) {
     llama_context_params cp = llama_context_default_params();
+    if (exact) {
+        cp.type_k          = GGML_TYPE_F32;
+        cp.type_v          = GGML_TYPE_F32;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    }
     cp.n_ctx           = n_ctx;
     cp.n_batch         = n_ctx;
     cp.n_ubatch        = n_ctx;

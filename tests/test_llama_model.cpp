@@ -25,23 +25,6 @@ std::string trained_model() {
     return source_dir() + "/models/reap-moe-tiny.gguf";
 }
 
-context_ptr exact_context(llama_model * model, uint32_t n_ctx) {
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx           = n_ctx;
-    cp.n_batch         = n_ctx;
-    cp.n_ubatch        = n_ctx;
-    cp.n_seq_max       = 1;
-    cp.n_threads       = 2;
-    cp.n_threads_batch = 2;
-    cp.no_perf         = true;
-    // llama.cpp's defaults (F16 KV cache, CPU flash attention in F16) round
-    // attention inputs to half precision: ~1e-3 on logits by themselves.
-    cp.type_k          = GGML_TYPE_F32;
-    cp.type_v          = GGML_TYPE_F32;
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    return context_ptr(llama_init_from_model(model, cp));
-}
-
 // One text per domain, chosen to exercise multi-byte UTF-8 and code symbols.
 const std::vector<std::pair<std::string, std::string>> & domain_texts() {
     static const std::vector<std::pair<std::string, std::string>> texts = {
@@ -117,7 +100,7 @@ TEST(TrainedModel, LogitsEqualTheTrainersForwardPass) {
     ASSERT_TRUE(model);
     const std::vector<llama_token> toks = window_tokens(model.get());
     ASSERT_EQ(toks.size(), 256u);
-    context_ptr ctx = exact_context(model.get(), 256);
+    context_ptr ctx = new_context(model.get(), 256, nullptr, nullptr, /*exact=*/true);
     ASSERT_TRUE(ctx);
     ASSERT_EQ(decode_all(ctx.get(), toks), 0);
     const std::vector<float> logits = get_logits(ctx.get(), model.get(), (int) toks.size());
@@ -139,7 +122,7 @@ TEST(TrainedModel, F16CopyStaysWithinStatedBound) {
     model_ptr model = load_model(f16);
     ASSERT_TRUE(model);
     const std::vector<llama_token> toks = window_tokens(model.get());
-    context_ptr ctx = exact_context(model.get(), 256);
+    context_ptr ctx = new_context(model.get(), 256, nullptr, nullptr, /*exact=*/true);
     ASSERT_EQ(decode_all(ctx.get(), toks), 0);
     const std::string dump = test_tmp_dir() + "/trained-f16-logits.bin";
     write_dump(dump, toks, get_logits(ctx.get(), model.get(), (int) toks.size()));
