@@ -4,6 +4,7 @@
 // spelling. Installs a SIGINT handler that lets the current window finish and
 // writes a checkpoint. Errors go to stderr with exit status 1 (130 when
 // interrupted; the checkpoint is kept).
+#include "cli/args.h"
 #include "llama/calibrate.h"
 
 #include "arg.h"
@@ -97,10 +98,7 @@ bool parse_i64(const char * s, int64_t & out) {
     return true;
 }
 
-int usage_error(const std::string & msg) {
-    fprintf(stderr, "reap calibrate: %s\n\n%s", msg.c_str(), USAGE);
-    return 1;
-}
+int usage_error(const std::string & msg) { return reap::cli::usage_error_full("calibrate", msg, USAGE); }
 
 } // namespace
 
@@ -179,10 +177,7 @@ int cmd_calibrate(int argc, char ** argv) {
     std::string err;
     const bool ok = reap::run_calibrate(opt, arch, rep, err);
     std::signal(SIGINT, SIG_DFL);
-    if (!ok) {
-        fprintf(stderr, "reap calibrate: %s\n", err.c_str());
-        return 1;
-    }
+    if (!ok) return reap::cli::fail("calibrate", err);
     if (!opt.collect) {
         printf("forward-only: %lld tokens (%zu windows) in %.3f s, %.1f tok/s\n", (long long) rep.n_tokens,
                rep.n_windows, rep.seconds, rep.tokens_per_second);

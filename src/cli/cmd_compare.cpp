@@ -2,6 +2,7 @@
 // per layer), and, given a saliency archive, how much of the saliency each
 // keeps compared with the best possible keep-list of the same size. A thin
 // layer over reap::planner::compare_plans / rank_experts / plan_share.
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "plan/plan.h"
 #include "plan/planners.h"
@@ -43,19 +44,6 @@ void print_usage(FILE * out) {
         k_usage_line);
 }
 
-std::vector<std::string> split_list(const std::string & s) {
-    std::vector<std::string> out;
-    size_t start = 0;
-    while (start <= s.size()) {
-        const size_t comma = s.find(',', start);
-        const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (!item.empty()) out.push_back(item);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-    }
-    return out;
-}
-
 } // namespace
 
 int cmd_compare(int argc, char ** argv) {
@@ -63,10 +51,8 @@ int cmd_compare(int argc, char ** argv) {
     std::string saliency_path;
     pl::rank_options ro;
     bool method_given = false, json = false, domains_given = false;
-    auto usage_error = [](const std::string & msg) {
-        fprintf(stderr, "reap compare: %s\n%s  (--help for details)\n", msg.c_str(), k_usage_line);
-        return 1;
-    };
+    auto usage_error = [](const std::string & msg) { return reap::cli::usage_error("compare", msg, k_usage_line); };
+    auto fail = [](const std::string & msg) { return reap::cli::fail("compare", msg); };
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         auto need = [&]() { return i + 1 < argc; };
@@ -80,7 +66,7 @@ int cmd_compare(int argc, char ** argv) {
             saliency_path = argv[++i];
         } else if (arg == "--domains") {
             if (!need()) return usage_error("--domains needs a list");
-            ro.domains = split_list(argv[++i]);
+            ro.domains = reap::cli::split_list(argv[++i]);
             if (ro.domains.empty()) return usage_error("--domains: empty list");
             domains_given = true;
         } else if (arg == "--method") {
@@ -101,35 +87,20 @@ int cmd_compare(int argc, char ** argv) {
 
     std::string err;
     reap::plan a, b;
-    if (!reap::read_plan(plans[0], a, err) || !reap::read_plan(plans[1], b, err)) {
-        fprintf(stderr, "reap compare: %s\n", err.c_str());
-        return 1;
-    }
+    if (!reap::read_plan(plans[0], a, err) || !reap::read_plan(plans[1], b, err)) return fail(err);
     pl::plan_overlap ov;
-    if (!pl::compare_plans(a, b, ov, err)) {
-        fprintf(stderr, "reap compare: %s vs %s: %s\n", plans[0].c_str(), plans[1].c_str(), err.c_str());
-        return 1;
-    }
+    if (!pl::compare_plans(a, b, ov, err)) return fail(plans[0] + " vs " + plans[1] + ": " + err);
 
     bool have_sal = false;
     pl::ranking rk;
     pl::share_report sa, sb, oa, ob;
     if (!saliency_path.empty()) {
         reap::saliency::archive arch;
-        if (!reap::saliency::read_archive(saliency_path, arch, err)) {
-            fprintf(stderr, "reap compare: %s\n", err.c_str());
-            return 1;
-        }
-        if (!pl::plan_matches_archive(a, arch, err)) {
-            fprintf(stderr, "reap compare: %s: %s\n", plans[0].c_str(), err.c_str());
-            return 1;
-        }
+        if (!reap::saliency::read_archive(saliency_path, arch, err)) return fail(err);
+        if (!pl::plan_matches_archive(a, arch, err)) return fail(plans[0] + ": " + err);
         if (!method_given) ro.how = pl::default_method(arch.metrics);
         ro.protect_super = false;
-        if (!pl::rank_experts(arch, 1, ro, rk, err)) {
-            fprintf(stderr, "reap compare: %s\n", err.c_str());
-            return 1;
-        }
+        if (!pl::rank_experts(arch, 1, ro, rk, err)) return fail(err);
         sa = pl::plan_share(rk, a);
         sb = pl::plan_share(rk, b);
         oa = pl::oracle_share(rk, a.n_keep);

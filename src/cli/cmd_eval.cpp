@@ -2,6 +2,7 @@
 // (llama.cpp spellings for the runtime ones), runs the evaluation or the smoke
 // test, prints a table or one JSON object on stdout. Errors go to stderr with
 // exit status 1; usage errors also print the usage.
+#include "cli/args.h"
 #include "llama/eval.h"
 
 #include <cerrno>
@@ -82,10 +83,7 @@ bool parse_int(const char * s, int & out) {
     return true;
 }
 
-int usage_error(const std::string & msg) {
-    fprintf(stderr, "reap eval: %s\n\n%s", msg.c_str(), USAGE);
-    return 1;
-}
+int usage_error(const std::string & msg) { return reap::cli::usage_error_full("eval", msg, USAGE); }
 
 } // namespace
 
@@ -175,10 +173,7 @@ int cmd_eval(int argc, char ** argv) {
         smoke.verbose     = opt.verbose;
         if (smoke.rt.n_ctx == 0) smoke.rt.n_ctx = 512;
         reap::smoke_report r;
-        if (!reap::run_smoke(smoke, r, err)) {
-            fprintf(stderr, "reap eval: %s\n", err.c_str());
-            return 1;
-        }
+        if (!reap::run_smoke(smoke, r, err)) return reap::cli::fail("eval", err);
         if (json) {
             printf("%s\n", reap::smoke_report_json(r).c_str());
         } else {
@@ -195,10 +190,7 @@ int cmd_eval(int argc, char ** argv) {
     }
     if (pruned.size() > 1) {
         std::vector<reap::eval_report> rs;
-        if (!reap::run_eval_multi(opt, pruned, rs, err)) {
-            fprintf(stderr, "reap eval: %s\n", err.c_str());
-            return 1;
-        }
+        if (!reap::run_eval_multi(opt, pruned, rs, err)) return reap::cli::fail("eval", err);
         if (json) {
             printf("%s\n", reap::eval_reports_json(pruned, rs).c_str());
         } else {
@@ -210,10 +202,7 @@ int cmd_eval(int argc, char ** argv) {
         return 0;
     }
     reap::eval_report r;
-    if (!reap::run_eval(opt, r, err)) {
-        fprintf(stderr, "reap eval: %s\n", err.c_str());
-        return 1;
-    }
+    if (!reap::run_eval(opt, r, err)) return reap::cli::fail("eval", err);
     if (json) {
         printf("%s\n", reap::eval_report_json(r).c_str());
     } else {

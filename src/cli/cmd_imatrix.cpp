@@ -2,6 +2,7 @@
 // llama-imatrix files (GGUF or legacy .dat), one domain each, into a saliency
 // archive of per-expert counts and ffn_down_exps input energy. Errors go to
 // stderr with exit status 1.
+#include "cli/args.h"
 #include "gguf/gguf.h"
 #include "saliency/imatrix.h"
 
@@ -34,10 +35,7 @@ const char * USAGE =
     "\n"
     "Legacy .dat files hold no per-expert counts: see src/saliency/imatrix.h for what is stored.\n";
 
-int usage_error(const std::string & msg) {
-    fprintf(stderr, "reap imatrix: %s\n\n%s", msg.c_str(), USAGE);
-    return 1;
-}
+int usage_error(const std::string & msg) { return reap::cli::usage_error_full("imatrix", msg, USAGE); }
 
 } // namespace
 
@@ -78,16 +76,12 @@ int cmd_imatrix(int argc, char ** argv) {
     if (out_path.empty()) return usage_error("no output (-o)");
 
     reap::gguf::model model;
-    if (!model_path.empty() && !reap::gguf::open_model(model_path, model, err)) {
-        fprintf(stderr, "reap imatrix: %s\n", err.c_str());
-        return 1;
-    }
+    if (!model_path.empty() && !reap::gguf::open_model(model_path, model, err)) return reap::cli::fail("imatrix", err);
     reap::saliency::archive arch;
     std::vector<reap::saliency::imatrix_domain_report> reports;
     if (!reap::saliency::import_imatrix(inputs, model_path.empty() ? nullptr : &model, arch, reports, err) ||
         !reap::saliency::write_archive(arch, out_path, err, force)) {
-        fprintf(stderr, "reap imatrix: %s\n", err.c_str());
-        return 1;
+        return reap::cli::fail("imatrix", err);
     }
     for (const auto & r : reports) {
         printf("%-16s %s%s: %lld tokens, %zu unused expert slots\n", r.domain.c_str(), r.path.c_str(),

@@ -2,17 +2,17 @@
 // expert counts, bytes by ggml type, expert pool vs dense bytes, what a decode
 // step reads, and the exact file size at a few expert keep counts. A thin
 // layer over reap::gguf::take_census(); --json prints the census as one object.
+#include "cli/args.h"
 #include "gguf/census.h"
 #include "gguf/gguf.h"
 
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 namespace {
+
+using reap::cli::human_bytes;
 
 struct inspect_params {
     std::string           model;
@@ -20,9 +20,11 @@ struct inspect_params {
     std::vector<uint32_t> keeps;
 };
 
+const char * k_usage_line = "usage: reap inspect MODEL.gguf [--json] [--keep N]...";
+
 void print_usage(FILE * out) {
     fprintf(out,
-        "usage: reap inspect MODEL.gguf [--json] [--keep N]...\n"
+        "%s\n"
         "\n"
         "Prints the census of a GGUF model: architecture, block count, which blocks are\n"
         "MoE (have ffn_gate_inp or *_exps tensors), expert counts (routed, used per token,\n"
@@ -38,20 +40,8 @@ void print_usage(FILE * out) {
         "               n_expert_used, n_expert_groups, expert_pool_bytes, dense_bytes,\n"
         "               file_bytes, n_shards, decode_bytes_per_token, types, keep_sizes, ...)\n"
         "  --keep N     also size the model keeping N experts per MoE layer (repeatable)\n"
-        "  -h, --help   this help\n");
-}
-
-std::string human(uint64_t bytes) {
-    const char * units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double) bytes;
-    int u = 0;
-    while (v >= 1024.0 && u < 4) {
-        v /= 1024.0;
-        ++u;
-    }
-    char buf[64];
-    snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-    return buf;
+        "  -h, --help   this help\n",
+        k_usage_line);
 }
 
 bool parse_args(int argc, char ** argv, inspect_params & p, bool & help, std::string & err) {
@@ -67,14 +57,8 @@ bool parse_args(int argc, char ** argv, inspect_params & p, bool & help, std::st
                 err = "--keep needs a number";
                 return false;
             }
-            char * end = nullptr;
-            const char * s = argv[++i];
-            errno = 0;
-            const unsigned long v = strtoul(s, &end, 10);
-            if (!*s || *end || errno || v == 0 || v > 0xffffffffUL || s[0] == '-') {
-                err = std::string("--keep: '") + s + "' is not a positive integer";
-                return false;
-            }
+            int64_t v = 0;
+            if (!reap::cli::parse_positive("--keep", argv[++i], UINT32_MAX, v, err)) return false;
             p.keeps.push_back((uint32_t) v);
         } else if (!arg.empty() && arg[0] == '-') {
             err = "unknown option " + arg;
@@ -97,27 +81,13 @@ bool parse_args(int argc, char ** argv, inspect_params & p, bool & help, std::st
 
 int cmd_inspect(int argc, char ** argv) {
     inspect_params params;
-    bool help = false;
+    int status = 0;
+    if (!reap::cli::parse_command("inspect", argc, argv, params, parse_args, print_usage, k_usage_line, status)) return status;
     std::string err;
-    if (!parse_args(argc, argv, params, help, err)) {
-        fprintf(stderr, "reap inspect: %s\nusage: reap inspect MODEL.gguf [--json] [--keep N]...  (--help for details)\n",
-                err.c_str());
-        return 1;
-    }
-    if (help) {
-        print_usage(stdout);
-        return 0;
-    }
     reap::gguf::model model;
-    if (!reap::gguf::open_model(params.model, model, err)) {
-        fprintf(stderr, "reap inspect: %s\n", err.c_str());
-        return 1;
-    }
+    if (!reap::gguf::open_model(params.model, model, err)) return reap::cli::fail("inspect", err);
     reap::gguf::census c;
-    if (!reap::gguf::take_census(model, params.keeps, c, err)) {
-        fprintf(stderr, "reap inspect: %s: %s\n", params.model.c_str(), err.c_str());
-        return 1;
-    }
+    if (!reap::gguf::take_census(model, params.keeps, c, err)) return reap::cli::fail("inspect", params.model + ": " + err);
     if (params.json) {
         printf("%s\n", reap::gguf::census_json(c).c_str());
         return 0;
@@ -134,14 +104,14 @@ int cmd_inspect(int argc, char ** argv) {
     printf(", %u shared (%u _shexp tensors)\n", c.n_expert_shared, c.n_shexp_tensors);
     if (c.expert_ff_length) printf("expert ff length %u\n", c.expert_ff_length);
     printf("tensors          %llu in %u file%s, %s\n", (unsigned long long) c.n_tensors, c.n_shards,
-           c.n_shards == 1 ? "" : "s", human(c.file_bytes).c_str());
+           c.n_shards == 1 ? "" : "s", human_bytes(c.file_bytes).c_str());
     printf("\n%-10s %8s %16s\n", "type", "tensors", "bytes");
     for (const auto & [name, tc] : c.types) {
         printf("%-10s %8llu %16llu  %s\n", name.c_str(), (unsigned long long) tc.count, (unsigned long long) tc.bytes,
-               human(tc.bytes).c_str());
+               human_bytes(tc.bytes).c_str());
     }
     auto line = [](const char * label, uint64_t v) {
-        printf("%-26s %16llu  %s\n", label, (unsigned long long) v, human(v).c_str());
+        printf("%-26s %16llu  %s\n", label, (unsigned long long) v, human_bytes(v).c_str());
     };
     printf("\n");
     line("expert pool (*_exps)", c.expert_pool_bytes);
@@ -152,7 +122,7 @@ int cmd_inspect(int argc, char ** argv) {
     if (!c.keep_sizes.empty()) {
         printf("\n%-8s %16s %12s %8s\n", "keep", "file bytes", "", "of now");
         for (const reap::gguf::keep_size & k : c.keep_sizes) {
-            printf("%-8u %16llu %12s %7.1f%%\n", k.n_keep, (unsigned long long) k.file_bytes, human(k.file_bytes).c_str(),
+            printf("%-8u %16llu %12s %7.1f%%\n", k.n_keep, (unsigned long long) k.file_bytes, human_bytes(k.file_bytes).c_str(),
                    c.file_bytes ? 100.0 * (double) k.file_bytes / (double) c.file_bytes : 0.0);
         }
     }

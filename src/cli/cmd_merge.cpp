@@ -1,11 +1,10 @@
 // reap merge: sum saliency archives measured on disjoint corpus shards (or
 // domains) of the same model into one archive. A thin layer over
 // reap::saliency::read_archive / merge_into / write_archive.
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "saliency/archive.h"
 #include "util/sha256.h"
-
-#include <sys/stat.h>
 
 #include <cinttypes>
 #include <cstdio>
@@ -41,17 +40,13 @@ void print_usage(FILE * out) {
         k_usage_line);
 }
 
-bool same_file(const std::string & a, const std::string & b) {
-    struct stat sa, sb;
-    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 } // namespace
 
 int cmd_merge(int argc, char ** argv) {
     std::vector<std::string> inputs;
     std::string output;
     bool force = false;
+    auto fail = [](const std::string & msg) { return reap::cli::fail("merge", msg); };
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         if (arg == "-h" || arg == "--help") {
@@ -66,8 +61,7 @@ int cmd_merge(int argc, char ** argv) {
         } else if (arg == "--force") {
             force = true;
         } else if (!arg.empty() && arg[0] == '-') {
-            fprintf(stderr, "reap merge: unknown option %s\n%s  (--help for details)\n", arg.c_str(), k_usage_line);
-            return 1;
+            return reap::cli::usage_error("merge", "unknown option " + arg, k_usage_line);
         } else {
             inputs.push_back(arg);
         }
@@ -81,10 +75,7 @@ int cmd_merge(int argc, char ** argv) {
         return 1;
     }
     for (const auto & in : inputs) {
-        if (same_file(in, output)) {
-            fprintf(stderr, "reap merge: refusing to write %s over the input %s\n", output.c_str(), in.c_str());
-            return 1;
-        }
+        if (reap::cli::same_file(in, output)) return fail("refusing to write " + output + " over the input " + in);
     }
 
     std::string err;
@@ -92,31 +83,21 @@ int cmd_merge(int argc, char ** argv) {
     std::vector<std::string> hashes;
     for (size_t i = 0; i < inputs.size(); ++i) {
         reap::saliency::archive a;
-        if (!reap::saliency::read_archive(inputs[i], a, err)) {
-            fprintf(stderr, "reap merge: %s\n", err.c_str());
-            return 1;
-        }
+        if (!reap::saliency::read_archive(inputs[i], a, err)) return fail(err);
         std::string hex;
-        if (!reap::util::sha256_file(inputs[i], hex, err)) {
-            fprintf(stderr, "reap merge: %s\n", err.c_str());
-            return 1;
-        }
+        if (!reap::util::sha256_file(inputs[i], hex, err)) return fail(err);
         hashes.push_back(hex);
         printf("  %s: %s, %zu domain(s), metric set '%s'\n", inputs[i].c_str(), a.model.arch.c_str(), a.domains.size(),
                reap::saliency::metric_set_name(a.metrics));
         if (i == 0) {
             merged = std::move(a);
         } else if (!reap::saliency::merge_into(merged, a, err)) {
-            fprintf(stderr, "reap merge: %s and %s: %s\n", inputs[0].c_str(), inputs[i].c_str(), err.c_str());
-            return 1;
+            return fail(inputs[0] + " and " + inputs[i] + ": " + err);
         }
     }
     merged.provenance.set_string_array("reap.saliency.merge.inputs", hashes);
     merged.provenance.set_string(reap::saliency::k_key_tool, std::string("reap merge ") + REAP_VERSION);
-    if (!reap::saliency::write_archive(merged, output, err, force)) {
-        fprintf(stderr, "reap merge: %s\n", err.c_str());
-        return 1;
-    }
+    if (!reap::saliency::write_archive(merged, output, err, force)) return fail(err);
     std::string inv;
     const bool invariant = reap::saliency::check_count_invariant(merged, inv, 1e-9);
     printf("reap merge: wrote %s (%zu inputs)\n", output.c_str(), inputs.size());

@@ -3,6 +3,7 @@
 // write the plan JSON. A thin layer over reap::planner (planners.h): the
 // scoring, ordering, group rules, super-expert protection and the exact
 // budget search live there.
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "plan/plan.h"
@@ -113,32 +114,12 @@ bool parse_int(const std::string & s, int64_t & out) {
     return true;
 }
 
-std::vector<std::string> split_list(const std::string & s) {
-    std::vector<std::string> out;
-    size_t start = 0;
-    while (start <= s.size()) {
-        const size_t comma = s.find(',', start);
-        const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (!item.empty()) out.push_back(item);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-    }
-    return out;
-}
-
 bool parse_args(int argc, char ** argv, plan_params & p, bool & help, std::string & err) {
     int n_how = 0;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         std::string v;
-        auto value = [&]() {
-            if (i + 1 >= argc) {
-                err = arg + " needs a value";
-                return false;
-            }
-            v = argv[++i];
-            return true;
-        };
+        auto value = [&]() { return reap::cli::take_value(argc, argv, i, v, err); };
         if (arg == "-h" || arg == "--help") {
             help = true;
             return true;
@@ -150,10 +131,7 @@ bool parse_args(int argc, char ** argv, plan_params & p, bool & help, std::strin
             p.output = v;
         } else if (arg == "--keep") {
             if (!value()) return false;
-            if (!parse_int(v, p.keep) || p.keep < 1) {
-                err = "--keep: '" + v + "' is not a positive integer";
-                return false;
-            }
+            if (!reap::cli::parse_positive("--keep", v, INT64_MAX, p.keep, err)) return false;
             ++n_how;
         } else if (arg == "--ratio") {
             if (!value()) return false;
@@ -181,7 +159,7 @@ bool parse_args(int argc, char ** argv, plan_params & p, bool & help, std::strin
             p.method_given = true;
         } else if (arg == "--domains") {
             if (!value()) return false;
-            p.rank.domains = split_list(v);
+            p.rank.domains = reap::cli::split_list(v);
             if (p.rank.domains.empty()) {
                 err = "--domains: empty list";
                 return false;
@@ -213,10 +191,7 @@ bool parse_args(int argc, char ** argv, plan_params & p, bool & help, std::strin
         } else if (arg == "--split-max-tensors") {
             if (!value()) return false;
             int64_t n = 0;
-            if (!parse_int(v, n) || n < 1) {
-                err = "--split-max-tensors: '" + v + "' is not a positive integer";
-                return false;
-            }
+            if (!reap::cli::parse_positive("--split-max-tensors", v, INT64_MAX, n, err)) return false;
             p.split_max_tensors = (uint64_t) n;
         } else if (arg == "--no-stamp") {
             p.stamp = false;
@@ -262,20 +237,10 @@ void print_refs(const char * title, const std::vector<pl::expert_ref> & refs, bo
 
 int cmd_plan(int argc, char ** argv) {
     plan_params params;
-    bool help = false;
+    int status = 0;
+    if (!reap::cli::parse_command("plan", argc, argv, params, parse_args, print_usage, k_usage_line, status)) return status;
+    auto fail = [](const std::string & msg) { return reap::cli::fail("plan", msg); };
     std::string err;
-    if (!parse_args(argc, argv, params, help, err)) {
-        fprintf(stderr, "reap plan: %s\n%s  (--help for details)\n", err.c_str(), k_usage_line);
-        return 1;
-    }
-    if (help) {
-        print_usage(stdout);
-        return 0;
-    }
-    auto fail = [](const std::string & msg) {
-        fprintf(stderr, "reap plan: %s\n", msg.c_str());
-        return 1;
-    };
 
     reap::gguf::model model;
     if (!reap::gguf::open_model(params.model, model, err)) return fail(err);

@@ -2,6 +2,7 @@
 // A thin layer over reap::prune::make_pruned_spec (what to write) and
 // reap::gguf::write_output (streaming, temp + fsync + rename, splitting), then
 // SHA256SUMS beside the output.
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "plan/plan.h"
@@ -18,6 +19,8 @@
 #include <vector>
 
 namespace {
+
+using reap::cli::human_bytes;
 
 struct prune_params {
     std::string model;
@@ -101,14 +104,7 @@ bool parse_size(std::string s, uint64_t & out) {
 bool parse_args(int argc, char ** argv, prune_params & p, bool & help, std::string & err) {
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        auto value = [&](std::string & dst) {
-            if (i + 1 >= argc) {
-                err = arg + " needs a value";
-                return false;
-            }
-            dst = argv[++i];
-            return true;
-        };
+        auto value = [&](std::string & dst) { return reap::cli::take_value(argc, argv, i, dst, err); };
         std::string v;
         if (arg == "-h" || arg == "--help") {
             help = true;
@@ -150,87 +146,41 @@ bool parse_args(int argc, char ** argv, prune_params & p, bool & help, std::stri
     return err.empty();
 }
 
-std::string human(uint64_t bytes) {
-    const char * units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = double(bytes);
-    int u = 0;
-    while (v >= 1024.0 && u < 4) {
-        v /= 1024.0;
-        ++u;
-    }
-    char buf[64];
-    snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-    return buf;
-}
-
-bool same_inode(const std::string & a, const std::string & b) {
-    struct stat sa, sb;
-    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 } // namespace
 
 int cmd_prune(int argc, char ** argv) {
     prune_params params;
-    bool help = false;
+    int status = 0;
+    if (!reap::cli::parse_command("prune", argc, argv, params, parse_args, print_usage, k_usage_line, status)) return status;
+    auto fail = [](const std::string & msg) { return reap::cli::fail("prune", msg); };
     std::string err;
-    if (!parse_args(argc, argv, params, help, err)) {
-        fprintf(stderr, "reap prune: %s\n%s  (--help for details)\n", err.c_str(), k_usage_line);
-        return 1;
-    }
-    if (help) {
-        print_usage(stdout);
-        return 0;
-    }
     const auto t0 = std::chrono::steady_clock::now();
     reap::gguf::model model;
-    if (!reap::gguf::open_model(params.model, model, err)) {
-        fprintf(stderr, "reap prune: %s\n", err.c_str());
-        return 1;
-    }
+    if (!reap::gguf::open_model(params.model, model, err)) return fail(err);
     reap::plan plan;
-    if (!reap::read_plan(params.plan, plan, err)) {
-        fprintf(stderr, "reap prune: %s\n", err.c_str());
-        return 1;
-    }
+    if (!reap::read_plan(params.plan, plan, err)) return fail(err);
     reap::moe::layout lay;
-    if (!reap::model_layout(model, lay, err)) {
-        fprintf(stderr, "reap prune: %s: %s\n", params.model.c_str(), err.c_str());
-        return 1;
-    }
+    if (!reap::model_layout(model, lay, err)) return fail(params.model + ": " + err);
     int64_t n_layer = 0;
     if (!model.kvs.get_i64(reap::moe::kv_key(lay.arch, "block_count"), n_layer, err) ||
         !reap::validate_plan(plan, reap::facts_of(lay, n_layer), err)) {
-        fprintf(stderr, "reap prune: %s does not fit %s: %s\n", params.plan.c_str(), params.model.c_str(), err.c_str());
-        return 1;
+        return fail(params.plan + " does not fit " + params.model + ": " + err);
     }
     reap::prune::prune_options popts;
     popts.stamp = params.stamp;
     popts.version = REAP_VERSION;
-    if (params.stamp && !reap::plan_file_sha256(params.plan, popts.plan_sha256, err)) {
-        fprintf(stderr, "reap prune: %s\n", err.c_str());
-        return 1;
-    }
+    if (params.stamp && !reap::plan_file_sha256(params.plan, popts.plan_sha256, err)) return fail(err);
     reap::gguf::output_spec spec;
-    if (!reap::prune::make_pruned_spec(model, lay, plan, popts, spec, err)) {
-        fprintf(stderr, "reap prune: %s\n", err.c_str());
-        return 1;
-    }
+    if (!reap::prune::make_pruned_spec(model, lay, plan, popts, spec, err)) return fail(err);
     reap::gguf::write_options wopts;
     wopts.force = params.force;
     wopts.split_max_bytes = params.split_max_bytes;
     wopts.split_max_tensors = params.split_max_tensors;
     std::vector<reap::gguf::shard_layout> shards;
-    if (!reap::gguf::layout_output(spec, wopts, params.output, shards, err)) {
-        fprintf(stderr, "reap prune: %s\n", err.c_str());
-        return 1;
-    }
+    if (!reap::gguf::layout_output(spec, wopts, params.output, shards, err)) return fail(err);
     // the plan file and SHA256SUMS are inputs/outputs too
     for (const auto & sh : shards) {
-        if (same_inode(sh.path, params.plan)) {
-            fprintf(stderr, "reap prune: refusing to write %s over the plan file\n", sh.path.c_str());
-            return 1;
-        }
+        if (reap::cli::same_file(sh.path, params.plan)) return fail("refusing to write " + sh.path + " over the plan file");
     }
     size_t n_sliced = 0;
     for (const auto & r : lay.roles) n_sliced += r.slice != reap::moe::slice_kind::none;
@@ -238,38 +188,32 @@ int cmd_prune(int argc, char ** argv) {
     for (const auto & sh : shards) out_bytes += sh.file_bytes;
 
     printf("reap prune: %s (%s, %" PRId64 " experts, %zu MoE layers, %s) -> keep %" PRId64 " per layer\n",
-           params.model.c_str(), lay.arch.c_str(), lay.n_expert, lay.moe_layers.size(), human(model.file_bytes()).c_str(),
+           params.model.c_str(), lay.arch.c_str(), lay.n_expert, lay.moe_layers.size(), human_bytes(model.file_bytes()).c_str(),
            plan.n_keep);
     printf("  %zu tensors, %zu sliced along the expert axis; output %s (%.1f%% of the source)\n", spec.tensors.size(),
-           n_sliced, human(out_bytes).c_str(), model.file_bytes() ? 100.0 * double(out_bytes) / double(model.file_bytes()) : 0.0);
+           n_sliced, human_bytes(out_bytes).c_str(), model.file_bytes() ? 100.0 * double(out_bytes) / double(model.file_bytes()) : 0.0);
     if (params.dry_run) {
         printf("dry run: would write\n");
         for (const auto & sh : shards) {
             struct stat st;
             const bool exists = ::stat(sh.path.c_str(), &st) == 0;
             printf("  %s  %" PRIu64 " bytes (%s), %zu tensors%s\n", sh.path.c_str(), sh.file_bytes,
-                   human(sh.file_bytes).c_str(), sh.n_tensors,
+                   human_bytes(sh.file_bytes).c_str(), sh.n_tensors,
                    exists ? (params.force ? "  [exists: would be replaced]" : "  [exists: would be refused without --force]") : "");
         }
         if (params.sums) printf("  %s\n", reap::prune::sums_path_for(shards[0].path).c_str());
         return 0;
     }
     std::vector<std::string> written;
-    if (!reap::gguf::write_output(spec, wopts, params.output, written, err)) {
-        fprintf(stderr, "reap prune: %s\n", err.c_str());
-        return 1;
-    }
+    if (!reap::gguf::write_output(spec, wopts, params.output, written, err)) return fail(err);
     if (params.sums) {
         const std::string sums = reap::prune::sums_path_for(written[0]);
-        if (!reap::prune::update_sha256sums(written, sums, err)) {
-            fprintf(stderr, "reap prune: the model is written but SHA256SUMS is not: %s\n", err.c_str());
-            return 1;
-        }
+        if (!reap::prune::update_sha256sums(written, sums, err)) return fail("the model is written but SHA256SUMS is not: " + err);
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t i = 0; i < written.size(); ++i) {
         printf("  wrote %s  %" PRIu64 " bytes (%s)\n", written[i].c_str(), shards[i].file_bytes,
-               human(shards[i].file_bytes).c_str());
+               human_bytes(shards[i].file_bytes).c_str());
     }
     if (params.sums) printf("  wrote %s\n", reap::prune::sums_path_for(written[0]).c_str());
     printf("done in %.2f s (%.1f MiB/s)\n", secs, secs > 0 ? double(out_bytes) / 1048576.0 / secs : 0.0);

@@ -2,6 +2,7 @@
 // reap::prune::verify_pruned: exit 0 only when the output is exactly the
 // source pruned by the plan and SHA256SUMS agrees; otherwise the first
 // difference is named.
+#include "cli/args.h"
 #include "gguf/gguf.h"
 #include "plan/plan.h"
 #include "prune/prune.h"
@@ -52,14 +53,7 @@ void print_usage(FILE * out) {
 bool parse_args(int argc, char ** argv, verify_params & p, bool & help, std::string & err) {
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        auto value = [&](std::string & dst) {
-            if (i + 1 >= argc) {
-                err = arg + " needs a value";
-                return false;
-            }
-            dst = argv[++i];
-            return true;
-        };
+        auto value = [&](std::string & dst) { return reap::cli::take_value(argc, argv, i, dst, err); };
         if (arg == "-h" || arg == "--help") {
             help = true;
             return true;
@@ -91,33 +85,17 @@ bool parse_args(int argc, char ** argv, verify_params & p, bool & help, std::str
 
 int cmd_verify(int argc, char ** argv) {
     verify_params params;
-    bool help = false;
+    int status = 0;
+    if (!reap::cli::parse_command("verify", argc, argv, params, parse_args, print_usage, k_usage_line, status)) return status;
     std::string err;
-    if (!parse_args(argc, argv, params, help, err)) {
-        fprintf(stderr, "reap verify: %s\n%s  (--help for details)\n", err.c_str(), k_usage_line);
-        return 1;
-    }
-    if (help) {
-        print_usage(stdout);
-        return 0;
-    }
     reap::gguf::model model;
-    if (!reap::gguf::open_model(params.model, model, err)) {
-        fprintf(stderr, "reap verify: %s\n", err.c_str());
-        return 1;
-    }
+    if (!reap::gguf::open_model(params.model, model, err)) return reap::cli::fail("verify", err);
     reap::plan plan;
-    if (!reap::read_plan(params.plan, plan, err)) {
-        fprintf(stderr, "reap verify: %s\n", err.c_str());
-        return 1;
-    }
+    if (!reap::read_plan(params.plan, plan, err)) return reap::cli::fail("verify", err);
     reap::prune::verify_options vopts;
     vopts.check_sums = params.check_sums;
     vopts.sums_path = params.sums;
-    if (!reap::plan_file_sha256(params.plan, vopts.plan_sha256, err)) {
-        fprintf(stderr, "reap verify: %s\n", err.c_str());
-        return 1;
-    }
+    if (!reap::plan_file_sha256(params.plan, vopts.plan_sha256, err)) return reap::cli::fail("verify", err);
     reap::prune::verify_report rep;
     if (!reap::prune::verify_pruned(model, plan, params.output, vopts, rep, err)) {
         fprintf(stderr, "reap verify: FAILED: %s: %s\n", params.output.c_str(), err.c_str());
