@@ -40,8 +40,9 @@ test-asan: configure corpus
 demo: build corpus
 	scripts/demo.sh
 
+# Retrains the committed model (about 25 minutes on 2 cores; see models/README.md).
 model: deps corpus
-	$(PYTHON) tools/train_moe.py --corpus data/corpus --out models/reap-moe-tiny
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PYTHON) tools/train_moe.py --corpus data/corpus --out models --steps 1200 --threads 1
 
 # Benchmarks against a baseline in the same run (not part of the tests).
 bench: build

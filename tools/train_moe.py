@@ -13,7 +13,7 @@ for a seed and thread count. Writes, into --out (a folder):
   loss.png             the loss curve
 
 Run (the exact command used for the committed model is in models/README.md):
-  /usr/bin/python3 tools/train_moe.py --corpus data/corpus --out models --steps 1400
+  make model   (OMP_NUM_THREADS=1 ... tools/train_moe.py --corpus data/corpus --out models --steps 1200 --threads 1)
 
 Interrupted runs resume from --ckpt (written every --ckpt-every steps).
 """
@@ -192,13 +192,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", required=True, help="folder with train.jsonl and heldout.jsonl (tools/build_corpus.py)")
     ap.add_argument("--out", required=True, help="output folder")
-    ap.add_argument("--steps", type=int, default=1400)
+    ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--batch", type=int, default=16, help="sequences per step")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=60)
     ap.add_argument("--aux", type=float, default=0.01, help="load-balancing loss weight")
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ckpt", default="data/train/ckpt.pt", help="checkpoint path (resume from it if present)")
     ap.add_argument("--ckpt-every", type=int, default=100)
     ap.add_argument("--eval-windows", type=int, default=48, help="held-out windows per domain for bits per byte")
