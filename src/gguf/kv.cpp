@@ -3,6 +3,7 @@
 // build the raw bytes for writers. Values are little-endian in the file; the
 // host is required to be little-endian too (checked at compile time).
 #include "gguf/gguf.h"
+#include "gguf/internal.h"
 
 #include <cmath>
 #include <cstring>
@@ -16,15 +17,9 @@ namespace reap::gguf {
 
 namespace {
 
-size_t scalar_size(value_type t) {
-    switch (t) {
-        case value_type::U8: case value_type::I8: case value_type::BOOL: return 1;
-        case value_type::U16: case value_type::I16: return 2;
-        case value_type::U32: case value_type::I32: case value_type::F32: return 4;
-        case value_type::U64: case value_type::I64: case value_type::F64: return 8;
-        default: return 0;
-    }
-}
+using detail::put;
+using detail::put_string;
+using detail::scalar_size;
 
 bool is_integer(value_type t) {
     switch (t) {
@@ -76,17 +71,6 @@ std::string missing(std::string_view key) { return "key '" + std::string(key) + 
 
 std::string wrong_type(const kv & e, const char * expected) {
     return "key '" + e.key + "' has type " + e.type_string() + ", expected " + expected;
-}
-
-template <typename T> void append(std::vector<uint8_t> & raw, T v) {
-    const size_t at = raw.size();
-    raw.resize(at + sizeof(T));
-    std::memcpy(raw.data() + at, &v, sizeof(T));
-}
-
-void append_string(std::vector<uint8_t> & raw, const std::string & s) {
-    append<uint64_t>(raw, s.size());
-    raw.insert(raw.end(), s.begin(), s.end());
 }
 
 // Walks the elements of an array entry; `fn(index, pointer, length)` gets each
@@ -324,7 +308,7 @@ template <typename T> static kv make_scalar(const std::string & key, value_type 
     kv e;
     e.key = key;
     e.type = t;
-    append<T>(e.raw, v);
+    put<T>(e.raw, v);
     return e;
 }
 
@@ -334,9 +318,9 @@ template <typename T> static kv make_array(const std::string & key, value_type e
     e.type = value_type::ARRAY;
     e.elem_type = elem;
     e.n_elems = v.size();
-    append<uint32_t>(e.raw, (uint32_t) elem);
-    append<uint64_t>(e.raw, v.size());
-    for (const T & x : v) append<T>(e.raw, x);
+    put<uint32_t>(e.raw, (uint32_t) elem);
+    put<uint64_t>(e.raw, v.size());
+    for (const T & x : v) put<T>(e.raw, x);
     return e;
 }
 
@@ -354,7 +338,7 @@ void kv_store::set_string(const std::string & key, const std::string & v) {
     kv e;
     e.key = key;
     e.type = value_type::STRING;
-    append_string(e.raw, v);
+    put_string(e.raw, v);
     set(e);
 }
 
@@ -364,9 +348,9 @@ void kv_store::set_string_array(const std::string & key, const std::vector<std::
     e.type = value_type::ARRAY;
     e.elem_type = value_type::STRING;
     e.n_elems = v.size();
-    append<uint32_t>(e.raw, (uint32_t) value_type::STRING);
-    append<uint64_t>(e.raw, v.size());
-    for (const std::string & s : v) append_string(e.raw, s);
+    put<uint32_t>(e.raw, (uint32_t) value_type::STRING);
+    put<uint64_t>(e.raw, v.size());
+    for (const std::string & s : v) put_string(e.raw, s);
     set(e);
 }
 

@@ -75,20 +75,11 @@ bool fd_source::read_at(uint64_t offset, void * dst, size_t n) {
 namespace {
 
 using detail::byte_source;
+using detail::scalar_size;
 
 constexpr uint64_t k_max_string_bytes = 1ull << 30;   // no key, name or value string is larger
 constexpr uint64_t k_min_kv_bytes     = 8 + 1 + 4 + 1;           // key length, 1-byte key, type, 1-byte value
 constexpr uint64_t k_min_tensor_bytes = 8 + 1 + 4 + 8 + 4 + 8;   // name length, name, n_dims, ne[0], type, offset
-
-size_t scalar_size(value_type t) {
-    switch (t) {
-        case value_type::U8: case value_type::I8: case value_type::BOOL: return 1;
-        case value_type::U16: case value_type::I16: return 2;
-        case value_type::U32: case value_type::I32: case value_type::F32: return 4;
-        case value_type::U64: case value_type::I64: case value_type::F64: return 8;
-        default: return 0;
-    }
-}
 
 bool known_value_type(uint32_t t) { return t <= (uint32_t) value_type::F64; }
 

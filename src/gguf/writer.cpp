@@ -22,6 +22,8 @@ namespace reap::gguf {
 namespace {
 
 using detail::align_up;
+using detail::put;
+using detail::put_string;
 
 std::string quoted(const std::string & s) { return "'" + s + "'"; }
 
@@ -138,17 +140,6 @@ uint64_t header_size(const std::vector<const kv *> & kvs, const output_spec & sp
         n += 8 + t.name.size() + 4 + 8ull * t.n_dims + 4 + 8;
     }
     return n;
-}
-
-template <typename T> void put(std::vector<uint8_t> & b, T v) {
-    const size_t at = b.size();
-    b.resize(at + sizeof(T));
-    std::memcpy(b.data() + at, &v, sizeof(T));
-}
-
-void put_string(std::vector<uint8_t> & b, const std::string & s) {
-    put<uint64_t>(b, s.size());
-    b.insert(b.end(), s.begin(), s.end());
 }
 
 std::string prefix_of(const std::string & target) {
