@@ -11,10 +11,7 @@
 
 namespace reap::gguf {
 
-namespace {
-
-// The block index of "blk.N.something", or -1.
-long block_of(const std::string & name) {
+long block_index(const std::string & name, size_t & dot) {
     if (name.compare(0, 4, "blk.") != 0) return -1;
     size_t i = 4;
     long n = 0;
@@ -24,7 +21,17 @@ long block_of(const std::string & name) {
         if (n > 1000000) return -1;
         ++i;
     }
-    return i < name.size() && name[i] == '.' ? n : -1;
+    if (i >= name.size() || name[i] != '.') return -1;
+    dot = i;
+    return n;
+}
+
+namespace {
+
+// The block index of "blk.N.something", or -1.
+long block_of(const std::string & name) {
+    size_t dot = 0;
+    return block_index(name, dot);
 }
 
 bool contains(const std::string & s, const char * part) { return s.find(part) != std::string::npos; }

@@ -182,6 +182,11 @@ struct tensor_info {
     std::string shape_string() const;
 };
 
+// The block index N of a tensor named "blk.N.<rest>" (N decimal, at most
+// 1000000), with `dot` set to the position of the '.' after N; -1 for any
+// other name.
+long block_index(const std::string & name, size_t & dot);
+
 // One parsed GGUF file (metadata only; the data are read on demand).
 struct file_header {
     std::string              path;

@@ -2,6 +2,7 @@
 // tokenized with a model's vocabulary (messages through its chat template).
 // See corpus.h.
 #include "llama/corpus.h"
+#include "util/file.h"
 
 #include "chat.h"
 #include "common.h"
@@ -9,13 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <sstream>
-
-#include <sys/stat.h>
 
 namespace reap {
 
@@ -166,21 +162,8 @@ bool read_plain_text(const std::string & path, std::string text, const llama_mod
 
 bool read_corpus_file(const std::string & path, const llama_model * model, const corpus_options & opt,
                       corpus & out, std::string & err) {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) {
-        err = "cannot open corpus '" + path + "': " + strerror(errno);
-        return false;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        err = "corpus '" + path + "' is not a regular file";
-        return false;
-    }
-    std::ifstream in(path, std::ios::binary);
-    std::string text((size_t) st.st_size, '\0');
-    if (!in || (st.st_size > 0 && !in.read(&text[0], (std::streamsize) st.st_size))) {
-        err = "cannot read corpus '" + path + "'";
-        return false;
-    }
+    std::string text;
+    if (!util::read_file(path, "corpus", text, err)) return false;
     if (looks_like_jsonl_corpus(path, text)) {
         return read_jsonl_corpus(path, text, model, opt, out, err);
     }

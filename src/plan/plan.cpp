@@ -3,6 +3,7 @@
 #include "plan/plan.h"
 
 #include "moe/layout_gguf.h"
+#include "util/file.h"
 #include "util/sha256.h"
 
 #include <algorithm>
@@ -92,6 +93,23 @@ bool fsync_dir_of(const std::string & path) {
     const bool ok = ::fsync(fd) == 0;
     ::close(fd);
     return ok;
+}
+
+// Checks keep[k] == e of the layer that `who` names: an expert id in
+// [0, n_expert) that the layer has not listed before (`seen`, n_expert
+// entries, marks the ids listed so far).
+bool check_keep_id(const std::string & who, size_t k, int64_t e, int64_t n_expert, std::vector<uint8_t> & seen, std::string & err) {
+    if (e < 0 || e >= n_expert) {
+        err = who + ": expert " + std::to_string(e) + " (keep[" + std::to_string(k) + "]) out of range [0, " +
+              std::to_string(n_expert) + ")";
+        return false;
+    }
+    if (seen[size_t(e)]) {
+        err = who + ": expert " + std::to_string(e) + " listed twice";
+        return false;
+    }
+    seen[size_t(e)] = 1;
+    return true;
 }
 
 } // namespace
@@ -204,16 +222,7 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
         for (size_t k = 0; k < v->size(); ++k) {
             int64_t e = 0;
             if (!get_int((*v)[k], kwho + ": keep[" + std::to_string(k) + "]", INT64_MIN, INT64_MAX, e, err)) return false;
-            if (e < 0 || e >= p.n_expert) {
-                err = kwho + ": expert " + std::to_string(e) + " (keep[" + std::to_string(k) + "]) out of range [0, " +
-                      std::to_string(p.n_expert) + ")";
-                return false;
-            }
-            if (seen[size_t(e)]) {
-                err = kwho + ": expert " + std::to_string(e) + " listed twice";
-                return false;
-            }
-            seen[size_t(e)] = 1;
+            if (!check_keep_id(kwho, k, e, p.n_expert, seen, err)) return false;
             pl.keep.push_back(e);
         }
         p.layers.push_back(std::move(pl));
@@ -309,25 +318,12 @@ bool write_plan(const plan & p, const std::string & path, bool force, std::strin
     }
     const std::string text = plan_text(p);
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
+    const util::write_status ws = util::write_file_synced(tmp, text);
+    if (ws == util::write_status::cannot_create) {
         err = tmp + ": cannot create: " + strerror(errno);
         return false;
     }
-    size_t done = 0;
-    bool ok = true;
-    while (done < text.size()) {
-        const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            ok = false;
-            break;
-        }
-        done += size_t(w);
-    }
-    ok = ok && ::fsync(fd) == 0;
-    ok = (::close(fd) == 0) && ok;
-    if (!ok) {
+    if (ws != util::write_status::ok) {
         err = tmp + ": write error: " + strerror(errno);
         ::unlink(tmp.c_str());
         return false;
@@ -430,17 +426,7 @@ bool validate_plan(const plan & p, const plan_model_facts & m, std::string & err
         }
         seen.assign(size_t(m.n_expert), 0);
         for (size_t k = 0; k < l.keep.size(); ++k) {
-            const int64_t e = l.keep[k];
-            if (e < 0 || e >= m.n_expert) {
-                err = lwho + ": expert " + std::to_string(e) + " (keep[" + std::to_string(k) + "]) out of range [0, " +
-                      std::to_string(m.n_expert) + ")";
-                return false;
-            }
-            if (seen[size_t(e)]) {
-                err = lwho + ": expert " + std::to_string(e) + " listed twice";
-                return false;
-            }
-            seen[size_t(e)] = 1;
+            if (!check_keep_id(lwho, k, l.keep[k], m.n_expert, seen, err)) return false;
         }
         if (n_group > 1) {
             // llama.cpp assigns expert e to group e / (n_expert / n_group), in the

@@ -3,12 +3,12 @@
 // gguf::write_output to stream. Also SHA256SUMS maintenance for the outputs.
 #include "prune/prune.h"
 
+#include "util/file.h"
 #include "util/sha256.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <map>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -205,22 +205,12 @@ bool update_sha256sums(const std::vector<std::string> & files, const std::string
     std::string text;
     for (const auto & e : entries) text += e.second + "  " + e.first + "\n";
     const std::string tmp = sums_path + ".tmp." + std::to_string(::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
+    const util::write_status ws = util::write_file_synced(tmp, text);
+    if (ws == util::write_status::cannot_create) {
         err = tmp + ": cannot create: " + strerror(errno);
         return false;
     }
-    size_t done = 0;
-    bool ok = true;
-    while (ok && done < text.size()) {
-        const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-        if (w < 0 && errno == EINTR) continue;
-        ok = w > 0;
-        if (ok) done += size_t(w);
-    }
-    ok = ok && ::fsync(fd) == 0;
-    ok = (::close(fd) == 0) && ok;
-    if (!ok || ::rename(tmp.c_str(), sums_path.c_str()) != 0) {
+    if (ws != util::write_status::ok || ::rename(tmp.c_str(), sums_path.c_str()) != 0) {
         err = sums_path + ": cannot write: " + strerror(errno);
         ::unlink(tmp.c_str());
         return false;

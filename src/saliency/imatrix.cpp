@@ -2,6 +2,7 @@
 // read with full bounds checking and turned into an "energy" saliency archive.
 // See imatrix.h.
 #include "saliency/imatrix.h"
+#include "util/file.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -30,16 +31,9 @@ std::string stem_of(const std::string & p) {
 
 // "blk.L.ffn_down_exps.weight" -> L; -1 otherwise.
 int down_exps_layer(const std::string & name) {
-    if (name.compare(0, 4, "blk.") != 0) return -1;
-    size_t i = 4;
-    long l = 0;
-    if (i >= name.size() || !isdigit((unsigned char) name[i])) return -1;
-    while (i < name.size() && isdigit((unsigned char) name[i])) {
-        l = l * 10 + (name[i] - '0');
-        if (l > 1000000) return -1;
-        ++i;
-    }
-    return name.compare(i, std::string::npos, ".ffn_down_exps.weight") == 0 ? (int) l : -1;
+    size_t dot = 0;
+    const long l = gguf::block_index(name, dot);
+    return l >= 0 && name.compare(dot, std::string::npos, ".ffn_down_exps.weight") == 0 ? (int) l : -1;
 }
 
 bool is_expert_weight(const std::string & name) {
@@ -60,21 +54,9 @@ struct cursor {
 };
 
 bool read_file_bytes(const std::string & path, std::vector<uint8_t> & out, std::string & err) {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) {
-        err = "cannot open imatrix '" + path + "': " + strerror(errno);
-        return false;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        err = "imatrix '" + path + "' is not a regular file";
-        return false;
-    }
-    std::ifstream in(path, std::ios::binary);
-    out.resize((size_t) st.st_size);
-    if (!in || (!out.empty() && !in.read((char *) out.data(), (std::streamsize) out.size()))) {
-        err = "cannot read imatrix '" + path + "'";
-        return false;
-    }
+    std::string text;
+    if (!util::read_file(path, "imatrix", text, err)) return false;
+    out.assign(text.begin(), text.end());
     return true;
 }
 
