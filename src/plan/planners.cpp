@@ -2,6 +2,7 @@
 // archive, budgets from exact pruned sizes, and plan comparison (see
 // planners.h for the definitions every function here implements).
 #include "plan/planners.h"
+#include "util/strings.h"
 
 #include <algorithm>
 #include <cctype>
@@ -14,14 +15,7 @@ namespace reap::planner {
 
 namespace {
 
-std::string join(const std::vector<std::string> & v, const char * sep = ", ") {
-    std::string out;
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (i) out += sep;
-        out += v[i];
-    }
-    return out;
-}
+using util::join;
 
 uint64_t splitmix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
@@ -55,6 +49,17 @@ std::vector<int64_t> ranks_of(const double * score, int64_t n) {
     std::vector<int64_t> rank(n);
     for (int64_t r = 0; r < n; ++r) rank[idx[r]] = r;
     return rank;
+}
+
+// A plan for the model of `facts` keeping n_keep experts per layer, no layers yet.
+plan plan_header(const plan_model_facts & facts, int64_t n_keep) {
+    plan p;
+    p.arch = facts.arch;
+    p.n_layer = facts.n_layer;
+    p.n_expert = facts.n_expert;
+    p.n_expert_used = facts.n_expert_used;
+    p.n_keep = n_keep;
+    return p;
 }
 
 }  // namespace
@@ -280,12 +285,7 @@ share_report oracle_share(const ranking & r, int64_t n_keep) {
 }
 
 bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep, plan & out, std::string & err) {
-    plan p;
-    p.arch = facts.arch;
-    p.n_layer = facts.n_layer;
-    p.n_expert = facts.n_expert;
-    p.n_expert_used = facts.n_expert_used;
-    p.n_keep = n_keep;
+    plan p = plan_header(facts, n_keep);
     for (const auto & lr : r.layers) {
         plan_layer pl;
         pl.layer = lr.layer;
@@ -337,12 +337,7 @@ bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep
 
 bool keep_allowed(const plan_model_facts & facts, int64_t n_keep, std::string & why) {
     // a plan that keeps the first experts of each group, checked by the plan validator itself
-    plan p;
-    p.arch = facts.arch;
-    p.n_layer = facts.n_layer;
-    p.n_expert = facts.n_expert;
-    p.n_expert_used = facts.n_expert_used;
-    p.n_keep = n_keep;
+    plan p = plan_header(facts, n_keep);
     if (n_keep < 1 || n_keep > facts.n_expert) {
         why = "n_keep " + std::to_string(n_keep) + " out of range [" + std::to_string(std::max<int64_t>(1, facts.n_expert_used)) +
               ", " + std::to_string(facts.n_expert) + "] (the model has " + std::to_string(facts.n_expert) + " experts per layer)";
@@ -461,6 +456,22 @@ bool pruned_bytes(const size_context & ctx, const plan & p, uint64_t & bytes, ui
     return true;
 }
 
+namespace {
+
+// The plan that keeps n experts per layer, its exact pruned size and the
+// saliency share it keeps: one row of the budget search and the size table.
+bool size_point_of(const ranking & r, const plan_model_facts & facts, const size_context & ctx, int64_t n, size_point & pt,
+                   std::string & err) {
+    plan p;
+    if (!make_plan(r, facts, n, p, err)) return false;
+    pt.n_keep = n;
+    if (!pruned_bytes(ctx, p, pt.bytes, pt.n_shards, err)) return false;
+    pt.share = plan_share(r, p).mean;
+    return true;
+}
+
+}  // namespace
+
 bool fit_budget(const ranking & r, const plan_model_facts & facts, const size_context & ctx, uint64_t budget,
                 bool full_table, int64_t & n_keep, std::vector<size_point> & table, std::string & err) {
     const std::vector<int64_t> allowed = allowed_keeps(facts);
@@ -475,11 +486,7 @@ bool fit_budget(const ranking & r, const plan_model_facts & facts, const size_co
             pt = it->second;
             return true;
         }
-        plan p;
-        if (!make_plan(r, facts, n, p, err)) return false;
-        pt.n_keep = n;
-        if (!pruned_bytes(ctx, p, pt.bytes, pt.n_shards, err)) return false;
-        pt.share = plan_share(r, p).mean;
+        if (!size_point_of(r, facts, ctx, n, pt, err)) return false;
         memo[n] = pt;
         return true;
     };
@@ -547,11 +554,7 @@ bool size_table(const ranking & r, const plan_model_facts & facts, const size_co
     table.clear();
     for (int64_t k : pick) {
         size_point pt;
-        plan p;
-        if (!make_plan(r, facts, k, p, err)) return false;
-        pt.n_keep = k;
-        if (!pruned_bytes(ctx, p, pt.bytes, pt.n_shards, err)) return false;
-        pt.share = plan_share(r, p).mean;
+        if (!size_point_of(r, facts, ctx, k, pt, err)) return false;
         table.push_back(pt);
     }
     return true;

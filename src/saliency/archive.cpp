@@ -2,6 +2,7 @@
 // merging and domain sums of the saliency archive (see archive.h for the
 // format and the contracts).
 #include "saliency/archive.h"
+#include "util/strings.h"
 
 #include <openssl/evp.h>
 
@@ -24,14 +25,7 @@ std::string fmt_num(double v) {
     return s.str();
 }
 
-std::string join(const std::vector<std::string> & v, const char * sep = ", ") {
-    std::string out;
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (i) out += sep;
-        out += v[i];
-    }
-    return out;
-}
+using util::join;
 
 std::string layers_string(const std::vector<int> & v) {
     std::vector<std::string> s;
