@@ -124,7 +124,8 @@ TEST(PlanCli, BudgetPredictsThePrunedFileExactly) {
     std::string why, out;
     if (!setup("plan_cli_budget", fx, why)) GTEST_SKIP() << why;
     for (const std::string name : {"qwen3moe", "deepseek2"}) {
-        for (const std::string split : {std::string(), std::string(" --split-max-size 100K")}) {
+        // 0.15MiB: binary unit and a fraction, read alike by plan and prune
+        for (const std::string split : {std::string(), std::string(" --split-max-size 100K"), std::string(" --split-max-size 0.15MiB")}) {
             const std::string model = fx.model(name), sal = fx.dir + "/" + name + ".sal.gguf";
             archive_for(model, sal, {"code"});
             // sizes at every allowed N from --dry-run --keep of each

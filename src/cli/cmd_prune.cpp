@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "plan/plan.h"
+#include "plan/planners.h"
 #include "prune/prune.h"
 
 #include <cerrno>
@@ -62,8 +63,9 @@ void print_usage(FILE * out) {
         "  -m, --model MODEL.gguf      source model (or first shard of a split set)\n"
         "  --plan PLAN.json            keep-list per MoE layer (reap plan writes one)\n"
         "  -o, --output OUT.gguf       output; with splitting, OUT-00001-of-0000N.gguf, ...\n"
-        "  --split-max-size N(K|M|G)   split the output: shards of at most N bytes of\n"
-        "                              tensor data (K/M/G = 10^3/10^6/10^9, as gguf-split)\n"
+        "  --split-max-size SIZE       split the output: shards of at most SIZE bytes of\n"
+        "                              tensor data; K/M/G/T(B) are decimal (as gguf-split),\n"
+        "                              KiB/MiB/GiB/TiB binary, decimals allowed (1.5G)\n"
         "  --split-max-tensors N       split the output: at most N tensors per shard\n"
         "  --no-stamp                  do not record provenance (reap.plan.sha256,\n"
         "                              reap.source.expert_count, reap.version); an identity\n"
@@ -85,22 +87,6 @@ bool parse_count(const std::string & s, uint64_t & out) {
     return true;
 }
 
-bool parse_size(std::string s, uint64_t & out) {
-    uint64_t mul = 1;
-    if (!s.empty()) {
-        const char c = s.back();
-        if (c == 'K' || c == 'k') mul = 1000ull;
-        else if (c == 'M' || c == 'm') mul = 1000ull * 1000;
-        else if (c == 'G' || c == 'g') mul = 1000ull * 1000 * 1000;
-        else if (c == 'T' || c == 't') mul = 1000ull * 1000 * 1000 * 1000;
-        if (mul != 1) s.pop_back();
-    }
-    uint64_t v = 0;
-    if (!parse_count(s, v) || v > UINT64_MAX / mul) return false;
-    out = v * mul;
-    return true;
-}
-
 bool parse_args(int argc, char ** argv, prune_params & p, bool & help, std::string & err) {
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
@@ -117,8 +103,11 @@ bool parse_args(int argc, char ** argv, prune_params & p, bool & help, std::stri
             if (!value(p.output)) return false;
         } else if (arg == "--split-max-size") {
             if (!value(v)) return false;
-            if (!parse_size(v, p.split_max_bytes)) {
-                err = "--split-max-size: '" + v + "' is not a positive size (N, NK, NM or NG)";
+            // The same units as `reap plan --budget/--split-max-size`, so a plan's
+            // size prediction and the prune that follows read one value alike.
+            std::string perr;
+            if (!reap::planner::parse_size(v, p.split_max_bytes, perr) || p.split_max_bytes == 0) {
+                err = "--split-max-size: '" + v + "' is not a positive size (e.g. 50G, 1.5GB, 300MiB)";
                 return false;
             }
         } else if (arg == "--split-max-tensors") {
