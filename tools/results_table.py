@@ -34,37 +34,33 @@ def dom(r, d, key):
     return float("nan") if v is None else float(v)
 
 
+def per_domain_table(title, cuts, rows, domains, key, fmt, base_key=None):
+    """One markdown table: a row per cut (and first the base model when base_key
+    is given), a column per domain, then all domains together."""
+    out = [f"\n{title}\n", "| cut | experts kept | " + " | ".join(domains) + " | all |", "|" + "---|" * (len(domains) + 3)]
+    lines = [(c, rows[c], rows[c]["plan"]["n_keep"], key) for c in cuts]
+    if base_key:
+        first = rows[cuts[0]]
+        lines.insert(0, ("base", first, first["plan"]["model"]["n_expert"], base_key))
+    for name, r, kept, k in lines:
+        out.append(f"| {name} | {kept} | " + " | ".join(fmt(dom(r, d, k)) for d in domains) + f" | {fmt(r[k])} |")
+    return out
+
+
 def table(cuts, rows, domains):
-    out = []
-    hdr = "| cut | experts kept | " + " | ".join(domains) + " | all |"
-    out.append("**Perplexity** (base model first; per held-out domain)\n")
-    out.append(hdr)
-    out.append("|" + "---|" * (len(domains) + 3))
-    first = rows[cuts[0]]
-    n_expert = first["plan"]["model"]["n_expert"]
-    out.append(f"| base | {n_expert} | " + " | ".join(f"{dom(first, d, 'ppl_base'):.3f}" for d in domains) + f" | {first['ppl_base']:.3f} |")
-    for c in cuts:
-        r = rows[c]
-        out.append(f"| {c} | {r['plan']['n_keep']} | " + " | ".join(f"{dom(r, d, 'ppl_pruned'):.3f}" for d in domains) + f" | {r['ppl_pruned']:.3f} |")
-    out.append("\n**Mean KL divergence** from the base model (nats per token; lower is better)\n")
-    out.append(hdr)
-    out.append("|" + "---|" * (len(domains) + 3))
-    for c in cuts:
-        r = rows[c]
-        out.append(f"| {c} | {r['plan']['n_keep']} | " + " | ".join(f"{dom(r, d, 'kld_mean'):.4f}" for d in domains) + f" | {r['kld_mean']:.4f} |")
-    out.append("\n**Top-1 agreement** with the base model (higher is better)\n")
-    out.append(hdr)
-    out.append("|" + "---|" * (len(domains) + 3))
-    for c in cuts:
-        r = rows[c]
-        out.append(f"| {c} | {r['plan']['n_keep']} | " + " | ".join(f"{100 * dom(r, d, 'argmax_agree'):.1f}%" for d in domains) + f" | {100 * r['argmax_agree']:.1f}% |")
+    out = per_domain_table("**Perplexity** (base model first; per held-out domain)", cuts, rows, domains,
+                           "ppl_pruned", lambda v: f"{v:.3f}", base_key="ppl_base")
+    out += per_domain_table("**Mean KL divergence** from the base model (nats per token; lower is better)", cuts, rows,
+                            domains, "kld_mean", lambda v: f"{v:.4f}")
+    out += per_domain_table("**Top-1 agreement** with the base model (higher is better)", cuts, rows, domains,
+                            "argmax_agree", lambda v: f"{100 * v:.1f}%")
     out.append("\n**All domains together**: KLD median / p99 / max, PPL ratio\n")
     out.append("| cut | KLD median | KLD p99 | KLD max | PPL ratio |")
     out.append("|---|---|---|---|---|")
     for c in cuts:
         r = rows[c]
         out.append(f"| {c} | {r['kld_median']:.4f} | {r['kld_p99']:.3f} | {r.get('kld_max', float('nan')):.3f} | {r['ppl_ratio']:.3f} |")
-    return "\n".join(out)
+    return "\n".join(out).lstrip("\n")
 
 
 def findings(cuts, rows):
