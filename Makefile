@@ -36,10 +36,12 @@ test: build corpus
 		echo "make test: the tests above were skipped in the full build"; exit 1; fi
 	$(MAKE) test-asan
 
-# The core (GGUF, layout, saliency, plans, slicing) again under sanitizers.
+# The core (GGUF, layout, saliency, plans, slicing) again under sanitizers, with
+# the reap binary (and the llama.cpp it links) instrumented too, so the core's CLI
+# tests run it under ASan+UBSan as well.
 test-asan: configure corpus
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREAP_SANITIZE=ON -DREAP_LLAMA_TESTS=OFF $(CMAKE_ARGS) > /dev/null
-	cmake --build $(BUILD)-asan -j$(JOBS) --target reap_core_tests
+	cmake --build $(BUILD)-asan -j$(JOBS) --target reap reap_core_tests
 	cd $(BUILD)-asan && ctest --output-on-failure -j$(JOBS)
 
 demo: build corpus
