@@ -6,6 +6,7 @@
 #pragma once
 
 #include "gguf/gguf.h"
+#include "gguf_test_util.h"
 #include "plan/plan.h"
 #include "prune/prune.h"
 
@@ -24,15 +25,16 @@
 
 namespace prune_test {
 
+// File helpers shared with the GGUF tests.
+using gguf_test::exists;
+using gguf_test::read_all;
+using gguf_test::write_all;
+
 inline std::string env(const char * name, const std::string & fallback = "") {
     const char * v = std::getenv(name);
     return (v && *v) ? std::string(v) : fallback;
 }
 
-inline bool exists(const std::string & path) {
-    struct stat st;
-    return ::stat(path.c_str(), &st) == 0;
-}
 
 inline std::string quote(const std::string & s) {
     std::string r = "'";
@@ -67,15 +69,7 @@ inline std::string scratch(const std::string & name) {
     return dir;
 }
 
-inline std::vector<uint8_t> read_all(const std::string & path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
 
-inline void write_all(const std::string & path, const std::vector<uint8_t> & bytes) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write((const char *) bytes.data(), (std::streamsize) bytes.size());
-}
 
 inline std::vector<std::string> zoo_names() {
     return {"qwen3moe", "qwen2moe", "deepseek2", "gpt-oss", "glm4moe", "llama4", "kimi-k3", "qwen3moe-q256"};
