@@ -55,6 +55,7 @@ model: deps corpus
 bench: build
 	bench/prune_vs_cp.sh
 	bench/calibrate_vs_forward.sh
+	bench/sweep_vs_prune.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan

@@ -3,7 +3,9 @@
 #
 #   calibrate (calib split) -> plan (REAP by domain; REAP, frequency and random
 #   at 25/50/75% removed) -> prune -> verify -> eval per domain (heldout split)
-#   -> results table (printed and written to docs/results.md)
+#   -> sweep (REAP at 25/50/75% by masking, no files; the chart docs/sweep.svg)
+#   -> results table (printed and written to docs/results.md; the REAP rows come
+#      from the sweep, checked against the pruned files' rows)
 #
 # Everything goes to out/demo (git-ignored); the corpus comes from `make corpus`.
 # Environment: REAP (binary), OUT (folder), EVAL_BYTES (held-out bytes per domain),
@@ -100,6 +102,10 @@ for name in names:
     print(f"  {name:<18} done")
 EOF
 
+step "sweep: REAP at 25/50/75% removed, scored by masking the base (no model written)"
+"$REAP" sweep "$OUT/saliency.gguf" -m "$MODEL" -f "$OUT/heldout-eval.jsonl" --ratios 0.25,0.5,0.75 -c $CTX \
+    -o "$OUT/sweep.json" --plot docs/sweep.svg --plans-dir "$OUT/sweep-plans" --force --quiet
+
 step "results"
-"$PY" tools/results_table.py --eval-dir "$OUT/eval" --plans-dir "$OUT/plans" --model "$MODEL" \
+"$PY" tools/results_table.py --eval-dir "$OUT/eval" --plans-dir "$OUT/plans" --model "$MODEL" --sweep "$OUT/sweep.json" \
     --cuts "$(printf '%s\n' "${CUTS[@]}" | awk '{print $1}' | paste -sd,)" --out docs/results.md

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -368,5 +369,47 @@ struct topk_collector {
         return true;
     }
 };
+
+// ---- the project's corpus ---------------------------------------------------------
+
+// The first samples of each wanted domain (all when empty) of a split of the
+// project's corpus (data/corpus/<split>.jsonl, from `make corpus`), about
+// `bytes` of text each, written to `out`. False + err when the corpus is missing.
+inline bool corpus_subset(const std::string & split, const std::string & out, const std::vector<std::string> & domains,
+                          size_t bytes, std::string & err) {
+    const std::string src = source_dir() + "/data/corpus/" + split + ".jsonl";
+    FILE * in = std::fopen(src.c_str(), "r");
+    if (!in) {
+        err = "no " + src + ": run `make corpus`";
+        return false;
+    }
+    std::map<std::string, size_t> used;
+    std::string kept;
+    char * line = nullptr;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = ::getline(&line, &cap, in)) > 0) {
+        // {"domain": "xx", "text": "..."}: the domain is the first string value
+        const std::string l(line, (size_t) n);
+        const size_t k = l.find("\"domain\"");
+        const size_t q1 = k == std::string::npos ? k : l.find('"', l.find(':', k) + 1);
+        const size_t q2 = q1 == std::string::npos ? q1 : l.find('"', q1 + 1);
+        if (q2 == std::string::npos) continue;
+        const std::string d = l.substr(q1 + 1, q2 - q1 - 1);
+        if ((!domains.empty() && std::find(domains.begin(), domains.end(), d) == domains.end()) || used[d] >= bytes) continue;
+        used[d] += l.size();
+        kept += l;
+    }
+    std::free(line);
+    std::fclose(in);
+    FILE * o = std::fopen(out.c_str(), "w");
+    if (!o || std::fwrite(kept.data(), 1, kept.size(), o) != kept.size()) {
+        if (o) std::fclose(o);
+        err = "cannot write " + out;
+        return false;
+    }
+    std::fclose(o);
+    return true;
+}
 
 }  // namespace reap_test

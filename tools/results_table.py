@@ -3,8 +3,13 @@
 
 Reads, for each cut, OUT/eval/NAME.json (`reap eval --json`) and
 OUT/plans/NAME.json (`reap plan`), and prints per-domain perplexity of the base
-model and of every cut, mean KL divergence and top-1 agreement, then answers
-the demo's two questions from the numbers:
+model and of every cut, mean KL divergence and top-1 agreement. With --sweep
+(`reap sweep -o`), the REAP rows reap-25/50/75 come from the sweep (scored by
+masking, no file written), after checking that the sweep planned the same
+experts and that its numbers agree with the pruned files' (perplexity within
+1e-4 relative, mean KLD within 1e-5, top-1 within 0.1%, overall and per
+domain; exit status 1 otherwise). Then it answers the demo's two questions
+from the numbers:
   * does a cut calibrated on a language keep that language better than a cut
     calibrated elsewhere (reap-en+code-50 vs reap-ja+zh-50)?
   * does REAP beat frequency and random at the same size?
@@ -27,6 +32,44 @@ def load(args):
         with open(os.path.join(args.plans_dir, c + ".json")) as f:
             rows[c]["plan"] = json.load(f)
     return cuts, rows
+
+
+# How closely a masked run must reproduce the pruned file (reap sweep vs reap eval -p).
+TOLERANCE = {"ppl_pruned": ("relative", 1e-4), "kld_mean": ("absolute", 1e-5), "argmax_agree": ("absolute", 1e-3)}
+
+
+def apply_sweep(path, rows, plans_dir):
+    """Replaces the reap-NN rows with the sweep's points; returns the agreement table
+    (markdown lines) and whether everything agreed."""
+    with open(path) as f:
+        sweep = json.load(f)
+    out = ["\n**Sweep vs pruned files** (`reap sweep` scores each cut by masking the base model; "
+           "the same cut pruned to a file and scored by `reap eval -p`):\n",
+           "| cut | experts kept | same experts | max abs. PPL difference (relative) | max abs. KLD difference | "
+           "max abs. top-1 difference |", "|---|---|---|---|---|---|"]
+    ok = True
+    for pt in sweep["points"]:
+        ratio = pt["request"].get("ratio")
+        name = f"reap-{round(float(ratio) * 100)}" if ratio is not None else None
+        if name not in rows:
+            continue
+        pruned = rows[name]
+        with open(pt["plan"]) as f:
+            swept = json.load(f)
+        same = [l["keep"] for l in swept["layers"]] == [l["keep"] for l in pruned["plan"]["layers"]]
+        worst = {k: 0.0 for k in TOLERANCE}
+        for d in [None] + list(pt["domains"]):
+            a = pt["overall"] if d is None else pt["domains"][d]
+            b = pruned if d is None else pruned["domains"][d]
+            for k, (kind, _) in TOLERANCE.items():
+                diff = abs(a[k] / b[k] - 1) if kind == "relative" else abs(a[k] - b[k])
+                worst[k] = max(worst[k], diff)
+        agree = same and all(worst[k] <= tol for k, (_, tol) in TOLERANCE.items())
+        ok = ok and agree
+        out.append(f"| {name} | {pt['n_keep']} | {'yes' if same else 'NO'} | {worst['ppl_pruned']:.1e} | "
+                   f"{worst['kld_mean']:.1e} | {worst['argmax_agree']:.1e} |")
+        rows[name] = dict(pt["overall"], domains=pt["domains"], plan=pruned["plan"], source="sweep")
+    return out, ok
 
 
 def dom(r, d, key):
@@ -88,13 +131,17 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--cuts", required=True, help="comma-separated cut names, in table order")
     ap.add_argument("--out", help="markdown file to write (docs/results.md)")
+    ap.add_argument("--sweep", help="reap sweep's JSON: the REAP rows come from it (checked against the pruned files)")
     args = ap.parse_args()
     cuts, rows = load(args)
+    agreement, agreed = apply_sweep(args.sweep, rows, args.plans_dir) if args.sweep else ([], True)
     domains = [d for d in DOMAINS if d in rows[cuts[0]].get("domains", {})]
-    t = table(cuts, rows, domains)
+    t = table(cuts, rows, domains) + "\n".join(agreement)
     f = findings(cuts, rows)
     print(t)
     print("\nFindings (computed from the table):\n" + f)
+    if not agreed:
+        print("\nresults_table: the sweep does not agree with the pruned files (see the table above)")
     if args.out:
         n_tokens = rows[cuts[0]]["n_tokens"]
         md = f"""# reap.cpp demo results
@@ -110,6 +157,11 @@ How it was made (scripts/demo.sh):
 4. `reap eval -c 256` of each cut against the unpruned model on the first 8 kB of every
    domain of the `heldout` split ({n_tokens} scored tokens in all; the second half of
    each 256-token window is scored, as llama-perplexity does).
+5. `reap sweep --ratios 0.25,0.5,0.75` (REAP, all domains) on the same text: each cut scored
+   by masking its removed experts in the base model, no file written. The REAP rows below
+   come from it; the last table shows they agree with the pruned files of step 3.
+
+![KLD and top-1 agreement against the number of experts kept, with the file size](sweep.svg)
 
 {t}
 
@@ -124,6 +176,8 @@ How it was made (scripts/demo.sh):
         with open(tmp, "w") as fh:
             fh.write(md)
         os.replace(tmp, args.out)
+    if not agreed:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 // test, prints a table or one JSON object on stdout. Errors go to stderr with
 // exit status 1; usage errors also print the usage.
 #include "cli/args.h"
+#include "cli/llama_flags.h"
 #include "llama/eval.h"
 
 #include <cerrno>
@@ -18,7 +19,7 @@
 namespace {
 
 const char * USAGE =
-    "usage: reap eval -m BASE.gguf -p PRUNED.gguf [-p PRUNED2.gguf ...] -f TEXT_OR_CORPUS [options]\n"
+    "usage: reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json) ... -f TEXT_OR_CORPUS [options]\n"
     "       reap eval -m BASE.gguf -p PRUNED.gguf --smoke [-n N] --prompt TEXT\n"
     "\n"
     "Runs both models over the same tokens and reports perplexity of each and their\n"
@@ -36,17 +37,30 @@ const char * USAGE =
     "as too short), and the report is per domain and overall.\n"
     "A plain text needs at least -c tokens (llama-perplexity asks for 2 x -c).\n"
     "\n"
-    "Several -p: the base runs once and each pruned model is scored against it, one\n"
-    "loaded at a time, with the same numbers as separate runs. The base's log-softmax\n"
-    "rows are kept in memory as float meanwhile: scored tokens x (4 x n_vocab + 4) bytes\n"
-    "(259-token vocabulary: ~1 KiB per token; 150k: ~600 KB per token, 10k tokens ~ 6 GB);\n"
-    "a run needing more than the machine's memory is refused (use --kld-base, or one -p\n"
-    "per run). Output: a table per model under a \"== PATH\" line, or with --json one\n"
-    "object {\"pruned\": {\"PATH\": <the object a single -p prints>, ...}} in -p order.\n"
+    "Virtual pruning: --mask PLAN.json scores a plan without writing the pruned file. The\n"
+    "base model runs with the plan's removed experts made unselectable in every MoE\n"
+    "layer's router (-inf on the router logits and on the selection score, after any\n"
+    "exp_probs_b bias and before group scoring and top-k), which computes what the model\n"
+    "reap prune writes from that plan would compute. The plan must fit the base exactly\n"
+    "as reap prune requires. --base-mask PLAN masks the base itself: with -p PRUNED made\n"
+    "from the same plan, KLD ~ 0 shows the two agree.\n"
+    "\n"
+    "Several -p / --mask: the base runs once; each model is scored against it with the\n"
+    "same numbers as separate runs. One model is resident at a time: masks run on the\n"
+    "loaded base, which is then freed before each pruned file loads in turn. The base's\n"
+    "log-softmax rows wait in an unlinked temp file in --tmp-dir: scored tokens x\n"
+    "(4 x n_vocab + 4) bytes (259-token vocabulary: ~1 KiB per token; 163,840: 640 KiB\n"
+    "per token, 10k tokens ~ 6.5 GB); a run needing more than the disk has is refused\n"
+    "up front. Output: a table per model under a \"== PATH\" line, or with --json one\n"
+    "object {\"pruned\": {\"PATH\": ...}, \"masked\": {\"PLAN\": ...}} in the order given\n"
+    "(a single -p or --mask prints its object alone).\n"
     "\n"
     "options:\n"
     "  -m, --model FILE         base model\n"
     "  -p, --pruned FILE        pruned model (same vocabulary); repeat for several\n"
+    "  --mask PLAN.json         the base with this plan's removed experts masked; repeat for several\n"
+    "  --base-mask PLAN.json    mask the base itself (compare a masked base with -p, or with --mask)\n"
+    "  --tmp-dir DIR            where the base's rows wait (default $TMPDIR or /tmp)\n"
     "  -f, --file FILE          plain text or corpus JSONL\n"
     "  --kld-base FILE          llama-perplexity --kl-divergence-base file: if FILE is missing,\n"
     "                           run the base over -f and write it (then free the base before\n"
@@ -63,16 +77,9 @@ const char * USAGE =
     "                           leading tokens agree (one -p)\n"
     "  -n, --n-predict N        tokens to generate with --smoke (default 12)\n"
     "  --prompt TEXT            prompt for --smoke\n"
-    "\n"
-    "llama.cpp runtime:\n"
-    "  -c, --ctx-size N         window size (default 512, or the --kld-base file's)\n"
-    "  -b, --batch-size N       logical batch size (default 2048); b/c windows are decoded side\n"
-    "                           by side as separate sequences, as llama-perplexity does\n"
-    "  -ub, --ubatch-size N     physical batch size (default 512)\n"
-    "  -t, --threads N          threads (default: physical cores)\n"
-    "  -ngl, --n-gpu-layers N   layers to offload (default: llama.cpp's)\n"
-    "  -fa, --flash-attn [on|off|auto]   flash attention (default auto)\n"
-    "  --no-mmap                read the model into memory instead of mapping it\n";
+    "\n";
+
+std::string usage_text() { return std::string(USAGE) + reap::cli::k_llama_runtime_help; }
 
 bool parse_int(const char * s, int & out) {
     char * end = nullptr;
@@ -83,15 +90,17 @@ bool parse_int(const char * s, int & out) {
     return true;
 }
 
-int usage_error(const std::string & msg) { return reap::cli::usage_error_full("eval", msg, USAGE); }
+int usage_error(const std::string & msg) { return reap::cli::usage_error_full("eval", msg, usage_text().c_str()); }
 
 } // namespace
 
 int cmd_eval(int argc, char ** argv) {
     reap::eval_options  opt;
-    opt.rt.n_ctx = 0;  // 0: 512, or the --kld-base file's
     reap::smoke_options smoke;
     std::vector<std::string> pruned;  // every -p, in order
+    std::vector<reap::eval_candidate> cands;  // every -p and --mask, in order
+    std::vector<char *> rest = {argv[0]};     // the flags for llama.cpp's parser
+    std::string err;
     bool json = false, quiet = false, do_smoke = false;
 
     for (int i = 1; i < argc; ++i) {
@@ -106,13 +115,21 @@ int cmd_eval(int argc, char ** argv) {
         };
         std::string s;
         if (a == "-h" || a == "--help") {
-            fputs(USAGE, stdout);
+            fputs(usage_text().c_str(), stdout);
             return 0;
         } else if (a == "-m" || a == "--model") {
             if (!value(opt.base_path)) return usage_error(a + " needs a file");
         } else if (a == "-p" || a == "--pruned") {
             if (!value(s)) return usage_error(a + " needs a file");
             pruned.push_back(s);
+            cands.push_back({s, false});
+        } else if (a == "--mask") {
+            if (!value(s)) return usage_error(a + " needs a plan");
+            cands.push_back({s, true});
+        } else if (a == "--base-mask") {
+            if (!value(opt.base_mask_path)) return usage_error(a + " needs a plan");
+        } else if (a == "--tmp-dir") {
+            if (!value(opt.tmp_dir)) return usage_error(a + " needs a directory");
         } else if (a == "-f" || a == "--file") {
             if (!value(opt.input_path)) return usage_error(a + " needs a file");
         } else if (a == "--kld-base") {
@@ -131,42 +148,18 @@ int cmd_eval(int argc, char ** argv) {
             if (!int_value(smoke.n_predict) || smoke.n_predict < 1) return usage_error(a + " needs a positive number");
         } else if (a == "--prompt") {
             if (!value(smoke.prompt)) return usage_error(a + " needs text");
-        } else if (a == "-c" || a == "--ctx-size") {
-            if (!int_value(opt.rt.n_ctx) || opt.rt.n_ctx < 3) return usage_error(a + " needs a number >= 3");
-        } else if (a == "-b" || a == "--batch-size") {
-            if (!int_value(opt.rt.n_batch) || opt.rt.n_batch < 1) return usage_error(a + " needs a positive number");
-        } else if (a == "-ub" || a == "--ubatch-size") {
-            if (!int_value(opt.rt.n_ubatch) || opt.rt.n_ubatch < 1) return usage_error(a + " needs a positive number");
-        } else if (a == "-t" || a == "--threads") {
-            if (!int_value(opt.rt.n_threads)) return usage_error(a + " needs a number");
-        } else if (a == "-ngl" || a == "--n-gpu-layers" || a == "--gpu-layers") {
-            if (!int_value(opt.rt.n_gpu_layers)) return usage_error(a + " needs a number");
-        } else if (a == "-fa" || a == "--flash-attn") {
-            // The value is optional, as with llama.cpp's older boolean -fa.
-            const std::string v = i + 1 < argc ? argv[i + 1] : "";
-            if (v == "on" || v == "1" || v == "true" || v == "enabled") {
-                opt.rt.flash_attn = 1; ++i;
-            } else if (v == "off" || v == "0" || v == "false" || v == "disabled") {
-                opt.rt.flash_attn = 0; ++i;
-            } else if (v == "auto" || v == "-1") {
-                opt.rt.flash_attn = -1; ++i;
-            } else {
-                opt.rt.flash_attn = 1;
-            }
-        } else if (a == "--no-mmap") {
-            opt.rt.use_mmap = false;
         } else {
-            return usage_error("unknown argument '" + a + "'");
+            rest.push_back(argv[i]);  // llama.cpp's (it names what it does not know)
         }
     }
+    if (!reap::cli::parse_llama_runtime(rest, opt.base_path, opt.rt, err)) return usage_error(err);
     // JSON goes to stdout, so a progress line on a terminal's stderr does not disturb it.
     opt.progress = !quiet && isatty(fileno(stderr));
 
     if (pruned.size() == 1) opt.pruned_path = pruned[0];
 
-    std::string err;
     if (do_smoke) {
-        if (pruned.size() > 1) return usage_error("--smoke takes one -p");
+        if (pruned.size() > 1 || cands.size() != pruned.size()) return usage_error("--smoke takes one -p (and no --mask)");
         smoke.base_path   = opt.base_path;
         smoke.pruned_path = opt.pruned_path;
         smoke.rt          = opt.rt;
@@ -188,25 +181,23 @@ int cmd_eval(int argc, char ** argv) {
     if (opt.input_path.empty() && opt.kld_base_path.empty()) {
         return usage_error("no input: give -f TEXT_OR_CORPUS");
     }
-    if (pruned.size() > 1) {
-        std::vector<reap::eval_report> rs;
-        if (!reap::run_eval_multi(opt, pruned, rs, err)) return reap::cli::fail("eval", err);
+    std::vector<reap::eval_report> rs;
+    if (!reap::run_eval_candidates(opt, cands, rs, err)) return reap::cli::fail("eval", err);
+    if (rs.size() == 1) {
         if (json) {
-            printf("%s\n", reap::eval_reports_json(pruned, rs).c_str());
+            printf("%s\n", reap::eval_report_json(rs[0]).c_str());
         } else {
-            for (size_t i = 0; i < rs.size(); ++i) {
-                printf("%s== %s\n", i ? "\n" : "", pruned[i].c_str());
-                reap::eval_report_print(stdout, rs[i]);
-            }
+            reap::eval_report_print(stdout, rs[0]);
         }
         return 0;
     }
-    reap::eval_report r;
-    if (!reap::run_eval(opt, r, err)) return reap::cli::fail("eval", err);
     if (json) {
-        printf("%s\n", reap::eval_report_json(r).c_str());
+        printf("%s\n", reap::eval_candidates_json(cands, rs).c_str());
     } else {
-        reap::eval_report_print(stdout, r);
+        for (size_t i = 0; i < rs.size(); ++i) {
+            printf("%s== %s%s\n", i ? "\n" : "", cands[i].masked() ? "masked by " : "", cands[i].path.c_str());
+            reap::eval_report_print(stdout, rs[i]);
+        }
     }
     return 0;
 }

@@ -10,6 +10,7 @@ int cmd_verify(int argc, char ** argv);
 int cmd_merge(int argc, char ** argv);
 int cmd_plan(int argc, char ** argv);
 int cmd_compare(int argc, char ** argv);
+int cmd_sweep(int argc, char ** argv);
 
 namespace reap {
 
@@ -23,7 +24,8 @@ const std::vector<command> & commands() {
         {"prune", "write the pruned copy of a model that a plan describes (byte slicing, any quantisation, split sets)", cmd_prune},
         {"verify", "prove byte for byte that a pruned model is the source cut by its plan; check SHA256SUMS", cmd_verify},
         {"compare", "overlap of two plans per layer, and the saliency each keeps against the top-N oracle", cmd_compare},
-        {"eval", "what the cut cost: PPL, KL divergence, top-1 agreement of base vs pruned (per domain)", cmd_eval},
+        {"eval", "what the cut cost: PPL, KL divergence, top-1 agreement of base vs pruned or masked (per domain)", cmd_eval},
+        {"sweep", "score several cut sizes by masking, without writing a model: the table and chart to choose N", cmd_sweep},
     };
     return table;
 }

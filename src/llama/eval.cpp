@@ -5,6 +5,7 @@
 #include "llama/eval.h"
 
 #include "llama/corpus.h"
+#include "llama/mask.h"
 #include "llama/runtime.h"
 
 #include "common.h"
@@ -26,6 +27,7 @@
 #include <thread>
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace reap {
@@ -92,6 +94,29 @@ void parallel_for(int n, int n_threads, const std::function<void(int)> & fn) {
     for (auto & th : pool) th.join();
 }
 
+// Whole-buffer pread / pwrite (short transfers and EINTR retried).
+bool pread_full(int fd, void * buf, size_t n, uint64_t off) {
+    char * p = (char *) buf;
+    while (n > 0) {
+        const ssize_t k = pread(fd, p, n, (off_t) off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        p += k, n -= (size_t) k, off += (uint64_t) k;
+    }
+    return true;
+}
+
+bool pwrite_full(int fd, const void * buf, size_t n, uint64_t off) {
+    const char * p = (const char *) buf;
+    while (n > 0) {
+        const ssize_t k = pwrite(fd, p, n, (off_t) off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        p += k, n -= (size_t) k, off += (uint64_t) k;
+    }
+    return true;
+}
+
 int resolve_threads(int n) { return n > 0 ? n : std::max(1, (int) common_cpu_get_num_math()); }
 
 // ---- llama.cpp handles ----------------------------------------------------------
@@ -102,9 +127,7 @@ model_ptr load_model(const std::string & what, const std::string & path, const e
     if (!file_size_of(what, path, size, err)) {
         return nullptr;
     }
-    llama_model_params mp = llama_model_default_params();
-    if (rt.n_gpu_layers >= 0) mp.n_gpu_layers = rt.n_gpu_layers;
-    if (!rt.use_mmap) mp.load_mode = LLAMA_LOAD_MODE_NONE;  // --no-mmap: read into memory
+    llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(rt.llama));
     mp.vocab_only = vocab_only;
     model_ptr m(llama_model_load_from_file(path.c_str(), mp));
     if (!m) {
@@ -115,8 +138,9 @@ model_ptr load_model(const std::string & what, const std::string & path, const e
 
 // A context for n_seq windows of n_ctx tokens side by side (one KV sequence
 // each, not unified), as llama-perplexity sets up its own.
-ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, int n_seq, std::string & err) {
-    llama_context_params cp = llama_context_default_params();
+ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, int n_seq, std::string & err,
+                     mask_hook * hook = nullptr) {
+    llama_context_params cp = common_context_params_to_llama(rt.llama);  // -fa, -ctk, -ctv, ...
     cp.n_ctx           = (uint32_t) n_ctx * (uint32_t) n_seq;
     cp.n_batch         = (uint32_t) std::min(rt.n_batch, (int) cp.n_ctx);
     cp.n_ubatch        = (uint32_t) std::min(rt.n_ubatch, (int) cp.n_batch);
@@ -124,9 +148,11 @@ ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, in
     cp.kv_unified      = false;
     cp.n_threads       = resolve_threads(rt.n_threads);
     cp.n_threads_batch = cp.n_threads;
-    cp.flash_attn_type = rt.flash_attn < 0 ? LLAMA_FLASH_ATTN_TYPE_AUTO
-                       : rt.flash_attn == 0 ? LLAMA_FLASH_ATTN_TYPE_DISABLED : LLAMA_FLASH_ATTN_TYPE_ENABLED;
     cp.no_perf = true;
+    if (hook) {
+        cp.cb_eval           = mask_hook::callback;
+        cp.cb_eval_user_data = hook;
+    }
     ctx_ptr c(llama_init_from_model(model, cp));
     if (!c) {
         err = "failed to create a llama.cpp context (n_ctx " + std::to_string(n_ctx) + " x " + std::to_string(n_seq) +
@@ -282,8 +308,11 @@ int seqs_per_decode(const eval_runtime & rt, int n_ctx) { return std::max(1, rt.
 // of each decode to on_rows (in window order, then position order). With
 // n_seq > 1 up to n_seq consecutive windows share one decode as separate
 // sequences; with n_seq == 1 a window longer than n_batch takes several.
+// With a mask hook, its check runs after every decode (a layer that could not
+// be masked stops the run with the reason).
 bool decode_windows(const std::vector<llama_context *> & ctxs, const std::vector<window> & windows, int n_seq,
-                    int n_batch, llama_token bos, progress_line & prog, const rows_fn & on_rows, std::string & err) {
+                    int n_batch, llama_token bos, progress_line & prog, const rows_fn & on_rows, std::string & err,
+                    mask_hook * hook = nullptr) {
     llama_batch batch = llama_batch_init(std::max(n_batch, 1), 0, 1);
     std::vector<out_row> rows;
     bool ok = true;
@@ -310,6 +339,7 @@ bool decode_windows(const std::vector<llama_context *> & ctxs, const std::vector
                 return false;
             }
         }
+        if (hook && !hook->check(!rows.empty(), err)) return false;
         // llama_get_logits_ith() first puts the outputs back in batch order
         // (output_reorder swaps rows in place), which is not safe from several
         // threads at once: do it here, once, before the callers read rows in
@@ -405,19 +435,6 @@ token_stat stat_logp(const float * logp_base, int ib, const float * lp, int n_vo
     r.kld        = kl;
     r.agree      = ib == ip;
     return r;
-}
-
-// Exact: both rows are full-precision logits.
-token_stat stat_exact(const float * lb, const float * lp, int n_vocab, int tok) {
-    thread_local std::vector<float> logp;
-    logp.resize((size_t) n_vocab);
-    const int ib = base_logp_row(lb, n_vocab, logp.data());
-    return stat_logp(logp.data(), ib, lp, n_vocab, tok, false);
-}
-
-// Against a base file record (log-probs): llama-perplexity's rules.
-token_stat stat_file(const float * logp_base, const float * lp, int n_vocab, int tok) {
-    return stat_logp(logp_base, argmax_first(logp_base, n_vocab), lp, n_vocab, tok, true);
 }
 
 struct accumulator {
@@ -518,12 +535,12 @@ bool kld_file_bytes(int64_t n_ctx, int64_t n_vocab, int64_t n_chunk, uint64_t & 
 // Runs the base model over the windows and writes the base file; adds the
 // base's own negative log-likelihoods (exact logits) to nll / n_scored.
 bool write_base_file(llama_model * model, const workload & wl, const eval_options & opt, int n_ctx, progress_line & prog,
-                     double & nll, size_t & n_scored, std::string & err) {
+                     mask_hook * hook, double & nll, size_t & n_scored, std::string & err) {
     const llama_vocab * vocab   = llama_model_get_vocab(model);
     const int           n_vocab = llama_vocab_n_tokens(vocab);
     const llama_token   bos     = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
     const int n_seq = seqs_per_decode(opt.rt, n_ctx);
-    ctx_ptr ctx = make_context(model, opt.rt, n_ctx, n_seq, err);
+    ctx_ptr ctx = make_context(model, opt.rt, n_ctx, n_seq, err, hook);
     if (!ctx) return false;
 
     kld_writer out;
@@ -541,7 +558,7 @@ bool write_base_file(llama_model * model, const workload & wl, const eval_option
     const int             n_threads = resolve_threads(opt.rt.n_threads);
     prog.start("base -> " + opt.kld_base_path, wl.n_decode_tokens);
     const bool ok = decode_windows({ctx.get()}, wl.windows, n_seq, n_batch, bos, prog,
-        [&](const std::vector<out_row> & rows) {
+        ([&](const std::vector<out_row> & rows) {
             records.resize(rec * rows.size());
             row_nll.resize(rows.size());
             parallel_for((int) rows.size(), n_threads, [&](int r) {
@@ -552,7 +569,7 @@ bool write_base_file(llama_model * model, const workload & wl, const eval_option
             for (double v : row_nll) nll += v;
             n_scored += rows.size();
             return out.write(records.data(), records.size() * sizeof(uint16_t), err);
-        }, err);
+        }), err, hook);
     return ok && out.commit(err);
 }
 
@@ -687,7 +704,7 @@ bool kld_base_read_header(const std::string & path, kld_base_header & hdr, std::
 
 namespace {
 
-// What run_eval() and run_eval_multi() settle before loading any model.
+// What the evaluation settles before loading any model.
 struct eval_input {
     bool            read_file_mode = false;  // --kld-base names an existing file
     kld_base_header hdr;                     // its header, then
@@ -697,9 +714,23 @@ struct eval_input {
 
 // Checks the options, reads the base file's header (when it exists) and the
 // input; settles opt.rt.n_ctx (512, or the base file's, when 0).
-bool eval_prepare(eval_options & opt, eval_input & in, std::string & err) {
-    if (opt.pruned_path.empty() && opt.kld_base_path.empty()) {
-        err = "no pruned model: give -p PRUNED.gguf";
+bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands, eval_input & in, std::string & err) {
+    if (cands.empty() && opt.kld_base_path.empty()) {
+        err = "nothing to score: give -p PRUNED.gguf or --mask PLAN.json";
+        return false;
+    }
+    bool any_mask = !opt.base_mask_path.empty();
+    for (size_t i = 0; i < cands.size(); ++i) {
+        any_mask |= cands[i].masked();
+        for (size_t k = 0; k < i; ++k) {
+            if (cands[k].masked() == cands[i].masked() && cands[k].path == cands[i].path) {
+                err = std::string(cands[i].masked() ? "--mask" : "-p") + " '" + cands[i].path + "' is given twice";
+                return false;
+            }
+        }
+    }
+    if (any_mask && opt.base_path.empty()) {
+        err = "--mask and --base-mask run the base model with experts masked: give -m BASE.gguf";
         return false;
     }
     if (opt.input_path.empty() && opt.kld_base_path.empty()) {
@@ -726,8 +757,13 @@ bool eval_prepare(eval_options & opt, eval_input & in, std::string & err) {
                 return false;
             }
             opt.rt.n_ctx = in.hdr.n_ctx;
-            if (opt.pruned_path.empty()) {
+            if (cands.empty()) {
                 err = "KLD base file '" + opt.kld_base_path + "' exists: give -p PRUNED.gguf to compare against it";
+                return false;
+            }
+            if (!opt.base_mask_path.empty()) {
+                err = "--base-mask with an existing KLD base file: the file already holds the base; "
+                      "mask the base when writing the file";
                 return false;
             }
         } else if (opt.base_path.empty()) {
@@ -749,7 +785,6 @@ bool eval_prepare(eval_options & opt, eval_input & in, std::string & err) {
               "a corpus has per-sample windows";
         return false;
     }
-
     return true;
 }
 
@@ -763,348 +798,431 @@ void fill_report(eval_report & report, const workload & wl, int n_ctx) {
     report.n_samples_skipped = wl.n_skipped;
 }
 
+uint64_t scored_rows(const workload & wl) {
+    uint64_t n = 0;
+    for (const window & w : wl.windows) n += (uint64_t) (w.len - 1 - w.len / 2);
+    return n;
+}
+
+// ---- the base side of every scored position ----------------------------------------------
+
+// Hands out the base's log-probabilities and argmax for the scored rows of a
+// run, in the order decode_windows hands the rows over (the same for every
+// model), from the start again after rewind().
+struct base_source {
+    bool clip16 = false;  // llama-perplexity's rules against its 16-bit file
+    virtual ~base_source() = default;
+    virtual bool rewind(std::string & err) = 0;
+    // The next rows.size() rows: log-probs into logp (rows x n_vocab), argmaxes into argmax.
+    virtual bool next(const std::vector<out_row> & rows, float * logp, int32_t * argmax, std::string & err) = 0;
+};
+
+// The base's exact rows (float log-softmax and argmax), written once by the
+// base pass into an anonymous temp file (unlinked at once: nothing is left
+// behind, even by a killed run) and read back for every model. The page cache
+// keeps it in memory when it fits; it needs no more than the disk has.
+struct float_rows : base_source {
+    int      fd = -1;
+    int      n_vocab = 0;
+    uint64_t n_written = 0, n_read = 0, n_rows = 0;
+    std::vector<char> buf;
+
+    size_t row_bytes() const { return (size_t) n_vocab * sizeof(float) + sizeof(int32_t); }
+
+    bool open(const std::string & dir, int vocab, uint64_t rows, std::string & err) {
+        n_vocab = vocab;
+        n_rows  = rows;
+        uint64_t need = 0;
+        if (!mul_u64(rows, row_bytes(), need)) {
+            err = "the base's rows (" + std::to_string(rows) + " tokens x " + std::to_string(vocab) + " entries) overflow";
+            return false;
+        }
+        struct statvfs vs;
+        if (statvfs(dir.c_str(), &vs) == 0) {
+            const uint64_t avail = (uint64_t) vs.f_bavail * (uint64_t) vs.f_frsize;
+            if (need > avail) {
+                err = "keeping the base's log-probabilities of " + std::to_string(rows) + " scored tokens x " +
+                      std::to_string(vocab) + " vocabulary entries needs " + std::to_string(need >> 20) + " MiB in '" +
+                      dir + "', which has " + std::to_string(avail >> 20) +
+                      " MiB free: give --tmp-dir on a larger disk, or score fewer tokens (--chunks, a smaller -f)";
+                return false;
+            }
+        }
+        std::string tmpl = dir + "/reap-eval-base.XXXXXX";
+        fd = mkstemp(&tmpl[0]);
+        if (fd < 0) {
+            err = "cannot create a temp file in '" + dir + "' for the base's rows: " + strerror(errno) + " (--tmp-dir)";
+            return false;
+        }
+        unlink(tmpl.c_str());
+        return true;
+    }
+    ~float_rows() override {
+        if (fd >= 0) close(fd);
+    }
+    bool write_rows(const char * data, size_t n, std::string & err) {
+        if (!pwrite_full(fd, data, n * row_bytes(), n_written * row_bytes())) {
+            err = std::string("cannot write the base's rows to the temp file: ") + strerror(errno);
+            return false;
+        }
+        n_written += n;
+        return true;
+    }
+    bool rewind(std::string &) override {
+        n_read = 0;
+        return true;
+    }
+    bool next(const std::vector<out_row> & rows, float * logp, int32_t * argmax, std::string & err) override {
+        if (n_read + rows.size() > n_written) {
+            err = "internal error: a model scored more tokens than the base";
+            return false;
+        }
+        const size_t rb = row_bytes();
+        buf.resize(rb * rows.size());
+        if (!pread_full(fd, buf.data(), buf.size(), n_read * rb)) {
+            err = std::string("cannot read the base's rows back from the temp file: ") + strerror(errno);
+            return false;
+        }
+        for (size_t r = 0; r < rows.size(); ++r) {
+            memcpy(logp + r * (size_t) n_vocab, buf.data() + r * rb, (size_t) n_vocab * sizeof(float));
+            memcpy(argmax + r, buf.data() + r * rb + (size_t) n_vocab * sizeof(float), sizeof(int32_t));
+        }
+        n_read += rows.size();
+        return true;
+    }
+};
+
+// A llama-perplexity KLD base file: 16-bit log-probs, llama-perplexity's rules.
+struct kld_file_rows : base_source {
+    std::string           path;
+    kld_base_header       hdr;
+    int                   n_threads = 1;
+    std::ifstream         in;
+    std::vector<uint16_t> records;
+    std::vector<char>     bad;
+
+    bool open(const std::string & p, const kld_base_header & h, int threads, std::string & err) {
+        path      = p;
+        hdr       = h;
+        n_threads = threads;
+        clip16    = true;
+        return rewind(err);
+    }
+    bool rewind(std::string & err) override {
+        in.close();
+        in.clear();
+        in.open(path, std::ios::binary);
+        in.seekg((std::streamoff) hdr.data_offset);
+        if (!in) {
+            err = "cannot read KLD base file '" + path + "'";
+            return false;
+        }
+        return true;
+    }
+    bool next(const std::vector<out_row> & rows, float * logp, int32_t * argmax, std::string & err) override {
+        const size_t rec = kld_record_u16(hdr.n_vocab);
+        records.resize(rec * rows.size());
+        if (!in.read((char *) records.data(), (std::streamsize) (records.size() * sizeof(uint16_t)))) {
+            err = "cannot read the records of chunk " + std::to_string(rows[0].window_no) + " from '" + path + "'";
+            return false;
+        }
+        bad.assign(rows.size(), 0);
+        parallel_for((int) rows.size(), n_threads, [&](int r) {
+            float * lp = logp + (size_t) r * (size_t) hdr.n_vocab;
+            if (!kld_decompress_row(records.data() + rec * (size_t) r, hdr.n_vocab, lp)) {
+                bad[(size_t) r] = 1;
+                return;
+            }
+            argmax[r] = argmax_first(lp, hdr.n_vocab);
+        });
+        for (size_t r = 0; r < rows.size(); ++r) {
+            if (bad[r]) {
+                err = "KLD base file '" + path + "' is damaged: chunk " + std::to_string(rows[r].window_no) +
+                      ", position " + std::to_string(rows[r].pos) + " has a non-finite scale or offset";
+                return false;
+            }
+        }
+        return true;
+    }
+};
+
+// What every pass over the windows shares.
+struct pass_setup {
+    const workload * wl = nullptr;
+    int         n_ctx = 0, n_seq = 1, n_batch = 1, n_threads = 1, n_vocab = 0;
+    llama_token bos = LLAMA_TOKEN_NULL;
+};
+
+pass_setup make_pass_setup(const llama_model * model, const workload & wl, const eval_runtime & rt, int n_ctx) {
+    pass_setup s;
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    s.wl        = &wl;
+    s.n_ctx     = n_ctx;
+    s.n_seq     = seqs_per_decode(rt, n_ctx);
+    s.n_batch   = std::min(rt.n_batch, n_ctx * s.n_seq);
+    s.n_threads = resolve_threads(rt.n_threads);
+    s.n_vocab   = llama_vocab_n_tokens(vocab);
+    s.bos       = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
+    return s;
+}
+
+// A context for one pass; with a hook, the mask callback is installed.
+ctx_ptr pass_context(llama_model * model, const eval_runtime & rt, const pass_setup & s, mask_hook * hook, std::string & err) {
+    return make_context(model, rt, s.n_ctx, s.n_seq, err, hook);
+}
+
+// The base pass of an exact run: every scored row's log-softmax and argmax into `rows`.
+bool base_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s, mask_hook * hook, float_rows & rows,
+               progress_line & prog, std::string & err) {
+    ctx_ptr ctx = pass_context(model, rt, s, hook, err);
+    if (!ctx) return false;
+    const size_t rb = rows.row_bytes();
+    std::vector<char> slab;
+    const bool ok = decode_windows({ctx.get()}, s.wl->windows, s.n_seq, s.n_batch, s.bos, prog,
+        ([&](const std::vector<out_row> & out) {
+            slab.resize(rb * out.size());
+            parallel_for((int) out.size(), s.n_threads, [&](int r) {
+                char *    row = slab.data() + rb * (size_t) r;
+                float *   lp  = (float *) (void *) row;
+                const int ib  = base_logp_row(llama_get_logits_ith(ctx.get(), out[r].idx), s.n_vocab, lp);
+                memcpy(row + (size_t) s.n_vocab * sizeof(float), &ib, sizeof(int32_t));
+            });
+            return rows.write_rows(slab.data(), out.size(), err);
+        }), err, hook);
+    return ok;
+}
+
+// Scores one model (a pruned file, or the base under a mask) against the base rows.
+bool score_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s, mask_hook * hook, base_source & base,
+                progress_line & prog, eval_report & report, std::string & err) {
+    ctx_ptr ctx = pass_context(model, rt, s, hook, err);
+    if (!ctx) return false;
+    if (!base.rewind(err)) return false;
+    const workload &         wl = *s.wl;
+    std::vector<accumulator> acc(wl.domains.size());
+    accumulator              all;
+    std::vector<float>       logp;
+    std::vector<int32_t>     argmax;
+    std::vector<token_stat>  stats;
+    const bool ok = decode_windows({ctx.get()}, wl.windows, s.n_seq, s.n_batch, s.bos, prog,
+        ([&](const std::vector<out_row> & rows) {
+            logp.resize(rows.size() * (size_t) s.n_vocab);
+            argmax.resize(rows.size());
+            if (!base.next(rows, logp.data(), argmax.data(), err)) return false;
+            stats.resize(rows.size());
+            parallel_for((int) rows.size(), s.n_threads, [&](int r) {
+                const out_row & o = rows[r];
+                stats[r] = stat_logp(logp.data() + (size_t) r * (size_t) s.n_vocab, argmax[r],
+                                     llama_get_logits_ith(ctx.get(), o.idx), s.n_vocab, o.w->tokens[o.pos + 1], base.clip16);
+            });
+            for (size_t r = 0; r < rows.size(); ++r) {
+                all.add(stats[r]);
+                acc[rows[r].w->domain].add(stats[r]);
+            }
+            return true;
+        }), err, hook);
+    if (!ok) return false;
+    report.overall = all.finish();
+    if (wl.corpus) {
+        for (size_t d = 0; d < wl.domains.size(); ++d) report.domains.emplace_back(wl.domains[d], acc[d].finish());
+    }
+    fill_report(report, wl, s.n_ctx);
+    return true;
+}
+
+std::string temp_dir_of(const eval_options & opt) {
+    if (!opt.tmp_dir.empty()) return opt.tmp_dir;
+    const char * t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
 } // namespace
 
-bool run_eval(const eval_options & opt_in, eval_report & report, std::string & err) {
+bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_candidate> & cands,
+                         std::vector<eval_report> & reports, std::string & err) {
+    reports.clear();
     eval_options opt = opt_in;
     runtime_init(opt.verbose);
-    report = eval_report();
     eval_input in;
-    if (!eval_prepare(opt, in, err)) return false;
-    const int               n_ctx          = opt.rt.n_ctx;
-    const bool              read_file_mode = in.read_file_mode;
-    kld_base_header &       hdr            = in.hdr;
-    const std::string &     input          = in.text;
-    const bool              is_corpus      = in.is_corpus;
+    if (!eval_prepare(opt, cands, in, err)) return false;
+    const int n_ctx = opt.rt.n_ctx;
+
+    // Every plan is checked against the base file, and every pruned model's
+    // vocabulary against the base's, before any pass runs.
+    std::vector<expert_mask> masks(cands.size());
+    expert_mask base_mask;
+    size_t n_masks = 0;
+    if (!opt.base_mask_path.empty() || std::any_of(cands.begin(), cands.end(), [](const eval_candidate & c) { return c.masked(); })) {
+        gguf::model g;
+        if (!gguf::open_model(opt.base_path, g, err)) return false;
+        if (!opt.base_mask_path.empty() && !load_mask(opt.base_mask_path, g, base_mask, err)) {
+            err = "--base-mask " + err;
+            return false;
+        }
+        for (size_t i = 0; i < cands.size(); ++i) {
+            if (!cands[i].masked()) continue;
+            if (cands[i].in_memory ? !mask_from_plan(*cands[i].in_memory, cands[i].path, g, masks[i], err)
+                                   : !load_mask(cands[i].path, g, masks[i], err)) {
+                err = "--mask " + err;
+                return false;
+            }
+            ++n_masks;
+        }
+    }
+    const size_t n_pruned = cands.size() - n_masks;
 
     progress_line prog;
     prog.enabled = opt.progress;
     workload wl;
+    std::unique_ptr<base_source> base_rows;
+    model_ptr base;
+    mask_hook hook;
+    reports.assign(cands.size(), eval_report());
+    std::string kld_mode = "none";
 
-    // ---- both models live: exact KLD ----
-    if (opt.kld_base_path.empty()) {
-        model_ptr base = load_model("base model", opt.base_path, opt.rt, false, err);
+    auto load_base = [&](bool vocab_only) {
+        base = load_model("base model", opt.base_path, opt.rt, vocab_only, err);
         if (!base) return false;
-        model_ptr pruned = load_pruned(opt.pruned_path, base.get(), opt.base_path, opt.rt, false, err);
-        if (!pruned) return false;
-        const llama_vocab * vocab = llama_model_get_vocab(base.get());
-        if (is_corpus ? !corpus_workload(opt.input_path, input, base.get(), n_ctx, wl, err)
-                   : !plain_workload(opt.input_path, input, base.get(), n_ctx, opt.max_chunks, wl, err)) {
+        for (const auto & c : cands) {
+            if (!c.masked() && !load_pruned(c.path, base.get(), opt.base_path, opt.rt, true, err)) return false;
+        }
+        return true;
+    };
+
+    if (opt.kld_base_path.empty()) {
+        // Exact: the base runs once, its rows go to a temp file.
+        if (!load_base(false)) return false;
+        if (in.is_corpus ? !corpus_workload(opt.input_path, in.text, base.get(), n_ctx, wl, err)
+                         : !plain_workload(opt.input_path, in.text, base.get(), n_ctx, opt.max_chunks, wl, err)) {
             return false;
         }
-        const int n_vocab = llama_vocab_n_tokens(vocab);
-        const llama_token bos = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
-        const int n_seq = seqs_per_decode(opt.rt, n_ctx);
-        ctx_ptr cb = make_context(base.get(), opt.rt, n_ctx, n_seq, err);
-        if (!cb) return false;
-        ctx_ptr cp = make_context(pruned.get(), opt.rt, n_ctx, n_seq, err);
-        if (!cp) return false;
-
-        std::vector<accumulator> acc(wl.domains.size());
-        accumulator all;
-        const int n_batch = std::min(opt.rt.n_batch, n_ctx * n_seq);
-        const int n_threads = resolve_threads(opt.rt.n_threads);
-        std::vector<token_stat> stats;
-        prog.start("eval", 2 * wl.n_decode_tokens);
-        const bool ok = decode_windows({cb.get(), cp.get()}, wl.windows, n_seq, n_batch, bos, prog,
-            [&](const std::vector<out_row> & rows) {
-                stats.resize(rows.size());
-                parallel_for((int) rows.size(), n_threads, [&](int r) {
-                    const out_row & o = rows[r];
-                    stats[r] = stat_exact(llama_get_logits_ith(cb.get(), o.idx), llama_get_logits_ith(cp.get(), o.idx),
-                                          n_vocab, o.w->tokens[o.pos + 1]);
-                });
-                for (size_t r = 0; r < rows.size(); ++r) {
-                    all.add(stats[r]);
-                    acc[rows[r].w->domain].add(stats[r]);
-                }
-                return true;
-            }, err);
-        if (!ok) return false;
-        report.overall = all.finish();
-        if (wl.corpus) {
-            for (size_t d = 0; d < wl.domains.size(); ++d) {
-                report.domains.emplace_back(wl.domains[d], acc[d].finish());
-            }
-        }
+        const pass_setup s = make_pass_setup(base.get(), wl, opt.rt, n_ctx);
+        auto rows = std::make_unique<float_rows>();
+        if (!rows->open(temp_dir_of(opt), s.n_vocab, scored_rows(wl), err)) return false;
+        prog.start(base_mask.name.empty() ? "base" : "base, masked by " + base_mask.name,
+                   (int64_t) (1 + cands.size()) * (int64_t) wl.n_decode_tokens);
+        hook.active = base_mask.name.empty() ? nullptr : &base_mask;
+        if (!base_pass(base.get(), opt.rt, s, hook.active ? &hook : nullptr, *rows, prog, err)) return false;
+        base_rows = std::move(rows);
     } else {
-        // ---- through a base file: write it first if missing ----
-        if (!read_file_mode) {
-            model_ptr base = load_model("base model", opt.base_path, opt.rt, false, err);
-            if (!base) return false;
-            if (!plain_workload(opt.input_path, input, base.get(), n_ctx, opt.max_chunks, wl, err)) {
-                return false;
-            }
+        kld_mode = in.read_file_mode ? "read" : "written";
+        if (!in.read_file_mode) {
+            if (!load_base(false)) return false;
+            if (!plain_workload(opt.input_path, in.text, base.get(), n_ctx, opt.max_chunks, wl, err)) return false;
+            hook.active = base_mask.name.empty() ? nullptr : &base_mask;
             double nll = 0;
             size_t n_scored = 0;
-            if (!write_base_file(base.get(), wl, opt, n_ctx, prog, nll, n_scored, err)) return false;
-            report.kld_base_mode = "written";
-            if (opt.pruned_path.empty()) {
-                // base-only run: the file is the product; report the base's own perplexity
-                report.overall.n_tokens = n_scored;
-                report.overall.ppl_base = n_scored ? std::exp(nll / n_scored) : 0;
-                report.n_ctx            = n_ctx;
-                report.n_windows        = wl.windows.size();
-                report.n_samples        = wl.n_samples;
-                return true;
-            }
-            // base is freed here, before the pruned model loads
-        } else {
-            report.kld_base_mode = "read";
-        }
-        if (!kld_base_read_header(opt.kld_base_path, hdr, err)) return false;
-        model_ptr pruned = load_model("pruned model", opt.pruned_path, opt.rt, false, err);
-        if (!pruned) return false;
-        const llama_vocab * vocab = llama_model_get_vocab(pruned.get());
-        const int n_vocab = llama_vocab_n_tokens(vocab);
-        if (hdr.n_vocab != n_vocab) {
-            err = "KLD base file '" + opt.kld_base_path + "' was written for a vocabulary of " + std::to_string(hdr.n_vocab) +
-                  " tokens, pruned '" + opt.pruned_path + "' has " + std::to_string(n_vocab);
-            return false;
-        }
-        if (read_file_mode && !opt.base_path.empty()) {
-            // -m given as well: make sure it is the model the file came from, as far as the vocabulary tells.
-            model_ptr base = load_model("base model", opt.base_path, opt.rt, true, err);
-            if (!base) return false;
-            if (!check_same_vocab(base.get(), pruned.get(), "base '" + opt.base_path + "'", "pruned '" + opt.pruned_path + "'", err)) {
+            if (!write_base_file(base.get(), wl, opt, n_ctx, prog, hook.active ? &hook : nullptr, nll, n_scored, err)) {
                 return false;
             }
+            if (cands.empty()) {
+                // base-only run: the file is the product; report the base's own perplexity
+                eval_report r;
+                r.kld_base_mode        = "written";
+                r.overall.n_tokens     = n_scored;
+                r.overall.ppl_base     = n_scored ? std::exp(nll / n_scored) : 0;
+                r.n_ctx                = n_ctx;
+                r.n_windows            = wl.windows.size();
+                r.n_samples            = wl.n_samples;
+                reports.push_back(r);
+                return true;
+            }
         }
+        if (!kld_base_read_header(opt.kld_base_path, in.hdr, err)) return false;
+        if (!base && !opt.base_path.empty() && !load_base(n_masks == 0)) return false;
         // The text, if given, must give the tokens the file was made from.
-        if (read_file_mode && !opt.input_path.empty()) {
+        if (in.read_file_mode && !opt.input_path.empty()) {
+            model_ptr tok_model = base ? nullptr : load_model("pruned model", cands[0].path, opt.rt, true, err);
+            if (!base && !tok_model) return false;
             corpus text;
-            if (!read_plain_text(opt.input_path, input, pruned.get(), corpus_options(), text, err)) return false;
+            if (!read_plain_text(opt.input_path, in.text, base ? base.get() : tok_model.get(), corpus_options(), text, err)) {
+                return false;
+            }
             static const std::vector<int32_t> none;
             const auto & toks = text.samples.empty() ? none : text.samples[0].tokens;
-            const size_t need = hdr.tokens.size();
+            const size_t need = in.hdr.tokens.size();
             for (size_t i = 0; i < need; ++i) {
                 if (i >= toks.size()) {
-                    err = "'" + opt.input_path + "' tokenizes to " + std::to_string(toks.size()) + " tokens, but KLD base file '" +
-                          opt.kld_base_path + "' holds " + std::to_string(need) + " (" + std::to_string(hdr.n_chunk) +
-                          " chunks of " + std::to_string(hdr.n_ctx) + "): not the text it was made from";
+                    err = "'" + opt.input_path + "' tokenizes to " + std::to_string(toks.size()) +
+                          " tokens, but KLD base file '" + opt.kld_base_path + "' holds " + std::to_string(need) + " (" +
+                          std::to_string(in.hdr.n_chunk) + " chunks of " + std::to_string(in.hdr.n_ctx) +
+                          "): not the text it was made from";
                     return false;
                 }
-                if (toks[i] != hdr.tokens[i]) {
+                if (toks[i] != in.hdr.tokens[i]) {
                     err = "token " + std::to_string(i) + " of '" + opt.input_path + "' is " + std::to_string(toks[i]) +
-                          " but KLD base file '" + opt.kld_base_path + "' has " + std::to_string(hdr.tokens[i]) +
+                          " but KLD base file '" + opt.kld_base_path + "' has " + std::to_string(in.hdr.tokens[i]) +
                           ": not the text (or tokenizer) the file was made from";
                     return false;
                 }
             }
         }
         wl = workload();
-        file_workload(hdr, wl, opt.max_chunks);
-
-        std::ifstream in(opt.kld_base_path, std::ios::binary);
-        in.seekg((std::streamoff) hdr.data_offset);
-        if (!in) {
-            err = "cannot read KLD base file '" + opt.kld_base_path + "'";
-            return false;
-        }
-        const llama_token bos = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
-        const int n_seq = seqs_per_decode(opt.rt, n_ctx);
-        ctx_ptr cp = make_context(pruned.get(), opt.rt, n_ctx, n_seq, err);
-        if (!cp) return false;
-        accumulator all;
-        const size_t rec = kld_record_u16(n_vocab);
-        const int n_batch = std::min(opt.rt.n_batch, n_ctx * n_seq);
-        const int n_threads = resolve_threads(opt.rt.n_threads);
-        std::vector<uint16_t> records;
-        std::vector<float> logp((size_t) n_threads * n_vocab);
-        std::vector<token_stat> stats;
-        std::vector<char> bad;
-        prog.start("eval", wl.n_decode_tokens);
-        const bool ok = decode_windows({cp.get()}, wl.windows, n_seq, n_batch, bos, prog,
-            [&](const std::vector<out_row> & rows) {
-                records.resize(rec * rows.size());
-                if (!in.read((char *) records.data(), (std::streamsize) (records.size() * sizeof(uint16_t)))) {
-                    err = "cannot read the records of chunk " + std::to_string(rows[0].window_no) + " from '" +
-                          opt.kld_base_path + "'";
-                    return false;
-                }
-                stats.assign(rows.size(), token_stat());
-                bad.assign(rows.size(), 0);
-                // Each worker thread decompresses into its own slice of logp.
-                std::atomic<int> next{0};
-                std::vector<std::thread> pool;
-                auto work = [&](int t) {
-                    float * lpb = logp.data() + (size_t) t * n_vocab;
-                    for (int r = next++; r < (int) rows.size(); r = next++) {
-                        if (!kld_decompress_row(records.data() + rec * r, n_vocab, lpb)) {
-                            bad[r] = 1;
-                            continue;
-                        }
-                        const out_row & o = rows[r];
-                        stats[r] = stat_file(lpb, llama_get_logits_ith(cp.get(), o.idx), n_vocab, o.w->tokens[o.pos + 1]);
-                    }
-                };
-                const int nt = std::max(1, std::min(n_threads, (int) rows.size()));
-                for (int t = 1; t < nt; ++t) pool.emplace_back(work, t);
-                work(0);
-                for (auto & th : pool) th.join();
-                for (size_t r = 0; r < rows.size(); ++r) {
-                    if (bad[r]) {
-                        err = "KLD base file '" + opt.kld_base_path + "' is damaged: chunk " +
-                              std::to_string(rows[r].window_no) + ", position " + std::to_string(rows[r].pos) +
-                              " has a non-finite scale or offset";
-                        return false;
-                    }
-                    all.add(stats[r]);
-                }
-                return true;
-            }, err);
-        if (!ok) return false;
-        report.overall = all.finish();
+        file_workload(in.hdr, wl, opt.max_chunks);
+        auto rows = std::make_unique<kld_file_rows>();
+        if (!rows->open(opt.kld_base_path, in.hdr, resolve_threads(opt.rt.n_threads), err)) return false;
+        base_rows = std::move(rows);
+        const int64_t per_pass = (int64_t) wl.n_decode_tokens;
+        prog.start("eval", (int64_t) cands.size() * per_pass);
     }
 
-    fill_report(report, wl, n_ctx);
+    // Masked passes reuse the loaded base model: one model resident.
+    for (size_t i = 0; i < cands.size(); ++i) {
+        if (!cands[i].masked()) continue;
+        const pass_setup s = make_pass_setup(base.get(), wl, opt.rt, n_ctx);
+        if (base_rows->clip16 && in.hdr.n_vocab != s.n_vocab) {
+            err = "KLD base file '" + opt.kld_base_path + "' was written for a vocabulary of " +
+                  std::to_string(in.hdr.n_vocab) + " tokens, base '" + opt.base_path + "' has " + std::to_string(s.n_vocab);
+            return false;
+        }
+        hook.active = &masks[i];
+        prog.label = "masked by " + cands[i].path;
+        if (!score_pass(base.get(), opt.rt, s, &hook, *base_rows, prog, reports[i], err)) return false;
+        reports[i].kld_base_mode = kld_mode;
+    }
+    hook.active = nullptr;
+    if (n_pruned > 0) base.reset();  // free the base before the first pruned model loads
+    for (size_t i = 0; i < cands.size(); ++i) {
+        if (cands[i].masked()) continue;
+        model_ptr pruned = load_model("pruned model", cands[i].path, opt.rt, false, err);
+        if (!pruned) return false;
+        const pass_setup s = make_pass_setup(pruned.get(), wl, opt.rt, n_ctx);
+        if (base_rows->clip16 && in.hdr.n_vocab != s.n_vocab) {
+            err = "KLD base file '" + opt.kld_base_path + "' was written for a vocabulary of " +
+                  std::to_string(in.hdr.n_vocab) + " tokens, pruned '" + cands[i].path + "' has " +
+                  std::to_string(s.n_vocab);
+            return false;
+        }
+        prog.label = cands[i].path;
+        if (!score_pass(pruned.get(), opt.rt, s, nullptr, *base_rows, prog, reports[i], err)) return false;
+        reports[i].kld_base_mode = kld_mode;
+    }
+    for (size_t i = 0; i < cands.size(); ++i) {
+        reports[i].candidate = cands[i].path;
+        reports[i].masked    = cands[i].masked();
+        reports[i].base_mask = opt.base_mask_path;
+    }
     return true;
 }
 
-// Several pruned models against one base, both live: the base runs once and
-// its rows are kept (see eval.h), then each pruned model in turn.
-bool run_eval_multi(const eval_options & opt_in, const std::vector<std::string> & pruned_paths,
+bool run_eval(const eval_options & opt, eval_report & report, std::string & err) {
+    std::vector<eval_candidate> cands;
+    if (!opt.pruned_path.empty()) cands.push_back({opt.pruned_path, false});
+    std::vector<eval_report> reports;
+    if (!run_eval_candidates(opt, cands, reports, err)) return false;
+    report = reports.empty() ? eval_report() : reports[0];
+    return true;
+}
+
+bool run_eval_multi(const eval_options & opt, const std::vector<std::string> & pruned_paths,
                     std::vector<eval_report> & reports, std::string & err) {
-    reports.clear();
     if (pruned_paths.empty()) {
         err = "no pruned model: give -p PRUNED.gguf";
         return false;
     }
-    for (size_t i = 0; i < pruned_paths.size(); ++i) {
-        for (size_t k = 0; k < i; ++k) {
-            if (pruned_paths[k] == pruned_paths[i]) {
-                err = "-p '" + pruned_paths[i] + "' is given twice";
-                return false;
-            }
-        }
-    }
-    if (pruned_paths.size() == 1 || !opt_in.kld_base_path.empty()) {
-        // One at a time: with --kld-base the first run writes the file when it
-        // is missing and every run reads it, so the base still runs only once.
-        for (const auto & path : pruned_paths) {
-            eval_options o = opt_in;
-            o.pruned_path = path;
-            eval_report r;
-            if (!run_eval(o, r, err)) return false;
-            reports.push_back(std::move(r));
-        }
-        return true;
-    }
-
-    eval_options opt = opt_in;
-    opt.pruned_path  = pruned_paths[0];
-    runtime_init(opt.verbose);
-    eval_input in;
-    if (!eval_prepare(opt, in, err)) return false;
-    const int n_ctx = opt.rt.n_ctx;
-
-    model_ptr base = load_model("base model", opt.base_path, opt.rt, false, err);
-    if (!base) return false;
-    // Every vocabulary is checked before the base runs (vocabulary-only loads are cheap).
-    for (const auto & path : pruned_paths) {
-        if (!load_pruned(path, base.get(), opt.base_path, opt.rt, true, err)) return false;
-    }
-    workload wl;
-    if (in.is_corpus ? !corpus_workload(opt.input_path, in.text, base.get(), n_ctx, wl, err)
-                     : !plain_workload(opt.input_path, in.text, base.get(), n_ctx, opt.max_chunks, wl, err)) {
-        return false;
-    }
-    const llama_vocab * vocab     = llama_model_get_vocab(base.get());
-    const int           n_vocab   = llama_vocab_n_tokens(vocab);
-    const llama_token   bos       = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
-    const int           n_seq     = seqs_per_decode(opt.rt, n_ctx);
-    const int           n_batch   = std::min(opt.rt.n_batch, n_ctx * n_seq);
-    const int           n_threads = resolve_threads(opt.rt.n_threads);
-
-    // The base's log-softmax rows, one per scored token, in the order
-    // decode_windows hands the rows over (the same for every model).
-    uint64_t n_rows = 0;
-    for (const window & w : wl.windows) n_rows += (uint64_t) (w.len - 1 - w.len / 2);
-    uint64_t row_bytes = 0, bytes = 0;
-    if (!mul_u64((uint64_t) n_vocab, sizeof(float), row_bytes) || !add_u64(row_bytes, sizeof(int32_t), row_bytes) ||
-        !mul_u64(row_bytes, n_rows, bytes) || bytes > (uint64_t) PTRDIFF_MAX) {
-        err = "keeping the base's log-probabilities of " + std::to_string(n_rows) + " tokens over a vocabulary of " +
-              std::to_string(n_vocab) + " does not fit in memory: evaluate one -p at a time";
-        return false;
-    }
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages > 0 && page > 0 && bytes / (uint64_t) page > (uint64_t) pages) {
-        err = "keeping the base's log-probabilities of " + std::to_string(n_rows) + " scored tokens x " +
-              std::to_string(n_vocab) + " vocabulary entries needs " + std::to_string(bytes >> 20) +
-              " MiB, more than this machine's memory: evaluate one -p at a time (or through --kld-base), "
-              "or score fewer tokens (--chunks, a smaller -f)";
-        return false;
-    }
-    std::vector<float>   base_logp((size_t) n_rows * (size_t) n_vocab);
-    std::vector<int32_t> base_argmax((size_t) n_rows);
-
-    progress_line prog;
-    prog.enabled = opt.progress;
-    {
-        ctx_ptr cb = make_context(base.get(), opt.rt, n_ctx, n_seq, err);
-        if (!cb) return false;
-        size_t next = 0;
-        prog.start("base", wl.n_decode_tokens);
-        const bool ok = decode_windows({cb.get()}, wl.windows, n_seq, n_batch, bos, prog,
-            [&](const std::vector<out_row> & rows) {
-                if (next + rows.size() > n_rows) {
-                    err = "internal error: the base run scored more tokens than its windows hold";
-                    return false;
-                }
-                parallel_for((int) rows.size(), n_threads, [&](int r) {
-                    const size_t k = next + (size_t) r;
-                    base_argmax[k] = base_logp_row(llama_get_logits_ith(cb.get(), rows[r].idx), n_vocab,
-                                                   base_logp.data() + k * (size_t) n_vocab);
-                });
-                next += rows.size();
-                return true;
-            }, err);
-        if (!ok) return false;
-    }
-    base.reset();  // only its rows are needed from here on
-
-    for (const auto & path : pruned_paths) {
-        model_ptr pruned = load_model("pruned model", path, opt.rt, false, err);
-        if (!pruned) return false;
-        ctx_ptr cp = make_context(pruned.get(), opt.rt, n_ctx, n_seq, err);
-        if (!cp) return false;
-        std::vector<accumulator> acc(wl.domains.size());
-        accumulator              all;
-        std::vector<token_stat>  stats;
-        size_t next = 0;
-        prog.start(path, wl.n_decode_tokens);
-        const bool ok = decode_windows({cp.get()}, wl.windows, n_seq, n_batch, bos, prog,
-            [&](const std::vector<out_row> & rows) {
-                if (next + rows.size() > n_rows) {
-                    err = "internal error: '" + path + "' scored more tokens than the base";
-                    return false;
-                }
-                stats.resize(rows.size());
-                parallel_for((int) rows.size(), n_threads, [&](int r) {
-                    const out_row & o = rows[r];
-                    const size_t    k = next + (size_t) r;
-                    stats[r] = stat_logp(base_logp.data() + k * (size_t) n_vocab, base_argmax[k],
-                                         llama_get_logits_ith(cp.get(), o.idx), n_vocab, o.w->tokens[o.pos + 1], false);
-                });
-                for (size_t r = 0; r < rows.size(); ++r) {
-                    all.add(stats[r]);
-                    acc[rows[r].w->domain].add(stats[r]);
-                }
-                next += rows.size();
-                return true;
-            }, err);
-        if (!ok) return false;
-        eval_report report;
-        report.overall = all.finish();
-        if (wl.corpus) {
-            for (size_t d = 0; d < wl.domains.size(); ++d) {
-                report.domains.emplace_back(wl.domains[d], acc[d].finish());
-            }
-        }
-        fill_report(report, wl, n_ctx);
-        reports.push_back(std::move(report));
-    }
-    return true;
+    std::vector<eval_candidate> cands;
+    for (const auto & p : pruned_paths) cands.push_back({p, false});
+    return run_eval_candidates(opt, cands, reports, err);
 }
 
 // ---- public: smoke test -----------------------------------------------------------------------------
@@ -1202,6 +1320,11 @@ nlohmann::ordered_json report_json(const eval_report & r) {
     j["n_samples"]         = r.n_samples;
     j["n_samples_skipped"] = r.n_samples_skipped;
     j["kld_base"]          = r.kld_base_mode;
+    if (!r.candidate.empty()) {
+        j["candidate"] = r.candidate;
+        j["masked"]    = r.masked;
+    }
+    if (!r.base_mask.empty()) j["base_mask"] = r.base_mask;
     return j;
 }
 
@@ -1217,6 +1340,17 @@ std::string eval_reports_json(const std::vector<std::string> & pruned_paths, con
     nlohmann::ordered_json j;
     j["pruned"] = by_path;
     return j.dump(2);
+}
+
+std::string eval_candidates_json(const std::vector<eval_candidate> & cands, const std::vector<eval_report> & reports) {
+    nlohmann::ordered_json pruned = nlohmann::ordered_json::object(), masked = nlohmann::ordered_json::object();
+    for (size_t i = 0; i < reports.size() && i < cands.size(); ++i) {
+        (cands[i].masked() ? masked : pruned)[cands[i].path] = report_json(reports[i]);
+    }
+    nlohmann::ordered_json j;
+    if (!pruned.empty()) j["pruned"] = pruned;
+    if (!masked.empty()) j["masked"] = masked;
+    return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 std::string smoke_report_json(const smoke_report & r) {

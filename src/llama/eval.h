@@ -17,9 +17,16 @@
 // remainder of a longer sample (under one window) is dropped. Corpora are read
 // by corpus.h, exactly as reap calibrate reads them.
 //
-// Several pruned models against one base (run_eval_multi): the base runs once,
-// its rows are kept, and each pruned model is scored against them in turn.
+// Several models against one base (run_eval_candidates): the base runs once,
+// its rows are kept, and each model is scored against them in turn. A model is
+// a pruned file (-p) or the base itself with a plan's removed experts masked
+// in its routers (--mask, virtual pruning, see mask.h): a masked run computes
+// what the pruned file would, without writing it. One model is resident at a
+// time: the masked passes reuse the loaded base, which is freed before the
+// first pruned file loads.
 #pragma once
+
+#include "common.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -29,16 +36,18 @@
 
 namespace reap {
 
-// llama.cpp runtime settings, spelled as the llama.cpp flags.
+struct plan;
+
+// llama.cpp runtime settings: the four eval itself uses, and everything else
+// as llama.cpp's common parser left it (-ngl, -ot, -fa, -ctk, -ctv, --no-mmap,
+// --rpc, ...: model and context parameters come from common_params).
 struct eval_runtime {
     int  n_ctx        = 512;   // -c: window size; 0 = 512, or the --kld-base file's when it exists
     int  n_batch      = 2048;  // -b: tokens per llama_decode; n_batch / n_ctx windows go side by side
                                // as separate sequences, exactly as llama-perplexity batches them
     int  n_ubatch     = 512;   // -ub
     int  n_threads    = -1;    // -t; -1 = number of physical cores
-    int  n_gpu_layers = -1;    // -ngl; -1 = llama.cpp's default (all that fit)
-    int  flash_attn   = -1;    // -fa; -1 auto, 0 off, 1 on
-    bool use_mmap     = true;  // --no-mmap clears it
+    common_params llama;       // the rest of llama.cpp's flags (its n_ctx, n_batch, ... are not used)
 };
 
 struct eval_options {
@@ -46,6 +55,8 @@ struct eval_options {
     std::string pruned_path;    // -p
     std::string input_path;     // -f: plain text, or corpus JSONL (*.jsonl or lines of {"domain":...})
     std::string kld_base_path;  // --kld-base: written when missing, read when present
+    std::string base_mask_path; // --base-mask: run the base itself with this plan's experts masked
+    std::string tmp_dir;        // --tmp-dir: where the base's rows are kept ("" = $TMPDIR or /tmp)
     int         max_chunks = -1;  // --chunks: at most this many windows (plain text), -1 = all
     eval_runtime rt;
     bool progress = true;       // progress line on stderr (the CLI turns it off unless stderr is a tty)
@@ -74,30 +85,43 @@ struct eval_report {
     size_t      n_windows = 0;
     size_t      n_samples = 0;          // corpus samples read
     size_t      n_samples_skipped = 0;  // too short to score a single token
-    std::string kld_base_mode = "none"; // "none" (both models live, exact KLD), "written", "read"
+    std::string kld_base_mode = "none"; // "none" (exact base rows, exact KLD), "written", "read"
     // With a base file the base distribution is llama-perplexity's 16-bit
     // compressed form and KLD skips base log-probs <= -16, exactly as
     // llama-perplexity --kl-divergence does; without one it is exact.
+    std::string candidate;              // the -p file or --mask plan scored
+    bool        masked = false;         // candidate is a --mask plan
+    std::string base_mask;              // --base-mask plan, if any
+};
+
+// One model to score against the base.
+struct eval_candidate {
+    std::string  path;            // a pruned GGUF (-p), or a plan file (--mask); a label with `plan`
+    bool         mask = false;
+    const plan * in_memory = nullptr;  // a mask from a plan not read from a file (reap sweep)
+    bool masked() const { return mask; }
 };
 
 // Runs the whole evaluation. Errors come back as false + a message that names
 // the problem; nothing here exits the process.
 bool run_eval(const eval_options & opt, eval_report & report, std::string & err);
 
+// Every candidate against one base, the base run once. Without --kld-base
+// the base's exact log-softmax rows (4 x n_vocab + 4 bytes per scored token)
+// go to an unlinked temp file in opt.tmp_dir, checked for space up front;
+// masked candidates then run on the loaded base, the base is freed, and the
+// pruned files are loaded and scored one at a time. With --kld-base every
+// candidate is scored through the file (written first when missing). Plans
+// are checked against the base with reap prune's rules, and pruned
+// vocabularies against the base's, before anything runs. reports[i] belongs
+// to cands[i]; the numbers of a candidate do not depend on the others.
+bool run_eval_candidates(const eval_options & opt, const std::vector<eval_candidate> & cands,
+                         std::vector<eval_report> & reports, std::string & err);
+
 // Several pruned models against one base (`-p A.gguf -p B.gguf ...`; the
 // paths must differ; opt.pruned_path is ignored). reports[i] is pruned_paths[i]'s
-// report, with the same numbers as run_eval() with that one -p gives, bit for bit.
-// Without --kld-base: the base runs once over the tokens and its
-// log-softmax rows are kept in memory as float, one per scored token, then
-// the base model is freed and the pruned models are loaded and scored one at
-// a time. Memory for the kept rows: scored tokens x (4 x n_vocab + 4) bytes
-// (a 259-token vocabulary: about 1 KiB per token, 50k tokens ~ 52 MB; a
-// 150k vocabulary: 600 KB per token, 10k tokens ~ 6 GB); a run that would
-// need more than the machine's physical memory is refused up front. Every
-// pruned model's vocabulary is checked before the base runs.
-// With --kld-base: each pruned model is scored through the file in turn (the
-// first writes it when it is missing, so the base still runs once).
-// With one path this is run_eval().
+// report, with the same numbers as run_eval() with that one -p gives, bit for bit
+// (run_eval_candidates with pruned candidates).
 bool run_eval_multi(const eval_options & opt, const std::vector<std::string> & pruned_paths,
                     std::vector<eval_report> & reports, std::string & err);
 
@@ -124,6 +148,9 @@ std::string eval_report_json(const eval_report & report);
 // Several reports: {"pruned": {"<path>": <eval_report_json's object>, ...}},
 // paths in the order given.
 std::string eval_reports_json(const std::vector<std::string> & pruned_paths, const std::vector<eval_report> & reports);
+// Any mix of candidates: {"pruned": {"<path>": ...}, "masked": {"<plan>": ...}}
+// (a key only when it has entries), each in the order given.
+std::string eval_candidates_json(const std::vector<eval_candidate> & cands, const std::vector<eval_report> & reports);
 std::string smoke_report_json(const smoke_report & report);
 // Human-readable table.
 void eval_report_print(FILE * out, const eval_report & report);

@@ -1,0 +1,377 @@
+// reap sweep: how much each cut size costs, without writing a single pruned
+// model. Plans every requested size from one ranking (src/plan/sweep.h: nested
+// plans, exact predicted file sizes), scores each by masking its removed
+// experts in the base model (src/llama/mask.h through reap eval's engine: the
+// base runs once, then one masked pass per size, one model resident), and
+// writes one JSON, a table and the chart that tells which N to ship.
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/llama_flags.h"
+#include "llama/eval.h"
+#include "plan/sweep.h"
+#include "util/file.h"
+#include "util/sha256.h"
+#include "util/svg_chart.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace pl = reap::planner;
+
+namespace {
+
+const char * USAGE =
+    "usage: reap sweep SALIENCY.gguf -m BASE.gguf -f TEXT_OR_CORPUS (--keep N,N,... | --ratios R,R,... |\n"
+    "                  --budgets SIZE,SIZE,...) [-o SWEEP.json] [--plot SWEEP.svg] [options]\n"
+    "\n"
+    "Scores several cut sizes in one run and writes no model. Each size is planned as\n"
+    "reap plan would plan it (same method, domains, super-expert protection, group rules,\n"
+    "exact predicted file size), all from one ranking, so the plans are nested: what a\n"
+    "smaller N keeps, every larger N keeps too. Each plan is then evaluated by virtual\n"
+    "pruning (reap eval --mask): the base model runs once over -f, then once per size with\n"
+    "the plan's removed experts made unselectable in every router. The numbers are those\n"
+    "of reap eval -p on the file reap prune would write from the same plan.\n"
+    "\n"
+    "Output: a table (N kept, removed %, predicted bytes, saliency kept, KLD mean/median/\n"
+    "p99, top-1 agreement, PPL ratio; per domain for a corpus), and with -o a JSON file\n"
+    "(format reap-sweep) and an SVG chart of KLD and top-1 against N with the file size on\n"
+    "a second axis (--plot, default SWEEP.svg beside the JSON). --plans-dir DIR also\n"
+    "writes each plan as DIR/keep-N.json, ready for reap prune.\n"
+    "\n"
+    "options:\n"
+    "  -m, --model FILE         base model (first shard of a split model is fine)\n"
+    "  -f, --file FILE          plain text or corpus JSONL, read as reap eval reads it\n"
+    "  --keep N,N,...           experts kept per MoE layer\n"
+    "  --ratios R,R,...         fractions of routed experts removed (as reap plan --ratio)\n"
+    "  --budgets SIZE,...       file sizes to fit (as reap plan --budget: 400G, 300GiB, ...)\n"
+    "  --method M               reap (default for calibrate archives), frequency, gate, ean,\n"
+    "                           energy (default for imatrix archives), random\n"
+    "  --domains a,b            score over these domains of the archive (default: all)\n"
+    "  --consensus sum|minrank  as reap plan\n"
+    "  --seed N                 seed of --method random (default 0)\n"
+    "  --no-protect-super       do not protect super experts\n"
+    "  --split-max-size SIZE    size the files as split sets, as reap prune would write them\n"
+    "  -o, --output FILE        the sweep as JSON\n"
+    "  --plot FILE              the chart (SVG; default: -o with .svg)\n"
+    "  --plans-dir DIR          write every plan as DIR/keep-N.json\n"
+    "  --force                  replace existing outputs\n"
+    "  --chunks N               score at most N windows (plain text)\n"
+    "  --tmp-dir DIR            where the base's rows wait (default $TMPDIR or /tmp)\n"
+    "  -q, --quiet              no progress line\n"
+    "  --verbose                show llama.cpp's log\n"
+    "\n";
+
+std::string usage_text() { return std::string(USAGE) + reap::cli::k_llama_runtime_help; }
+
+int usage_error(const std::string & msg) { return reap::cli::usage_error_full("sweep", msg, usage_text().c_str()); }
+
+struct sweep_params {
+    std::string saliency, output, plot, plans_dir;
+    bool        force = false, quiet = false, method_given = false;
+    std::vector<pl::size_request> sizes;
+    pl::rank_options rank;
+    uint64_t    split_max_bytes = 0;
+    reap::eval_options eval;
+};
+
+// Writes `text` to `path` through a temp file beside it, fsynced and renamed.
+bool write_output(const std::string & path, const std::string & text, bool force, std::string & err) {
+    if (!force && access(path.c_str(), F_OK) == 0) {
+        err = "'" + path + "' exists (use --force to replace it)";
+        return false;
+    }
+    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    if (reap::util::write_file_synced(tmp, text) != reap::util::write_status::ok || rename(tmp.c_str(), path.c_str()) != 0) {
+        err = "cannot write '" + path + "': " + strerror(errno);
+        unlink(tmp.c_str());
+        return false;
+    }
+    return true;
+}
+
+nlohmann::ordered_json metrics_json(const reap::eval_metrics & m) {
+    nlohmann::ordered_json j;
+    j["n_tokens"]     = m.n_tokens;
+    j["kld_mean"]     = m.kld_mean;
+    j["kld_median"]   = m.kld_median;
+    j["kld_p99"]      = m.kld_p99;
+    j["kld_max"]      = m.kld_max;
+    j["argmax_agree"] = m.argmax_agree;
+    j["ppl_base"]     = m.ppl_base;
+    j["ppl_pruned"]   = m.ppl_pruned;
+    j["ppl_ratio"]    = m.ppl_ratio;
+    return j;
+}
+
+const char * kind_name(pl::size_kind k) {
+    return k == pl::size_kind::keep ? "keep" : k == pl::size_kind::ratio ? "ratio" : "budget";
+}
+
+std::string with_extension(const std::string & path, const char * ext) {
+    const size_t slash = path.rfind('/');
+    const size_t dot = path.rfind('.');
+    const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+    return (has_ext ? path.substr(0, dot) : path) + ext;
+}
+
+reap::util::chart make_chart(const std::string & title, const std::vector<pl::sweep_point> & pts,
+                             const std::vector<reap::eval_report> & reps) {
+    reap::util::chart c;
+    c.title = title;
+    c.x_label = "experts kept per MoE layer (N)";
+    c.x_descending = true;
+    reap::util::chart_panel kld, top1;
+    kld.y_label = "KL divergence from the base (nats/token, mean)";
+    top1.y_label = "top-1 agreement with the base (%)";
+    kld.y2_label = top1.y2_label = "pruned file size (GB)";
+    std::vector<double> xs, size_gb;
+    for (const auto & p : pts) {
+        xs.push_back((double) p.n_keep);
+        size_gb.push_back((double) p.bytes / 1e9);
+    }
+    // per domain (thin), then overall (bold)
+    if (!reps.empty()) {
+        for (size_t d = 0; d < reps[0].domains.size(); ++d) {
+            reap::util::chart_series k{reps[0].domains[d].first, xs, {}}, t{reps[0].domains[d].first, xs, {}};
+            for (const auto & r : reps) {
+                const auto & m = r.domains[d].second;
+                k.y.push_back(m.n_tokens ? m.kld_mean : NAN);
+                t.y.push_back(m.n_tokens ? 100 * m.argmax_agree : NAN);
+            }
+            kld.series.push_back(k);
+            top1.series.push_back(t);
+        }
+    }
+    reap::util::chart_series k{"overall", xs, {}}, t{"overall", xs, {}};
+    k.bold = t.bold = true;
+    for (const auto & r : reps) {
+        k.y.push_back(r.overall.kld_mean);
+        t.y.push_back(100 * r.overall.argmax_agree);
+    }
+    kld.series.push_back(k);
+    top1.series.push_back(t);
+    reap::util::chart_series sz{"file size", xs, size_gb};
+    sz.right_axis = sz.dashed = true;
+    kld.series.push_back(sz);
+    top1.series.push_back(sz);
+    c.panels = {kld, top1};
+    return c;
+}
+
+} // namespace
+
+int cmd_sweep(int argc, char ** argv) {
+    sweep_params p;
+    std::vector<char *> rest = {argv[0]};
+    std::string err;
+    int n_kinds = 0;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&](std::string & out) {
+            if (i + 1 >= argc) return false;
+            out = argv[++i];
+            return true;
+        };
+        std::string v;
+        if (a == "-h" || a == "--help") {
+            fputs(usage_text().c_str(), stdout);
+            return 0;
+        } else if (a == "-m" || a == "--model") {
+            if (!value(p.eval.base_path)) return usage_error(a + " needs a file");
+        } else if (a == "-f" || a == "--file") {
+            if (!value(p.eval.input_path)) return usage_error(a + " needs a file");
+        } else if (a == "--keep" || a == "--ratios" || a == "--budgets") {
+            if (!value(v)) return usage_error(a + " needs a list");
+            const pl::size_kind kind = a == "--keep" ? pl::size_kind::keep : a == "--ratios" ? pl::size_kind::ratio
+                                                                                              : pl::size_kind::budget;
+            if (!pl::parse_size_requests(kind, v, p.sizes, err)) return usage_error(err);
+            ++n_kinds;
+        } else if (a == "--method") {
+            if (!value(v) || !pl::parse_method(v, p.rank.how)) {
+                return usage_error("--method: unknown method '" + v + "' (reap, frequency, gate, ean, energy, random)");
+            }
+            p.method_given = true;
+        } else if (a == "--domains") {
+            if (!value(v) || (p.rank.domains = reap::cli::split_list(v)).empty()) return usage_error("--domains: empty list");
+        } else if (a == "--consensus") {
+            if (!value(v) || (v != "sum" && v != "minrank")) return usage_error("--consensus: sum or minrank");
+            p.rank.cons = v == "minrank" ? pl::consensus::minrank : pl::consensus::sum;
+        } else if (a == "--seed") {
+            char * end = nullptr;
+            errno = 0;
+            if (!value(v) || v.empty() || v[0] == '-' || (p.rank.seed = strtoull(v.c_str(), &end, 10), errno || *end)) {
+                return usage_error("--seed: '" + v + "' is not a non-negative integer");
+            }
+        } else if (a == "--no-protect-super") {
+            p.rank.protect_super = false;
+        } else if (a == "--split-max-size") {
+            if (!value(v) || !pl::parse_size(v, p.split_max_bytes, err)) return usage_error("--split-max-size: " + err);
+        } else if (a == "-o" || a == "--output") {
+            if (!value(p.output)) return usage_error(a + " needs a file");
+        } else if (a == "--plot") {
+            if (!value(p.plot)) return usage_error(a + " needs a file");
+        } else if (a == "--plans-dir") {
+            if (!value(p.plans_dir)) return usage_error(a + " needs a directory");
+        } else if (a == "--force") {
+            p.force = true;
+        } else if (a == "--chunks") {
+            int64_t n = 0;
+            if (!value(v) || !reap::cli::parse_positive("--chunks", v, INT32_MAX, n, err)) return usage_error(err);
+            p.eval.max_chunks = (int) n;
+        } else if (a == "--tmp-dir") {
+            if (!value(p.eval.tmp_dir)) return usage_error(a + " needs a directory");
+        } else if (a == "-q" || a == "--quiet") {
+            p.quiet = true;
+        } else if (a == "--verbose") {
+            p.eval.verbose = true;
+        } else if (a.size() > 1 && a[0] == '-') {
+            rest.push_back(argv[i]);  // llama.cpp's (it names what it does not know)
+        } else if (p.saliency.empty()) {
+            p.saliency = a;
+        } else {
+            return usage_error("unexpected argument '" + a + "' (one saliency archive)");
+        }
+    }
+    if (p.saliency.empty()) return usage_error("no saliency archive given");
+    if (p.eval.base_path.empty()) return usage_error("no model given (-m BASE.gguf)");
+    if (p.eval.input_path.empty()) return usage_error("no input given (-f TEXT_OR_CORPUS)");
+    if (n_kinds != 1) {
+        return usage_error(n_kinds == 0 ? "say which sizes: --keep N,N,..., --ratios R,R,... or --budgets SIZE,..."
+                                        : "give one of --keep, --ratios and --budgets");
+    }
+    if (!reap::cli::parse_llama_runtime(rest, p.eval.base_path, p.eval.rt, err)) return usage_error(err);
+    p.eval.progress = !p.quiet && isatty(fileno(stderr));
+    if (p.plot.empty() && !p.output.empty()) p.plot = with_extension(p.output, ".svg");
+    auto fail = [](const std::string & msg) { return reap::cli::fail("sweep", msg); };
+    for (const std::string * out : {&p.output, &p.plot}) {
+        if (!out->empty() && !p.force && access(out->c_str(), F_OK) == 0) {
+            return fail("'" + *out + "' exists (use --force to replace it)");
+        }
+    }
+
+    // plan every size
+    pl::ranked_model rm;
+    if (!pl::open_ranked_model(p.eval.base_path, p.saliency, p.rank, p.method_given, rm, err)) return fail(err);
+    pl::size_context sctx;
+    sctx.model = &rm.model;
+    sctx.layout = &rm.layout;
+    sctx.prune.version = REAP_VERSION;
+    sctx.prune.plan_sha256 = std::string(64, '0');  // the real hash has the same length
+    sctx.write.split_max_bytes = p.split_max_bytes;
+    std::vector<pl::sweep_point> pts;
+    if (!pl::plan_sweep(rm, sctx, p.sizes, pts, err)) return fail(err);
+    std::string archive_sha;
+    if (!reap::util::sha256_file(p.saliency, archive_sha, err)) return fail(err);
+    for (auto & pt : pts) {
+        nlohmann::json & prov = pt.p.provenance;
+        prov["tool"] = std::string("reap sweep ") + REAP_VERSION;
+        prov["saliency"] = {{"file", p.saliency}, {"sha256", archive_sha}};
+        prov["request"] = {{kind_name(pt.req.kind), pt.req.text}};
+        prov["predicted_bytes"] = pt.bytes;
+        prov["predicted_shards"] = pt.n_shards;
+    }
+    if (!p.plans_dir.empty()) {
+        for (const auto & pt : pts) {
+            const std::string path = p.plans_dir + "/keep-" + std::to_string(pt.n_keep) + ".json";
+            if (!reap::write_plan(pt.p, path, p.force, err)) return fail(err);
+        }
+    }
+
+    // score every plan by masking
+    std::vector<reap::eval_candidate> cands;
+    for (const auto & pt : pts) {
+        reap::eval_candidate c;
+        c.path = "keep " + std::to_string(pt.n_keep);
+        c.mask = true;
+        c.in_memory = &pt.p;
+        cands.push_back(c);
+    }
+    std::vector<reap::eval_report> reps;
+    if (!reap::run_eval_candidates(p.eval, cands, reps, err)) return fail(err);
+
+    // report
+    const uint64_t src_bytes = rm.model.file_bytes();
+    std::string doms;
+    for (size_t i = 0; i < rm.rank.domains.size(); ++i) doms += (i ? "," : "") + rm.rank.domains[i];
+    printf("reap sweep: %s (%s, %zu MoE layers, %" PRId64 " experts, top-%" PRId64 "), %s %s\n", p.eval.base_path.c_str(),
+           rm.layout.arch.c_str(), rm.layout.moe_layers.size(), rm.layout.n_expert, rm.layout.n_expert_used,
+           pl::format_size(src_bytes).c_str(), "source");
+    printf("  saliency %s: method %s, domains %s; scored on %s: %zu tokens in %zu windows, base PPL %.4f\n\n",
+           p.saliency.c_str(), pl::method_name(rm.rank.opts.how), doms.c_str(), p.eval.input_path.c_str(),
+           reps.empty() ? (size_t) 0 : reps[0].overall.n_tokens, reps.empty() ? (size_t) 0 : reps[0].n_windows,
+           reps.empty() ? 0.0 : reps[0].overall.ppl_base);
+    printf("  %6s %8s %22s %9s %10s %10s %10s %8s %10s\n", "N", "removed", "predicted size", "saliency", "KLD mean",
+           "median", "p99", "top-1", "PPL ratio");
+    for (size_t i = 0; i < pts.size(); ++i) {
+        const auto & m = reps[i].overall;
+        printf("  %6" PRId64 " %7.1f%% %22s %8.2f%% %10.6f %10.6f %10.6f %7.3f%% %10.5f\n", pts[i].n_keep,
+               100.0 * (double) (rm.layout.n_expert - pts[i].n_keep) / (double) rm.layout.n_expert,
+               pl::format_size(pts[i].bytes).c_str(), 100.0 * pts[i].share, m.kld_mean, m.kld_median, m.kld_p99,
+               100.0 * m.argmax_agree, m.ppl_ratio);
+    }
+    if (!reps.empty() && !reps[0].domains.empty()) {
+        printf("\n  per domain: KLD mean / top-1\n  %6s", "N");
+        for (const auto & d : reps[0].domains) printf(" %20s", d.first.c_str());
+        printf("\n");
+        for (size_t i = 0; i < pts.size(); ++i) {
+            printf("  %6" PRId64, pts[i].n_keep);
+            for (const auto & d : reps[i].domains) printf("   %9.5f /%6.2f%%", d.second.kld_mean, 100.0 * d.second.argmax_agree);
+            printf("\n");
+        }
+    }
+    for (const auto & pt : pts) {
+        if (!pt.note.empty()) printf("  note (N = %" PRId64 "): %s\n", pt.n_keep, pt.note.c_str());
+    }
+
+    if (!p.output.empty()) {
+        nlohmann::ordered_json j;
+        j["format"]  = "reap-sweep";
+        j["version"] = 1;
+        j["tool"]    = std::string("reap sweep ") + REAP_VERSION;
+        j["model"]   = {{"path", p.eval.base_path}, {"arch", rm.layout.arch}, {"n_expert", rm.layout.n_expert},
+                        {"n_expert_used", rm.layout.n_expert_used}, {"moe_layers", rm.layout.moe_layers.size()},
+                        {"file_bytes", src_bytes}};
+        j["saliency"] = {{"file", p.saliency}, {"sha256", archive_sha}, {"method", pl::method_name(rm.rank.opts.how)},
+                         {"domains", rm.rank.domains}};
+        j["input"]   = {{"file", p.eval.input_path}, {"n_ctx", reps.empty() ? 0 : reps[0].n_ctx},
+                        {"n_windows", reps.empty() ? 0 : reps[0].n_windows}, {"corpus", !reps.empty() && reps[0].corpus}};
+        nlohmann::ordered_json points = nlohmann::ordered_json::array();
+        for (size_t i = 0; i < pts.size(); ++i) {
+            nlohmann::ordered_json q;
+            q["n_keep"]           = pts[i].n_keep;
+            q["request"]          = {{kind_name(pts[i].req.kind), pts[i].req.text}};
+            q["removed_fraction"] = (double) (rm.layout.n_expert - pts[i].n_keep) / (double) rm.layout.n_expert;
+            q["predicted_bytes"]  = pts[i].bytes;
+            q["predicted_shards"] = pts[i].n_shards;
+            q["saliency_share"]   = pts[i].share;
+            if (!p.plans_dir.empty()) q["plan"] = p.plans_dir + "/keep-" + std::to_string(pts[i].n_keep) + ".json";
+            q["overall"]          = metrics_json(reps[i].overall);
+            nlohmann::ordered_json d = nlohmann::ordered_json::object();
+            for (const auto & [name, m] : reps[i].domains) d[name] = metrics_json(m);
+            q["domains"] = d;
+            points.push_back(q);
+        }
+        j["points"] = points;
+        if (!write_output(p.output, j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
+                          p.force, err)) {
+            return fail(err);
+        }
+        printf("\n  wrote %s\n", p.output.c_str());
+    }
+    if (!p.plot.empty()) {
+        const std::string title = rm.layout.arch + ": cost of each cut (" + pl::method_name(rm.rank.opts.how) + ", " + doms + ")";
+        if (!write_output(p.plot, reap::util::render_svg(make_chart(title, pts, reps)), p.force, err)) return fail(err);
+        printf("  wrote %s\n", p.plot.c_str());
+    }
+    return 0;
+}

@@ -1,0 +1,93 @@
+// Virtual pruning: runs a model in llama.cpp as if a plan's removed experts
+// were gone, without writing a pruned file. reap eval --mask and reap sweep
+// score cuts this way.
+//
+// How: the scheduler's eval callback asks for the router nodes of every MoE
+// layer of build_moe_ffn (llama.cpp src/llama-graph.cpp) and, right after each
+// is computed and before anything reads it, writes -inf into the removed
+// experts' columns through the backend tensor API (ggml_backend_tensor_get /
+// _set, so the data may live on any backend: CPU, CUDA, RPC, ...):
+//
+//   ffn_moe_logits-L        the router's logits. Everything else the router
+//                           computes derives from them: softmax gives the
+//                           removed experts 0 and a denominator over the kept
+//                           ones only (what the pruned model's shorter softmax
+//                           gives: qwen2moe's unnormalised weights too), sigmoid
+//                           and sqrt-softplus give 0, a router bias keeps -inf.
+//   ffn_moe_probs-L         the probabilities (for softmax-after-selection
+//                           archs, gpt-oss, this is the logits tensor itself):
+//                           -inf makes a removed expert lose every comparison,
+//                           even against a kept expert whose probability
+//                           underflowed to 0. Only selected experts' entries are
+//                           ever read as weights, so the kept weights are
+//                           untouched (and renormalisation runs over them).
+//   ffn_moe_probs_biased-L  the selection score with exp_probs_b added
+//                           (DeepSeek-V3 family, glm4moe, kimi): without this a
+//                           removed expert's 0 + bias could still be chosen.
+//                           Group-limited routers score each group by its best
+//                           two from this tensor, so a group's score is computed
+//                           over its kept experts only, exactly as the pruned
+//                           model's renumbered groups give.
+// llama4 selects on the logits (its sigmoid weights come after top-k): the
+// first line covers it. Every node is masked where the graph has it; an MoE
+// layer of the plan whose graph has neither ffn_moe_logits nor ffn_moe_probs
+// is an error naming the layer, never an unmasked layer.
+//
+// The plan must fit the model exactly as reap prune requires (validate_plan),
+// so a masked run and the pruned file select among the same experts.
+#pragma once
+
+#include "gguf/gguf.h"
+#include "plan/plan.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+struct ggml_tensor;
+
+namespace reap {
+
+// The experts a plan removes, per block of the model.
+struct expert_mask {
+    std::string                       name;        // the plan's path, for messages and reports
+    int64_t                           n_expert = 0;
+    int64_t                           n_keep = 0;
+    std::vector<std::vector<uint8_t>> removed;     // [block][expert] = 1 when removed; empty for non-MoE blocks
+    std::vector<int>                  moe_layers;  // the plan's layers that run in the main graph, ascending
+                                                   // (MTP / nextn blocks carry experts but run only in an
+                                                   // MTP context: masked there, never required here)
+};
+
+// The mask of plan `p` (already checked against the model); the last n_nextn
+// blocks are MTP blocks (<arch>.nextn_predict_layers).
+expert_mask mask_of_plan(const plan & p, const std::string & name, int64_t n_nextn = 0);
+
+// Reads the plan at `path` and checks it against `model` with the rules of
+// reap prune (the same messages); the mask on success.
+bool load_mask(const std::string & path, const gguf::model & model, expert_mask & out, std::string & err);
+// The same for a plan in memory; `name` stands for it in messages.
+bool mask_from_plan(const plan & p, const std::string & name, const gguf::model & model, expert_mask & out,
+                    std::string & err);
+
+// The eval callback that applies a mask. Set `active` (nullptr = run the model
+// as it is) and pass mask_hook::callback with the hook as user data in
+// llama_context_params.cb_eval. After each llama_decode, check() reports a
+// node that could not be masked or (when the decode had output rows) an MoE
+// layer of the mask whose router the graph did not show, and resets the
+// per-decode record. (A decode without outputs skips the last layer's FFN:
+// llama.cpp computes it for output rows only.)
+struct mask_hook {
+    const expert_mask * active = nullptr;
+
+    static bool callback(ggml_tensor * t, bool ask, void * user);
+
+    bool check(bool had_outputs, std::string & err);
+
+  private:
+    std::vector<uint8_t> seen_;     // [block]: a router node was masked in this decode
+    std::vector<float>   row_buf_;  // host copy of one node
+    std::string          error_;    // first problem in this decode
+};
+
+} // namespace reap

@@ -1,0 +1,153 @@
+// reap sweep, the planning half (see sweep.h): sizes to nested plans from one
+// ranking, and the model + archive setup that reap plan shares.
+#include "plan/sweep.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+namespace reap::planner {
+
+bool open_ranked_model(const std::string & model_path, const std::string & saliency_path, rank_options ro,
+                       bool method_given, ranked_model & out, std::string & err) {
+    if (!gguf::open_model(model_path, out.model, err)) return false;
+    if (!model_layout(out.model, out.layout, err)) {
+        err = model_path + ": " + err;
+        return false;
+    }
+    int64_t n_layer = 0;
+    if (!out.model.kvs.get_i64(moe::kv_key(out.layout.arch, "block_count"), n_layer, err)) {
+        err = model_path + ": " + err;
+        return false;
+    }
+    out.facts = facts_of(out.layout, n_layer);
+    saliency::fingerprint fp;
+    if (!saliency::model_fingerprint(out.model, fp, err)) {
+        err = model_path + ": " + err;
+        return false;
+    }
+    if (!saliency::read_archive(saliency_path, out.archive, err)) return false;
+    if (!saliency::fingerprints_match(out.archive.model, fp, err)) {
+        err = saliency_path + " vs " + model_path + ": " + err;
+        return false;
+    }
+    if (!method_given) ro.how = default_method(out.archive.metrics);
+    return rank_experts(out.archive, out.facts.n_group, ro, out.rank, err);
+}
+
+bool parse_size_requests(size_kind kind, const std::string & list, std::vector<size_request> & out, std::string & err) {
+    out.clear();
+    const char * opt = kind == size_kind::keep ? "--keep" : kind == size_kind::ratio ? "--ratios" : "--budgets";
+    size_t start = 0;
+    std::set<std::string> seen;
+    while (start <= list.size()) {
+        const size_t comma = list.find(',', start);
+        const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        start = comma == std::string::npos ? list.size() + 1 : comma + 1;
+        if (item.empty()) {
+            err = std::string(opt) + ": empty item in '" + list + "'";
+            return false;
+        }
+        if (!seen.insert(item).second) {
+            err = std::string(opt) + ": '" + item + "' is given twice";
+            return false;
+        }
+        size_request r;
+        r.kind = kind;
+        r.text = item;
+        char * end = nullptr;
+        if (kind == size_kind::keep) {
+            errno = 0;
+            const long long v = strtoll(item.c_str(), &end, 10);
+            if (errno || end == item.c_str() || *end || v < 1) {
+                err = std::string(opt) + ": '" + item + "' is not a positive integer";
+                return false;
+            }
+            r.keep = v;
+        } else if (kind == size_kind::ratio) {
+            const double v = strtod(item.c_str(), &end);
+            if (end == item.c_str() || *end || !std::isfinite(v) || v < 0 || v >= 1) {
+                err = std::string(opt) + ": '" + item + "' is not a fraction in [0, 1)";
+                return false;
+            }
+            r.ratio = v;
+        } else {
+            if (!parse_size(item, r.budget, err)) {
+                err = std::string(opt) + ": " + err;
+                return false;
+            }
+        }
+        out.push_back(r);
+    }
+    return true;
+}
+
+bool plans_nested(const plan & smaller, const plan & larger, std::string & why) {
+    for (const plan_layer & s : smaller.layers) {
+        const plan_layer * l = larger.find_layer(s.layer);
+        if (!l) {
+            why = "layer " + std::to_string(s.layer) + " is missing from the larger plan";
+            return false;
+        }
+        const std::set<int64_t> big(l->keep.begin(), l->keep.end());
+        for (int64_t e : s.keep) {
+            if (!big.count(e)) {
+                why = "layer " + std::to_string(s.layer) + ": expert " + std::to_string(e) + " is kept at N = " +
+                      std::to_string(smaller.n_keep) + " but not at N = " + std::to_string(larger.n_keep);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+bool plan_sweep(const ranked_model & rm, const size_context & sctx, const std::vector<size_request> & reqs,
+                std::vector<sweep_point> & out, std::string & err) {
+    out.clear();
+    for (const size_request & r : reqs) {
+        sweep_point pt;
+        pt.req = r;
+        if (r.kind == size_kind::keep) {
+            if (!keep_allowed(rm.facts, r.keep, err)) {
+                err = "--keep " + r.text + ": " + err;
+                return false;
+            }
+            pt.n_keep = r.keep;
+        } else if (r.kind == size_kind::ratio) {
+            if (!keep_from_ratio(r.ratio, rm.facts, pt.n_keep, pt.note, err)) {
+                err = "--ratios " + r.text + ": " + err;
+                return false;
+            }
+        } else {
+            std::vector<size_point> table;
+            if (!fit_budget(rm.rank, rm.facts, sctx, r.budget, false, pt.n_keep, table, err)) {
+                err = "--budgets " + r.text + ": " + err;
+                return false;
+            }
+        }
+        for (const sweep_point & o : out) {
+            if (o.n_keep == pt.n_keep) {
+                err = "'" + o.req.text + "' and '" + r.text + "' both come to N = " + std::to_string(pt.n_keep) +
+                      " experts kept: give each size once";
+                return false;
+            }
+        }
+        if (!make_plan(rm.rank, rm.facts, pt.n_keep, pt.p, err)) return false;
+        if (!pruned_bytes(sctx, pt.p, pt.bytes, pt.n_shards, err)) return false;
+        pt.share = plan_share(rm.rank, pt.p).mean;
+        out.push_back(std::move(pt));
+    }
+    std::sort(out.begin(), out.end(), [](const sweep_point & a, const sweep_point & b) { return a.n_keep > b.n_keep; });
+    for (size_t i = 1; i < out.size(); ++i) {
+        std::string why;
+        if (!plans_nested(out[i].p, out[i - 1].p, why)) {
+            err = "internal error: the sweep's plans are not nested: " + why;
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace reap::planner

@@ -1,0 +1,77 @@
+// reap sweep, the planning half: several cut sizes from one ranking, so that
+// `reap sweep` can score them all by masking (src/llama/mask.h) in one run.
+//
+// A sweep asks for sizes as keep counts (--keep 24,16,8), removed fractions
+// (--ratios 0.25,0.5) or file budgets (--budgets 512G,400G); each becomes an
+// n_keep exactly as `reap plan --keep/--ratio/--budget` would turn it, and
+// a plan from the one ranking, so the plans are nested: every expert kept at a
+// smaller N is kept at every larger N (checked). Each point carries the
+// exact bytes `reap prune` would write and the saliency share kept.
+//
+// Also the setup that `reap plan` and `reap sweep` share: open the model,
+// classify it, read the archive, check that it was measured on this model,
+// rank the experts.
+//
+// Core library: no llama.cpp dependency. Errors are values.
+#pragma once
+
+#include "plan/planners.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace reap::planner {
+
+// A model and an archive, checked against each other, and the experts ranked.
+struct ranked_model {
+    gguf::model        model;
+    moe::layout        layout;
+    plan_model_facts   facts;
+    saliency::archive  archive;
+    ranking            rank;
+};
+
+// Opens the model and the archive, checks that the archive was measured on the
+// model (fingerprint), resolves the method (the archive's default when
+// !method_given) and ranks. Messages name the file they are about.
+bool open_ranked_model(const std::string & model_path, const std::string & saliency_path, rank_options ro,
+                       bool method_given, ranked_model & out, std::string & err);
+
+enum class size_kind { keep, ratio, budget };
+
+struct size_request {
+    size_kind   kind = size_kind::keep;
+    std::string text;         // as given ("16", "0.5", "400G")
+    int64_t     keep = 0;     // size_kind::keep
+    double      ratio = 0;    // size_kind::ratio: fraction of routed experts removed, [0, 1)
+    uint64_t    budget = 0;   // size_kind::budget: bytes
+};
+
+// Parses a comma list of one kind ("24,16,8", "0.25,0.5", "512G,400GiB").
+// Fails on an empty list, an empty or malformed item, or a repeated item.
+bool parse_size_requests(size_kind kind, const std::string & list, std::vector<size_request> & out, std::string & err);
+
+struct sweep_point {
+    size_request req;
+    int64_t      n_keep = 0;
+    plan         p;                // the plan for n_keep (provenance as make_plan writes it)
+    uint64_t     bytes = 0;        // exact size of what `reap prune` would write
+    uint32_t     n_shards = 1;
+    double       share = 0;        // mean saliency share kept
+    std::string  note;             // e.g. rounding of a ratio to the group count
+};
+
+// One point per request, sorted by n_keep, largest first. Two requests that
+// come to the same n_keep are an error naming both (the sweep would score one
+// cut twice). Fails with `reap plan`'s message when a size is not allowed (or
+// a budget cannot be met).
+bool plan_sweep(const ranked_model & rm, const size_context & sctx, const std::vector<size_request> & reqs,
+                std::vector<sweep_point> & out, std::string & err);
+
+// Whether every layer's keep set of `smaller` is inside that of `larger`
+// (same model); `why` names the first layer and expert that is not.
+bool plans_nested(const plan & smaller, const plan & larger, std::string & why);
+
+} // namespace reap::planner

@@ -1,0 +1,186 @@
+// Line charts as SVG text (see svg_chart.h).
+#include "util/svg_chart.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace reap::util {
+
+namespace {
+
+constexpr double k_width    = 760;
+constexpr double k_panel_h  = 250;
+constexpr double k_left     = 78;   // room for the left axis labels
+constexpr double k_right    = 86;   // and the right ones
+constexpr double k_top      = 44;
+constexpr double k_gap      = 46;   // between panels
+constexpr double k_bottom   = 56;
+
+const char * const k_colors[] = {"#1f4e9c", "#d1495b", "#2e8b57", "#edae49", "#7b4f9d", "#00798c", "#8c564b", "#e377c2",
+                                 "#555555", "#a0a000"};
+
+std::string esc(const std::string & s) {
+    std::string r;
+    for (char c : s) {
+        switch (c) {
+            case '&': r += "&amp;"; break;
+            case '<': r += "&lt;"; break;
+            case '>': r += "&gt;"; break;
+            case '"': r += "&quot;"; break;
+            default: r += c;
+        }
+    }
+    return r;
+}
+
+std::string num(double v) {
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%.1f", v);
+    return buf;
+}
+
+// Tick label: as few digits as the step needs.
+std::string tick_text(double v, double step) {
+    char buf[32];
+    if (std::fabs(v) < step * 1e-9) v = 0;
+    const int decimals = step >= 1 ? 0 : std::min(6, (int) std::ceil(-std::log10(step) - 1e-9));
+    if (std::fabs(v) >= 1e6 || (v != 0 && std::fabs(v) < 1e-4)) snprintf(buf, sizeof(buf), "%.2g", v);
+    else snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+    return buf;
+}
+
+struct axis {
+    double lo = 0, hi = 1, step = 0.2;
+    bool   any = false;
+};
+
+// A range with 4-6 "nice" ticks covering every finite value.
+axis nice_axis(double lo, double hi) {
+    axis a;
+    if (!(lo <= hi)) return a;
+    a.any = true;
+    if (hi - lo < 1e-12 * std::max(1.0, std::fabs(hi))) {
+        const double pad = lo == 0 ? 1 : std::fabs(lo) * 0.1;
+        lo -= pad;
+        hi += pad;
+    }
+    const double raw  = (hi - lo) / 5;
+    const double mag  = std::pow(10, std::floor(std::log10(raw)));
+    const double frac = raw / mag;
+    a.step = (frac <= 1 ? 1 : frac <= 2 ? 2 : frac <= 2.5 ? 2.5 : frac <= 5 ? 5 : 10) * mag;
+    a.lo   = std::floor(lo / a.step) * a.step;
+    a.hi   = std::ceil(hi / a.step) * a.step;
+    return a;
+}
+
+void extent(const std::vector<double> & v, double & lo, double & hi) {
+    for (double x : v) {
+        if (std::isfinite(x)) {
+            lo = std::min(lo, x);
+            hi = std::max(hi, x);
+        }
+    }
+}
+
+} // namespace
+
+std::string render_svg(const chart & c) {
+    const double n_panels = (double) std::max<size_t>(1, c.panels.size());
+    const double height   = k_top + n_panels * k_panel_h + (n_panels - 1) * k_gap + k_bottom;
+    const double plot_w   = k_width - k_left - k_right;
+
+    double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo;
+    for (const auto & p : c.panels)
+        for (const auto & s : p.series) extent(s.x, xlo, xhi);
+    const axis xa = nice_axis(xlo, xhi);
+    auto px = [&](double x) {
+        const double t = (x - xa.lo) / (xa.hi - xa.lo);
+        return k_left + (c.x_descending ? 1 - t : t) * plot_w;
+    };
+
+    std::string o;
+    o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(k_width) + "\" height=\"" + num(height) +
+         "\" viewBox=\"0 0 " + num(k_width) + " " + num(height) +
+         "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
+    o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+    o += "<text x=\"" + num(k_width / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" +
+         esc(c.title) + "</text>\n";
+
+    for (size_t pi = 0; pi < c.panels.size(); ++pi) {
+        const chart_panel & p = c.panels[pi];
+        const double top = k_top + (double) pi * (k_panel_h + k_gap), bottom = top + k_panel_h;
+        double l_lo = std::numeric_limits<double>::infinity(), l_hi = -l_lo, r_lo = l_lo, r_hi = -l_lo;
+        for (const auto & s : p.series) {
+            if (s.right_axis) extent(s.y, r_lo, r_hi);
+            else extent(s.y, l_lo, l_hi);
+        }
+        const axis la = nice_axis(l_lo, l_hi), ra = nice_axis(r_lo, r_hi);
+        auto py = [&](const axis & a, double y) { return bottom - (y - a.lo) / (a.hi - a.lo) * k_panel_h; };
+
+        o += "<rect x=\"" + num(k_left) + "\" y=\"" + num(top) + "\" width=\"" + num(plot_w) + "\" height=\"" +
+             num(k_panel_h) + "\" fill=\"none\" stroke=\"#444\"/>\n";
+        // grid and ticks: left axis (with grid lines), right axis, shared x axis
+        if (la.any) {
+            for (double v = la.lo; v <= la.hi + la.step * 1e-6; v += la.step) {
+                const double y = py(la, v);
+                o += "<line x1=\"" + num(k_left) + "\" y1=\"" + num(y) + "\" x2=\"" + num(k_left + plot_w) + "\" y2=\"" +
+                     num(y) + "\" stroke=\"#e4e4e4\"/>\n";
+                o += "<text x=\"" + num(k_left - 6) + "\" y=\"" + num(y + 4) + "\" text-anchor=\"end\">" +
+                     tick_text(v, la.step) + "</text>\n";
+            }
+        }
+        if (ra.any) {
+            for (double v = ra.lo; v <= ra.hi + ra.step * 1e-6; v += ra.step) {
+                o += "<text x=\"" + num(k_left + plot_w + 6) + "\" y=\"" + num(py(ra, v) + 4) + "\" fill=\"#666\">" +
+                     tick_text(v, ra.step) + "</text>\n";
+            }
+        }
+        if (xa.any) {
+            for (double v = xa.lo; v <= xa.hi + xa.step * 1e-6; v += xa.step) {
+                o += "<line x1=\"" + num(px(v)) + "\" y1=\"" + num(bottom) + "\" x2=\"" + num(px(v)) + "\" y2=\"" +
+                     num(bottom + 5) + "\" stroke=\"#444\"/>\n";
+                o += "<text x=\"" + num(px(v)) + "\" y=\"" + num(bottom + 18) + "\" text-anchor=\"middle\">" +
+                     tick_text(v, xa.step) + "</text>\n";
+            }
+        }
+        o += "<text transform=\"translate(" + num(18) + "," + num((top + bottom) / 2) +
+             ") rotate(-90)\" text-anchor=\"middle\">" + esc(p.y_label) + "</text>\n";
+        if (!p.y2_label.empty()) {
+            o += "<text transform=\"translate(" + num(k_width - 14) + "," + num((top + bottom) / 2) +
+                 ") rotate(90)\" text-anchor=\"middle\" fill=\"#666\">" + esc(p.y2_label) + "</text>\n";
+        }
+
+        // series, then the legend in the panel's top right corner
+        double legend_y = top + 16;
+        for (size_t si = 0; si < p.series.size(); ++si) {
+            const chart_series & s = p.series[si];
+            const axis &  a     = s.right_axis ? ra : la;
+            const char *  color = s.right_axis ? "#888888" : k_colors[si % (sizeof(k_colors) / sizeof(k_colors[0]))];
+            const std::string width = s.bold ? "2.6" : "1.3";
+            const std::string dash  = s.dashed ? " stroke-dasharray=\"6 4\"" : "";
+            std::string pts, marks;
+            for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+                if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+                const std::string X = num(px(s.x[i])), Y = num(py(a, s.y[i]));
+                pts += X + "," + Y + " ";
+                marks += "<circle cx=\"" + X + "\" cy=\"" + Y + "\" r=\"" + (s.bold ? "3.6" : "2.4") + "\" fill=\"" +
+                         color + "\"/>\n";
+            }
+            o += "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"" + width + "\"" + dash +
+                 " points=\"" + pts + "\"/>\n" + marks;
+            const double lx = k_left + plot_w - 150;
+            o += "<line x1=\"" + num(lx) + "\" y1=\"" + num(legend_y - 4) + "\" x2=\"" + num(lx + 22) + "\" y2=\"" +
+                 num(legend_y - 4) + "\" stroke=\"" + color + "\" stroke-width=\"" + width + "\"" + dash + "/>\n";
+            o += "<text x=\"" + num(lx + 28) + "\" y=\"" + num(legend_y) + "\">" + esc(s.name) + "</text>\n";
+            legend_y += 15;
+        }
+    }
+    o += "<text x=\"" + num(k_left + plot_w / 2) + "\" y=\"" + num(height - 14) + "\" text-anchor=\"middle\">" +
+         esc(c.x_label) + "</text>\n";
+    o += "</svg>\n";
+    return o;
+}
+
+} // namespace reap::util

@@ -1,0 +1,177 @@
+// Virtual pruning (src/llama/mask.h, reap eval --mask / --base-mask) against
+// the real thing: for every zoo arch and the project's trained model, a plan
+// that removes about half of the routed experts (chosen at random, in an
+// unsorted keep order) is applied two ways, by masking the base model and by
+// writing the pruned file, which llama.cpp then loads and runs on its own.
+// The two must compute the same model: base masked by the plan vs the pruned
+// file has mean KLD <= 1e-5, top-1 agreement >= 99.9% and perplexity within
+// 1e-4 relative; and both, scored against the unmasked base, give the same
+// perplexity within 1e-4 while the cut itself visibly costs something (so the
+// mask cannot be a no-op). Also: a bad plan is refused with the message reap
+// prune gives, and a layer whose router cannot be found is an error.
+#include "llama/eval.h"
+#include "llama_test_util.h"
+#include "prune_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+namespace {
+
+// About 12k bytes of mixed text: several thousand scored tokens at -c 128.
+std::string long_text() {
+    std::string t;
+    for (int r = 0; r < 9; ++r) t += reap_test::calibration_text();
+    return t;
+}
+
+std::string write_text(const std::string & path, const std::string & text) {
+    std::ofstream(path) << text;
+    return path;
+}
+
+reap::eval_options options(const std::string & base, const std::string & input) {
+    reap::eval_options o;
+    o.base_path = base;
+    o.input_path = input;
+    o.rt.n_ctx = 128;
+    o.rt.n_threads = 2;
+    o.progress = false;
+    return o;
+}
+
+struct mask_case {
+    std::string name;   // zoo name, or "trained"
+};
+
+std::string model_path(const std::string & name, std::string & err) {
+    if (name == "trained") return reap_test::source_dir() + "/models/reap-moe-tiny.gguf";
+    return reap_test::zoo_model(name, err);
+}
+
+class MaskEqualsPrune : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MaskEqualsPrune, SameModelAsThePrunedFile) {
+    const std::string name = GetParam();
+    std::string err;
+    const std::string model = model_path(name, err);
+    ASSERT_FALSE(model.empty()) << err;
+    reap::gguf::model m;
+    ASSERT_TRUE(reap::gguf::open_model(model, m, err)) << err;
+
+    const int64_t n_keep = prune_test::half_keep(m);
+    ASSERT_GT(n_keep, 0);
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(m, n_keep, 20261130, p, err)) << err;
+    const std::string dir = prune_test::scratch("mask-" + name);
+    const std::string plan_path = dir + "/plan.json", cut = dir + "/cut.gguf";
+    std::vector<std::string> written;
+    ASSERT_TRUE(prune_test::prune_to(m, p, plan_path, cut, written, err)) << err;
+    const std::string text = write_text(dir + "/text.txt", long_text());
+
+    // masked and pruned, each against the unmasked base, in one run
+    std::vector<reap::eval_report> rs;
+    ASSERT_TRUE(reap::run_eval_candidates(options(model, text), {{cut, false}, {plan_path, true}}, rs, err)) << err;
+    ASSERT_EQ(rs.size(), 2u);
+    const reap::eval_metrics pruned = rs[0].overall, masked = rs[1].overall;
+    ASSERT_GT(pruned.n_tokens, 2000u);
+    EXPECT_EQ(pruned.n_tokens, masked.n_tokens);
+    EXPECT_TRUE(rs[1].masked);
+    // the cut costs something: a mask that did nothing would give 0 here
+    EXPECT_GT(pruned.kld_mean, 1e-4) << name << ": the random half cut changed nothing; the test would prove nothing";
+    EXPECT_NEAR(masked.ppl_pruned / pruned.ppl_pruned, 1.0, 1e-4) << name;
+    EXPECT_NEAR(masked.kld_mean, pruned.kld_mean, 1e-5 + 1e-3 * pruned.kld_mean) << name;
+    EXPECT_EQ(masked.ppl_base, pruned.ppl_base);
+
+    // the masked base against the pruned file directly
+    reap::eval_options o = options(model, text);
+    o.base_mask_path = plan_path;
+    ASSERT_TRUE(reap::run_eval_candidates(o, {{cut, false}}, rs, err)) << err;
+    const reap::eval_metrics d = rs[0].overall;
+    EXPECT_LE(d.kld_mean, 1e-5) << name;
+    EXPECT_GE(d.argmax_agree, 0.999) << name;
+    EXPECT_NEAR(d.ppl_ratio, 1.0, 1e-4) << name;
+    EXPECT_NEAR(d.ppl_base, pruned.ppl_pruned, 1e-4 * pruned.ppl_pruned) << name;
+    std::printf("%-14s keep %3lld of %3lld: cut KLD %.3e top-1 %.2f%% | masked vs pruned: KLD %.2e top-1 %.3f%% PPL ratio %.7f\n",
+                name.c_str(), (long long) n_keep, (long long) p.n_expert, pruned.kld_mean, 100 * pruned.argmax_agree,
+                d.kld_mean, 100 * d.argmax_agree, d.ppl_ratio);
+}
+
+std::vector<std::string> cases() {
+    std::vector<std::string> v = reap_test::zoo_names();
+    v.push_back("trained");
+    return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryArch, MaskEqualsPrune, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<std::string> & i) {
+                             std::string s = i.param;
+                             for (char & c : s) if (!isalnum((unsigned char) c)) c = '_';
+                             return s;
+                         });
+
+// A bad plan gets reap prune's words: another model's plan, too few experts
+// for top-k, a group rule broken.
+TEST(Mask, BadPlansRefusedAsPruneRefusesThem) {
+    std::string err;
+    const std::string qwen = reap_test::zoo_model("qwen3moe", err);
+    ASSERT_FALSE(qwen.empty()) << err;
+    const std::string ds = reap_test::zoo_model("deepseek2", err);
+    ASSERT_FALSE(ds.empty()) << err;
+    reap::gguf::model mq, md;
+    ASSERT_TRUE(reap::gguf::open_model(qwen, mq, err)) << err;
+    ASSERT_TRUE(reap::gguf::open_model(ds, md, err)) << err;
+    const std::string dir = prune_test::scratch("mask-bad");
+    const std::string text = write_text(dir + "/text.txt", long_text());
+
+    reap::plan other;  // made for deepseek2, used on qwen3moe
+    ASSERT_TRUE(prune_test::random_plan(md, prune_test::half_keep(md), 1, other, err)) << err;
+    reap::plan too_few;  // fewer than n_expert_used
+    ASSERT_TRUE(prune_test::random_plan(mq, prune_test::half_keep(mq), 2, too_few, err)) << err;
+    too_few.n_keep = too_few.n_expert_used - 1;
+    for (auto & l : too_few.layers) l.keep.resize((size_t) too_few.n_keep);
+    reap::plan uneven;  // deepseek2: one group keeps more than another
+    ASSERT_TRUE(prune_test::random_plan(md, prune_test::half_keep(md), 3, uneven, err)) << err;
+    {
+        // move the first kept expert of group 1 into group 0
+        auto & keep = uneven.layers[0].keep;
+        reap::moe::layout lay;
+        ASSERT_TRUE(reap::model_layout(md, lay, err)) << err;
+        ASSERT_GT(lay.router.n_group, 1) << "the deepseek2 zoo model should have a group-limited router";
+        const int64_t per_group = uneven.n_expert / lay.router.n_group;
+        for (int64_t e = 0; e < per_group; ++e) {
+            if (std::find(keep.begin(), keep.end(), e) == keep.end()) {
+                keep[keep.size() - 1] = e;
+                break;
+            }
+        }
+    }
+    struct bad { std::string name, model; reap::plan p; };
+    for (const bad & b : {bad{"other-model", qwen, other}, bad{"too-few", qwen, too_few}, bad{"uneven-groups", ds, uneven}}) {
+        const std::string plan_path = dir + "/" + b.name + ".json";
+        ASSERT_TRUE(reap::write_plan(b.p, plan_path, true, err)) << err;
+        std::string prune_out, eval_out;
+        const int prune_rc = prune_test::run(prune_test::quote(prune_test::env("REAP_BIN")) + " prune -m " +
+                                             prune_test::quote(b.model) + " --plan " + prune_test::quote(plan_path) +
+                                             " -o " + prune_test::quote(dir + "/out.gguf") + " --force",
+                                             prune_out);
+        const int eval_rc = prune_test::run(prune_test::quote(prune_test::env("REAP_BIN")) + " eval -m " +
+                                            prune_test::quote(b.model) + " --mask " + prune_test::quote(plan_path) +
+                                            " -f " + prune_test::quote(text) + " -c 128", eval_out);
+        EXPECT_NE(prune_rc, 0) << b.name << ": " << prune_out;
+        EXPECT_NE(eval_rc, 0) << b.name << ": " << eval_out;
+        // prune says "PLAN does not fit MODEL: <reason>"; eval must give the same reason
+        const size_t at = prune_out.find(" does not fit ");
+        ASSERT_NE(at, std::string::npos) << prune_out;
+        const size_t colon = prune_out.find(": ", at);
+        ASSERT_NE(colon, std::string::npos) << prune_out;
+        std::string reason = prune_out.substr(colon + 2);
+        reason = reason.substr(0, reason.find('\n'));
+        EXPECT_NE(eval_out.find(reason), std::string::npos) << b.name << ": eval said\n" << eval_out << "prune said\n" << prune_out;
+    }
+}
+
+} // namespace
