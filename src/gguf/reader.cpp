@@ -13,6 +13,7 @@
 #include "gguf/internal.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -399,6 +400,21 @@ bool parser::parse(file_header & out) {
 }
 
 } // namespace
+
+long block_index(const std::string & name, size_t & dot) {
+    if (name.compare(0, 4, "blk.") != 0) return -1;
+    size_t i = 4;
+    long n = 0;
+    if (i >= name.size() || !isdigit((unsigned char) name[i])) return -1;
+    while (i < name.size() && isdigit((unsigned char) name[i])) {
+        n = n * 10 + (name[i] - '0');
+        if (n > 1000000) return -1;
+        ++i;
+    }
+    if (i >= name.size() || name[i] != '.') return -1;
+    dot = i;
+    return n;
+}
 
 bool detail::validate_kv_raw(const kv & e, std::string & err) {
     if (e.key.empty()) {
