@@ -7,6 +7,8 @@
 // file pieces; SHA-256 and SHA256SUMS.
 #include "moe/census.h"
 #include "gguf_test_util.h"
+#include "util/file.h"
+#include "util/path.h"
 #include "util/sha256.h"
 
 #include <gtest/gtest.h>
@@ -435,7 +437,7 @@ TEST(Sha256, KnownVectorsAndSumsFile) {
     EXPECT_EQ(hex, reap::util::sha256_bytes(a.data(), a.size()));
     EXPECT_FALSE(reap::util::sha256_file(dir + "/missing", hex, err));
 
-    ASSERT_TRUE(reap::util::write_sha256sums({dir + "/a.gguf", dir + "/b.txt"}, dir + "/SHA256SUMS", err)) << err;
+    ASSERT_TRUE(reap::util::update_sha256sums({dir + "/a.gguf", dir + "/b.txt"}, dir + "/SHA256SUMS", err)) << err;
     const std::vector<uint8_t> sums = read_all(dir + "/SHA256SUMS");
     const std::string text(sums.begin(), sums.end());
     EXPECT_EQ(text, hex + "  a.gguf\nba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  b.txt\n");
@@ -443,4 +445,59 @@ TEST(Sha256, KnownVectorsAndSumsFile) {
         const std::string cmd = "cd '" + dir + "' && sha256sum -c --quiet SHA256SUMS";
         EXPECT_EQ(std::system(cmd.c_str()), 0);
     }
+}
+
+// The durable write every writer goes through: nothing under the target's name
+// until commit; an existing target stays as it was until then; a write
+// streamed through the descriptor counts; an abandoned or discarded file
+// leaves nothing behind; a missing directory is an error naming the target.
+TEST(DurableFile, AppearsOnlyWhenCommitted) {
+    const std::string dir = scratch_dir("durable_file");
+    const std::string target = dir + "/out.txt";
+    std::string err;
+    {
+        reap::util::durable_file f;
+        ASSERT_TRUE(f.open(target, err, /*sync=*/true)) << err;
+        EXPECT_EQ(reap::util::dir_of(f.temp_path()), dir);
+        ASSERT_TRUE(f.write(std::string("hello "), err)) << err;
+        ASSERT_EQ(::write(f.fd(), "world", 5), 5);   // streamed straight into the descriptor
+        EXPECT_FALSE(exists(target));
+        ASSERT_TRUE(f.commit(err)) << err;
+        EXPECT_TRUE(f.published());
+    }
+    const std::vector<uint8_t> got = read_all(target);
+    EXPECT_EQ(std::string(got.begin(), got.end()), "hello world");
+    struct stat st;
+    ASSERT_EQ(::stat(target.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0644u);
+    EXPECT_EQ(list_dir(dir), std::vector<std::string>{"out.txt"});
+
+    // Not committed (error path, scope exit) or discarded: the old content stays, no temp remains.
+    {
+        reap::util::durable_file f;
+        ASSERT_TRUE(f.open(target, err)) << err;
+        ASSERT_TRUE(f.write(std::string("replacement"), err)) << err;
+        EXPECT_EQ(list_dir(dir).size(), 2u);
+    }
+    {
+        reap::util::durable_file f;
+        ASSERT_TRUE(f.open(target, err)) << err;
+        ASSERT_TRUE(f.write(std::string("replacement"), err)) << err;
+        ASSERT_TRUE(f.finish(err)) << err;
+        f.discard();
+        EXPECT_FALSE(f.publish(err));
+    }
+    const std::vector<uint8_t> kept = read_all(target);
+    EXPECT_EQ(std::string(kept.begin(), kept.end()), "hello world");
+    EXPECT_EQ(list_dir(dir), std::vector<std::string>{"out.txt"});
+
+    // The one-shot form replaces the content.
+    ASSERT_TRUE(reap::util::write_file_durably(target, "new\n", err)) << err;
+    const std::vector<uint8_t> now = read_all(target);
+    EXPECT_EQ(std::string(now.begin(), now.end()), "new\n");
+    EXPECT_EQ(list_dir(dir), std::vector<std::string>{"out.txt"});
+
+    reap::util::durable_file f;
+    EXPECT_FALSE(f.open(dir + "/missing/out.txt", err));
+    EXPECT_NE(err.find("beside " + dir + "/missing/out.txt"), std::string::npos) << err;
 }

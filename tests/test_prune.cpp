@@ -391,7 +391,7 @@ TEST(PruneDamage, StaleSumsWrongPlanChangedKv) {
 
 namespace {
 
-std::string reap_bin() { return prune_test::env("REAP_BIN"); }
+using gguf_test::reap_bin;
 
 int run_reap(const std::string & args, std::string & out) { return prune_test::run(quote(reap_bin()) + " " + args, out); }
 

@@ -4,6 +4,8 @@
 // ".scale"/".input_scale" pass), routing from the build_moe_ffn calls.
 #include "moe/layout.h"
 
+#include "util/path.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -137,13 +139,8 @@ bool in_list(const std::string & s, const char * const (&list)[N]) {
     return in_list(s, list, N);
 }
 
-bool starts_with(const std::string & s, const char * p) {
-    return s.compare(0, std::strlen(p), p) == 0;
-}
-bool ends_with(const std::string & s, const char * p) {
-    const size_t n = std::strlen(p);
-    return s.size() >= n && s.compare(s.size() - n, n, p) == 0;
-}
+using util::ends_with;
+using util::starts_with;
 
 struct parsed_name {
     int         layer = -1;   // from "blk.N."

@@ -24,6 +24,7 @@
 #include "gguf/gguf.h"
 #include "moe/pruned.h"
 #include "plan/plan.h"
+#include "util/sha256.h"
 
 #include <cstdint>
 #include <string>
@@ -55,17 +56,10 @@ bool make_pruned_spec(const gguf::model & m, const plan & p, const prune_options
 bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan & p,
                       const prune_options & opts, gguf::output_spec & out, std::string & err);
 
-// ---- SHA256SUMS (sha256sum -c format) -------------------------------------------
-
-// Parses a SHA256SUMS file into (name as written, lowercase hex) pairs.
-bool read_sha256sums(const std::string & sums_path, std::vector<std::pair<std::string, std::string>> & entries,
-                     std::string & err);
-// Hashes `files` and records them in `sums_path`: lines of other files already
-// there are kept, lines of these files replaced. A file in the SUMS file's
-// directory is named by its basename. Written through temp + fsync + rename.
-bool update_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err);
-// "<dir of path>/SHA256SUMS" (or "SHA256SUMS" for a bare file name).
-std::string sums_path_for(const std::string & path);
+// ---- SHA256SUMS (sha256sum -c format): util/sha256.h's, under prune's names ----
+using util::read_sha256sums;
+using util::update_sha256sums;
+using util::sums_path_for;
 
 // ---- audit -------------------------------------------------------------------
 

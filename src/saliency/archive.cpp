@@ -3,6 +3,7 @@
 // format and the contracts).
 #include "saliency/archive.h"
 #include "moe/layout_gguf.h"
+#include "util/path.h"
 #include "util/strings.h"
 
 #include <openssl/evp.h>
@@ -34,9 +35,7 @@ std::string layers_string(const std::vector<int> & v) {
     return "[" + join(s, ",") + "]";
 }
 
-bool starts_with(const std::string & s, const char * prefix) {
-    return s.compare(0, strlen(prefix), prefix) == 0;
-}
+using util::starts_with;
 
 // The keys of the format proper (everything else under reap.saliency. is provenance).
 bool is_format_key(const std::string & k) {
