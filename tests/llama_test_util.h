@@ -8,6 +8,8 @@
 // reported as values (empty result + message) so the caller's ASSERT names them.
 #pragma once
 
+#include "gguf_test_util.h"
+
 #include "ggml-backend.h"
 #include "ggml.h"
 #include "llama.h"
@@ -28,6 +30,9 @@
 #include <vector>
 
 namespace reap_test {
+
+// The reap binary: one definition for every test (gguf_test_util.h).
+using gguf_test::reap_bin;
 
 inline std::string env_or(const char * name, const std::string & fallback) {
     const char * v = std::getenv(name);

@@ -3,7 +3,8 @@
 // of the core tests): --json agrees with the library census on a single file
 // and on a split set, the human report and --help work, and bad input ends
 // with a clear message and exit status 1.
-#include "gguf/census.h"
+#include "cli/commands.h"
+#include "moe/census.h"
 #include "gguf_test_util.h"
 
 #include <gtest/gtest.h>
@@ -47,13 +48,15 @@ TEST(Inspect, JsonMatchesTheLibraryCensusOnSingleAndSplitFiles) {
     g::model m;
     std::string err;
     ASSERT_TRUE(g::open_model(single, m, err)) << err;
-    g::census c;
-    ASSERT_TRUE(g::take_census(m, {3}, c, err)) << err;
+    reap::moe::census c;
+    // sized as `reap prune` writes by default (stamped), as inspect does
+    const reap::moe::stamp_options stamp{true, std::string(64, '0'), REAP_VERSION};
+    ASSERT_TRUE(reap::moe::take_census(m, {3}, c, err, stamp)) << err;
 
     const run_result r = run_reap("inspect '" + single + "' --json --keep 3");
     ASSERT_EQ(r.status, 0) << r.out;
     const nlohmann::json j = nlohmann::json::parse(r.out);
-    EXPECT_EQ(j, nlohmann::json::parse(g::census_json(c)));
+    EXPECT_EQ(j, nlohmann::json::parse(reap::moe::census_json(c)));
     for (const char * key : {"arch", "n_layer", "moe_layers", "n_expert", "n_expert_used", "n_expert_groups",
                              "expert_pool_bytes", "dense_bytes", "file_bytes", "n_shards",
                              "decode_bytes_per_token", "types"}) {

@@ -5,8 +5,10 @@
 // without force; nothing left behind on failure, including a failure in the
 // middle of writing); exact sizes from layout_output; expert slicing with
 // file pieces; SHA-256 and SHA256SUMS.
-#include "gguf/census.h"
+#include "moe/census.h"
 #include "gguf_test_util.h"
+#include "util/file.h"
+#include "util/path.h"
 #include "util/sha256.h"
 
 #include <gtest/gtest.h>
@@ -34,17 +36,17 @@ g::model open_or_die(const std::string & path) {
 }
 
 // The census with what legitimately differs between a split and an unsplit file cleared.
-g::census census_without_files(const g::model & m) {
-    g::census c;
+reap::moe::census census_without_files(const g::model & m) {
+    reap::moe::census c;
     std::string err;
-    EXPECT_TRUE(g::take_census(m, {}, c, err)) << err;
+    EXPECT_TRUE(reap::moe::take_census(m, {}, c, err)) << err;
     c.file_bytes = 0;
     c.n_shards = 0;
     return c;
 }
 
-void expect_same_census(const g::census & a, const g::census & b) {
-    EXPECT_EQ(g::census_json(a), g::census_json(b));
+void expect_same_census(const reap::moe::census & a, const reap::moe::census & b) {
+    EXPECT_EQ(reap::moe::census_json(a), reap::moe::census_json(b));
 }
 
 // Same logical model: KVs (split.* aside), tensor metadata and data.
@@ -83,7 +85,7 @@ TEST(GgufSplit, SplitByTensorsAndBytesReadsBackAsTheSameModel) {
     const std::string single = dir + "/model.gguf";
     write_model(single, o);
     const g::model m = open_or_die(single);
-    const g::census c_single = census_without_files(m);
+    const reap::moe::census c_single = census_without_files(m);
 
     struct variant { const char * name; uint64_t max_bytes, max_tensors; };
     for (const variant & v : {variant{"by-tensors", 0, 5}, variant{"by-bytes", 4000000, 0},
@@ -334,9 +336,9 @@ TEST(GgufCensus, MatchesTheModelAndPredictsPrunedSizes) {
     const std::string in = dir + "/in.gguf";
     write_model(in);
     const g::model m = open_or_die(in);
-    g::census c;
+    reap::moe::census c;
     std::string err;
-    ASSERT_TRUE(g::take_census(m, {4, 3}, c, err)) << err;
+    ASSERT_TRUE(reap::moe::take_census(m, {4, 3}, c, err)) << err;
     EXPECT_EQ(c.arch, "qwen3moe");
     EXPECT_EQ(c.n_layer, 3u);
     EXPECT_EQ(c.moe_layers, (std::vector<uint32_t>{0, 2}));
@@ -361,7 +363,7 @@ TEST(GgufCensus, MatchesTheModelAndPredictsPrunedSizes) {
     ASSERT_EQ(c.keep_sizes.size(), 4u);   // 1, 2, 3 (= 25/50/75 %) and 4
     EXPECT_EQ(c.keep_sizes.back().n_keep, 4u);
     EXPECT_EQ(c.keep_sizes.back().file_bytes, c.file_bytes);
-    const std::string json = g::census_json(c);
+    const std::string json = reap::moe::census_json(c);
     for (const char * key : {"\"arch\"", "\"n_layer\"", "\"moe_layers\"", "\"n_expert\"", "\"n_expert_used\"",
                              "\"n_expert_groups\"", "\"expert_pool_bytes\"", "\"dense_bytes\"", "\"file_bytes\"",
                              "\"n_shards\"", "\"decode_bytes_per_token\"", "\"types\""}) {
@@ -388,8 +390,8 @@ TEST(GgufCensus, MatchesTheModelAndPredictsPrunedSizes) {
     std::vector<std::string> written;
     ASSERT_TRUE(g::write_output(spec, no_sync(), out, written, err)) << err;
     const g::model p = open_or_die(out);
-    g::census pc;
-    ASSERT_TRUE(g::take_census(p, {}, pc, err)) << err;
+    reap::moe::census pc;
+    ASSERT_TRUE(reap::moe::take_census(p, {}, pc, err)) << err;
     EXPECT_EQ(pc.n_expert, 2u);
     EXPECT_EQ(c.keep_sizes[1].n_keep, 2u);
     EXPECT_EQ(c.keep_sizes[1].file_bytes, file_size(out));
@@ -404,7 +406,7 @@ TEST(GgufCensus, MatchesTheModelAndPredictsPrunedSizes) {
     EXPECT_TRUE(a == b);
 
     // Keep counts outside the model are refused.
-    EXPECT_FALSE(g::take_census(m, {5}, c, err));
+    EXPECT_FALSE(reap::moe::take_census(m, {5}, c, err));
     EXPECT_NE(err.find("--keep 5 is outside 1..4"), std::string::npos) << err;
 }
 
@@ -416,9 +418,9 @@ TEST(GgufCensus, WrongTypedExpertCountIsAnError) {
     std::string err;
     ASSERT_TRUE(g::write_output(spec, no_sync(), dir + "/m.gguf", written, err)) << err;
     const g::model m = open_or_die(dir + "/m.gguf");
-    g::census c;
-    EXPECT_FALSE(g::take_census(m, {}, c, err));
-    EXPECT_EQ(err, "key 'qwen3moe.expert_count' has type string, expected u32");
+    reap::moe::census c;
+    EXPECT_FALSE(reap::moe::take_census(m, {}, c, err));
+    EXPECT_EQ(err, "key 'qwen3moe.expert_count' has type string, expected i64");
 }
 
 TEST(Sha256, KnownVectorsAndSumsFile) {
@@ -435,7 +437,7 @@ TEST(Sha256, KnownVectorsAndSumsFile) {
     EXPECT_EQ(hex, reap::util::sha256_bytes(a.data(), a.size()));
     EXPECT_FALSE(reap::util::sha256_file(dir + "/missing", hex, err));
 
-    ASSERT_TRUE(reap::util::write_sha256sums({dir + "/a.gguf", dir + "/b.txt"}, dir + "/SHA256SUMS", err)) << err;
+    ASSERT_TRUE(reap::util::update_sha256sums({dir + "/a.gguf", dir + "/b.txt"}, dir + "/SHA256SUMS", err)) << err;
     const std::vector<uint8_t> sums = read_all(dir + "/SHA256SUMS");
     const std::string text(sums.begin(), sums.end());
     EXPECT_EQ(text, hex + "  a.gguf\nba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  b.txt\n");
@@ -443,4 +445,59 @@ TEST(Sha256, KnownVectorsAndSumsFile) {
         const std::string cmd = "cd '" + dir + "' && sha256sum -c --quiet SHA256SUMS";
         EXPECT_EQ(std::system(cmd.c_str()), 0);
     }
+}
+
+// The durable write every writer goes through: nothing under the target's name
+// until commit; an existing target stays as it was until then; a write
+// streamed through the descriptor counts; an abandoned or discarded file
+// leaves nothing behind; a missing directory is an error naming the target.
+TEST(DurableFile, AppearsOnlyWhenCommitted) {
+    const std::string dir = scratch_dir("durable_file");
+    const std::string target = dir + "/out.txt";
+    std::string err;
+    {
+        reap::util::durable_file f;
+        ASSERT_TRUE(f.open(target, err, /*sync=*/true)) << err;
+        EXPECT_EQ(reap::util::dir_of(f.temp_path()), dir);
+        ASSERT_TRUE(f.write(std::string("hello "), err)) << err;
+        ASSERT_EQ(::write(f.fd(), "world", 5), 5);   // streamed straight into the descriptor
+        EXPECT_FALSE(exists(target));
+        ASSERT_TRUE(f.commit(err)) << err;
+        EXPECT_TRUE(f.published());
+    }
+    const std::vector<uint8_t> got = read_all(target);
+    EXPECT_EQ(std::string(got.begin(), got.end()), "hello world");
+    struct stat st;
+    ASSERT_EQ(::stat(target.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0644u);
+    EXPECT_EQ(list_dir(dir), std::vector<std::string>{"out.txt"});
+
+    // Not committed (error path, scope exit) or discarded: the old content stays, no temp remains.
+    {
+        reap::util::durable_file f;
+        ASSERT_TRUE(f.open(target, err)) << err;
+        ASSERT_TRUE(f.write(std::string("replacement"), err)) << err;
+        EXPECT_EQ(list_dir(dir).size(), 2u);
+    }
+    {
+        reap::util::durable_file f;
+        ASSERT_TRUE(f.open(target, err)) << err;
+        ASSERT_TRUE(f.write(std::string("replacement"), err)) << err;
+        ASSERT_TRUE(f.finish(err)) << err;
+        f.discard();
+        EXPECT_FALSE(f.publish(err));
+    }
+    const std::vector<uint8_t> kept = read_all(target);
+    EXPECT_EQ(std::string(kept.begin(), kept.end()), "hello world");
+    EXPECT_EQ(list_dir(dir), std::vector<std::string>{"out.txt"});
+
+    // The one-shot form replaces the content.
+    ASSERT_TRUE(reap::util::write_file_durably(target, "new\n", err)) << err;
+    const std::vector<uint8_t> now = read_all(target);
+    EXPECT_EQ(std::string(now.begin(), now.end()), "new\n");
+    EXPECT_EQ(list_dir(dir), std::vector<std::string>{"out.txt"});
+
+    reap::util::durable_file f;
+    EXPECT_FALSE(f.open(dir + "/missing/out.txt", err));
+    EXPECT_NE(err.find("beside " + dir + "/missing/out.txt"), std::string::npos) << err;
 }

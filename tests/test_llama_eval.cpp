@@ -9,6 +9,7 @@
 // Fixtures are generated here: tests/make_eval_models.py writes two tiny
 // random-weight qwen3moe models (base, and pruned = base with perturbed experts)
 // and one with a different vocabulary; the text is generated from a seeded RNG.
+#include "gguf_test_util.h"
 #include "llama/eval.h"
 
 #include <gtest/gtest.h>
@@ -52,7 +53,7 @@ std::string exe_dir() {
 }
 
 std::string source_dir() { return env_or("REAP_SOURCE_DIR", REAP_SOURCE_DIR); }
-std::string reap_bin() { return env_or("REAP_BIN", exe_dir() + "/reap"); }
+using gguf_test::reap_bin;
 std::string llama_bin(const std::string & tool) { return env_or("REAP_LLAMA_BIN_DIR", exe_dir()) + "/" + tool; }
 
 // Runs a shell command; stdout and stderr come back separately (stderr is

@@ -11,7 +11,7 @@
 //     llama-gguf-split (by tensor count and by size), llama-gguf-split's sets
 //     read back as the same model with the same census, and its --merge
 //     output reads as the original model.
-#include "gguf/census.h"
+#include "moe/census.h"
 #include "gguf_test_util.h"
 
 #include "ggml.h"
@@ -208,8 +208,8 @@ TEST(GgufCrosscheck, SplitSetsEqualLlamaGgufSplit) {
     g::model m;
     std::string err;
     ASSERT_TRUE(g::open_model(single, m, err)) << err;
-    g::census c_single;
-    ASSERT_TRUE(g::take_census(m, {}, c_single, err)) << err;
+    reap::moe::census c_single;
+    ASSERT_TRUE(reap::moe::take_census(m, {}, c_single, err)) << err;
 
     struct mode { const char * name; const char * flags; uint64_t max_bytes, max_tensors; };
     for (const mode & md : {mode{"tensors", "--split-max-tensors 5", 0, 5}, mode{"size", "--split-max-size 4M", 4000000, 0}}) {
@@ -233,12 +233,12 @@ TEST(GgufCrosscheck, SplitSetsEqualLlamaGgufSplit) {
         // llama-gguf-split's set reads as the same model, with the same census.
         g::model split;
         ASSERT_TRUE(g::open_model(g::split_path(theirs, 0, (uint32_t) ours.size()), split, err)) << err;
-        g::census c_split;
-        ASSERT_TRUE(g::take_census(split, {}, c_split, err)) << err;
+        reap::moe::census c_split;
+        ASSERT_TRUE(reap::moe::take_census(split, {}, c_split, err)) << err;
         EXPECT_EQ(c_split.n_shards, ours.size());
         c_split.n_shards = c_single.n_shards;
         c_split.file_bytes = c_single.file_bytes;
-        EXPECT_EQ(g::census_json(c_split), g::census_json(c_single));
+        EXPECT_EQ(reap::moe::census_json(c_split), reap::moe::census_json(c_single));
 
         // Merged back by llama-gguf-split: the same tensors and data, KVs plus split.* leftovers.
         const std::string merged = dir + "/merged-" + md.name + ".gguf";

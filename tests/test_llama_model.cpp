@@ -179,7 +179,7 @@ TEST(TrainedModel, QuantisedVariantsLoadRankAndPrune) {
     const std::string dir = test_tmp_dir() + "/trained-quant";
     ::mkdir(dir.c_str(), 0755);
     const std::string bin = llama_bin_dir();
-    const std::string reap = env_or("REAP_BIN", source_dir() + "/build/bin/reap");
+    const std::string reap = reap_bin();
     std::string err, out;
 
     // Text: 16 kB of the calib split for the imatrix, 8 kB of heldout English for eval.

@@ -17,10 +17,6 @@ using namespace reap_test;
 
 namespace {
 
-std::string reap_bin() {
-    return env_or("REAP_BIN", source_dir() + "/build/bin/reap");
-}
-
 // The first samples of each wanted domain of the calib split, about `bytes` each.
 bool make_corpus(const std::string & out, const std::vector<std::string> & domains, size_t bytes, std::string & err) {
     std::ifstream in(source_dir() + "/data/corpus/calib.jsonl");

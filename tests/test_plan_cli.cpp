@@ -21,10 +21,10 @@ using prune_test::quote;
 
 namespace {
 
-bool have_reap() { return prune_test::exists(prune_test::env("REAP_BIN", "/nonexistent")); }
+bool have_reap() { return prune_test::exists(gguf_test::reap_bin()); }
 
 int run_reap(const std::string & args, std::string & out) {
-    return prune_test::run(quote(prune_test::env("REAP_BIN")) + " " + args, out);
+    return prune_test::run(quote(gguf_test::reap_bin()) + " " + args, out);
 }
 
 nlohmann::json read_json(const std::string & path) {

@@ -391,7 +391,7 @@ TEST(PruneDamage, StaleSumsWrongPlanChangedKv) {
 
 namespace {
 
-std::string reap_bin() { return prune_test::env("REAP_BIN"); }
+using gguf_test::reap_bin;
 
 int run_reap(const std::string & args, std::string & out) { return prune_test::run(quote(reap_bin()) + " " + args, out); }
 
@@ -489,4 +489,50 @@ TEST(PruneCli, SplitOutputAndNoStampIdentity) {
     ASSERT_TRUE(reap::write_plan(p, dir + "/id.json", true, err)) << err;
     ASSERT_EQ(run_reap("prune -m " + quote(src) + " --plan " + quote(dir + "/id.json") + " -o " + quote(dir + "/id.gguf") + " --no-stamp", log), 0) << log;
     EXPECT_EQ(prune_test::run("cmp " + quote(src) + " " + quote(dir + "/id.gguf"), log), 0) << log;
+}
+
+// `reap inspect --keep N` predicts, for every model the tests have (the zoo and
+// the project's trained model), the exact size of the file `reap prune` then
+// writes for a plan keeping N experts per MoE layer: inspect sizes by the
+// layout table the slicer cuts by. Every size inspect lists that a plan may
+// keep is checked against a real prune.
+TEST(PruneCli, InspectPredictsThePrunedSize) {
+    if (reap_bin().empty() || !exists(reap_bin())) GTEST_SKIP() << "REAP_BIN not built";
+    std::string err;
+    const std::string zoo = zoo_or_skip(err);
+    if (zoo.empty()) GTEST_SKIP() << err;
+    const std::string dir = prune_test::scratch("prune-cli-inspect");
+    std::vector<std::string> models;
+    for (const std::string & name : prune_test::zoo_names()) models.push_back(zoo + "/" + name + ".gguf");
+    const std::string trained = prune_test::env("REAP_SOURCE_DIR", ".") + "/models/reap-moe-tiny.gguf";
+    ASSERT_TRUE(exists(trained)) << trained;
+    models.push_back(trained);
+    for (const std::string & src : models) {
+        SCOPED_TRACE(src);
+        const g::model m = open(src);
+        const int64_t half = prune_test::half_keep(m);
+        ASSERT_GT(half, 0);
+        std::string log;
+        ASSERT_EQ(run_reap("inspect " + quote(src) + " --json --keep " + std::to_string(half), log), 0) << log;
+        const nlohmann::json j = nlohmann::json::parse(log);
+        size_t n_checked = 0;
+        bool half_checked = false;
+        for (const auto & ks : j.at("keep_sizes")) {
+            const int64_t k = ks.at("n_keep").get<int64_t>();
+            reap::plan p;
+            ASSERT_TRUE(prune_test::random_plan(m, k, 3, p, err)) << err;
+            if (!reap::validate_plan(p, m, err)) continue;   // a keep count no plan may have (below n_expert_used, groups)
+            const std::string tag = std::to_string(k);
+            ASSERT_TRUE(reap::write_plan(p, dir + "/p" + tag + ".json", true, err)) << err;
+            const std::string out = dir + "/out" + tag + ".gguf";
+            ASSERT_EQ(run_reap("prune -m " + quote(src) + " --plan " + quote(dir + "/p" + tag + ".json") + " -o " + quote(out) +
+                               " --no-sums --force", log), 0) << log;
+            EXPECT_EQ(ks.at("file_bytes").get<uint64_t>(), read_all(out).size()) << "keep " << k;
+            ::unlink(out.c_str());
+            ++n_checked;
+            half_checked = half_checked || k == half;
+        }
+        EXPECT_TRUE(half_checked) << "keep " << half;
+        EXPECT_GE(n_checked, 1u);
+    }
 }

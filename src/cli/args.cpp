@@ -3,7 +3,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <sys/stat.h>
 
 namespace reap::cli {
 
@@ -67,11 +66,6 @@ std::string human_bytes(uint64_t bytes) {
     char buf[64];
     snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
     return buf;
-}
-
-bool same_file(const std::string & a, const std::string & b) {
-    struct stat sa, sb;
-    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 } // namespace reap::cli

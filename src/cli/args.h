@@ -4,6 +4,8 @@
 // a command, and two small helpers for its output (byte sizes, same file).
 #pragma once
 
+#include "util/file.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -61,6 +63,6 @@ bool parse_command(const char * cmd, int argc, char ** argv, Params & params,
 std::string human_bytes(uint64_t bytes);
 
 // Whether both paths exist and name the same file (device and inode).
-bool same_file(const std::string & a, const std::string & b);
+using util::same_file;
 
 } // namespace reap::cli

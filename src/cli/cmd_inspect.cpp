@@ -1,10 +1,11 @@
 // reap inspect: the census of a (MoE) GGUF model — architecture, MoE blocks,
 // expert counts, bytes by ggml type, expert pool vs dense bytes, what a decode
 // step reads, and the exact file size at a few expert keep counts. A thin
-// layer over reap::gguf::take_census(); --json prints the census as one object.
+// layer over reap::moe::take_census(); --json prints the census as one object.
 #include "cli/args.h"
-#include "gguf/census.h"
+#include "cli/commands.h"
 #include "gguf/gguf.h"
+#include "moe/census.h"
 
 #include <cstdio>
 #include <string>
@@ -27,12 +28,14 @@ void print_usage(FILE * out) {
         "%s\n"
         "\n"
         "Prints the census of a GGUF model: architecture, block count, which blocks are\n"
-        "MoE (have ffn_gate_inp or *_exps tensors), expert counts (routed, used per token,\n"
-        "groups, shared), tensor count and bytes by ggml type, the routed-expert pool\n"
-        "(tensors named *_exps, biases and scales included) against the dense rest, bytes\n"
-        "per expert per layer, file bytes and shard count, the bytes a decode step reads\n"
-        "(dense + n_expert_used experts per MoE layer), and the exact size of the pruned\n"
-        "file when keeping 75%%, 50%% and 25%% of the experts (and every --keep N).\n"
+        "MoE (a router and expert slabs), expert counts (routed, used per token, groups,\n"
+        "shared), tensor count and bytes by ggml type, the routed-expert pool (the\n"
+        "*_exps tensors, biases and scales included) against the dense rest, bytes per\n"
+        "expert per layer, file bytes and shard count, the bytes a decode step reads\n"
+        "(dense + n_expert_used experts per MoE layer), and the exact size of the file\n"
+        "reap prune writes (provenance stamp included) when keeping 75%%, 50%% and 25%%\n"
+        "of the experts (and every --keep N). Which tensors carry the expert axis is\n"
+        "the MoE layout table's rule, the one prune slices by.\n"
         "MODEL may be the first shard of a split model (*-00001-of-0000N.gguf).\n"
         "\n"
         "options:\n"
@@ -86,10 +89,12 @@ int cmd_inspect(int argc, char ** argv) {
     std::string err;
     reap::gguf::model model;
     if (!reap::gguf::open_model(params.model, model, err)) return reap::cli::fail("inspect", err);
-    reap::gguf::census c;
-    if (!reap::gguf::take_census(model, params.keeps, c, err)) return reap::cli::fail("inspect", params.model + ": " + err);
+    // sized as `reap prune` writes by default: stamped (the plan's hash has a fixed length)
+    const reap::moe::stamp_options stamp{true, std::string(64, '0'), REAP_VERSION};
+    reap::moe::census c;
+    if (!reap::moe::take_census(model, params.keeps, c, err, stamp)) return reap::cli::fail("inspect", params.model + ": " + err);
     if (params.json) {
-        printf("%s\n", reap::gguf::census_json(c).c_str());
+        printf("%s\n", reap::moe::census_json(c).c_str());
         return 0;
     }
 
@@ -121,7 +126,7 @@ int cmd_inspect(int argc, char ** argv) {
     line("read per decoded token", c.decode_bytes_per_token);
     if (!c.keep_sizes.empty()) {
         printf("\n%-8s %16s %12s %8s\n", "keep", "file bytes", "", "of now");
-        for (const reap::gguf::keep_size & k : c.keep_sizes) {
+        for (const reap::moe::keep_size & k : c.keep_sizes) {
             printf("%-8u %16llu %12s %7.1f%%\n", k.n_keep, (unsigned long long) k.file_bytes, human_bytes(k.file_bytes).c_str(),
                    c.file_bytes ? 100.0 * (double) k.file_bytes / (double) c.file_bytes : 0.0);
         }

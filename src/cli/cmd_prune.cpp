@@ -53,7 +53,7 @@ void print_usage(FILE * out) {
         "The plan is validated against the model first (layers, ids, counts, groups).\n"
         "MODEL may be the first shard of a split set. The output appears only when\n"
         "complete (temp file, fsync, rename); it never replaces an input, nor an existing\n"
-        "file without --force. Data are streamed with copy_file_range (or a fixed 4 MiB\n"
+        "file without --force. Data are streamed with copy_file_range (or a fixed 1 MiB\n"
         "buffer): memory is bounded by the metadata (about 100 bytes per kept expert per\n"
         "sliced tensor), whatever the model's size.\n"
         "SHA256SUMS beside the output lists every file written (sha256sum -c format;\n"

@@ -41,11 +41,6 @@ private:
     uint64_t size_;
 };
 
-// Reads exactly n bytes at offset from fd (retrying short reads and EINTR).
-bool pread_full(int fd, void * dst, size_t n, uint64_t offset);
-// Writes exactly n bytes to fd (retrying short writes and EINTR).
-bool write_full(int fd, const void * src, size_t n);
-
 // Appends v to `b` as its bytes in the file (little-endian, as the host).
 template <typename T> void put(std::vector<uint8_t> & b, T v) {
     const size_t at = b.size();

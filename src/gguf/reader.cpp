@@ -11,8 +11,11 @@
 //   of two <= 1 MiB; tensor offsets aligned, in order and non-overlapping;
 //   all tensor data inside the file.
 #include "gguf/internal.h"
+#include "util/file.h"
+#include "util/path.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -31,43 +34,9 @@ bool memory_source::read_at(uint64_t offset, void * dst, size_t n) {
     return true;
 }
 
-bool pread_full(int fd, void * dst, size_t n, uint64_t offset) {
-    uint8_t * p = static_cast<uint8_t *>(dst);
-    while (n > 0) {
-        const ssize_t got = ::pread(fd, p, n, (off_t) offset);
-        if (got < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        if (got == 0) return false;   // unexpected end of file
-        p += got;
-        n -= (size_t) got;
-        offset += (uint64_t) got;
-    }
-    return true;
-}
-
-bool write_full(int fd, const void * src, size_t n) {
-    const uint8_t * p = static_cast<const uint8_t *>(src);
-    while (n > 0) {
-        const ssize_t put = ::write(fd, p, n);
-        if (put < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        if (put == 0) {
-            errno = EIO;
-            return false;
-        }
-        p += put;
-        n -= (size_t) put;
-    }
-    return true;
-}
-
 bool fd_source::read_at(uint64_t offset, void * dst, size_t n) {
     if (offset > size_ || n > size_ - offset) return false;
-    return pread_full(fd_, dst, n, offset);
+    return util::pread_full(fd_, dst, n, offset);
 }
 
 } // namespace detail
@@ -400,6 +369,21 @@ bool parser::parse(file_header & out) {
 
 } // namespace
 
+long block_index(const std::string & name, size_t & dot) {
+    if (!util::starts_with(name, "blk.")) return -1;
+    size_t i = 4;
+    long n = 0;
+    if (i >= name.size() || !isdigit((unsigned char) name[i])) return -1;
+    while (i < name.size() && isdigit((unsigned char) name[i])) {
+        n = n * 10 + (name[i] - '0');
+        if (n > 1000000) return -1;
+        ++i;
+    }
+    if (i >= name.size() || name[i] != '.') return -1;
+    dot = i;
+    return n;
+}
+
 bool detail::validate_kv_raw(const kv & e, std::string & err) {
     if (e.key.empty()) {
         err = "kv with an empty key";
@@ -471,7 +455,7 @@ std::string split_path(const std::string & prefix, uint32_t shard_index, uint32_
 bool parse_split_path(const std::string & path, std::string & prefix, uint32_t & shard_index, uint32_t & n_shards) {
     // PREFIX-NNNNN-of-MMMMM.gguf with at least 5 digits each (more when the numbers need them).
     const std::string ext = ".gguf";
-    if (path.size() < ext.size() || path.compare(path.size() - ext.size(), ext.size(), ext) != 0) return false;
+    if (!util::ends_with(path, ".gguf")) return false;
     const std::string stem = path.substr(0, path.size() - ext.size());
     const size_t of = stem.rfind("-of-");
     if (of == std::string::npos) return false;
@@ -637,7 +621,7 @@ bool read_tensor_bytes(const model & m, const tensor_info & t, uint64_t offset, 
         err = path + ": cannot open: " + strerror(errno);
         return false;
     }
-    const bool ok = detail::pread_full(fd, dst, (size_t) length, t.file_offset + offset);
+    const bool ok = util::pread_full(fd, dst, (size_t) length, t.file_offset + offset);
     const int saved = errno;
     ::close(fd);
     if (!ok) {

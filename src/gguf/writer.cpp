@@ -5,6 +5,8 @@
 // never writes over an input file (same st_dev + st_ino) and never replaces
 // an existing target unless asked to.
 #include "gguf/internal.h"
+#include "util/file.h"
+#include "util/path.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -143,18 +145,8 @@ uint64_t header_size(const std::vector<const kv *> & kvs, const output_spec & sp
 }
 
 std::string prefix_of(const std::string & target) {
-    const std::string ext = ".gguf";
-    if (target.size() > ext.size() && target.compare(target.size() - ext.size(), ext.size(), ext) == 0) {
-        return target.substr(0, target.size() - ext.size());
-    }
+    if (target.size() > 5 && util::ends_with(target, ".gguf")) return target.substr(0, target.size() - 5);
     return target;
-}
-
-std::string dir_of(const std::string & path) {
-    const size_t slash = path.rfind('/');
-    if (slash == std::string::npos) return ".";
-    if (slash == 0) return "/";
-    return path.substr(0, slash);
 }
 
 std::string errno_text(int e) { return e ? strerror(e) : "unexpected end of data"; }
@@ -164,7 +156,7 @@ bool write_zeros(int fd, uint64_t n) {
     static const uint8_t zeros[4096] = {};
     while (n > 0) {
         const size_t take = (size_t) std::min<uint64_t>(n, sizeof(zeros));
-        if (!detail::write_full(fd, zeros, take)) return false;
+        if (!util::write_full(fd, zeros, take)) return false;
         n -= take;
     }
     return true;
@@ -204,11 +196,11 @@ bool copy_range(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::v
     while (length > 0) {
         const size_t take = (size_t) std::min<uint64_t>(length, buffer.size());
         errno = 0;
-        if (!detail::pread_full(src_fd, buffer.data(), take, offset)) {
+        if (!util::pread_full(src_fd, buffer.data(), take, offset)) {
             error = errno;
             return false;
         }
-        if (!detail::write_full(dst_fd, buffer.data(), take)) {
+        if (!util::write_full(dst_fd, buffer.data(), take)) {
             error = errno;
             return false;
         }
@@ -225,15 +217,13 @@ struct source_file {
     ino_t    ino = 0;
 };
 
-// Closes the sources and removes temp files on every exit path.
+// Closes the sources on every exit path (the temp files are the durable_files').
 struct write_session {
     std::map<std::string, source_file> sources;
-    std::vector<std::string>           temps;
     ~write_session() {
         for (auto & [path, s] : sources) {
             if (s.fd >= 0) ::close(s.fd);
         }
-        for (const std::string & t : temps) ::unlink(t.c_str());
     }
 };
 
@@ -374,25 +364,17 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
 
     std::vector<uint8_t> buffer;
     bool try_copy_file_range = opts.copy_file_range;
-    std::vector<std::string> temp_of(layout.size());
+    // every shard is written to its temp file first, then all are renamed into place
+    std::vector<util::durable_file> files(layout.size());
     for (size_t s = 0; s < layout.size(); ++s) {
         const shard_layout & l = layout[s];
-        std::string tmpl = dir_of(l.path) + "/." + l.path.substr(l.path.rfind('/') == std::string::npos ? 0 : l.path.rfind('/') + 1) + ".tmp.XXXXXX";
-        std::vector<char> name(tmpl.begin(), tmpl.end());
-        name.push_back('\0');
-        const int fd = mkstemp(name.data());
-        if (fd < 0) {
-            err = "cannot create a temp file beside " + l.path + ": " + strerror(errno);
-            return false;
-        }
-        temp_of[s] = name.data();
-        session.temps.push_back(temp_of[s]);
+        util::durable_file & out = files[s];
+        if (!out.open(l.path, err, opts.sync)) return false;
+        const int fd = out.fd();
         auto fail_io = [&](const std::string & what, int e) {
             err = l.path + ": " + what + ": " + errno_text(e);
-            ::close(fd);
             return false;
         };
-        if (fchmod(fd, 0644) != 0) return fail_io("chmod", errno);
 
         // Header.
         std::vector<kv> owned = split ? split_keys(s, layout.size(), spec.tensors.size()) : std::vector<kv>{};
@@ -418,14 +400,14 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
             offset += align_up(nbytes[i], alignment);
         }
         header.resize(l.data_offset, 0);
-        if (!detail::write_full(fd, header.data(), header.size())) return fail_io("write header", errno);
+        if (!util::write_full(fd, header.data(), header.size())) return fail_io("write header", errno);
         header = {};
 
         // Data.
         for (size_t i = l.first_tensor; i < l.first_tensor + l.n_tensors; ++i) {
             const output_tensor & t = spec.tensors[i];
             if (t.memory) {
-                if (!detail::write_full(fd, t.memory->data(), t.memory->size())) {
+                if (!util::write_full(fd, t.memory->data(), t.memory->size())) {
                     return fail_io("write tensor " + quoted(t.name), errno);
                 }
             } else {
@@ -442,37 +424,20 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
         if (fstat(fd, &st) != 0) return fail_io("stat", errno);
         if ((uint64_t) st.st_size != l.file_bytes) {
             err = l.path + ": wrote " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(l.file_bytes);
-            ::close(fd);
             return false;
         }
-        if (opts.sync && fsync(fd) != 0) return fail_io("fsync", errno);
-        if (::close(fd) != 0) {
-            err = l.path + ": close: " + strerror(errno);
-            return false;
-        }
+        if (!out.finish(err)) return false;
     }
 
     // Rename every shard into place; undo the ones already renamed if one fails.
     for (size_t s = 0; s < layout.size(); ++s) {
-        if (::rename(temp_of[s].c_str(), layout[s].path.c_str()) != 0) {
-            err = "cannot rename " + temp_of[s] + " to " + layout[s].path + ": " + strerror(errno);
+        if (!files[s].publish(err)) {
+            if (files[s].published()) written.push_back(layout[s].path);
             for (const std::string & done : written) ::unlink(done.c_str());
             written.clear();
             return false;
         }
-        session.temps.erase(std::find(session.temps.begin(), session.temps.end(), temp_of[s]));
         written.push_back(layout[s].path);
-    }
-    if (opts.sync) {
-        std::set<std::string> dirs;
-        for (const shard_layout & l : layout) dirs.insert(dir_of(l.path));
-        for (const std::string & d : dirs) {
-            const int dfd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (dfd >= 0) {
-                fsync(dfd);
-                ::close(dfd);
-            }
-        }
     }
     return true;
 }

@@ -7,6 +7,7 @@
 #include "gguf/gguf.h"
 #include "llama/corpus.h"
 #include "llama/runtime.h"
+#include "util/path.h"
 #include "util/sha256.h"
 
 #include "ggml-backend.h"
@@ -260,16 +261,7 @@ struct window {
     bool    bos_first;   // plain text: the first token is replaced by BOS
 };
 
-std::string basename_of(const std::string & p) {
-    const size_t s = p.find_last_of('/');
-    return s == std::string::npos ? p : p.substr(s + 1);
-}
-
-std::string stem_of(const std::string & p) {
-    std::string b = basename_of(p);
-    const size_t d = b.find_last_of('.');
-    return (d == std::string::npos || d == 0) ? b : b.substr(0, d);
-}
+using util::stem_of;
 
 const char * kv_type_name(ggml_type t) { return ggml_type_name(t); }
 
@@ -416,7 +408,7 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
     const std::string options_json = calibrate_options_json(opt, !cp.jsonl);
     out.provenance.set_string(saliency::k_key_tool, std::string("reap calibrate"));
     out.provenance.set_string(saliency::k_key_corpus_sha256, corpus_sha);
-    out.provenance.set_string(k_key_corpus, basename_of(opt.corpus_path));
+    out.provenance.set_string(k_key_corpus, util::base_name(opt.corpus_path));
     out.provenance.set_string(saliency::k_key_options, options_json);
 
     // The context: one sequence, a window at a time, logits for every token.

@@ -3,6 +3,7 @@
 // See corpus.h.
 #include "llama/corpus.h"
 #include "util/file.h"
+#include "util/path.h"
 
 #include "chat.h"
 #include "common.h"
@@ -25,7 +26,7 @@ uint64_t fnv1a64(const std::string & s) {
 }
 
 bool looks_like_jsonl_corpus(const std::string & path, const std::string & text) {
-    if (path.size() >= 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0) {
+    if (util::ends_with(path, ".jsonl")) {
         return true;
     }
     const size_t b = text.find_first_not_of(" \t\r\n");

@@ -4,6 +4,8 @@
 // ".scale"/".input_scale" pass), routing from the build_moe_ffn calls.
 #include "moe/layout.h"
 
+#include "util/path.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -137,13 +139,8 @@ bool in_list(const std::string & s, const char * const (&list)[N]) {
     return in_list(s, list, N);
 }
 
-bool starts_with(const std::string & s, const char * p) {
-    return s.compare(0, std::strlen(p), p) == 0;
-}
-bool ends_with(const std::string & s, const char * p) {
-    const size_t n = std::strlen(p);
-    return s.size() >= n && s.compare(s.size() - n, n, p) == 0;
-}
+using util::ends_with;
+using util::starts_with;
 
 struct parsed_name {
     int         layer = -1;   // from "blk.N."
@@ -442,7 +439,7 @@ void pruned_shape(const tensor_desc & t, const tensor_role & role, int64_t n_kee
 namespace {
 
 bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vector<tensor_desc> & tensors,
-                   layout & out, std::string & err, const classify_options & opt, bool check_block_rule) {
+                   layout & out, std::string & err, const classify_options & opt) {
     out = layout{};
     out.arch = arch;
     const arch_entry * a = find_arch(arch);
@@ -550,7 +547,7 @@ bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vecto
     }
 
     // the blocks the arch says are MoE must be the ones the tensors say
-    if (a && check_block_rule) {
+    if (a && opt.check_block_rule) {
         const std::set<int> moe(out.moe_layers.begin(), out.moe_layers.end());
         for (const auto & [il, bp] : blocks) {
             if (!bp.any) {
@@ -593,9 +590,16 @@ bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vecto
 
 }  // namespace
 
+classify_options describe_options() {
+    classify_options o;
+    o.allow_unknown_arch = true;
+    o.check_block_rule = false;
+    return o;
+}
+
 bool classify(const std::string & arch, const moe_kv & kv, const std::vector<tensor_desc> & tensors,
               layout & out, std::string & err, const classify_options & opt) {
-    return classify_impl(arch, kv, tensors, out, err, opt, true);
+    return classify_impl(arch, kv, tensors, out, err, opt);
 }
 
 bool classify(const std::string & arch, int64_t n_expert, const std::vector<tensor_desc> & tensors,
@@ -603,11 +607,9 @@ bool classify(const std::string & arch, int64_t n_expert, const std::vector<tens
     moe_kv kv;
     kv.expert_count = n_expert;
     kv.expert_used_count = 1;  // unknown here; only the layout is wanted
-    classify_options opt;
-    opt.allow_unknown_arch = true;
     // without the KV the per-arch block rules (leading dense blocks, interleave step) cannot be checked
     layout l;
-    if (!classify_impl(arch, kv, tensors, l, err, opt, false)) {
+    if (!classify_impl(arch, kv, tensors, l, err, describe_options())) {
         return false;
     }
     roles = std::move(l.roles);

@@ -144,7 +144,16 @@ struct classify_options {
     // (router facts then have known_arch = false). Off by default: a new arch is
     // exactly where unknown per-expert tensors appear.
     bool allow_unknown_arch = false;
+    // check that the MoE blocks are the ones the arch fixes (leading_dense_block_count,
+    // interleave_moe_layer_step, every block). Pruning needs it; describing a model
+    // (inspect's census, the saliency fingerprint) takes the blocks the tensors show.
+    bool check_block_rule = true;
 };
+
+// The options for describing a model rather than pruning it: unknown archs by
+// the name rules alone, MoE blocks as the tensors show them. The expert axis is
+// decided exactly as for pruning.
+classify_options describe_options();
 
 // Classifies every tensor. Fails, naming the tensor or layer, when: n_expert is
 // missing or < 1; a per-expert name has the wrong shape or a size not divisible by

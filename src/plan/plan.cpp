@@ -10,9 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 namespace reap {
 
@@ -83,16 +81,6 @@ std::string range_list(const std::vector<int> & v) {
         i = j + 1;
     }
     return s.empty() ? "none" : s;
-}
-
-bool fsync_dir_of(const std::string & path) {
-    const size_t slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return false;
-    const bool ok = ::fsync(fd) == 0;
-    ::close(fd);
-    return ok;
 }
 
 // Checks keep[k] == e of the layer that `who` names: an expert id in
@@ -316,25 +304,7 @@ bool write_plan(const plan & p, const std::string & path, bool force, std::strin
         err = path + ": exists (use --force to replace it)";
         return false;
     }
-    const std::string text = plan_text(p);
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    const util::write_status ws = util::write_file_synced(tmp, text);
-    if (ws == util::write_status::cannot_create) {
-        err = tmp + ": cannot create: " + strerror(errno);
-        return false;
-    }
-    if (ws != util::write_status::ok) {
-        err = tmp + ": write error: " + strerror(errno);
-        ::unlink(tmp.c_str());
-        return false;
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        err = "cannot rename " + tmp + " to " + path + ": " + strerror(errno);
-        ::unlink(tmp.c_str());
-        return false;
-    }
-    fsync_dir_of(path);
-    return true;
+    return util::write_file_durably(path, plan_text(p), err);
 }
 
 bool plan_file_sha256(const std::string & path, std::string & hex, std::string & err) {

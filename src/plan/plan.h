@@ -81,9 +81,9 @@ bool read_plan(const std::string & path, plan & out, std::string & err);
 // The plan as a JSON document (fields in the order of the format above).
 nlohmann::json plan_to_json(const plan & p);
 
-// Writes the plan to `path` (pretty-printed, one keep list per line), through a
-// temp file beside it that is fsynced and renamed into place. Refuses to
-// replace an existing file unless `force`.
+// Writes the plan to `path` (pretty-printed, one keep list per line) through
+// util::durable_file (temp file beside it, fsync, rename, fsync the
+// directory). Refuses to replace an existing file unless `force`.
 bool write_plan(const plan & p, const std::string & path, bool force, std::string & err);
 
 // SHA-256 (64 lowercase hex digits) of the plan file's bytes, as recorded in

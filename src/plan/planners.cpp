@@ -446,14 +446,7 @@ std::string format_size(uint64_t bytes) {
 }
 
 bool pruned_bytes(const size_context & ctx, const plan & p, uint64_t & bytes, uint32_t & n_shards, std::string & err) {
-    gguf::output_spec spec;
-    if (!prune::make_pruned_spec(*ctx.model, *ctx.layout, p, ctx.prune, spec, err)) return false;
-    std::vector<gguf::shard_layout> shards;
-    if (!gguf::layout_output(spec, ctx.write, "reap-plan-sizing.gguf", shards, err)) return false;
-    bytes = 0;
-    for (const auto & sh : shards) bytes += sh.file_bytes;
-    n_shards = (uint32_t) shards.size();
-    return true;
+    return moe::pruned_bytes(*ctx.model, *ctx.layout, p.n_keep, ctx.prune, ctx.write, bytes, n_shards, err);
 }
 
 namespace {

@@ -29,10 +29,10 @@
 //   The saliency share of a keep-list is Σ_kept score / Σ_all score in each
 //   layer; the overall share is the mean over MoE layers (layers weigh the same).
 //
-// Sizes (--budget): the exact bytes of the file `reap prune` would write for a
-// plan (headers, padding, split shards included) come from
-// prune::make_pruned_spec + gguf::layout_output; fit_budget finds the largest
-// allowed N that fits.
+// Sizes (--budget): the exact bytes of the files `reap prune` would write for a
+// plan (headers, padding, split shards included) come from moe::pruned_bytes,
+// the rule prune's own header follows; fit_budget finds the largest allowed N
+// that fits.
 //
 // Core library: no llama.cpp dependency. Errors are values.
 #pragma once
@@ -40,7 +40,7 @@
 #include "gguf/gguf.h"
 #include "moe/layout.h"
 #include "plan/plan.h"
-#include "prune/prune.h"
+#include "moe/pruned.h"
 #include "saliency/archive.h"
 
 #include <cstdint>
@@ -159,10 +159,10 @@ std::string format_size(uint64_t bytes);
 struct size_context {
     const gguf::model *   model = nullptr;
     const moe::layout *   layout = nullptr;
-    prune::prune_options  prune;       // stamp as prune will run (plan_sha256: any 64-hex placeholder)
+    moe::stamp_options    prune;       // stamp as prune will run (plan_sha256: any 64-hex placeholder)
     gguf::write_options   write;       // split_max_bytes / split_max_tensors as prune will run
 };
-// Exact bytes of all output files for plan `p`.
+// Exact bytes of all output files for plan `p` (they depend only on its n_keep).
 bool pruned_bytes(const size_context & ctx, const plan & p, uint64_t & bytes, uint32_t & n_shards, std::string & err);
 
 struct size_point {

@@ -1,80 +1,18 @@
 // The slicer of prune.h: turns (source model, plan) into an output_spec whose
 // tensors are byte pieces of the source files, in plan order, for
-// gguf::write_output to stream. Also SHA256SUMS maintenance for the outputs.
+// gguf::write_output to stream.
 #include "prune/prune.h"
 
-#include "util/file.h"
-#include "util/sha256.h"
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <map>
-#include <sys/stat.h>
-#include <unistd.h>
-
 namespace reap::prune {
-
-namespace {
-
-// A KV holding integer `v` in the value type of `like` (a scalar integer KV):
-// keeping the source's type keeps an identity plan byte-identical and readers
-// that insist on a width (llama.cpp reads u32) happy.
-bool int_kv_like(const gguf::kv & like, int64_t v, gguf::kv & out, std::string & err) {
-    out = gguf::kv{};
-    out.key = like.key;
-    out.type = like.type;
-    int nbytes = 0;
-    bool is_signed = false;
-    switch (like.type) {
-        case gguf::value_type::U8: nbytes = 1; break;
-        case gguf::value_type::I8: nbytes = 1; is_signed = true; break;
-        case gguf::value_type::U16: nbytes = 2; break;
-        case gguf::value_type::I16: nbytes = 2; is_signed = true; break;
-        case gguf::value_type::U32: nbytes = 4; break;
-        case gguf::value_type::I32: nbytes = 4; is_signed = true; break;
-        case gguf::value_type::U64: nbytes = 8; break;
-        case gguf::value_type::I64: nbytes = 8; is_signed = true; break;
-        default:
-            err = "KV '" + like.key + "' has type " + like.type_string() + ", an integer was expected";
-            return false;
-    }
-    const int bits = nbytes * 8;
-    const bool fits = v >= 0 && (bits == 64 || (is_signed ? v < (int64_t(1) << (bits - 1)) : v < (int64_t(1) << bits)));
-    if (!fits) {
-        err = "KV '" + like.key + "': " + std::to_string(v) + " does not fit its type " + like.type_string();
-        return false;
-    }
-    out.raw.resize(size_t(nbytes));
-    for (int i = 0; i < nbytes; ++i) out.raw[size_t(i)] = uint8_t(uint64_t(v) >> (8 * i));
-    return true;
-}
-
-} // namespace
-
-bool set_expert_count(gguf::kv_store & kvs, const std::string & arch, int64_t n_keep, std::string & err) {
-    const std::string key = moe::kv_key(arch, "expert_count");
-    const gguf::kv * e = kvs.find(key);
-    if (!e) {
-        err = "KV '" + key + "' missing";
-        return false;
-    }
-    gguf::kv repl;
-    if (!int_kv_like(*e, n_keep, repl, err)) return false;
-    kvs.set(repl);
-    return true;
-}
 
 bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan & p, const prune_options & opts,
                       gguf::output_spec & out, std::string & err) {
     int64_t n_layer = 0;
     if (!m.kvs.get_i64(moe::kv_key(lay.arch, "block_count"), n_layer, err)) return false;
     if (!validate_plan(p, facts_of(lay, n_layer), err)) return false;
-    if (lay.roles.size() != m.tensors.size()) {
-        err = "layout has " + std::to_string(lay.roles.size()) + " roles for " + std::to_string(m.tensors.size()) + " tensors";
-        return false;
-    }
-    gguf::output_spec spec = gguf::spec_from_model(m);
+    gguf::output_spec spec;
+    if (!moe::pruned_header(m, lay, p.n_keep, opts, spec, err)) return false;
+    // the header leaves the sliced tensors without data: their bytes are the kept experts', in plan order
     for (size_t i = 0; i < m.tensors.size(); ++i) {
         const gguf::tensor_info & t = m.tensors[i];
         const moe::tensor_role & role = lay.roles[i];
@@ -85,15 +23,7 @@ bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan
             err = who + " carries the expert axis but its layer " + std::to_string(role.layer) + " is not in the plan";
             return false;
         }
-        if (role.expert_dim < 0 || role.expert_dim >= int(t.n_dims) || t.ne[role.expert_dim] != lay.n_expert ||
-            role.expert_bytes * uint64_t(lay.n_expert) != t.nbytes) {
-            err = who + " " + t.shape_string() + ": expert axis " + std::to_string(role.expert_dim) +
-                  " does not hold " + std::to_string(lay.n_expert) + " experts of equal size";
-            return false;
-        }
         gguf::output_tensor & o = spec.tensors[i];
-        o.ne[role.expert_dim] = p.n_keep;
-        o.pieces.clear();
         const std::string & path = m.path_of(t);
         for (int64_t e : pl->keep) {
             uint64_t off = 0, size = 0;
@@ -110,16 +40,6 @@ bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan
             }
         }
     }
-    if (!set_expert_count(spec.kvs, lay.arch, p.n_keep, err)) return false;
-    if (opts.stamp) {
-        if (opts.plan_sha256.size() != 64) {
-            err = "prune: the plan's sha256 is required for the provenance stamp";
-            return false;
-        }
-        spec.kvs.set_string(k_key_plan_sha256, opts.plan_sha256);
-        spec.kvs.set_u32(k_key_source_expert_count, uint32_t(lay.n_expert));
-        if (!opts.version.empty()) spec.kvs.set_string(k_key_version, opts.version);
-    }
     out = std::move(spec);
     return true;
 }
@@ -129,93 +49,6 @@ bool make_pruned_spec(const gguf::model & m, const plan & p, const prune_options
     moe::layout lay;
     if (!model_layout(m, lay, err)) return false;
     return make_pruned_spec(m, lay, p, opts, out, err);
-}
-
-// ---- SHA256SUMS ----------------------------------------------------------------
-
-static std::string dir_of(const std::string & path) {
-    const size_t slash = path.rfind('/');
-    return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
-}
-
-static std::string base_of(const std::string & path) {
-    const size_t slash = path.rfind('/');
-    return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-std::string sums_path_for(const std::string & path) { return dir_of(path) + "SHA256SUMS"; }
-
-bool read_sha256sums(const std::string & sums_path, std::vector<std::pair<std::string, std::string>> & entries,
-                     std::string & err) {
-    entries.clear();
-    FILE * f = fopen(sums_path.c_str(), "rb");
-    if (!f) {
-        err = sums_path + ": cannot open: " + strerror(errno);
-        return false;
-    }
-    std::string text;
-    char buf[1 << 14];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0 && text.size() < (64u << 20)) text.append(buf, n);
-    fclose(f);
-    size_t pos = 0, line_no = 0;
-    while (pos < text.size()) {
-        size_t eol = text.find('\n', pos);
-        if (eol == std::string::npos) eol = text.size();
-        std::string line = text.substr(pos, eol - pos);
-        pos = eol + 1;
-        ++line_no;
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line.empty()) continue;
-        // "<64 hex>  name" (text mode) or "<64 hex> *name" (binary mode)
-        bool ok = line.size() > 66 && (line[64] == ' ') && (line[65] == ' ' || line[65] == '*');
-        for (size_t i = 0; ok && i < 64; ++i) ok = isxdigit((unsigned char) line[i]) != 0;
-        if (!ok) {
-            err = sums_path + ":" + std::to_string(line_no) + ": not a sha256sum line";
-            return false;
-        }
-        std::string hex = line.substr(0, 64);
-        for (char & c : hex) c = char(tolower((unsigned char) c));
-        entries.emplace_back(line.substr(66), hex);
-    }
-    return true;
-}
-
-bool update_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err) {
-    const std::string dir = dir_of(sums_path);
-    std::vector<std::pair<std::string, std::string>> entries;
-    struct stat st;
-    if (::stat(sums_path.c_str(), &st) == 0) {
-        std::string e2;
-        if (!read_sha256sums(sums_path, entries, e2)) entries.clear();   // unreadable: replaced
-    }
-    for (const std::string & f : files) {
-        std::string hex;
-        if (!util::sha256_file(f, hex, err)) return false;
-        const std::string name = dir_of(f) == dir ? base_of(f) : f;
-        bool replaced = false;
-        for (auto & e : entries) {
-            if (e.first == name) {
-                e.second = hex;
-                replaced = true;
-            }
-        }
-        if (!replaced) entries.emplace_back(name, hex);
-    }
-    std::string text;
-    for (const auto & e : entries) text += e.second + "  " + e.first + "\n";
-    const std::string tmp = sums_path + ".tmp." + std::to_string(::getpid());
-    const util::write_status ws = util::write_file_synced(tmp, text);
-    if (ws == util::write_status::cannot_create) {
-        err = tmp + ": cannot create: " + strerror(errno);
-        return false;
-    }
-    if (ws != util::write_status::ok || ::rename(tmp.c_str(), sums_path.c_str()) != 0) {
-        err = sums_path + ": cannot write: " + strerror(errno);
-        ::unlink(tmp.c_str());
-        return false;
-    }
-    return true;
 }
 
 } // namespace reap::prune

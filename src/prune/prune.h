@@ -22,7 +22,9 @@
 #pragma once
 
 #include "gguf/gguf.h"
+#include "moe/pruned.h"
 #include "plan/plan.h"
+#include "util/sha256.h"
 
 #include <cstdint>
 #include <string>
@@ -31,26 +33,21 @@
 
 namespace reap::prune {
 
-// Provenance keys written into pruned models (unless stamp is off).
-constexpr const char * k_key_plan_sha256         = "reap.plan.sha256";          // string
-constexpr const char * k_key_source_expert_count = "reap.source.expert_count";  // u32
-constexpr const char * k_key_version             = "reap.version";              // string
-
-struct prune_options {
-    bool        stamp = true;       // append the reap.* provenance keys
-    std::string plan_sha256;        // value of reap.plan.sha256 (the plan file's hash); required when stamp.
-                                    // To predict sizes before the plan file exists, any 64-character
-                                    // placeholder gives the same layout.
-    std::string version;            // value of reap.version (empty: key omitted)
-};
+// The provenance keys, the stamp options and the expert_count rule belong to
+// the pruned model's header (moe/pruned.h); prune uses them under its own names.
+using moe::k_key_plan_sha256;
+using moe::k_key_source_expert_count;
+using moe::k_key_version;
+using prune_options = moe::stamp_options;
+using moe::set_expert_count;
 
 // Builds the output of pruning `m` with `p`. Validates the plan against the
 // model first (validate_plan) and classifies the tensors (moe layout table);
 // either failing fails here with their message. Tensors keep their order,
 // names, types; KVs keep their order (split.* keys dropped: the writer adds
-// them when splitting). Callers: `reap prune` (then write_output),
-// `reap plan --budget` (then layout_output for exact sizes), `reap verify`
-// (expected KVs).
+// them when splitting): the header is moe::pruned_header's, the one rule
+// that also sizes pruned models (moe::pruned_files) for `reap plan --budget`
+// and `reap inspect`. Callers: `reap prune` (then write_output).
 bool make_pruned_spec(const gguf::model & m, const plan & p, const prune_options & opts,
                       gguf::output_spec & out, std::string & err);
 
@@ -59,21 +56,10 @@ bool make_pruned_spec(const gguf::model & m, const plan & p, const prune_options
 bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan & p,
                       const prune_options & opts, gguf::output_spec & out, std::string & err);
 
-// Sets <arch>.expert_count in `kvs` to n_keep, keeping the value type the
-// store already has for it. Fails when the key is missing or not an integer.
-bool set_expert_count(gguf::kv_store & kvs, const std::string & arch, int64_t n_keep, std::string & err);
-
-// ---- SHA256SUMS (sha256sum -c format) -------------------------------------------
-
-// Parses a SHA256SUMS file into (name as written, lowercase hex) pairs.
-bool read_sha256sums(const std::string & sums_path, std::vector<std::pair<std::string, std::string>> & entries,
-                     std::string & err);
-// Hashes `files` and records them in `sums_path`: lines of other files already
-// there are kept, lines of these files replaced. A file in the SUMS file's
-// directory is named by its basename. Written through temp + fsync + rename.
-bool update_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err);
-// "<dir of path>/SHA256SUMS" (or "SHA256SUMS" for a bare file name).
-std::string sums_path_for(const std::string & path);
+// ---- SHA256SUMS (sha256sum -c format): util/sha256.h's, under prune's names ----
+using util::read_sha256sums;
+using util::update_sha256sums;
+using util::sums_path_for;
 
 // ---- audit -------------------------------------------------------------------
 

@@ -5,6 +5,8 @@
 // buffers, so memory does not grow with the model.
 #include "prune/prune.h"
 
+#include "util/file.h"
+#include "util/path.h"
 #include "util/sha256.h"
 
 #include <cerrno>
@@ -20,7 +22,7 @@ namespace {
 
 constexpr size_t k_chunk = 4u << 20;
 
-bool is_split_key(const std::string & key) { return key.compare(0, 6, "split.") == 0; }
+bool is_split_key(const std::string & key) { return util::starts_with(key, "split."); }
 
 bool is_provenance_key(const std::string & key) {
     return key == k_key_plan_sha256 || key == k_key_source_expert_count || key == k_key_version;
@@ -47,17 +49,6 @@ private:
     std::map<std::string, int> fds_;
 };
 
-bool pread_all(int fd, uint8_t * dst, size_t n, uint64_t off) {
-    while (n > 0) {
-        const ssize_t r = ::pread(fd, dst, n, off_t(off));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return false;
-        dst += r;
-        n -= size_t(r);
-        off += uint64_t(r);
-    }
-    return true;
-}
 
 struct comparer {
     fd_cache             fds;
@@ -78,11 +69,11 @@ struct comparer {
         if (fo < 0) return false;
         for (uint64_t done = 0; done < len;) {
             const size_t n = size_t(std::min<uint64_t>(k_chunk, len - done));
-            if (!pread_all(fs, a.data(), n, src_off + done)) {
+            if (!util::pread_full(fs, a.data(), n, src_off + done)) {
                 err = src_path + ": read error at " + std::to_string(src_off + done);
                 return false;
             }
-            if (!pread_all(fo, b.data(), n, out_off + done)) {
+            if (!util::pread_full(fo, b.data(), n, out_off + done)) {
                 err = out_path + ": read error at " + std::to_string(out_off + done);
                 return false;
             }
@@ -261,26 +252,14 @@ bool check_tensors(const gguf::model & src, const gguf::model & out, const moe::
     return true;
 }
 
-std::string dir_part(const std::string & path) {
-    const size_t slash = path.rfind('/');
-    return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
-}
-
-bool same_file(const std::string & a, const std::string & b) {
-    struct stat sa, sb;
-    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 bool check_sums(const gguf::model & out, const verify_options & opts, verify_report & rep, std::string & err) {
     const std::string sums = opts.sums_path.empty() ? sums_path_for(out.shards[0].path) : opts.sums_path;
     std::vector<std::pair<std::string, std::string>> entries;
     if (!read_sha256sums(sums, entries, err)) return false;
-    const std::string base = dir_part(sums);
     for (const gguf::file_header & sh : out.shards) {
         const std::pair<std::string, std::string> * found = nullptr;
         for (const auto & e : entries) {
-            const std::string path = (!e.first.empty() && e.first[0] == '/') ? e.first : base + e.first;
-            if (same_file(path, sh.path)) found = &e;
+            if (util::same_file(util::beside(sums, e.first), sh.path)) found = &e;
         }
         if (!found) {
             err = sums + ": does not list " + sh.path;
@@ -315,7 +294,7 @@ bool verify_pruned(const gguf::model & src, const plan & p, const std::string & 
     report.n_shards = uint32_t(out.shards.size());
     for (const gguf::file_header & sh : out.shards) {
         for (const gguf::file_header & ss : src.shards) {
-            if (same_file(sh.path, ss.path)) {
+            if (util::same_file(sh.path, ss.path)) {
                 err = sh.path + " is a file of the source model, not a pruned output";
                 return false;
             }

@@ -2,6 +2,8 @@
 // merging and domain sums of the saliency archive (see archive.h for the
 // format and the contracts).
 #include "saliency/archive.h"
+#include "moe/layout_gguf.h"
+#include "util/path.h"
 #include "util/strings.h"
 
 #include <openssl/evp.h>
@@ -33,9 +35,7 @@ std::string layers_string(const std::vector<int> & v) {
     return "[" + join(s, ",") + "]";
 }
 
-bool starts_with(const std::string & s, const char * prefix) {
-    return s.compare(0, strlen(prefix), prefix) == 0;
-}
+using util::starts_with;
 
 // The keys of the format proper (everything else under reap.saliency. is provenance).
 bool is_format_key(const std::string & k) {
@@ -44,21 +44,6 @@ bool is_format_key(const std::string & k) {
         k_key_n_expert, k_key_n_expert_used, k_key_moe_layers, k_key_router_sha256,
     };
     return keys.count(k) != 0;
-}
-
-// Parses "blk.N.ffn_gate_inp.weight" -> N.
-bool router_layer(const std::string & name, int & layer) {
-    static const std::string prefix = "blk.", suffix = ".ffn_gate_inp.weight";
-    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-        return false;
-    }
-    const std::string num = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    if (num.empty() || num.size() > 6 || !std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-        return false;
-    }
-    layer = std::stoi(num);
-    return true;
 }
 
 struct evp_ctx {
@@ -124,45 +109,39 @@ static const std::vector<std::string> & all_metric_names() {
 bool model_fingerprint(const gguf::model & m, fingerprint & out, std::string & err) {
     fingerprint fp;
     if (!m.kvs.get_string(gguf::k_key_architecture, fp.arch, err)) return false;
-    const std::string a = fp.arch;
-    if (!m.kvs.get_u32(a + ".block_count", fp.n_layer, err)) return false;
-    if (!m.kvs.has(a + ".expert_count")) {
-        err = "model has no '" + a + ".expert_count': not a Mixture-of-Experts model";
+    const std::string & a = fp.arch;
+    // the MoE keys as the layout table reads them (expert_used_count may be a per-layer array)
+    moe::moe_kv kv;
+    if (!moe::read_moe_kv(m.kvs, a, kv, err)) return false;
+    if (!kv.block_count) {
+        err = "model has no '" + moe::kv_key(a, "block_count") + "'";
         return false;
     }
-    if (!m.kvs.get_u32(a + ".expert_count", fp.n_expert, err)) return false;
-    if (fp.n_expert < 1) {
-        err = "model has '" + a + ".expert_count' = 0: not a Mixture-of-Experts model";
+    if (!kv.expert_count || *kv.expert_count < 1) {
+        err = "model has no '" + moe::kv_key(a, "expert_count") + "' >= 1: not a Mixture-of-Experts model";
         return false;
     }
-    const gguf::kv * used = m.kvs.find(a + ".expert_used_count");
-    if (used && used->type == gguf::value_type::ARRAY) {
-        std::vector<int64_t> v;
-        if (!m.kvs.get_i64_array(used->key, v, err)) return false;
-        if (v.empty() || v[0] < 0 || v[0] > fp.n_expert) {
-            err = "model key '" + used->key + "' is empty or out of range";
+    if (*kv.block_count < 0 || *kv.block_count > int64_t(UINT32_MAX) || *kv.expert_count > int64_t(UINT32_MAX)) {
+        err = "model has '" + moe::kv_key(a, "block_count") + "' = " + std::to_string(*kv.block_count) + ", '" +
+              moe::kv_key(a, "expert_count") + "' = " + std::to_string(*kv.expert_count) + ": out of range";
+        return false;
+    }
+    fp.n_layer = uint32_t(*kv.block_count);
+    // the MoE blocks and their routers, as the layout table places them
+    moe::layout lay;
+    if (!moe::layout_of(m, lay, err, moe::describe_options())) return false;
+    fp.n_expert = uint32_t(lay.n_expert);
+    fp.n_expert_used = uint32_t(lay.n_expert_used);
+    std::map<int, const gguf::tensor_info *> routers;
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        const moe::tensor_role & r = lay.roles[i];
+        if (r.kind != moe::tensor_kind::router_weight) continue;
+        if (r.layer < 0 || (uint32_t) r.layer >= fp.n_layer) {
+            err = "tensor '" + m.tensors[i].name + "': block " + std::to_string(r.layer) + " is outside block_count " +
+                  std::to_string(fp.n_layer);
             return false;
         }
-        fp.n_expert_used = (uint32_t) v[0];
-    } else if (used) {
-        if (!m.kvs.get_u32(used->key, fp.n_expert_used, err)) return false;
-    }
-
-    // The routers, in ascending layer order.
-    std::map<int, const gguf::tensor_info *> routers;
-    for (const auto & t : m.tensors) {
-        int l;
-        if (router_layer(t.name, l)) {
-            if (l < 0 || (uint32_t) l >= fp.n_layer) {
-                err = "tensor '" + t.name + "': block " + std::to_string(l) + " is outside block_count " + std::to_string(fp.n_layer);
-                return false;
-            }
-            routers[l] = &t;
-        }
-    }
-    if (routers.empty()) {
-        err = "model has no router tensors (blk.N.ffn_gate_inp.weight): not a Mixture-of-Experts model reap can fingerprint";
-        return false;
+        routers[r.layer] = &m.tensors[i];
     }
     evp_ctx h;
     if (!h.ctx || EVP_DigestInit_ex(h.ctx, EVP_sha256(), nullptr) != 1) {

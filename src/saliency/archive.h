@@ -11,7 +11,7 @@
 //   reap.saliency.model.arch          string  model fingerprint: architecture
 //   reap.saliency.model.n_layer       u32     <arch>.block_count
 //   reap.saliency.model.n_expert      u32     <arch>.expert_count
-//   reap.saliency.model.n_expert_used u32     <arch>.expert_used_count (0 = unknown)
+//   reap.saliency.model.n_expert_used u32     <arch>.expert_used_count (0 = unknown; largest of a per-layer array)
 //   reap.saliency.model.moe_layers    array[i32]  MoE block indices, ascending
 //   reap.saliency.model.router_sha256 string  sha256 of the router bytes ("" = unknown)
 //   any other reap.saliency.* key      free-form provenance (corpus_sha256, options, ...)
@@ -79,10 +79,12 @@ struct fingerprint {
 };
 
 // The fingerprint of a model: arch, block_count, expert_count,
-// expert_used_count, the MoE blocks (from moe::classify) and the sha256 of
-// the bytes of every blk.L.ffn_gate_inp.weight concatenated in ascending L
-// (streamed; memory does not grow with the model). Fails, naming the key or
-// tensor, when the model is not an MoE model reap understands.
+// expert_used_count (the largest element of a per-layer array), the MoE blocks
+// and the sha256 of the bytes of their routers (blk.L.ffn_gate_inp.weight)
+// concatenated in ascending L (streamed; memory does not grow with the
+// model). Keys, blocks and routers are the MoE layout table's
+// (moe::layout_of with moe::describe_options()). Fails, naming the key or
+// tensor, when the model is not an MoE model the table can place.
 bool model_fingerprint(const gguf::model & m, fingerprint & out, std::string & err);
 
 // Checks that an archive measured on `archived` may be used for a model with

@@ -3,6 +3,7 @@
 // See imatrix.h.
 #include "saliency/imatrix.h"
 #include "util/file.h"
+#include "util/path.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -18,16 +19,8 @@ namespace reap::saliency {
 
 namespace {
 
-bool ends_with(const std::string & s, const std::string & suf) {
-    return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
-std::string stem_of(const std::string & p) {
-    const size_t s = p.find_last_of('/');
-    std::string b = s == std::string::npos ? p : p.substr(s + 1);
-    const size_t d = b.find_last_of('.');
-    return (d == std::string::npos || d == 0) ? b : b.substr(0, d);
-}
+using util::ends_with;
+using util::stem_of;
 
 // "blk.L.ffn_down_exps.weight" -> L; -1 otherwise.
 int down_exps_layer(const std::string & name) {
@@ -304,7 +297,7 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
         fp.n_layer = (uint32_t) max_layer + 1;
         // the highest layer may be a dense one the imatrix shows other tensors of
         for (const auto & kv : f.entries) {
-            if (kv.first.compare(0, 4, "blk.") == 0) {
+            if (util::starts_with(kv.first, "blk.")) {
                 const long l = strtol(kv.first.c_str() + 4, nullptr, 10);
                 if (l >= (long) fp.n_layer && l < 1000000) fp.n_layer = (uint32_t) l + 1;
             }
@@ -423,8 +416,7 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
     out.provenance.set_string(k_key_tool, "reap imatrix");
     std::vector<std::string> names;
     for (const auto & f : files) {
-        const size_t s = f.path.find_last_of('/');
-        names.push_back(s == std::string::npos ? f.path : f.path.substr(s + 1));
+        names.push_back(util::base_name(f.path));
     }
     out.provenance.set_string_array("reap.saliency.imatrix.files", names);
     if (any_legacy) out.provenance.set_bool("reap.saliency.imatrix.legacy_counts", true);

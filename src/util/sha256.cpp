@@ -1,12 +1,17 @@
 // SHA-256 of files and SHA256SUMS files (see sha256.h), on OpenSSL's EVP API.
 #include "util/sha256.h"
 
+#include "util/file.h"
+#include "util/path.h"
+
 #include <cerrno>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace reap::util {
@@ -25,11 +30,6 @@ std::string to_hex(const unsigned char * digest, unsigned int n) {
         hex += digits[digest[i] & 15];
     }
     return hex;
-}
-
-std::string dir_of(const std::string & path) {
-    const size_t slash = path.rfind('/');
-    return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
 }
 
 } // namespace
@@ -73,38 +73,70 @@ std::string sha256_bytes(const void * data, size_t size) {
     return to_hex(digest, len);
 }
 
-bool write_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err) {
-    const std::string base = dir_of(sums_path);
+// ---- SHA256SUMS ----------------------------------------------------------------
+
+std::string sums_path_for(const std::string & path) { return beside(path, "SHA256SUMS"); }
+
+bool read_sha256sums(const std::string & sums_path, std::vector<std::pair<std::string, std::string>> & entries,
+                     std::string & err) {
+    entries.clear();
+    FILE * f = fopen(sums_path.c_str(), "rb");
+    if (!f) {
+        err = sums_path + ": cannot open: " + strerror(errno);
+        return false;
+    }
     std::string text;
+    char buf[1 << 14];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0 && text.size() < (64u << 20)) text.append(buf, n);
+    fclose(f);
+    size_t pos = 0, line_no = 0;
+    while (pos < text.size()) {
+        size_t eol = text.find('\n', pos);
+        if (eol == std::string::npos) eol = text.size();
+        std::string line = text.substr(pos, eol - pos);
+        pos = eol + 1;
+        ++line_no;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.empty()) continue;
+        // "<64 hex>  name" (text mode) or "<64 hex> *name" (binary mode)
+        bool ok = line.size() > 66 && (line[64] == ' ') && (line[65] == ' ' || line[65] == '*');
+        for (size_t i = 0; ok && i < 64; ++i) ok = isxdigit((unsigned char) line[i]) != 0;
+        if (!ok) {
+            err = sums_path + ":" + std::to_string(line_no) + ": not a sha256sum line";
+            return false;
+        }
+        std::string hex = line.substr(0, 64);
+        for (char & c : hex) c = char(tolower((unsigned char) c));
+        entries.emplace_back(line.substr(66), hex);
+    }
+    return true;
+}
+
+bool update_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err) {
+    const std::string dir = dir_of(sums_path);
+    std::vector<std::pair<std::string, std::string>> entries;
+    struct stat st;
+    if (::stat(sums_path.c_str(), &st) == 0) {
+        std::string e2;
+        if (!read_sha256sums(sums_path, entries, e2)) entries.clear();   // unreadable: replaced
+    }
     for (const std::string & f : files) {
         std::string hex;
         if (!sha256_file(f, hex, err)) return false;
-        std::string name = f;
-        if (!base.empty() && f.compare(0, base.size(), base) == 0) {
-            name = f.substr(base.size());
-        } else if (base.empty() && f.compare(0, 2, "./") == 0) {
-            name = f.substr(2);
+        const std::string name = dir_of(f) == dir ? base_name(f) : f;
+        bool replaced = false;
+        for (auto & e : entries) {
+            if (e.first == name) {
+                e.second = hex;
+                replaced = true;
+            }
         }
-        text += hex + "  " + name + "\n";
+        if (!replaced) entries.emplace_back(name, hex);
     }
-    const std::string tmp = sums_path + ".tmp";
-    FILE * out = fopen(tmp.c_str(), "wb");
-    if (!out) {
-        err = tmp + ": cannot create: " + strerror(errno);
-        return false;
-    }
-    const bool ok = fwrite(text.data(), 1, text.size(), out) == text.size() && fflush(out) == 0 && fsync(fileno(out)) == 0;
-    if (fclose(out) != 0 || !ok) {
-        err = tmp + ": write error";
-        ::unlink(tmp.c_str());
-        return false;
-    }
-    if (rename(tmp.c_str(), sums_path.c_str()) != 0) {
-        err = "cannot rename " + tmp + " to " + sums_path + ": " + strerror(errno);
-        ::unlink(tmp.c_str());
-        return false;
-    }
-    return true;
+    std::string text;
+    for (const auto & e : entries) text += e.second + "  " + e.first + "\n";
+    return write_file_durably(sums_path, text, err);
 }
 
 } // namespace reap::util

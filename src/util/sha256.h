@@ -1,10 +1,11 @@
 // SHA-256 of files (OpenSSL EVP), and SHA256SUMS files in the format that
 // `sha256sum -c` checks: one line per file, "<64 hex digits>  <name>\n",
-// where <name> is the file's path relative to the directory of the SUMS file
-// (its basename when both lie in the same directory).
+// where <name> is the file's basename when it lies in the SUMS file's
+// directory, else its path as given.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace reap::util {
@@ -16,9 +17,17 @@ bool sha256_file(const std::string & path, std::string & hex, std::string & err)
 // Hashes `size` bytes in memory (64 lowercase hex digits).
 std::string sha256_bytes(const void * data, size_t size);
 
-// Writes a SHA256SUMS file at `sums_path` (temp file + rename) listing every
-// path of `files`, each named relative to the SUMS file's directory when it
-// lies inside it, else by its path as given.
-bool write_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err);
+// ---- SHA256SUMS (sha256sum -c format) -------------------------------------------
+
+// Parses a SHA256SUMS file into (name as written, lowercase hex) pairs.
+bool read_sha256sums(const std::string & sums_path, std::vector<std::pair<std::string, std::string>> & entries,
+                     std::string & err);
+// Hashes `files` and records them in `sums_path`: lines of other files already
+// there are kept, lines of these files replaced. A file in the SUMS file's
+// directory is named by its basename, any other by its path as given. Written
+// through util::durable_file (temp, fsync, rename, fsync the directory).
+bool update_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err);
+// "<dir of path>/SHA256SUMS" (or "SHA256SUMS" for a bare file name).
+std::string sums_path_for(const std::string & path);
 
 } // namespace reap::util

@@ -2,15 +2,22 @@
 // which blocks are MoE, expert counts, bytes by ggml type, the routed-expert
 // pool against the dense rest, what a decode step reads, and the exact file
 // size the model would have at a few expert keep counts.
+//
+// Which tensors carry the expert axis, which blocks are MoE and how the MoE
+// keys are read (expert_used_count may be a per-layer array) is the layout
+// table's rule (moe::layout_of with describe_options(): an arch missing from
+// the table is described by the name rules alone); the sizes at a keep count
+// are moe::pruned_files', the rule `reap prune` writes by.
 #pragma once
 
 #include "gguf/gguf.h"
+#include "moe/pruned.h"
 
 #include <map>
 #include <string>
 #include <vector>
 
-namespace reap::gguf {
+namespace reap::moe {
 
 struct type_count {
     uint64_t count = 0;
@@ -25,19 +32,19 @@ struct keep_size {
 
 struct census {
     std::string arch;
-    uint32_t    n_layer = 0;               // <arch>.block_count
-    std::vector<uint32_t> moe_layers;      // blocks with ffn_gate_inp or *_exps tensors
-    uint32_t    n_expert = 0;              // <arch>.expert_count (0 when absent)
-    uint32_t    n_expert_used = 0;         // <arch>.expert_used_count
+    uint32_t    n_layer = 0;               // <arch>.block_count (else the highest block index + 1)
+    std::vector<uint32_t> moe_layers;      // the layout's MoE blocks (router and expert slabs)
+    uint32_t    n_expert = 0;              // <arch>.expert_count (0 when absent: no MoE census)
+    uint32_t    n_expert_used = 0;         // <arch>.expert_used_count (largest element of a per-layer array)
     uint32_t    n_expert_groups = 0;       // <arch>.expert_group_count (0 when absent)
     uint32_t    n_expert_groups_used = 0;  // <arch>.expert_group_used_count
     uint32_t    n_expert_shared = 0;       // <arch>.expert_shared_count
-    uint32_t    n_shexp_tensors = 0;       // tensors whose name contains _shexp
+    uint32_t    n_shexp_tensors = 0;       // shared-expert tensors (*_shexp*)
     uint32_t    expert_ff_length = 0;      // <arch>.expert_feed_forward_length (0 when absent)
     uint64_t    n_tensors = 0;
     std::map<std::string, type_count> types;   // ggml type name -> count, bytes
     uint64_t    tensor_bytes = 0;          // all tensor data
-    uint64_t    expert_pool_bytes = 0;     // tensors whose name contains "_exps"
+    uint64_t    expert_pool_bytes = 0;     // routed-expert tensors: ffn_*_exps weights, biases, scales
     uint64_t    expert_bytes_per_layer = 0;// pool bytes of one expert in one MoE layer (max over layers)
     uint64_t    dense_bytes = 0;           // tensor_bytes - expert_pool_bytes
     uint64_t    file_bytes = 0;            // sum of the shard file sizes
@@ -48,14 +55,15 @@ struct census {
 
 // Takes the census of `m`. `extra_keeps` are keep counts to size besides
 // 75%, 50% and 25% of n_expert (values outside 1..n_expert are rejected).
-// Sizes at a keep count are computed with layout_output() on a spec whose
-// expert-axis tensors (*_exps: outermost dim; ffn_gate_inp.weight: ne[1];
-// ffn_gate_inp.bias, exp_probs_b.bias: ne[0]) are cut to n_keep experts and
-// expert_count set to n_keep.
-bool take_census(const model & m, const std::vector<uint32_t> & extra_keeps, census & out, std::string & err);
+// The size at a keep count is that of the single file `reap prune` writes for
+// any plan keeping that many experts per MoE layer, with `stamp` as prune
+// runs (the default, no stamp, is `reap prune --no-stamp`). Fails with the
+// layout table's message when the model has experts the table cannot place.
+bool take_census(const gguf::model & m, const std::vector<uint32_t> & extra_keeps, census & out, std::string & err,
+                 const stamp_options & stamp = stamp_options{false, "", ""});
 
 // The census as one JSON object (keys as in the struct; "types" maps type name
 // to {count, bytes}; "keep_sizes" is a list of {n_keep, file_bytes, expert_pool_bytes}).
 std::string census_json(const census & c, int indent = 2);
 
-} // namespace reap::gguf
+} // namespace reap::moe

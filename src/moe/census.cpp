@@ -1,0 +1,149 @@
+// The census of a MoE GGUF model (see census.h): the MoE keys and the expert
+// axis as the layout table reads them, sizes at keep counts as a prune would
+// write them (moe::pruned_files).
+#include "moe/census.h"
+
+#include "moe/layout_gguf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace reap::moe {
+
+namespace {
+
+// A count from the MoE keys as a census field (absent: 0).
+bool census_count(const std::optional<int64_t> & v, const std::string & key, uint32_t & out, std::string & err) {
+    out = 0;
+    if (!v) return true;
+    if (*v < 0 || *v > int64_t(UINT32_MAX)) {
+        err = "key '" + key + "' = " + std::to_string(*v) + " is not a count";
+        return false;
+    }
+    out = uint32_t(*v);
+    return true;
+}
+
+bool is_pool(tensor_kind k) {
+    return k == tensor_kind::expert_weight || k == tensor_kind::expert_bias || k == tensor_kind::expert_scale;
+}
+
+} // namespace
+
+bool take_census(const gguf::model & m, const std::vector<uint32_t> & extra_keeps, census & c, std::string & err,
+                 const stamp_options & stamp) {
+    c = census{};
+    if (!m.kvs.get_string_or(gguf::k_key_architecture, "", c.arch, err)) return false;
+    moe_kv kv;
+    if (!read_moe_kv(m.kvs, c.arch, kv, err)) return false;
+    auto count = [&](const std::optional<int64_t> & v, const char * suffix, uint32_t & out) {
+        return census_count(v, kv_key(c.arch, suffix), out, err);
+    };
+    if (!count(kv.block_count, "block_count", c.n_layer) || !count(kv.expert_count, "expert_count", c.n_expert) ||
+        !count(kv.expert_used_count, "expert_used_count", c.n_expert_used) ||
+        !count(kv.expert_group_count, "expert_group_count", c.n_expert_groups) ||
+        !count(kv.expert_group_used_count, "expert_group_used_count", c.n_expert_groups_used) ||
+        !count(kv.expert_shared_count, "expert_shared_count", c.n_expert_shared) ||
+        !m.kvs.get_u32_or(kv_key(c.arch, "expert_feed_forward_length"), 0, c.expert_ff_length, err)) {
+        return false;
+    }
+    c.n_shards = (uint32_t) m.shards.size();
+    c.file_bytes = m.file_bytes();
+    c.n_tensors = m.tensors.size();
+
+    // The expert axis, as the slicer sees it; a model without experts has none.
+    layout lay;
+    const bool is_moe = c.n_expert > 0;
+    if (is_moe && !layout_of(m, lay, err, describe_options())) return false;
+
+    std::map<int, uint64_t> pool_per_layer;
+    long max_block = -1;
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        const gguf::tensor_info & t = m.tensors[i];
+        type_count & tc = c.types[gguf::type_name(t.type)];
+        tc.count++;
+        tc.bytes += t.nbytes;
+        c.tensor_bytes += t.nbytes;
+        size_t dot = 0;
+        max_block = std::max(max_block, gguf::block_index(t.name, dot));
+        if (!is_moe) continue;
+        const tensor_role & role = lay.roles[i];
+        if (is_pool(role.kind)) {
+            c.expert_pool_bytes += t.nbytes;
+            pool_per_layer[role.layer] += t.nbytes;
+        }
+        if (role.kind == tensor_kind::shared_expert) c.n_shexp_tensors++;
+    }
+    if (c.n_layer == 0 && max_block >= 0) c.n_layer = (uint32_t) max_block + 1;
+    c.moe_layers.assign(lay.moe_layers.begin(), lay.moe_layers.end());
+    c.dense_bytes = c.tensor_bytes - c.expert_pool_bytes;
+    c.decode_bytes_per_token = c.dense_bytes;
+    for (const auto & [blk, bytes] : pool_per_layer) {
+        const uint64_t per_expert = bytes / c.n_expert;
+        c.expert_bytes_per_layer = std::max(c.expert_bytes_per_layer, per_expert);
+        c.decode_bytes_per_token += per_expert * std::min(c.n_expert_used, c.n_expert);
+    }
+
+    // Exact single-file sizes at a few keep counts.
+    std::set<uint32_t> keeps;
+    for (uint32_t k : extra_keeps) {
+        if (k < 1 || k > c.n_expert) {
+            err = "--keep " + std::to_string(k) + " is outside 1.." + std::to_string(c.n_expert) +
+                  (c.n_expert == 0 ? " (the model has no expert_count)" : "");
+            return false;
+        }
+        keeps.insert(k);
+    }
+    if (c.n_expert > 0) {
+        for (double f : {0.75, 0.5, 0.25}) {
+            keeps.insert(std::max<uint32_t>(1, (uint32_t) std::lround(f * c.n_expert)));
+        }
+    }
+    for (uint32_t k : keeps) {
+        keep_size ks;
+        ks.n_keep = k;
+        std::vector<gguf::shard_layout> files;
+        if (!pruned_files(m, lay, k, stamp, gguf::write_options{}, "census.gguf", files, err)) return false;
+        ks.file_bytes = files[0].file_bytes;
+        for (const tensor_role & role : lay.roles) {
+            if (is_pool(role.kind)) ks.expert_pool_bytes += role.expert_bytes * k;
+        }
+        c.keep_sizes.push_back(ks);
+    }
+    return true;
+}
+
+std::string census_json(const census & c, int indent) {
+    nlohmann::ordered_json j;
+    j["arch"] = c.arch;
+    j["n_layer"] = c.n_layer;
+    j["moe_layers"] = c.moe_layers;
+    j["n_expert"] = c.n_expert;
+    j["n_expert_used"] = c.n_expert_used;
+    j["n_expert_groups"] = c.n_expert_groups;
+    j["n_expert_groups_used"] = c.n_expert_groups_used;
+    j["n_expert_shared"] = c.n_expert_shared;
+    j["n_shexp_tensors"] = c.n_shexp_tensors;
+    j["expert_ff_length"] = c.expert_ff_length;
+    j["n_tensors"] = c.n_tensors;
+    j["tensor_bytes"] = c.tensor_bytes;
+    j["expert_pool_bytes"] = c.expert_pool_bytes;
+    j["expert_bytes_per_layer"] = c.expert_bytes_per_layer;
+    j["dense_bytes"] = c.dense_bytes;
+    j["file_bytes"] = c.file_bytes;
+    j["n_shards"] = c.n_shards;
+    j["decode_bytes_per_token"] = c.decode_bytes_per_token;
+    nlohmann::ordered_json types = nlohmann::ordered_json::object();
+    for (const auto & [name, tc] : c.types) types[name] = {{"count", tc.count}, {"bytes", tc.bytes}};
+    j["types"] = types;
+    nlohmann::ordered_json keeps = nlohmann::ordered_json::array();
+    for (const keep_size & k : c.keep_sizes) {
+        keeps.push_back({{"n_keep", k.n_keep}, {"file_bytes", k.file_bytes}, {"expert_pool_bytes", k.expert_pool_bytes}});
+    }
+    j["keep_sizes"] = keeps;
+    return j.dump(indent);
+}
+
+} // namespace reap::moe

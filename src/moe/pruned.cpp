@@ -1,0 +1,121 @@
+// The header and exact size of a pruned model (see pruned.h).
+#include "moe/pruned.h"
+
+namespace reap::moe {
+
+namespace {
+
+// A KV holding integer `v` in the value type of `like` (a scalar integer KV):
+// keeping the source's type keeps an identity plan byte-identical and readers
+// that insist on a width (llama.cpp reads u32) happy.
+bool int_kv_like(const gguf::kv & like, int64_t v, gguf::kv & out, std::string & err) {
+    out = gguf::kv{};
+    out.key = like.key;
+    out.type = like.type;
+    int nbytes = 0;
+    bool is_signed = false;
+    switch (like.type) {
+        case gguf::value_type::U8: nbytes = 1; break;
+        case gguf::value_type::I8: nbytes = 1; is_signed = true; break;
+        case gguf::value_type::U16: nbytes = 2; break;
+        case gguf::value_type::I16: nbytes = 2; is_signed = true; break;
+        case gguf::value_type::U32: nbytes = 4; break;
+        case gguf::value_type::I32: nbytes = 4; is_signed = true; break;
+        case gguf::value_type::U64: nbytes = 8; break;
+        case gguf::value_type::I64: nbytes = 8; is_signed = true; break;
+        default:
+            err = "KV '" + like.key + "' has type " + like.type_string() + ", an integer was expected";
+            return false;
+    }
+    const int bits = nbytes * 8;
+    const bool fits = v >= 0 && (bits == 64 || (is_signed ? v < (int64_t(1) << (bits - 1)) : v < (int64_t(1) << bits)));
+    if (!fits) {
+        err = "KV '" + like.key + "': " + std::to_string(v) + " does not fit its type " + like.type_string();
+        return false;
+    }
+    out.raw.resize(size_t(nbytes));
+    for (int i = 0; i < nbytes; ++i) out.raw[size_t(i)] = uint8_t(uint64_t(v) >> (8 * i));
+    return true;
+}
+
+} // namespace
+
+bool set_expert_count(gguf::kv_store & kvs, const std::string & arch, int64_t n_keep, std::string & err) {
+    const std::string key = kv_key(arch, "expert_count");
+    const gguf::kv * e = kvs.find(key);
+    if (!e) {
+        err = "KV '" + key + "' missing";
+        return false;
+    }
+    gguf::kv repl;
+    if (!int_kv_like(*e, n_keep, repl, err)) return false;
+    kvs.set(repl);
+    return true;
+}
+
+bool pruned_header(const gguf::model & m, const layout & lay, int64_t n_keep, const stamp_options & stamp,
+                   gguf::output_spec & out, std::string & err) {
+    if (n_keep < 1 || n_keep > lay.n_expert) {
+        err = "keeping " + std::to_string(n_keep) + " experts is outside 1.." + std::to_string(lay.n_expert);
+        return false;
+    }
+    if (lay.roles.size() != m.tensors.size()) {
+        err = "layout has " + std::to_string(lay.roles.size()) + " roles for " + std::to_string(m.tensors.size()) + " tensors";
+        return false;
+    }
+    gguf::output_spec spec = gguf::spec_from_model(m);
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        const gguf::tensor_info & t = m.tensors[i];
+        const tensor_role & role = lay.roles[i];
+        if (role.slice == slice_kind::none) continue;
+        if (role.expert_dim < 0 || role.expert_dim >= int(t.n_dims) || t.ne[role.expert_dim] != lay.n_expert ||
+            role.expert_bytes * uint64_t(lay.n_expert) != t.nbytes) {
+            err = "tensor '" + t.name + "' " + t.shape_string() + ": expert axis " + std::to_string(role.expert_dim) +
+                  " does not hold " + std::to_string(lay.n_expert) + " experts of equal size";
+            return false;
+        }
+        gguf::output_tensor & o = spec.tensors[i];
+        o.ne[role.expert_dim] = n_keep;
+        o.pieces.clear();
+    }
+    if (!set_expert_count(spec.kvs, lay.arch, n_keep, err)) return false;
+    if (stamp.stamp) {
+        if (stamp.plan_sha256.size() != 64) {
+            err = "prune: the plan's sha256 is required for the provenance stamp";
+            return false;
+        }
+        spec.kvs.set_string(k_key_plan_sha256, stamp.plan_sha256);
+        spec.kvs.set_u32(k_key_source_expert_count, uint32_t(lay.n_expert));
+        if (!stamp.version.empty()) spec.kvs.set_string(k_key_version, stamp.version);
+    }
+    out = std::move(spec);
+    return true;
+}
+
+bool pruned_files(const gguf::model & m, const layout & lay, int64_t n_keep, const stamp_options & stamp,
+                  const gguf::write_options & wo, const std::string & target, std::vector<gguf::shard_layout> & shards,
+                  std::string & err) {
+    gguf::output_spec spec;
+    if (!pruned_header(m, lay, n_keep, stamp, spec, err)) return false;
+    // Only the layout is computed: one piece of the kept length stands for the kept experts.
+    for (size_t i = 0; i < spec.tensors.size(); ++i) {
+        const tensor_role & role = lay.roles[i];
+        if (role.slice == slice_kind::none) continue;
+        const gguf::tensor_info & t = m.tensors[i];
+        const uint64_t kept = role.expert_bytes * uint64_t(n_keep);
+        if (kept > 0) spec.tensors[i].pieces.push_back({m.path_of(t), t.file_offset, kept});
+    }
+    return gguf::layout_output(spec, wo, target, shards, err);
+}
+
+bool pruned_bytes(const gguf::model & m, const layout & lay, int64_t n_keep, const stamp_options & stamp,
+                  const gguf::write_options & wo, uint64_t & bytes, uint32_t & n_files, std::string & err) {
+    std::vector<gguf::shard_layout> shards;
+    if (!pruned_files(m, lay, n_keep, stamp, wo, "reap-pruned-size.gguf", shards, err)) return false;
+    bytes = 0;
+    for (const auto & sh : shards) bytes += sh.file_bytes;
+    n_files = uint32_t(shards.size());
+    return true;
+}
+
+} // namespace reap::moe

@@ -1,0 +1,65 @@
+// The shape of a pruned model: what `reap prune` writes when it keeps n_keep
+// experts in every MoE layer, short of which experts. One rule for the
+// output's header (tensor shapes, <arch>.expert_count, the provenance stamp)
+// and so for its exact size, used by the slicer (prune::make_pruned_spec
+// fills in the kept experts' bytes), the budget planner (plan --budget) and
+// the census (inspect's sizes at keep counts). It sits below plan and prune
+// so that neither includes the other for it.
+//
+// The size of a pruned file depends only on n_keep, never on which experts are
+// kept: every sliced tensor keeps n_keep experts of expert_bytes each.
+//
+// Core library: no llama.cpp dependency. Errors are values.
+#pragma once
+
+#include "gguf/gguf.h"
+#include "moe/layout.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reap::moe {
+
+// Provenance keys written into pruned models (unless the stamp is off).
+constexpr const char * k_key_plan_sha256         = "reap.plan.sha256";          // string
+constexpr const char * k_key_source_expert_count = "reap.source.expert_count";  // u32
+constexpr const char * k_key_version             = "reap.version";              // string
+
+struct stamp_options {
+    bool        stamp = true;       // append the reap.* provenance keys
+    std::string plan_sha256;        // value of reap.plan.sha256 (the plan file's hash); required when stamp.
+                                    // To predict sizes before the plan file exists, any 64-character
+                                    // placeholder gives the same layout.
+    std::string version;            // value of reap.version (empty: key omitted)
+};
+
+// Sets <arch>.expert_count in `kvs` to n_keep, keeping the value type the
+// store already has for it. Fails when the key is missing or not an integer.
+bool set_expert_count(gguf::kv_store & kvs, const std::string & arch, int64_t n_keep, std::string & err);
+
+// The output of pruning `m` (classified as `lay`, roles in the order of
+// m.tensors) to n_keep experts per MoE layer, without the expert bytes:
+// tensors keep their order, names and types; every tensor the layout slices
+// has n_keep on its expert axis and no pieces (the caller supplies
+// n_keep x expert_bytes of data); every other tensor is copied whole. KVs keep
+// their order (split.* dropped: the writer adds them when splitting),
+// <arch>.expert_count becomes n_keep, and with the stamp on the provenance
+// keys are set. Fails when n_keep is outside 1..n_expert, the layout does not
+// belong to `m`, or the stamp lacks its 64-character plan hash.
+bool pruned_header(const gguf::model & m, const layout & lay, int64_t n_keep, const stamp_options & stamp,
+                   gguf::output_spec & out, std::string & err);
+
+// Exactly the files `reap prune` writes for any plan keeping n_keep experts
+// per MoE layer of `m`, written with `wo` (split options) to `target`: shard
+// paths and exact file sizes (gguf::layout_output of the pruned header with
+// the expert bytes accounted for).
+bool pruned_files(const gguf::model & m, const layout & lay, int64_t n_keep, const stamp_options & stamp,
+                  const gguf::write_options & wo, const std::string & target, std::vector<gguf::shard_layout> & shards,
+                  std::string & err);
+
+// The sum of pruned_files' sizes and the number of files.
+bool pruned_bytes(const gguf::model & m, const layout & lay, int64_t n_keep, const stamp_options & stamp,
+                  const gguf::write_options & wo, uint64_t & bytes, uint32_t & n_files, std::string & err);
+
+} // namespace reap::moe
