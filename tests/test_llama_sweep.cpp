@@ -19,7 +19,6 @@ using namespace reap_test;
 
 namespace {
 
-std::string reap_bin() { return env_or("REAP_BIN", source_dir() + "/build/bin/reap"); }
 
 std::string slurp(const std::string & path) {
     std::ifstream f(path, std::ios::binary);

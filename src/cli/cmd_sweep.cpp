@@ -10,6 +10,7 @@
 #include "llama/eval.h"
 #include "plan/sweep.h"
 #include "util/file.h"
+#include "util/path.h"
 #include "util/sha256.h"
 #include "util/svg_chart.h"
 
@@ -84,19 +85,13 @@ struct sweep_params {
     reap::eval_options eval;
 };
 
-// Writes `text` to `path` through a temp file beside it, fsynced and renamed.
+// Writes `text` to `path` durably; an existing file only with --force.
 bool write_output(const std::string & path, const std::string & text, bool force, std::string & err) {
     if (!force && access(path.c_str(), F_OK) == 0) {
         err = "'" + path + "' exists (use --force to replace it)";
         return false;
     }
-    const std::string tmp = path + ".tmp." + std::to_string(getpid());
-    if (reap::util::write_file_synced(tmp, text) != reap::util::write_status::ok || rename(tmp.c_str(), path.c_str()) != 0) {
-        err = "cannot write '" + path + "': " + strerror(errno);
-        unlink(tmp.c_str());
-        return false;
-    }
-    return true;
+    return reap::util::write_file_durably(path, text, err);
 }
 
 nlohmann::ordered_json metrics_json(const reap::eval_metrics & m) {
@@ -117,11 +112,9 @@ const char * kind_name(pl::size_kind k) {
     return k == pl::size_kind::keep ? "keep" : k == pl::size_kind::ratio ? "ratio" : "budget";
 }
 
+// SWEEP.json -> SWEEP.svg, in the same directory.
 std::string with_extension(const std::string & path, const char * ext) {
-    const size_t slash = path.rfind('/');
-    const size_t dot = path.rfind('.');
-    const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
-    return (has_ext ? path.substr(0, dot) : path) + ext;
+    return reap::util::beside(path, reap::util::stem_of(path) + ext);
 }
 
 reap::util::chart make_chart(const std::string & title, const std::vector<pl::sweep_point> & pts,

@@ -6,6 +6,7 @@
 
 #include "llama/corpus.h"
 #include "llama/mask.h"
+#include "util/file.h"
 #include "llama/runtime.h"
 
 #include "common.h"
@@ -92,29 +93,6 @@ void parallel_for(int n, int n_threads, const std::function<void(int)> & fn) {
     for (int t = 1; t < n_threads; ++t) pool.emplace_back(work);
     work();
     for (auto & th : pool) th.join();
-}
-
-// Whole-buffer pread / pwrite (short transfers and EINTR retried).
-bool pread_full(int fd, void * buf, size_t n, uint64_t off) {
-    char * p = (char *) buf;
-    while (n > 0) {
-        const ssize_t k = pread(fd, p, n, (off_t) off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return false;
-        p += k, n -= (size_t) k, off += (uint64_t) k;
-    }
-    return true;
-}
-
-bool pwrite_full(int fd, const void * buf, size_t n, uint64_t off) {
-    const char * p = (const char *) buf;
-    while (n > 0) {
-        const ssize_t k = pwrite(fd, p, n, (off_t) off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return false;
-        p += k, n -= (size_t) k, off += (uint64_t) k;
-    }
-    return true;
 }
 
 int resolve_threads(int n) { return n > 0 ? n : std::max(1, (int) common_cpu_get_num_math()); }
@@ -475,51 +453,6 @@ struct accumulator {
 
 // ---- base file --------------------------------------------------------------------------------
 
-// Writes to PATH.tmp.PID and renames into place once complete, so that an
-// interrupted run never leaves a file that a later run would trust.
-struct kld_writer {
-    std::string path, tmp;
-    FILE *      f = nullptr;
-
-    bool open(const std::string & p, std::string & err) {
-        path = p;
-        tmp  = p + ".tmp." + std::to_string(getpid());
-        f    = fopen(tmp.c_str(), "wb");
-        if (!f) {
-            err = "cannot create '" + tmp + "': " + strerror(errno);
-            return false;
-        }
-        return true;
-    }
-    bool write(const void * data, size_t bytes, std::string & err) {
-        if (bytes && fwrite(data, 1, bytes, f) != bytes) {
-            err = "write to '" + tmp + "' failed: " + strerror(errno);
-            return false;
-        }
-        return true;
-    }
-    bool commit(std::string & err) {
-        const bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-        const int  e  = errno;
-        fclose(f);
-        f = nullptr;
-        if (!ok) {
-            err = "cannot flush '" + tmp + "': " + strerror(e);
-            return false;
-        }
-        if (rename(tmp.c_str(), path.c_str()) != 0) {
-            err = "cannot rename '" + tmp + "' to '" + path + "': " + strerror(errno);
-            return false;
-        }
-        tmp.clear();
-        return true;
-    }
-    ~kld_writer() {
-        if (f) fclose(f);
-        if (!tmp.empty()) remove(tmp.c_str());
-    }
-};
-
 // Expected size of a base file, or false if the counts overflow.
 bool kld_file_bytes(int64_t n_ctx, int64_t n_vocab, int64_t n_chunk, uint64_t & bytes) {
     const uint64_t per_chunk_records = (uint64_t) (n_ctx - 1 - n_ctx / 2);
@@ -543,7 +476,9 @@ bool write_base_file(llama_model * model, const workload & wl, const eval_option
     ctx_ptr ctx = make_context(model, opt.rt, n_ctx, n_seq, err, hook);
     if (!ctx) return false;
 
-    kld_writer out;
+    // The file appears under its name only once complete: an interrupted run
+    // never leaves one that a later run would trust.
+    util::durable_file out;
     if (!out.open(opt.kld_base_path, err)) return false;
     const int32_t hdr[3] = {n_ctx, n_vocab, (int32_t) wl.windows.size()};
     if (!out.write(KLD_MAGIC, 8, err) || !out.write(hdr, sizeof(hdr), err)) return false;
@@ -861,7 +796,7 @@ struct float_rows : base_source {
         if (fd >= 0) close(fd);
     }
     bool write_rows(const char * data, size_t n, std::string & err) {
-        if (!pwrite_full(fd, data, n * row_bytes(), n_written * row_bytes())) {
+        if (!util::write_full(fd, data, n * row_bytes())) {
             err = std::string("cannot write the base's rows to the temp file: ") + strerror(errno);
             return false;
         }
@@ -879,7 +814,7 @@ struct float_rows : base_source {
         }
         const size_t rb = row_bytes();
         buf.resize(rb * rows.size());
-        if (!pread_full(fd, buf.data(), buf.size(), n_read * rb)) {
+        if (!util::pread_full(fd, buf.data(), buf.size(), n_read * rb)) {
             err = std::string("cannot read the base's rows back from the temp file: ") + strerror(errno);
             return false;
         }
