@@ -149,7 +149,7 @@ int cmd_eval(int argc, char ** argv) {
         } else if (a == "--prompt") {
             if (!value(smoke.prompt)) return usage_error(a + " needs text");
         } else {
-            rest.push_back(argv[i]);  // llama.cpp's (it names what it does not know)
+            if (!reap::cli::take_llama_flag(argc, argv, i, rest, err)) return usage_error(err);
         }
     }
     if (!reap::cli::parse_llama_runtime(rest, opt.base_path, opt.rt, err)) return usage_error(err);

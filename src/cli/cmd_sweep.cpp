@@ -228,7 +228,7 @@ int cmd_sweep(int argc, char ** argv) {
         } else if (a == "--verbose") {
             p.eval.verbose = true;
         } else if (a.size() > 1 && a[0] == '-') {
-            rest.push_back(argv[i]);  // llama.cpp's (it names what it does not know)
+            if (!reap::cli::take_llama_flag(argc, argv, i, rest, err)) return usage_error(err);
         } else if (p.saliency.empty()) {
             p.saliency = a;
         } else {

@@ -22,6 +22,38 @@ const char * const k_llama_runtime_help =
     "  --no-mmap                   read the model into memory instead of mapping it\n"
     "  --rpc HOST:PORT,...         llama.cpp RPC servers (models that span machines)\n";
 
+int llama_flag_values(const std::string & flag) {
+    static common_params            params;
+    static const common_params_context ctx = common_params_parser_init(params, LLAMA_EXAMPLE_COMMON);
+    for (const common_arg & opt : ctx.options) {
+        for (const auto * names : {&opt.args, &opt.args_neg}) {
+            for (const char * name : *names) {
+                if (flag == name) {
+                    if (names == &opt.args_neg) return 0;
+                    return opt.value_hint_2 ? 2 : opt.value_hint ? 1 : 0;
+                }
+            }
+        }
+    }
+    return -1;
+}
+
+bool take_llama_flag(int argc, char ** argv, int & i, std::vector<char *> & rest, std::string & err) {
+    const std::string flag = argv[i];
+    const int n = llama_flag_values(flag);
+    if (n < 0) {
+        err = "unknown argument '" + flag + "'";
+        return false;
+    }
+    if (i + n >= argc) {
+        err = flag + " needs " + (n == 1 ? "a value" : "two values");
+        return false;
+    }
+    for (int k = 0; k <= n; ++k) rest.push_back(argv[i + k]);
+    i += n;
+    return true;
+}
+
 bool parse_llama_runtime(std::vector<char *> rest, const std::string & model, eval_runtime & rt, std::string & err) {
     std::string m_flag = "-m", m_value = model.empty() ? "(none)" : model;
     rest.insert(rest.begin() + 1, {&m_flag[0], &m_value[0]});

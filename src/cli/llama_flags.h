@@ -16,6 +16,16 @@ namespace reap::cli {
 // The usage lines of the llama.cpp flags eval and sweep document.
 extern const char * const k_llama_runtime_help;
 
+// How many values llama.cpp's flag `flag` takes (0, 1 or 2), or -1 when
+// llama.cpp's common parser does not know it: lets a command with positional
+// arguments hand a flag and its values over without guessing.
+int llama_flag_values(const std::string & flag);
+
+// Moves argv[i] (a flag the command does not take itself) and its values into
+// `rest`, advancing i past them. False with err naming the flag when llama.cpp
+// does not know it or its values are missing.
+bool take_llama_flag(int argc, char ** argv, int & i, std::vector<char *> & rest, std::string & err);
+
 // Parses `rest` (argv[0] first, then the flags the command did not take) into
 // rt: rt.llama holds everything llama.cpp parsed; n_ctx (0 when -c is absent),
 // n_batch, n_ubatch and n_threads are copied into rt's own fields. `model` is
