@@ -6,6 +6,8 @@
 
 #include "llama/corpus.h"
 #include "llama/mask.h"
+#include "metrics/kld_record.h"
+#include "metrics/token_metrics.h"
 #include "util/file.h"
 #include "llama/runtime.h"
 
@@ -34,11 +36,6 @@
 namespace reap {
 
 namespace {
-
-constexpr char   KLD_MAGIC[8]     = {'_', 'l', 'o', 'g', 'i', 't', 's', '_'};
-constexpr int    KLD_MAX_CTX      = 1 << 22;  // bounds for counts read from a base file
-constexpr int    KLD_MAX_VOCAB    = 1 << 24;
-constexpr size_t KLD_HEADER_BYTES = 8 + 3 * sizeof(int32_t);
 
 // ---- small utilities ----------------------------------------------------------
 
@@ -76,7 +73,6 @@ bool read_whole_file(const std::string & what, const std::string & path, std::st
 }
 
 bool mul_u64(uint64_t a, uint64_t b, uint64_t & out) { return !__builtin_mul_overflow(a, b, &out); }
-bool add_u64(uint64_t a, uint64_t b, uint64_t & out) { return !__builtin_add_overflow(a, b, &out); }
 
 // Runs fn(i) for i in [0, n) on up to n_threads threads (the rows of one batch).
 void parallel_for(int n, int n_threads, const std::function<void(int)> & fn) {
@@ -358,112 +354,7 @@ bool decode_windows(const std::vector<llama_context *> & ctxs, const std::vector
     return ok;
 }
 
-// ---- per-token statistics ------------------------------------------------------------------
-
-struct token_stat {
-    double nll_base = 0, nll_pruned = 0, kld = 0;
-    bool   agree = false;
-};
-
-int argmax_first(const float * v, int n) {
-    int best = 0;
-    for (int i = 1; i < n; ++i) {
-        if (v[i] > v[best]) best = i;
-    }
-    return best;
-}
-
-// log(sum(exp(v - max_v))): the log-normaliser relative to the max.
-float log_sum_exp_rel(const float * v, int n, float max_v) {
-    double s = 0;
-    for (int i = 0; i < n; ++i) s += expf(v[i] - max_v);
-    return (float) std::log(s);
-}
-
-float log_sum_exp(const float * v, int n, float max_v) { return max_v + log_sum_exp_rel(v, n, max_v); }
-
-// The base side of one scored position: the row's log-probabilities (logits
-// minus their log-normaliser, in float) into logp; returns the argmax of the
-// logits. Both the live path and the kept rows of a several-model run go
-// through this, so they give the same numbers, bit for bit.
-int base_logp_row(const float * lb, int n_vocab, float * logp) {
-    const int   ib = argmax_first(lb, n_vocab);
-    const float zb = log_sum_exp(lb, n_vocab, lb[ib]);
-    for (int i = 0; i < n_vocab; ++i) logp[i] = lb[i] - zb;
-    return ib;
-}
-
-// One scored position from the base's log-probabilities (and its argmax) and
-// the pruned model's logits. clip16: leave base log-probs at or below -16 out
-// of the KLD sum, as llama-perplexity does against its base file. Identical
-// distributions give exactly 0.
-token_stat stat_logp(const float * logp_base, int ib, const float * lp, int n_vocab, int tok, bool clip16) {
-    token_stat r;
-    const int   ip = argmax_first(lp, n_vocab);
-    const float zp = log_sum_exp(lp, n_vocab, lp[ip]);
-    double kl = 0;
-    for (int i = 0; i < n_vocab; ++i) {
-        const float lpb = logp_base[i];
-        if (!clip16 || lpb > -16.f) {
-            kl += (double) expf(lpb) * (double) (lpb - (lp[i] - zp));
-        }
-    }
-    r.nll_base   = -logp_base[tok];
-    r.nll_pruned = zp - lp[tok];
-    r.kld        = kl;
-    r.agree      = ib == ip;
-    return r;
-}
-
-struct accumulator {
-    double nll_base = 0, nll_pruned = 0;
-    size_t n = 0, agree = 0;
-    std::vector<float> kld;
-
-    void add(const token_stat & s) {
-        nll_base += s.nll_base;
-        nll_pruned += s.nll_pruned;
-        ++n;
-        agree += s.agree;
-        kld.push_back((float) s.kld);
-    }
-
-    // Median and percentiles as llama-perplexity computes them.
-    eval_metrics finish() {
-        eval_metrics m;
-        m.n_tokens = n;
-        if (n == 0) return m;
-        m.ppl_base   = std::exp(nll_base / n);
-        m.ppl_pruned = std::exp(nll_pruned / n);
-        m.ppl_ratio  = m.ppl_pruned / m.ppl_base;
-        double sum = 0;
-        for (float v : kld) sum += v;
-        m.kld_mean = sum / n;
-        std::sort(kld.begin(), kld.end());
-        m.kld_median = n % 2 == 0 ? 0.5 * (kld[n / 2] + kld[n / 2 - 1]) : kld[n / 2];
-        const double p  = 0.99 * (double) (n - 1);
-        const size_t ip = (size_t) p;
-        const double fr = p - ip;
-        m.kld_p99      = (1 - fr) * kld[ip] + fr * kld[std::min(ip + 1, n - 1)];
-        m.kld_max      = kld.back();
-        m.argmax_agree = (double) agree / n;
-        return m;
-    }
-};
-
 // ---- base file --------------------------------------------------------------------------------
-
-// Expected size of a base file, or false if the counts overflow.
-bool kld_file_bytes(int64_t n_ctx, int64_t n_vocab, int64_t n_chunk, uint64_t & bytes) {
-    const uint64_t per_chunk_records = (uint64_t) (n_ctx - 1 - n_ctx / 2);
-    uint64_t tok_bytes, rec_bytes, chunk_bytes, all_records, all_tokens;
-    return mul_u64((uint64_t) n_ctx, (uint64_t) n_chunk, all_tokens) &&
-           mul_u64(all_tokens, sizeof(int32_t), tok_bytes) &&
-           mul_u64(kld_record_u16((int) n_vocab), sizeof(uint16_t), rec_bytes) &&
-           mul_u64(rec_bytes, per_chunk_records, chunk_bytes) &&
-           mul_u64(chunk_bytes, (uint64_t) n_chunk, all_records) &&
-           add_u64(KLD_HEADER_BYTES, tok_bytes, bytes) && add_u64(bytes, all_records, bytes);
-}
 
 // Runs the base model over the windows and writes the base file; adds the
 // base's own negative log-likelihoods (exact logits) to nll / n_scored.
@@ -481,7 +372,7 @@ bool write_base_file(llama_model * model, const workload & wl, const eval_option
     util::durable_file out;
     if (!out.open(opt.kld_base_path, err)) return false;
     const int32_t hdr[3] = {n_ctx, n_vocab, (int32_t) wl.windows.size()};
-    if (!out.write(KLD_MAGIC, 8, err) || !out.write(hdr, sizeof(hdr), err)) return false;
+    if (!out.write(k_kld_magic, 8, err) || !out.write(hdr, sizeof(hdr), err)) return false;
     for (const window & w : wl.windows) {
         if (!out.write(w.tokens, sizeof(int32_t) * (size_t) w.len, err)) return false;
     }
@@ -524,116 +415,6 @@ bool file_workload(const kld_base_header & hdr, workload & wl, int max_chunks) {
 }
 
 } // namespace
-
-// ---- public: base file format ---------------------------------------------------------------------
-
-size_t kld_record_u16(int n_vocab) { return 2 * (((size_t) n_vocab + 1) / 2) + 4; }
-
-double kld_compress_row(const float * logits, int n_vocab, int tok, uint16_t * record) {
-    float max_l = logits[0], min_l = logits[0];
-    for (int i = 1; i < n_vocab; ++i) {
-        max_l = std::max(max_l, logits[i]);
-        min_l = std::min(min_l, logits[i]);
-    }
-    // 16 bits over at most 16 nats below the max; everything lower is clamped.
-    min_l = std::max(min_l, max_l - 16);
-    const float lse   = log_sum_exp_rel(logits, n_vocab, max_l);
-    const float scale = (max_l - min_l) / 65535.f;
-    const float off   = min_l - max_l - lse;
-    memcpy(record, &scale, sizeof(float));
-    memcpy(record + 2, &off, sizeof(float));
-    uint16_t * q = record + 4;
-    if (scale > 0) {
-        const float inv = 1 / scale;
-        for (int i = 0; i < n_vocab; ++i) {
-            q[i] = logits[i] > min_l ? (uint16_t) lrintf(inv * (logits[i] - min_l)) : 0;
-        }
-    } else {
-        memset(q, 0, sizeof(uint16_t) * (size_t) n_vocab);
-    }
-    if (n_vocab % 2) q[n_vocab] = 0;  // the pad slot: deterministic bytes
-    return max_l + lse - logits[tok];
-}
-
-bool kld_decompress_row(const uint16_t * record, int n_vocab, float * log_probs) {
-    float scale, off;
-    memcpy(&scale, record, sizeof(float));
-    memcpy(&off, record + 2, sizeof(float));
-    if (!std::isfinite(scale) || !std::isfinite(off) || scale < 0) {
-        return false;
-    }
-    const uint16_t * q = record + 4;
-    for (int i = 0; i < n_vocab; ++i) {
-        log_probs[i] = scale * q[i] + off;
-    }
-    return true;
-}
-
-bool kld_base_read_header(const std::string & path, kld_base_header & hdr, std::string & err) {
-    uint64_t size = 0;
-    if (!file_size_of("KLD base file", path, size, err)) {
-        return false;
-    }
-    const std::string what = "KLD base file '" + path + "'";
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        err = "cannot open " + what;
-        return false;
-    }
-    char    magic[8];
-    int32_t counts[3];
-    if (size < KLD_HEADER_BYTES || !in.read(magic, 8) || !in.read((char *) counts, sizeof(counts))) {
-        err = what + " is truncated: " + std::to_string(size) + " bytes, shorter than its " +
-              std::to_string(KLD_HEADER_BYTES) + "-byte header";
-        return false;
-    }
-    if (memcmp(magic, KLD_MAGIC, 8) != 0) {
-        err = what + " is not a llama-perplexity log-probability file (no \"_logits_\" magic)";
-        return false;
-    }
-    hdr.n_ctx = counts[0];
-    hdr.n_vocab = counts[1];
-    hdr.n_chunk = counts[2];
-    if (hdr.n_ctx < 3 || hdr.n_ctx > KLD_MAX_CTX) {
-        err = what + " has n_ctx " + std::to_string(hdr.n_ctx) + ", outside [3, " + std::to_string(KLD_MAX_CTX) + "]";
-        return false;
-    }
-    if (hdr.n_vocab < 1 || hdr.n_vocab > KLD_MAX_VOCAB) {
-        err = what + " has n_vocab " + std::to_string(hdr.n_vocab) + ", outside [1, " + std::to_string(KLD_MAX_VOCAB) + "]";
-        return false;
-    }
-    if (hdr.n_chunk < 1) {
-        err = what + " has n_chunk " + std::to_string(hdr.n_chunk) + " (must be at least 1)";
-        return false;
-    }
-    uint64_t expect = 0;
-    if (!kld_file_bytes(hdr.n_ctx, hdr.n_vocab, hdr.n_chunk, expect)) {
-        err = what + ": n_ctx " + std::to_string(hdr.n_ctx) + " x n_vocab " + std::to_string(hdr.n_vocab) + " x n_chunk " +
-              std::to_string(hdr.n_chunk) + " overflows";
-        return false;
-    }
-    if (size != expect) {
-        err = what + (size < expect ? " is truncated" : " has trailing bytes") + ": n_ctx " + std::to_string(hdr.n_ctx) +
-              ", n_vocab " + std::to_string(hdr.n_vocab) + ", n_chunk " + std::to_string(hdr.n_chunk) + " need " +
-              std::to_string(expect) + " bytes, the file has " + std::to_string(size);
-        return false;
-    }
-    // Sizes agree with the file, so this allocation is bounded by the file size.
-    hdr.tokens.resize((size_t) hdr.n_ctx * (size_t) hdr.n_chunk);
-    if (!in.read((char *) hdr.tokens.data(), (std::streamsize) (hdr.tokens.size() * sizeof(int32_t)))) {
-        err = "cannot read the tokens of " + what;
-        return false;
-    }
-    for (size_t i = 0; i < hdr.tokens.size(); ++i) {
-        if (hdr.tokens[i] < 0 || hdr.tokens[i] >= hdr.n_vocab) {
-            err = what + ": token " + std::to_string(i) + " is " + std::to_string(hdr.tokens[i]) +
-                  ", outside the vocabulary of " + std::to_string(hdr.n_vocab);
-            return false;
-        }
-    }
-    hdr.data_offset = KLD_HEADER_BYTES + hdr.tokens.size() * sizeof(int32_t);
-    return true;
-}
 
 // ---- public: evaluation ------------------------------------------------------------------------------
 
@@ -934,8 +715,8 @@ bool score_pass(llama_model * model, const eval_runtime & rt, const pass_setup &
     if (!ctx) return false;
     if (!base.rewind(err)) return false;
     const workload &         wl = *s.wl;
-    std::vector<accumulator> acc(wl.domains.size());
-    accumulator              all;
+    std::vector<metrics_accumulator> acc(wl.domains.size());
+    metrics_accumulator      all;
     std::vector<float>       logp;
     std::vector<int32_t>     argmax;
     std::vector<token_stat>  stats;

@@ -1,8 +1,9 @@
 // reap eval, the library half: measures what pruning cost by running a base
 // and a pruned model over the same tokens and comparing their next-token
 // distributions (perplexity of each, KL(base || pruned) over the full
-// vocabulary, top-1 agreement), overall and per corpus domain; also the
-// llama-perplexity KLD base file (`--kl-divergence-base`) reader/writer and a
+// vocabulary, top-1 agreement), overall and per corpus domain, through the
+// scoring core (src/metrics: per-token metrics and the llama-perplexity KLD
+// base file, `--kl-divergence-base`, which need no llama.cpp); and a
 // greedy-decoding smoke test. The CLI (src/cli/cmd_eval.cpp) is a thin shell
 // over run_eval() / run_smoke().
 //
@@ -27,6 +28,8 @@
 #pragma once
 
 #include "common.h"
+#include "metrics/kld_record.h"
+#include "metrics/token_metrics.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -61,19 +64,6 @@ struct eval_options {
     eval_runtime rt;
     bool progress = true;       // progress line on stderr (the CLI turns it off unless stderr is a tty)
     bool verbose  = false;      // let llama.cpp's log through
-};
-
-// The numbers for one set of scored tokens.
-struct eval_metrics {
-    size_t n_tokens     = 0;  // scored tokens
-    double ppl_base     = 0;
-    double ppl_pruned   = 0;
-    double ppl_ratio    = 0;  // ppl_pruned / ppl_base
-    double kld_mean     = 0;  // KL(base || pruned), nats per token
-    double kld_median   = 0;
-    double kld_p99      = 0;
-    double kld_max      = 0;
-    double argmax_agree = 0;  // fraction of tokens whose argmax is the same, 0..1
 };
 
 struct eval_report {
@@ -154,41 +144,5 @@ std::string eval_candidates_json(const std::vector<eval_candidate> & cands, cons
 std::string smoke_report_json(const smoke_report & report);
 // Human-readable table.
 void eval_report_print(FILE * out, const eval_report & report);
-
-// ---- llama-perplexity KLD base file ------------------------------------------
-//
-// Layout (all little-endian, as llama-perplexity writes it):
-//   char[8]  "_logits_"
-//   int32    n_ctx
-//   int32    n_vocab
-//   int32    n_chunk
-//   int32    tokens[n_chunk * n_ctx]            the evaluated tokens, chunk after chunk
-//   per chunk, per scored position (n_ctx - 1 - n_ctx/2 of them):
-//     float  scale, float min_log_prob          (4 uint16 slots)
-//     uint16 q[n_vocab], padded to even count   log p_i = scale * q_i + min_log_prob
-// so one record is kld_record_u16(n_vocab) = 2*((n_vocab+1)/2) + 4 uint16.
-
-size_t kld_record_u16(int n_vocab);
-
-struct kld_base_header {
-    int32_t n_ctx   = 0;
-    int32_t n_vocab = 0;
-    int32_t n_chunk = 0;
-    std::vector<int32_t> tokens;  // n_chunk * n_ctx
-    uint64_t data_offset = 0;     // where the first record starts
-};
-
-// Reads and validates the header and tokens of a base file: magic, counts
-// positive and bounded, file size exactly what the counts imply (computed
-// without overflow), every token id inside [0, n_vocab).
-bool kld_base_read_header(const std::string & path, kld_base_header & hdr, std::string & err);
-
-// Compresses one row of logits into a record (kld_record_u16(n_vocab) uint16)
-// the way llama-perplexity does; returns -log p(tok) under the row.
-double kld_compress_row(const float * logits, int n_vocab, int tok, uint16_t * record);
-
-// Decompresses a record into log-probabilities; false if the record's scale
-// or offset are not finite numbers (a damaged file).
-bool kld_decompress_row(const uint16_t * record, int n_vocab, float * log_probs);
 
 } // namespace reap
