@@ -90,6 +90,8 @@ bool parse_int(const char * s, int & out) {
     return true;
 }
 
+const char * k_usage_line = "usage: reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json) ... -f TEXT_OR_CORPUS [options]";
+
 int usage_error(const std::string & msg) { return reap::cli::usage_error_full("eval", msg, usage_text().c_str()); }
 
 } // namespace
@@ -149,10 +151,10 @@ int cmd_eval(int argc, char ** argv) {
         } else if (a == "--prompt") {
             if (!value(smoke.prompt)) return usage_error(a + " needs text");
         } else {
-            if (!reap::cli::take_llama_flag(argc, argv, i, rest, err)) return usage_error(err);
+            if (!reap::cli::take_llama_flag(argc, argv, i, rest, err)) return reap::cli::usage_error("eval", err, k_usage_line);
         }
     }
-    if (!reap::cli::parse_llama_runtime(rest, opt.base_path, opt.rt, err)) return usage_error(err);
+    if (!reap::cli::parse_llama_runtime(rest, opt.base_path, opt.rt, err)) return reap::cli::usage_error("eval", err, k_usage_line);
     // JSON goes to stdout, so a progress line on a terminal's stderr does not disturb it.
     opt.progress = !quiet && isatty(fileno(stderr));
 

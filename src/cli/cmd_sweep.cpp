@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
@@ -74,6 +75,8 @@ const char * USAGE =
 
 std::string usage_text() { return std::string(USAGE) + reap::cli::k_llama_runtime_help; }
 
+const char * k_usage_line = "usage: reap sweep SALIENCY.gguf -m BASE.gguf -f TEXT_OR_CORPUS (--keep N,... | --ratios R,... | --budgets SIZE,...)";
+
 int usage_error(const std::string & msg) { return reap::cli::usage_error_full("sweep", msg, usage_text().c_str()); }
 
 struct sweep_params {
@@ -126,11 +129,16 @@ reap::util::chart make_chart(const std::string & title, const std::vector<pl::sw
     reap::util::chart_panel kld, top1;
     kld.y_label = "KL divergence from the base (nats/token, mean)";
     top1.y_label = "top-1 agreement with the base (%)";
-    kld.y2_label = top1.y2_label = "pruned file size (GB)";
+    // file sizes in the unit that suits them
+    uint64_t largest = 0;
+    for (const auto & p : pts) largest = std::max(largest, p.bytes);
+    const double unit = largest >= 1000000000ull ? 1e9 : largest >= 1000000ull ? 1e6 : 1e3;
+    const char * unit_name = unit == 1e9 ? "GB" : unit == 1e6 ? "MB" : "kB";
+    kld.y2_label = top1.y2_label = std::string("pruned file size (") + unit_name + ")";
     std::vector<double> xs, size_gb;
     for (const auto & p : pts) {
         xs.push_back((double) p.n_keep);
-        size_gb.push_back((double) p.bytes / 1e9);
+        size_gb.push_back((double) p.bytes / unit);
     }
     // per domain (thin), then overall (bold)
     if (!reps.empty()) {
@@ -187,7 +195,7 @@ int cmd_sweep(int argc, char ** argv) {
             if (!value(v)) return usage_error(a + " needs a list");
             const pl::size_kind kind = a == "--keep" ? pl::size_kind::keep : a == "--ratios" ? pl::size_kind::ratio
                                                                                               : pl::size_kind::budget;
-            if (!pl::parse_size_requests(kind, v, p.sizes, err)) return usage_error(err);
+            if (!pl::parse_size_requests(kind, v, p.sizes, err)) return reap::cli::usage_error("sweep", err, k_usage_line);
             ++n_kinds;
         } else if (a == "--method") {
             if (!value(v) || !pl::parse_method(v, p.rank.how)) {
@@ -219,7 +227,7 @@ int cmd_sweep(int argc, char ** argv) {
             p.force = true;
         } else if (a == "--chunks") {
             int64_t n = 0;
-            if (!value(v) || !reap::cli::parse_positive("--chunks", v, INT32_MAX, n, err)) return usage_error(err);
+            if (!value(v) || !reap::cli::parse_positive("--chunks", v, INT32_MAX, n, err)) return reap::cli::usage_error("sweep", err, k_usage_line);
             p.eval.max_chunks = (int) n;
         } else if (a == "--tmp-dir") {
             if (!value(p.eval.tmp_dir)) return usage_error(a + " needs a directory");
@@ -228,7 +236,7 @@ int cmd_sweep(int argc, char ** argv) {
         } else if (a == "--verbose") {
             p.eval.verbose = true;
         } else if (a.size() > 1 && a[0] == '-') {
-            if (!reap::cli::take_llama_flag(argc, argv, i, rest, err)) return usage_error(err);
+            if (!reap::cli::take_llama_flag(argc, argv, i, rest, err)) return reap::cli::usage_error("sweep", err, k_usage_line);
         } else if (p.saliency.empty()) {
             p.saliency = a;
         } else {
@@ -242,7 +250,7 @@ int cmd_sweep(int argc, char ** argv) {
         return usage_error(n_kinds == 0 ? "say which sizes: --keep N,N,..., --ratios R,R,... or --budgets SIZE,..."
                                         : "give one of --keep, --ratios and --budgets");
     }
-    if (!reap::cli::parse_llama_runtime(rest, p.eval.base_path, p.eval.rt, err)) return usage_error(err);
+    if (!reap::cli::parse_llama_runtime(rest, p.eval.base_path, p.eval.rt, err)) return reap::cli::usage_error("sweep", err, k_usage_line);
     p.eval.progress = !p.quiet && isatty(fileno(stderr));
     if (p.plot.empty() && !p.output.empty()) p.plot = with_extension(p.output, ".svg");
     auto fail = [](const std::string & msg) { return reap::cli::fail("sweep", msg); };

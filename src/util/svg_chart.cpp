@@ -14,12 +14,19 @@ constexpr double k_width    = 760;
 constexpr double k_panel_h  = 250;
 constexpr double k_left     = 78;   // room for the left axis labels
 constexpr double k_right    = 86;   // and the right ones
-constexpr double k_top      = 44;
+constexpr double k_top      = 70;   // title and the legend row
 constexpr double k_gap      = 46;   // between panels
 constexpr double k_bottom   = 56;
 
 const char * const k_colors[] = {"#1f4e9c", "#d1495b", "#2e8b57", "#edae49", "#7b4f9d", "#00798c", "#8c564b", "#e377c2",
                                  "#555555", "#a0a000"};
+
+// The series' colour: grey for the right axis, black for the bold one, else the palette.
+const char * series_color(const chart_series & s, size_t i) {
+    if (s.right_axis) return "#888888";
+    if (s.bold) return "#111111";
+    return k_colors[i % (sizeof(k_colors) / sizeof(k_colors[0]))];
+}
 
 std::string esc(const std::string & s) {
     std::string r;
@@ -108,6 +115,17 @@ std::string render_svg(const chart & c) {
     o += "<text x=\"" + num(k_width / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" +
          esc(c.title) + "</text>\n";
 
+    if (!c.panels.empty()) {
+        double lx = k_left;
+        for (size_t si = 0; si < c.panels[0].series.size(); ++si) {
+            const chart_series & s = c.panels[0].series[si];
+            const std::string dash = s.dashed ? " stroke-dasharray=\"6 4\"" : "";
+            o += "<line x1=\"" + num(lx) + "\" y1=\"44\" x2=\"" + num(lx + 22) + "\" y2=\"44\" stroke=\"" +
+                 series_color(s, si) + "\" stroke-width=\"" + (s.bold ? "2.6" : "1.3") + "\"" + dash + "/>\n";
+            o += "<text x=\"" + num(lx + 27) + "\" y=\"48\">" + esc(s.name) + "</text>\n";
+            lx += 40 + 7.0 * (double) s.name.size();
+        }
+    }
     for (size_t pi = 0; pi < c.panels.size(); ++pi) {
         const chart_panel & p = c.panels[pi];
         const double top = k_top + (double) pi * (k_panel_h + k_gap), bottom = top + k_panel_h;
@@ -152,12 +170,11 @@ std::string render_svg(const chart & c) {
                  ") rotate(90)\" text-anchor=\"middle\" fill=\"#666\">" + esc(p.y2_label) + "</text>\n";
         }
 
-        // series, then the legend in the panel's top right corner
-        double legend_y = top + 16;
+        // the series
         for (size_t si = 0; si < p.series.size(); ++si) {
             const chart_series & s = p.series[si];
             const axis &  a     = s.right_axis ? ra : la;
-            const char *  color = s.right_axis ? "#888888" : k_colors[si % (sizeof(k_colors) / sizeof(k_colors[0]))];
+            const char *  color = series_color(s, si);
             const std::string width = s.bold ? "2.6" : "1.3";
             const std::string dash  = s.dashed ? " stroke-dasharray=\"6 4\"" : "";
             std::string pts, marks;
@@ -170,11 +187,6 @@ std::string render_svg(const chart & c) {
             }
             o += "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"" + width + "\"" + dash +
                  " points=\"" + pts + "\"/>\n" + marks;
-            const double lx = k_left + plot_w - 150;
-            o += "<line x1=\"" + num(lx) + "\" y1=\"" + num(legend_y - 4) + "\" x2=\"" + num(lx + 22) + "\" y2=\"" +
-                 num(legend_y - 4) + "\" stroke=\"" + color + "\" stroke-width=\"" + width + "\"" + dash + "/>\n";
-            o += "<text x=\"" + num(lx + 28) + "\" y=\"" + num(legend_y) + "\">" + esc(s.name) + "</text>\n";
-            legend_y += 15;
         }
     }
     o += "<text x=\"" + num(k_left + plot_w / 2) + "\" y=\"" + num(height - 14) + "\" text-anchor=\"middle\">" +

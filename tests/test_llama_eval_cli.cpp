@@ -1,0 +1,44 @@
+// reap eval's llama.cpp runtime flags go to llama.cpp's own parser and reach
+// the model and context: -ot / -ctk / -ctv / -fa are accepted and change what
+// runs (a q8_0 KV cache gives another base perplexity than the f16 default),
+// llama.cpp's own errors name a bad value, and a flag neither reap nor
+// llama.cpp knows is an error naming it.
+#include "llama_test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+using namespace reap_test;
+
+namespace {
+
+std::string eval_cmd(const std::string & text, const std::string & flags) {
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    return shell_quote(reap_bin()) + " eval -m " + shell_quote(model) + " -p " + shell_quote(model) + " -f " +
+           shell_quote(text) + " -c 128 --chunks 4 -t 2 --json " + flags;
+}
+
+} // namespace
+
+TEST(EvalCli, LlamaRuntimeFlagsReachLlama) {
+    const std::string text = test_tmp_dir() + "/eval-cli.txt";
+    std::ofstream(text) << calibration_text() << calibration_text();
+    std::string out;
+    ASSERT_EQ(run_cmd(eval_cmd(text, "2>/dev/null"), out), 0) << out;
+    const double ppl_f16 = nlohmann::json::parse(out).at("ppl_base").get<double>();
+    ASSERT_EQ(run_cmd(eval_cmd(text, "-ot 'ffn_.*_exps=CPU' -ctk q8_0 -ctv q8_0 -fa on 2>/dev/null"), out), 0) << out;
+    const nlohmann::json q8 = nlohmann::json::parse(out);
+    EXPECT_NE(q8.at("ppl_base").get<double>(), ppl_f16) << "-ctk q8_0 did not change the KV cache";
+    EXPECT_EQ(q8.at("kld_mean").get<double>(), 0.0);  // the same model on both sides
+
+    EXPECT_NE(run_cmd(eval_cmd(text, "-ctk q9_9"), out), 0);
+    EXPECT_NE(out.find("Unsupported cache type: q9_9"), std::string::npos) << out;
+    EXPECT_NE(run_cmd(eval_cmd(text, "-ot 'exps=NOPE'"), out), 0);
+    EXPECT_NE(out.find("unknown buffer type"), std::string::npos) << out;
+    EXPECT_NE(run_cmd(eval_cmd(text, "--no-such-flag"), out), 0);
+    EXPECT_NE(out.find("unknown argument '--no-such-flag'"), std::string::npos) << out;
+    EXPECT_NE(run_cmd(eval_cmd(text, "-ctk"), out), 0);
+    EXPECT_NE(out.find("-ctk needs a value"), std::string::npos) << out;
+}
