@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <random>
 #include <set>
 
@@ -211,45 +213,184 @@ TEST(PlanValidate, ZooModels) {
     }
 }
 
-// Seeded random damage to a good document (byte flips, truncations, spliced
-// bytes): parsing never crashes, and whatever it accepts is internally
-// consistent (the checks of parse_plan hold on the result).
-TEST(PlanFormat, RandomDamageNeverCrashes) {
+namespace {
+
+// The test's own reading of a plan document, from the rules in plan.h (not
+// from plan.cpp): either the plan it describes, or the field whose check fails
+// first (fields are checked in document order: format, version, model.arch,
+// model.n_layer, model.n_expert, model.n_expert_used, n_keep, layers, then
+// each layer's "layer" and "keep", then provenance). `needle` is a piece of
+// text the message must then contain.
+struct decoded {
+    bool        ok = false;
+    std::string needle;
+    reap::plan  plan;
+};
+
+bool is_int(const json & v) { return v.is_number_integer() || v.is_number_unsigned(); }
+
+// The integer value of `v` when it lies in [lo, hi].
+bool int_in(const json & v, int64_t lo, int64_t hi, int64_t & out) {
+    if (!is_int(v)) return false;
+    if (v.is_number_unsigned()) {
+        if (v.get<uint64_t>() > uint64_t(INT64_MAX)) return false;
+        out = int64_t(v.get<uint64_t>());
+    } else {
+        out = v.get<int64_t>();
+    }
+    return out >= lo && out <= hi;
+}
+
+decoded decode(const std::string & text) {
+    decoded d;
+    auto fail = [&](const std::string & needle) { d.needle = needle; return d; };
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::parse_error &) {
+        return fail("not valid JSON");
+    }
+    if (!doc.is_object()) return fail("top level");
+    if (!doc.contains("format")) return fail("\"format\"");
+    if (!(doc["format"].is_string() && doc["format"] == "reap-plan")) return fail("\"format\"");
+    if (!doc.contains("version")) return fail("\"version\"");
+    int64_t version = 0;
+    if (!int_in(doc["version"], 0, INT32_MAX, version)) return fail("\"version\"");
+    if (version != 1) return fail("version");
+    if (!doc.contains("model")) return fail("\"model\"");
+    const json & m = doc["model"];
+    if (!m.is_object()) return fail("\"model\"");
+    reap::plan & p = d.plan;
+    if (!m.contains("arch")) return fail("\"arch\"");
+    if (!m["arch"].is_string() || m["arch"].get<std::string>().empty()) return fail("model.arch");
+    p.arch = m["arch"];
+    if (!m.contains("n_layer")) return fail("\"n_layer\"");
+    if (!int_in(m["n_layer"], 1, 1 << 20, p.n_layer)) return fail("model.n_layer");
+    if (!m.contains("n_expert")) return fail("\"n_expert\"");
+    if (!int_in(m["n_expert"], 1, 1 << 24, p.n_expert)) return fail("model.n_expert");
+    if (!m.contains("n_expert_used")) return fail("\"n_expert_used\"");
+    if (!int_in(m["n_expert_used"], 1, p.n_expert, p.n_expert_used)) return fail("model.n_expert_used");
+    if (!doc.contains("n_keep")) return fail("\"n_keep\"");
+    if (!int_in(doc["n_keep"], 1, p.n_expert, p.n_keep)) return fail("\"n_keep\"");
+    if (!doc.contains("layers")) return fail("\"layers\"");
+    const json & layers = doc["layers"];
+    if (!layers.is_array() || layers.empty()) return fail("\"layers\"");
+    for (size_t i = 0; i < layers.size(); ++i) {
+        const json & l = layers[i];
+        const std::string at = "layers[" + std::to_string(i) + "]";
+        if (!l.is_object() || !l.contains("layer")) return fail(at);
+        int64_t layer = 0;
+        if (!int_in(l["layer"], 0, p.n_layer - 1, layer)) return fail(at + ".layer");
+        const std::string lw = "layer " + std::to_string(layer);
+        if (!p.layers.empty() && p.layers.back().layer >= layer) return fail(lw);
+        if (!l.contains("keep") || !l["keep"].is_array() || int64_t(l["keep"].size()) != p.n_keep) return fail(lw);
+        std::set<int64_t> seen;
+        reap::plan_layer pl;
+        pl.layer = int(layer);
+        for (size_t k = 0; k < l["keep"].size(); ++k) {
+            int64_t e = 0;
+            if (!int_in(l["keep"][k], 0, p.n_expert - 1, e) || !seen.insert(e).second) return fail(lw);
+            pl.keep.push_back(e);
+        }
+        p.layers.push_back(pl);
+    }
+    if (doc.contains("provenance")) {
+        if (!doc["provenance"].is_object()) return fail("\"provenance\"");
+        p.provenance = doc["provenance"];
+    }
+    d.ok = true;
+    return d;
+}
+
+// Damage that keeps the document JSON: a field removed, or set to a value of
+// another type or out of its range, an id repeated, layers swapped.
+void damage_tree(json & d, std::mt19937 & rng) {
+    static const json values[] = {json(), json(true), json(-1), json(0), json(1), json(2), json(3), json(7), json(8),
+                                  json(9), json(2.0), json("1"), json(""), json::array(), json::object(),
+                                  json(18446744073709551615ull), json(-9223372036854775807ll - 1)};
+    static const char * top[] = {"format", "version", "model", "n_keep", "layers", "provenance"};
+    const json value = values[rng() % (sizeof(values) / sizeof(values[0]))];
+    switch (rng() % 8) {
+        case 0: d.erase(top[rng() % 6]); break;
+        case 1: d[top[rng() % 6]] = value; break;
+        case 2: { const char * k[] = {"arch", "n_layer", "n_expert", "n_expert_used"};
+                  if (rng() % 4) d["model"][k[rng() % 4]] = value; else d["model"].erase(k[rng() % 4]); break; }
+        case 3: d["layers"][rng() % 2]["layer"] = value; break;
+        case 4: d["layers"][rng() % 2]["keep"][rng() % 4] = value; break;
+        case 5: d["layers"][rng() % 2]["keep"][rng() % 4] = d["layers"][rng() % 2]["keep"][rng() % 4]; break;
+        case 6: std::swap(d["layers"][0], d["layers"][1]); break;
+        default: d["layers"][rng() % 2].erase(rng() % 2 ? "keep" : "layer"); break;
+    }
+}
+
+} // namespace
+
+// Seeded random damage to a good document: byte flips, truncations and
+// spliced bytes on the text, and type/range/structure damage on the JSON tree.
+// Whatever parse_plan decides must be what the test's own reading of the
+// format decides: a rejection names the field the test finds wrong first, and
+// an accepted document gives exactly the plan the test decodes. Both outcomes
+// must occur, or the damage proves nothing.
+TEST(PlanFormat, RandomDamageAgreesWithAnIndependentReading) {
     const std::string good = good_doc().dump();
     std::mt19937 rng(1234);
-    int accepted = 0;
-    for (int i = 0; i < 3000; ++i) {
-        std::string s = good;
-        const int n_edits = 1 + int(rng() % 4);
-        for (int k = 0; k < n_edits && !s.empty(); ++k) {
-            const size_t at = rng() % s.size();
-            switch (rng() % 4) {
-                case 0: s[at] = char(rng() & 0xff); break;
-                case 1: s.resize(at); break;
-                case 2: s.insert(at, 1, "0123456789-.,:[]{}\"e"[rng() % 20]); break;
-                default: s.erase(at, 1 + rng() % 8); break;
+    int accepted = 0, rejected_json = 0, rejected_field = 0;
+    for (int i = 0; i < 6000; ++i) {
+        std::string s;
+        if (i % 2 == 0) {
+            s = good;
+            const int n_edits = 1 + int(rng() % 4);
+            for (int k = 0; k < n_edits && !s.empty(); ++k) {
+                const size_t at = rng() % s.size();
+                switch (rng() % 4) {
+                    case 0: s[at] = char(rng() & 0xff); break;
+                    case 1: s.resize(at); break;
+                    case 2: s.insert(at, 1, "0123456789-.,:[]{}\"e"[rng() % 20]); break;
+                    default: s.erase(at, 1 + rng() % 8); break;
+                }
             }
+        } else {
+            json d = good_doc();
+            const int n_edits = int(rng() % 3);   // 0: the good document itself
+            for (int k = 0; k < n_edits; ++k) {
+                try {
+                    damage_tree(d, rng);
+                } catch (const json::exception &) {
+                    // the damage addressed a part an earlier edit removed: keep what is there
+                }
+            }
+            s = d.dump();
         }
+        const decoded want = decode(s);
         reap::plan p;
         std::string err;
-        if (!reap::parse_plan(s, "fuzz.json", p, err)) {
-            EXPECT_FALSE(err.empty());
+        const bool ok = reap::parse_plan(s, "fuzz.json", p, err);
+        ASSERT_EQ(ok, want.ok) << "document: " << s << "\nreap: " << (ok ? "accepted" : err)
+                               << "\ntest: " << (want.ok ? "accepted" : "rejected at " + want.needle);
+        if (!ok) {
+            EXPECT_NE(err.find("fuzz.json"), std::string::npos) << err;
+            EXPECT_NE(err.find(want.needle), std::string::npos) << "document: " << s << "\nmessage: " << err
+                                                                << "\nexpected it to name: " << want.needle;
+            ++(want.needle == "not valid JSON" ? rejected_json : rejected_field);
             continue;
         }
         ++accepted;
-        EXPECT_GE(p.n_keep, 1);
-        EXPECT_LE(p.n_keep, p.n_expert);
-        for (const auto & l : p.layers) {
-            EXPECT_EQ(int64_t(l.keep.size()), p.n_keep);
-            EXPECT_GE(l.layer, 0);
-            EXPECT_LT(l.layer, p.n_layer);
-            std::set<int64_t> ids(l.keep.begin(), l.keep.end());
-            EXPECT_EQ(ids.size(), l.keep.size());
-            for (int64_t e : l.keep) {
-                EXPECT_GE(e, 0);
-                EXPECT_LT(e, p.n_expert);
-            }
+        EXPECT_EQ(reap::plan_to_json(p), reap::plan_to_json(want.plan)) << s;
+        EXPECT_EQ(p.arch, want.plan.arch);
+        EXPECT_EQ(p.n_layer, want.plan.n_layer);
+        EXPECT_EQ(p.n_expert, want.plan.n_expert);
+        EXPECT_EQ(p.n_expert_used, want.plan.n_expert_used);
+        EXPECT_EQ(p.n_keep, want.plan.n_keep);
+        ASSERT_EQ(p.layers.size(), want.plan.layers.size()) << s;
+        for (size_t l = 0; l < p.layers.size(); ++l) {
+            EXPECT_EQ(p.layers[l].layer, want.plan.layers[l].layer) << s;
+            EXPECT_EQ(p.layers[l].keep, want.plan.layers[l].keep) << s;
         }
+        EXPECT_EQ(p.provenance, want.plan.provenance) << s;
     }
-    EXPECT_LT(accepted, 3000);
+    std::printf("random damage: %d accepted, %d rejected as JSON, %d rejected at a field\n", accepted, rejected_json,
+                rejected_field);
+    EXPECT_GT(accepted, 300);
+    EXPECT_GT(rejected_json, 300);
+    EXPECT_GT(rejected_field, 300);
 }
