@@ -2,7 +2,9 @@
 // themselves: a small MoE-shaped model written with reap::gguf's writer
 // (in-memory tensors filled from a seeded RNG), a "raw" GGUF serializer that
 // can express invalid files (wrong counts, types, lengths, offsets) for the
-// damaged-file tests, and scratch-directory helpers.
+// damaged-file tests, an independent minimal reader (its own parsing and type
+// table, nothing from reap::gguf) for checking what reap reports against the
+// file itself, and scratch-directory helpers.
 // Header-only; links only reap_core.
 #pragma once
 
@@ -18,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -265,5 +268,144 @@ inline std::vector<uint8_t> u32_bytes(uint32_t v) { std::vector<uint8_t> b; put(
 inline std::vector<uint8_t> u64_bytes(uint64_t v) { std::vector<uint8_t> b; put(b, v); return b; }
 inline std::vector<uint8_t> string_bytes(const std::string & s) { std::vector<uint8_t> b; put_string(b, s); return b; }
 
-} // namespace gguf_test
+// ---- an independent minimal reader ----------------------------------------------------
+// Reads a GGUF header with its own code and its own table of ggml type
+// geometry (from the GGUF/ggml format documentation), so that numbers reap
+// reports can be checked against the file rather than against reap::gguf.
 
+struct plain_tensor {
+    std::string          name;
+    std::vector<int64_t> ne;
+    uint32_t             type = 0;
+    uint64_t             offset = 0;   // from the data section
+    uint64_t             nbytes = 0;
+};
+
+struct plain_kv {
+    uint32_t             type = 0;
+    std::vector<uint8_t> value;        // the value's bytes after its type
+};
+
+struct plain_gguf {
+    uint32_t                        version = 0;
+    uint32_t                        alignment = 32;
+    uint64_t                        data_offset = 0;
+    uint64_t                        file_bytes = 0;
+    std::vector<std::string>        keys;        // in file order
+    std::map<std::string, plain_kv> kvs;
+    std::vector<plain_tensor>       tensors;     // in file order
+};
+
+// name, elements per block, bytes per block of the ggml types the tests use.
+struct plain_type { uint32_t id; const char * name; int64_t block; uint64_t bytes; };
+inline const plain_type * plain_type_of(uint32_t id) {
+    static const plain_type table[] = {
+        {0, "f32", 1, 4},       {1, "f16", 1, 2},       {2, "q4_0", 32, 18},  {3, "q4_1", 32, 20},
+        {6, "q5_0", 32, 22},    {7, "q5_1", 32, 24},    {8, "q8_0", 32, 34},  {10, "q2_K", 256, 84},
+        {11, "q3_K", 256, 110}, {12, "q4_K", 256, 144}, {13, "q5_K", 256, 176}, {14, "q6_K", 256, 210},
+        {16, "iq2_xxs", 256, 66}, {20, "iq4_nl", 32, 18}, {19, "iq1_s", 256, 50}, {30, "bf16", 1, 2},
+        {39, "mxfp4", 32, 17},
+    };
+    for (const plain_type & t : table) if (t.id == id) return &t;
+    return nullptr;
+}
+
+// Parses the header of `path`; false and a reason on anything unexpected.
+inline bool plain_read(const std::string & path, plain_gguf & out, std::string & why) {
+    const std::vector<uint8_t> b = read_all(path);
+    size_t at = 0;
+    bool ok = true;
+    auto take = [&](void * dst, size_t n) {
+        if (!ok || n > b.size() - at) { ok = false; return; }
+        std::memcpy(dst, b.data() + at, n);
+        at += n;
+    };
+    auto u32 = [&] { uint32_t v = 0; take(&v, 4); return v; };
+    auto u64 = [&] { uint64_t v = 0; take(&v, 8); return v; };
+    auto str = [&] {
+        const uint64_t n = u64();
+        if (!ok || n > b.size() - at) { ok = false; return std::string(); }
+        std::string s((const char *) b.data() + at, (size_t) n);
+        at += (size_t) n;
+        return s;
+    };
+    // GGUF value types: u8 i8 u16 i16 u32 i32 f32 bool string array u64 i64 f64
+    auto scalar_size = [](uint32_t t) -> size_t {
+        static const size_t sz[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+        return t < 13 ? sz[t] : 0;
+    };
+    char magic[4] = {};
+    take(magic, 4);
+    if (!ok || std::memcmp(magic, "GGUF", 4) != 0) { why = "not GGUF"; return false; }
+    plain_gguf g;
+    g.file_bytes = b.size();
+    g.version = u32();
+    const uint64_t n_tensors = u64(), n_kv = u64();
+    for (uint64_t i = 0; ok && i < n_kv; ++i) {
+        const std::string key = str();
+        plain_kv kv;
+        kv.type = u32();
+        const size_t start = at;
+        if (kv.type == 8) {
+            str();
+        } else if (kv.type == 9) {
+            const uint32_t et = u32();
+            const uint64_t n = u64();
+            for (uint64_t k = 0; ok && k < n; ++k) {
+                if (et == 8) str();
+                else if (scalar_size(et) && scalar_size(et) <= b.size() - at) at += scalar_size(et);
+                else ok = false;
+            }
+        } else if (scalar_size(kv.type) && scalar_size(kv.type) <= b.size() - at) {
+            at += scalar_size(kv.type);
+        } else {
+            ok = false;
+        }
+        if (!ok) break;
+        kv.value.assign(b.begin() + (ptrdiff_t) start, b.begin() + (ptrdiff_t) at);
+        if (key == "general.alignment" && kv.type == 4) std::memcpy(&g.alignment, kv.value.data(), 4);
+        g.keys.push_back(key);
+        g.kvs[key] = kv;
+    }
+    for (uint64_t i = 0; ok && i < n_tensors; ++i) {
+        plain_tensor t;
+        t.name = str();
+        const uint32_t n_dims = u32();
+        if (n_dims == 0 || n_dims > 4) { ok = false; break; }
+        int64_t n_el = 1;
+        for (uint32_t d = 0; d < n_dims; ++d) {
+            int64_t v = 0;
+            take(&v, 8);
+            t.ne.push_back(v);
+            n_el *= v;
+        }
+        t.type = u32();
+        t.offset = u64();
+        const plain_type * pt = plain_type_of(t.type);
+        if (!ok || !pt || t.ne[0] % pt->block != 0) {
+            why = "tensor " + t.name + ": type " + std::to_string(t.type) + " not in the test's table";
+            return false;
+        }
+        t.nbytes = (uint64_t) (n_el / pt->block) * pt->bytes;
+        g.tensors.push_back(t);
+    }
+    if (!ok) { why = "truncated or malformed header"; return false; }
+    g.data_offset = (at + g.alignment - 1) / g.alignment * g.alignment;
+    out = std::move(g);
+    return true;
+}
+
+inline uint32_t plain_u32(const plain_gguf & g, const std::string & key) {
+    auto it = g.kvs.find(key);
+    uint32_t v = 0;
+    if (it != g.kvs.end() && it->second.type == 4) std::memcpy(&v, it->second.value.data(), 4);
+    return v;
+}
+
+inline std::string plain_string(const plain_gguf & g, const std::string & key) {
+    auto it = g.kvs.find(key);
+    if (it == g.kvs.end() || it->second.type != 8) return "";
+    return std::string(it->second.value.begin() + 8, it->second.value.end());
+}
+
+} // namespace gguf_test

@@ -1,16 +1,21 @@
 // Tests of `reap inspect` (the binary named by $REAP_BIN, else the reap beside
-// this test binary; skipped when it is not built, e.g. in the sanitizer build
-// of the core tests): --json agrees with the library census on a single file
-// and on a split set, the human report and --help work, and bad input ends
-// with a clear message and exit status 1.
-#include "cli/commands.h"
-#include "moe/census.h"
+// this test binary; skipped when it is not built): --json against numbers the
+// test computes from the files themselves with gguf_test_util.h's independent
+// reader (tensor bytes by type, the *_exps pool, dense bytes, per-expert and
+// per-token bytes, MoE blocks, file bytes = the sizes on disk), on a single file
+// and on a split set, and its predicted size at a keep count against the file
+// `reap prune` writes at that count; the human report and --help work, and bad
+// input ends with a clear message and exit status 1.
+#include "gguf/gguf.h"
 #include "gguf_test_util.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <fstream>
+#include <set>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 namespace g = reap::gguf;
@@ -40,47 +45,145 @@ bool have_reap() { return exists(reap_bin()); }
 
 } // namespace
 
-TEST(Inspect, JsonMatchesTheLibraryCensusOnSingleAndSplitFiles) {
+namespace {
+
+// The census of the files `paths` (one model: a single file or every shard),
+// computed here from the bytes with plain_read(), in inspect's JSON keys.
+nlohmann::json census_from_files(const std::vector<std::string> & paths) {
+    std::string why;
+    std::vector<plain_gguf> files(paths.size());
+    for (size_t i = 0; i < paths.size(); ++i) {
+        EXPECT_TRUE(plain_read(paths[i], files[i], why)) << paths[i] << ": " << why;
+    }
+    const plain_gguf & first = files[0];
+    const std::string arch = plain_string(first, "general.architecture");
+    const uint32_t n_expert = plain_u32(first, arch + ".expert_count");
+    const uint32_t n_used = plain_u32(first, arch + ".expert_used_count");
+    uint64_t tensor_bytes = 0, pool = 0, file_bytes = 0, n_tensors = 0;
+    std::map<uint32_t, uint64_t> pool_by_block;   // block -> bytes of its *_exps tensors
+    std::set<uint32_t> moe_blocks;
+    nlohmann::json types = nlohmann::json::object();
+    for (const plain_gguf & f : files) {
+        file_bytes += f.file_bytes;
+        for (const plain_tensor & t : f.tensors) {
+            ++n_tensors;
+            tensor_bytes += t.nbytes;
+            nlohmann::json & ty = types[plain_type_of(t.type)->name];
+            if (ty.is_null()) ty = {{"count", 0}, {"bytes", 0}};
+            ty["count"] = ty["count"].get<uint64_t>() + 1;
+            ty["bytes"] = ty["bytes"].get<uint64_t>() + t.nbytes;
+            uint32_t block = 0;
+            const bool in_block = std::sscanf(t.name.c_str(), "blk.%u.", &block) == 1;
+            if (t.name.find("_exps") != std::string::npos) {
+                pool += t.nbytes;
+                if (in_block) pool_by_block[block] += t.nbytes;
+            }
+            if (in_block && (t.name.find("_exps") != std::string::npos || t.name.find("ffn_gate_inp") != std::string::npos)) {
+                moe_blocks.insert(block);
+            }
+        }
+    }
+    uint64_t per_expert_max = 0, decode = tensor_bytes - pool;
+    for (const auto & [block, bytes] : pool_by_block) {
+        per_expert_max = std::max<uint64_t>(per_expert_max, bytes / n_expert);
+        decode += bytes / n_expert * n_used;
+    }
+    nlohmann::json j;
+    j["arch"] = arch;
+    j["n_layer"] = plain_u32(first, arch + ".block_count");
+    j["moe_layers"] = std::vector<uint32_t>(moe_blocks.begin(), moe_blocks.end());
+    j["n_expert"] = n_expert;
+    j["n_expert_used"] = n_used;
+    j["n_tensors"] = n_tensors;
+    j["tensor_bytes"] = tensor_bytes;
+    j["expert_pool_bytes"] = pool;
+    j["dense_bytes"] = tensor_bytes - pool;
+    j["expert_bytes_per_layer"] = per_expert_max;
+    j["decode_bytes_per_token"] = decode;
+    j["file_bytes"] = file_bytes;
+    j["n_shards"] = paths.size();
+    j["types"] = types;
+    return j;
+}
+
+// Every key of `want` has the same value in `got`.
+void expect_agrees(const nlohmann::json & got, const nlohmann::json & want, const std::string & what) {
+    for (const auto & [key, value] : want.items()) {
+        ASSERT_TRUE(got.contains(key)) << what << ": inspect --json lacks " << key;
+        EXPECT_EQ(got[key], value) << what << ": " << key;
+    }
+}
+
+} // namespace
+
+TEST(Inspect, JsonMatchesTheFileOnSingleAndSplitFiles) {
     if (!have_reap()) GTEST_SKIP() << "reap binary not built ($REAP_BIN)";
     const std::string dir = scratch_dir("inspect_json");
     const std::string single = dir + "/model.gguf";
     write_model(single);
-    g::model m;
-    std::string err;
-    ASSERT_TRUE(g::open_model(single, m, err)) << err;
-    reap::moe::census c;
-    // sized as `reap prune` writes by default (stamped), as inspect does
-    const reap::moe::stamp_options stamp{true, std::string(64, '0'), REAP_VERSION};
-    ASSERT_TRUE(reap::moe::take_census(m, {3}, c, err, stamp)) << err;
 
     const run_result r = run_reap("inspect '" + single + "' --json --keep 3");
     ASSERT_EQ(r.status, 0) << r.out;
     const nlohmann::json j = nlohmann::json::parse(r.out);
-    EXPECT_EQ(j, nlohmann::json::parse(reap::moe::census_json(c)));
-    for (const char * key : {"arch", "n_layer", "moe_layers", "n_expert", "n_expert_used", "n_expert_groups",
-                             "expert_pool_bytes", "dense_bytes", "file_bytes", "n_shards",
-                             "decode_bytes_per_token", "types"}) {
-        EXPECT_TRUE(j.contains(key)) << key;
-    }
-    EXPECT_EQ(j["moe_layers"], nlohmann::json::array({0, 2}));
-    EXPECT_EQ(j["types"]["mxfp4"]["count"], 2);
+    const nlohmann::json want = census_from_files({single});
+    expect_agrees(j, want, "single file");
+    // the fixture's shape, so that the numbers above are not vacuous
+    EXPECT_EQ(want["moe_layers"], nlohmann::json::array({0, 2}));
+    EXPECT_EQ(want["types"]["mxfp4"]["count"], 2);
+    EXPECT_GT(want["expert_pool_bytes"].get<uint64_t>(), 0u);
+    EXPECT_GT(want["dense_bytes"].get<uint64_t>(), 0u);
+    struct stat st;
+    ASSERT_EQ(::stat(single.c_str(), &st), 0);
+    EXPECT_EQ(j["file_bytes"], (uint64_t) st.st_size);
 
-    // The split set: the same census but for shards and file bytes.
+    // The predicted size at --keep 3 is the size of the file prune writes at 3
+    // (stamped, as by default), and its pool is what that file holds in *_exps
+    // tensors. (A one-block model: prune wants every qwen3moe block to be MoE.)
+    model_options one;
+    one.n_layer = 1;
+    const std::string one_path = dir + "/one.gguf";
+    write_model(one_path, one);
+    const run_result r1 = run_reap("inspect '" + one_path + "' --json --keep 3");
+    ASSERT_EQ(r1.status, 0) << r1.out;
+    const nlohmann::json j1 = nlohmann::json::parse(r1.out);
+    expect_agrees(j1, census_from_files({one_path}), "one block");
+    nlohmann::json plan = {{"format", "reap-plan"}, {"version", 1},
+                           {"model", {{"arch", "qwen3moe"}, {"n_layer", 1}, {"n_expert", 4}, {"n_expert_used", 2}}},
+                           {"n_keep", 3},
+                           {"layers", {{{"layer", 0}, {"keep", {3, 0, 2}}}}}};
+    const std::string plan_path = dir + "/keep3.json";
+    std::ofstream(plan_path) << plan.dump();
+    const run_result pr = run_reap("prune -m '" + one_path + "' --plan '" + plan_path + "' -o '" + dir + "/keep3.gguf'");
+    ASSERT_EQ(pr.status, 0) << pr.out;
+    const nlohmann::json pruned = census_from_files({dir + "/keep3.gguf"});
+    EXPECT_EQ(pruned["n_expert"], 3);
+    bool found = false;
+    for (const nlohmann::json & k : j1.at("keep_sizes")) {
+        if (k.at("n_keep") != 3) continue;
+        found = true;
+        EXPECT_EQ(k.at("file_bytes"), pruned["file_bytes"]);
+        EXPECT_EQ(k.at("expert_pool_bytes"), pruned["expert_pool_bytes"]);
+    }
+    EXPECT_TRUE(found) << "no keep_sizes entry for --keep 3: " << j1.dump();
+
+    // The split set: the numbers of all shards together, file bytes on disk.
+    g::model m;
+    std::string err;
+    ASSERT_TRUE(g::open_model(single, m, err)) << err;
     g::write_options wo;
     wo.sync = false;
     wo.split_max_tensors = 6;
     std::vector<std::string> shards;
     ASSERT_TRUE(g::write_output(g::spec_from_model(m), wo, dir + "/split.gguf", shards, err)) << err;
+    ASSERT_GT(shards.size(), 1u);
     const run_result rs = run_reap("inspect '" + shards[0] + "' --json --keep 3");
     ASSERT_EQ(rs.status, 0) << rs.out;
-    nlohmann::json js = nlohmann::json::parse(rs.out);
+    const nlohmann::json js = nlohmann::json::parse(rs.out);
+    const nlohmann::json want_split = census_from_files(shards);
+    expect_agrees(js, want_split, "split set");
     EXPECT_EQ(js["n_shards"], shards.size());
-    uint64_t total = 0;
-    for (const std::string & s : shards) total += read_all(s).size();
-    EXPECT_EQ(js["file_bytes"], total);
-    js["n_shards"] = 1;
-    js["file_bytes"] = j["file_bytes"];
-    EXPECT_EQ(js, j);
+    EXPECT_GT(want_split["file_bytes"].get<uint64_t>(), want["file_bytes"].get<uint64_t>());   // a header per shard
+    EXPECT_EQ(js["keep_sizes"], j["keep_sizes"]);   // the size of the pruned single file does not depend on the source's split
 }
 
 TEST(Inspect, HumanReportHelpAndErrors) {
