@@ -1,10 +1,13 @@
 // Cross-checks reap::gguf against the reference implementation in ggml
-// (ggml/include/gguf.h) and llama.cpp's llama-gguf-split:
-//   * for every GGUF these tests generate (variants of the test model, the
-//     shards of split sets, a pruned model) and the vocab GGUFs shipped in
-//     llama.cpp's models/ directory, reap's view (version, alignment, data
-//     offset, KV keys, types and value bytes, tensor names, types, shapes,
-//     offsets, sizes) equals ggml's;
+// (ggml/include/gguf.h, from ggml-base: this core test links ggml-base but not
+// libllama, so it also runs in the sanitizer build) and llama.cpp's
+// llama-gguf-split:
+//   * every GGUF fixture the core tests write with reap's own writer (variants
+//     of the test model, the shards of split sets, pruned zoo models single and
+//     split, a saliency archive) and the vocab GGUFs shipped in llama.cpp's
+//     models/ directory: reap's view (version, alignment, data offset, KV keys,
+//     types and value bytes, tensor names, types, shapes, offsets, sizes)
+//     equals ggml's;
 //   * seeded byte flips: whenever reap accepts a damaged file, ggml accepts
 //     it too and sees the same thing (reap is the stricter reader);
 //   * split sets written by reap's writer are byte-identical to those of
@@ -13,6 +16,8 @@
 //     output reads as the original model.
 #include "moe/census.h"
 #include "gguf_test_util.h"
+#include "prune_test_util.h"
+#include "saliency_test_util.h"
 
 #include "ggml.h"
 #include "gguf.h"
@@ -132,6 +137,34 @@ TEST(GgufCrosscheck, GeneratedFilesReadTheSameAsGgml) {
         ASSERT_TRUE(g::write_output(g::spec_from_model(m), wo, dir + "/s" + std::to_string(v) + ".gguf", written, err)) << err;
         for (const std::string & shard : written) crosscheck_file(shard);
     }
+}
+
+// What the prune tests read back: every zoo model pruned to half its experts
+// (single file and a split set), and a saliency archive as calibrate writes it.
+TEST(GgufCrosscheck, PrunedModelsAndArchivesReadTheSameAsGgml) {
+    std::string err;
+    const std::string zoo = prune_test::zoo_dir("gguf-cross-zoo", err);
+    ASSERT_FALSE(zoo.empty()) << err;
+    const std::string dir = scratch_dir("gguf_cross_pruned");
+    for (const std::string & name : prune_test::zoo_names()) {
+        SCOPED_TRACE(name);
+        g::model m;
+        ASSERT_TRUE(g::open_model(zoo + "/" + name + ".gguf", m, err)) << err;
+        reap::plan p;
+        ASSERT_TRUE(prune_test::random_plan(m, prune_test::half_keep(m), 3, p, err)) << err;
+        std::vector<std::string> written;
+        ASSERT_TRUE(prune_test::prune_to(m, p, dir + "/" + name + ".json", dir + "/" + name + "-half.gguf", written, err)) << err;
+        ASSERT_EQ(written.size(), 1u);
+        crosscheck_file(written[0]);
+        ASSERT_TRUE(prune_test::prune_to(m, p, dir + "/" + name + ".json", dir + "/" + name + "-split.gguf", written, err,
+                                         true, 0, 5)) << err;
+        ASSERT_GT(written.size(), 1u);
+        for (const std::string & shard : written) crosscheck_file(shard);
+    }
+    const reap::saliency::archive a = saliency_test::make_archive({"en", "code"});
+    const std::string arch_path = dir + "/saliency.gguf";
+    ASSERT_TRUE(reap::saliency::write_archive(a, arch_path, err, true)) << err;
+    crosscheck_file(arch_path);
 }
 
 TEST(GgufCrosscheck, LlamaVocabFilesReadTheSameAsGgml) {
