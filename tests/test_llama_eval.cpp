@@ -236,6 +236,9 @@ bool llama_perplexity_base_file(std::string & why) {
 
 } // namespace
 
+// Identity gives KLD 0 and full agreement, and -p is really loaded: in the
+// same run a real cut of the base (reap prune to 4 of its 8 experts) gives
+// KLD > 0, and the cut alone gives the numbers it has beside the identity.
 TEST(Eval, IdentityGivesZeroKldAndFullAgreement) {
     NEED_FIXTURES();
     reap::eval_report r;
@@ -247,6 +250,36 @@ TEST(Eval, IdentityGivesZeroKldAndFullAgreement) {
     EXPECT_EQ(r.overall.argmax_agree, 1.0);
     EXPECT_EQ(r.overall.ppl_base, r.overall.ppl_pruned);
     EXPECT_EQ(r.overall.ppl_ratio, 1.0);
+
+    const std::string tag = std::to_string(getpid());
+    const std::string plan = fx().dir + "/cut-" + tag + ".json", cut = fx().dir + "/cut-" + tag + ".gguf";
+    nlohmann::json doc = {{"format", "reap-plan"}, {"version", 1},
+                          {"model", {{"arch", "qwen3moe"}, {"n_layer", 2}, {"n_expert", 8}, {"n_expert_used", 2}}},
+                          {"n_keep", 4},
+                          {"layers", {{{"layer", 0}, {"keep", {0, 2, 5, 7}}}, {{"layer", 1}, {"keep", {1, 3, 4, 6}}}}}};
+    write_bytes(plan, doc.dump());
+    std::string out;
+    ASSERT_EQ(run(reap_bin() + " prune -m " + fx().base + " --plan " + plan + " -o " + cut + " --force", out, &out), 0) << out;
+
+    auto eval_json = [&](const std::string & ps) {
+        std::string o, e;
+        EXPECT_EQ(run(reap_bin() + " eval -m " + fx().base + ps + " -f " + fx().text + " -c 128 -t 1 --json", o, &e), 0) << e;
+        return nlohmann::json::parse(o);
+    };
+    const nlohmann::json pair = eval_json(" -p " + fx().base + " -p " + cut);
+    const nlohmann::json alone = eval_json(" -p " + cut);
+    ASSERT_TRUE(pair.contains("pruned")) << pair.dump();
+    const nlohmann::json & id = pair["pruned"][fx().base];
+    const nlohmann::json & c = pair["pruned"][cut];
+    EXPECT_EQ(id["kld_max"].get<double>(), 0.0);
+    EXPECT_EQ(id["argmax_agree"].get<double>(), 1.0);
+    EXPECT_EQ(id["ppl_ratio"].get<double>(), 1.0);
+    EXPECT_GT(c["kld_mean"].get<double>(), 1e-3);
+    EXPECT_LT(c["argmax_agree"].get<double>(), 1.0);
+    EXPECT_NE(c["ppl_pruned"], id["ppl_pruned"]);
+    EXPECT_EQ(alone, c);   // the cut's numbers are the cut's, alone or beside the identity
+    remove(plan.c_str());
+    remove(cut.c_str());
 }
 
 TEST(Eval, CliIdentityJson) {
