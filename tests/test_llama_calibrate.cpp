@@ -473,17 +473,21 @@ TEST(Calibrate, TrainedModelMatchesReferenceForward) {
 
 // The CLI: llama.cpp flags go through llama.cpp's parser; Ctrl-C (SIGINT)
 // finishes the window, writes a checkpoint and exits 130; --resume completes
-// the run with the same archive as an uninterrupted one.
+// the run with the same archive as an uninterrupted one. The interrupt is
+// deterministic: $REAP_CALIBRATE_PAUSE_AFTER holds the run after window 25
+// until the signal (sent by this test from outside, as a shell would) arrives,
+// so the checkpoint is always the one at window 25, never a race with the end.
 TEST(CalibrateCli, SigintCheckpointResume) {
-    if (!file_exists(reap_bin())) GTEST_SKIP() << "no " << reap_bin();
+    ASSERT_TRUE(file_exists(reap_bin())) << "no " << reap_bin();
     std::string err, out;
     const std::string model = zoo_model("qwen3moe", err);
     ASSERT_FALSE(model.empty()) << err;
     const std::string dir = scratch("cli");
     std::string corpus_text;
-    for (int i = 0; i < 1500; ++i) {
+    const int n_samples = 60;   // one window each (-c 64)
+    for (int i = 0; i < n_samples; ++i) {
         corpus_text += nlohmann::json({{"domain", i % 3 ? "en" : "code"},
-                                       {"text", "sample " + std::to_string(i) + ": the router picks experts for every token of this line."}})
+                                       {"text", "sample " + std::to_string(i) + ": the router picks experts."}})
                            .dump() + "\n";
     }
     write_file(dir + "/c.jsonl", corpus_text);
@@ -491,29 +495,42 @@ TEST(CalibrateCli, SigintCheckpointResume) {
                               " -c 64 -b 64 -ub 64 -t 1 -ctk f32 -ctv f32 -fa off --no-progress";
     ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate" + flags + " -o " + shell_quote(dir + "/full.gguf"), out), 0) << out;
     EXPECT_NE(out.find("ffn_moe_weights_norm"), std::string::npos) << out;
+    EXPECT_NE(out.find("(" + std::to_string(n_samples) + " windows"), std::string::npos) << out;
     ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate --help", out), 0);
     EXPECT_NE(out.find("--shard"), std::string::npos);
     EXPECT_NE(run_cmd(shell_quote(reap_bin()) + " calibrate" + flags + " -o " + shell_quote(dir + "/x.gguf") +
                           " --no-such-flag", out), 0);
 
+    const std::string log = dir + "/r.log";
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-        const std::string cmd = "exec " + shell_quote(reap_bin()) + " calibrate" + flags + " -o " +
-                                shell_quote(dir + "/r.gguf") + " --checkpoint-every 20 > " + shell_quote(dir + "/r.log") + " 2>&1";
+        const std::string cmd = "REAP_CALIBRATE_PAUSE_AFTER=25 exec " + shell_quote(reap_bin()) + " calibrate" + flags +
+                                " -o " + shell_quote(dir + "/r.gguf") + " --checkpoint-every 20 > " + shell_quote(log) + " 2>&1";
         execl("/bin/sh", "sh", "-c", cmd.c_str(), (char *) nullptr);
         _exit(127);
     }
-    // interrupt once the run is under way: when its first periodic checkpoint appears
-    for (int i = 0; i < 6000 && !file_exists(dir + "/r.gguf.checkpoint"); ++i) usleep(10 * 1000);
+    // The run holds after window 25 (at most 60 s) until interrupted.
+    bool paused = false;
+    for (int i = 0; i < 6000 && !paused; ++i) {
+        paused = read_bytes(log).find("paused after 25 windows") != std::string::npos;
+        if (!paused) usleep(10 * 1000);
+    }
+    EXPECT_TRUE(paused) << read_bytes(log);
     kill(pid, SIGINT);
     int st = 0;
     ASSERT_EQ(waitpid(pid, &st, 0), pid);
-    ASSERT_TRUE(WIFEXITED(st));
-    if (WEXITSTATUS(st) == 0) GTEST_SKIP() << "the run finished before the interrupt";
-    ASSERT_EQ(WEXITSTATUS(st), 130) << read_bytes(dir + "/r.log");
+    ASSERT_TRUE(WIFEXITED(st)) << read_bytes(log);
+    ASSERT_EQ(WEXITSTATUS(st), 130) << read_bytes(log);
+    EXPECT_NE(read_bytes(log).find("interrupted after 25 windows"), std::string::npos) << read_bytes(log);
     EXPECT_FALSE(file_exists(dir + "/r.gguf"));
-    ASSERT_TRUE(file_exists(dir + "/r.gguf.checkpoint")) << read_bytes(dir + "/r.log");
+    ASSERT_TRUE(file_exists(dir + "/r.gguf.checkpoint")) << read_bytes(log);
+    // the checkpoint is the interrupt's (window 25), not the periodic one (20)
+    sal::archive ck;
+    ASSERT_TRUE(sal::read_archive(dir + "/r.gguf.checkpoint", ck, err)) << err;
+    uint64_t next = 0;
+    ASSERT_TRUE(ck.provenance.get_u64("reap.saliency.checkpoint.next_window", next, err)) << err;
+    EXPECT_EQ(next, 25u);
     ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate" + flags + " -o " + shell_quote(dir + "/r.gguf") +
                           " --checkpoint-every 20 --resume",
                       out), 0) << out;

@@ -170,6 +170,7 @@ int cmd_calibrate(int argc, char ** argv) {
     }
     if (!has_ctx && opt.llama.n_ctx == 0) opt.llama.n_ctx = 512;
     opt.stop = &g_stop;
+    if (const char * s = std::getenv("REAP_CALIBRATE_PAUSE_AFTER")) opt.pause_after_windows = std::atoll(s);   // test hook
     std::signal(SIGINT, on_sigint);
 
     reap::saliency::archive arch;

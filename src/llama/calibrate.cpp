@@ -23,6 +23,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -574,6 +575,10 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
         if (opt.collect) out.domains[win.domain].n_tokens += win.len;
         ++report.n_windows_done;
         ++since_ckpt;
+        if (opt.pause_after_windows > 0 && opt.stop && report.n_windows_done == (size_t) opt.pause_after_windows) {
+            fprintf(stderr, "reap calibrate: paused after %zu windows\n", report.n_windows_done);
+            for (int i = 0; i < 6000 && !opt.stop->load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
         const bool stop = opt.stop && opt.stop->load();
         if (opt.collect && w + 1 < windows.size() &&
             (stop || (opt.checkpoint_every > 0 && since_ckpt >= (size_t) opt.checkpoint_every))) {

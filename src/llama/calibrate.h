@@ -86,6 +86,12 @@ struct calibrate_options {
     // checkpoint and returns true with report.interrupted set (the CLI's
     // SIGINT handler sets it).
     const std::atomic<bool> * stop = nullptr;
+
+    // Test hook (the CLI sets it from $REAP_CALIBRATE_PAUSE_AFTER): after this
+    // many windows of this invocation, say "paused after N windows" on stderr
+    // and wait (at most 60 s) for *stop, so that a test can interrupt the run
+    // at a known window instead of racing it. 0 = off.
+    int64_t pause_after_windows = 0;
 };
 
 struct calibrate_report {
