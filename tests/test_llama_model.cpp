@@ -7,7 +7,14 @@
 //   * an F16 copy made with llama-quantize stays within the bound the model
 //     card states;
 //   * it generates: greedy decoding of an English prompt yields printable text.
+// Those are checks of the fixture (suite TrainedModelFixture). The TrainedModel
+// suite checks reap on it: reap's layout and census agree with what llama.cpp
+// loads and routes through, and its quantised variants rank, prune and verify.
 #include "llama_test_util.h"
+
+#include "moe/census.h"
+#include "gguf/gguf.h"
+#include "plan/plan.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -74,7 +81,7 @@ std::vector<llama_token> window_tokens(const llama_model * model) {
 
 } // namespace
 
-TEST(TrainedModel, LoadsAndTokenizerRoundTripsEveryDomain) {
+TEST(TrainedModelFixture, LoadsAndTokenizerRoundTripsEveryDomain) {
     model_ptr model = load_model(trained_model());
     ASSERT_TRUE(model) << "cannot load " << trained_model();
     const llama_vocab * vocab = llama_model_get_vocab(model.get());
@@ -95,7 +102,7 @@ TEST(TrainedModel, LoadsAndTokenizerRoundTripsEveryDomain) {
     }
 }
 
-TEST(TrainedModel, LogitsEqualTheTrainersForwardPass) {
+TEST(TrainedModelFixture, LogitsEqualTheTrainersForwardPass) {
     model_ptr model = load_model(trained_model());
     ASSERT_TRUE(model);
     const std::vector<llama_token> toks = window_tokens(model.get());
@@ -113,7 +120,7 @@ TEST(TrainedModel, LogitsEqualTheTrainersForwardPass) {
     EXPECT_LT(diff, 1e-3) << out;
 }
 
-TEST(TrainedModel, F16CopyStaysWithinStatedBound) {
+TEST(TrainedModelFixture, F16CopyStaysWithinStatedBound) {
     ASSERT_TRUE(has_llama_tools()) << "llama-quantize is built by `make build`; not found in " << llama_bin_dir();
     const std::string f16 = test_tmp_dir() + "/reap-moe-tiny-f16.gguf";
     std::string err;
@@ -134,7 +141,7 @@ TEST(TrainedModel, F16CopyStaysWithinStatedBound) {
     std::printf("F16 copy: max |logit - reference| = %.3g\n", diff);
 }
 
-TEST(TrainedModel, GreedyGenerationIsText) {
+TEST(TrainedModelFixture, GreedyGenerationIsText) {
     model_ptr model = load_model(trained_model());
     ASSERT_TRUE(model);
     const llama_vocab * vocab = llama_model_get_vocab(model.get());
@@ -167,6 +174,54 @@ TEST(TrainedModel, GreedyGenerationIsText) {
         }
     }
     EXPECT_GE(letters.size(), 6u) << generated;
+}
+
+// reap reads the model as llama.cpp runs it: the MoE layers of reap's layout
+// are the layers llama.cpp routes through, with reap's experts per token and
+// expert count; the census's tensor bytes are what llama.cpp loaded, and its
+// expert counts are llama.cpp's metadata.
+TEST(TrainedModel, ReapReadsItAsLlamaCppRunsIt) {
+    model_ptr model = load_model(trained_model());
+    ASSERT_TRUE(model);
+    topk_collector topk;
+    context_ptr ctx = new_context(model.get(), 256, topk_collector::callback, &topk);
+    ASSERT_TRUE(ctx);
+    const std::vector<llama_token> toks = window_tokens(model.get());
+    ASSERT_EQ(decode_all(ctx.get(), toks), 0);
+
+    reap::gguf::model gm;
+    reap::moe::layout lay;
+    reap::moe::census c;
+    std::string err;
+    ASSERT_TRUE(reap::gguf::open_model(trained_model(), gm, err)) << err;
+    ASSERT_TRUE(reap::model_layout(gm, lay, err)) << err;
+    ASSERT_TRUE(reap::moe::take_census(gm, {}, c, err)) << err;
+
+    std::set<int> routed;
+    std::set<int> experts;
+    for (const auto & [il, rows] : topk.routed) {
+        routed.insert(il);
+        ASSERT_EQ(rows.size(), toks.size()) << "layer " << il;
+        for (const auto & row : rows) {
+            ASSERT_EQ((int64_t) row.size(), lay.n_expert_used) << "layer " << il;
+            for (int e : row) {
+                ASSERT_GE(e, 0);
+                ASSERT_LT(e, lay.n_expert);
+                experts.insert(e);
+            }
+        }
+    }
+    EXPECT_EQ(std::set<int>(lay.moe_layers.begin(), lay.moe_layers.end()), routed);
+    EXPECT_EQ(std::vector<uint32_t>(lay.moe_layers.begin(), lay.moe_layers.end()), c.moe_layers);
+    EXPECT_GT((int64_t) experts.size(), lay.n_expert / 2) << "a 256-token window reaches most experts";
+
+    char buf[64];
+    ASSERT_GT(llama_model_meta_val_str(model.get(), "qwen3moe.expert_count", buf, sizeof(buf)), 0);
+    EXPECT_EQ(std::to_string(c.n_expert), buf);
+    EXPECT_EQ(lay.n_expert, (int64_t) c.n_expert);
+    ASSERT_GT(llama_model_meta_val_str(model.get(), "qwen3moe.expert_used_count", buf, sizeof(buf)), 0);
+    EXPECT_EQ(std::to_string(c.n_expert_used), buf);
+    EXPECT_EQ(c.tensor_bytes, llama_model_size(model.get()));
 }
 
 // Quantised variants are made from the model at test time (never committed):

@@ -4,7 +4,16 @@
 // with llama.cpp's own llama-quantize (Q8_0, Q4_K_M, and IQ2_XXS from an imatrix
 // made by llama-imatrix) load and decode too. This is what keeps the zoo honest:
 // the layout, slicer and calibration tests rely on these files being real models.
+// On every one of these files reap itself is checked against llama.cpp: the MoE
+// layers, expert count and experts per token of reap's layout (the table that
+// plan, prune and calibrate go by) are those llama.cpp routes through, and
+// reap's census (tensors, bytes by type, the *_exps pool) is what ggml's gguf
+// reader finds in the file.
 #include "llama_test_util.h"
+
+#include "moe/census.h"
+#include "gguf/gguf.h"
+#include "plan/plan.h"
 
 #include "gguf.h"
 
@@ -12,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -72,6 +82,26 @@ void check_model_runs(const std::string & path, const nlohmann::json & facts) {
     }
     EXPECT_GT(diff, 1e-3) << path << ": first and last token have the same logits";
 
+    // reap's layout of the same file: the MoE layers llama.cpp routed, their
+    // experts per token, ids within reap's expert count
+    {
+        reap::gguf::model gm;
+        reap::moe::layout lay;
+        std::string err;
+        ASSERT_TRUE(reap::gguf::open_model(path, gm, err)) << err;
+        ASSERT_TRUE(reap::model_layout(gm, lay, err)) << path << ": " << err;
+        std::set<int> routed_layers;
+        for (const auto & [il, rows] : topk.routed) {
+            routed_layers.insert(il);
+            for (const auto & row : rows) {
+                ASSERT_EQ((int64_t) row.size(), lay.n_expert_used) << path << " layer " << il;
+                for (int e : row) ASSERT_LT(e, lay.n_expert) << path << " layer " << il;
+            }
+        }
+        EXPECT_EQ(std::set<int>(lay.moe_layers.begin(), lay.moe_layers.end()), routed_layers)
+            << path << ": reap's MoE layers differ from those llama.cpp routes through";
+    }
+
     if (facts.is_null()) {
         return;
     }
@@ -118,6 +148,42 @@ void check_model_runs(const std::string & path, const nlohmann::json & facts) {
     }
 }
 
+// reap's census of `path` against ggml's gguf reader: the tensor count, bytes
+// by type (ggml's names and sizes), all tensor bytes, and the *_exps pool.
+void expect_census_matches_ggml(const std::string & path) {
+    SCOPED_TRACE(path);
+    reap::gguf::model gm;
+    reap::moe::census c;
+    std::string err;
+    ASSERT_TRUE(reap::gguf::open_model(path, gm, err)) << err;
+    ASSERT_TRUE(reap::moe::take_census(gm, {}, c, err)) << err;
+    gguf_init_params ip = {/*no_alloc =*/ true, /*ctx =*/ nullptr};
+    gguf_context * g = gguf_init_from_file(path.c_str(), ip);
+    ASSERT_TRUE(g);
+    std::map<std::string, std::pair<uint64_t, uint64_t>> types;   // name -> count, bytes
+    uint64_t total = 0, pool = 0;
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
+        const uint64_t bytes = gguf_get_tensor_size(g, i);
+        auto & ty = types[ggml_type_name(gguf_get_tensor_type(g, i))];
+        ty.first += 1;
+        ty.second += bytes;
+        total += bytes;
+        if (std::string(gguf_get_tensor_name(g, i)).find("_exps") != std::string::npos) pool += bytes;
+    }
+    EXPECT_EQ(c.n_tensors, (uint64_t) gguf_get_n_tensors(g));
+    gguf_free(g);
+    EXPECT_EQ(c.tensor_bytes, total);
+    EXPECT_EQ(c.expert_pool_bytes, pool);
+    EXPECT_GT(pool, 0u);
+    EXPECT_EQ(c.dense_bytes, total - pool);
+    ASSERT_EQ(c.types.size(), types.size());
+    for (const auto & [name, tc] : c.types) {
+        ASSERT_TRUE(types.count(name)) << "reap names a type ggml does not: " << name;
+        EXPECT_EQ(tc.count, types[name].first) << name;
+        EXPECT_EQ(tc.bytes, types[name].second) << name;
+    }
+}
+
 class ZooModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ZooModel, LoadsAndDecodes) {
@@ -127,6 +193,7 @@ TEST_P(ZooModel, LoadsAndDecodes) {
     const nlohmann::json facts = read_facts(path);
     ASSERT_FALSE(facts.is_null()) << "no facts file beside " << path;
     check_model_runs(path, facts);
+    expect_census_matches_ggml(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooModel, ::testing::ValuesIn(zoo_names()),
@@ -174,6 +241,7 @@ void check_quant(const std::string & type, ggml_type expect_exps) {
     EXPECT_EQ(tensor_type(path, "blk.1.ffn_up_exps.weight"), (int) expect_exps) << type;
     // the facts of the base still apply: same experts, same MoE layers
     check_model_runs(path, read_facts(base));
+    expect_census_matches_ggml(path);
 }
 
 TEST(ZooQuant, Q8_0)    { check_quant("Q8_0", GGML_TYPE_Q8_0); }
