@@ -8,7 +8,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 # Debian's interpreter: python3-torch and python3-numpy live there, not in pyenv.
 PYTHON     ?= /usr/bin/python3
-LLAMA_TOOLS = llama-imatrix llama-perplexity llama-gguf-split llama-quantize
+LLAMA_TOOLS = llama-imatrix llama-perplexity llama-gguf-split llama-quantize ggml-rpc-server
 
 .PHONY: all deps llama configure build test test-asan demo corpus model bench clean
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace pl = reap::planner;
@@ -65,7 +66,7 @@ const char * USAGE =
     "  --split-max-size SIZE    size the files as split sets, as reap prune would write them\n"
     "  -o, --output FILE        the sweep as JSON\n"
     "  --plot FILE              the chart (SVG; default: -o with .svg)\n"
-    "  --plans-dir DIR          write every plan as DIR/keep-N.json\n"
+    "  --plans-dir DIR          write every plan as DIR/keep-N.json (DIR is created if missing)\n"
     "  --force                  replace existing outputs\n"
     "  --chunks N               score at most N windows (plain text)\n"
     "  --tmp-dir DIR            where the base's rows wait (default $TMPDIR or /tmp)\n"
@@ -282,6 +283,9 @@ int cmd_sweep(int argc, char ** argv) {
         prov["predicted_shards"] = pt.n_shards;
     }
     if (!p.plans_dir.empty()) {
+        if (mkdir(p.plans_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+            return fail("cannot create --plans-dir '" + p.plans_dir + "': " + strerror(errno));
+        }
         for (const auto & pt : pts) {
             const std::string path = p.plans_dir + "/keep-" + std::to_string(pt.n_keep) + ".json";
             if (!reap::write_plan(pt.p, path, p.force, err)) return fail(err);
