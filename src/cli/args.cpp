@@ -402,35 +402,17 @@ void options::print_help(FILE * out) const {
 }
 
 void options::print_list(FILE * out) const {
-    fprintf(out, "-h --help\t\n");
+    fprintf(out, "-h --help\t\treap\n");
     for (const row & r : rows_) {
         if (r.kind != row_kind::option) continue;
         std::string line;
         for (size_t i = 0; i < r.names.size(); ++i) line += (i ? " " : "") + r.names[i];
         line += "\t";
         if (!r.value.empty()) line += r.value_optional ? "[" + r.value + "]" : r.value;
+        line += r.forward ? "\tforward" : "\treap";
         fprintf(out, "%s\n", line.c_str());
     }
-}
-
-// ---- the per-command parsers' helpers, until every command uses `options` ----
-
-bool take_value(int argc, char ** argv, int & i, std::string & dst, std::string & err) {
-    if (i + 1 >= argc) {
-        err = std::string(argv[i]) + " needs a value";
-        return false;
-    }
-    dst = argv[++i];
-    return true;
-}
-
-bool parse_positive(const std::string & option, const std::string & s, int64_t max, int64_t & out, std::string & err) {
-    return parse_integer(option, s, 1, max, out, err);
-}
-
-int usage_error(const char * cmd, const std::string & msg, const char * usage_line) {
-    fprintf(stderr, "reap %s: %s\n%s  (--help for details)\n", cmd, msg.c_str(), usage_line);
-    return exit_error;
+    if (forward_unknown_) fprintf(out, "*\t\tforward\n");
 }
 
 // ---- output helpers ----

@@ -63,11 +63,13 @@ int usage_error_full(const char * cmd, const std::string & msg, const char * usa
 // Names are given as printed: "-m, --model". An option without a value name
 // is a flag. Help text is wrapped to the terminal width of the other rows;
 // '\n' in it starts a new line. Every command also accepts -h/--help (prints
-// the help, exit 0) and the hidden --list-options, which prints the table's
-// option names (one option a line: its names separated by spaces, then a tab
-// and the value name, "[VALUE]" for an optional value, nothing for a flag)
-// and exits 0; tests/test_cli_help.cpp compares that list with --help and with
-// what the parser accepts.
+// the help, exit 0) and the hidden --list-options, which prints the table
+// and exits 0: one option a line, three tab-separated fields: its names
+// separated by spaces; the value name ("[VALUE]" for an optional value, empty
+// for a flag); "reap" or "forward" (handed to the wrapped parser). A last line
+// "*<tab><tab>forward" says that arguments not in the table are handed on too.
+// tests/test_cli_help.cpp compares that list with --help and with what the
+// parser accepts.
 class options {
   public:
     using handler = std::function<bool(const std::string & value, std::string & err)>;
@@ -198,29 +200,6 @@ class options {
     bool                forward_unknown_ = false;
     std::vector<char *> forwarded_;
 };
-
-// ---- the per-command parsers' helpers, until every command uses `options` ----
-
-bool take_value(int argc, char ** argv, int & i, std::string & dst, std::string & err);
-bool parse_positive(const std::string & option, const std::string & s, int64_t max, int64_t & out, std::string & err);
-int usage_error(const char * cmd, const std::string & msg, const char * usage_line);
-template <class Params>
-bool parse_command(const char * cmd, int argc, char ** argv, Params & params,
-                   bool (*parse)(int, char **, Params &, bool &, std::string &), void (*print_usage)(FILE *),
-                   const char * usage_line, int & status) {
-    bool help = false;
-    std::string err;
-    if (!parse(argc, argv, params, help, err)) {
-        status = usage_error(cmd, err, usage_line);
-        return false;
-    }
-    if (help) {
-        print_usage(stdout);
-        status = 0;
-        return false;
-    }
-    return true;
-}
 
 // "123 B", "1.50 KiB", ... "2.00 TiB" (binary units, two decimals above bytes).
 std::string human_bytes(uint64_t bytes);
