@@ -2,7 +2,7 @@
 // this test binary; skipped when it is not built, e.g. in the sanitizer build
 // of the core tests): --json agrees with the library census on a single file
 // and on a split set, the human report and --help work, and bad input ends
-// with a clear message and exit status 1.
+// with a clear message and exit status 2.
 #include "gguf/census.h"
 #include "gguf_test_util.h"
 
@@ -97,25 +97,25 @@ TEST(Inspect, HumanReportHelpAndErrors) {
     EXPECT_NE(r.out.find("usage: reap inspect"), std::string::npos) << r.out;
 
     r = run_reap("inspect '" + dir + "/missing.gguf'");
-    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.out.find("missing.gguf: cannot open"), std::string::npos) << r.out;
     r = run_reap("inspect");
-    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.out.find("no model given"), std::string::npos) << r.out;
     r = run_reap("inspect '" + model + "' --keep 0");
-    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.status, 2);
     r = run_reap("inspect '" + model + "' --keep 9");
-    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.out.find("--keep 9 is outside 1..4"), std::string::npos) << r.out;
     r = run_reap("inspect '" + model + "' --frobnicate");
-    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.out.find("unknown option --frobnicate"), std::string::npos) << r.out;
 
-    // A damaged file: the reader's message, exit 1.
+    // A damaged file: the reader's message, exit 2.
     std::vector<uint8_t> bytes = read_all(model);
     bytes.resize(bytes.size() / 2);
     write_all(dir + "/cut.gguf", bytes);
     r = run_reap("inspect '" + dir + "/cut.gguf'");
-    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.out.find("ends past end of file"), std::string::npos) << r.out;
 }
