@@ -342,6 +342,11 @@ int options::usage_error(const std::string & msg) const {
     return exit_error;
 }
 
+int options::forward_refused() const {
+    fprintf(stderr, "reap %s: llama.cpp did not accept the flags above (reap %s --help)\n", cmd_, cmd_);
+    return exit_error;
+}
+
 void options::print_help(FILE * out) const {
     auto left_of = [](const row & r) {
         std::string s = "  ";

@@ -159,6 +159,10 @@ class options {
     // Prints "reap <cmd>: <msg>", then the usage line(s) and "(reap <cmd> --help
     // for details)" on stderr; returns exit_error.
     int usage_error(const std::string & msg) const;
+    // For when llama.cpp's parser refused forwarded() (it has said why): prints
+    // "reap <cmd>: llama.cpp did not accept the flags above ..." on stderr;
+    // returns exit_error.
+    int forward_refused() const;
 
     void print_help(FILE * out) const;
     void print_list(FILE * out) const;

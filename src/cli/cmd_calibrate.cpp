@@ -138,8 +138,7 @@ int cmd_calibrate(int argc, char ** argv) {
 
     std::vector<char *> & rest = t.forwarded();
     if (!common_params_parse((int) rest.size(), rest.data(), opt.llama, LLAMA_EXAMPLE_COMMON)) {
-        fprintf(stderr, "reap calibrate: llama.cpp did not accept the flags above (reap calibrate --help)\n");
-        return reap::cli::exit_error;
+        return t.forward_refused();
     }
     if (!has_ctx && opt.llama.n_ctx == 0) opt.llama.n_ctx = 512;
     opt.stop = &g_stop;
