@@ -232,19 +232,29 @@ TEST_F(Cli, HelpListsExactlyWhatTheParserAccepts) {
             const result bad = reap(cmd + " " + k_probe);
             EXPECT_EQ(bad.status, 2) << bad.out;
             EXPECT_TRUE(contains(bad.out, std::string("unknown option ") + k_probe)) << bad.out;
-            // ... and takes each listed option with its value: parsing reaches the probe after it.
+            // ... and takes each listed option with its value: parsing reaches the
+            // probe after it. One run per row (its first name, without and with a
+            // value when the value is optional); the row's other names, which the
+            // table maps to the same row, together in one more run.
+            std::string aliases;
             for (const table_row & r : t.rows) {
-                for (const std::string & name : r.names) {
-                    if (name == "-h" || name == "--help") continue;
-                    std::vector<std::string> forms;
-                    if (r.value.empty() || r.value.front() == '[') forms.push_back(name);
-                    if (!r.value.empty()) forms.push_back(name + " " + quote(sample_value(name, r.value)));
-                    for (const std::string & form : forms) {
-                        const result a = reap(cmd + " " + form + " " + k_probe);
-                        EXPECT_EQ(a.status, 2) << form << "\n" << a.out;
-                        EXPECT_TRUE(contains(a.out, std::string("unknown option ") + k_probe)) << form << "\n" << a.out;
-                    }
+                if (r.names[0] == "-h") continue;
+                std::vector<std::string> forms;
+                if (r.value.empty() || r.value.front() == '[') forms.push_back(r.names[0]);
+                if (!r.value.empty()) forms.push_back(r.names[0] + " " + quote(sample_value(r.names[0], r.value)));
+                for (const std::string & form : forms) {
+                    const result a = reap(cmd + " " + form + " " + k_probe);
+                    EXPECT_EQ(a.status, 2) << form << "\n" << a.out;
+                    EXPECT_TRUE(contains(a.out, std::string("unknown option ") + k_probe)) << form << "\n" << a.out;
                 }
+                for (size_t i = 1; i < r.names.size(); ++i) {
+                    aliases += " " + r.names[i] + (r.value.empty() ? "" : " " + quote(sample_value(r.names[0], r.value)));
+                }
+            }
+            if (!aliases.empty()) {
+                const result a = reap(cmd + aliases + " " + k_probe);
+                EXPECT_EQ(a.status, 2) << aliases << "\n" << a.out;
+                EXPECT_TRUE(contains(a.out, std::string("unknown option ") + k_probe)) << aliases << "\n" << a.out;
             }
         } else {
             // A command that hands unknown flags to llama.cpp's parser: a run with
@@ -263,15 +273,21 @@ TEST_F(Cli, HelpListsExactlyWhatTheParserAccepts) {
             const result bad = reap(base + k_probe);
             EXPECT_EQ(bad.status, 2) << bad.out;
             EXPECT_TRUE(contains(bad.out, "did not accept")) << bad.out;
+            std::string aliases;
             for (const table_row & r : t.rows) {
-                for (const std::string & name : r.names) {
-                    if (name == "-h" || name == "--help") continue;
-                    const std::string form = r.value.empty() ? name : name + " " + quote(sample_value(name, r.value));
-                    const result a = reap(base + form);
-                    EXPECT_EQ(a.status, 2) << form << "\n" << a.out;
-                    EXPECT_FALSE(contains(a.out, "did not accept") || contains(a.out, "unknown option") ||
-                                 contains(a.out, "needs a value")) << form << "\n" << a.out;
-                }
+                if (r.names[0] == "-h") continue;
+                const std::string value = r.value.empty() ? "" : " " + quote(sample_value(r.names[0], r.value));
+                const result a = reap(base + r.names[0] + value);
+                EXPECT_EQ(a.status, 2) << r.names[0] << value << "\n" << a.out;
+                EXPECT_FALSE(contains(a.out, "did not accept") || contains(a.out, "unknown option") ||
+                             contains(a.out, "needs a value")) << r.names[0] << value << "\n" << a.out;
+                for (size_t i = 1; i < r.names.size(); ++i) aliases += " " + r.names[i] + value;
+            }
+            if (!aliases.empty()) {
+                const result a = reap(base + aliases);
+                EXPECT_EQ(a.status, 2) << aliases << "\n" << a.out;
+                EXPECT_FALSE(contains(a.out, "did not accept") || contains(a.out, "unknown option") ||
+                             contains(a.out, "needs a value")) << aliases << "\n" << a.out;
             }
         }
     }
