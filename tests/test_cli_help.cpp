@@ -277,10 +277,14 @@ TEST_F(Cli, HelpListsExactlyWhatTheParserAccepts) {
             for (const table_row & r : t.rows) {
                 if (r.names[0] == "-h") continue;
                 const std::string value = r.value.empty() ? "" : " " + quote(sample_value(r.names[0], r.value));
-                const result a = reap(base + r.names[0] + value);
-                EXPECT_EQ(a.status, 2) << r.names[0] << value << "\n" << a.out;
-                EXPECT_FALSE(contains(a.out, "did not accept") || contains(a.out, "unknown option") ||
-                             contains(a.out, "needs a value")) << r.names[0] << value << "\n" << a.out;
+                std::vector<std::string> forms = {r.names[0] + value};
+                if (!r.value.empty() && r.value.front() == '[') forms.push_back(r.names[0]);
+                for (const std::string & form : forms) {
+                    const result a = reap(base + form);
+                    EXPECT_EQ(a.status, 2) << form << "\n" << a.out;
+                    EXPECT_FALSE(contains(a.out, "did not accept") || contains(a.out, "unknown option") ||
+                                 contains(a.out, "needs a value")) << form << "\n" << a.out;
+                }
                 for (size_t i = 1; i < r.names.size(); ++i) aliases += " " + r.names[i] + value;
             }
             if (!aliases.empty()) {

@@ -236,6 +236,14 @@ options & options::forward(const std::string & names, std::string value, std::st
     return *this;
 }
 
+options & options::forward_optional(const std::string & names, std::string value, std::vector<std::string> words,
+                                    std::string implied, std::string help) {
+    optional(names, std::move(value), std::move(words), std::move(help), nullptr);
+    rows_.back().forward = true;
+    rows_.back().implied = std::move(implied);
+    return *this;
+}
+
 options & options::forward_unknown(std::string help) {
     forward_unknown_ = true;
     if (!help.empty()) prose(std::move(help));
@@ -328,6 +336,8 @@ bool options::parse(int argc, char ** argv, int & status) {
         }
         if (r->forward) {
             for (int k = at; k <= i; ++k) forwarded_.push_back(argv[k]);
+            // rows_ does not change while the command runs, so the pointer stays valid
+            if (i == at && r->value_optional && !r->implied.empty()) forwarded_.push_back(const_cast<char *>(r->implied.c_str()));
         }
         if (r->set && !r->set(v, err)) {
             status = usage_error(err);

@@ -136,6 +136,11 @@ class options {
     // forwarded(). `value` empty: it takes none. `also` (optional) sees the
     // value too (calibrate keeps -m for itself as well).
     options & forward(const std::string & names, std::string value, std::string help, handler also = nullptr);
+    // An option of the wrapped parser whose value is optional here: when the
+    // next argument is not one of `words`, `implied` is handed on as its value
+    // (llama.cpp's -fa wants a value; a bare -fa has meant "on").
+    options & forward_optional(const std::string & names, std::string value, std::vector<std::string> words,
+                               std::string implied, std::string help);
     // Arguments not in the table are handed on through forwarded() as well
     // (options and their values alike) instead of being refused; `help` says so
     // in the help (printed as prose where this is called).
@@ -178,6 +183,7 @@ class options {
         std::string              help;   // option help, section title or prose
         handler                  set;
         bool                     forward = false;
+        std::string              implied;  // forward_optional: handed on when the value is absent
     };
 
     options & add(const std::string & names, std::string value, std::string help, handler set);

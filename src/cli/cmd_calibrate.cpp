@@ -96,7 +96,9 @@ void declare(reap::cli::options & t, reap::calibrate_options & opt, bool & has_c
     t.forward("-t, --threads", "N", "CPU threads (default: physical cores)");
     t.forward("-ngl, --n-gpu-layers", "N", "layers to offload to the GPU");
     t.forward("-ot, --override-tensor", "PATTERN=BUFTYPE,...", "e.g. -ot exps=CPU to keep experts in RAM");
-    t.forward("-fa, --flash-attn", "on|off|auto", "flash attention");
+    t.forward_optional("-fa, --flash-attn", "on|off|auto",
+                       {"on", "off", "auto", "1", "0", "-1", "true", "false", "enabled", "disabled"}, "on",
+                       "flash attention (a bare -fa: on)");
     t.forward("-ctk, --cache-type-k", "TYPE", "K cache type (default f16; f32 for exact comparisons)");
     t.forward("-ctv, --cache-type-v", "TYPE", "V cache type");
     t.forward("--no-mmap", "", "read the model into memory");
