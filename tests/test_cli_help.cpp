@@ -392,7 +392,7 @@ TEST_F(Cli, ExitStatusLikeCmp) {
                                      "verify -m " + quote(dir + "/missing.gguf") + " --plan " + quote(plan) + " " + quote(out),
                                      "verify -m " + quote(model) + " --plan " + quote(dir + "/missing.json") + " " + quote(out),
                                      verify + quote(out) + " --sums " + quote(dir + "/missing.sums"),
-                                     verify + quote(model), verify, verify + quote(out) + " --bogus"}) {
+                                     verify + quote(model), verify + quote(dir), verify, verify + quote(out) + " --bogus"}) {
         v = reap(args);
         EXPECT_EQ(v.status, 2) << args << "\n" << v.out;
         EXPECT_FALSE(contains(v.out, "FAILED")) << args << "\n" << v.out;

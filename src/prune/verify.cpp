@@ -317,6 +317,10 @@ bool verify_pruned(const gguf::model & src, const plan & p, const std::string & 
         err = out_path + ": cannot open: " + strerror(errno);
         return false;
     }
+    if (!S_ISREG(st.st_mode)) {
+        err = out_path + ": not a regular file";
+        return false;
+    }
     for (const gguf::file_header & ss : src.shards) {
         if (same_file(out_path, ss.path)) {
             err = out_path + " is a file of the source model, not a pruned output";
