@@ -5,7 +5,7 @@
 // per-token bytes, MoE blocks, file bytes = the sizes on disk), on a single file
 // and on a split set, and its predicted size at a keep count against the file
 // `reap prune` writes at that count; the human report and --help work, and bad
-// input ends with a clear message and exit status 1.
+// input ends with a clear message and exit status 2.
 #include "gguf/gguf.h"
 #include "gguf_test_util.h"
 
@@ -203,25 +203,25 @@ TEST(Inspect, HumanReportHelpAndErrors) {
     EXPECT_NE(r.out.find("usage: reap inspect"), std::string::npos) << r.out;
 
     r = run_reap("inspect '" + dir + "/missing.gguf'");
-    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.out.find("missing.gguf: cannot open"), std::string::npos) << r.out;
     r = run_reap("inspect");
-    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.out.find("no model given"), std::string::npos) << r.out;
     r = run_reap("inspect '" + model + "' --keep 0");
-    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.status, 2);
     r = run_reap("inspect '" + model + "' --keep 9");
-    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.out.find("--keep 9 is outside 1..4"), std::string::npos) << r.out;
     r = run_reap("inspect '" + model + "' --frobnicate");
-    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.out.find("unknown option --frobnicate"), std::string::npos) << r.out;
 
-    // A damaged file: the reader's message, exit 1.
+    // A damaged file: the reader's message, exit 2.
     std::vector<uint8_t> bytes = read_all(model);
     bytes.resize(bytes.size() / 2);
     write_all(dir + "/cut.gguf", bytes);
     r = run_reap("inspect '" + dir + "/cut.gguf'");
-    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.out.find("ends past end of file"), std::string::npos) << r.out;
 }

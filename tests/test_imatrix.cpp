@@ -15,6 +15,8 @@
 #include <cstring>
 #include <random>
 
+#include <sys/wait.h>
+
 namespace g  = reap::gguf;
 namespace sl = reap::saliency;
 using gguf_test::scratch_dir;
@@ -387,14 +389,14 @@ TEST_F(ImatrixTest, Cli) {
     ASSERT_EQ(a.domains.size(), 2u);
     EXPECT_EQ(a.domains[0].name, "en");
     EXPECT_EQ(a.domains[1].name, "code");
-    // refuses to overwrite; a file from another model fails with status 1
-    EXPECT_NE(std::system(cmd.c_str()), 0);
+    // refuses to overwrite; a file from another model fails with status 2
+    EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2);
     gguf_test::model_options mo;
     mo.n_expert = 8;
     gguf_test::write_model(dir + "/other.gguf", mo);
     const std::string cmd2 = "'" + bin + "' imatrix -m '" + dir + "/other.gguf' '" + dir + "/en.gguf' -o '" + dir +
                              "/t.gguf' > /dev/null 2>&1";
-    EXPECT_NE(std::system(cmd2.c_str()), 0);
+    EXPECT_EQ(WEXITSTATUS(std::system(cmd2.c_str())), 2);
 }
 
 }  // namespace

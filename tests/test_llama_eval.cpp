@@ -526,7 +526,7 @@ TEST(Eval, DamagedBaseFilesAreRejected) {
 
     std::string out, err;
     write_bytes(bad, good.substr(0, good.size() / 2));
-    EXPECT_EQ(run(reap_bin() + " eval -p " + fx().pruned + " --kld-base " + bad, out, &err), 1);
+    EXPECT_EQ(run(reap_bin() + " eval -p " + fx().pruned + " --kld-base " + bad, out, &err), 2);
     EXPECT_NE(err.find("truncated"), std::string::npos) << err;
     remove(bad.c_str());
 }
@@ -709,9 +709,9 @@ TEST(Eval, ClearErrors) {
     EXPECT_NE(err.find("text too short"), std::string::npos) << err;
 
     std::string out, serr;
-    EXPECT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().other + " -f " + fx().text, out, &serr), 1);
+    EXPECT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().other + " -f " + fx().text, out, &serr), 2);
     EXPECT_NE(serr.find("vocabulary mismatch"), std::string::npos) << serr;
-    EXPECT_EQ(run(reap_bin() + " eval -m " + fx().base + " --bogus", out, &serr), 1);
+    EXPECT_EQ(run(reap_bin() + " eval -m " + fx().base + " --bogus", out, &serr), 2);
     EXPECT_NE(serr.find("unknown argument '--bogus'"), std::string::npos) << serr;
     EXPECT_EQ(run(reap_bin() + " eval --help", out, &serr), 0);
     EXPECT_NE(out.find("--kld-base"), std::string::npos);

@@ -4,7 +4,7 @@
 // equals the reference top-N; --budget predicts the exact size of the file
 // `reap prune` then writes (unsplit and split) and the next allowed N would
 // not fit; groups, super experts and never-routed experts end to end; every
-// invalid request ends with a clear message and exit status 1.
+// invalid request ends with a clear message and exit status 2.
 #include "plan/planners.h"
 #include "prune_test_util.h"
 #include "saliency_test_util.h"
@@ -112,7 +112,7 @@ TEST(PlanCli, KeepWritesTheReferenceTopN) {
     ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(fx.model("qwen3moe")) + " --ratio 0.625 --no-protect-super -o " + quote(fx.dir + "/r.json"), out), 0) << out;
     EXPECT_EQ(read_json(fx.dir + "/r.json")["layers"], j["layers"]);
     // refuses to overwrite without --force
-    EXPECT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(fx.model("qwen3moe")) + " --keep 6 -o " + quote(plan), out), 1);
+    EXPECT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(fx.model("qwen3moe")) + " --keep 6 -o " + quote(plan), out), 2);
     EXPECT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(fx.model("qwen3moe")) + " --keep 6 --force -o " + quote(plan), out), 0) << out;
     // the plan prunes and verifies
     ASSERT_EQ(run_reap("prune -m " + quote(fx.model("qwen3moe")) + " --plan " + quote(plan) + " -o " + quote(fx.dir + "/out.gguf"), out), 0) << out;
@@ -176,7 +176,7 @@ TEST(PlanCli, BudgetPredictsThePrunedFileExactly) {
             EXPECT_NE(out.find("saliency retained"), std::string::npos) << out;
             EXPECT_FALSE(prune_test::exists(dry));
             // below the smallest size
-            EXPECT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --budget " + std::to_string(sizes[0].second - 1) + split + " -o " + quote(dry), out), 1);
+            EXPECT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --budget " + std::to_string(sizes[0].second - 1) + split + " -o " + quote(dry), out), 2);
             EXPECT_NE(out.find("below the smallest prunable size"), std::string::npos) << out;
         }
     }
@@ -224,7 +224,7 @@ TEST(PlanCli, GroupsSuperExpertsNeverRouted) {
     const nlohmann::json unprotected = read_json(plan);
     for (const auto & l : unprotected["layers"]) EXPECT_EQ(l["keep"].get<std::vector<int64_t>>(), topn(a, l["layer"], 8, 4));
     // group errors
-    EXPECT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --keep 10 -o " + quote(plan + "x"), out), 1);
+    EXPECT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --keep 10 -o " + quote(plan + "x"), out), 2);
     EXPECT_NE(out.find("multiple of the 4 expert groups"), std::string::npos) << out;
     ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --ratio 0.3 --force -o " + quote(plan), out), 0) << out;
     EXPECT_NE(out.find("rounded down to 8"), std::string::npos) << out;
@@ -257,7 +257,7 @@ TEST(PlanCli, InvalidRequestsFailClearly) {
         {"plan " + quote(model) + " -m " + quote(model) + " --keep 8" + p, "not a saliency archive"},
     };
     for (const auto & [args, needle] : cases) {
-        EXPECT_EQ(run_reap(args, out), 1) << args << "\n" << out;
+        EXPECT_EQ(run_reap(args, out), 2) << args << "\n" << out;
         EXPECT_NE(out.find(needle), std::string::npos) << args << "\n" << out;
         EXPECT_EQ(out.find("Segmentation"), std::string::npos);
     }
@@ -272,7 +272,7 @@ TEST(PlanCli, InvalidRequestsFailClearly) {
     s::archive other = s::make_archive(fp, s::metric_set::reap);
     saliency_test::simulate_domain(other, "code", {});
     ASSERT_TRUE(s::write_archive(other, fx.dir + "/other.gguf", err, true)) << err;
-    EXPECT_EQ(run_reap("plan " + quote(fx.dir + "/other.gguf") + " -m " + quote(model) + " --keep 8" + p, out), 1);
+    EXPECT_EQ(run_reap("plan " + quote(fx.dir + "/other.gguf") + " -m " + quote(model) + " --keep 8" + p, out), 2);
     EXPECT_NE(out.find("router weights differ"), std::string::npos) << out;
     ASSERT_EQ(run_reap("plan --help", out), 0);
     for (const char * m2 : {"reap", "frequency", "gate", "ean", "energy", "random", "minrank", "GiB", "decimal"}) {
@@ -303,18 +303,18 @@ TEST(PlanCli, MergeAndCompare) {
     EXPECT_TRUE(s::check_count_invariant(mm, err)) << err;
     EXPECT_TRUE(mm.provenance.has("reap.saliency.merge.inputs"));
     // refusals: existing output, an input as output, another model, a damaged archive, one input
-    EXPECT_EQ(run_reap("merge " + quote(a1) + " " + quote(a2) + " -o " + quote(merged), out), 1);
-    EXPECT_EQ(run_reap("merge " + quote(a1) + " " + quote(a2) + " -o " + quote(a1), out), 1);
+    EXPECT_EQ(run_reap("merge " + quote(a1) + " " + quote(a2) + " -o " + quote(merged), out), 2);
+    EXPECT_EQ(run_reap("merge " + quote(a1) + " " + quote(a2) + " -o " + quote(a1), out), 2);
     EXPECT_NE(out.find("over the input"), std::string::npos) << out;
     archive_for(fx.model("deepseek2"), fx.dir + "/ds.gguf", {"code"});
-    EXPECT_EQ(run_reap("merge " + quote(a1) + " " + quote(fx.dir + "/ds.gguf") + " -o " + quote(fx.dir + "/x.gguf"), out), 1);
+    EXPECT_EQ(run_reap("merge " + quote(a1) + " " + quote(fx.dir + "/ds.gguf") + " -o " + quote(fx.dir + "/x.gguf"), out), 2);
     EXPECT_NE(out.find("different models"), std::string::npos) << out;
     std::vector<uint8_t> bytes = prune_test::read_all(a2);
     bytes.resize(bytes.size() - 64);
     prune_test::write_all(fx.dir + "/trunc.gguf", bytes);
-    EXPECT_EQ(run_reap("merge " + quote(a1) + " " + quote(fx.dir + "/trunc.gguf") + " -o " + quote(fx.dir + "/x.gguf"), out), 1);
+    EXPECT_EQ(run_reap("merge " + quote(a1) + " " + quote(fx.dir + "/trunc.gguf") + " -o " + quote(fx.dir + "/x.gguf"), out), 2);
     EXPECT_NE(out.find("trunc.gguf"), std::string::npos) << out;
-    EXPECT_EQ(run_reap("merge " + quote(a1) + " -o " + quote(fx.dir + "/x.gguf"), out), 1);
+    EXPECT_EQ(run_reap("merge " + quote(a1) + " -o " + quote(fx.dir + "/x.gguf"), out), 2);
     EXPECT_FALSE(prune_test::exists(fx.dir + "/x.gguf"));
 
     // compare: a plan with itself, and reap vs frequency with the archive
@@ -340,8 +340,8 @@ TEST(PlanCli, MergeAndCompare) {
     EXPECT_NEAR(j["saliency"]["share_a"].get<double>(), ja["provenance"]["saliency_retained"]["mean"].get<double>(), 1e-12);
     ASSERT_EQ(run_reap("compare " + quote(pa) + " " + quote(pb) + " --saliency " + quote(merged), out), 0) << out;
     EXPECT_NE(out.find("oracle"), std::string::npos) << out;
-    EXPECT_EQ(run_reap("compare " + quote(pa) + " " + quote(pb) + " --saliency " + quote(fx.dir + "/ds.gguf"), out), 1);
+    EXPECT_EQ(run_reap("compare " + quote(pa) + " " + quote(pb) + " --saliency " + quote(fx.dir + "/ds.gguf"), out), 2);
     EXPECT_NE(out.find("another model"), std::string::npos) << out;
-    EXPECT_EQ(run_reap("compare " + quote(pa), out), 1);
+    EXPECT_EQ(run_reap("compare " + quote(pa), out), 2);
     EXPECT_NE(out.find("exactly two plans"), std::string::npos) << out;
 }

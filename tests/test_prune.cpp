@@ -452,8 +452,14 @@ TEST(PruneCli, PruneVerifyRefusalsDryRun) {
     EXPECT_NE(run_reap("prune -m " + quote(src) + " --plan " + quote(dir + "/bad.json") + " -o " + quote(dir + "/bad.gguf"), log), 0);
     EXPECT_NE(log.find("layer " + std::to_string(bad.layers[1].layer)), std::string::npos) << log;
     EXPECT_FALSE(exists(dir + "/bad.gguf"));
-    // verify with the wrong plan fails (exit 1) and names the difference
-    EXPECT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(dir + "/bad.json") + " " + quote(out), log), 1);
+    // verify with a plan that does not fit the model cannot check (exit 2) ...
+    EXPECT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(dir + "/bad.json") + " " + quote(out), log), 2);
+    EXPECT_NE(log.find("layer " + std::to_string(bad.layers[1].layer)), std::string::npos) << log;
+    // ... with another valid plan it finds the output is not that pruning (exit 1) and names the difference
+    reap::plan other;
+    ASSERT_TRUE(prune_test::random_plan(m, 8, 3, other, err)) << err;
+    ASSERT_TRUE(reap::write_plan(other, dir + "/other.json", true, err));
+    EXPECT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(dir + "/other.json") + " " + quote(out), log), 1);
     EXPECT_NE(log.find("FAILED"), std::string::npos) << log;
     // usage errors
     EXPECT_NE(run_reap("prune -m " + quote(src), log), 0);

@@ -1,63 +1,217 @@
-// The steps every reap subcommand (src/cli/cmd_*.cpp) shares: taking an
-// option's value, parsing positive integers and comma lists, reporting usage
-// errors and failures in the "reap NAME: ..." form, the parse-or-help front of
-// a command, and two small helpers for its output (byte sizes, same file).
+// The steps every reap subcommand (src/cli/cmd_*.cpp) shares: the exit
+// statuses, the option table that both parses a command's arguments and
+// prints its --help (so the two cannot drift apart), the one integer parser,
+// reporting usage errors and failures in the "reap NAME: ..." form, and two
+// small helpers for a command's output (byte sizes, same file).
 #pragma once
 
 #include "util/file.h"
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <limits>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace reap::cli {
 
-// Takes the value of the option argv[i] (that is, argv[i + 1]) into `dst` and
-// advances i past it. When argv[i] is the last argument, sets
-// err = "<option> needs a value" and returns false.
-bool take_value(int argc, char ** argv, int & i, std::string & dst, std::string & err);
+// The exit status of every command, as cmp(1) and diff(1) use theirs.
+enum exit_status : int {
+    exit_ok          = 0,    // done; what was checked holds
+    exit_differs     = 1,    // checked, and it does not hold (verify: OUT is not MODEL pruned by PLAN)
+    exit_error       = 2,    // usage error, a file that cannot be read or written, a malformed input
+    exit_interrupted = 130,  // stopped by SIGINT (calibrate, after writing its checkpoint)
+};
 
-// Parses `s` as a decimal integer in [1, max] (strtoll syntax: leading blanks
-// and '+' allowed, nothing after the digits). On failure sets
-// err = "<option>: '<s>' is not a positive integer" and returns false.
-bool parse_positive(const std::string & option, const std::string & s, int64_t max, int64_t & out, std::string & err);
+// The one integer parser of the command line. `s` must be decimal digits with
+// an optional leading '-' (no blanks, no '+', nothing after the digits) and
+// its value in [min, max]; the value is accumulated with overflow checks, so
+// "99999999999999999999" is out of range, never wrapped. On failure sets
+// err = "<option>: '<s>' is not a positive integer" (or "... too large (at
+// most MAX)", ...) and returns false.
+bool parse_integer(const std::string & option, const std::string & s, int64_t min, int64_t max, int64_t & out,
+                   std::string & err);
 
 // Splits "a,b,,c" into {"a", "b", "c"} (empty items dropped).
 std::vector<std::string> split_list(const std::string & s);
 
-// Prints "reap <cmd>: <msg>" and, on the next line, "<usage_line>  (--help for
-// details)" on stderr; returns 1, the exit status of a usage error.
-int usage_error(const char * cmd, const std::string & msg, const char * usage_line);
-
-// Prints "reap <cmd>: <msg>", a blank line and the whole `usage` text on
-// stderr; returns 1 (the style of the commands that wrap llama.cpp flags).
-int usage_error_full(const char * cmd, const std::string & msg, const char * usage);
-
-// Prints "reap <cmd>: <msg>" on stderr; returns 1.
+// Prints "reap <cmd>: <msg>" on stderr; returns exit_error. For failures
+// after the arguments were accepted (unreadable or malformed inputs, writes
+// that failed).
 int fail(const char * cmd, const std::string & msg);
 
-// The front of a command with a params struct: runs
-// parse(argc, argv, params, help, err). Returns true when the command should
-// go on; otherwise false with `status` set: 1 after a usage error (reported as
-// usage_error does), 0 after printing the help with print_usage(stdout).
-template <class Params>
-bool parse_command(const char * cmd, int argc, char ** argv, Params & params,
-                   bool (*parse)(int, char **, Params &, bool &, std::string &), void (*print_usage)(FILE *),
-                   const char * usage_line, int & status) {
-    bool help = false;
-    std::string err;
-    if (!parse(argc, argv, params, help, err)) {
-        status = usage_error(cmd, err, usage_line);
-        return false;
+// Prints "reap <cmd>: <msg>", a blank line and the whole `usage` text on
+// stderr; returns exit_error. For a command that does not use `options` yet.
+int usage_error_full(const char * cmd, const std::string & msg, const char * usage);
+
+// One command's options: declared once, in the order --help lists them, and
+// both parsed and printed from this table. A command builds it, calls
+// parse(), checks what must go together (required options, exclusive ones)
+// and reports those with usage_error().
+//
+//   options t("inspect", "usage: reap inspect MODEL.gguf [--json] [--keep N]...");
+//   t.about("Prints the census of a GGUF model...\n");
+//   t.section("options:");
+//   t.flag("--json", "print one JSON object", p.json);
+//   t.integers("--keep", "N", "also size the model keeping N experts (repeatable)", 1, UINT32_MAX, p.keeps);
+//   t.help_row();
+//   t.positional("MODEL.gguf", [&](const std::string & a, std::string & err) { ... });
+//   int status = 0;
+//   if (!t.parse(argc, argv, status)) return status;
+//
+// Names are given as printed: "-m, --model". An option without a value name
+// is a flag. Help text is wrapped to the terminal width of the other rows;
+// '\n' in it starts a new line. Every command also accepts -h/--help (prints
+// the help, exit 0) and the hidden --list-options, which prints the table
+// and exits 0: one option a line, three tab-separated fields: its names
+// separated by spaces; the value name ("[VALUE]" for an optional value, empty
+// for a flag); "reap" or "forward" (handed to the wrapped parser). A last line
+// "*<tab><tab>forward" says that arguments not in the table are handed on too.
+// tests/test_cli_help.cpp compares that list with --help and with what the
+// parser accepts.
+class options {
+  public:
+    using handler = std::function<bool(const std::string & value, std::string & err)>;
+
+    // `usage`: the usage line(s), "usage: reap CMD ..." (several lines allowed).
+    options(const char * cmd, std::string usage);
+
+    // Free prose printed between the usage lines and the option list.
+    options & about(std::string text);
+    // A heading in the option list ("options:", "how many (exactly one):").
+    options & section(std::string title);
+    // Hand-written text inside the option list (a blank line precedes it).
+    options & prose(std::string text);
+    // Where the "-h, --help" row goes (at the end when never called).
+    options & help_row();
+    // A line of the "exit status:" list that ends every --help, beyond 0 and 2
+    // (verify's 1, calibrate's 130).
+    options & exit_note(int status, std::string text);
+
+    // A flag that sets `target` to true.
+    options & flag(const std::string & names, std::string help, bool & target);
+    // A flag that sets `target` to `value`.
+    options & flag(const std::string & names, std::string help, bool & target, bool value);
+    // An option with a value stored in `target` (the last one given wins).
+    options & text(const std::string & names, std::string value, std::string help, std::string & target);
+    // A repeatable option: every value is appended to `target` (-p A -p B).
+    options & texts(const std::string & names, std::string value, std::string help, std::vector<std::string> & target);
+    // An integer option in [min, max] (parse_integer).
+    template <class T>
+    options & integer(const std::string & names, std::string value, std::string help, int64_t min, int64_t max, T & target) {
+        static_assert(std::is_integral<T>::value, "integer options store integers");
+        check_range<T>(min, max);
+        const std::string opt = first_long_name(names);
+        return custom(names, std::move(value), std::move(help), [&target, min, max, opt](const std::string & v, std::string & err) {
+            int64_t x = 0;
+            if (!parse_integer(opt, v, min, max, x, err)) return false;
+            target = T(x);
+            return true;
+        });
     }
-    if (help) {
-        print_usage(stdout);
-        status = 0;
-        return false;
+    // A repeatable integer option: every value is appended to `target`.
+    template <class T>
+    options & integers(const std::string & names, std::string value, std::string help, int64_t min, int64_t max,
+                       std::vector<T> & target) {
+        static_assert(std::is_integral<T>::value, "integer options store integers");
+        check_range<T>(min, max);
+        const std::string opt = first_long_name(names);
+        return custom(names, std::move(value), std::move(help), [&target, min, max, opt](const std::string & v, std::string & err) {
+            int64_t x = 0;
+            if (!parse_integer(opt, v, min, max, x, err)) return false;
+            target.push_back(T(x));
+            return true;
+        });
     }
-    return true;
-}
+    // An option whose value `set` checks and stores; `value` empty: a flag
+    // (`set` then receives "").
+    options & custom(const std::string & names, std::string value, std::string help, handler set);
+    // An option whose value is optional: the next argument is its value only
+    // when it is one of `words` (-fa [on|off|auto]); otherwise `set` receives "".
+    options & optional(const std::string & names, std::string value, std::vector<std::string> words, std::string help,
+                       handler set);
+    // An option of the wrapped parser (llama.cpp's common arguments): listed in
+    // the help, accepted here and handed on with its value, in order, through
+    // forwarded(). `value` empty: it takes none. `also` (optional) sees the
+    // value too (calibrate keeps -m for itself as well).
+    options & forward(const std::string & names, std::string value, std::string help, handler also = nullptr);
+    // An option of the wrapped parser whose value is optional here: when the
+    // next argument is not one of `words`, `implied` is handed on as its value
+    // (llama.cpp's -fa wants a value; a bare -fa has meant "on").
+    options & forward_optional(const std::string & names, std::string value, std::vector<std::string> words,
+                               std::string implied, std::string help);
+    // Arguments not in the table are handed on through forwarded() as well
+    // (options and their values alike) instead of being refused; `help` says so
+    // in the help (printed as prose where this is called).
+    options & forward_unknown(std::string help);
+
+    // What a non-option argument means (MODEL.gguf, input files...). Without
+    // one, a non-option argument is a usage error. After "--" every argument
+    // is a non-option.
+    options & positional(handler set);
+
+    // Parses argv[1..argc). Returns true when the command should go on;
+    // otherwise false with `status` set: exit_ok after printing the help
+    // (-h/--help) or the option list (--list-options), exit_error after a
+    // usage error (reported as usage_error() does).
+    bool parse(int argc, char ** argv, int & status);
+
+    // The arguments handed on (forward(), forward_unknown()), argv[0] first,
+    // ready for a parser that takes (argc, argv).
+    std::vector<char *> & forwarded() { return forwarded_; }
+
+    // Prints "reap <cmd>: <msg>", then the usage line(s) and "(reap <cmd> --help
+    // for details)" on stderr; returns exit_error.
+    int usage_error(const std::string & msg) const;
+    // For when llama.cpp's parser refused forwarded() (it has said why): prints
+    // "reap <cmd>: llama.cpp did not accept the flags above ..." on stderr;
+    // returns exit_error.
+    int forward_refused() const;
+
+    void print_help(FILE * out) const;
+    void print_list(FILE * out) const;
+
+  private:
+    enum class row_kind { option, section, prose, help };
+    struct row {
+        row_kind                 kind = row_kind::option;
+        std::vector<std::string> names;  // "-m", "--model"
+        std::string              value;  // value name; empty: a flag
+        bool                     value_optional = false;
+        std::vector<std::string> words;  // the values an optional value may take
+        std::string              help;   // option help, section title or prose
+        handler                  set;
+        bool                     forward = false;
+        std::string              implied;  // forward_optional: handed on when the value is absent
+    };
+
+    options & add(const std::string & names, std::string value, std::string help, handler set);
+    const row * find(const std::string & name) const;
+    static std::string first_long_name(const std::string & names);
+    template <class T> static void check_range(int64_t min, int64_t max) {
+        (void) min;
+        (void) max;
+        if constexpr (std::is_unsigned<T>::value && sizeof(T) >= sizeof(int64_t)) return;
+        else if constexpr (std::is_unsigned<T>::value) {
+            if (min < 0 || uint64_t(max) > uint64_t(std::numeric_limits<T>::max())) range_bug();
+        } else {
+            if (min < int64_t(std::numeric_limits<T>::min()) || max > int64_t(std::numeric_limits<T>::max())) range_bug();
+        }
+    }
+    [[noreturn]] static void range_bug();
+
+    const char *        cmd_;
+    std::string         usage_;
+    std::string         about_;
+    std::vector<row>    rows_;
+    std::vector<std::pair<int, std::string>> exit_notes_;
+    handler             positional_;
+    bool                forward_unknown_ = false;
+    std::vector<char *> forwarded_;
+};
 
 // "123 B", "1.50 KiB", ... "2.00 TiB" (binary units, two decimals above bytes).
 std::string human_bytes(uint64_t bytes);

@@ -19,71 +19,72 @@ namespace {
 
 namespace pl = reap::planner;
 
-const char * k_usage_line = "usage: reap compare PLAN_A.json PLAN_B.json [--saliency SALIENCY.gguf [--domains a,b] [--method M]] [--json]";
+struct compare_params {
+    std::vector<std::string> plans;
+    std::string              saliency;
+    pl::rank_options         rank;
+    bool                     method_given = false;
+    bool                     domains_given = false;
+    bool                     json = false;
+};
 
-void print_usage(FILE * out) {
-    fprintf(out,
-        "%s\n"
-        "\n"
+// The command's options, parsed and printed from one table.
+void declare(reap::cli::options & t, compare_params & p) {
+    t.about(
         "Compares two plans for the same model. Per MoE layer: the experts both keep\n"
         "(shared) and the Jaccard overlap |A and B| / |A or B|; then the means over layers.\n"
-        "The plans may keep different counts.\n"
+        "The plans may keep different counts. A report, not a test: plans that differ\n"
+        "still exit 0.\n"
         "\n"
         "With --saliency, also the share of the total saliency each plan keeps per layer\n"
         "(the method's score summed over the kept experts / over all experts; mean over\n"
         "layers) and its ratio to the oracle: the best share any keep-list of the same\n"
-        "size could have (the top-N experts by that score, no group constraint).\n"
-        "\n"
-        "options:\n"
-        "  --saliency S.gguf   saliency archive of the plans' model\n"
-        "  --domains a,b       domains of the archive to score over (summed; default all)\n"
-        "  --method M          score: reap (default for calibrate archives), frequency, gate,\n"
-        "                      ean, energy (default for imatrix archives)\n"
-        "  --json              print one JSON object instead of the table\n"
-        "  -h, --help          this help\n",
-        k_usage_line);
+        "size could have (the top-N experts by that score, no group constraint).\n");
+    t.section("options:");
+    t.text("--saliency", "S.gguf", "saliency archive of the plans' model", p.saliency);
+    t.custom("--domains", "a,b", "domains of the archive to score over (summed; default all)",
+             [&p](const std::string & v, std::string & err) {
+                 p.rank.domains = reap::cli::split_list(v);
+                 if (p.rank.domains.empty()) {
+                     err = "--domains: empty list";
+                     return false;
+                 }
+                 p.domains_given = true;
+                 return true;
+             });
+    t.custom("--method", "M", "score: reap (default for calibrate archives), frequency, gate, ean, energy (default for imatrix archives)",
+             [&p](const std::string & v, std::string & err) {
+                 if (!pl::parse_method(v, p.rank.how) || p.rank.how == pl::method::random) {
+                     err = "--method: '" + v + "' is not one of reap, frequency, gate, ean, energy";
+                     return false;
+                 }
+                 p.method_given = true;
+                 return true;
+             });
+    t.flag("--json", "print one JSON object instead of the table", p.json);
+    t.help_row();
+    t.positional([&p](const std::string & a, std::string &) {
+        p.plans.push_back(a);
+        return true;
+    });
 }
 
 } // namespace
 
 int cmd_compare(int argc, char ** argv) {
-    std::vector<std::string> plans;
-    std::string saliency_path;
-    pl::rank_options ro;
-    bool method_given = false, json = false, domains_given = false;
-    auto usage_error = [](const std::string & msg) { return reap::cli::usage_error("compare", msg, k_usage_line); };
+    compare_params p;
+    reap::cli::options t("compare",
+                         "usage: reap compare PLAN_A.json PLAN_B.json [--saliency SALIENCY.gguf [--domains a,b] [--method M]] [--json]");
+    declare(t, p);
+    int status = 0;
+    if (!t.parse(argc, argv, status)) return status;
+    if (p.plans.size() != 2) return t.usage_error("give exactly two plans (got " + std::to_string(p.plans.size()) + ")");
+    if (p.saliency.empty() && (p.domains_given || p.method_given)) return t.usage_error("--domains and --method need --saliency");
     auto fail = [](const std::string & msg) { return reap::cli::fail("compare", msg); };
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        auto need = [&]() { return i + 1 < argc; };
-        if (arg == "-h" || arg == "--help") {
-            print_usage(stdout);
-            return 0;
-        } else if (arg == "--json") {
-            json = true;
-        } else if (arg == "--saliency") {
-            if (!need()) return usage_error("--saliency needs a file");
-            saliency_path = argv[++i];
-        } else if (arg == "--domains") {
-            if (!need()) return usage_error("--domains needs a list");
-            ro.domains = reap::cli::split_list(argv[++i]);
-            if (ro.domains.empty()) return usage_error("--domains: empty list");
-            domains_given = true;
-        } else if (arg == "--method") {
-            if (!need()) return usage_error("--method needs a value");
-            const std::string v = argv[++i];
-            if (!pl::parse_method(v, ro.how) || ro.how == pl::method::random) {
-                return usage_error("--method: '" + v + "' is not one of reap, frequency, gate, ean, energy");
-            }
-            method_given = true;
-        } else if (!arg.empty() && arg[0] == '-') {
-            return usage_error("unknown option " + arg);
-        } else {
-            plans.push_back(arg);
-        }
-    }
-    if (plans.size() != 2) return usage_error("give exactly two plans (got " + std::to_string(plans.size()) + ")");
-    if (saliency_path.empty() && (domains_given || method_given)) return usage_error("--domains and --method need --saliency");
+    const std::vector<std::string> & plans = p.plans;
+    const std::string & saliency_path = p.saliency;
+    pl::rank_options & ro = p.rank;
+    const bool method_given = p.method_given, json = p.json;
 
     std::string err;
     reap::plan a, b;

@@ -1,7 +1,7 @@
 // reap imatrix: the command-line shell over src/saliency/imatrix.h. Turns
 // llama-imatrix files (GGUF or legacy .dat), one domain each, into a saliency
 // archive of per-expert counts and ffn_down_exps input energy. Errors go to
-// stderr with exit status 1.
+// stderr with exit status 2.
 #include "cli/args.h"
 #include "gguf/gguf.h"
 #include "saliency/imatrix.h"
@@ -12,68 +12,67 @@
 
 namespace {
 
-const char * USAGE =
-    "usage: reap imatrix [--domain NAME=]IMATRIX ... -o SALIENCY.gguf [-m MODEL.gguf] [--force]\n"
-    "\n"
-    "Builds a saliency archive (metric set \"energy\") from llama.cpp importance-matrix files\n"
-    "(llama-imatrix -o FILE.gguf, or the legacy .dat format). Per MoE layer and expert:\n"
-    "  count       tokens routed to the expert (the .counts of blk.L.ffn_down_exps)\n"
-    "  energy_sum  Σ ‖h‖² of the expert's ffn_down input over those tokens (its in_sum2 row)\n"
-    "Each file is one domain, named by --domain NAME=FILE or after the file's stem; files\n"
-    "with the same domain name are summed. Experts that saw no token are listed.\n"
-    "\n"
-    "options:\n"
-    "  --domain NAME=FILE   an imatrix file and the domain it measures\n"
-    "  FILE                 an imatrix file; domain = its stem (en.imatrix.gguf -> en.imatrix)\n"
-    "  -o, --output FILE    the archive to write\n"
-    "  -m, --model FILE     the model the files were made with: every entry must name one of\n"
-    "                       its tensors with the right shape and expert count (a file from\n"
-    "                       another model is rejected), and the archive carries the model's\n"
-    "                       fingerprint so that plan/merge accept it. Required for .dat files.\n"
-    "  --force              replace an existing output\n"
-    "  -q, --quiet          do not list unused experts\n"
-    "\n"
-    "Legacy .dat files hold no per-expert counts: see src/saliency/imatrix.h for what is stored.\n";
+struct imatrix_params {
+    std::vector<reap::saliency::imatrix_input> inputs;
+    std::string                                out_path;
+    std::string                                model_path;
+    bool                                       force = false;
+    bool                                       quiet = false;
+};
 
-int usage_error(const std::string & msg) { return reap::cli::usage_error_full("imatrix", msg, USAGE); }
+// The command's options, parsed and printed from one table.
+void declare(reap::cli::options & t, imatrix_params & p) {
+    t.about(
+        "Builds a saliency archive (metric set \"energy\") from llama.cpp importance-matrix files\n"
+        "(llama-imatrix -o FILE.gguf, or the legacy .dat format). Per MoE layer and expert:\n"
+        "  count       tokens routed to the expert (the .counts of blk.L.ffn_down_exps)\n"
+        "  energy_sum  Σ ‖h‖² of the expert's ffn_down input over those tokens (its in_sum2 row)\n"
+        "Each file is one domain, named by --domain NAME=FILE or after the file's stem; files\n"
+        "with the same domain name are summed. Experts that saw no token are listed.\n"
+        "Legacy .dat files hold no per-expert counts: see src/saliency/imatrix.h for what is stored.\n"
+        "\n"
+        "arguments:\n"
+        "  FILE  an imatrix file; domain = its stem (en.imatrix.gguf -> en.imatrix)\n");
+    t.section("options:");
+    t.custom("--domain", "NAME=FILE", "an imatrix file and the domain it measures",
+             [&p](const std::string & v, std::string & err) {
+                 reap::saliency::imatrix_input in;
+                 if (!reap::saliency::parse_imatrix_input(v, true, in, err)) return false;
+                 p.inputs.push_back(in);
+                 return true;
+             });
+    t.text("-o, --output", "FILE", "the archive to write", p.out_path);
+    t.text("-m, --model", "FILE",
+           "the model the files were made with: every entry must name one of its tensors with the right shape and "
+           "expert count (a file from another model is rejected), and the archive carries the model's fingerprint so "
+           "that plan/merge accept it. Required for .dat files.",
+           p.model_path);
+    t.flag("--force", "replace an existing output", p.force);
+    t.flag("-q, --quiet", "do not list unused experts", p.quiet);
+    t.help_row();
+    t.positional([&p](const std::string & a, std::string & err) {
+        reap::saliency::imatrix_input in;
+        if (!reap::saliency::parse_imatrix_input(a, false, in, err)) return false;
+        p.inputs.push_back(in);
+        return true;
+    });
+}
 
 } // namespace
 
 int cmd_imatrix(int argc, char ** argv) {
-    std::vector<reap::saliency::imatrix_input> inputs;
-    std::string out_path, model_path, err;
-    bool force = false, quiet = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "-h" || a == "--help") {
-            fputs(USAGE, stdout);
-            return 0;
-        } else if (a == "-o" || a == "--output" || a == "-m" || a == "--model" || a == "--domain") {
-            if (i + 1 >= argc) return usage_error(a + " needs a value");
-            const std::string v = argv[++i];
-            if (a == "--domain") {
-                reap::saliency::imatrix_input in;
-                if (!reap::saliency::parse_imatrix_input(v, true, in, err)) return usage_error(err);
-                inputs.push_back(in);
-            } else if (a == "-m" || a == "--model") {
-                model_path = v;
-            } else {
-                out_path = v;
-            }
-        } else if (a == "--force") {
-            force = true;
-        } else if (a == "-q" || a == "--quiet") {
-            quiet = true;
-        } else if (!a.empty() && a[0] == '-') {
-            return usage_error("unknown option '" + a + "'");
-        } else {
-            reap::saliency::imatrix_input in;
-            if (!reap::saliency::parse_imatrix_input(a, false, in, err)) return usage_error(err);
-            inputs.push_back(in);
-        }
-    }
-    if (inputs.empty()) return usage_error("no imatrix files");
-    if (out_path.empty()) return usage_error("no output (-o)");
+    imatrix_params p;
+    reap::cli::options t("imatrix", "usage: reap imatrix [--domain NAME=]IMATRIX ... -o SALIENCY.gguf [-m MODEL.gguf] [--force]");
+    declare(t, p);
+    int status = 0;
+    if (!t.parse(argc, argv, status)) return status;
+    if (p.inputs.empty()) return t.usage_error("no imatrix files");
+    if (p.out_path.empty()) return t.usage_error("no output (-o)");
+    const std::vector<reap::saliency::imatrix_input> & inputs = p.inputs;
+    const std::string & out_path = p.out_path;
+    const std::string & model_path = p.model_path;
+    const bool force = p.force, quiet = p.quiet;
+    std::string err;
 
     reap::gguf::model model;
     if (!model_path.empty() && !reap::gguf::open_model(model_path, model, err)) return reap::cli::fail("imatrix", err);

@@ -21,71 +21,45 @@ struct inspect_params {
     std::vector<uint32_t> keeps;
 };
 
-const char * k_usage_line = "usage: reap inspect MODEL.gguf [--json] [--keep N]...";
-
-void print_usage(FILE * out) {
-    fprintf(out,
-        "%s\n"
-        "\n"
+// The command's options, parsed and printed from one table.
+void declare(reap::cli::options & t, inspect_params & p) {
+    t.about(
         "Prints the census of a GGUF model: architecture, block count, which blocks are\n"
         "MoE (a router and expert slabs), expert counts (routed, used per token, groups,\n"
         "shared), tensor count and bytes by ggml type, the routed-expert pool (the\n"
         "*_exps tensors, biases and scales included) against the dense rest, bytes per\n"
         "expert per layer, file bytes and shard count, the bytes a decode step reads\n"
         "(dense + n_expert_used experts per MoE layer), and the exact size of the file\n"
-        "reap prune writes (provenance stamp included) when keeping 75%%, 50%% and 25%%\n"
+        "reap prune writes (provenance stamp included) when keeping 75%, 50% and 25%\n"
         "of the experts (and every --keep N). Which tensors carry the expert axis is\n"
         "the MoE layout table's rule, the one prune slices by.\n"
-        "MODEL may be the first shard of a split model (*-00001-of-0000N.gguf).\n"
-        "\n"
-        "options:\n"
-        "  --json       print one JSON object (keys: arch, n_layer, moe_layers, n_expert,\n"
-        "               n_expert_used, n_expert_groups, expert_pool_bytes, dense_bytes,\n"
-        "               file_bytes, n_shards, decode_bytes_per_token, types, keep_sizes, ...)\n"
-        "  --keep N     also size the model keeping N experts per MoE layer (repeatable)\n"
-        "  -h, --help   this help\n",
-        k_usage_line);
-}
-
-bool parse_args(int argc, char ** argv, inspect_params & p, bool & help, std::string & err) {
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "-h" || arg == "--help") {
-            help = true;
-            return true;
-        } else if (arg == "--json") {
-            p.json = true;
-        } else if (arg == "--keep") {
-            if (i + 1 >= argc) {
-                err = "--keep needs a number";
-                return false;
-            }
-            int64_t v = 0;
-            if (!reap::cli::parse_positive("--keep", argv[++i], UINT32_MAX, v, err)) return false;
-            p.keeps.push_back((uint32_t) v);
-        } else if (!arg.empty() && arg[0] == '-') {
-            err = "unknown option " + arg;
-            return false;
-        } else if (p.model.empty()) {
-            p.model = arg;
-        } else {
-            err = "more than one model given ('" + p.model + "' and '" + arg + "')";
+        "MODEL may be the first shard of a split model (*-00001-of-0000N.gguf).\n");
+    t.section("options:");
+    t.flag("--json",
+           "print one JSON object (keys: arch, n_layer, moe_layers, n_expert, n_expert_used, n_expert_groups, "
+           "expert_pool_bytes, dense_bytes, file_bytes, n_shards, decode_bytes_per_token, types, keep_sizes, ...)",
+           p.json);
+    t.integers("--keep", "N", "also size the model keeping N experts per MoE layer (repeatable)", 1, UINT32_MAX, p.keeps);
+    t.help_row();
+    t.positional([&p](const std::string & a, std::string & err) {
+        if (!p.model.empty()) {
+            err = "more than one model given ('" + p.model + "' and '" + a + "')";
             return false;
         }
-    }
-    if (p.model.empty()) {
-        err = "no model given";
-        return false;
-    }
-    return true;
+        p.model = a;
+        return true;
+    });
 }
 
 } // namespace
 
 int cmd_inspect(int argc, char ** argv) {
     inspect_params params;
+    reap::cli::options t("inspect", "usage: reap inspect MODEL.gguf [--json] [--keep N]...");
+    declare(t, params);
     int status = 0;
-    if (!reap::cli::parse_command("inspect", argc, argv, params, parse_args, print_usage, k_usage_line, status)) return status;
+    if (!t.parse(argc, argv, status)) return status;
+    if (params.model.empty()) return t.usage_error("no model given");
     std::string err;
     reap::gguf::model model;
     if (!reap::gguf::open_model(params.model, model, err)) return reap::cli::fail("inspect", err);

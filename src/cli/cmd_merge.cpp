@@ -13,12 +13,15 @@
 
 namespace {
 
-const char * k_usage_line = "usage: reap merge A.gguf B.gguf [...] -o OUT.gguf [--force]";
+struct merge_params {
+    std::vector<std::string> inputs;
+    std::string              output;
+    bool                     force = false;
+};
 
-void print_usage(FILE * out) {
-    fprintf(out,
-        "%s\n"
-        "\n"
+// The command's options, parsed and printed from one table.
+void declare(reap::cli::options & t, merge_params & p) {
+    t.about(
         "Merges saliency archives (reap calibrate / reap imatrix output) of the same model\n"
         "into one. Accumulators are plain sums, so archives of disjoint corpus shards merge\n"
         "exactly: per domain, n_tokens, count, gate_sum, reap_sum, ean_sum (or energy_sum)\n"
@@ -31,49 +34,30 @@ void print_usage(FILE * out) {
         "field that differs. Provenance keys that agree in every input are kept; the\n"
         "output also records the sha256 of each input (reap.saliency.merge.inputs).\n"
         "The output is written to a temp file and renamed into place; it never replaces an\n"
-        "input, nor an existing file without --force.\n"
-        "\n"
-        "options:\n"
-        "  -o, --output OUT.gguf   the merged archive\n"
-        "  --force                 replace an existing OUT.gguf\n"
-        "  -h, --help              this help\n",
-        k_usage_line);
+        "input, nor an existing file without --force.\n");
+    t.section("options:");
+    t.text("-o, --output", "OUT.gguf", "the merged archive", p.output);
+    t.flag("--force", "replace an existing OUT.gguf", p.force);
+    t.help_row();
+    t.positional([&p](const std::string & a, std::string &) {
+        p.inputs.push_back(a);
+        return true;
+    });
 }
 
 } // namespace
 
 int cmd_merge(int argc, char ** argv) {
-    std::vector<std::string> inputs;
-    std::string output;
-    bool force = false;
+    merge_params p;
+    reap::cli::options t("merge", "usage: reap merge A.gguf B.gguf [...] -o OUT.gguf [--force]");
+    declare(t, p);
+    int status = 0;
+    if (!t.parse(argc, argv, status)) return status;
+    if (p.output.empty()) return t.usage_error("no output given (-o OUT.gguf)");
+    if (p.inputs.size() < 2) return t.usage_error("give at least two archives to merge (got " + std::to_string(p.inputs.size()) + ")");
+    const std::vector<std::string> & inputs = p.inputs;
+    const std::string & output = p.output;
     auto fail = [](const std::string & msg) { return reap::cli::fail("merge", msg); };
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "-h" || arg == "--help") {
-            print_usage(stdout);
-            return 0;
-        } else if (arg == "-o" || arg == "--output") {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "reap merge: %s needs a value\n%s\n", arg.c_str(), k_usage_line);
-                return 1;
-            }
-            output = argv[++i];
-        } else if (arg == "--force") {
-            force = true;
-        } else if (!arg.empty() && arg[0] == '-') {
-            return reap::cli::usage_error("merge", "unknown option " + arg, k_usage_line);
-        } else {
-            inputs.push_back(arg);
-        }
-    }
-    if (output.empty()) {
-        fprintf(stderr, "reap merge: no output given (-o OUT.gguf)\n%s\n", k_usage_line);
-        return 1;
-    }
-    if (inputs.size() < 2) {
-        fprintf(stderr, "reap merge: give at least two archives to merge (got %zu)\n%s\n", inputs.size(), k_usage_line);
-        return 1;
-    }
     for (const auto & in : inputs) {
         if (reap::cli::same_file(in, output)) return fail("refusing to write " + output + " over the input " + in);
     }
@@ -97,7 +81,7 @@ int cmd_merge(int argc, char ** argv) {
     }
     merged.provenance.set_string_array("reap.saliency.merge.inputs", hashes);
     merged.provenance.set_string(reap::saliency::k_key_tool, std::string("reap merge ") + REAP_VERSION);
-    if (!reap::saliency::write_archive(merged, output, err, force)) return fail(err);
+    if (!reap::saliency::write_archive(merged, output, err, p.force)) return fail(err);
     std::string inv;
     const bool invariant = reap::saliency::check_count_invariant(merged, inv, 1e-9);
     printf("reap merge: wrote %s (%zu inputs)\n", output.c_str(), inputs.size());

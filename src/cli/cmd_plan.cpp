@@ -11,7 +11,6 @@
 #include "saliency/archive.h"
 #include "util/sha256.h"
 
-#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -41,180 +40,125 @@ struct plan_params {
     bool                     force = false;
 };
 
-const char * k_usage_line =
-    "usage: reap plan SALIENCY.gguf -m MODEL.gguf (--keep N | --ratio R | --budget SIZE) [options] -o PLAN.json";
-
-void print_usage(FILE * out) {
-    fprintf(out,
-        "%s\n"
-        "\n"
+// The command's options, parsed and printed from one table. `n_how` counts
+// --keep, --ratio and --budget (exactly one is wanted).
+void declare(reap::cli::options & t, plan_params & p, int & n_how) {
+    t.about(
         "Chooses which routed experts each MoE layer of MODEL keeps, from a saliency\n"
         "archive (reap calibrate, reap imatrix, reap merge) measured on that model, and\n"
-        "writes the plan that reap prune executes. Every MoE layer keeps the same count N.\n"
-        "\n"
-        "how many (exactly one):\n"
-        "  --keep N          keep N experts per layer (n_expert_used <= N <= n_expert)\n"
-        "  --ratio R         remove the fraction R of the routed experts: N = n_expert -\n"
-        "                    round(R * n_expert) (0 <= R < 1; with expert groups, N is\n"
-        "                    rounded down to a multiple of the group count)\n"
-        "  --budget SIZE     the largest allowed N whose pruned file fits SIZE bytes. The size\n"
-        "                    is exact: the bytes reap prune will write (headers, padding and\n"
-        "                    provenance keys included; the sum of all shards with\n"
-        "                    --split-max-size / --split-max-tensors). SIZE is a number with\n"
-        "                    an optional unit: K/KB, M/MB, G/GB, T/TB are DECIMAL (10^3 ..\n"
-        "                    10^12, as disk vendors and gguf-split count), KiB/MiB/GiB/TiB are\n"
-        "                    BINARY (2^10 .. 2^40); no unit = bytes; decimals allowed\n"
-        "                    (512G, 277.5GB, 300GiB).\n"
-        "\n"
-        "how (score per expert over the chosen domains, higher = kept first):\n",
-        k_usage_line);
+        "writes the plan that reap prune executes. Every MoE layer keeps the same count N.\n");
+    t.section("how many (exactly one):");
+    t.custom("--keep", "N", "keep N experts per layer (n_expert_used <= N <= n_expert)",
+             [&p, &n_how](const std::string & v, std::string & err) {
+                 ++n_how;
+                 return reap::cli::parse_integer("--keep", v, 1, INT64_MAX, p.keep, err);
+             });
+    t.custom("--ratio", "R",
+             "remove the fraction R of the routed experts: N = n_expert - round(R * n_expert) (0 <= R < 1; with "
+             "expert groups, N is rounded down to a multiple of the group count)",
+             [&p, &n_how](const std::string & v, std::string & err) {
+                 ++n_how;
+                 char * end = nullptr;
+                 p.ratio = strtod(v.c_str(), &end);
+                 if (v.empty() || *end || !(p.ratio >= 0.0 && p.ratio < 1.0)) {
+                     err = "--ratio: '" + v + "' is not a number in [0, 1) (the fraction of routed experts removed)";
+                     return false;
+                 }
+                 return true;
+             });
+    t.custom("--budget", "SIZE",
+             "the largest allowed N whose pruned file fits SIZE bytes. The size is exact: the bytes reap prune will "
+             "write (headers, padding and provenance keys included; the sum of all shards with --split-max-size / "
+             "--split-max-tensors). SIZE is a number with an optional unit: K/KB, M/MB, G/GB, T/TB are DECIMAL (10^3 "
+             ".. 10^12, as disk vendors and gguf-split count), KiB/MiB/GiB/TiB are BINARY (2^10 .. 2^40); no unit = "
+             "bytes; decimals allowed (512G, 277.5GB, 300GiB).",
+             [&p, &n_how](const std::string & v, std::string & err) {
+                 ++n_how;
+                 if (!pl::parse_size(v, p.budget, err)) {
+                     err = "--budget: " + err;
+                     return false;
+                 }
+                 p.budget_text = v;
+                 return true;
+             });
+
+    t.section("how (score per expert over the chosen domains, higher = kept first):");
+    std::string methods = "the score:";
     for (pl::method m : pl::all_methods()) {
-        fprintf(out, "  --method %-10s %s%s\n", pl::method_name(m), pl::method_description(m),
-                m == pl::method::reap ? " [default; energy for imatrix archives]" : "");
+        methods += std::string("\n  ") + pl::method_name(m) + ": " + pl::method_description(m) +
+                   (m == pl::method::reap ? " [default; energy for imatrix archives]" : "");
     }
-    fprintf(out,
-        "  --domains a,b     score over these domains of the archive (summed); default: all\n"
-        "  --consensus M     sum (default): one score over the summed domains;\n"
-        "                    minrank: rank the experts within each domain separately and\n"
-        "                    order them by their best rank in any domain (keeps what any\n"
-        "                    domain needs most)\n"
-        "  --seed S          seed of --method random (default 0)\n"
-        "  --no-protect-super  do not force-keep super experts. A super expert has a max\n"
-        "                    output norm (max over all domains) above the 99.5th percentile of\n"
-        "                    all experts' max norms and above a tenth of the largest; by default\n"
-        "                    they are kept before anything else (reap archives only)\n"
-        "\n"
+    t.custom("--method", "M", methods, [&p](const std::string & v, std::string & err) {
+        if (!pl::parse_method(v, p.rank.how)) {
+            err = "--method: unknown method '" + v + "' (reap, frequency, gate, ean, energy, random)";
+            return false;
+        }
+        p.method_given = true;
+        return true;
+    });
+    t.custom("--domains", "a,b", "score over these domains of the archive (summed); default: all",
+             [&p](const std::string & v, std::string & err) {
+                 p.rank.domains = reap::cli::split_list(v);
+                 if (p.rank.domains.empty()) {
+                     err = "--domains: empty list";
+                     return false;
+                 }
+                 return true;
+             });
+    t.custom("--consensus", "M",
+             "sum (default): one score over the summed domains; minrank: rank the experts within each domain "
+             "separately and order them by their best rank in any domain (keeps what any domain needs most)",
+             [&p](const std::string & v, std::string & err) {
+                 if (v == "minrank") p.rank.cons = pl::consensus::minrank;
+                 else if (v == "sum") p.rank.cons = pl::consensus::sum;
+                 else {
+                     err = "--consensus: unknown '" + v + "' (sum or minrank)";
+                     return false;
+                 }
+                 return true;
+             });
+    t.integer("--seed", "S", "seed of --method random (default 0)", 0, INT64_MAX, p.rank.seed);
+    t.flag("--no-protect-super",
+           "do not force-keep super experts. A super expert has a max output norm (max over all domains) above the "
+           "99.5th percentile of all experts' max norms and above a tenth of the largest; by default they are kept "
+           "before anything else (reap archives only)",
+           p.rank.protect_super, false);
+    t.prose(
         "Experts never routed to in any chosen domain are removed first. Ties break to the\n"
         "lower expert id; keep-lists are ascending. With a group-limited router\n"
         "(expert_group_count > 1), every group keeps N / groups experts (its best ones).\n"
         "The plan records, and the command prints, the super experts, the never-routed\n"
         "experts and the share of the total saliency (the method's score summed over the\n"
-        "layer's experts) kept in each layer and on average over layers.\n"
-        "\n"
-        "other options:\n"
-        "  -m, --model MODEL.gguf    the model the plan is for (first shard of a split set ok);\n"
-        "                            the archive must come from it (same router weights)\n"
-        "  -o, --output PLAN.json    where to write the plan\n"
-        "  --split-max-size SIZE     size as reap prune will split (units as --budget)\n"
-        "  --split-max-tensors N     likewise\n"
-        "  --no-stamp                size as reap prune --no-stamp will write\n"
-        "  --dry-run                 print the table N -> exact size -> saliency retained and\n"
-        "                            the chosen N; write nothing (-o not needed)\n"
-        "  --force                   replace an existing PLAN.json\n"
-        "  -h, --help                this help\n");
-}
+        "layer's experts) kept in each layer and on average over layers.\n");
 
-bool parse_int(const std::string & s, int64_t & out) {
-    if (s.empty()) return false;
-    char * end = nullptr;
-    errno = 0;
-    const long long v = strtoll(s.c_str(), &end, 10);
-    if (errno || *end) return false;
-    out = v;
-    return true;
-}
-
-bool parse_args(int argc, char ** argv, plan_params & p, bool & help, std::string & err) {
-    int n_how = 0;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        std::string v;
-        auto value = [&]() { return reap::cli::take_value(argc, argv, i, v, err); };
-        if (arg == "-h" || arg == "--help") {
-            help = true;
-            return true;
-        } else if (arg == "-m" || arg == "--model") {
-            if (!value()) return false;
-            p.model = v;
-        } else if (arg == "-o" || arg == "--output") {
-            if (!value()) return false;
-            p.output = v;
-        } else if (arg == "--keep") {
-            if (!value()) return false;
-            if (!reap::cli::parse_positive("--keep", v, INT64_MAX, p.keep, err)) return false;
-            ++n_how;
-        } else if (arg == "--ratio") {
-            if (!value()) return false;
-            char * end = nullptr;
-            p.ratio = strtod(v.c_str(), &end);
-            if (v.empty() || *end || !(p.ratio >= 0.0 && p.ratio < 1.0)) {
-                err = "--ratio: '" + v + "' is not a number in [0, 1) (the fraction of routed experts removed)";
-                return false;
-            }
-            ++n_how;
-        } else if (arg == "--budget") {
-            if (!value()) return false;
-            if (!pl::parse_size(v, p.budget, err)) {
-                err = "--budget: " + err;
-                return false;
-            }
-            p.budget_text = v;
-            ++n_how;
-        } else if (arg == "--method") {
-            if (!value()) return false;
-            if (!pl::parse_method(v, p.rank.how)) {
-                err = "--method: unknown method '" + v + "' (reap, frequency, gate, ean, energy, random)";
-                return false;
-            }
-            p.method_given = true;
-        } else if (arg == "--domains") {
-            if (!value()) return false;
-            p.rank.domains = reap::cli::split_list(v);
-            if (p.rank.domains.empty()) {
-                err = "--domains: empty list";
-                return false;
-            }
-        } else if (arg == "--consensus") {
-            if (!value()) return false;
-            if (v == "minrank") p.rank.cons = pl::consensus::minrank;
-            else if (v == "sum") p.rank.cons = pl::consensus::sum;
-            else {
-                err = "--consensus: unknown '" + v + "' (sum or minrank)";
-                return false;
-            }
-        } else if (arg == "--seed") {
-            if (!value()) return false;
-            int64_t s = 0;
-            if (!parse_int(v, s) || s < 0) {
-                err = "--seed: '" + v + "' is not a non-negative integer";
-                return false;
-            }
-            p.rank.seed = (uint64_t) s;
-        } else if (arg == "--no-protect-super") {
-            p.rank.protect_super = false;
-        } else if (arg == "--split-max-size") {
-            if (!value()) return false;
-            if (!pl::parse_size(v, p.split_max_bytes, err)) {
-                err = "--split-max-size: " + err;
-                return false;
-            }
-        } else if (arg == "--split-max-tensors") {
-            if (!value()) return false;
-            int64_t n = 0;
-            if (!reap::cli::parse_positive("--split-max-tensors", v, INT64_MAX, n, err)) return false;
-            p.split_max_tensors = (uint64_t) n;
-        } else if (arg == "--no-stamp") {
-            p.stamp = false;
-        } else if (arg == "--dry-run") {
-            p.dry_run = true;
-        } else if (arg == "--force") {
-            p.force = true;
-        } else if (!arg.empty() && arg[0] == '-') {
-            err = "unknown option " + arg;
-            return false;
-        } else if (p.saliency.empty()) {
-            p.saliency = arg;
-        } else {
-            err = "unexpected argument '" + arg + "' (one saliency archive; reap merge combines several)";
+    t.section("other options:");
+    t.text("-m, --model", "MODEL.gguf",
+           "the model the plan is for (first shard of a split set ok); the archive must come from it (same router weights)",
+           p.model);
+    t.text("-o, --output", "PLAN.json", "where to write the plan", p.output);
+    t.custom("--split-max-size", "SIZE", "size as reap prune will split (units as --budget)",
+             [&p](const std::string & v, std::string & err) {
+                 if (!pl::parse_size(v, p.split_max_bytes, err)) {
+                     err = "--split-max-size: " + err;
+                     return false;
+                 }
+                 return true;
+             });
+    t.integer("--split-max-tensors", "N", "likewise", 1, INT64_MAX, p.split_max_tensors);
+    t.flag("--no-stamp", "size as reap prune --no-stamp will write", p.stamp, false);
+    t.flag("--dry-run",
+           "print the table N -> exact size -> saliency retained and the chosen N; write nothing (-o not needed)",
+           p.dry_run);
+    t.flag("--force", "replace an existing PLAN.json", p.force);
+    t.help_row();
+    t.positional([&p](const std::string & a, std::string & err) {
+        if (!p.saliency.empty()) {
+            err = "unexpected argument '" + a + "' (one saliency archive; reap merge combines several)";
             return false;
         }
-    }
-    if (p.saliency.empty()) err = "no saliency archive given";
-    else if (p.model.empty()) err = "no model given (-m MODEL.gguf)";
-    else if (n_how != 1) err = n_how == 0 ? "say how many experts to keep: --keep N, --ratio R or --budget SIZE"
-                                          : "give only one of --keep, --ratio and --budget";
-    else if (p.output.empty() && !p.dry_run) err = "no output given (-o PLAN.json)";
-    return err.empty();
+        p.saliency = a;
+        return true;
+    });
 }
 
 void print_refs(const char * title, const std::vector<pl::expert_ref> & refs, bool with_value) {
@@ -237,8 +181,19 @@ void print_refs(const char * title, const std::vector<pl::expert_ref> & refs, bo
 
 int cmd_plan(int argc, char ** argv) {
     plan_params params;
+    int n_how = 0;
+    reap::cli::options t("plan",
+                         "usage: reap plan SALIENCY.gguf -m MODEL.gguf (--keep N | --ratio R | --budget SIZE) [options] -o PLAN.json");
+    declare(t, params, n_how);
     int status = 0;
-    if (!reap::cli::parse_command("plan", argc, argv, params, parse_args, print_usage, k_usage_line, status)) return status;
+    if (!t.parse(argc, argv, status)) return status;
+    if (params.saliency.empty()) return t.usage_error("no saliency archive given");
+    if (params.model.empty()) return t.usage_error("no model given (-m MODEL.gguf)");
+    if (n_how != 1) {
+        return t.usage_error(n_how == 0 ? "say how many experts to keep: --keep N, --ratio R or --budget SIZE"
+                                        : "give only one of --keep, --ratio and --budget");
+    }
+    if (params.output.empty() && !params.dry_run) return t.usage_error("no output given (-o PLAN.json)");
     auto fail = [](const std::string & msg) { return reap::cli::fail("plan", msg); };
     std::string err;
 

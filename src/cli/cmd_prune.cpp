@@ -9,12 +9,9 @@
 #include "plan/planners.h"
 #include "prune/prune.h"
 
-#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <sys/stat.h>
 #include <vector>
@@ -35,12 +32,9 @@ struct prune_params {
     bool        sums = true;
 };
 
-const char * k_usage_line = "usage: reap prune -m MODEL.gguf --plan PLAN.json -o OUT.gguf [options]";
-
-void print_usage(FILE * out) {
-    fprintf(out,
-        "%s\n"
-        "\n"
+// The command's options, parsed and printed from one table.
+void declare(reap::cli::options & t, prune_params & p) {
+    t.about(
         "Writes the pruned copy of MODEL that PLAN describes. In every MoE layer L,\n"
         "output expert i is source expert keep[i] of the plan's entry for L (in that\n"
         "order): the expert slabs (ffn_{gate,up,down,gate_up}_exps), per-expert biases\n"
@@ -57,90 +51,46 @@ void print_usage(FILE * out) {
         "buffer): memory is bounded by the metadata (about 100 bytes per kept expert per\n"
         "sliced tensor), whatever the model's size.\n"
         "SHA256SUMS beside the output lists every file written (sha256sum -c format;\n"
-        "lines for other files already in it are kept).\n"
-        "\n"
-        "options:\n"
-        "  -m, --model MODEL.gguf      source model (or first shard of a split set)\n"
-        "  --plan PLAN.json            keep-list per MoE layer (reap plan writes one)\n"
-        "  -o, --output OUT.gguf       output; with splitting, OUT-00001-of-0000N.gguf, ...\n"
-        "  --split-max-size SIZE       split the output: shards of at most SIZE bytes of\n"
-        "                              tensor data; K/M/G/T(B) are decimal (as gguf-split),\n"
-        "                              KiB/MiB/GiB/TiB binary, decimals allowed (1.5G)\n"
-        "  --split-max-tensors N       split the output: at most N tensors per shard\n"
-        "  --no-stamp                  do not record provenance (reap.plan.sha256,\n"
-        "                              reap.source.expert_count, reap.version); an identity\n"
-        "                              plan then reproduces the source byte for byte\n"
-        "  --no-sums                   do not write SHA256SUMS\n"
-        "  --force                     replace existing output files (never an input)\n"
-        "  --dry-run                   print what would be written and the sizes; write nothing\n"
-        "  -h, --help                  this help\n",
-        k_usage_line);
-}
-
-bool parse_count(const std::string & s, uint64_t & out) {
-    if (s.empty() || s[0] == '-' || s[0] == '+') return false;
-    char * end = nullptr;
-    errno = 0;
-    const unsigned long long v = strtoull(s.c_str(), &end, 10);
-    if (errno || *end || v == 0) return false;
-    out = v;
-    return true;
-}
-
-bool parse_args(int argc, char ** argv, prune_params & p, bool & help, std::string & err) {
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        auto value = [&](std::string & dst) { return reap::cli::take_value(argc, argv, i, dst, err); };
-        std::string v;
-        if (arg == "-h" || arg == "--help") {
-            help = true;
-            return true;
-        } else if (arg == "-m" || arg == "--model") {
-            if (!value(p.model)) return false;
-        } else if (arg == "--plan") {
-            if (!value(p.plan)) return false;
-        } else if (arg == "-o" || arg == "--output") {
-            if (!value(p.output)) return false;
-        } else if (arg == "--split-max-size") {
-            if (!value(v)) return false;
-            // The same units as `reap plan --budget/--split-max-size`, so a plan's
-            // size prediction and the prune that follows read one value alike.
-            std::string perr;
-            if (!reap::planner::parse_size(v, p.split_max_bytes, perr) || p.split_max_bytes == 0) {
-                err = "--split-max-size: '" + v + "' is not a positive size (e.g. 50G, 1.5GB, 300MiB)";
-                return false;
-            }
-        } else if (arg == "--split-max-tensors") {
-            if (!value(v)) return false;
-            if (!parse_count(v, p.split_max_tensors)) {
-                err = "--split-max-tensors: '" + v + "' is not a positive integer";
-                return false;
-            }
-        } else if (arg == "--no-stamp") {
-            p.stamp = false;
-        } else if (arg == "--no-sums") {
-            p.sums = false;
-        } else if (arg == "--force") {
-            p.force = true;
-        } else if (arg == "--dry-run") {
-            p.dry_run = true;
-        } else {
-            err = "unknown argument " + arg;
-            return false;
-        }
-    }
-    if (p.model.empty()) err = "no model given (-m MODEL.gguf)";
-    else if (p.plan.empty()) err = "no plan given (--plan PLAN.json)";
-    else if (p.output.empty()) err = "no output given (-o OUT.gguf)";
-    return err.empty();
+        "lines for other files already in it are kept).\n");
+    t.section("options:");
+    t.text("-m, --model", "MODEL.gguf", "source model (or first shard of a split set)", p.model);
+    t.text("--plan", "PLAN.json", "keep-list per MoE layer (reap plan writes one)", p.plan);
+    t.text("-o, --output", "OUT.gguf", "output; with splitting, OUT-00001-of-0000N.gguf, ...", p.output);
+    t.custom("--split-max-size", "SIZE",
+             "split the output: shards of at most SIZE bytes of tensor data; K/M/G/T(B) are decimal (as gguf-split), "
+             "KiB/MiB/GiB/TiB binary, decimals allowed (1.5G)",
+             [&p](const std::string & v, std::string & err) {
+                 // The same units as `reap plan --budget/--split-max-size`, so a plan's
+                 // size prediction and the prune that follows read one value alike.
+                 std::string perr;
+                 if (!reap::planner::parse_size(v, p.split_max_bytes, perr) || p.split_max_bytes == 0) {
+                     err = "--split-max-size: '" + v + "' is not a positive size (e.g. 50G, 1.5GB, 300MiB)";
+                     return false;
+                 }
+                 return true;
+             });
+    t.integer("--split-max-tensors", "N", "split the output: at most N tensors per shard", 1, INT64_MAX, p.split_max_tensors);
+    t.flag("--no-stamp",
+           "do not record provenance (reap.plan.sha256, reap.source.expert_count, reap.version); an identity plan "
+           "then reproduces the source byte for byte",
+           p.stamp, false);
+    t.flag("--no-sums", "do not write SHA256SUMS", p.sums, false);
+    t.flag("--force", "replace existing output files (never an input)", p.force);
+    t.flag("--dry-run", "print what would be written and the sizes; write nothing", p.dry_run);
+    t.help_row();
 }
 
 } // namespace
 
 int cmd_prune(int argc, char ** argv) {
     prune_params params;
+    reap::cli::options t("prune", "usage: reap prune -m MODEL.gguf --plan PLAN.json -o OUT.gguf [options]");
+    declare(t, params);
     int status = 0;
-    if (!reap::cli::parse_command("prune", argc, argv, params, parse_args, print_usage, k_usage_line, status)) return status;
+    if (!t.parse(argc, argv, status)) return status;
+    if (params.model.empty()) return t.usage_error("no model given (-m MODEL.gguf)");
+    if (params.plan.empty()) return t.usage_error("no plan given (--plan PLAN.json)");
+    if (params.output.empty()) return t.usage_error("no output given (-o OUT.gguf)");
     auto fail = [](const std::string & msg) { return reap::cli::fail("prune", msg); };
     std::string err;
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,6 +1,7 @@
 // reap: the command-line entry point. Looks the subcommand up in the table of
 // src/cli/commands.h and hands it the remaining arguments; suggests the closest
 // name when the subcommand is unknown.
+#include "cli/args.h"
 #include "cli/commands.h"
 
 #include <algorithm>
@@ -31,6 +32,12 @@ static void print_help(FILE * out) {
     for (const reap::command & c : reap::commands()) {
         fprintf(out, "  %-10s %s\n", c.name, c.summary);
     }
+    fprintf(out,
+            "\nexit status, as cmp and diff use theirs:\n"
+            "  0    success; what was checked holds\n"
+            "  1    checked and it does not hold: verify's OUT is not MODEL pruned by PLAN\n"
+            "  2    usage error, an input that cannot be read or is malformed, or a write that failed\n"
+            "  130  calibrate interrupted by Ctrl-C (its checkpoint is written)\n");
 }
 
 int main(int argc, char ** argv) {
@@ -45,7 +52,7 @@ int main(int argc, char ** argv) {
             }
         }
         print_help(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 1 : 0;
+        return argc < 2 ? reap::cli::exit_error : reap::cli::exit_ok;
     }
     if (!strcmp(argv[1], "--version")) {
         printf("reap %s\n", REAP_VERSION);
@@ -69,5 +76,5 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "; did you mean '%s'?", best->name);
     }
     fprintf(stderr, "\nrun 'reap help' for the list of commands\n");
-    return 1;
+    return reap::cli::exit_error;
 }

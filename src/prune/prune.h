@@ -81,6 +81,13 @@ struct verify_report {
     uint32_t n_shards = 0;           // files of the output
     bool     stamped = false;        // output carries reap.* keys
     uint64_t n_sums_checked = 0;     // SHA256SUMS lines checked
+    // When verify_pruned fails: true when the output could be opened and is
+    // not what it should be (a byte, shape or KV differs; the file is damaged,
+    // truncated or not GGUF; a shard is missing; SHA256SUMS beside it is
+    // missing or disagrees); false when the check could not be made (the
+    // source or the plan is unusable, the output cannot be opened, an explicit
+    // sums_path cannot be read, the output is a file of the source).
+    bool     differs = false;
 };
 
 // Re-reads the output at `out_path` (a single file or the first shard of a

@@ -289,6 +289,24 @@ bool verify_pruned(const gguf::model & src, const plan & p, const std::string & 
     int64_t n_layer = 0;
     if (!src.kvs.get_i64(moe::kv_key(lay.arch, "block_count"), n_layer, err)) return false;
     if (!validate_plan(p, facts_of(lay, n_layer), err)) return false;
+    // An output that cannot be opened is an error; from here on, anything
+    // wrong with what it holds means it does not verify.
+    struct stat st;
+    if (::stat(out_path.c_str(), &st) != 0 || ::access(out_path.c_str(), R_OK) != 0) {
+        err = out_path + ": cannot open: " + strerror(errno);
+        return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        err = out_path + ": not a regular file";
+        return false;
+    }
+    for (const gguf::file_header & ss : src.shards) {
+        if (same_file(out_path, ss.path)) {
+            err = out_path + " is a file of the source model, not a pruned output";
+            return false;
+        }
+    }
+    report.differs = true;
     gguf::model out;
     if (!gguf::open_model(out_path, out, err)) return false;
     report.n_shards = uint32_t(out.shards.size());
@@ -307,7 +325,13 @@ bool verify_pruned(const gguf::model & src, const plan & p, const std::string & 
     }
     if (!check_kvs(src, out, lay, p, opts, report, err)) return false;
     if (!check_tensors(src, out, lay, p, report, err)) return false;
+    if (opts.check_sums && !opts.sums_path.empty() && ::access(opts.sums_path.c_str(), R_OK) != 0) {
+        report.differs = false;
+        err = opts.sums_path + ": cannot open: " + strerror(errno);
+        return false;
+    }
     if (opts.check_sums && !check_sums(out, opts, report, err)) return false;
+    report.differs = false;
     return true;
 }
 
