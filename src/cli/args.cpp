@@ -249,6 +249,11 @@ options & options::forward_unknown(std::string help) {
     return *this;
 }
 
+options & options::forward_unknown(std::string help, std::function<int(const std::string &)> n_values) {
+    unknown_values_ = std::move(n_values);
+    return forward_unknown(std::move(help));
+}
+
 options & options::positional(handler set) {
     positional_ = std::move(set);
     return *this;
@@ -313,7 +318,13 @@ bool options::parse(int argc, char ** argv, int & status) {
         const row * r = find(a);
         if (!r) {
             if (forward_unknown_) {
-                forwarded_.push_back(argv[i]);
+                const int n = unknown_values_ ? unknown_values_(a) : 0;
+                if (n > 0 && i + n >= argc) {
+                    status = usage_error(a + " needs " + (n == 1 ? "a value" : std::to_string(n) + " values"));
+                    return false;
+                }
+                for (int k = 0; k <= std::max(n, 0); ++k) forwarded_.push_back(argv[i + k]);
+                i += std::max(n, 0);
                 continue;
             }
             status = usage_error("unknown option " + a);

@@ -147,6 +147,11 @@ class options {
     // (options and their values alike) instead of being refused; `help` says so
     // in the help (printed as prose where this is called).
     options & forward_unknown(std::string help);
+    // The same, with the wrapped parser's own count of the values a flag takes
+    // (-1: it does not know the flag): a known flag travels with its values,
+    // so they are never taken for positional arguments; an unknown one goes
+    // alone, for the wrapped parser to refuse.
+    options & forward_unknown(std::string help, std::function<int(const std::string &)> n_values);
 
     // What a non-option argument means (MODEL.gguf, input files...). Without
     // one, a non-option argument is a usage error. After "--" every argument
@@ -190,6 +195,7 @@ class options {
 
     options & add(const std::string & names, std::string value, std::string help, handler set);
     const row * find(const std::string & name) const;
+    std::function<int(const std::string &)> unknown_values_;
     static std::string first_long_name(const std::string & names);
     template <class T> static void check_range(int64_t min, int64_t max) {
         (void) min;

@@ -5,6 +5,7 @@
 // writes a checkpoint. Errors go to stderr with exit status 2 (130 when
 // interrupted; the checkpoint is kept).
 #include "cli/args.h"
+#include "cli/llama_flags.h"
 #include "llama/calibrate.h"
 
 #include "arg.h"
@@ -86,26 +87,7 @@ void declare(reap::cli::options & t, reap::calibrate_options & opt, bool & has_c
     t.prose("Ctrl-C finishes the current window, writes the checkpoint and exits with status 130;\n"
             "rerun with --resume to continue.\n");
 
-    t.section("llama.cpp flags (handed to llama.cpp's own argument parser; the usual ones):");
-    t.forward("-c, --ctx-size", "N", "window size in tokens (default 512)", [&has_ctx](const std::string &, std::string &) {
-        has_ctx = true;
-        return true;
-    });
-    t.forward("-b, --batch-size", "N", "logical batch (default 2048, capped at -c)");
-    t.forward("-ub, --ubatch-size", "N", "physical batch (default 512)");
-    t.forward("-t, --threads", "N", "CPU threads (default: physical cores)");
-    t.forward("-ngl, --n-gpu-layers", "N", "layers to offload to the GPU");
-    t.forward("-ot, --override-tensor", "PATTERN=BUFTYPE,...", "e.g. -ot exps=CPU to keep experts in RAM");
-    t.forward_optional("-fa, --flash-attn", "on|off|auto",
-                       {"on", "off", "auto", "1", "0", "-1", "true", "false", "enabled", "disabled"}, "on",
-                       "flash attention (a bare -fa: on)");
-    t.forward("-ctk, --cache-type-k", "TYPE", "K cache type (default f16; f32 for exact comparisons)");
-    t.forward("-ctv, --cache-type-v", "TYPE", "V cache type");
-    t.forward("--no-mmap", "", "read the model into memory");
-    // llama.cpp's parser knows --rpc only when it is built with RPC (GGML_RPC).
-    if (llama_supports_rpc()) t.forward("--rpc", "HOST:PORT,...", "llama.cpp RPC servers (models that span machines)");
-    t.forward_unknown("Any other flag is handed to llama.cpp's parser as well (llama-cli --help lists them);\n"
-                      "one it does not know is an error.\n");
+    reap::cli::declare_llama_runtime(t, "window size in tokens (default 512)", has_ctx);
     t.exit_note(reap::cli::exit_interrupted, "interrupted by Ctrl-C (SIGINT); the checkpoint is written");
 }
 
@@ -139,6 +121,8 @@ int cmd_calibrate(int argc, char ** argv) {
     if (opt.collect && opt.out_path.empty()) return t.usage_error("no output (-o)");
 
     std::vector<char *> & rest = t.forwarded();
+    std::string rpc_err;
+    if (!reap::cli::rpc_servers_reachable(rest, rpc_err)) return reap::cli::fail("calibrate", rpc_err);
     if (!common_params_parse((int) rest.size(), rest.data(), opt.llama, LLAMA_EXAMPLE_COMMON)) {
         return t.forward_refused();
     }

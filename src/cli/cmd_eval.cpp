@@ -1,16 +1,14 @@
-// reap eval: the command-line shell over src/llama/eval.h. Parses flags
-// (llama.cpp spellings for the runtime ones), runs the evaluation or the smoke
-// test, prints a table or one JSON object on stdout. Errors go to stderr with
-// exit status 1; usage errors also print the usage.
+// reap eval: the command-line shell over src/llama/eval.h. Its options come
+// from one table (src/cli/args.h); llama.cpp's runtime flags go to llama.cpp's
+// own parser (src/cli/llama_flags.h). Runs the evaluation or the smoke test,
+// prints a table or one JSON object on stdout. Errors go to stderr with exit
+// status 2.
 #include "cli/args.h"
 #include "cli/llama_flags.h"
 #include "llama/eval.h"
 
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -18,16 +16,22 @@
 
 namespace {
 
-const char * USAGE =
-    "usage: reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json) ... -f TEXT_OR_CORPUS [options]\n"
-    "       reap eval -m BASE.gguf -p PRUNED.gguf --smoke [-n N] --prompt TEXT\n"
-    "\n"
+struct eval_params {
+    reap::eval_options                opt;
+    reap::smoke_options               smoke;
+    std::vector<std::string>          pruned;  // every -p, in order
+    std::vector<reap::eval_candidate> cands;   // every -p and --mask, in order
+    bool json = false, quiet = false, do_smoke = false, has_ctx = false;
+};
+
+void declare(reap::cli::options & t, eval_params & p) {
+    t.about(
     "Runs both models over the same tokens and reports perplexity of each and their\n"
     "ratio, KL(base || pruned) of the next-token distributions over the full vocabulary\n"
     "(mean, median, p99, max) and top-1 agreement. Windows of -c tokens; the second\n"
     "half of each window is scored, as llama-perplexity does, so the base PPL equals\n"
     "llama-perplexity's on the same file and -c (and -b). Without --kld-base KLD uses\n"
-    "full-precision log-probabilities (with one -p both models are loaded at once).\n"
+    "full-precision log-probabilities.\n"
     "\n"
     "A -f ending in .jsonl (or whose first line is {\"domain\": ..., \"text\"|\"messages\": ...})\n"
     "is a corpus, read as reap calibrate reads it (`messages` go through the model's chat\n"
@@ -55,106 +59,65 @@ const char * USAGE =
     "object {\"pruned\": {\"PATH\": ...}, \"masked\": {\"PLAN\": ...}} in the order given\n"
     "(a single -p or --mask prints its object alone).\n"
     "\n"
-    "options:\n"
-    "  -m, --model FILE         base model\n"
-    "  -p, --pruned FILE        pruned model (same vocabulary); repeat for several\n"
-    "  --mask PLAN.json         the base with this plan's removed experts masked; repeat for several\n"
-    "  --base-mask PLAN.json    mask the base itself (compare a masked base with -p, or with --mask)\n"
-    "  --tmp-dir DIR            where the base's rows wait (default $TMPDIR or /tmp)\n"
-    "  -f, --file FILE          plain text or corpus JSONL\n"
-    "  --kld-base FILE          llama-perplexity --kl-divergence-base file: if FILE is missing,\n"
-    "                           run the base over -f and write it (then free the base before\n"
-    "                           loading the pruned model; without -p only the file is written);\n"
-    "                           if it exists, use it instead of running the base (-m may be\n"
-    "                           omitted; -f, if given, must give the file's tokens). Plain text only.\n"
-    "                           KLD against the file uses its 16-bit log-probs, like llama-perplexity.\n"
-    "                           With several -p each is scored through the file in turn.\n"
-    "  --chunks N               score at most N windows (plain text)\n"
-    "  --json                   print one JSON object instead of the table (see several -p)\n"
-    "  -q, --quiet              no progress line (it only shows when stderr is a terminal)\n"
-    "  --verbose                show llama.cpp's log\n"
-    "  --smoke                  greedy-decode both models after --prompt and report how many\n"
-    "                           leading tokens agree (one -p)\n"
-    "  -n, --n-predict N        tokens to generate with --smoke (default 12)\n"
-    "  --prompt TEXT            prompt for --smoke\n"
-    "\n";
-
-std::string usage_text() { return std::string(USAGE) + reap::cli::k_llama_runtime_help; }
-
-bool parse_int(const char * s, int & out) {
-    char * end = nullptr;
-    errno = 0;
-    const long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < INT32_MIN || v > INT32_MAX) return false;
-    out = (int) v;
-    return true;
+    );
+    t.section("options:");
+    t.text("-m, --model", "FILE", "base model", p.opt.base_path);
+    t.custom("-p, --pruned", "FILE", "pruned model (same vocabulary); repeat for several",
+             [&p](const std::string & v, std::string &) {
+                 p.pruned.push_back(v);
+                 p.cands.push_back({v, false});
+                 return true;
+             });
+    t.custom("--mask", "PLAN.json", "the base with this plan's removed experts masked; repeat for several",
+             [&p](const std::string & v, std::string &) {
+                 p.cands.push_back({v, true});
+                 return true;
+             });
+    t.text("--base-mask", "PLAN.json", "mask the base itself (compare a masked base with -p, or with --mask)",
+           p.opt.base_mask_path);
+    t.text("--tmp-dir", "DIR", "where the base's rows wait (default $TMPDIR or /tmp)", p.opt.tmp_dir);
+    t.text("-f, --file", "FILE", "plain text or corpus JSONL", p.opt.input_path);
+    t.text("--kld-base", "FILE",
+           "llama-perplexity --kl-divergence-base file: if FILE is missing, run the base over -f and write it "
+           "(without -p only the file is written); if it exists, use it instead of running the base (-m may be "
+           "omitted; -f, if given, must give the file's tokens). Plain text only. KLD against the file uses its "
+           "16-bit log-probs, like llama-perplexity. With several -p each is scored through the file in turn.",
+           p.opt.kld_base_path);
+    t.integer("--chunks", "N", "score at most N windows (plain text)", 1, INT32_MAX, p.opt.max_chunks);
+    t.flag("--json", "print one JSON object instead of the table (see several -p)", p.json);
+    t.flag("-q, --quiet", "no progress line (it only shows when stderr is a terminal)", p.quiet);
+    t.flag("--verbose", "show llama.cpp's log", p.opt.verbose);
+    t.flag("--smoke", "greedy-decode both models after --prompt and report how many leading tokens agree (one -p)",
+           p.do_smoke);
+    t.integer("-n, --n-predict", "N", "tokens to generate with --smoke (default 12)", 1, INT32_MAX, p.smoke.n_predict);
+    t.text("--prompt", "TEXT", "prompt for --smoke", p.smoke.prompt);
+    t.help_row();
+    reap::cli::declare_llama_runtime(t, "window size (default 512, or the --kld-base file's)", p.has_ctx);
 }
-
-const char * k_usage_line = "usage: reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json) ... -f TEXT_OR_CORPUS [options]";
-
-int usage_error(const std::string & msg) { return reap::cli::usage_error_full("eval", msg, usage_text().c_str()); }
 
 } // namespace
 
 int cmd_eval(int argc, char ** argv) {
-    reap::eval_options  opt;
-    reap::smoke_options smoke;
-    std::vector<std::string> pruned;  // every -p, in order
-    std::vector<reap::eval_candidate> cands;  // every -p and --mask, in order
-    std::vector<char *> rest = {argv[0]};     // the flags for llama.cpp's parser
-    std::string err;
-    bool json = false, quiet = false, do_smoke = false;
-
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&](std::string & out) {
-            if (i + 1 >= argc) return false;
-            out = argv[++i];
-            return true;
-        };
-        auto int_value = [&](int & out) {
-            return i + 1 < argc && parse_int(argv[++i], out);
-        };
-        std::string s;
-        if (a == "-h" || a == "--help") {
-            fputs(usage_text().c_str(), stdout);
-            return 0;
-        } else if (a == "-m" || a == "--model") {
-            if (!value(opt.base_path)) return usage_error(a + " needs a file");
-        } else if (a == "-p" || a == "--pruned") {
-            if (!value(s)) return usage_error(a + " needs a file");
-            pruned.push_back(s);
-            cands.push_back({s, false});
-        } else if (a == "--mask") {
-            if (!value(s)) return usage_error(a + " needs a plan");
-            cands.push_back({s, true});
-        } else if (a == "--base-mask") {
-            if (!value(opt.base_mask_path)) return usage_error(a + " needs a plan");
-        } else if (a == "--tmp-dir") {
-            if (!value(opt.tmp_dir)) return usage_error(a + " needs a directory");
-        } else if (a == "-f" || a == "--file") {
-            if (!value(opt.input_path)) return usage_error(a + " needs a file");
-        } else if (a == "--kld-base") {
-            if (!value(opt.kld_base_path)) return usage_error(a + " needs a file");
-        } else if (a == "--chunks") {
-            if (!int_value(opt.max_chunks) || opt.max_chunks < 1) return usage_error(a + " needs a positive number");
-        } else if (a == "--json") {
-            json = true;
-        } else if (a == "-q" || a == "--quiet") {
-            quiet = true;
-        } else if (a == "--verbose" || a == "-v") {
-            opt.verbose = true;
-        } else if (a == "--smoke") {
-            do_smoke = true;
-        } else if (a == "-n" || a == "--n-predict") {
-            if (!int_value(smoke.n_predict) || smoke.n_predict < 1) return usage_error(a + " needs a positive number");
-        } else if (a == "--prompt") {
-            if (!value(smoke.prompt)) return usage_error(a + " needs text");
-        } else {
-            if (!reap::cli::take_llama_flag(argc, argv, i, rest, err)) return reap::cli::usage_error("eval", err, k_usage_line);
+    eval_params p;
+    reap::cli::options t("eval",
+                         "usage: reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json) ... -f TEXT_OR_CORPUS [options]\n"
+                         "       reap eval -m BASE.gguf -p PRUNED.gguf --smoke [-n N] --prompt TEXT");
+    declare(t, p);
+    int status = 0;
+    if (!t.parse(argc, argv, status)) return status;
+    {
+        std::string e;
+        if (!reap::cli::parse_llama_runtime(t, p.opt.base_path, p.has_ctx, p.opt.rt, e)) {
+            return e.empty() ? t.forward_refused() : reap::cli::fail("eval", e);
         }
     }
-    if (!reap::cli::parse_llama_runtime(rest, opt.base_path, opt.rt, err)) return reap::cli::usage_error("eval", err, k_usage_line);
+    reap::eval_options &               opt = p.opt;
+    reap::smoke_options &              smoke = p.smoke;
+    const std::vector<std::string> &   pruned = p.pruned;
+    const std::vector<reap::eval_candidate> & cands = p.cands;
+    const bool json = p.json, quiet = p.quiet, do_smoke = p.do_smoke;
+    std::string err;
+    auto usage_error = [&t](const std::string & msg) { return t.usage_error(msg); };
     // JSON goes to stdout, so a progress line on a terminal's stderr does not disturb it.
     opt.progress = !quiet && isatty(fileno(stderr));
 

@@ -33,10 +33,18 @@ namespace pl = reap::planner;
 
 namespace {
 
-const char * USAGE =
-    "usage: reap sweep SALIENCY.gguf -m BASE.gguf -f TEXT_OR_CORPUS (--keep N,N,... | --ratios R,R,... |\n"
-    "                  --budgets SIZE,SIZE,...) [-o SWEEP.json] [--plot SWEEP.svg] [options]\n"
-    "\n"
+struct sweep_params {
+    std::string saliency, output, plot, plans_dir;
+    bool        force = false, quiet = false, method_given = false, has_ctx = false;
+    int         n_kinds = 0;
+    std::vector<pl::size_request> sizes;
+    pl::rank_options rank;
+    uint64_t    split_max_bytes = 0;
+    reap::eval_options eval;
+};
+
+void declare(reap::cli::options & t, sweep_params & p) {
+    t.about(
     "Scores several cut sizes in one run and writes no model. Each size is planned as\n"
     "reap plan would plan it (same method, domains, super-expert protection, group rules,\n"
     "exact predicted file size), all from one ranking, so the plans are nested: what a\n"
@@ -51,43 +59,68 @@ const char * USAGE =
     "a second axis (--plot, default SWEEP.svg beside the JSON). --plans-dir DIR also\n"
     "writes each plan as DIR/keep-N.json, ready for reap prune.\n"
     "\n"
-    "options:\n"
-    "  -m, --model FILE         base model (first shard of a split model is fine)\n"
-    "  -f, --file FILE          plain text or corpus JSONL, read as reap eval reads it\n"
-    "  --keep N,N,...           experts kept per MoE layer\n"
-    "  --ratios R,R,...         fractions of routed experts removed (as reap plan --ratio)\n"
-    "  --budgets SIZE,...       file sizes to fit (as reap plan --budget: 400G, 300GiB, ...)\n"
-    "  --method M               reap (default for calibrate archives), frequency, gate, ean,\n"
-    "                           energy (default for imatrix archives), random\n"
-    "  --domains a,b            score over these domains of the archive (default: all)\n"
-    "  --consensus sum|minrank  as reap plan\n"
-    "  --seed N                 seed of --method random (default 0)\n"
-    "  --no-protect-super       do not protect super experts\n"
-    "  --split-max-size SIZE    size the files as split sets, as reap prune would write them\n"
-    "  -o, --output FILE        the sweep as JSON\n"
-    "  --plot FILE              the chart (SVG; default: -o with .svg)\n"
-    "  --plans-dir DIR          write every plan as DIR/keep-N.json (DIR is created if missing)\n"
-    "  --force                  replace existing outputs\n"
-    "  --chunks N               score at most N windows (plain text)\n"
-    "  --tmp-dir DIR            where the base's rows wait (default $TMPDIR or /tmp)\n"
-    "  -q, --quiet              no progress line\n"
-    "  --verbose                show llama.cpp's log\n"
-    "\n";
-
-std::string usage_text() { return std::string(USAGE) + reap::cli::k_llama_runtime_help; }
-
-const char * k_usage_line = "usage: reap sweep SALIENCY.gguf -m BASE.gguf -f TEXT_OR_CORPUS (--keep N,... | --ratios R,... | --budgets SIZE,...)";
-
-int usage_error(const std::string & msg) { return reap::cli::usage_error_full("sweep", msg, usage_text().c_str()); }
-
-struct sweep_params {
-    std::string saliency, output, plot, plans_dir;
-    bool        force = false, quiet = false, method_given = false;
-    std::vector<pl::size_request> sizes;
-    pl::rank_options rank;
-    uint64_t    split_max_bytes = 0;
-    reap::eval_options eval;
-};
+    );
+    t.section("options:");
+    t.text("-m, --model", "FILE", "base model (first shard of a split model is fine)", p.eval.base_path);
+    t.text("-f, --file", "FILE", "plain text or corpus JSONL, read as reap eval reads it", p.eval.input_path);
+    auto sizes = [&p](pl::size_kind kind) {
+        return [&p, kind](const std::string & v, std::string & err) {
+            ++p.n_kinds;
+            return pl::parse_size_requests(kind, v, p.sizes, err);
+        };
+    };
+    t.custom("--keep", "N,N,...", "experts kept per MoE layer", sizes(pl::size_kind::keep));
+    t.custom("--ratios", "R,R,...", "fractions of routed experts removed (as reap plan --ratio)", sizes(pl::size_kind::ratio));
+    t.custom("--budgets", "SIZE,...", "file sizes to fit (as reap plan --budget: 400G, 300GiB, ...)",
+             sizes(pl::size_kind::budget));
+    t.custom("--method", "M", "reap (default for calibrate archives), frequency, gate, ean, energy (default for imatrix "
+             "archives), random", [&p](const std::string & v, std::string & err) {
+                 p.method_given = true;
+                 if (pl::parse_method(v, p.rank.how)) return true;
+                 err = "--method: unknown method '" + v + "' (reap, frequency, gate, ean, energy, random)";
+                 return false;
+             });
+    t.custom("--domains", "a,b", "score over these domains of the archive (default: all)",
+             [&p](const std::string & v, std::string & err) {
+                 p.rank.domains = reap::cli::split_list(v);
+                 if (p.rank.domains.empty()) err = "--domains: empty list";
+                 return err.empty();
+             });
+    t.custom("--consensus", "sum|minrank", "as reap plan", [&p](const std::string & v, std::string & err) {
+        if (v != "sum" && v != "minrank") {
+            err = "--consensus: sum or minrank, not '" + v + "'";
+            return false;
+        }
+        p.rank.cons = v == "minrank" ? pl::consensus::minrank : pl::consensus::sum;
+        return true;
+    });
+    t.integer("--seed", "N", "seed of --method random (default 0)", 0, INT64_MAX, p.rank.seed);
+    t.flag("--no-protect-super", "do not protect super experts", p.rank.protect_super, false);
+    t.custom("--split-max-size", "SIZE", "size the files as split sets, as reap prune would write them",
+             [&p](const std::string & v, std::string & err) {
+                 if (pl::parse_size(v, p.split_max_bytes, err)) return true;
+                 err = "--split-max-size: " + err;
+                 return false;
+             });
+    t.text("-o, --output", "FILE", "the sweep as JSON", p.output);
+    t.text("--plot", "FILE", "the chart (SVG; default: -o with .svg)", p.plot);
+    t.text("--plans-dir", "DIR", "write every plan as DIR/keep-N.json (DIR is created if missing)", p.plans_dir);
+    t.flag("--force", "replace existing outputs", p.force);
+    t.integer("--chunks", "N", "score at most N windows (plain text)", 1, INT32_MAX, p.eval.max_chunks);
+    t.text("--tmp-dir", "DIR", "where the base's rows wait (default $TMPDIR or /tmp)", p.eval.tmp_dir);
+    t.flag("-q, --quiet", "no progress line", p.quiet);
+    t.flag("--verbose", "show llama.cpp's log", p.eval.verbose);
+    t.help_row();
+    t.positional([&p](const std::string & a, std::string & err) {
+        if (!p.saliency.empty()) {
+            err = "unexpected argument '" + a + "' (one saliency archive)";
+            return false;
+        }
+        p.saliency = a;
+        return true;
+    });
+    reap::cli::declare_llama_runtime(t, "window size (default 512)", p.has_ctx);
+}
 
 // Writes `text` to `path` durably; an existing file only with --force.
 bool write_output(const std::string & path, const std::string & text, bool force, std::string & err) {
@@ -174,84 +207,26 @@ reap::util::chart make_chart(const std::string & title, const std::vector<pl::sw
 
 int cmd_sweep(int argc, char ** argv) {
     sweep_params p;
-    std::vector<char *> rest = {argv[0]};
+    reap::cli::options t("sweep",
+                         "usage: reap sweep SALIENCY.gguf -m BASE.gguf -f TEXT_OR_CORPUS (--keep N,N,... | --ratios R,R,... |\n"
+                         "                  --budgets SIZE,SIZE,...) [-o SWEEP.json] [--plot SWEEP.svg] [options]");
+    declare(t, p);
+    int status = 0;
+    if (!t.parse(argc, argv, status)) return status;
     std::string err;
-    int n_kinds = 0;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&](std::string & out) {
-            if (i + 1 >= argc) return false;
-            out = argv[++i];
-            return true;
-        };
-        std::string v;
-        if (a == "-h" || a == "--help") {
-            fputs(usage_text().c_str(), stdout);
-            return 0;
-        } else if (a == "-m" || a == "--model") {
-            if (!value(p.eval.base_path)) return usage_error(a + " needs a file");
-        } else if (a == "-f" || a == "--file") {
-            if (!value(p.eval.input_path)) return usage_error(a + " needs a file");
-        } else if (a == "--keep" || a == "--ratios" || a == "--budgets") {
-            if (!value(v)) return usage_error(a + " needs a list");
-            const pl::size_kind kind = a == "--keep" ? pl::size_kind::keep : a == "--ratios" ? pl::size_kind::ratio
-                                                                                              : pl::size_kind::budget;
-            if (!pl::parse_size_requests(kind, v, p.sizes, err)) return reap::cli::usage_error("sweep", err, k_usage_line);
-            ++n_kinds;
-        } else if (a == "--method") {
-            if (!value(v) || !pl::parse_method(v, p.rank.how)) {
-                return usage_error("--method: unknown method '" + v + "' (reap, frequency, gate, ean, energy, random)");
-            }
-            p.method_given = true;
-        } else if (a == "--domains") {
-            if (!value(v) || (p.rank.domains = reap::cli::split_list(v)).empty()) return usage_error("--domains: empty list");
-        } else if (a == "--consensus") {
-            if (!value(v) || (v != "sum" && v != "minrank")) return usage_error("--consensus: sum or minrank");
-            p.rank.cons = v == "minrank" ? pl::consensus::minrank : pl::consensus::sum;
-        } else if (a == "--seed") {
-            char * end = nullptr;
-            errno = 0;
-            if (!value(v) || v.empty() || v[0] == '-' || (p.rank.seed = strtoull(v.c_str(), &end, 10), errno || *end)) {
-                return usage_error("--seed: '" + v + "' is not a non-negative integer");
-            }
-        } else if (a == "--no-protect-super") {
-            p.rank.protect_super = false;
-        } else if (a == "--split-max-size") {
-            if (!value(v) || !pl::parse_size(v, p.split_max_bytes, err)) return usage_error("--split-max-size: " + err);
-        } else if (a == "-o" || a == "--output") {
-            if (!value(p.output)) return usage_error(a + " needs a file");
-        } else if (a == "--plot") {
-            if (!value(p.plot)) return usage_error(a + " needs a file");
-        } else if (a == "--plans-dir") {
-            if (!value(p.plans_dir)) return usage_error(a + " needs a directory");
-        } else if (a == "--force") {
-            p.force = true;
-        } else if (a == "--chunks") {
-            int64_t n = 0;
-            if (!value(v) || !reap::cli::parse_positive("--chunks", v, INT32_MAX, n, err)) return reap::cli::usage_error("sweep", err, k_usage_line);
-            p.eval.max_chunks = (int) n;
-        } else if (a == "--tmp-dir") {
-            if (!value(p.eval.tmp_dir)) return usage_error(a + " needs a directory");
-        } else if (a == "-q" || a == "--quiet") {
-            p.quiet = true;
-        } else if (a == "--verbose") {
-            p.eval.verbose = true;
-        } else if (a.size() > 1 && a[0] == '-') {
-            if (!reap::cli::take_llama_flag(argc, argv, i, rest, err)) return reap::cli::usage_error("sweep", err, k_usage_line);
-        } else if (p.saliency.empty()) {
-            p.saliency = a;
-        } else {
-            return usage_error("unexpected argument '" + a + "' (one saliency archive)");
+    if (p.saliency.empty()) return t.usage_error("no saliency archive given");
+    if (p.eval.base_path.empty()) return t.usage_error("no model given (-m BASE.gguf)");
+    if (p.eval.input_path.empty()) return t.usage_error("no input given (-f TEXT_OR_CORPUS)");
+    if (p.n_kinds != 1) {
+        return t.usage_error(p.n_kinds == 0 ? "say which sizes: --keep N,N,..., --ratios R,R,... or --budgets SIZE,..."
+                                            : "give one of --keep, --ratios and --budgets, once");
+    }
+    {
+        std::string e;
+        if (!reap::cli::parse_llama_runtime(t, p.eval.base_path, p.has_ctx, p.eval.rt, e)) {
+            return e.empty() ? t.forward_refused() : reap::cli::fail("sweep", e);
         }
     }
-    if (p.saliency.empty()) return usage_error("no saliency archive given");
-    if (p.eval.base_path.empty()) return usage_error("no model given (-m BASE.gguf)");
-    if (p.eval.input_path.empty()) return usage_error("no input given (-f TEXT_OR_CORPUS)");
-    if (n_kinds != 1) {
-        return usage_error(n_kinds == 0 ? "say which sizes: --keep N,N,..., --ratios R,R,... or --budgets SIZE,..."
-                                        : "give one of --keep, --ratios and --budgets");
-    }
-    if (!reap::cli::parse_llama_runtime(rest, p.eval.base_path, p.eval.rt, err)) return reap::cli::usage_error("sweep", err, k_usage_line);
     p.eval.progress = !p.quiet && isatty(fileno(stderr));
     if (p.plot.empty() && !p.output.empty()) p.plot = with_extension(p.output, ".svg");
     auto fail = [](const std::string & msg) { return reap::cli::fail("sweep", msg); };

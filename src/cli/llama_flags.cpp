@@ -1,79 +1,128 @@
-// llama.cpp runtime flags for eval and sweep (see llama_flags.h).
+// llama.cpp's runtime flags for calibrate, eval and sweep (see llama_flags.h).
 #include "cli/llama_flags.h"
 
 #include "arg.h"
+#include "llama.h"
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 
 namespace reap::cli {
 
-const char * const k_llama_runtime_help =
-    "llama.cpp runtime (any flag of llama.cpp's common parser is accepted; the usual ones):\n"
-    "  -c, --ctx-size N            window size (default 512, or the --kld-base file's)\n"
-    "  -b, --batch-size N          logical batch size (default 2048); b/c windows are decoded side\n"
-    "                              by side as separate sequences, as llama-perplexity does\n"
-    "  -ub, --ubatch-size N        physical batch size (default 512)\n"
-    "  -t, --threads N             threads (default: physical cores)\n"
-    "  -ngl, --n-gpu-layers N      layers to offload to the GPU\n"
-    "  -ot, --override-tensor PATTERN=BUFTYPE,...   e.g. -ot exps=CPU to keep experts in RAM\n"
-    "  -fa, --flash-attn on|off|auto\n"
-    "  -ctk, --cache-type-k TYPE   K cache type (default f16)\n"
-    "  -ctv, --cache-type-v TYPE   V cache type\n"
-    "  --no-mmap                   read the model into memory instead of mapping it\n"
-    "  --rpc HOST:PORT,...         llama.cpp RPC servers (models that span machines)\n";
-
 int llama_flag_values(const std::string & flag) {
-    static common_params            params;
+    static common_params               params;
     static const common_params_context ctx = common_params_parser_init(params, LLAMA_EXAMPLE_COMMON);
     for (const common_arg & opt : ctx.options) {
-        for (const auto * names : {&opt.args, &opt.args_neg}) {
-            for (const char * name : *names) {
-                if (flag == name) {
-                    if (names == &opt.args_neg) return 0;
-                    return opt.value_hint_2 ? 2 : opt.value_hint ? 1 : 0;
-                }
-            }
+        for (const char * name : opt.args) {
+            if (flag == name) return opt.value_hint_2 ? 2 : opt.value_hint ? 1 : 0;
+        }
+        for (const char * name : opt.args_neg) {
+            if (flag == name) return 0;
         }
     }
     return -1;
 }
 
-bool take_llama_flag(int argc, char ** argv, int & i, std::vector<char *> & rest, std::string & err) {
-    const std::string flag = argv[i];
-    const int n = llama_flag_values(flag);
-    if (n < 0) {
-        err = "unknown argument '" + flag + "'";
+void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has_ctx) {
+    t.section("llama.cpp flags (handed to llama.cpp's own argument parser; the usual ones):");
+    t.forward("-c, --ctx-size", "N", ctx_help, [&has_ctx](const std::string &, std::string &) {
+        has_ctx = true;
+        return true;
+    });
+    t.forward("-b, --batch-size", "N", "logical batch (default 2048)");
+    t.forward("-ub, --ubatch-size", "N", "physical batch (default 512)");
+    t.forward("-t, --threads", "N", "CPU threads (default: physical cores)");
+    t.forward("-ngl, --n-gpu-layers", "N", "layers to offload to the GPU");
+    t.forward("-ot, --override-tensor", "PATTERN=BUFTYPE,...", "e.g. -ot exps=CPU to keep experts in RAM");
+    t.forward_optional("-fa, --flash-attn", "on|off|auto",
+                       {"on", "off", "auto", "1", "0", "-1", "true", "false", "enabled", "disabled"}, "on",
+                       "flash attention (a bare -fa: on)");
+    t.forward("-ctk, --cache-type-k", "TYPE", "K cache type (default f16; f32 for exact comparisons)");
+    t.forward("-ctv, --cache-type-v", "TYPE", "V cache type");
+    t.forward("--no-mmap", "", "read the model into memory instead of mapping it");
+    // llama.cpp's parser knows --rpc only when it is built with RPC (GGML_RPC).
+    if (llama_supports_rpc()) t.forward("--rpc", "HOST:PORT,...", "llama.cpp RPC servers (models that span machines)");
+    t.forward_unknown("Any other flag is handed to llama.cpp's parser as well (llama-cli --help lists them);\n"
+                      "one it does not know is an error.\n",
+                      llama_flag_values);
+}
+
+namespace {
+
+// Whether HOST:PORT accepts a TCP connection within timeout_ms.
+bool tcp_reachable(const std::string & endpoint, int timeout_ms, std::string & why) {
+    const size_t colon = endpoint.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == endpoint.size()) {
+        why = "not HOST:PORT";
         return false;
     }
-    if (i + n >= argc) {
-        err = flag + " needs " + (n == 1 ? "a value" : "two values");
+    const std::string host = endpoint.substr(0, colon), port = endpoint.substr(colon + 1);
+    addrinfo hints{}, * res = nullptr;
+    hints.ai_socktype = SOCK_STREAM;
+    if (const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+        why = gai_strerror(rc);
         return false;
     }
-    for (int k = 0; k <= n; ++k) rest.push_back(argv[i + k]);
-    i += n;
+    bool ok = false;
+    why = "no address";
+    for (addrinfo * a = res; a && !ok; a = a->ai_next) {
+        const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK, a->ai_protocol);
+        if (fd < 0) continue;
+        int rc = connect(fd, a->ai_addr, a->ai_addrlen);
+        if (rc != 0 && errno == EINPROGRESS) {
+            pollfd pfd{fd, POLLOUT, 0};
+            int soerr = ETIMEDOUT;
+            socklen_t len = sizeof(soerr);
+            if (poll(&pfd, 1, timeout_ms) == 1) getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+            rc = soerr == 0 ? 0 : -1;
+            errno = soerr;
+        }
+        ok = rc == 0;
+        if (!ok) why = strerror(errno);
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return ok;
+}
+
+} // namespace
+
+bool rpc_servers_reachable(const std::vector<char *> & args, std::string & err) {
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+        if (strcmp(args[i], "--rpc") != 0) continue;
+        const std::string list = args[i + 1];
+        size_t start = 0;
+        while (start <= list.size()) {
+            const size_t comma = list.find(',', start);
+            const std::string ep = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+            start = comma == std::string::npos ? list.size() + 1 : comma + 1;
+            std::string why;
+            if (!ep.empty() && !tcp_reachable(ep, 5000, why)) {
+                err = "--rpc: cannot reach the RPC server " + ep + " (" + why + "); is ggml-rpc-server running there?";
+                return false;
+            }
+        }
+    }
     return true;
 }
 
-bool parse_llama_runtime(std::vector<char *> rest, const std::string & model, eval_runtime & rt, std::string & err) {
+bool parse_llama_runtime(options & t, const std::string & model, bool has_ctx, eval_runtime & rt, std::string & err) {
+    err.clear();
+    if (!rpc_servers_reachable(t.forwarded(), err)) return false;
+    std::vector<char *> args = t.forwarded();
     std::string m_flag = "-m", m_value = model.empty() ? "(none)" : model;
-    rest.insert(rest.begin() + 1, {&m_flag[0], &m_value[0]});
-    bool has_ctx = false;
-    for (size_t i = 1; i < rest.size(); ++i) {
-        if (!strcmp(rest[i], "-c") || !strcmp(rest[i], "--ctx-size")) has_ctx = true;
-    }
-    rest.push_back(nullptr);
-    if (!common_params_parse((int) rest.size() - 1, rest.data(), rt.llama, LLAMA_EXAMPLE_COMMON)) {
-        err = "llama.cpp did not accept the flags above";
-        return false;
-    }
-    rt.n_ctx    = has_ctx ? rt.llama.n_ctx : 0;
-    rt.n_batch  = rt.llama.n_batch;
-    rt.n_ubatch = rt.llama.n_ubatch;
+    args.insert(args.begin() + 1, {&m_flag[0], &m_value[0]});
+    if (!common_params_parse((int) args.size(), args.data(), rt.llama, LLAMA_EXAMPLE_COMMON)) return false;
+    rt.n_ctx     = has_ctx ? rt.llama.n_ctx : 0;
+    rt.n_batch   = rt.llama.n_batch;
+    rt.n_ubatch  = rt.llama.n_ubatch;
     rt.n_threads = rt.llama.cpuparams.n_threads;
-    if (has_ctx && rt.n_ctx < 3) {
-        err = "-c must be at least 3";
-        return false;
-    }
     return true;
 }
 

@@ -1,37 +1,39 @@
-// llama.cpp runtime flags for the commands that run models through
-// src/llama/eval.h (reap eval, reap sweep): whatever a command does not take
-// itself goes to llama.cpp's own argument parser (common/arg.h), exactly as
-// reap calibrate hands its rest over, so -ngl, -ot, -fa, -ctk, -ctv,
-// --no-mmap, --rpc, ... have llama.cpp's spelling and meaning. The eval
-// fields (-c, -b, -ub, -t) are then read back from what llama.cpp parsed.
+// llama.cpp's runtime flags, declared once for every command that runs a
+// model (calibrate, eval, sweep): the usual ones are listed in the command's
+// option table and handed, with any other flag llama.cpp knows, to llama.cpp's
+// own argument parser (common/arg.h), so -ngl, -ot, -fa, -ctk, -ctv,
+// --no-mmap, --rpc, ... have llama.cpp's spelling and meaning everywhere.
 #pragma once
 
+#include "cli/args.h"
 #include "llama/eval.h"
 
 #include <string>
-#include <vector>
 
 namespace reap::cli {
 
-// The usage lines of the llama.cpp flags eval and sweep document.
-extern const char * const k_llama_runtime_help;
-
 // How many values llama.cpp's flag `flag` takes (0, 1 or 2), or -1 when
-// llama.cpp's common parser does not know it: lets a command with positional
-// arguments hand a flag and its values over without guessing.
+// llama.cpp's common parser does not know it.
 int llama_flag_values(const std::string & flag);
 
-// Moves argv[i] (a flag the command does not take itself) and its values into
-// `rest`, advancing i past them. False with err naming the flag when llama.cpp
-// does not know it or its values are missing.
-bool take_llama_flag(int argc, char ** argv, int & i, std::vector<char *> & rest, std::string & err);
+// Adds the llama.cpp section to a command's table: -c (help text `ctx_help`;
+// `has_ctx` records that it was given), -b, -ub, -t, -ngl, -ot, -fa, -ctk,
+// -ctv, --no-mmap, --rpc (when the build has RPC), and every other flag
+// llama.cpp knows, with its values.
+void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has_ctx);
 
-// Parses `rest` (argv[0] first, then the flags the command did not take) into
-// rt: rt.llama holds everything llama.cpp parsed; n_ctx (0 when -c is absent),
-// n_batch, n_ubatch and n_threads are copied into rt's own fields. `model` is
-// handed to the parser as -m, which it requires (the commands load their
-// models themselves). On a flag llama.cpp rejects, false with err (llama.cpp
-// prints its reason first).
-bool parse_llama_runtime(std::vector<char *> rest, const std::string & model, eval_runtime & rt, std::string & err);
+// Every server named by a --rpc in `args` accepts a TCP connection (within a
+// few seconds); otherwise false with err naming the first that does not.
+// llama.cpp's parser connects to them itself and aborts the process when one
+// is unreachable, so the commands check first and say so.
+bool rpc_servers_reachable(const std::vector<char *> & args, std::string & err);
+
+// Runs llama.cpp's parser over t.forwarded() into rt.llama, with `model` as
+// its -m (the parser requires one; the commands load their models
+// themselves), then copies n_ctx (0 unless -c was given), n_batch, n_ubatch
+// and n_threads into rt's own fields. False when an RPC server cannot be
+// reached (err says which; err is empty when llama.cpp refused the flags and
+// has said why itself).
+bool parse_llama_runtime(options & t, const std::string & model, bool has_ctx, eval_runtime & rt, std::string & err);
 
 } // namespace reap::cli

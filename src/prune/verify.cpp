@@ -301,7 +301,7 @@ bool verify_pruned(const gguf::model & src, const plan & p, const std::string & 
         return false;
     }
     for (const gguf::file_header & ss : src.shards) {
-        if (same_file(out_path, ss.path)) {
+        if (util::same_file(out_path, ss.path)) {
             err = out_path + " is a file of the source model, not a pruned output";
             return false;
         }
