@@ -4,6 +4,7 @@
 // scoring, ordering, group rules, super-expert protection and the exact
 // budget search live there.
 #include "cli/args.h"
+#include "cli/plan_flags.h"
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "plan/plan.h"
@@ -82,68 +83,14 @@ void declare(reap::cli::options & t, plan_params & p, int & n_how) {
                  return true;
              });
 
-    t.section("how (score per expert over the chosen domains, higher = kept first):");
-    std::string methods = "the score:";
-    for (pl::method m : pl::all_methods()) {
-        methods += std::string("\n  ") + pl::method_name(m) + ": " + pl::method_description(m) +
-                   (m == pl::method::reap ? " [default; energy for imatrix archives]" : "");
-    }
-    t.custom("--method", "M", methods, [&p](const std::string & v, std::string & err) {
-        if (!pl::parse_method(v, p.rank.how)) {
-            err = "--method: unknown method '" + v + "' (reap, frequency, gate, ean, energy, random)";
-            return false;
-        }
-        p.method_given = true;
-        return true;
-    });
-    t.custom("--domains", "a,b", "score over these domains of the archive (summed); default: all",
-             [&p](const std::string & v, std::string & err) {
-                 p.rank.domains = reap::cli::split_list(v);
-                 if (p.rank.domains.empty()) {
-                     err = "--domains: empty list";
-                     return false;
-                 }
-                 return true;
-             });
-    t.custom("--consensus", "M",
-             "sum (default): one score over the summed domains; minrank: rank the experts within each domain "
-             "separately and order them by their best rank in any domain (keeps what any domain needs most)",
-             [&p](const std::string & v, std::string & err) {
-                 if (v == "minrank") p.rank.cons = pl::consensus::minrank;
-                 else if (v == "sum") p.rank.cons = pl::consensus::sum;
-                 else {
-                     err = "--consensus: unknown '" + v + "' (sum or minrank)";
-                     return false;
-                 }
-                 return true;
-             });
-    t.integer("--seed", "S", "seed of --method random (default 0)", 0, INT64_MAX, p.rank.seed);
-    t.flag("--no-protect-super",
-           "do not force-keep super experts. A super expert has a max output norm (max over all domains) above the "
-           "99.5th percentile of all experts' max norms and above a tenth of the largest; by default they are kept "
-           "before anything else (reap archives only)",
-           p.rank.protect_super, false);
-    t.prose(
-        "Experts never routed to in any chosen domain are removed first. Ties break to the\n"
-        "lower expert id; keep-lists are ascending. With a group-limited router\n"
-        "(expert_group_count > 1), every group keeps N / groups experts (its best ones).\n"
-        "The plan records, and the command prints, the super experts, the never-routed\n"
-        "experts and the share of the total saliency (the method's score summed over the\n"
-        "layer's experts) kept in each layer and on average over layers.\n");
+    reap::cli::declare_ranking(t, p.rank, p.method_given);
 
     t.section("other options:");
     t.text("-m, --model", "MODEL.gguf",
            "the model the plan is for (first shard of a split set ok); the archive must come from it (same router weights)",
            p.model);
     t.text("-o, --output", "PLAN.json", "where to write the plan", p.output);
-    t.custom("--split-max-size", "SIZE", "size as reap prune will split (units as --budget)",
-             [&p](const std::string & v, std::string & err) {
-                 if (!pl::parse_size(v, p.split_max_bytes, err)) {
-                     err = "--split-max-size: " + err;
-                     return false;
-                 }
-                 return true;
-             });
+    reap::cli::declare_split_max_size(t, p.split_max_bytes);
     t.integer("--split-max-tensors", "N", "likewise", 1, INT64_MAX, p.split_max_tensors);
     t.flag("--no-stamp", "size as reap prune --no-stamp will write", p.stamp, false);
     t.flag("--dry-run",

@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/llama_flags.h"
+#include "cli/plan_flags.h"
 #include "llama/eval.h"
 #include "plan/sweep.h"
 #include "util/file.h"
@@ -73,35 +74,9 @@ void declare(reap::cli::options & t, sweep_params & p) {
     t.custom("--ratios", "R,R,...", "fractions of routed experts removed (as reap plan --ratio)", sizes(pl::size_kind::ratio));
     t.custom("--budgets", "SIZE,...", "file sizes to fit (as reap plan --budget: 400G, 300GiB, ...)",
              sizes(pl::size_kind::budget));
-    t.custom("--method", "M", "reap (default for calibrate archives), frequency, gate, ean, energy (default for imatrix "
-             "archives), random", [&p](const std::string & v, std::string & err) {
-                 p.method_given = true;
-                 if (pl::parse_method(v, p.rank.how)) return true;
-                 err = "--method: unknown method '" + v + "' (reap, frequency, gate, ean, energy, random)";
-                 return false;
-             });
-    t.custom("--domains", "a,b", "score over these domains of the archive (default: all)",
-             [&p](const std::string & v, std::string & err) {
-                 p.rank.domains = reap::cli::split_list(v);
-                 if (p.rank.domains.empty()) err = "--domains: empty list";
-                 return err.empty();
-             });
-    t.custom("--consensus", "sum|minrank", "as reap plan", [&p](const std::string & v, std::string & err) {
-        if (v != "sum" && v != "minrank") {
-            err = "--consensus: sum or minrank, not '" + v + "'";
-            return false;
-        }
-        p.rank.cons = v == "minrank" ? pl::consensus::minrank : pl::consensus::sum;
-        return true;
-    });
-    t.integer("--seed", "N", "seed of --method random (default 0)", 0, INT64_MAX, p.rank.seed);
-    t.flag("--no-protect-super", "do not protect super experts", p.rank.protect_super, false);
-    t.custom("--split-max-size", "SIZE", "size the files as split sets, as reap prune would write them",
-             [&p](const std::string & v, std::string & err) {
-                 if (pl::parse_size(v, p.split_max_bytes, err)) return true;
-                 err = "--split-max-size: " + err;
-                 return false;
-             });
+    reap::cli::declare_ranking(t, p.rank, p.method_given);
+    t.section("other options:");
+    reap::cli::declare_split_max_size(t, p.split_max_bytes);
     t.text("-o, --output", "FILE", "the sweep as JSON", p.output);
     t.text("--plot", "FILE", "the chart (SVG; default: -o with .svg)", p.plot);
     t.text("--plans-dir", "DIR", "write every plan as DIR/keep-N.json (DIR is created if missing)", p.plans_dir);

@@ -54,24 +54,6 @@ bool file_size_of(const std::string & what, const std::string & path, uint64_t &
     return true;
 }
 
-bool read_whole_file(const std::string & what, const std::string & path, std::string & out, std::string & err) {
-    uint64_t size = 0;
-    if (!file_size_of(what, path, size, err)) {
-        return false;
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        err = "cannot open '" + path + "'";
-        return false;
-    }
-    out.assign(size, '\0');
-    if (size > 0 && !in.read(&out[0], (std::streamsize) size)) {
-        err = "cannot read '" + path + "'";
-        return false;
-    }
-    return true;
-}
-
 bool mul_u64(uint64_t a, uint64_t b, uint64_t & out) { return !__builtin_mul_overflow(a, b, &out); }
 
 // Runs fn(i) for i in [0, n) on up to n_threads threads (the rows of one batch).
@@ -492,7 +474,7 @@ bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands,
     }
     if (opt.rt.n_ctx == 0) opt.rt.n_ctx = 512;
 
-    if (!opt.input_path.empty() && !read_whole_file("input", opt.input_path, in.text, err)) {
+    if (!opt.input_path.empty() && !util::read_file(opt.input_path, "input", in.text, err)) {
         return false;
     }
     in.is_corpus = !opt.input_path.empty() && looks_like_jsonl_corpus(opt.input_path, in.text);

@@ -1,0 +1,73 @@
+// The ranking and sizing options of reap plan and reap sweep (see plan_flags.h).
+#include "cli/plan_flags.h"
+
+#include <string>
+
+namespace reap::cli {
+
+namespace pl = reap::planner;
+
+void declare_ranking(options & t, pl::rank_options & rank, bool & method_given) {
+    t.section("how (score per expert over the chosen domains, higher = kept first):");
+    std::string methods = "the score:";
+    for (pl::method m : pl::all_methods()) {
+        methods += std::string("\n  ") + pl::method_name(m) + ": " + pl::method_description(m) +
+                   (m == pl::method::reap ? " [default; energy for imatrix archives]" : "");
+    }
+    t.custom("--method", "M", methods, [&rank, &method_given](const std::string & v, std::string & err) {
+        if (!pl::parse_method(v, rank.how)) {
+            err = "--method: unknown method '" + v + "' (reap, frequency, gate, ean, energy, random)";
+            return false;
+        }
+        method_given = true;
+        return true;
+    });
+    t.custom("--domains", "a,b", "score over these domains of the archive (summed); default: all",
+             [&rank](const std::string & v, std::string & err) {
+                 rank.domains = reap::cli::split_list(v);
+                 if (rank.domains.empty()) {
+                     err = "--domains: empty list";
+                     return false;
+                 }
+                 return true;
+             });
+    t.custom("--consensus", "M",
+             "sum (default): one score over the summed domains; minrank: rank the experts within each domain "
+             "separately and order them by their best rank in any domain (keeps what any domain needs most)",
+             [&rank](const std::string & v, std::string & err) {
+                 if (v == "minrank") rank.cons = pl::consensus::minrank;
+                 else if (v == "sum") rank.cons = pl::consensus::sum;
+                 else {
+                     err = "--consensus: unknown '" + v + "' (sum or minrank)";
+                     return false;
+                 }
+                 return true;
+             });
+    t.integer("--seed", "S", "seed of --method random (default 0)", 0, INT64_MAX, rank.seed);
+    t.flag("--no-protect-super",
+           "do not force-keep super experts. A super expert has a max output norm (max over all domains) above the "
+           "99.5th percentile of all experts' max norms and above a tenth of the largest; by default they are kept "
+           "before anything else (reap archives only)",
+           rank.protect_super, false);
+    t.prose(
+        "Experts never routed to in any chosen domain are removed first. Ties break to the\n"
+        "lower expert id; keep-lists are ascending. With a group-limited router\n"
+        "(expert_group_count > 1), every group keeps N / groups experts (its best ones).\n"
+        "The plan records, and the command prints, the super experts, the never-routed\n"
+        "experts and the share of the total saliency (the method's score summed over the\n"
+        "layer's experts) kept in each layer and on average over layers.\n");
+
+}
+
+void declare_split_max_size(options & t, uint64_t & split_max_bytes) {
+    t.custom("--split-max-size", "SIZE", "size as reap prune will split (units as --budget)",
+             [&split_max_bytes](const std::string & v, std::string & err) {
+                 if (!pl::parse_size(v, split_max_bytes, err)) {
+                     err = "--split-max-size: " + err;
+                     return false;
+                 }
+                 return true;
+             });
+}
+
+} // namespace reap::cli

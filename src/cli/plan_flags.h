@@ -1,0 +1,19 @@
+// The options of reap plan that reap sweep shares, declared once: how the
+// experts are ranked (--method, --domains, --consensus, --seed,
+// --no-protect-super) and how the pruned file is sized (--split-max-size).
+#pragma once
+
+#include "cli/args.h"
+#include "plan/planners.h"
+
+#include <cstdint>
+
+namespace reap::cli {
+
+// The ranking rows and the prose after them; `method_given` records --method.
+void declare_ranking(options & t, planner::rank_options & rank, bool & method_given);
+
+// --split-max-size SIZE (units as --budget) into `split_max_bytes`.
+void declare_split_max_size(options & t, uint64_t & split_max_bytes);
+
+} // namespace reap::cli
