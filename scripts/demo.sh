@@ -106,6 +106,14 @@ step "sweep: REAP at 25/50/75% removed, scored by masking the base (no model wri
 "$REAP" sweep "$OUT/saliency.gguf" -m "$MODEL" -f "$OUT/heldout-eval.jsonl" --ratios 0.25,0.5,0.75 -c $CTX \
     -o "$OUT/sweep.json" --plot docs/sweep.svg --plans-dir "$OUT/sweep-plans" --force --quiet
 
+step "the sweep's masks against the pruned files of the same cuts (masked base vs file, directly)"
+for pct in 25 50 75; do
+    n_keep=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["n_keep"])' "$OUT/plans/reap-$pct.json")
+    "$REAP" eval -m "$MODEL" --base-mask "$OUT/sweep-plans/keep-$n_keep.json" -p "$OUT/cuts/reap-$pct.gguf" \
+        -f "$OUT/heldout-eval.jsonl" -c $CTX --json --quiet > "$OUT/eval/mask-vs-reap-$pct.json"
+    printf '  reap-%s: masked base vs pruned file compared\n' "$pct"
+done
+
 step "results"
 "$PY" tools/results_table.py --eval-dir "$OUT/eval" --plans-dir "$OUT/plans" --model "$MODEL" --sweep "$OUT/sweep.json" \
     --cuts "$(printf '%s\n' "${CUTS[@]}" | awk '{print $1}' | paste -sd,)" --out docs/results.md
