@@ -11,7 +11,10 @@
 #include "gguf/gguf.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -77,6 +80,47 @@ inline void write_all(const std::string & path, const std::vector<uint8_t> & byt
 inline bool exists(const std::string & path) {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0;
+}
+
+// Runs argv (argv[0] a path) as a child with stdout and stderr to `log`, and
+// extra environment variables NAME=VALUE; returns its peak resident set
+// (ru_maxrss of the child from wait4, KiB) and sets `status` (exit code, or
+// 128 + signal). -1 when it cannot be started.
+inline long run_peak_rss_kib(const std::vector<std::string> & argv, const std::string & log, int & status,
+                             const std::vector<std::string> & env = {}) {
+    status = -1;
+    const pid_t pid = ::fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            ::dup2(fd, 1);
+            ::dup2(fd, 2);
+        }
+        for (const auto & e : env) ::putenv(const_cast<char *>(e.c_str()));
+        std::vector<char *> args;
+        for (const auto & a : argv) args.push_back(const_cast<char *>(a.c_str()));
+        args.push_back(nullptr);
+        ::execv(args[0], args.data());
+        ::_exit(127);
+    }
+    int st = 0;
+    struct rusage ru = {};
+    if (::wait4(pid, &st, 0, &ru) != pid) return -1;
+    status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return ru.ru_maxrss;
+}
+
+// Apparent size of a file (0 when it does not exist).
+inline uint64_t apparent_size(const std::string & path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 ? (uint64_t) st.st_size : 0;
+}
+
+// Blocks the file really holds on disk (st_blocks, bytes).
+inline uint64_t allocated_bytes(const std::string & path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 ? (uint64_t) st.st_blocks * 512 : 0;
 }
 
 // Names in `dir` (no . and ..), sorted.

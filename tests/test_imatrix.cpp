@@ -365,9 +365,9 @@ TEST_F(ImatrixTest, DamagedLegacyDat) {
         auto b = img;
         const int n_flips = 1 + (int) (rng() % 4);
         for (int k = 0; k < n_flips; ++k) b[rng() % b.size()] ^= (uint8_t) (1u << (rng() % 8));
-        if (sl::parse_imatrix_legacy(b.data(), b.size(), "flip", f, err)) {
+        if (sl::parse_imatrix_legacy(b.data(), b.size(), "flip", f, err, kE)) {
             for (const auto & kv : f.entries)
-                for (float v : kv.second.sums) ASSERT_TRUE(std::isfinite(v));
+                for (double v : kv.second.mat_sum) ASSERT_TRUE(std::isfinite(v) && v >= 0);
         }
     }
 }

@@ -11,6 +11,8 @@
 //   * interrupted (stop flag) + resumed = uninterrupted, byte for byte; resume
 //     refuses other options;
 //   * a Q8_0 model made by llama-quantize;
+//   * a > 2 GB corpus with --max-tokens: peak RSS flat, same statistics as the
+//     same samples in a compact file, token counts as computed here;
 //   * the project's trained model (when models/reap-moe-tiny.gguf exists) against
 //     tools/reference_forward.py's PyTorch computation, F32 KV cache, no flash attention.
 #include "llama_test_util.h"
@@ -24,10 +26,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 using namespace reap_test;
@@ -582,3 +586,114 @@ TEST(Calibrate, SplitModelSameArchive) {
 }
 
 }  // namespace
+
+// A corpus of > 2 GB through the CLI with --max-tokens 2000 (met inside the
+// bulk samples) and a per-domain cap: a head of samples in three domains, then 2 GiB of 1 MiB blocks (each
+// one "bulk" sample and blank lines), then a "late" domain's sample. The
+// samples are tokenized only until the caps are met, the rest of the file is
+// only scanned: peak RSS of the child stays under 256 MiB and within 32 MiB of
+// the same run on the corpus without the blank lines (under a MiB); every
+// domain is in the archive (the late one too) with the token counts computed
+// here by tokenizing the samples and applying the caps in corpus order; and
+// the two archives hold the same statistics.
+TEST(CalibrateCli, CorpusMemoryFlat) {
+    std::string err;
+    const std::string model = zoo_model("qwen3moe", err);
+    ASSERT_FALSE(model.empty()) << err;
+    if (!file_exists(gguf_test::reap_bin())) GTEST_SKIP() << "no " << gguf_test::reap_bin();
+    const std::string dir = scratch("corpus-memory");
+    std::vector<std::pair<std::string, std::string>> samples;   // (domain, text), corpus order
+    const char * words[] = {"router", "expert", "token", "layer", "prune", "weight", "domain", "saliency"};
+    for (int i = 0; i < 6; ++i) {
+        std::string t;
+        for (int w = 0; w < 3 + i; ++w) t += std::string(words[(i * 3 + w) % 8]) + (w % 5 == 4 ? ". " : " ");
+        samples.emplace_back(i % 3 == 0 ? "en" : i % 3 == 1 ? "code" : "fr", t);
+    }
+    const size_t n_head = samples.size();
+    const int n_blocks = 2048;   // 1 MiB each
+    for (int b = 0; b < n_blocks; ++b) {
+        samples.emplace_back("bulk", "block " + std::to_string(b) + ": the experts of every layer see tokens routed to them.");
+    }
+    samples.emplace_back("late", "A domain that appears only at the end of the corpus.");
+    auto line = [&](size_t i) { return nlohmann::json({{"domain", samples[i].first}, {"text", samples[i].second}}).dump() + "\n"; };
+    // The compact corpus and the big one (same samples, blank lines between).
+    {
+        std::ofstream small(dir + "/small.jsonl", std::ios::binary), big(dir + "/big.jsonl", std::ios::binary);
+        const std::string blank = std::string(4095, ' ') + "\n";
+        for (size_t i = 0; i < samples.size(); ++i) {
+            small << line(i);
+            big << line(i);
+            if (i >= n_head && i < n_head + n_blocks) {
+                size_t written = line(i).size();
+                while (written + blank.size() <= (1u << 20)) {
+                    big << blank;
+                    written += blank.size();
+                }
+            }
+        }
+        ASSERT_TRUE(small.good() && big.good());
+    }
+    struct stat st;
+    ASSERT_EQ(stat((dir + "/big.jsonl").c_str(), &st), 0);
+    const uint64_t big_size = (uint64_t) st.st_size;
+    ASSERT_GT(big_size, 2000000000ull);
+
+    const int64_t max_tokens = 2000, per_domain = 1800;
+    auto run = [&](const std::string & corpus, const std::string & out, long & rss) {
+        int status = -1;
+        rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "calibrate", "-m", model, "--corpus", corpus, "-o", out, "-c", "64",
+                                           "-b", "64", "-ub", "64", "-t", "2", "--max-tokens", std::to_string(max_tokens),
+                                           "--max-tokens-per-domain", std::to_string(per_domain), "--no-progress", "--force"},
+                                          out + ".log", status);
+        EXPECT_EQ(status, 0) << read_bytes(out + ".log");
+    };
+    long rss_big = 0, rss_small = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    run(dir + "/big.jsonl", dir + "/big.gguf", rss_big);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    run(dir + "/small.jsonl", dir + "/small.gguf", rss_small);
+    ::unlink((dir + "/big.jsonl").c_str());
+    printf("calibrate --max-tokens %lld: corpus %llu bytes -> peak RSS %ld KiB (%.1f s); compact corpus -> %ld KiB\n",
+           (long long) max_tokens, (unsigned long long) big_size, rss_big, secs, rss_small);
+    RecordProperty("calibrate_big_corpus_bytes", std::to_string(big_size));
+    RecordProperty("calibrate_big_peak_rss_kib", std::to_string(rss_big));
+    RecordProperty("calibrate_small_peak_rss_kib", std::to_string(rss_small));
+    EXPECT_LT(rss_big, 256l << 10);
+    EXPECT_LT(std::labs(rss_big - rss_small), 32l << 10) << rss_big << " vs " << rss_small << " KiB";
+
+    // Expected tokens per domain: every sample tokenized here, caps in corpus order.
+    std::map<std::string, int64_t> expect;
+    {
+        model_ptr m = load_model(model);
+        int64_t used = 0;
+        for (const auto & s : samples) {
+            int64_t & d = expect[s.first];
+            if (used >= max_tokens || d >= per_domain) continue;
+            const int64_t n = (int64_t) tokenize(m.get(), s.second).size();
+            const int64_t k = std::min({n, max_tokens - used, per_domain - d});
+            used += k;
+            d += k;
+        }
+    }
+    sal::archive big, small;
+    ASSERT_TRUE(sal::read_archive(dir + "/big.gguf", big, err)) << err;
+    ASSERT_TRUE(sal::read_archive(dir + "/small.gguf", small, err)) << err;
+    ASSERT_EQ(big.domains.size(), expect.size());
+    ASSERT_EQ(big.domains.size(), small.domains.size());
+    EXPECT_EQ(big.domains.back().name, "late");
+    for (size_t i = 0; i < big.domains.size(); ++i) {
+        const auto & d = big.domains[i];
+        EXPECT_EQ(d.n_tokens, expect[d.name]) << d.name;
+        EXPECT_EQ(d.name, small.domains[i].name);
+        EXPECT_EQ(d.n_tokens, small.domains[i].n_tokens) << d.name;
+        EXPECT_EQ(d.count, small.domains[i].count) << d.name;
+        EXPECT_EQ(d.reap_sum, small.domains[i].reap_sum) << d.name;
+    }
+    // the total cap was met inside the bulk samples: the rest were only scanned
+    int64_t total = 0;
+    for (const auto & kv : expect) total += kv.second;
+    EXPECT_EQ(total, max_tokens);
+    EXPECT_GT(expect["bulk"], 0);
+    EXPECT_EQ(expect["late"], 0);
+    ASSERT_TRUE(sal::check_count_invariant(big, err)) << err;
+}

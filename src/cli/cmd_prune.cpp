@@ -78,6 +78,9 @@ void declare(reap::cli::options & t, prune_params & p) {
     t.flag("--force", "replace existing output files (never an input)", p.force);
     t.flag("--dry-run", "print what would be written and the sizes; write nothing", p.dry_run);
     t.help_row();
+    t.prose("environment:\n"
+            "  REAP_NO_COPY_FILE_RANGE=1   copy through the pread/write buffer only (never\n"
+            "                              copy_file_range), e.g. to test that path\n");
 }
 
 } // namespace
@@ -115,6 +118,7 @@ int cmd_prune(int argc, char ** argv) {
     wopts.force = params.force;
     wopts.split_max_bytes = params.split_max_bytes;
     wopts.split_max_tensors = params.split_max_tensors;
+    if (const char * v = getenv("REAP_NO_COPY_FILE_RANGE"); v && *v && strcmp(v, "0") != 0) wopts.copy_file_range = false;
     std::vector<reap::gguf::shard_layout> shards;
     if (!reap::gguf::layout_output(spec, wopts, params.output, shards, err)) return fail(err);
     // the plan file and SHA256SUMS are inputs/outputs too

@@ -321,7 +321,8 @@ bool layout_output(const output_spec & spec, const write_options & opts, const s
 // (st_dev + st_ino) as any source piece's file; writes each shard through a
 // util::durable_file (temp file beside the target), streams the data
 // (copy_file_range where the kernel allows, otherwise pread/write through a
-// fixed 1 MiB buffer: memory does not grow with the model), checks every
+// fixed 1 MiB buffer: memory does not grow with the model; holes of a sparse
+// source are skipped with SEEK_DATA/SEEK_HOLE and stay holes), checks every
 // write, fsyncs, renames into place and fsyncs the directory. On
 // failure no temp file is left and no target is created or replaced (shards
 // of a split set already renamed into place are removed again). `written`

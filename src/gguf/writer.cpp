@@ -1,7 +1,8 @@
 // The GGUF writer: lays an output_spec out into one file or gguf-split style
 // shards (exact sizes without I/O), and writes it safely: temp file beside
 // the target, data streamed from the source files with copy_file_range or a
-// fixed-size pread/write buffer, every write checked, fsync, rename. It
+// fixed-size pread/write buffer (holes of a sparse source stay holes), every
+// write checked, fsync, rename. It
 // never writes over an input file (same st_dev + st_ino) and never replaces
 // an existing target unless asked to.
 #include "gguf/internal.h"
@@ -162,9 +163,10 @@ bool write_zeros(int fd, uint64_t n) {
     return true;
 }
 
-// Copies [offset, offset+length) of src_fd to the current position of dst_fd.
-// Tries copy_file_range first (no user-space copy); falls back to a 1 MiB buffer.
-bool copy_range(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::vector<uint8_t> & buffer,
+// Copies [offset, offset+length) of src_fd (all data, no holes) to the current
+// position of dst_fd. Tries copy_file_range first (no user-space copy); falls
+// back to a 1 MiB buffer.
+bool copy_data(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::vector<uint8_t> & buffer,
                 bool & try_copy_file_range, int & error) {
     error = 0;
 #if defined(__linux__)
@@ -206,6 +208,43 @@ bool copy_range(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::v
         }
         offset += take;
         length -= take;
+    }
+    return true;
+}
+
+// Copies [offset, offset+length) of src_fd to the current position of dst_fd,
+// keeping the source's holes as holes (SEEK_DATA/SEEK_HOLE; the destination
+// position just moves past them, the caller sets the final size): a sparse
+// source is not inflated, and its zeros are neither read nor written. Where the
+// file system cannot say, everything is data.
+bool copy_range(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::vector<uint8_t> & buffer,
+                bool & try_copy_file_range, int & error) {
+    error = 0;
+    while (length > 0) {
+        uint64_t data = offset, data_end = offset + length;
+#if defined(SEEK_DATA) && defined(SEEK_HOLE)
+        const off_t d = ::lseek(src_fd, (off_t) offset, SEEK_DATA);
+        if (d >= 0) {
+            data = std::min<uint64_t>((uint64_t) d, offset + length);
+        } else if (errno == ENXIO) {
+            data = offset + length;   // only a hole from here to the end of the file
+        }
+        if (data > offset) {
+            if (::lseek(dst_fd, (off_t) (data - offset), SEEK_CUR) < 0) {
+                error = errno;
+                return false;
+            }
+            length -= data - offset;
+            offset = data;
+            continue;
+        }
+        const off_t h = ::lseek(src_fd, (off_t) offset, SEEK_HOLE);
+        if (h > (off_t) offset) data_end = std::min<uint64_t>((uint64_t) h, offset + length);
+#endif
+        const uint64_t n = data_end - offset;
+        if (!copy_data(src_fd, offset, n, dst_fd, buffer, try_copy_file_range, error)) return false;
+        offset += n;
+        length -= n;
     }
     return true;
 }
@@ -420,7 +459,12 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
             }
             if (!write_zeros(fd, align_up(nbytes[i], alignment) - nbytes[i])) return fail_io("write padding", errno);
         }
+        // A hole copied last leaves the size short of the position: set it.
+        const off_t end = ::lseek(fd, 0, SEEK_CUR);
+        if (end < 0) return fail_io("seek", errno);
         struct stat st;
+        if (fstat(fd, &st) != 0) return fail_io("stat", errno);
+        if (st.st_size < end && ::ftruncate(fd, end) != 0) return fail_io("set the size", errno);
         if (fstat(fd, &st) != 0) return fail_io("stat", errno);
         if ((uint64_t) st.st_size != l.file_bytes) {
             err = l.path + ": wrote " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(l.file_bytes);

@@ -345,6 +345,10 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
     corpus_options copt;
     copt.shard_index  = opt.shard_index;
     copt.shard_count  = opt.shard_count;
+    // The caps go to the reader, which tokenizes only what they let through;
+    // the windows below apply them again (a no-op for JSONL, the cut for text).
+    copt.max_tokens            = opt.max_tokens;
+    copt.max_tokens_per_domain = opt.max_tokens_per_domain;
     copt.plain_domain = stem_of(opt.corpus_path);
     if (copt.plain_domain.empty() || copt.plain_domain.size() > saliency::k_max_domain_bytes) copt.plain_domain = "text";
     corpus cp;

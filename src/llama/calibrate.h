@@ -95,7 +95,7 @@ struct calibrate_options {
 };
 
 struct calibrate_report {
-    size_t  n_samples = 0;        // samples selected (after sharding)
+    size_t  n_samples = 0;        // samples calibrated on (after sharding and the caps)
     size_t  n_samples_total = 0;  // samples in the corpus file
     size_t  n_windows = 0;        // windows in the run (after caps)
     size_t  n_windows_done = 0;   // windows decoded by this invocation

@@ -11,6 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -54,11 +59,19 @@ static int domain_index(corpus & out, std::map<std::string, int> & index, const 
     return it->second;
 }
 
-bool read_jsonl_corpus(const std::string & path, const std::string & text, const llama_model * model,
-                       const corpus_options & opt, corpus & out, std::string & err) {
+// The JSONL reader over a source of lines: next(line) gives the next line
+// (without its '\n') and false at the end; read_error is checked at the end.
+using line_source = std::function<bool(std::string &)>;
+
+static bool read_jsonl_lines(const std::string & path, const line_source & next, const llama_model * model,
+                             const corpus_options & opt, corpus & out, std::string & err) {
     if (opt.shard_count == 0 || opt.shard_index >= opt.shard_count) {
         err = "shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count) +
               " is not valid (need 0 <= i < n)";
+        return false;
+    }
+    if (opt.max_tokens < 0 || opt.max_tokens_per_domain < 0) {
+        err = "token caps must not be negative";
         return false;
     }
     out = corpus();
@@ -66,10 +79,11 @@ bool read_jsonl_corpus(const std::string & path, const std::string & text, const
     const llama_vocab * vocab = llama_model_get_vocab(model);
     common_chat_templates_ptr tmpls;
     std::map<std::string, int> index;
-    std::istringstream lines(text);
+    std::vector<int64_t> dom_used;  // tokens kept per domain (for the caps)
+    int64_t used = 0;
     std::string raw;
     size_t line_no = 0;
-    while (std::getline(lines, raw)) {
+    while (next(raw)) {
         ++line_no;
         const std::string line = trim(raw);
         if (line.empty()) {
@@ -105,6 +119,17 @@ bool read_jsonl_corpus(const std::string & path, const std::string & text, const
         if (s.hash % opt.shard_count != opt.shard_index) {
             continue;
         }
+        ++out.n_selected;
+        s.domain = domain_index(out, index, j["domain"].get<std::string>());
+        if (dom_used.size() < out.domains.size()) dom_used.resize(out.domains.size(), 0);
+        // What the caps leave for this sample (INT64_MAX: no cap).
+        int64_t room = INT64_MAX;
+        if (opt.max_tokens > 0) room = std::min(room, opt.max_tokens - used);
+        if (opt.max_tokens_per_domain > 0) room = std::min(room, opt.max_tokens_per_domain - dom_used[s.domain]);
+        if (room <= 0) {
+            ++out.n_untokenized;
+            continue;
+        }
         if (has_text) {
             s.tokens = common_tokenize(vocab, j["text"].get<std::string>(), true, false);
         } else {
@@ -129,14 +154,26 @@ bool read_jsonl_corpus(const std::string & path, const std::string & text, const
             // The template writes special tokens as text: parse them as such.
             s.tokens = common_tokenize(vocab, rendered, true, true);
         }
-        s.domain = domain_index(out, index, j["domain"].get<std::string>());
         if (s.tokens.empty()) {
             ++out.n_empty;
             continue;
         }
+        if ((int64_t) s.tokens.size() > room) {
+            s.tokens.resize((size_t) room);
+            s.tokens.shrink_to_fit();
+        }
+        used += (int64_t) s.tokens.size();
+        dom_used[s.domain] += (int64_t) s.tokens.size();
         out.samples.push_back(std::move(s));
     }
     return true;
+}
+
+bool read_jsonl_corpus(const std::string & path, const std::string & text, const llama_model * model,
+                       const corpus_options & opt, corpus & out, std::string & err) {
+    std::istringstream lines(text);
+    const line_source next = [&](std::string & l) { return (bool) std::getline(lines, l); };
+    return read_jsonl_lines(path, next, model, opt, out, err);
 }
 
 bool read_plain_text(const std::string & path, std::string text, const llama_model * model,
@@ -161,13 +198,62 @@ bool read_plain_text(const std::string & path, std::string text, const llama_mod
     return true;
 }
 
+// Lines of a file through stdio's getline (its buffer grows to the longest line).
+struct file_lines {
+    FILE *  f   = nullptr;
+    char *  buf = nullptr;
+    size_t  cap = 0;
+    bool    failed = false;
+    file_lines() = default;
+    file_lines(const file_lines &) = delete;
+    file_lines & operator=(const file_lines &) = delete;
+    ~file_lines() { close(); }
+    void close() {
+        free(buf);
+        buf = nullptr;
+        if (f) fclose(f);
+        f = nullptr;
+    }
+    bool next(std::string & line) {
+        const ssize_t n = ::getline(&buf, &cap, f);
+        if (n < 0) {
+            failed = ferror(f) != 0;
+            return false;
+        }
+        line.assign(buf, (size_t) n);
+        if (!line.empty() && line.back() == '\n') line.pop_back();
+        return true;
+    }
+};
+
 bool read_corpus_file(const std::string & path, const llama_model * model, const corpus_options & opt,
                       corpus & out, std::string & err) {
+    file_lines fl;
+    fl.f = fopen(path.c_str(), "rb");
+    if (!fl.f) {
+        err = "cannot open corpus '" + path + "': " + strerror(errno);
+        return false;
+    }
+    // The first non-blank line decides JSONL or plain text.
+    std::string first, l;
+    while (first.find_first_not_of(" \t\r\n") == std::string::npos && fl.next(l)) first = l;
+    if (fl.failed) {
+        err = "read error in corpus '" + path + "': " + strerror(errno);
+        return false;
+    }
+    if (looks_like_jsonl_corpus(path, first)) {
+        rewind(fl.f);
+        const line_source next = [&](std::string & line) { return fl.next(line); };
+        if (!read_jsonl_lines(path, next, model, opt, out, err)) return false;
+        if (fl.failed) {
+            err = "read error in corpus '" + path + "': " + strerror(errno);
+            return false;
+        }
+        return true;
+    }
+    fl.close();
     std::string text;
     if (!util::read_file(path, "corpus", text, err)) return false;
-    if (looks_like_jsonl_corpus(path, text)) {
-        return read_jsonl_corpus(path, text, model, opt, out, err);
-    }
     return read_plain_text(path, std::move(text), model, opt, out, err);
 }
 

@@ -15,6 +15,15 @@
 // its position, so shards of one corpus are disjoint, cover it, and stay
 // stable when lines are reordered or other samples are added.
 //
+// Streaming: read_corpus_file() reads a JSONL corpus a line at a time and
+// tokenizes a sample only while the token caps (corpus_options::max_tokens,
+// max_tokens_per_domain) still let some of it through, keeping just those
+// tokens; past the caps the remaining lines are still parsed (validated,
+// counted, their domains listed) but not tokenized. Memory is the longest line
+// plus the kept tokens, whatever the file's size. The kept tokens are exactly
+// what calibrate's windows take from the whole tokenization, so the selection
+// is the same as tokenizing everything and capping afterwards.
+//
 // Errors are values (false + a message naming file and line); nothing here exits.
 #pragma once
 
@@ -39,12 +48,20 @@ struct corpus {
     std::vector<corpus_sample> samples;         // selected samples, file order
     size_t n_lines_total = 0;  // samples in the file (before sharding)
     size_t n_empty       = 0;  // selected samples that tokenized to nothing (dropped)
+    size_t n_selected    = 0;  // samples in the shard (before the caps)
+    size_t n_untokenized = 0;  // selected samples not tokenized: the caps were met
 };
 
 struct corpus_options {
     uint32_t    shard_index = 0;  // keep samples with hash % shard_count == shard_index
     uint32_t    shard_count = 1;
     std::string plain_domain = "text";  // the domain of a plain text file
+    // Token caps on a JSONL corpus (0: none), applied in file order as calibrate
+    // applies them: a sample keeps min(its tokens, what is left of the total
+    // cap, what is left of its domain's cap) tokens; a sample left with none is
+    // dropped. A plain text file is one sample and is never cut here.
+    int64_t max_tokens            = 0;
+    int64_t max_tokens_per_domain = 0;
 };
 
 // FNV-1a 64 of `s`.
@@ -54,8 +71,8 @@ uint64_t fnv1a64(const std::string & s);
 // first non-blank line is a JSON object with "domain" and "text"/"messages".
 bool looks_like_jsonl_corpus(const std::string & path, const std::string & text);
 
-// Reads a JSONL corpus (text = the whole file), tokenizing every selected
-// sample with BOS added as the vocabulary asks.
+// Reads a JSONL corpus already in memory (text = the whole file), tokenizing
+// the selected samples (within the caps) with BOS added as the vocabulary asks.
 bool read_jsonl_corpus(const std::string & path, const std::string & text, const llama_model * model,
                        const corpus_options & opt, corpus & out, std::string & err);
 
@@ -65,7 +82,9 @@ bool read_jsonl_corpus(const std::string & path, const std::string & text, const
 bool read_plain_text(const std::string & path, std::string text, const llama_model * model,
                      const corpus_options & opt, corpus & out, std::string & err);
 
-// Reads `path` and dispatches on looks_like_jsonl_corpus().
+// Reads `path` and dispatches on looks_like_jsonl_corpus() (which sees only the
+// first non-blank line): a JSONL corpus is streamed from the file, a plain text
+// file is read whole.
 bool read_corpus_file(const std::string & path, const llama_model * model, const corpus_options & opt,
                       corpus & out, std::string & err);
 

@@ -10,10 +10,11 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <set>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace reap::saliency {
 
@@ -33,23 +34,36 @@ bool is_expert_weight(const std::string & name) {
     return name.find("_exps.weight") != std::string::npos;
 }
 
-// Little-endian readers over a bounded image.
-struct cursor {
-    const uint8_t * p;
-    size_t          size, pos = 0;
-    bool i32(int32_t & v) {
-        if (size - pos < 4) return false;
-        memcpy(&v, p + pos, 4);
-        pos += 4;
-        return true;
-    }
-    size_t left() const { return size - pos; }
-};
+// Values are read and reduced in chunks of this many floats, whatever the entry's size.
+constexpr size_t k_chunk_floats = 1 << 16;
 
-bool read_file_bytes(const std::string & path, std::vector<uint8_t> & out, std::string & err) {
-    std::string text;
-    if (!util::read_file(path, "imatrix", text, err)) return false;
-    out.assign(text.begin(), text.end());
+// Reduces `n_values` floats, delivered in chunks by `read(first, n, dst)`, into
+// per-matrix sums (n_mat matrices of n_values / n_mat values, summed in order
+// as double) and "every value equals ncall" flags; checks every value is
+// finite and non-negative. `where` names the entry in messages.
+template <typename Read>
+bool reduce_values(int64_t n_values, int64_t n_mat, float ncall, const Read & read, const std::string & where,
+                   imatrix_entry & en, std::string & err) {
+    const uint64_t per = (uint64_t) n_values / (uint64_t) n_mat;
+    en.mat_sum.assign((size_t) n_mat, 0.0);
+    en.mat_all_ncall.assign((size_t) n_mat, 1);
+    std::vector<float> buf(std::min<uint64_t>(k_chunk_floats, (uint64_t) n_values));
+    for (uint64_t first = 0; first < (uint64_t) n_values;) {
+        const size_t n = (size_t) std::min<uint64_t>(buf.size(), (uint64_t) n_values - first);
+        if (!read(first, n, buf.data(), err)) return false;
+        for (size_t k = 0; k < n; ++k) {
+            const float v = buf[k];
+            if (!std::isfinite(v) || v < 0) {
+                err = where + ": value " + std::to_string(first + k) + " is " + std::to_string(v) +
+                      " (not a finite non-negative number)";
+                return false;
+            }
+            const size_t m = (size_t) ((first + k) / per);
+            en.mat_sum[m] += v;
+            if (v != ncall) en.mat_all_ncall[m] = 0;
+        }
+        first += n;
+    }
     return true;
 }
 
@@ -118,16 +132,14 @@ bool read_gguf_imatrix(const std::string & path, imatrix_file & out, std::string
             err = where + ": in_sum2 has shape " + s->shape_string() + ", expected [n_values, " + std::to_string(n_mat) + "]";
             return false;
         }
-        std::vector<uint8_t> sb, cb;
-        if (!gguf::read_tensor(m, s->name, sb, err) || !gguf::read_tensor(m, c->name, cb, err)) return false;
         imatrix_entry en;
-        en.n_mat = n_mat;
-        en.sums.resize(sb.size() / sizeof(float));
-        memcpy(en.sums.data(), sb.data(), en.sums.size() * sizeof(float));
+        en.n_mat    = n_mat;
+        en.n_values = s->ne[0] * n_mat;
+        std::vector<float> cv((size_t) n_mat);
+        if (!gguf::read_tensor_bytes(m, *c, 0, c->nbytes, cv.data(), err)) return false;
         en.counts.resize((size_t) n_mat);
         for (int64_t i = 0; i < n_mat; ++i) {
-            float f;
-            memcpy(&f, cb.data() + i * sizeof(float), sizeof(float));
+            const float f = cv[(size_t) i];
             if (!std::isfinite(f) || f < 0 || std::fabs(f - std::round(f)) > 1e-3f) {
                 err = where + ": count of matrix " + std::to_string(i) + " is " + std::to_string(f) +
                       " (not a non-negative integer)";
@@ -135,12 +147,12 @@ bool read_gguf_imatrix(const std::string & path, imatrix_file & out, std::string
             }
             en.counts[(size_t) i] = std::round(f);
         }
-        for (size_t i = 0; i < en.sums.size(); ++i) {
-            if (!std::isfinite(en.sums[i]) || en.sums[i] < 0) {
-                err = where + ": in_sum2 value " + std::to_string(i) + " is " + std::to_string(en.sums[i]) +
-                      " (not a finite non-negative number)";
-                return false;
-            }
+        if (down_exps_layer(name) >= 0) {
+            const auto read = [&](uint64_t first, size_t n, float * dst, std::string & e) {
+                return gguf::read_tensor_bytes(m, *s, first * sizeof(float), n * sizeof(float), dst, e);
+            };
+            if (!reduce_values(en.n_values, n_mat, -1.f, read, where + ": in_sum2", en, err)) return false;
+            en.mat_all_ncall.clear();
         }
         out.entries.emplace(name, std::move(en));
     }
@@ -149,91 +161,134 @@ bool read_gguf_imatrix(const std::string & path, imatrix_file & out, std::string
 
 }  // namespace
 
-bool parse_imatrix_legacy(const uint8_t * data, size_t size, const std::string & name, imatrix_file & out,
-                          std::string & err) {
+namespace {
+
+// A legacy .dat read through `read(offset, n, dst)` over `size` bytes (a
+// memory image or a file): headers are read as they come, the values of
+// entries import does not use are skipped, down_exps values are reduced in
+// chunks.
+template <typename Read>
+bool parse_legacy(const Read & read, uint64_t size, const std::string & name, imatrix_file & out,
+                  int64_t legacy_split, std::string & err) {
     out.legacy = true;
     out.entries.clear();
-    cursor c{data, size};
     const std::string head = "imatrix '" + name + "' (legacy format)";
-    int32_t n_entries = 0;
-    if (!c.i32(n_entries)) {
-        err = head + ": shorter than its entry count";
+    uint64_t pos = 0;
+    std::string rerr;
+    auto left = [&]() { return size - pos; };
+    auto i32 = [&](int32_t & v) {
+        if (left() < 4 || !read(pos, 4, &v, rerr)) return false;
+        pos += 4;
+        return true;
+    };
+    auto fail = [&](const std::string & what) {
+        err = what + (rerr.empty() ? "" : " (" + rerr + ")");
         return false;
-    }
+    };
+    int32_t n_entries = 0;
+    if (!i32(n_entries)) return fail(head + ": shorter than its entry count");
     // every entry takes at least 16 bytes (len, 1 name byte, ncall, nval, 1 value... )
-    if (n_entries < 1 || (uint64_t) n_entries > c.left() / 16) {
+    if (n_entries < 1 || (uint64_t) n_entries > left() / 16) {
         err = head + ": entry count " + std::to_string(n_entries) + " is impossible for a file of " +
               std::to_string(size) + " bytes";
         return false;
     }
     for (int32_t i = 0; i < n_entries; ++i) {
-        const std::string where = head + " entry " + std::to_string(i) + " at offset " + std::to_string(c.pos);
+        const std::string where = head + " entry " + std::to_string(i) + " at offset " + std::to_string(pos);
         int32_t len = 0, ncall = 0, nval = 0;
-        if (!c.i32(len)) { err = where + ": truncated name length"; return false; }
-        if (len < 1 || len > 1024 || (size_t) len > c.left()) {
-            err = where + ": name length " + std::to_string(len) + " out of range (1..1024, " + std::to_string(c.left()) +
+        if (!i32(len)) return fail(where + ": truncated name length");
+        if (len < 1 || len > 1024 || (uint64_t) len > left()) {
+            err = where + ": name length " + std::to_string(len) + " out of range (1..1024, " + std::to_string(left()) +
                   " bytes left)";
             return false;
         }
-        std::string ename((const char *) data + c.pos, (size_t) len);
-        c.pos += (size_t) len;
+        std::string ename((size_t) len, '\0');
+        if (!read(pos, (size_t) len, ename.data(), rerr)) return fail(where + ": cannot read the name");
+        pos += (uint64_t) len;
         if (ename.find('\0') != std::string::npos) { err = where + ": name holds a NUL byte"; return false; }
-        if (!c.i32(ncall) || !c.i32(nval)) { err = where + " ('" + ename + "'): truncated header"; return false; }
+        if (!i32(ncall) || !i32(nval)) return fail(where + " ('" + ename + "'): truncated header");
         if (ncall < 0) { err = where + " ('" + ename + "'): negative call count " + std::to_string(ncall); return false; }
-        if (nval < 1 || (uint64_t) nval > c.left() / sizeof(float)) {
-            err = where + " ('" + ename + "'): " + std::to_string(nval) + " values but " + std::to_string(c.left()) +
+        if (nval < 1 || (uint64_t) nval > left() / sizeof(float)) {
+            err = where + " ('" + ename + "'): " + std::to_string(nval) + " values but " + std::to_string(left()) +
                   " bytes left";
             return false;
         }
         imatrix_entry en;
-        en.ncall = ncall;
-        en.sums.resize((size_t) nval);
-        memcpy(en.sums.data(), data + c.pos, (size_t) nval * sizeof(float));
-        c.pos += (size_t) nval * sizeof(float);
-        for (size_t k = 0; k < en.sums.size(); ++k) {
-            if (!std::isfinite(en.sums[k]) || en.sums[k] < 0) {
-                err = where + " ('" + ename + "'): value " + std::to_string(k) + " is not a finite non-negative number";
-                return false;
-            }
+        en.ncall    = ncall;
+        en.n_values = nval;
+        en.counts   = {(double) ncall};
+        if (down_exps_layer(ename) >= 0 && legacy_split > 0 && nval % legacy_split == 0) {
+            en.n_mat = legacy_split;
+            const uint64_t base = pos;
+            const auto rd = [&](uint64_t first, size_t n, float * dst, std::string & e) {
+                return read(base + first * sizeof(float), n * sizeof(float), dst, e);
+            };
+            if (!reduce_values(nval, legacy_split, (float) ncall, rd, where + " ('" + ename + "')", en, err)) return false;
         }
-        en.counts = {(double) ncall};
+        pos += (uint64_t) nval * sizeof(float);
         if (!out.entries.emplace(ename, std::move(en)).second) {
             err = where + ": entry '" + ename + "' appears twice";
             return false;
         }
     }
     // optional trailer: chunk count, dataset name
-    if (c.left() > 0) {
+    if (left() > 0) {
         int32_t n_chunks = 0, len = 0;
-        if (!c.i32(n_chunks) || n_chunks < 0) { err = head + ": damaged trailer (chunk count)"; return false; }
+        if (!i32(n_chunks) || n_chunks < 0) return fail(head + ": damaged trailer (chunk count)");
         out.chunk_count = n_chunks;
-        if (c.left() > 0) {
-            if (!c.i32(len) || len < 0 || (size_t) len != c.left()) {
+        if (left() > 0) {
+            if (!i32(len) || len < 0 || (uint64_t) len != left()) {
                 err = head + ": damaged trailer (dataset name length " + std::to_string(len) + ", " +
-                      std::to_string(c.left()) + " bytes left)";
+                      std::to_string(left()) + " bytes left)";
                 return false;
             }
-            if (len > 0) out.datasets.emplace_back((const char *) data + c.pos, (size_t) len);
-            c.pos += (size_t) len;
+            if (len > 0) {
+                std::string ds((size_t) len, '\0');
+                if (!read(pos, (size_t) len, ds.data(), rerr)) return fail(head + ": cannot read the dataset name");
+                out.datasets.push_back(std::move(ds));
+            }
+            pos += (uint64_t) len;
         }
     }
     return true;
 }
 
-bool read_imatrix(const std::string & path, imatrix_file & out, std::string & err) {
+}  // namespace
+
+bool parse_imatrix_legacy(const uint8_t * data, size_t size, const std::string & name, imatrix_file & out,
+                          std::string & err, int64_t legacy_split) {
+    const auto read = [&](uint64_t off, size_t n, void * dst, std::string &) {
+        if (off > size || n > size - off) return false;
+        memcpy(dst, data + off, n);
+        return true;
+    };
+    return parse_legacy(read, size, name, out, legacy_split, err);
+}
+
+bool read_imatrix(const std::string & path, imatrix_file & out, std::string & err, int64_t legacy_split) {
     out = imatrix_file();
     out.path = path;
-    {
-        std::ifstream in(path, std::ios::binary);
-        char magic[4] = {0, 0, 0, 0};
-        if (in) in.read(magic, 4);
-        if (in && memcmp(magic, "GGUF", 4) == 0) {
-            return read_gguf_imatrix(path, out, err);
-        }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        err = "cannot open imatrix '" + path + "': " + strerror(errno);
+        return false;
     }
-    std::vector<uint8_t> bytes;
-    if (!read_file_bytes(path, bytes, err)) return false;
-    return parse_imatrix_legacy(bytes.data(), bytes.size(), path, out, err);
+    struct fd_guard { int fd; ~fd_guard() { ::close(fd); } } guard{fd};
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        err = "imatrix '" + path + "' is not a regular file";
+        return false;
+    }
+    char magic[4] = {0, 0, 0, 0};
+    if (st.st_size >= 4 && util::pread_full(fd, magic, 4, 0) && memcmp(magic, "GGUF", 4) == 0) {
+        return read_gguf_imatrix(path, out, err);
+    }
+    const auto read = [&](uint64_t off, size_t n, void * dst, std::string & e) {
+        if (util::pread_full(fd, dst, n, off)) return true;
+        e = std::string("read error: ") + strerror(errno);
+        return false;
+    };
+    return parse_legacy(read, (uint64_t) st.st_size, path, out, legacy_split, err);
 }
 
 bool parse_imatrix_input(const std::string & arg, bool named, imatrix_input & out, std::string & err) {
@@ -264,17 +319,17 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
         err = "no imatrix files";
         return false;
     }
-    std::vector<imatrix_file> files(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-        if (!read_imatrix(inputs[i].path, files[i], err)) return false;
-    }
+    // One file at a time: read, checked, added to the archive, dropped.
+    imatrix_file first;
+    std::vector<std::string> names;
 
     // The fingerprint: the model's, or inferred from the first file.
     fingerprint fp;
     if (model) {
         if (!model_fingerprint(*model, fp, err)) return false;
     } else {
-        const imatrix_file & f = files[0];
+        if (!read_imatrix(inputs[0].path, first, err)) return false;
+        const imatrix_file & f = first;
         if (f.legacy) {
             err = "imatrix '" + f.path + "' is in the legacy format, which does not record the number of experts: "
                   "pass the model with -m";
@@ -307,8 +362,15 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
     bool any_legacy = false;
     const std::set<int> moe(fp.moe_layers.begin(), fp.moe_layers.end());
 
-    for (size_t i = 0; i < files.size(); ++i) {
-        const imatrix_file & f = files[i];
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        imatrix_file cur;
+        if (i == 0 && !first.path.empty()) {
+            cur = std::move(first);
+        } else if (!read_imatrix(inputs[i].path, cur, err, (int64_t) fp.n_expert)) {
+            return false;
+        }
+        const imatrix_file & f = cur;
+        names.push_back(util::base_name(f.path));
         const std::string head = "imatrix '" + f.path + "'";
         any_legacy = any_legacy || f.legacy;
         // Belongs to this model?
@@ -322,7 +384,7 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
                 }
                 const bool exps = is_expert_weight(kv.first) && t->n_dims >= 3;
                 const int64_t n_mat = exps ? t->ne[2] : 1;
-                const uint64_t nvals = kv.second.sums.size();
+                const uint64_t nvals = (uint64_t) kv.second.n_values;
                 if (!f.legacy && exps && kv.second.n_mat != n_mat) {
                     err = head + " is from another model: entry '" + kv.first + "' has " + std::to_string(kv.second.n_mat) +
                           " experts, the model's tensor " + std::to_string(n_mat);
@@ -362,23 +424,19 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
             }
             const imatrix_entry & en = it->second;
             const int64_t E = fp.n_expert;
-            if (en.sums.size() % (size_t) E != 0 || (!f.legacy && en.n_mat != E)) {
-                err = head + " entry '" + name + "': " + std::to_string(en.sums.size()) + " values in " +
+            if (en.n_values % E != 0 || (!f.legacy && en.n_mat != E) || en.mat_sum.size() != (size_t) E) {
+                err = head + " entry '" + name + "': " + std::to_string(en.n_values) + " values in " +
                       std::to_string(f.legacy ? 0 : en.n_mat) + " matrices do not split into " + std::to_string(E) +
                       " experts: the file is from another model";
                 return false;
             }
-            const size_t nv = en.sums.size() / (size_t) E;
             std::vector<int> unused;
             double layer_count = 0;
             for (int64_t e = 0; e < E; ++e) {
-                const float * s = en.sums.data() + (size_t) e * nv;
-                double energy = 0;
-                for (size_t j = 0; j < nv; ++j) energy += s[j];
+                double energy = en.mat_sum[(size_t) e];
                 double cnt;
                 if (f.legacy) {
-                    bool placeholder = en.ncall > 0;
-                    for (size_t j = 0; j < nv && placeholder; ++j) placeholder = s[j] == (float) en.ncall;
+                    const bool placeholder = en.ncall > 0 && en.mat_all_ncall[(size_t) e];
                     cnt = (placeholder || en.ncall == 0) ? 0 : (double) en.ncall;
                     if (cnt == 0) energy = 0;
                 } else {
@@ -414,10 +472,6 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
     }
 
     out.provenance.set_string(k_key_tool, "reap imatrix");
-    std::vector<std::string> names;
-    for (const auto & f : files) {
-        names.push_back(util::base_name(f.path));
-    }
     out.provenance.set_string_array("reap.saliency.imatrix.files", names);
     if (any_legacy) out.provenance.set_bool("reap.saliency.imatrix.legacy_counts", true);
     return validate(out, err);

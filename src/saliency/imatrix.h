@@ -42,11 +42,22 @@
 
 namespace reap::saliency {
 
+// One entry, as read. Only what import uses is kept: the shape, the counts and,
+// for blk.N.ffn_down_exps.weight entries, the per-matrix reductions of their
+// values (read in bounded chunks); the other entries' values are never read,
+// so memory does not grow with the file (a K3-sized file is GBs of gate/up
+// values nobody uses).
 struct imatrix_entry {
-    std::vector<float>  sums;     // n_mat * n_values, matrix-major
-    std::vector<double> counts;   // n_mat values (GGUF), or one value = ncall (legacy)
-    int64_t             n_mat = 1;     // GGUF: counts.size(); legacy: unknown (1) until split by the caller
+    int64_t             n_values = 0;  // values in the entry, all matrices together
+    std::vector<double> counts;        // n_mat values (GGUF), or one value = ncall (legacy)
+    int64_t             n_mat = 1;     // GGUF: counts.size(); legacy: the split asked of the reader (else 1)
     int64_t             ncall = 0;     // legacy only
+    // down_exps entries only (empty otherwise, and for a legacy entry whose
+    // values do not split into the asked number of matrices): per matrix, the
+    // sum of its values in file order (as double), and whether every value
+    // equals ncall (legacy placeholders of a matrix that saw no rows).
+    std::vector<double>  mat_sum;
+    std::vector<uint8_t> mat_all_ncall;
 };
 
 struct imatrix_file {
@@ -58,11 +69,15 @@ struct imatrix_file {
     std::map<std::string, imatrix_entry> entries;           // by weight tensor name
 };
 
-// Reads an imatrix file, GGUF or legacy (told apart by the GGUF magic).
-bool read_imatrix(const std::string & path, imatrix_file & out, std::string & err);
+// Reads an imatrix file, GGUF or legacy (told apart by the GGUF magic), entry
+// by entry with reads of bounded size. A legacy file does not record how its
+// down_exps values split into experts: `legacy_split` (the model's expert
+// count; 0: unknown) says so, and without it no reduction is made. The values
+// that are read (down_exps ones) must be finite and non-negative.
+bool read_imatrix(const std::string & path, imatrix_file & out, std::string & err, int64_t legacy_split = 0);
 // Parses a legacy .dat image; `name` stands in for the path in messages.
 bool parse_imatrix_legacy(const uint8_t * data, size_t size, const std::string & name, imatrix_file & out,
-                          std::string & err);
+                          std::string & err, int64_t legacy_split = 0);
 
 // One input: "NAME=FILE" or "FILE" (domain = the file's stem).
 struct imatrix_input {
@@ -81,7 +96,7 @@ struct imatrix_domain_report {
     size_t      n_unused = 0;
 };
 
-// Builds the archive from the inputs. `model` may be nullptr (no -m).
+// Builds the archive from the inputs, one file at a time. `model` may be nullptr (no -m).
 bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model * model, archive & out,
                     std::vector<imatrix_domain_report> & reports, std::string & err);
 
