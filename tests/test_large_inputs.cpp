@@ -143,8 +143,15 @@ TEST(LargeInputs, ImatrixK3MemoryFlat) {
     ASSERT_EQ(st, 0) << read_text(dir + "/small.log");
     // The bound: 64 MiB, whatever the file (the gate/up entries alone are
     // 2 x 25.7 MB per layer, the file 4+ GiB); and the same peak for a file
-    // a tenth of the size.
+    // a tenth of the size. Under AddressSanitizer (the sanitizer build runs an
+    // instrumented reap) the runtime's own shadow memory and allocator caches
+    // add about 120 MiB to any process: the bound is 256 MiB there, and the
+    // comparison of the two files is what shows the peak is flat.
+#if defined(__SANITIZE_ADDRESS__)
+    const long bound_kib = 256 << 10;
+#else
     const long bound_kib = 64 << 10;
+#endif
     EXPECT_LT(rss_big, bound_kib) << "file " << big_size << " bytes";
     EXPECT_LT(rss_small, bound_kib);
     EXPECT_LT(std::labs(rss_big - rss_small), 8 << 10) << rss_big << " vs " << rss_small << " KiB";
