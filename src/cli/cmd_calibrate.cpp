@@ -8,7 +8,6 @@
 #include "cli/llama_flags.h"
 #include "llama/calibrate.h"
 
-#include "arg.h"
 #include "llama.h"
 
 #include <atomic>
@@ -120,12 +119,8 @@ int cmd_calibrate(int argc, char ** argv) {
     if (opt.corpus_path.empty()) return t.usage_error("no corpus (--corpus)");
     if (opt.collect && opt.out_path.empty()) return t.usage_error("no output (-o)");
 
-    std::vector<char *> & rest = t.forwarded();
-    std::string rpc_err;
-    if (!reap::cli::rpc_servers_reachable(rest, rpc_err)) return reap::cli::fail("calibrate", rpc_err);
-    if (!common_params_parse((int) rest.size(), rest.data(), opt.llama, LLAMA_EXAMPLE_COMMON)) {
-        return t.forward_refused();
-    }
+    // -m is forwarded as given: llama.cpp's parser sees the model path too.
+    if (!reap::cli::parse_llama_flags(t, "calibrate", "", opt.llama, status)) return status;
     if (!has_ctx && opt.llama.n_ctx == 0) opt.llama.n_ctx = 512;
     opt.stop = &g_stop;
     if (const char * s = std::getenv("REAP_CALIBRATE_PAUSE_AFTER")) opt.pause_after_windows = std::atoll(s);   // test hook

@@ -105,12 +105,7 @@ int cmd_eval(int argc, char ** argv) {
     declare(t, p);
     int status = 0;
     if (!t.parse(argc, argv, status)) return status;
-    {
-        std::string e;
-        if (!reap::cli::parse_llama_runtime(t, p.opt.base_path, p.has_ctx, p.opt.rt, e)) {
-            return e.empty() ? t.forward_refused() : reap::cli::fail("eval", e);
-        }
-    }
+    if (!reap::cli::parse_llama_runtime(t, "eval", p.opt.base_path, p.has_ctx, p.opt.rt, status)) return status;
     reap::eval_options &               opt = p.opt;
     reap::smoke_options &              smoke = p.smoke;
     const std::vector<std::string> &   pruned = p.pruned;

@@ -106,20 +106,6 @@ bool write_output(const std::string & path, const std::string & text, bool force
     return reap::util::write_file_durably(path, text, err);
 }
 
-nlohmann::ordered_json metrics_json(const reap::eval_metrics & m) {
-    nlohmann::ordered_json j;
-    j["n_tokens"]     = m.n_tokens;
-    j["kld_mean"]     = m.kld_mean;
-    j["kld_median"]   = m.kld_median;
-    j["kld_p99"]      = m.kld_p99;
-    j["kld_max"]      = m.kld_max;
-    j["argmax_agree"] = m.argmax_agree;
-    j["ppl_base"]     = m.ppl_base;
-    j["ppl_pruned"]   = m.ppl_pruned;
-    j["ppl_ratio"]    = m.ppl_ratio;
-    return j;
-}
-
 const char * kind_name(pl::size_kind k) {
     return k == pl::size_kind::keep ? "keep" : k == pl::size_kind::ratio ? "ratio" : "budget";
 }
@@ -196,12 +182,7 @@ int cmd_sweep(int argc, char ** argv) {
         return t.usage_error(p.n_kinds == 0 ? "say which sizes: --keep N,N,..., --ratios R,R,... or --budgets SIZE,..."
                                             : "give one of --keep, --ratios and --budgets, once");
     }
-    {
-        std::string e;
-        if (!reap::cli::parse_llama_runtime(t, p.eval.base_path, p.has_ctx, p.eval.rt, e)) {
-            return e.empty() ? t.forward_refused() : reap::cli::fail("sweep", e);
-        }
-    }
+    if (!reap::cli::parse_llama_runtime(t, "sweep", p.eval.base_path, p.has_ctx, p.eval.rt, status)) return status;
     p.eval.progress = !p.quiet && isatty(fileno(stderr));
     if (p.plot.empty() && !p.output.empty()) p.plot = with_extension(p.output, ".svg");
     auto fail = [](const std::string & msg) { return reap::cli::fail("sweep", msg); };
@@ -310,9 +291,9 @@ int cmd_sweep(int argc, char ** argv) {
             q["predicted_shards"] = pts[i].n_shards;
             q["saliency_share"]   = pts[i].share;
             if (!p.plans_dir.empty()) q["plan"] = p.plans_dir + "/keep-" + std::to_string(pts[i].n_keep) + ".json";
-            q["overall"]          = metrics_json(reps[i].overall);
+            q["overall"]          = reap::eval_metrics_json(reps[i].overall);
             nlohmann::ordered_json d = nlohmann::ordered_json::object();
-            for (const auto & [name, m] : reps[i].domains) d[name] = metrics_json(m);
+            for (const auto & [name, m] : reps[i].domains) d[name] = reap::eval_metrics_json(m);
             q["domains"] = d;
             points.push_back(q);
         }

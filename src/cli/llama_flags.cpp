@@ -91,8 +91,8 @@ bool tcp_reachable(const std::string & endpoint, int timeout_ms, std::string & w
     return ok;
 }
 
-} // namespace
-
+// Every server named by a --rpc in `args` accepts a TCP connection within a
+// few seconds; otherwise false with err naming the first that does not.
 bool rpc_servers_reachable(const std::vector<char *> & args, std::string & err) {
     for (size_t i = 0; i + 1 < args.size(); ++i) {
         if (strcmp(args[i], "--rpc") != 0) continue;
@@ -112,13 +112,28 @@ bool rpc_servers_reachable(const std::vector<char *> & args, std::string & err) 
     return true;
 }
 
-bool parse_llama_runtime(options & t, const std::string & model, bool has_ctx, eval_runtime & rt, std::string & err) {
-    err.clear();
-    if (!rpc_servers_reachable(t.forwarded(), err)) return false;
+} // namespace
+
+bool parse_llama_flags(options & t, const char * cmd, const std::string & model, common_params & params, int & status) {
+    std::string err;
+    if (!rpc_servers_reachable(t.forwarded(), err)) {
+        status = fail(cmd, err);
+        return false;
+    }
     std::vector<char *> args = t.forwarded();
-    std::string m_flag = "-m", m_value = model.empty() ? "(none)" : model;
-    args.insert(args.begin() + 1, {&m_flag[0], &m_value[0]});
-    if (!common_params_parse((int) args.size(), args.data(), rt.llama, LLAMA_EXAMPLE_COMMON)) return false;
+    std::string m_flag = "-m", m_value = model;
+    if (!model.empty()) args.insert(args.begin() + 1, {&m_flag[0], &m_value[0]});
+    if (!common_params_parse((int) args.size(), args.data(), params, LLAMA_EXAMPLE_COMMON)) {
+        status = t.forward_refused();
+        return false;
+    }
+    return true;
+}
+
+bool parse_llama_runtime(options & t, const char * cmd, const std::string & model, bool has_ctx, eval_runtime & rt,
+                         int & status) {
+    // The parser requires a model even where the command has none (--kld-base alone).
+    if (!parse_llama_flags(t, cmd, model.empty() ? "(none)" : model, rt.llama, status)) return false;
     rt.n_ctx     = has_ctx ? rt.llama.n_ctx : 0;
     rt.n_batch   = rt.llama.n_batch;
     rt.n_ubatch  = rt.llama.n_ubatch;

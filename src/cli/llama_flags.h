@@ -22,18 +22,17 @@ int llama_flag_values(const std::string & flag);
 // llama.cpp knows, with its values.
 void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has_ctx);
 
-// Every server named by a --rpc in `args` accepts a TCP connection (within a
-// few seconds); otherwise false with err naming the first that does not.
-// llama.cpp's parser connects to them itself and aborts the process when one
-// is unreachable, so the commands check first and say so.
-bool rpc_servers_reachable(const std::vector<char *> & args, std::string & err);
+// Runs llama.cpp's parser over t.forwarded() into `params`, after checking
+// that every --rpc server answers. `model`, when not empty, goes first as -m
+// (the parser requires one; eval and sweep load their models themselves).
+// On failure the problem is reported (llama.cpp has named a refused flag;
+// an unreachable server is named here: llama.cpp's parser would connect to
+// it itself and abort the process) and `status` is the exit status.
+bool parse_llama_flags(options & t, const char * cmd, const std::string & model, common_params & params, int & status);
 
-// Runs llama.cpp's parser over t.forwarded() into rt.llama, with `model` as
-// its -m (the parser requires one; the commands load their models
-// themselves), then copies n_ctx (0 unless -c was given), n_batch, n_ubatch
-// and n_threads into rt's own fields. False when an RPC server cannot be
-// reached (err says which; err is empty when llama.cpp refused the flags and
-// has said why itself).
-bool parse_llama_runtime(options & t, const std::string & model, bool has_ctx, eval_runtime & rt, std::string & err);
+// parse_llama_flags into rt.llama, then n_ctx (0 unless -c was given),
+// n_batch, n_ubatch and n_threads copied into rt's own fields.
+bool parse_llama_runtime(options & t, const char * cmd, const std::string & model, bool has_ctx, eval_runtime & rt,
+                         int & status);
 
 } // namespace reap::cli

@@ -522,14 +522,13 @@ struct base_source {
 struct float_rows : base_source {
     int      fd = -1;
     int      n_vocab = 0;
-    uint64_t n_written = 0, n_read = 0, n_rows = 0;
+    uint64_t n_written = 0, n_read = 0;
     std::vector<char> buf;
 
     size_t row_bytes() const { return (size_t) n_vocab * sizeof(float) + sizeof(int32_t); }
 
     bool open(const std::string & dir, int vocab, uint64_t rows, std::string & err) {
         n_vocab = vocab;
-        n_rows  = rows;
         uint64_t need = 0;
         if (!mul_u64(rows, row_bytes(), need)) {
             err = "the base's rows (" + std::to_string(rows) + " tokens x " + std::to_string(vocab) + " entries) overflow";
@@ -664,15 +663,10 @@ pass_setup make_pass_setup(const llama_model * model, const workload & wl, const
     return s;
 }
 
-// A context for one pass; with a hook, the mask callback is installed.
-ctx_ptr pass_context(llama_model * model, const eval_runtime & rt, const pass_setup & s, mask_hook * hook, std::string & err) {
-    return make_context(model, rt, s.n_ctx, s.n_seq, err, hook);
-}
-
 // The base pass of an exact run: every scored row's log-softmax and argmax into `rows`.
 bool base_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s, mask_hook * hook, float_rows & rows,
                progress_line & prog, std::string & err) {
-    ctx_ptr ctx = pass_context(model, rt, s, hook, err);
+    ctx_ptr ctx = make_context(model, rt, s.n_ctx, s.n_seq, err, hook);
     if (!ctx) return false;
     const size_t rb = rows.row_bytes();
     std::vector<char> slab;
@@ -693,7 +687,7 @@ bool base_pass(llama_model * model, const eval_runtime & rt, const pass_setup & 
 // Scores one model (a pruned file, or the base under a mask) against the base rows.
 bool score_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s, mask_hook * hook, base_source & base,
                 progress_line & prog, eval_report & report, std::string & err) {
-    ctx_ptr ctx = pass_context(model, rt, s, hook, err);
+    ctx_ptr ctx = make_context(model, rt, s.n_ctx, s.n_seq, err, hook);
     if (!ctx) return false;
     if (!base.rewind(err)) return false;
     const workload &         wl = *s.wl;
@@ -990,7 +984,9 @@ bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & e
 
 namespace {
 
-nlohmann::ordered_json metrics_json(const eval_metrics & m, bool have_pruned) {
+} // namespace
+
+nlohmann::ordered_json eval_metrics_json(const eval_metrics & m, bool have_pruned) {
     nlohmann::ordered_json j;
     auto num = [&](double v) { return have_pruned ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
     j["ppl_base"]     = m.ppl_base;
@@ -1005,11 +1001,13 @@ nlohmann::ordered_json metrics_json(const eval_metrics & m, bool have_pruned) {
     return j;
 }
 
+namespace {
+
 nlohmann::ordered_json report_json(const eval_report & r) {
-    nlohmann::ordered_json j = metrics_json(r.overall, r.pruned_scored);
+    nlohmann::ordered_json j = eval_metrics_json(r.overall, r.pruned_scored);
     nlohmann::ordered_json d = nlohmann::ordered_json::object();
     for (const auto & [name, m] : r.domains) {
-        d[name] = metrics_json(m, m.n_tokens > 0);
+        d[name] = eval_metrics_json(m, m.n_tokens > 0);
     }
     j["domains"]           = d;
     j["n_ctx"]             = r.n_ctx;
@@ -1029,16 +1027,6 @@ nlohmann::ordered_json report_json(const eval_report & r) {
 } // namespace
 
 std::string eval_report_json(const eval_report & r) { return report_json(r).dump(2); }
-
-std::string eval_reports_json(const std::vector<std::string> & pruned_paths, const std::vector<eval_report> & reports) {
-    nlohmann::ordered_json by_path = nlohmann::ordered_json::object();
-    for (size_t i = 0; i < reports.size() && i < pruned_paths.size(); ++i) {
-        by_path[pruned_paths[i]] = report_json(reports[i]);
-    }
-    nlohmann::ordered_json j;
-    j["pruned"] = by_path;
-    return j.dump(2);
-}
 
 std::string eval_candidates_json(const std::vector<eval_candidate> & cands, const std::vector<eval_report> & reports) {
     nlohmann::ordered_json pruned = nlohmann::ordered_json::object(), masked = nlohmann::ordered_json::object();

@@ -31,6 +31,8 @@
 #include "metrics/kld_record.h"
 #include "metrics/token_metrics.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -135,9 +137,9 @@ bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & e
 
 // Metrics and report as JSON text (one object; keys as in eval_metrics).
 std::string eval_report_json(const eval_report & report);
-// Several reports: {"pruned": {"<path>": <eval_report_json's object>, ...}},
-// paths in the order given.
-std::string eval_reports_json(const std::vector<std::string> & pruned_paths, const std::vector<eval_report> & reports);
+// One set of metrics as a JSON object (the keys of eval_metrics; the pruned
+// side null when !have_pruned), as every eval and sweep report writes it.
+nlohmann::ordered_json eval_metrics_json(const eval_metrics & m, bool have_pruned = true);
 // Any mix of candidates: {"pruned": {"<path>": ...}, "masked": {"<plan>": ...}}
 // (a key only when it has entries), each in the order given.
 std::string eval_candidates_json(const std::vector<eval_candidate> & cands, const std::vector<eval_report> & reports);
