@@ -23,7 +23,7 @@ for h in "${harnesses[@]}"; do
     echo "fuzz: $h for ${seconds}s"
     log="$build/crashes/$h/last-run.log"
     rc=0
-    "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "$bin" -max_total_time="$seconds" -timeout=${FUZZ_TIMEOUT:-60} -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$build/crashes/$h/" "$build/corpus/$h" "$here/fuzz/seeds/$h" > "$log" 2>&1 || rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     crashes=$(find "$build/crashes/$h" -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' | wc -l)
