@@ -259,6 +259,13 @@ def build_qwen3moe_v163840(m: Model) -> None:
     build_qwen3moe(m, n_layer=2, n_expert=8, n_used=2)
 
 
+def build_qwen3moe_wide(m: Model) -> None:
+    # expert slabs (96 MiB) far larger than everything else: where peak memory
+    # says whether one model or two are resident
+    build_qwen3moe(m, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_layer=2, n_expert=64, n_used=2,
+                   n_ff_exp=512)
+
+
 def build_qwen2moe(m: Model, n_embd=64, n_head=4, n_head_kv=2, n_layer=2, n_expert=8, n_used=2,
                    n_ff_exp=32, n_ff_shexp=64) -> None:
     head_dim = n_embd // n_head
@@ -489,21 +496,23 @@ ZOO = {
     "kimi-k3":       ("kimi-k3",   build_kimi_k3),
     "qwen3moe-q256": ("qwen3moe",  build_qwen3moe_q256),
     "qwen3moe-v163840": ("qwen3moe", build_qwen3moe_v163840),
+    "qwen3moe-wide": ("qwen3moe", build_qwen3moe_wide),
 }
 # Zoo models with a vocabulary padded to a real model's size.
 VOCAB_SIZE = {"qwen3moe-v163840": 163840}
+# Large models (tens of MB), written only when named.
+LARGE = {"qwen3moe-v163840", "qwen3moe-wide"}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description="write tiny random-weight MoE GGUF models, one per layout")
     ap.add_argument("--out", required=True, help="output directory (created if missing)")
-    ap.add_argument("--arch", action="append", choices=sorted(ZOO), help="model to write (repeatable; default all but the padded-vocabulary ones)")
+    ap.add_argument("--arch", action="append", choices=sorted(ZOO), help="model to write (repeatable; default all but the large ones)")
     args = ap.parse_args()
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    # the padded-vocabulary models are large (tens of MB): only when named
-    names = args.arch or [n for n in ZOO if n not in VOCAB_SIZE]
+    names = args.arch or [n for n in ZOO if n not in LARGE]
 
     manifest_path = out / "zoo.json"
     manifest = {}
