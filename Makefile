@@ -71,6 +71,8 @@ bench: build
 	bench/prune_vs_cp.sh
 	bench/calibrate_vs_forward.sh
 	bench/sweep_vs_prune.sh
+	bench/memory.sh
+	bench/eval_vs_perplexity.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan

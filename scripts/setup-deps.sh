@@ -10,6 +10,7 @@ packages=(
     python3 python3-numpy python3-torch libopenblas0-pthread python3-matplotlib
     man-db groff-base strace
     clang libclang-rt-dev
+    time bc
 )
 
 missing=()
