@@ -273,7 +273,7 @@ inline model_ptr load_model(const std::string & path) {
 // round attention inputs to F16, about 1e-3 on logits by themselves.
 inline context_ptr new_context(llama_model * model, uint32_t n_ctx = 128,
                                ggml_backend_sched_eval_callback cb = nullptr, void * user = nullptr,
-                               bool exact = false) {
+                               bool exact = false, int n_threads = 2) {
     llama_context_params cp = llama_context_default_params();
     if (exact) {
         cp.type_k          = GGML_TYPE_F32;
@@ -284,8 +284,8 @@ inline context_ptr new_context(llama_model * model, uint32_t n_ctx = 128,
     cp.n_batch         = n_ctx;
     cp.n_ubatch        = n_ctx;
     cp.n_seq_max       = 1;
-    cp.n_threads       = 2;
-    cp.n_threads_batch = 2;
+    cp.n_threads       = n_threads;
+    cp.n_threads_batch = n_threads;
     cp.no_perf         = true;
     cp.cb_eval           = cb;
     cp.cb_eval_user_data = user;
@@ -387,14 +387,15 @@ struct prompt_run {
 
 // Loads `path` and decodes `prompt` (tokenized by the model) with logits for
 // every token, recording the routing. False + err when any step fails.
-inline bool run_prompt(const std::string & path, const std::string & prompt, prompt_run & out, std::string & err) {
+inline bool run_prompt(const std::string & path, const std::string & prompt, prompt_run & out, std::string & err,
+                       int n_threads = 2) {
     model_ptr model = load_model(path);
     if (!model) {
         err = "llama.cpp could not load " + path;
         return false;
     }
     topk_collector topk;
-    context_ptr ctx = new_context(model.get(), 128, topk_collector::callback, &topk);
+    context_ptr ctx = new_context(model.get(), 128, topk_collector::callback, &topk, false, n_threads);
     if (!ctx) {
         err = "no context for " + path;
         return false;

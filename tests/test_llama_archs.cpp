@@ -19,8 +19,9 @@
 //     weights of the selected experts do not depend on the others (the layout's
 //     weights_change_when_pruned). Where they do (a softmax over all experts
 //     without renormalisation), the first MoE layer's routing must still be the
-//     base's renumbered and the logits must move (the removed experts' share of
-//     the softmax is gone).
+//     base's renumbered, each of its gate weights the base's divided by the
+//     softmax mass of the kept experts (read from llama.cpp's ffn_moe_probs and
+//     ffn_moe_weights nodes), and the logits must move.
 // Each arch appends one row to $REAP_TEST_TMP/archs/table/<arch>.md; the README
 // table is those rows, from a run of this test.
 #include "llama_test_util.h"
@@ -164,7 +165,7 @@ void check_unrouted_arch(const std::string & arch, const reap::gguf::model & m, 
     const std::string dir = prune_test::scratch("archs-" + arch);
     std::ofstream(dir + "/text.txt") << k_text << "\n";
     EXPECT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate -m " + shell_quote(path) + " --corpus " +
-                          shell_quote(dir + "/text.txt") + " -o " + shell_quote(dir + "/s.gguf") + " -c 64 -t 2",
+                          shell_quote(dir + "/text.txt") + " -o " + shell_quote(dir + "/s.gguf") + " -c 64 -t 1",
                       out), 2) << out;
     EXPECT_NE(out.find("ffn_moe_topk"), std::string::npos) << out;
     r.calibrate = "refused: graph routes no token";
@@ -175,12 +176,53 @@ void check_unrouted_arch(const std::string & arch, const reap::gguf::model & m, 
     ASSERT_TRUE(prune_test::prune_to(m, p, dir + "/half.json", dir + "/half.gguf", written, err)) << err;
     ASSERT_TRUE(prune_test::verify(m, p, dir + "/half.json", dir + "/half.gguf", err)) << err;
     prompt_run cut;
-    ASSERT_TRUE(run_prompt(dir + "/half.gguf", k_text, cut, err)) << err;
+    ASSERT_TRUE(run_prompt(dir + "/half.gguf", k_text, cut, err, 1)) << err;
     EXPECT_EQ(cut.logits, base.logits) << arch << ": experts that llama.cpp never runs changed the logits";
-    r.prune = std::string(testing::Test::HasFailure() ? "FAIL" : "ok") + " (keep " + std::to_string(n_keep) + ")";
+    r.prune = std::string(testing::Test::HasFailure() ? "FAIL" : "pruned, verified, same logits") + " (keep " +
+              std::to_string(n_keep) + "/" + std::to_string(p.n_expert) + ")";
     r.never_routed = "n/a: same logits after any cut";
     write_row(r);
 }
+
+// The values of named graph nodes in one decode of a prompt (contiguous F32
+// nodes only), through the scheduler's eval callback.
+struct node_capture {
+    std::set<std::string> names;
+    std::map<std::string, std::vector<float>> data;
+    std::string bad;   // a wanted node that could not be read
+
+    explicit node_capture(std::set<std::string> n) : names(std::move(n)) {}
+
+    static bool callback(ggml_tensor * t, bool ask, void * user) {
+        auto * self = static_cast<node_capture *>(user);
+        if (!self->names.count(t->name)) return false;
+        if (ask) return true;
+        if (t->type != GGML_TYPE_F32 || !ggml_is_contiguous(t)) {
+            self->bad = t->name;
+            return true;
+        }
+        auto & v = self->data[t->name];
+        const size_t old = v.size();
+        v.resize(old + (size_t) ggml_nelements(t));
+        ggml_backend_tensor_get(t, v.data() + old, 0, ggml_nbytes(t));
+        return true;
+    }
+
+    bool run(const std::string & path, const std::string & prompt, std::string & err) {
+        model_ptr model = load_model(path);
+        context_ptr ctx = model ? new_context(model.get(), 128, callback, this, false, 1) : nullptr;
+        const std::vector<llama_token> toks = model ? tokenize(model.get(), prompt) : std::vector<llama_token>{};
+        if (!ctx || toks.empty() || decode_all(ctx.get(), toks) != 0) {
+            err = "could not run " + path;
+            return false;
+        }
+        for (const auto & n : names) {
+            if (!data.count(n)) bad = n;
+        }
+        if (!bad.empty()) err = path + ": node " + bad + " missing or not a contiguous F32 tensor";
+        return bad.empty();
+    }
+};
 
 class ArchMatrix : public ::testing::TestWithParam<std::string> {};
 
@@ -197,7 +239,11 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
     reap::gguf::model m;
     ASSERT_TRUE(reap::gguf::open_model(path, m, err)) << err;
     reap::moe::layout lay;
-    ASSERT_TRUE(reap::moe::layout_of(m, lay, err)) << arch << ": the layout table cannot classify it: " << err;
+    if (!reap::moe::layout_of(m, lay, err)) {
+        r.inspect = "FAIL: " + err;
+        write_row(r);
+        FAIL() << arch << ": the layout table cannot classify it: " << err;
+    }
     write_row(r);  // a row even when a later step fails
     for (size_t i = 0; i < m.tensors.size(); ++i) {
         if (is_expert_tensor(m.tensors[i], lay.n_expert)) {
@@ -214,7 +260,7 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
     for (int il : lay.moe_layers) r.moe_layers += (r.moe_layers.empty() ? "" : ",") + std::to_string(il);
 
     prompt_run base;
-    ASSERT_TRUE(run_prompt(path, k_text, base, err)) << err;
+    ASSERT_TRUE(run_prompt(path, k_text, base, err, 1)) << err;
     ASSERT_TRUE(all_finite(base.logits)) << arch;
     std::vector<int> routed_layers;
     for (const auto & [il, rows] : base.routed) {
@@ -248,7 +294,7 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
     co.corpus_path = corpus;
     co.out_path = dir + "/s.gguf";
     co.llama.n_ctx = co.llama.n_batch = co.llama.n_ubatch = 64;
-    co.llama.cpuparams.n_threads = 2;
+    co.llama.cpuparams.n_threads = 1;   // tiny models: a second thread only spins
     co.llama.n_gpu_layers = 0;
     co.progress = false;
     co.force = true;
@@ -264,7 +310,8 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
         for (int64_t e = 0; e < lay.n_expert; ++e) sum += a.domains[0].count[a.index(il, (int) e)];
         EXPECT_GT(sum, 0) << "layer " << il << " recorded nothing";
     }
-    r.calibrate = "Σcount = " + std::to_string(a.domains[0].n_tokens) + "×" + std::to_string(lay.n_expert_used);
+    r.calibrate = "Σcount = " + std::to_string(a.domains[0].n_tokens) + " tokens × " + std::to_string(lay.n_expert_used) +
+                  " in every MoE layer";
     write_row(r);
 
     // ---- a random 50% cut, unsorted keep order
@@ -278,7 +325,7 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
         ASSERT_TRUE(prune_test::prune_to(m, p, dir + "/half.json", dir + "/half.gguf", written, err)) << err;
         ASSERT_TRUE(prune_test::verify(m, p, dir + "/half.json", dir + "/half.gguf", err)) << err;
         prompt_run cut;
-        ASSERT_TRUE(run_prompt(dir + "/half.gguf", k_text, cut, err)) << err;
+        ASSERT_TRUE(run_prompt(dir + "/half.gguf", k_text, cut, err, 1)) << err;
         EXPECT_TRUE(all_finite(cut.logits));
         ASSERT_EQ(cut.routed.size(), base.routed.size());
         for (const auto & [il, rows] : cut.routed) {
@@ -286,20 +333,20 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
                 for (int32_t e : row) ASSERT_TRUE(e >= 0 && e < n_keep) << "layer " << il << " expert " << e;
             }
         }
-        r.prune = "ok (keep " + std::to_string(n_keep) + ")";
+        r.prune = "pruned, verified, decodes (keep " + std::to_string(n_keep) + "/" + std::to_string(lay.n_expert) + ")";
         write_row(r);
     }
 
     // ---- prune exactly the experts a short prompt never reaches
     prompt_run small;
-    ASSERT_TRUE(run_prompt(path, k_short, small, err)) << err;
+    ASSERT_TRUE(run_prompt(path, k_short, small, err, 1)) << err;
     const reap::plan p = plan_keeping(lay, n_layer, small.routed, 7);
     ASSERT_LT(p.n_keep, lay.n_expert) << "the short prompt reached every expert: nothing to prune";
     std::vector<std::string> written;
     ASSERT_TRUE(prune_test::prune_to(m, p, dir + "/unrouted.json", dir + "/unrouted.gguf", written, err)) << err;
     ASSERT_TRUE(prune_test::verify(m, p, dir + "/unrouted.json", dir + "/unrouted.gguf", err)) << err;
     prompt_run cut;
-    ASSERT_TRUE(run_prompt(dir + "/unrouted.gguf", k_short, cut, err)) << err;
+    ASSERT_TRUE(run_prompt(dir + "/unrouted.gguf", k_short, cut, err, 1)) << err;
     std::map<int, std::vector<int32_t>> new_id;
     for (const auto & pl : p.layers) new_id[pl.layer] = inverse_keep(pl.keep, lay.n_expert);
     std::string why;
@@ -309,7 +356,10 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
                                                          << "): " << why;
         r.never_routed = (testing::Test::HasFailure() ? "FAIL: " : "same logits (") + kept + ")";
     } else {
-        // softmax over all experts, not renormalised: the survivors' weights grow
+        // softmax over all experts, not renormalised: in the first MoE layer (whose
+        // input the cut does not touch) the same experts are picked, renumbered, and
+        // each weight is the base's divided by the softmax mass the kept experts had:
+        // w'(t,k) = w(t,k) / Σ_{e kept} p(t,e), p the base's softmax over all experts.
         const int il = lay.moe_layers.front();
         ASSERT_EQ(cut.routed.at(il).size(), small.routed.at(il).size());
         for (size_t t = 0; t < small.routed.at(il).size(); ++t) {
@@ -317,9 +367,31 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
                 EXPECT_EQ(new_id[il][small.routed.at(il)[t][k]], cut.routed.at(il)[t][k]) << "token " << t;
             }
         }
+        node_capture before({"ffn_moe_probs-" + std::to_string(il), "ffn_moe_weights-" + std::to_string(il)});
+        node_capture after({"ffn_moe_weights-" + std::to_string(il)});
+        ASSERT_TRUE(before.run(path, k_short, err)) << err;
+        ASSERT_TRUE(after.run(dir + "/unrouted.gguf", k_short, err)) << err;
+        const std::vector<float> & probs = before.data["ffn_moe_probs-" + std::to_string(il)];
+        const std::vector<float> & w = before.data["ffn_moe_weights-" + std::to_string(il)];
+        const std::vector<float> & w2 = after.data["ffn_moe_weights-" + std::to_string(il)];
+        const size_t n_tok = small.routed.at(il).size(), n_used = (size_t) lay.n_expert_used;
+        ASSERT_EQ(probs.size(), n_tok * (size_t) lay.n_expert);
+        ASSERT_EQ(w.size(), n_tok * n_used);
+        ASSERT_EQ(w2.size(), n_tok * n_used);
+        const std::vector<int64_t> & keep = p.layers.front().keep;
+        double worst = 0;
+        for (size_t t = 0; t < n_tok; ++t) {
+            double mass = 0;
+            for (int64_t e : keep) mass += probs[t * (size_t) lay.n_expert + (size_t) e];
+            for (size_t k = 0; k < n_used; ++k) {
+                const double want = w[t * n_used + k] / mass, got = w2[t * n_used + k];
+                worst = std::max(worst, std::fabs(got - want) / std::max(1e-30, std::fabs(want)));
+            }
+        }
+        EXPECT_LT(worst, 1e-4) << arch << ": weights after the cut are not the base's renormalised over the kept experts";
         EXPECT_FALSE(same_model(small, cut, new_id, why)) << arch << ": softmax without renormalisation, yet " << why;
         r.never_routed = std::string(testing::Test::HasFailure() ? "FAIL: " : "") +
-                         "routing kept, logits move (softmax not renormalised; " + kept + ")";
+                         "routing kept; weights = base / kept softmax mass (softmax not renormalised; " + kept + ")";
     }
     write_row(r);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -360,7 +432,7 @@ TEST(ArchVariants, PerLayerExpertUsedCount) {
 
     // llama.cpp runs it with top-2 in blocks 2 and 3
     prompt_run base;
-    ASSERT_TRUE(run_prompt(path, k_text, base, err)) << err;
+    ASSERT_TRUE(run_prompt(path, k_text, base, err, 1)) << err;
     ASSERT_EQ(base.routed.size(), 2u);
     for (const auto & [il, rows] : base.routed) ASSERT_EQ(rows.at(0).size(), 2u) << "layer " << il;
 
@@ -369,7 +441,7 @@ TEST(ArchVariants, PerLayerExpertUsedCount) {
     std::ofstream(dir + "/text.txt") << k_text << "\n";
     std::string out;
     ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate -m " + shell_quote(path) + " --corpus " +
-                          shell_quote(dir + "/text.txt") + " -o " + shell_quote(dir + "/s.gguf") + " -c 64 -t 2",
+                          shell_quote(dir + "/text.txt") + " -o " + shell_quote(dir + "/s.gguf") + " -c 64 -t 1",
                       out), 0) << out;
     sal::archive a;
     ASSERT_TRUE(sal::read_archive(dir + "/s.gguf", a, err)) << err;
@@ -381,7 +453,7 @@ TEST(ArchVariants, PerLayerExpertUsedCount) {
     ASSERT_TRUE(prune_test::prune_to(m, p, dir + "/p.json", dir + "/cut.gguf", written, err)) << err;
     ASSERT_TRUE(prune_test::verify(m, p, dir + "/p.json", dir + "/cut.gguf", err)) << err;
     prompt_run cut;
-    ASSERT_TRUE(run_prompt(dir + "/cut.gguf", k_text, cut, err)) << err;
+    ASSERT_TRUE(run_prompt(dir + "/cut.gguf", k_text, cut, err, 1)) << err;
     EXPECT_TRUE(all_finite(cut.logits));
 }
 
