@@ -10,7 +10,10 @@
 //     sliced, and the experts per token are what llama.cpp picks. An arch the
 //     table cannot classify is a failure.
 //   * calibrate: over a short text, Σ count = tokens × experts used in every MoE
-//     layer, for exactly the MoE layers.
+//     layer, for exactly the MoE layers; and the gate-weight and expert-output
+//     nodes calibrate reads (its report names them) are those llama.cpp applies:
+//     per token, Σ_k g_k·f_k over the selected experts equals the routed MoE
+//     output node (ffn_moe_out) within 1e-4 relative.
 //   * prune: a random 50% plan with unsorted keep order prunes, verifies byte for
 //     byte, loads and decodes in llama.cpp (finite logits, routing only to kept ids).
 //   * never-routed: the experts a prompt never reaches in a layer are pruned (the
@@ -97,7 +100,7 @@ const char * k_text =
 const char * k_short = "Hi yo";
 
 struct row {
-    std::string arch, moe_layers, inspect = "-", calibrate = "-", prune = "-", never_routed = "-";
+    std::string arch, moe_layers, inspect = "-", calibrate = "-", gate_check = "-", prune = "-", never_routed = "-";
 };
 
 void write_row(const row & r) {
@@ -105,7 +108,7 @@ void write_row(const row & r) {
     ::mkdir((test_tmp_dir() + "/archs").c_str(), 0755);
     ::mkdir(dir.c_str(), 0755);
     std::ofstream(dir + "/" + r.arch + ".md") << "| " << r.arch << " | " << r.moe_layers << " | " << r.inspect << " | "
-                                              << r.calibrate << " | " << r.prune << " | " << r.never_routed << " |\n";
+                                              << r.calibrate << " | " << r.gate_check << " | " << r.prune << " | " << r.never_routed << " |\n";
 }
 
 // Whether llama.cpp's naming makes `t` a routed-expert tensor: an _exps, router
@@ -188,14 +191,16 @@ void check_unrouted_arch(const std::string & arch, const reap::gguf::model & m, 
 // nodes only), through the scheduler's eval callback.
 struct node_capture {
     std::set<std::string> names;
+    std::set<std::string> optional;   // read when present
     std::map<std::string, std::vector<float>> data;
     std::string bad;   // a wanted node that could not be read
 
-    explicit node_capture(std::set<std::string> n) : names(std::move(n)) {}
+    explicit node_capture(std::set<std::string> n, std::set<std::string> opt = {})
+        : names(std::move(n)), optional(std::move(opt)) {}
 
     static bool callback(ggml_tensor * t, bool ask, void * user) {
         auto * self = static_cast<node_capture *>(user);
-        if (!self->names.count(t->name)) return false;
+        if (!self->names.count(t->name) && !self->optional.count(t->name)) return false;
         if (ask) return true;
         if (t->type != GGML_TYPE_F32 || !ggml_is_contiguous(t)) {
             self->bad = t->name;
@@ -309,6 +314,54 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
         double sum = 0;
         for (int64_t e = 0; e < lay.n_expert; ++e) sum += a.domains[0].count[a.index(il, (int) e)];
         EXPECT_GT(sum, 0) << "layer " << il << " recorded nothing";
+    }
+    // the gate weights and expert outputs calibrate reads are what llama.cpp applies:
+    // in every MoE layer and for every token, Σ_k g_k·f_k over the selected experts is
+    // the routed MoE output (ffn_moe_out; the shared expert is added after it).
+    // llama4 weights the expert input instead, so there the outputs just sum.
+    {
+        // smallthinker renames build_moe_ffn's output node to ffn_out (a second cb on
+        // the same tensor): that name is read when ffn_moe_out is absent
+        std::set<std::string> names, fallback;
+        for (int il : lay.moe_layers) {
+            names.insert(rep.weights_node + "-" + std::to_string(il));
+            names.insert(rep.down_node + "-" + std::to_string(il));
+            fallback.insert("ffn_moe_out-" + std::to_string(il));
+            fallback.insert("ffn_out-" + std::to_string(il));
+        }
+        node_capture nodes(names, fallback);
+        ASSERT_TRUE(nodes.run(path, k_short, err)) << arch << ": " << err;
+        double worst = 0;
+        for (int il : lay.moe_layers) {
+            const std::string L = "-" + std::to_string(il);
+            const std::vector<float> & g = nodes.data[rep.weights_node + L];
+            const std::vector<float> & f = nodes.data[rep.down_node + L];
+            const bool renamed = !nodes.data.count("ffn_moe_out" + L);
+            const std::vector<float> & out = nodes.data[(renamed ? "ffn_out" : "ffn_moe_out") + L];
+            const size_t k = (size_t) lay.n_expert_used, n_tok = g.size() / k;
+            ASSERT_GT(n_tok, 0u);
+            ASSERT_FALSE(out.empty()) << arch << " layer " << il << ": no MoE output node";
+            ASSERT_EQ(out.size() % n_tok, 0u);
+            const size_t d = out.size() / n_tok;
+            ASSERT_EQ(f.size(), n_tok * k * d) << arch << " layer " << il << ": expert outputs of an unexpected shape";
+            for (size_t t = 0; t < n_tok; ++t) {
+                double num = 0, den = 0;
+                for (size_t c = 0; c < d; ++c) {
+                    double sum = 0;
+                    for (size_t j = 0; j < k; ++j) {
+                        const double gk = lay.router.weight_before_ffn ? 1.0 : g[t * k + j];
+                        sum += gk * f[(t * k + j) * d + c];
+                    }
+                    const double o = out[t * d + c];
+                    num += (sum - o) * (sum - o);
+                    den += o * o;
+                }
+                worst = std::max(worst, std::sqrt(num / std::max(den, 1e-30)));
+            }
+        }
+        EXPECT_LT(worst, 1e-4) << arch << ": Σ g·f over " << rep.weights_node << " and " << rep.down_node
+                               << " does not reproduce ffn_moe_out";
+        r.gate_check = std::string(worst < 1e-4 ? "" : "FAIL ") + rep.weights_node + " · " + rep.down_node;
     }
     r.calibrate = "Σcount = " + std::to_string(a.domains[0].n_tokens) + " tokens × " + std::to_string(lay.n_expert_used) +
                   " in every MoE layer";
