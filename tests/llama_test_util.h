@@ -273,7 +273,7 @@ inline model_ptr load_model(const std::string & path) {
 // round attention inputs to F16, about 1e-3 on logits by themselves.
 inline context_ptr new_context(llama_model * model, uint32_t n_ctx = 128,
                                ggml_backend_sched_eval_callback cb = nullptr, void * user = nullptr,
-                               bool exact = false) {
+                               bool exact = false, int n_threads = 2) {
     llama_context_params cp = llama_context_default_params();
     if (exact) {
         cp.type_k          = GGML_TYPE_F32;
@@ -284,8 +284,8 @@ inline context_ptr new_context(llama_model * model, uint32_t n_ctx = 128,
     cp.n_batch         = n_ctx;
     cp.n_ubatch        = n_ctx;
     cp.n_seq_max       = 1;
-    cp.n_threads       = 2;
-    cp.n_threads_batch = 2;
+    cp.n_threads       = n_threads;
+    cp.n_threads_batch = n_threads;
     cp.no_perf         = true;
     cp.cb_eval           = cb;
     cp.cb_eval_user_data = user;
@@ -374,6 +374,91 @@ struct topk_collector {
         return true;
     }
 };
+
+// ---- one prompt through a model, compared with another run -------------------------
+
+// What one decode of a prompt gave: logits of every token, and per MoE layer
+// the experts each token was routed to.
+struct prompt_run {
+    std::vector<float> logits;
+    std::map<int, std::vector<std::vector<int32_t>>> routed;
+    int n_tokens = 0;
+};
+
+// Loads `path` and decodes `prompt` (tokenized by the model) with logits for
+// every token, recording the routing. False + err when any step fails.
+inline bool run_prompt(const std::string & path, const std::string & prompt, prompt_run & out, std::string & err,
+                       int n_threads = 2) {
+    model_ptr model = load_model(path);
+    if (!model) {
+        err = "llama.cpp could not load " + path;
+        return false;
+    }
+    topk_collector topk;
+    context_ptr ctx = new_context(model.get(), 128, topk_collector::callback, &topk, false, n_threads);
+    if (!ctx) {
+        err = "no context for " + path;
+        return false;
+    }
+    const std::vector<llama_token> toks = tokenize(model.get(), prompt);
+    if (toks.empty() || toks.size() > 128 || decode_all(ctx.get(), toks) != 0) {
+        err = "llama_decode failed on " + path + " (" + std::to_string(toks.size()) + " tokens)";
+        return false;
+    }
+    out.n_tokens = (int) toks.size();
+    out.logits = get_logits(ctx.get(), model.get(), out.n_tokens);
+    out.routed = topk.routed;
+    return !out.logits.empty();
+}
+
+// Whether b is a run of a with experts renumbered: in layer L, source expert e
+// is b's expert new_id.at(L)[e]. Routing must be renumbered exactly and logits
+// equal up to rounding (most archs are bit-exact; a softmax over all experts
+// sums in another order and F16 activations can round the other way). `why`
+// says what was measured either way.
+inline bool same_model(const prompt_run & a, const prompt_run & b, const std::map<int, std::vector<int32_t>> & new_id,
+                       std::string & why) {
+    if (a.logits.size() != b.logits.size() || a.routed.size() != b.routed.size()) {
+        why = "different shapes of results";
+        return false;
+    }
+    double max_diff = 0, max_abs = 0, ss_diff = 0, ss = 0;
+    for (size_t i = 0; i < a.logits.size(); ++i) {
+        const double d = (double) a.logits[i] - b.logits[i];
+        max_diff = std::max(max_diff, std::fabs(d));
+        max_abs = std::max(max_abs, (double) std::fabs(a.logits[i]));
+        ss_diff += d * d;
+        ss += (double) a.logits[i] * a.logits[i];
+    }
+    const double rel_rms = ss > 0 ? std::sqrt(ss_diff / ss) : 0;
+    int mismatches = 0;
+    for (const auto & [il, rows] : a.routed) {
+        auto it = b.routed.find(il);
+        auto map = new_id.find(il);
+        if (it == b.routed.end() || it->second.size() != rows.size() || map == new_id.end()) {
+            why = "layer " + std::to_string(il) + " routed differently";
+            return false;
+        }
+        for (size_t t = 0; t < rows.size(); ++t) {
+            for (size_t k = 0; k < rows[t].size() && k < it->second[t].size(); ++k) {
+                const int32_t e = rows[t][k];
+                mismatches += e < 0 || e >= (int32_t) map->second.size() || map->second[e] != it->second[t][k];
+            }
+        }
+    }
+    why = "max |dlogit| " + std::to_string(max_diff) + " (max |logit| " + std::to_string(max_abs) +
+          "), relative rms " + std::to_string(rel_rms) + ", " + std::to_string(mismatches) + " routing mismatches";
+    return mismatches == 0 && rel_rms <= 1e-3 && max_diff <= 1e-2 * std::max(1.0, max_abs);
+}
+
+// new_id[old] = position of old in keep, -1 when not kept.
+inline std::vector<int32_t> inverse_keep(const std::vector<int64_t> & keep, int64_t n_expert) {
+    std::vector<int32_t> new_id(n_expert, -1);
+    for (size_t i = 0; i < keep.size(); ++i) {
+        new_id[keep[i]] = (int32_t) i;
+    }
+    return new_id;
+}
 
 // ---- the project's corpus ---------------------------------------------------------
 

@@ -75,35 +75,6 @@ bool prune_ref(const std::string & src, const std::vector<int64_t> & keep, const
     return reap::gguf::write_output(spec, wo, dst, written, err);
 }
 
-struct run_result {
-    std::vector<float> logits;
-    std::map<int, std::vector<std::vector<int32_t>>> routed;
-    int n_tokens = 0;
-};
-
-bool run(const std::string & path, run_result & out, std::string & err) {
-    model_ptr model = load_model(path);
-    if (!model) {
-        err = "llama.cpp could not load " + path;
-        return false;
-    }
-    topk_collector topk;
-    context_ptr ctx = new_context(model.get(), 128, topk_collector::callback, &topk);
-    if (!ctx) {
-        err = "no context for " + path;
-        return false;
-    }
-    const std::vector<llama_token> toks = tokenize(model.get(), k_prompt);
-    if (decode_all(ctx.get(), toks) != 0) {
-        err = "llama_decode failed on " + path;
-        return false;
-    }
-    out.n_tokens = (int) toks.size();
-    out.logits = get_logits(ctx.get(), model.get(), out.n_tokens);
-    out.routed = topk.routed;
-    return !out.logits.empty();
-}
-
 // A seeded shuffle of 0..n-1; with groups, experts only move inside their group
 // (group-limited routing scores whole groups, so groups must stay intact).
 std::vector<int64_t> shuffled(int64_t n, int64_t n_group, uint32_t seed) {
@@ -118,47 +89,15 @@ std::vector<int64_t> shuffled(int64_t n, int64_t n_group, uint32_t seed) {
     return keep;
 }
 
-// Whether b is a run of a with experts renumbered by new_id: routing renumbered
-// exactly, logits equal up to rounding (most archs are bit-exact; a softmax over
-// all experts sums in another order and F16 activations can round the other way).
-bool same_model(const run_result & a, const run_result & b, const std::vector<int32_t> & new_id, std::string & why) {
-    if (a.logits.size() != b.logits.size() || a.routed.size() != b.routed.size()) {
-        why = "different shapes of results";
-        return false;
-    }
-    double max_diff = 0, max_abs = 0, ss_diff = 0, ss = 0;
-    for (size_t i = 0; i < a.logits.size(); ++i) {
-        const double d = (double) a.logits[i] - b.logits[i];
-        max_diff = std::max(max_diff, std::fabs(d));
-        max_abs = std::max(max_abs, (double) std::fabs(a.logits[i]));
-        ss_diff += d * d;
-        ss += (double) a.logits[i] * a.logits[i];
-    }
-    const double rel_rms = ss > 0 ? std::sqrt(ss_diff / ss) : 0;
-    int mismatches = 0;
-    for (const auto & [il, rows] : a.routed) {
-        auto it = b.routed.find(il);
-        if (it == b.routed.end() || it->second.size() != rows.size()) {
-            why = "layer " + std::to_string(il) + " routed differently";
-            return false;
-        }
-        for (size_t t = 0; t < rows.size(); ++t) {
-            for (size_t k = 0; k < rows[t].size() && k < it->second[t].size(); ++k) {
-                mismatches += new_id[rows[t][k]] != it->second[t][k];
-            }
-        }
-    }
-    why = "max |dlogit| " + std::to_string(max_diff) + " (max |logit| " + std::to_string(max_abs) +
-          "), relative rms " + std::to_string(rel_rms) + ", " + std::to_string(mismatches) + " routing mismatches";
-    return mismatches == 0 && rel_rms <= 1e-3 && max_diff <= 1e-2 * std::max(1.0, max_abs);
+// The same renumbering in every MoE layer of `l`.
+std::map<int, std::vector<int32_t>> renumbering(const reap::moe::layout & l, const std::vector<int64_t> & keep) {
+    std::map<int, std::vector<int32_t>> m;
+    for (int il : l.moe_layers) m[il] = inverse_keep(keep, l.n_expert);
+    return m;
 }
 
-std::vector<int32_t> inverse(const std::vector<int64_t> & keep, int64_t n_expert) {
-    std::vector<int32_t> new_id(n_expert, -1);
-    for (size_t i = 0; i < keep.size(); ++i) {
-        new_id[keep[i]] = (int32_t) i;
-    }
-    return new_id;
+bool run(const std::string & path, prompt_run & out, std::string & err) {
+    return run_prompt(path, k_prompt, out, err);
 }
 
 class LayoutPrune : public ::testing::TestWithParam<std::string> {};
@@ -180,13 +119,13 @@ TEST_P(LayoutPrune, AllExpertsShuffledIsTheSameModel) {
     const std::string dst = test_tmp_dir() + "/layout-prune-" + GetParam() + "-shuffled.gguf";
     ASSERT_TRUE(prune_ref(src, keep, dst, l, err)) << err;
 
-    run_result a, b;
+    prompt_run a, b;
     ASSERT_TRUE(run(src, a, err)) << err;
     ASSERT_TRUE(run(dst, b, err)) << err;
     ASSERT_EQ(a.logits.size(), b.logits.size());
 
     std::string why;
-    EXPECT_TRUE(same_model(a, b, inverse(keep, l.n_expert), why)) << GetParam() << ": " << why;
+    EXPECT_TRUE(same_model(a, b, renumbering(l, keep), why)) << GetParam() << ": " << why;
     if (std::getenv("REAP_TEST_VERBOSE")) {
         fprintf(stderr, "%s: %s\n", GetParam().c_str(), why.c_str());
     }
@@ -206,7 +145,7 @@ TEST_P(LayoutPrune, HalfTheExpertsRoutesToTheKeptOnes) {
         keep.push_back(e);
     }
     ASSERT_GE((int64_t) keep.size(), l.n_expert_used);
-    const std::vector<int32_t> new_id = inverse(keep, l.n_expert);
+    const std::vector<int32_t> new_id = inverse_keep(keep, l.n_expert);
 
     const std::string dst = test_tmp_dir() + "/layout-prune-" + GetParam() + "-half.gguf";
     reap::moe::layout l_src;
@@ -219,7 +158,7 @@ TEST_P(LayoutPrune, HalfTheExpertsRoutesToTheKeptOnes) {
     EXPECT_EQ(l2.n_expert, (int64_t) keep.size());
     EXPECT_EQ(l2.moe_layers, l.moe_layers);
 
-    run_result a, b;
+    prompt_run a, b;
     ASSERT_TRUE(run(src, a, err)) << err;
     ASSERT_TRUE(run(dst, b, err)) << err;
     EXPECT_TRUE(all_finite(b.logits));
@@ -276,16 +215,16 @@ TEST(LayoutPruneSensitivity, OneTensorLeftUnpermutedIsCaught) {
         reap::moe::layout l;
         ASSERT_TRUE(reap::gguf::open_model(src, m, err) && reap::moe::layout_of(m, l, err)) << err;
         const std::vector<int64_t> keep = shuffled(l.n_expert, l.router.n_group, 99);
-        run_result a;
+        prompt_run a;
         ASSERT_TRUE(run(src, a, err)) << err;
         for (const std::string & tensor : tensors) {
             SCOPED_TRACE(name + " " + tensor);
             const std::string dst = test_tmp_dir() + "/layout-prune-" + name + "-broken.gguf";
             ASSERT_TRUE(prune_ref(src, keep, dst, l, err, tensor)) << err;
-            run_result b;
+            prompt_run b;
             ASSERT_TRUE(run(dst, b, err)) << err;
             std::string why;
-            EXPECT_FALSE(same_model(a, b, inverse(keep, l.n_expert), why)) << "not detected: " << why;
+            EXPECT_FALSE(same_model(a, b, renumbering(l, keep), why)) << "not detected: " << why;
             if (std::getenv("REAP_TEST_VERBOSE")) {
                 fprintf(stderr, "%s %s: %s\n", name.c_str(), tensor.c_str(), why.c_str());
             }

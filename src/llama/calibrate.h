@@ -31,6 +31,15 @@
 // reap.saliency.weights_before_ffn = true). kimi-k3's routed experts run in its
 // latent space: ‖f‖ is the latent output, before ffn_routed_up.
 //
+// Why these nodes: tests/test_llama_archs.cpp checks, on every MoE arch the
+// pinned llama.cpp writes, that per token Σ_k g_k·f_k over the selected experts
+// (g, f read from the two nodes named above, as calibrate picks them) equals
+// build_moe_ffn's output node ffn_moe_out: whatever the router does before
+// (sigmoid with selection bias, group-limited routing, renormalisation,
+// scaling) is inside g, so g is the weight the arch really applies. What the
+// arch does after ffn_moe_out (the shared expert added, kimi-k3's routed norm
+// and ffn_routed_up) is outside the sum and not part of an expert's score.
+//
 // Tokens: every sample is its own sequence (the KV cache is cleared between
 // windows, so no sample attends to another); a sample longer than the window
 // (-c) is cut into consecutive windows, the last one shorter. Logits are

@@ -62,6 +62,31 @@ const arch_entry k_archs[] = {
     {"dots1",        gating_func::unknown,        gating_func::unknown,       norm_src::from_kv,     false, layer_rule::unchecked},
     {"bailingmoe2",  gating_func::unknown,        gating_func::unknown,       norm_src::from_kv,     false, layer_rule::unchecked},
     {"deepseek32",   gating_func::unknown,        gating_func::unknown,       norm_src::from_kv,     false, layer_rule::unchecked},
+    // the MoE archs of tests/make_arch_models.cpp (test_llama_archs runs each in llama.cpp)
+    {"minicpm",      gating_func::softmax,        gating_func::unknown,       norm_src::fixed_true,  false, layer_rule::unchecked},  // granite graph
+    {"granite",      gating_func::softmax,        gating_func::unknown,       norm_src::fixed_true,  false, layer_rule::unchecked},
+    {"granitemoe",   gating_func::softmax,        gating_func::unknown,       norm_src::fixed_true,  false, layer_rule::unchecked},  // granite graph
+    {"mistral3",     gating_func::softmax,        gating_func::unknown,       norm_src::fixed_true,  false, layer_rule::unchecked},
+    {"phimoe",       gating_func::softmax,        gating_func::unknown,       norm_src::fixed_true,  false, layer_rule::unchecked},  // phi3 graph
+    {"qwen4exp",     gating_func::softmax,        gating_func::unknown,       norm_src::fixed_true,  false, layer_rule::unchecked},
+    {"rnd1",         gating_func::softmax,        gating_func::unknown,       norm_src::fixed_true,  false, layer_rule::unchecked},
+    {"llada-moe",    gating_func::softmax,        gating_func::unknown,       norm_src::fixed_false, false, layer_rule::unchecked},
+    {"grovemoe",     gating_func::softmax,        gating_func::unknown,       norm_src::fixed_true,  false, layer_rule::unchecked},
+    {"minimax-01",   gating_func::softmax,        gating_func::unknown,       norm_src::fixed_true,  false, layer_rule::unchecked},
+    {"hunyuan-moe",  gating_func::softmax,        gating_func::unknown,       norm_src::fixed_true,  false, layer_rule::unchecked},
+    {"bailingmoe",   gating_func::softmax,        gating_func::unknown,       norm_src::from_kv,     false, layer_rule::unchecked},
+    {"smallthinker", gating_func::unknown,        gating_func::unknown,       norm_src::fixed_true,  false, layer_rule::unchecked},
+    {"lfm2moe",      gating_func::unknown,        gating_func::unknown,       norm_src::fixed_true,  false, layer_rule::unchecked},  // lfm2 graph
+    {"minimax-m3",   gating_func::unknown,        gating_func::unknown,       norm_src::from_kv,     false, layer_rule::unchecked},
+    {"bailingmoe3",  gating_func::unknown,        gating_func::unknown,       norm_src::from_kv,     false, layer_rule::unchecked},
+    {"deepseek4",    gating_func::unknown,        gating_func::unknown,       norm_src::from_kv,     false, layer_rule::unchecked},
+    {"hy_v3",        gating_func::unknown,        gating_func::sigmoid,       norm_src::from_kv,     false, layer_rule::unchecked},
+    {"glm-dsa",      gating_func::unknown,        gating_func::sigmoid,       norm_src::from_kv,     false, layer_rule::unchecked},
+    {"nemotron_h",   gating_func::sigmoid,        gating_func::unknown,       norm_src::from_kv,     false, layer_rule::unchecked},  // per-layer expert_used_count
+    {"mistral4",     gating_func::unknown,        gating_func::softmax,       norm_src::from_kv,     false, layer_rule::leading_dense},  // deepseek2 model
+    // llama.cpp loads expert tensors for refact but its graph runs a dense FFN only
+    // (build_ffn on the absent dense weights): no routing to describe
+    {"refact",       gating_func::unknown,        gating_func::unknown,       norm_src::fixed_false, false, layer_rule::unchecked},
 };
 
 const arch_entry * find_arch(const std::string & arch) {
@@ -280,7 +305,8 @@ bool classify_one(const tensor_desc & t, int64_t n_expert, tensor_role & r, std:
             err = "tensor '" + t.name + "': router tensor of unknown kind";
             return false;
         }
-        if ((b == "exp_probs_b" || b == "exp_probs_b_vl") && p.suffix == "bias") {
+        // ".bias" in most archs; hy_v3 names it without a suffix
+        if ((b == "exp_probs_b" || b == "exp_probs_b_vl") && (p.suffix == "bias" || p.suffix.empty())) {
             return sliced(tensor_kind::selection_bias, slice_kind::expert_vector, 0, "expert selection bias");
         }
         if (b.find("_shexp") != std::string::npos) {

@@ -18,7 +18,8 @@
 //       ffn_{gate,up,down,gate_up}_exps.{scale,input_scale}  ne[0] = n_expert (NVFP4 / gemma4 scales)
 //       ffn_gate_inp.weight                           router   ne[1] = n_expert (rows)
 //       ffn_gate_inp.bias                             router bias      ne[0] (gpt-oss)
-//       exp_probs_b.bias, exp_probs_b_vl.bias         selection bias   ne[0] (DeepSeek-V3 family, kimi, glm)
+//       exp_probs_b.bias, exp_probs_b_vl.bias         selection bias   ne[0] (DeepSeek-V3 family, kimi, glm;
+//       exp_probs_b                                   hy_v3 writes it without the .bias suffix)
 //     A wrong shape for one of these names is an error.
 //   * Shared experts (*_shexp*, including qwen2moe's ffn_gate_inp_shexp) and the
 //     dense parts of an MoE block (kimi-k3's ffn_routed_{down,up,norm}, nemotron's
