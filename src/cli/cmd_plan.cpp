@@ -194,13 +194,14 @@ void print_receipts(const pl::receipts & rc, const pl::ranking & rk, bool protec
         for (size_t i = 0; i < rc.super.size(); ++i) {
             const auto & x = rc.super[i];
             char buf[200];
-            snprintf(buf, sizeof(buf), "%s (max_norm %.4g = %.1fx the layer's median, %.1f%% of its score%s)",
-                     pl::expert_name(x.layer, x.expert).c_str(), x.value, x.norm_ratio, 100.0 * x.score_share,
-                     rc.super_kept[i] ? "" : ", pruned");
+            snprintf(buf, sizeof(buf), "%s (%.4g, %.1fx, %.1f%%%s)", pl::expert_name(x.layer, x.expert).c_str(), x.value,
+                     x.norm_ratio, 100.0 * x.score_share, rc.super_kept[i] ? "" : ", PRUNED");
             names.push_back(buf);
             kept += rc.super_kept[i] ? 1 : 0;
         }
-        printf("    super experts (max_norm > %.4g, %s): %zu, %zu kept: %s\n", rk.super_threshold,
+        printf("    super experts (max_norm > %.4g, %s): %zu, %zu kept (max_norm, x the layer's median max_norm, share of the "
+               "layer's score): %s\n",
+               rk.super_threshold,
                protect_super ? "protected" : "NOT protected: --no-protect-super", rc.super.size(), kept, u::first_few(names).c_str());
     }
     if (!all_domains) {

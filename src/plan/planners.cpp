@@ -320,7 +320,8 @@ share_report oracle_share(const ranking & r, int64_t n_keep) {
     return rep;
 }
 
-bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep, plan & out, std::string & err) {
+bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep, plan & out, std::string & err,
+               bool with_receipts) {
     plan p = plan_header(facts, n_keep);
     for (const auto & lr : r.layers) {
         plan_layer pl;
@@ -360,9 +361,11 @@ bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep
     if (!dropped.empty()) prov["super_experts_not_kept"] = refs(dropped, true);
     prov["never_routed"] = refs(r.never_routed, false);
     // safety margin, saliency retained (overall, per layer, per domain), dead and super experts
-    receipts rc;
-    if (!plan_receipts(r, p, rc, err)) return false;
-    prov.update(receipts_json(rc));
+    if (with_receipts) {
+        receipts rc;
+        if (!plan_receipts(r, p, rc, err)) return false;
+        prov.update(receipts_json(rc));
+    }
     p.provenance = prov;
     out = std::move(p);
     return true;
@@ -491,7 +494,7 @@ namespace {
 bool size_point_of(const ranking & r, const plan_model_facts & facts, const size_context & ctx, int64_t n, size_point & pt,
                    std::string & err) {
     plan p;
-    if (!make_plan(r, facts, n, p, err)) return false;
+    if (!make_plan(r, facts, n, p, err, false)) return false;
     pt.n_keep = n;
     if (!pruned_bytes(ctx, p, pt.bytes, pt.n_shards, err)) return false;
     pt.share = plan_share(r, p).mean;

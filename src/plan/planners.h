@@ -150,7 +150,10 @@ share_report oracle_share(const ranking & r, int64_t n_keep);
 // than it keeps) are listed under "super_experts_not_kept".
 // The caller adds its own provenance (request, archive hash, tool version).
 // Validated against `facts` (the message is validate_plan's).
-bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep, plan & out, std::string & err);
+// `with_receipts` false leaves the receipts out (the budget search and the
+// size table, which only need the keep-lists).
+bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep, plan & out, std::string & err,
+               bool with_receipts = true);
 
 // Whether a plan keeping n_keep per layer is valid for the model (n_expert_used
 // <= n_keep <= n_expert, group rules); `why` says why not.
