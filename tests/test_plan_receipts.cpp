@@ -419,13 +419,27 @@ TEST(PlanReceipts, K3DimsRecordedPrintedAndShort) {
     EXPECT_NE(out.find("2, 2 kept (max_norm, x the layer's median max_norm, share of the layer's score): blk.12 e160 (2100, "), std::string::npos) << out;
     EXPECT_NE(out.find("saliency retained: mean "), std::string::npos) << out;
 
-    // --json: the same document as the file, and nothing written with --dry-run
-    ASSERT_EQ(run_reap("plan '" + f.sal + "' -m '" + f.model + "' --keep 720 --dry-run --json", out), 0) << out;
-    const nlohmann::json js = nlohmann::json::parse(out);
+}
+
+// --json prints the document it writes, receipts included; with --dry-run it
+// writes nothing and adds the size table.
+TEST(PlanReceipts, JsonIsTheWrittenDocument) {
+    if (!gguf_test::exists(gguf_test::reap_bin())) GTEST_SKIP() << "no reap binary";
+    const fixture & f = fx();
+    std::string out;
+    const std::string plan = f.dir + "/j.json";
+    ASSERT_EQ(run_reap("plan '" + f.sal + "' -m '" + f.model + "' --keep 720 --json -o '" + plan + "'", out), 0) << out;
+    const nlohmann::json js = nlohmann::json::parse(out), j = read_json(plan);
     EXPECT_EQ(js.at("layers"), j.at("layers"));
     EXPECT_EQ(js.at("provenance"), j.at("provenance"));
-    EXPECT_TRUE(js.at("output").is_null());
-    EXPECT_TRUE(js.contains("size_table"));
+    EXPECT_EQ(js.at("output"), plan);
+    check_receipts(f.a, js, "reap", kDomains);
+    ASSERT_EQ(run_reap("plan '" + f.sal + "' -m '" + f.model + "' --budget 50M --dry-run --json -o '" + f.dir + "/dry.json'", out), 0) << out;
+    const nlohmann::json jd = nlohmann::json::parse(out);
+    EXPECT_TRUE(jd.at("output").is_null());
+    EXPECT_FALSE(gguf_test::exists(f.dir + "/dry.json"));
+    ASSERT_GT(jd.at("size_table").size(), 3u);
+    check_receipts(f.a, jd, "reap", kDomains);
 }
 
 // Every method records a margin, not only --consensus minrank: frequency over
