@@ -537,7 +537,7 @@ TEST(PlanReceipts, CompareSideBySide) {
     const auto [amn, amd] = min_median(ra.layer_margin);
     const auto [bmn, bmd] = min_median(rb.layer_margin);
     char row[200];
-    snprintf(row, sizeof(row), "safety margin (best rank of a pruned expert) %-24s %-24s",
+    snprintf(row, sizeof(row), "safety margin (best rank of a pruned expert) %-24s %s\n",
              (std::to_string(amn) + " (median " + [&] { char b[32]; snprintf(b, sizeof(b), "%g", amd); return std::string(b); }() + ")").c_str(),
              (std::to_string(bmn) + " (median " + [&] { char b[32]; snprintf(b, sizeof(b), "%g", bmd); return std::string(b); }() + ")").c_str());
     EXPECT_NE(out.find(row), std::string::npos) << row << "\n" << out;

@@ -315,8 +315,8 @@ int cmd_compare(int argc, char ** argv) {
     printf("receipts (%s; rank 1 = most salient):\n",
            have_sal ? ("from the archive, " + std::string(pl::method_name(ro.how)) + " score within each domain").c_str()
                     : "as recorded in each plan; '-': not recorded");
-    printf("  %-44s %-24s %-24s\n", "", "A", "B");
-    printf("  %-44s %-24s %-24s\n", "safety margin (best rank of a pruned expert)", cell_margin(ca).c_str(), cell_margin(cb).c_str());
+    printf("  %-44s %-24s %s\n", "", "A", "B");
+    printf("  %-44s %-24s %s\n", "safety margin (best rank of a pruned expert)", cell_margin(ca).c_str(), cell_margin(cb).c_str());
     if (have_sal) {
         std::vector<std::string> rows;
         for (size_t d = 0; d < rk.archive_domains.size() && d < reap::util::k_list_full; ++d) {
@@ -324,18 +324,18 @@ int cmd_compare(int argc, char ** argv) {
                 const auto & x = c.per_domain[d];
                 return (x.first > 0 ? std::to_string(x.first) : std::string("-")) + ", kept " + cell_pct(true, x.second);
             };
-            printf("    %-42s %-24s %-24s\n", (rk.archive_domains[d] + (rk.in_plan[d] ? "" : " [not scored on]")).c_str(),
+            printf("    %-42s %-24s %s\n", (rk.archive_domains[d] + (rk.in_plan[d] ? "" : " [not scored on]")).c_str(),
                    m(ca).c_str(), m(cb).c_str());
         }
         if (rk.archive_domains.size() > reap::util::k_list_full) {
             printf("    ... (+%zu more domains: --json)\n", rk.archive_domains.size() - reap::util::k_list_full);
         }
     }
-    printf("  %-44s %-24s %-24s\n", "saliency retained (mean over layers)", cell_pct(ca.have_share, ca.share).c_str(),
+    printf("  %-44s %-24s %s\n", "saliency retained (mean over layers)", cell_pct(ca.have_share, ca.share).c_str(),
            cell_pct(cb.have_share, cb.share).c_str());
-    printf("  %-44s %-24s %-24s\n", "dead experts kept", cell_of(ca.have_dead, ca.dead_kept, ca.dead).c_str(),
+    printf("  %-44s %-24s %s\n", "dead experts kept", cell_of(ca.have_dead, ca.dead_kept, ca.dead).c_str(),
            cell_of(cb.have_dead, cb.dead_kept, cb.dead).c_str());
-    printf("  %-44s %-24s %-24s\n", "super experts kept", cell_of(ca.have_super, ca.super_kept, ca.super).c_str(),
+    printf("  %-44s %-24s %s\n", "super experts kept", cell_of(ca.have_super, ca.super_kept, ca.super).c_str(),
            cell_of(cb.have_super, cb.super_kept, cb.super).c_str());
     return 0;
 }

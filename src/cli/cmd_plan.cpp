@@ -207,8 +207,8 @@ void print_receipts(const pl::receipts & rc, const pl::ranking & rk, bool protec
     if (!all_domains) {
         std::vector<std::string> names;
         for (const auto & x : rk.never_routed) names.push_back(pl::expert_name(x.layer, x.expert));
-        printf("    never routed in the chosen domains (removed first): %zu%s%s\n", names.size(), names.empty() ? "" : ": ",
-               u::first_few(names).c_str());
+        if (names.empty()) printf("    never routed in the chosen domains (removed first): none\n");
+        else printf("    never routed in the chosen domains (removed first): %zu: %s\n", names.size(), u::first_few(names).c_str());
     }
 }
 
