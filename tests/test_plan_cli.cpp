@@ -202,9 +202,10 @@ TEST(PlanCli, GroupsSuperExpertsNeverRouted) {
 
     ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --keep 8 -o " + quote(plan), out), 0) << out;
     EXPECT_NE(out.find("4 expert groups"), std::string::npos) << out;
-    EXPECT_NE(out.find("super experts (1)"), std::string::npos) << out;
-    EXPECT_NE(out.find("layer 1: 5 (max_norm 500)"), std::string::npos) << out;
-    EXPECT_NE(out.find("never routed to (removed first) (4)"), std::string::npos) << out;
+    EXPECT_NE(out.find("protected): 1, 1 kept (max_norm, x the layer's median max_norm, share of the layer's score): blk.1 e5 (500, "), std::string::npos) << out;
+    // the archive's only domain is the plan's: never routed = dead
+    EXPECT_NE(out.find("dead experts (no token routed in any domain): 4 in 2 of 2 layers (2 per layer), 4 pruned: "
+                       "blk.1 e3, blk.1 e9, blk.2 e3, blk.2 e9"), std::string::npos) << out;
     const nlohmann::json j = read_json(plan);
     for (const auto & l : j["layers"]) {
         const auto keep = l["keep"].get<std::vector<int64_t>>();
@@ -217,6 +218,9 @@ TEST(PlanCli, GroupsSuperExpertsNeverRouted) {
     }
     EXPECT_EQ(j["provenance"]["super_experts"].size(), 1u);
     EXPECT_EQ(j["provenance"]["never_routed"].size(), 4u);
+    EXPECT_EQ(j["provenance"]["dead_experts"]["instances"], nlohmann::json({"blk.1 e3", "blk.1 e9", "blk.2 e3", "blk.2 e9"}));
+    EXPECT_EQ(j["provenance"]["dead_experts"]["kept"], 0);
+    EXPECT_EQ(j["provenance"]["super_experts"][0]["kept"], true);
     // without protection: the reference top-2 per group
     ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(model) + " --keep 8 --no-protect-super --force -o " + quote(plan), out), 0) << out;
     // (the plan is held in a variable: a range-for over a member of a temporary

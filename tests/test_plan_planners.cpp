@@ -3,11 +3,14 @@
 // lower id included), minrank consensus, the seeded random baseline, group
 // constraints, super-expert protection (injected outlier), never-routed
 // experts, keep counts from ratios, size parsing, plan overlap and oracle
-// shares, and --budget sizes against files really written (zoo models).
+// shares, --budget sizes against files really written (zoo models), the
+// plan receipts (safety margin, per-domain shares) and the list summary helper.
 #include "gguf_test_util.h"
 #include "plan/planners.h"
+#include "plan/receipts.h"
 #include "prune_test_util.h"
 #include "saliency_test_util.h"
+#include "util/summary.h"
 
 #include <gtest/gtest.h>
 
@@ -510,4 +513,115 @@ TEST(Planners, SuperExpertsThatDoNotFitAreReported) {
     EXPECT_EQ(kept_super, 2);
     ASSERT_TRUE(p.provenance.contains("super_experts_not_kept"));
     EXPECT_EQ(p.provenance["super_experts_not_kept"].size(), 1u);
+}
+
+// The receipts (receipts.h) of small plans against a computation here: ranks
+// within each domain (ties to the lower id), the best rank of a pruned expert,
+// a domain that routed nothing in a layer ranking nothing there, per-domain
+// shares, a plan that prunes nothing (no margin), and the recorded values a
+// plan read back gives (older or damaged provenance: unset, no failure).
+TEST(Planners, ReceiptsEqualAComputationHere) {
+    const s::fingerprint fp = make_fingerprint(3, 16, 2, {0, 2});
+    s::archive a = make_archive({"code", "en", "ja"}, fp);
+    // "ja" routed nothing in layer 2: it ranks nothing there
+    s::domain_stats & ja = *a.find_domain("ja");
+    for (int64_t e = 0; e < 16; ++e) {
+        const size_t i = a.index(2, (int) e);
+        ja.count[i] = ja.gate_sum[i] = ja.reap_sum[i] = ja.ean_sum[i] = ja.max_norm[i] = 0;
+    }
+    for (const std::string method : {"reap", "frequency"}) {
+        for (const std::vector<std::string> & doms : {std::vector<std::string>{}, std::vector<std::string>{"en", "ja"}}) {
+            pl::rank_options o;
+            ASSERT_TRUE(pl::parse_method(method, o.how));
+            o.domains = doms;
+            o.protect_super = false;
+            pl::ranking r;
+            std::string err;
+            ASSERT_TRUE(pl::rank_experts(a, 0, o, r, err)) << err;
+            reap::plan p;
+            ASSERT_TRUE(pl::make_plan(r, facts_for(fp), 6, p, err)) << err;
+            pl::receipts rc;
+            ASSERT_TRUE(pl::plan_receipts(r, p, rc, err)) << err;
+            ASSERT_EQ(rc.layers.size(), 2u);
+            std::vector<double> layer_margins;
+            for (size_t li = 0; li < 2; ++li) {
+                const int l = p.layers[li].layer;
+                const auto & keep = p.layers[li].keep;
+                int64_t best = 0;
+                for (size_t di = 0; di < a.domains.size(); ++di) {
+                    const auto sc = reference_scores(a, {a.domains[di].name}, method, l);
+                    double routed = 0;
+                    for (int64_t e = 0; e < 16; ++e) routed += a.domains[di].count[a.index(l, (int) e)];
+                    int64_t b = 0;
+                    if (routed > 0) {
+                        for (int64_t e = 0; e < 16; ++e) {
+                            if (std::count(keep.begin(), keep.end(), e)) continue;
+                            int64_t rank = 1;   // 1 + the experts ahead of e (higher score, or equal and lower id)
+                            for (int64_t x = 0; x < 16; ++x) rank += sc[x] > sc[e] || (sc[x] == sc[e] && x < e);
+                            if (b == 0 || rank < b) b = rank;
+                        }
+                    }
+                    EXPECT_EQ(rc.layers[li].margin_by_domain[di], b) << method << " layer " << l << " " << a.domains[di].name;
+                    const bool in = doms.empty() || std::count(doms.begin(), doms.end(), a.domains[di].name);
+                    if (in && b > 0 && (best == 0 || b < best)) best = b;
+                    double tot = 0, k = 0;
+                    for (int64_t e = 0; e < 16; ++e) tot += sc[e];
+                    for (int64_t e : keep) k += sc[e];
+                    EXPECT_NEAR(rc.layers[li].share_by_domain[di], tot > 0 ? k / tot : 1.0, 1e-12);
+                }
+                EXPECT_EQ(rc.layers[li].margin, best) << method << " layer " << l;
+                EXPECT_EQ(rc.layers[li].n_pruned, 10);
+                layer_margins.push_back(double(best));
+            }
+            EXPECT_EQ(rc.layers[1].margin_by_domain[2], 0) << "ja routed nothing in layer 2";
+            const pl::margin_summary ms = pl::summarize_margin(rc);
+            EXPECT_EQ(ms.min, (int64_t) std::min(layer_margins[0], layer_margins[1]));
+            EXPECT_DOUBLE_EQ(ms.median, (layer_margins[0] + layer_margins[1]) / 2);
+            EXPECT_EQ(p.provenance["safety_margin"]["min"].get<int64_t>(), ms.min);
+            EXPECT_TRUE(p.provenance["safety_margin"]["per_domain"][2]["per_layer"][1].is_null());
+            const pl::recorded_receipts rec = pl::recorded_of(p);
+            EXPECT_TRUE(rec.has_margin && rec.has_share && rec.has_dead && rec.has_super);
+            EXPECT_EQ(rec.margin, ms.min);
+        }
+    }
+    // nothing pruned: no margin, everything retained
+    pl::ranking r;
+    std::string err;
+    ASSERT_TRUE(pl::rank_experts(a, 0, pl::rank_options{}, r, err)) << err;
+    reap::plan all;
+    ASSERT_TRUE(pl::make_plan(r, facts_for(fp), 16, all, err)) << err;
+    EXPECT_TRUE(all.provenance["safety_margin"]["min"].is_null());
+    EXPECT_EQ(all.provenance["saliency_retained"]["min"].get<double>(), 1.0);
+    EXPECT_TRUE(pl::recorded_of(all).margin_null);
+    // older or damaged provenance: nothing recorded, no failure
+    reap::plan old = all;
+    old.provenance = {{"safety_margin", {{"min", "226"}, {"median", 3}}}, {"saliency_retained", {{"mean", "x"}}},
+                      {"super_experts", {{{"layer", 1}, {"expert", 2}, {"max_norm", 5.0}}}}, {"dead_experts", 7}};
+    const pl::recorded_receipts rec = pl::recorded_of(old);
+    EXPECT_FALSE(rec.has_margin || rec.has_share || rec.has_dead || rec.has_super);
+    old.provenance = nlohmann::json::array();
+    EXPECT_FALSE(pl::recorded_of(old).has_margin);
+    // a plan for another set of layers is refused with the layer named
+    reap::plan other = all;
+    other.layers[1].layer = 1;
+    pl::receipts rc;
+    EXPECT_FALSE(pl::plan_receipts(r, other, rc, err));
+    EXPECT_NE(err.find("layer 1"), std::string::npos) << err;
+}
+
+TEST(Summary, CountMinMedianMaxAndFirstFew) {
+    const reap::util::summary odd = reap::util::summarize({5, 1, 3});
+    EXPECT_EQ(odd.count, 3u);
+    EXPECT_EQ(odd.min, 1);
+    EXPECT_EQ(odd.median, 3);
+    EXPECT_EQ(odd.max, 5);
+    EXPECT_EQ(odd.mean, 3);
+    EXPECT_EQ(reap::util::summarize({4, 1, 3, 10}).median, 3.5);
+    EXPECT_EQ(reap::util::summarize({}).count, 0u);
+    std::vector<std::string> v;
+    for (int i = 0; i < 12; ++i) v.push_back(std::to_string(i));
+    EXPECT_EQ(reap::util::first_few(v), "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11");
+    v.push_back("12");
+    EXPECT_EQ(reap::util::first_few(v), "0, 1, 2, 3, 4, 5, ... (+7 more)");
+    EXPECT_EQ(reap::util::min_median_max(odd), "min 1, median 3, max 5");
 }

@@ -2,7 +2,8 @@
 // it is drawn with (src/util/svg_chart.h), core only: size lists parse and
 // reject what reap plan rejects; the points of a sweep are nested (checked
 // here set by set), sorted, sized exactly as the file the prune path writes,
-// and each equals the plan `reap plan` would make for that size; two sizes
+// each equals the plan `reap plan` would make for that size and carries its
+// safety margin (computed here from the archive); two sizes
 // that meet at one N are refused; the chart's polylines carry every finite
 // point, largest N on the left when asked.
 #include "gguf_test_util.h"
@@ -13,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 #include <set>
@@ -85,6 +87,26 @@ TEST(SweepPlan, NestedSortedAndSizedAsWritten) {
             ASSERT_TRUE(pl::make_plan(rm.rank, rm.facts, pts[i].n_keep, ref, err)) << err;
             ASSERT_EQ(ref.layers.size(), pts[i].p.layers.size());
             for (size_t l = 0; l < ref.layers.size(); ++l) EXPECT_EQ(ref.layers[l].keep, pts[i].p.layers[l].keep);
+            // its safety margin: the best rank (reap score within one domain, ties to
+            // the lower id) of a removed expert, computed here from the archive
+            int64_t margin = 0;
+            for (const auto & pl_layer : pts[i].p.layers) {
+                const int l = pl_layer.layer;
+                const int64_t E = rm.archive.model.n_expert;
+                for (const auto & d : rm.archive.domains) {
+                    auto sc = [&](int64_t e) {
+                        const size_t c = rm.archive.index(l, (int) e);
+                        return d.count[c] > 0 ? d.reap_sum[c] / d.count[c] : 0.0;
+                    };
+                    for (int64_t e = 0; e < E; ++e) {
+                        if (std::count(pl_layer.keep.begin(), pl_layer.keep.end(), e)) continue;
+                        int64_t rank = 1;
+                        for (int64_t x = 0; x < E; ++x) rank += sc(x) > sc(e) || (sc(x) == sc(e) && x < e);
+                        if (margin == 0 || rank < margin) margin = rank;
+                    }
+                }
+            }
+            EXPECT_EQ(pts[i].margin, margin) << name << " N = " << pts[i].n_keep;
             // nested, set by set, and no larger than the previous point
             if (i > 0) {
                 EXPECT_LT(pts[i].n_keep, pts[i - 1].n_keep);

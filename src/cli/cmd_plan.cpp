@@ -1,6 +1,6 @@
 // reap plan: turn a saliency archive into a keep-list per MoE layer for a
 // model (--keep N, --ratio R or --budget SIZE), print what it keeps and
-// write the plan JSON. A thin layer over reap::planner (planners.h): the
+// write the plan JSON with its receipts (receipts.h). A thin layer over reap::planner (planners.h): the
 // scoring, ordering, group rules, super-expert protection and the exact
 // budget search live there.
 #include "cli/args.h"
@@ -9,8 +9,10 @@
 #include "gguf/gguf.h"
 #include "plan/plan.h"
 #include "plan/planners.h"
+#include "plan/receipts.h"
 #include "saliency/archive.h"
 #include "util/sha256.h"
+#include "util/summary.h"
 
 #include <cinttypes>
 #include <cmath>
@@ -39,6 +41,7 @@ struct plan_params {
     bool                     stamp = true;
     bool                     dry_run = false;
     bool                     force = false;
+    bool                     json = false;
 };
 
 // The command's options, parsed and printed from one table. `n_how` counts
@@ -97,6 +100,10 @@ void declare(reap::cli::options & t, plan_params & p, int & n_how) {
            "print the table N -> exact size -> saliency retained and the chosen N; write nothing (-o not needed)",
            p.dry_run);
     t.flag("--force", "replace an existing PLAN.json", p.force);
+    t.flag("--json",
+           "print the plan as one JSON object (the document written to -o, with the receipts in its provenance; "
+           "plus \"output\" and, with --dry-run or --budget, \"size_table\") instead of the report",
+           p.json);
     t.help_row();
     t.positional([&p](const std::string & a, std::string & err) {
         if (!p.saliency.empty()) {
@@ -108,20 +115,101 @@ void declare(reap::cli::options & t, plan_params & p, int & n_how) {
     });
 }
 
-void print_refs(const char * title, const std::vector<pl::expert_ref> & refs, bool with_value) {
-    if (refs.empty()) {
-        printf("  %s: none\n", title);
-        return;
+std::string percent(double x) {
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%.2f%%", 100.0 * x);
+    return buf;
+}
+
+// The receipts block: safety margin, saliency retained, dead and super
+// experts, every long list summarised (util/summary.h); the full data are in
+// the plan's provenance and in --json.
+void print_receipts(const pl::receipts & rc, const pl::ranking & rk, bool protect_super) {
+    namespace u = reap::util;
+    const bool all_domains = rk.domains.size() == rk.archive_domains.size();
+    printf("  receipts (%s score within each domain; rank 1 = most salient):\n", rc.method.c_str());
+    const pl::margin_summary ms = pl::summarize_margin(rc);
+    if (ms.n_layers == 0) {
+        printf("    safety margin: none (no expert is pruned)\n");
+    } else {
+        printf("    safety margin: no pruned expert ranks better than %" PRId64 " of %" PRId64 " in any %sdomain, in any layer "
+               "(median layer: %g; %s, rank %" PRId64 " in %s)\n",
+               ms.min, rc.n_expert, all_domains ? "" : "chosen ", ms.median, pl::expert_name(ms.layer, ms.expert).c_str(), ms.min,
+               ms.domain.c_str());
+        std::vector<std::string> per;
+        for (size_t d = 0; d < rc.domains.size(); ++d) {
+            const pl::margin_summary m = pl::summarize_margin(rc, (int) d);
+            char buf[160];
+            if (m.n_layers == 0) snprintf(buf, sizeof(buf), "%s -", rc.domains[d].c_str());
+            else snprintf(buf, sizeof(buf), "%s %" PRId64 " (median %g)", rc.domains[d].c_str(), m.min, m.median);
+            per.push_back(std::string(buf) + (rc.in_plan[d] ? "" : " [not planned on]"));
+        }
+        printf("      per domain: %s\n", u::first_few(per).c_str());
     }
-    printf("  %s (%zu):\n", title, refs.size());
-    std::map<int, std::string> by_layer;
-    for (const auto & r : refs) {
-        char buf[64];
-        if (with_value) snprintf(buf, sizeof(buf), " %" PRId64 " (max_norm %.4g)", r.expert, r.value);
-        else snprintf(buf, sizeof(buf), " %" PRId64, r.expert);
-        by_layer[r.layer] += buf;
+    const u::summary sh = pl::summarize_share(rc);
+    if (rc.layers.size() <= u::k_list_full) {
+        std::string per;
+        for (const auto & l : rc.layers) per += " L" + std::to_string(l.layer) + " " + percent(l.share);
+        printf("    saliency retained: mean %s;%s\n", percent(sh.mean).c_str(), per.c_str());
+    } else {
+        printf("    saliency retained: mean %s over %zu layers (%s)\n", percent(sh.mean).c_str(), sh.count,
+               u::min_median_max({sh.count, 100 * sh.min, 100 * sh.median, 100 * sh.max, 0}, "%.2f%%").c_str());
     }
-    for (const auto & [l, s] : by_layer) printf("    layer %d:%s\n", l, s.c_str());
+    std::vector<std::string> per;
+    for (size_t d = 0; d < rc.domains.size(); ++d) {
+        const u::summary x = pl::summarize_share(rc, (int) d);
+        per.push_back(rc.domains[d] + " " + percent(x.mean) + " (min " + percent(x.min) + ")" + (rc.in_plan[d] ? "" : " [not planned on]"));
+    }
+    printf("      per domain (mean over layers): %s\n", u::first_few(per).c_str());
+
+    // dead experts: count, layers, count per layer, the first few
+    if (rc.dead.empty()) {
+        printf("    dead experts (no token routed in any domain): none\n");
+    } else {
+        std::map<int, int> per_layer;
+        std::vector<std::string> names;
+        size_t kept = 0;
+        for (size_t i = 0; i < rc.dead.size(); ++i) {
+            per_layer[rc.dead[i].layer]++;
+            names.push_back(pl::expert_name(rc.dead[i].layer, rc.dead[i].expert));
+            kept += rc.dead_kept[i] ? 1 : 0;
+        }
+        std::vector<double> counts;
+        for (const auto & [l, n] : per_layer) counts.push_back(n);
+        const u::summary c = u::summarize(counts);
+        char range[64];
+        if (c.min == c.max) snprintf(range, sizeof(range), "%g per layer", c.min);
+        else snprintf(range, sizeof(range), "%g..%g per layer, median %g", c.min, c.max, c.median);
+        printf("    dead experts (no token routed in any domain): %zu in %zu of %zu layers (%s), %zu pruned%s: %s\n",
+               rc.dead.size(), per_layer.size(), rc.layers.size(), range, rc.dead.size() - kept,
+               kept ? (", " + std::to_string(kept) + " KEPT").c_str() : "", u::first_few(names).c_str());
+    }
+    if (rk.super_threshold <= 0) {
+        printf("    super experts: not detectable (no max_norm in this archive)\n");
+    } else if (rc.super.empty()) {
+        printf("    super experts (max_norm > %.4g): none\n", rk.super_threshold);
+    } else {
+        std::vector<std::string> names;
+        size_t kept = 0;
+        for (size_t i = 0; i < rc.super.size(); ++i) {
+            const auto & x = rc.super[i];
+            char buf[200];
+            snprintf(buf, sizeof(buf), "%s (%.4g, %.1fx, %.1f%%%s)", pl::expert_name(x.layer, x.expert).c_str(), x.value,
+                     x.norm_ratio, 100.0 * x.score_share, rc.super_kept[i] ? "" : ", PRUNED");
+            names.push_back(buf);
+            kept += rc.super_kept[i] ? 1 : 0;
+        }
+        printf("    super experts (max_norm > %.4g, %s): %zu, %zu kept (max_norm, x the layer's median max_norm, share of the "
+               "layer's score): %s\n",
+               rk.super_threshold,
+               protect_super ? "protected" : "NOT protected: --no-protect-super", rc.super.size(), kept, u::first_few(names).c_str());
+    }
+    if (!all_domains) {
+        std::vector<std::string> names;
+        for (const auto & x : rk.never_routed) names.push_back(pl::expert_name(x.layer, x.expert));
+        if (names.empty()) printf("    never routed in the chosen domains (removed first): none\n");
+        else printf("    never routed in the chosen domains (removed first): %zu: %s\n", names.size(), u::first_few(names).c_str());
+    }
 }
 
 } // namespace
@@ -212,8 +300,26 @@ int cmd_plan(int argc, char ** argv) {
     prov["predicted_bytes"] = bytes;
     prov["predicted_shards"] = n_shards;
 
+    pl::receipts rc;
+    if (!pl::plan_receipts(rk, plan, rc, err)) return fail(err);
+
+    if (params.json) {
+        nlohmann::json j = reap::plan_to_json(plan);
+        j["output"] = params.dry_run ? nlohmann::json(nullptr) : nlohmann::json(params.output);
+        if (!table.empty()) {
+            nlohmann::json t = nlohmann::json::array();
+            for (const auto & pt : table) {
+                t.push_back({{"n_keep", pt.n_keep}, {"bytes", pt.bytes}, {"shards", pt.n_shards}, {"saliency_retained", pt.share},
+                             {"over_budget", !params.budget_text.empty() && pt.bytes > params.budget}});
+            }
+            j["size_table"] = t;
+        }
+        if (!params.dry_run && !reap::write_plan(plan, params.output, params.force, err)) return fail(err);
+        printf("%s\n", j.dump(2).c_str());
+        return 0;
+    }
+
     // report
-    const pl::share_report share = pl::plan_share(rk, plan);
     const uint64_t src_bytes = model.file_bytes();
     printf("reap plan: %s (%s, %zu MoE layers, %" PRId64 " experts, top-%" PRId64 "%s)\n", params.model.c_str(), lay.arch.c_str(),
            lay.moe_layers.size(), lay.n_expert, lay.n_expert_used,
@@ -223,14 +329,6 @@ int cmd_plan(int argc, char ** argv) {
     printf("  saliency %s: method %s, domains %s%s\n", params.saliency.c_str(), pl::method_name(params.rank.how), doms.c_str(),
            params.rank.cons == pl::consensus::minrank ? ", consensus minrank" : "");
     if (!note.empty()) printf("  note: %s\n", note.c_str());
-    if (rk.super_threshold > 0) {
-        printf("  super-expert threshold: max_norm > %.4g (%s)\n", rk.super_threshold,
-               params.rank.protect_super ? "protected" : "NOT protected: --no-protect-super");
-    } else {
-        printf("  super experts: not detectable (no max_norm in this archive)\n");
-    }
-    if (rk.super_threshold > 0) print_refs("super experts", rk.super_candidates, true);
-    print_refs("never routed to (removed first)", rk.never_routed, false);
     if (!table.empty()) {
         printf("  %8s  %20s  %-28s %7s  %s\n", "N", "bytes", "size", "shards", "saliency retained");
         for (const auto & pt : table) {
@@ -240,27 +338,23 @@ int cmd_plan(int argc, char ** argv) {
         }
     }
     if (prov.contains("super_experts_not_kept")) {
-        printf("  warning: %zu protected super expert(s) do not fit in N = %" PRId64 " (more in a layer or group than it keeps):",
-               prov["super_experts_not_kept"].size(), n_keep);
-        for (const auto & x : prov["super_experts_not_kept"]) {
-            printf(" L%d/%" PRId64, x["layer"].get<int>(), x["expert"].get<int64_t>());
-        }
-        printf("\n");
+        std::vector<std::string> names;
+        for (const auto & x : prov["super_experts_not_kept"]) names.push_back(pl::expert_name(x["layer"].get<int>(), x["expert"].get<int64_t>()));
+        printf("  warning: %zu protected super expert(s) do not fit in N = %" PRId64 " (more in a layer or group than it keeps): %s\n",
+               names.size(), n_keep, reap::util::first_few(names).c_str());
     }
     printf("  keep %" PRId64 " of %" PRId64 " experts per layer (%.1f%% removed)\n", n_keep, lay.n_expert,
            100.0 * double(lay.n_expert - n_keep) / double(lay.n_expert));
     printf("  pruned file: %" PRIu64 " bytes, %s%s (source %s)\n", bytes, pl::format_size(bytes).c_str(),
            n_shards > 1 ? (" in " + std::to_string(n_shards) + " shards").c_str() : "", pl::format_size(src_bytes).c_str());
     if (!params.budget_text.empty()) printf("  budget %s = %" PRIu64 " bytes\n", params.budget_text.c_str(), params.budget);
-    printf("  saliency retained (%s score):", pl::method_name(rk.share_method));
-    for (size_t i = 0; i < share.layers.size(); ++i) printf(" L%d %.1f%%", share.layers[i], 100.0 * share.share[i]);
-    printf("; mean %.2f%%\n", 100.0 * share.mean);
+    print_receipts(rc, rk, params.rank.protect_super);
 
     if (params.dry_run) {
         printf("dry run: no plan written\n");
         return 0;
     }
     if (!reap::write_plan(plan, params.output, params.force, err)) return fail(err);
-    printf("  wrote %s\n", params.output.c_str());
+    printf("  wrote %s (full receipts in its provenance)\n", params.output.c_str());
     return 0;
 }

@@ -54,8 +54,9 @@ void declare(reap::cli::options & t, sweep_params & p) {
     "the plan's removed experts made unselectable in every router. The numbers are those\n"
     "of reap eval -p on the file reap prune would write from the same plan.\n"
     "\n"
-    "Output: a table (N kept, removed %, predicted bytes, saliency kept, KLD mean/median/\n"
-    "p99, top-1 agreement, PPL ratio; per domain for a corpus), and with -o a JSON file\n"
+    "Output: a table (N kept, removed %, predicted bytes, saliency kept, safety margin (the\n"
+    "best rank any removed expert holds in any domain), KLD mean/median/p99, top-1\n"
+    "agreement, PPL ratio; per domain for a corpus), and with -o a JSON file\n"
     "(format reap-sweep) and an SVG chart of KLD and top-1 against N with the file size on\n"
     "a second axis (--plot, default SWEEP.svg beside the JSON). --plans-dir DIR also\n"
     "writes each plan as DIR/keep-N.json, ready for reap prune.\n"
@@ -246,15 +247,18 @@ int cmd_sweep(int argc, char ** argv) {
            p.saliency.c_str(), pl::method_name(rm.rank.opts.how), doms.c_str(), p.eval.input_path.c_str(),
            reps.empty() ? (size_t) 0 : reps[0].overall.n_tokens, reps.empty() ? (size_t) 0 : reps[0].n_windows,
            reps.empty() ? 0.0 : reps[0].overall.ppl_base);
-    printf("  %6s %8s %22s %9s %10s %10s %10s %8s %10s\n", "N", "removed", "predicted size", "saliency", "KLD mean",
-           "median", "p99", "top-1", "PPL ratio");
+    printf("  %6s %8s %22s %9s %7s %10s %10s %10s %8s %10s\n", "N", "removed", "predicted size", "saliency", "margin",
+           "KLD mean", "median", "p99", "top-1", "PPL ratio");
     for (size_t i = 0; i < pts.size(); ++i) {
         const auto & m = reps[i].overall;
-        printf("  %6" PRId64 " %7.1f%% %22s %8.2f%% %10.6f %10.6f %10.6f %7.3f%% %10.5f\n", pts[i].n_keep,
+        const std::string margin = pts[i].margin > 0 ? std::to_string(pts[i].margin) : "-";
+        printf("  %6" PRId64 " %7.1f%% %22s %8.2f%% %7s %10.6f %10.6f %10.6f %7.3f%% %10.5f\n", pts[i].n_keep,
                100.0 * (double) (rm.layout.n_expert - pts[i].n_keep) / (double) rm.layout.n_expert,
-               pl::format_size(pts[i].bytes).c_str(), 100.0 * pts[i].share, m.kld_mean, m.kld_median, m.kld_p99,
+               pl::format_size(pts[i].bytes).c_str(), 100.0 * pts[i].share, margin.c_str(), m.kld_mean, m.kld_median, m.kld_p99,
                100.0 * m.argmax_agree, m.ppl_ratio);
     }
+    printf("  (margin: the best rank, 1 = most salient, any removed expert holds in any domain, in any layer; each\n"
+           "   plan's receipts in full: --plans-dir)\n");
     if (!reps.empty() && !reps[0].domains.empty()) {
         printf("\n  per domain: KLD mean / top-1\n  %6s", "N");
         for (const auto & d : reps[0].domains) printf(" %20s", d.first.c_str());
@@ -290,6 +294,8 @@ int cmd_sweep(int argc, char ** argv) {
             q["predicted_bytes"]  = pts[i].bytes;
             q["predicted_shards"] = pts[i].n_shards;
             q["saliency_share"]   = pts[i].share;
+            q["safety_margin"]    = pts[i].margin > 0 ? nlohmann::ordered_json(pts[i].margin) : nlohmann::ordered_json(nullptr);
+            q["safety_margin_median"] = pts[i].margin > 0 ? nlohmann::ordered_json(pts[i].margin_median) : nlohmann::ordered_json(nullptr);
             if (!p.plans_dir.empty()) q["plan"] = p.plans_dir + "/keep-" + std::to_string(pts[i].n_keep) + ".json";
             q["overall"]          = reap::eval_metrics_json(reps[i].overall);
             nlohmann::ordered_json d = nlohmann::ordered_json::object();

@@ -55,7 +55,11 @@ void declare_ranking(options & t, pl::rank_options & rank, bool & method_given) 
         "(expert_group_count > 1), every group keeps N / groups experts (its best ones).\n"
         "The plan records, and the command prints, the super experts, the never-routed\n"
         "experts and the share of the total saliency (the method's score summed over the\n"
-        "layer's experts) kept in each layer and on average over layers.\n");
+        "layer's experts) kept in each layer and on average over layers; and its receipts:\n"
+        "the safety margin (the best rank, 1 = most salient, that any removed expert holds\n"
+        "in any domain: minimum and median over layers, and per domain), the saliency kept\n"
+        "per domain, the dead experts (no token in any domain) and the super experts kept.\n"
+        "Long lists are summarised on the terminal; the plan file has them in full.\n");
 
 }
 

@@ -2,7 +2,9 @@
 // archive, budgets from exact pruned sizes, and plan comparison (see
 // planners.h for the definitions every function here implements).
 #include "plan/planners.h"
+#include "plan/receipts.h"
 #include "util/strings.h"
+#include "util/summary.h"
 
 #include <algorithm>
 #include <cctype>
@@ -184,10 +186,41 @@ bool rank_experts(const saliency::archive & a, int64_t n_group, const rank_optio
         }
     }
 
+    // per domain of the archive: the share method's score over that domain alone (receipts.h)
+    for (const auto & d : a.domains) {
+        r.archive_domains.push_back(d.name);
+        r.in_plan.push_back(std::find(r.domains.begin(), r.domains.end(), d.name) != r.domains.end());
+    }
+    std::vector<std::vector<double>> dom_score;
+    for (const auto & d : a.domains) dom_score.push_back(scores_of(d, r.share_method, a.n_cells()));
+
     for (int l : a.model.moe_layers) {
         layer_ranking lr;
         lr.layer = l;
         lr.score.assign(score.begin() + (ptrdiff_t) a.index(l, 0), score.begin() + (ptrdiff_t) a.index(l, 0) + E);
+        double layer_total = 0;
+        for (double x : lr.score) layer_total += x;
+        std::vector<double> routed_norms;   // max_norm of the experts routed in some domain
+        for (size_t di = 0; di < a.domains.size(); ++di) {
+            const double * s = &dom_score[di][a.index(l, 0)];
+            lr.domain_score.emplace_back(s, s + E);
+            double routed = 0;
+            for (int64_t e = 0; e < E; ++e) routed += a.domains[di].count[a.index(l, (int) e)];
+            std::vector<int64_t> rk;
+            if (routed > 0) {
+                rk = ranks_of(s, E);
+                for (int64_t & x : rk) ++x;
+            }
+            lr.domain_rank.push_back(std::move(rk));
+        }
+        for (int64_t e = 0; e < E; ++e) {
+            const size_t i = a.index(l, (int) e);
+            bool any = false;
+            for (const auto & d : a.domains) any = any || d.count[i] > 0;
+            if (!any) r.dead.push_back({l, e, 0.0});
+            else if (!max_norm.empty()) routed_norms.push_back(max_norm[i]);
+        }
+        const double norm_median = util::summarize(std::move(routed_norms)).median;
         std::vector<int> tier(E, 1);
         std::vector<double> key(E, 0.0);
         for (int64_t e = 0; e < E; ++e) {
@@ -202,8 +235,11 @@ bool rank_experts(const saliency::archive & a, int64_t n_group, const rank_optio
             }
             const bool is_super = r.super_threshold > 0 && max_norm[i] > r.super_threshold;
             if (is_super) {
-                r.super_candidates.push_back({l, e, max_norm[i]});
-                if (o.protect_super) r.super_experts.push_back({l, e, max_norm[i]});
+                expert_ref x{l, e, max_norm[i]};
+                x.norm_ratio = norm_median > 0 ? max_norm[i] / norm_median : 0.0;
+                x.score_share = layer_total > 0 ? score[i] / layer_total : 0.0;
+                r.super_candidates.push_back(x);
+                if (o.protect_super) r.super_experts.push_back(x);
             }
             if (sum.count[i] == 0) {
                 r.never_routed.push_back({l, e, 0.0});
@@ -284,7 +320,8 @@ share_report oracle_share(const ranking & r, int64_t n_keep) {
     return rep;
 }
 
-bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep, plan & out, std::string & err) {
+bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep, plan & out, std::string & err,
+               bool with_receipts) {
     plan p = plan_header(facts, n_keep);
     for (const auto & lr : r.layers) {
         plan_layer pl;
@@ -314,7 +351,6 @@ bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep
         }
         return j;
     };
-    prov["super_experts"] = refs(r.super_candidates, true);
     // protected experts that did not fit (more of them in a layer or group than it keeps)
     std::vector<expert_ref> dropped;
     for (const auto & x : r.super_experts) {
@@ -324,10 +360,12 @@ bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep
     }
     if (!dropped.empty()) prov["super_experts_not_kept"] = refs(dropped, true);
     prov["never_routed"] = refs(r.never_routed, false);
-    const share_report sh = plan_share(r, p);
-    nlohmann::json per = nlohmann::json::array();
-    for (size_t i = 0; i < sh.layers.size(); ++i) per.push_back({{"layer", sh.layers[i]}, {"share", sh.share[i]}});
-    prov["saliency_retained"] = {{"mean", sh.mean}, {"per_layer", per}};
+    // safety margin, saliency retained (overall, per layer, per domain), dead and super experts
+    if (with_receipts) {
+        receipts rc;
+        if (!plan_receipts(r, p, rc, err)) return false;
+        prov.update(receipts_json(rc));
+    }
     p.provenance = prov;
     out = std::move(p);
     return true;
@@ -456,7 +494,7 @@ namespace {
 bool size_point_of(const ranking & r, const plan_model_facts & facts, const size_context & ctx, int64_t n, size_point & pt,
                    std::string & err) {
     plan p;
-    if (!make_plan(r, facts, n, p, err)) return false;
+    if (!make_plan(r, facts, n, p, err, false)) return false;
     pt.n_keep = n;
     if (!pruned_bytes(ctx, p, pt.bytes, pt.n_shards, err)) return false;
     pt.share = plan_share(r, p).mean;

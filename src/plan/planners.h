@@ -28,6 +28,10 @@
 //      Keep-lists are ascending.
 //   The saliency share of a keep-list is Σ_kept score / Σ_all score in each
 //   layer; the overall share is the mean over MoE layers (layers weigh the same).
+//   For the plan's receipts (receipts.h) the ranking also holds, per domain of
+//   the archive, the share method's score over that domain alone and each
+//   expert's rank by it, and the dead experts (never routed in any domain of
+//   the archive).
 //
 // Sizes (--budget): the exact bytes of the files `reap prune` would write for a
 // plan (headers, padding, split shards included) come from moe::pruned_bytes,
@@ -81,12 +85,21 @@ struct expert_ref {
     int     layer = 0;
     int64_t expert = 0;
     double  value = 0;    // max_norm for super experts, 0 for never-routed
+    // super experts only: max_norm / the median max_norm of the layer's routed
+    // experts (0 when that median is 0), and the expert's share of the layer's
+    // summed score (the saliency-share score)
+    double  norm_ratio = 0;
+    double  score_share = 0;
 };
 
 struct layer_ranking {
     int                  layer = 0;
     std::vector<double>  score;   // by expert id: the score the saliency share is measured in
     std::vector<int64_t> order;   // every expert id once: kept first ... removed first last
+    // per domain of the archive (ranking::archive_domains order), by expert id:
+    std::vector<std::vector<double>>  domain_score;   // the share method's score over that domain alone
+    std::vector<std::vector<int64_t>> domain_rank;    // 1-based rank by it (ties to the lower id); empty
+                                                      // when the domain routed no token in this layer
 };
 
 struct ranking {
@@ -100,6 +113,9 @@ struct ranking {
     std::vector<expert_ref>  super_candidates; // would be protected (reported even when off)
     double                   super_threshold = 0;   // max(percentile, fraction of max); 0 when no max_norm
     std::vector<expert_ref>  never_routed;     // count 0 in every domain of S
+    std::vector<std::string> archive_domains;  // every domain of the archive, in file order
+    std::vector<bool>        in_plan;          // per archive domain: one of `domains`
+    std::vector<expert_ref>  dead;             // count 0 in every domain of the archive
 };
 
 // Scores and orders the experts of every MoE layer of the archive. `n_group`
@@ -127,12 +143,17 @@ share_report oracle_share(const ranking & r, int64_t n_keep);
 
 // A plan for n_keep from the ranking: model header from `facts`, one layer
 // per MoE layer, provenance with method, domains, consensus, seed, super
-// experts, never-routed experts and the saliency share (per layer and mean).
+// experts, never-routed experts, the saliency share (per layer and mean) and
+// the receipts of receipts.h (safety margin, share per domain, dead experts,
+// super experts kept).
 // Protected super experts that do not fit (a layer or group with more of them
 // than it keeps) are listed under "super_experts_not_kept".
 // The caller adds its own provenance (request, archive hash, tool version).
 // Validated against `facts` (the message is validate_plan's).
-bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep, plan & out, std::string & err);
+// `with_receipts` false leaves the receipts out (the budget search and the
+// size table, which only need the keep-lists).
+bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep, plan & out, std::string & err,
+               bool with_receipts = true);
 
 // Whether a plan keeping n_keep per layer is valid for the model (n_expert_used
 // <= n_keep <= n_expert, group rules); `why` says why not.

@@ -1,6 +1,7 @@
 // reap sweep, the planning half (see sweep.h): sizes to nested plans from one
 // ranking, and the model + archive setup that reap plan shares.
 #include "plan/sweep.h"
+#include "plan/receipts.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -137,6 +138,11 @@ bool plan_sweep(const ranked_model & rm, const size_context & sctx, const std::v
         if (!make_plan(rm.rank, rm.facts, pt.n_keep, pt.p, err)) return false;
         if (!pruned_bytes(sctx, pt.p, pt.bytes, pt.n_shards, err)) return false;
         pt.share = plan_share(rm.rank, pt.p).mean;
+        receipts rc;
+        if (!plan_receipts(rm.rank, pt.p, rc, err)) return false;
+        const margin_summary ms = summarize_margin(rc);
+        pt.margin = ms.min;
+        pt.margin_median = ms.median;
         out.push_back(std::move(pt));
     }
     std::sort(out.begin(), out.end(), [](const sweep_point & a, const sweep_point & b) { return a.n_keep > b.n_keep; });

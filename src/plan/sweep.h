@@ -6,7 +6,8 @@
 // n_keep exactly as `reap plan --keep/--ratio/--budget` would turn it, and
 // a plan from the one ranking, so the plans are nested: every expert kept at a
 // smaller N is kept at every larger N (checked). Each point carries the
-// exact bytes `reap prune` would write and the saliency share kept.
+// exact bytes `reap prune` would write, the saliency share kept and the
+// safety margin (receipts.h).
 //
 // Also the setup that `reap plan` and `reap sweep` share: open the model,
 // classify it, read the archive, check that it was measured on this model,
@@ -60,6 +61,8 @@ struct sweep_point {
     uint64_t     bytes = 0;        // exact size of what `reap prune` would write
     uint32_t     n_shards = 1;
     double       share = 0;        // mean saliency share kept
+    int64_t      margin = 0;       // safety margin (receipts.h): best rank of a pruned expert; 0 = none
+    double       margin_median = 0;   // ... its median over layers
     std::string  note;             // e.g. rounding of a ratio to the group count
 };
 
