@@ -889,7 +889,8 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     {
         std::vector<std::string> v;
         for (double bw : {100e9, 400e9, 1000e9}) {
-            v.push_back(fmt("%.0f GB/s", bw / 1e9) + " → " + fmt("%.3g", bw / (double) std::max<uint64_t>(1, cut.c.decode_bytes_per_token)) + " tokens/s");
+            const double rate = bw / (double) std::max<uint64_t>(1, cut.c.decode_bytes_per_token);
+            v.push_back(fmt("%.0f GB/s", bw / 1e9) + " → " + (rate >= 100 ? grouped((uint64_t) rate) : fmt("%.3g", rate)) + " tokens/s");
         }
         o += util::join(v, ", ") + " (an upper bound: compute, attention over the context and the KV cache come on top).\n\n";
     }
