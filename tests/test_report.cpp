@@ -16,6 +16,7 @@
 #include "gguf/gguf.h"
 #include "prune_test_util.h"
 #include "saliency_test_util.h"
+#include "util/svg_chart.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -437,4 +438,55 @@ TEST(ReportCli, EvalOfAnotherFileIsNeverVerified) {
     EXPECT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --saliency " +
                            quote(fx.dir + "/other-sal.gguf") + " -o " + quote(fx.dir + "/card3"), out), 2) << out;
     EXPECT_NE(out.find("not the one the plan was made from"), std::string::npos) << out;
+}
+
+// The heatmap at the size of a K3 build (92 MoE layers x 896 experts): runs of
+// equal colour merge, so the file stays small; every value is still in it
+// exactly; a real renderer draws it at the declared size.
+TEST(ReportFigures, HeatmapAtK3ScaleStaysSmallAndExact) {
+    reap::util::heatmap h;
+    h.title = "k3";
+    h.n_cols = 896;
+    std::mt19937_64 rng(5);
+    std::uniform_real_distribution<double> u(0, 1);
+    for (int r = 0; r < 92; ++r) {
+        h.row_labels.push_back(std::to_string(r + 1));
+        std::vector<double> v(896);
+        for (double & x : v) x = std::pow(u(rng), 4);
+        std::sort(v.rbegin(), v.rend());
+        for (int c = 0; c < 896; ++c) {
+            h.values.push_back(v[c]);
+            h.marked.push_back(c < 400 || c == 700 + r ? 1 : 0);   // kept block plus one protected expert per row
+        }
+    }
+    const std::string svg = reap::util::render_heatmap_svg(h);
+    EXPECT_LT(svg.size(), 3u << 20) << "heatmap of 92 x 896 is " << svg.size() << " bytes";
+    const std::vector<std::string> rows = tags(svg, "g", "data-row=");
+    ASSERT_EQ(rows.size(), 92u);
+    for (size_t r = 0; r < rows.size(); ++r) {
+        const std::vector<double> v = numbers(attr(rows[r], "data-values")), m = numbers(attr(rows[r], "data-marked"));
+        ASSERT_EQ(v.size(), 896u);
+        for (size_t c = 0; c < 896; ++c) {
+            ASSERT_EQ(v[c], h.values[r * 896 + c]) << r << "," << c;
+            ASSERT_EQ(m[c], h.marked[r * 896 + c]) << r << "," << c;
+        }
+    }
+    // the drawn rectangles cover every cell once, marked ones on the marked ramp
+    size_t covered = 0, marked_cells = 0;
+    for (const auto & t : tags(svg, "rect", "data-cols=")) {
+        const std::vector<double> cr = numbers(attr(t, "data-cols"));
+        covered += (size_t) cr[1];
+        if (attr(t, "data-marked") == "1") marked_cells += (size_t) cr[1];
+    }
+    EXPECT_EQ(covered, 92u * 896u);
+    EXPECT_EQ(marked_cells, 92u * 401u);
+    if (!have_rsvg()) GTEST_SKIP() << "rsvg-convert not installed";
+    const std::string dir = prune_test::scratch("report_heatmap_k3");
+    write_text(dir + "/h.svg", svg);
+    std::string out;
+    ASSERT_EQ(prune_test::run("rsvg-convert -f png -o " + quote(dir + "/h.png") + " " + quote(dir + "/h.svg"), out), 0) << out;
+    uint32_t w = 0, hh = 0;
+    ASSERT_TRUE(png_size(dir + "/h.png", w, hh));
+    EXPECT_EQ(w, (uint32_t) reap::util::k_chart_width);
+    EXPECT_EQ(hh, (uint32_t) std::lround(reap::util::heatmap_height(h)));
 }

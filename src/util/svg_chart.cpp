@@ -247,6 +247,7 @@ double row_height(const heatmap & h) {
 // Colour of a value in [0, 1] on one of the two ramps (white to the ramp's colour).
 std::string ramp(double t, bool marked) {
     t = std::clamp(t, 0.0, 1.0);
+    if (marked) t = 0.25 + 0.75 * t;   // a kept cell is blue however small its value
     const double hi[2][3] = {{150, 150, 150}, {20, 60, 160}};   // unmarked: grey; marked: blue
     const double lo[2][3] = {{245, 245, 245}, {215, 228, 250}};
     const int    k = marked ? 1 : 0;
