@@ -238,9 +238,16 @@ TEST(ReportCli, CardAndFiguresFromReceipts) {
                                 {"domains", {{"en", {{"kld_mean", 2.0 / n}, {"n_tokens", 5}}}}}});
     }
     write_text(fx.dir + "/sweep.json", sw.dump(2));
+    // a masked eval of this plan, in the format of several candidates: matched by the plan's hash
+    nlohmann::json mk = nlohmann::json::parse(eval_json({}, std::string(64, '2'), {"en", "code"}));
+    mk.erase("candidate_files");
+    mk["masked"] = true;
+    mk["candidate_sha256"] = sha256sum(fx.plan);
+    const std::string evm = fx.dir + "/masked.json";
+    write_text(evm, nlohmann::json{{"masked", {{"some/where/plan.json", mk}}}}.dump());
     const std::string card_dir = fx.dir + "/card";
     ASSERT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --saliency " + quote(fx.sal) +
-                           " --eval " + quote(ev) + " --sweep " + quote(fx.dir + "/sweep.json") + " -o " + quote(card_dir), out), 0) << out;
+                           " --eval " + quote(ev) + " --eval " + quote(evm) + " --sweep " + quote(fx.dir + "/sweep.json") + " -o " + quote(card_dir), out), 0) << out;
     const std::string card = read_text(card_dir + "/README.md");
 
     // front matter
@@ -266,6 +273,7 @@ TEST(ReportCli, CardAndFiguresFromReceipts) {
     EXPECT_NE(ver.find("byte for byte"), std::string::npos) << ver;
     EXPECT_NE(ver.find("`eval.json`"), std::string::npos) << ver;
     EXPECT_NE(ver.find("| **all** | 1,000 | 0.1250 |"), std::string::npos) << ver;
+    EXPECT_NE(ver.find("**Eval `masked.json`**: measured on the plan's experts masked"), std::string::npos) << ver;
     EXPECT_NE(nver.find("Pruned blind for `fr`"), std::string::npos) << nver;
     EXPECT_EQ(nver.find("Quality unmeasured"), std::string::npos) << nver;
     EXPECT_EQ(nver.find("flatters"), std::string::npos) << nver;
@@ -409,12 +417,18 @@ TEST(ReportCli, EvalOfAnotherFileIsNeverVerified) {
     nh.erase("candidate_files");
     nh["candidate"] = fx.dir + "/elsewhere.gguf";
     write_text(nohash, nh.dump());
+    const std::string mother = fx.dir + "/mask-other.json";
+    nlohmann::json mo = nlohmann::json::parse(eval_json({}, std::string(64, '2'), {"en"}));
+    mo.erase("candidate_files");
+    mo["masked"] = true;
+    mo["candidate_sha256"] = std::string(64, '4');
+    write_text(mother, mo.dump());
     const std::string card_dir = fx.dir + "/card";
     ASSERT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --saliency " + quote(fx.sal) +
-                           " --eval " + quote(other) + " --eval " + quote(nohash) + " -o " + quote(card_dir), out), 0) << out;
+                           " --eval " + quote(other) + " --eval " + quote(nohash) + " --eval " + quote(mother) + " -o " + quote(card_dir), out), 0) << out;
     std::string card = read_text(card_dir + "/README.md");
     std::string ver = section(card, "Verified"), nver = section(card, "Not verified");
-    for (const char * f : {"other.json", "nohash.json"}) {
+    for (const char * f : {"other.json", "nohash.json", "mask-other.json"}) {
         EXPECT_EQ(ver.find(f), std::string::npos) << f << "\n" << ver;
         EXPECT_NE(nver.find("Eval `" + std::string(f) + "` is not counted"), std::string::npos) << f << "\n" << nver;
     }
