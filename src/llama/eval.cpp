@@ -735,13 +735,17 @@ std::string temp_dir_of(const eval_options & opt) {
 
 // The identity of what a candidate was (eval_report::candidate_files /
 // candidate_sha256): metadata and SHA256SUMS lines only, never the weights.
-static bool candidate_identity(const eval_candidate & c, eval_report & r, std::string & err) {
+// Best effort: the scores are already computed when this runs, so a file that
+// cannot be read now leaves the identity out (reap report then does not count
+// the eval for any build) rather than failing the whole run.
+static void candidate_identity(const eval_candidate & c, eval_report & r) {
+    std::string err;
     if (c.masked()) {
-        if (c.in_memory) return true;   // a plan that is no file (reap sweep): nothing to name
-        return util::sha256_file(c.path, r.candidate_sha256, err);
+        if (!c.in_memory && !util::sha256_file(c.path, r.candidate_sha256, err)) r.candidate_sha256.clear();
+        return;
     }
     gguf::model m;
-    if (!gguf::open_model(c.path, m, err)) return false;
+    if (!gguf::open_model(c.path, m, err)) return;
     for (const auto & sh : m.shards) {
         eval_report::file_id f;
         f.name = util::base_name(sh.path);
@@ -750,7 +754,6 @@ static bool candidate_identity(const eval_candidate & c, eval_report & r, std::s
         f.listed_sha256 = util::listed_sha256(sh.path);
         r.candidate_files.push_back(f);
     }
-    return true;
 }
 
 bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_candidate> & cands,
@@ -919,7 +922,7 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         reports[i].base_mask = opt.base_mask_path;
         reports[i].input_path = opt.input_path;
         reports[i].input_sha256 = input_sha;
-        if (!candidate_identity(cands[i], reports[i], err)) return false;
+        candidate_identity(cands[i], reports[i]);
     }
     return true;
 }

@@ -87,7 +87,8 @@ struct eval_report {
     // What was measured, for receipts (`reap report` matches an eval to a build
     // by these, not by path): the -f file and its sha256; for a pruned file each
     // of its files with its size and the hash SHA256SUMS beside it lists ("" when
-    // none does); for a mask the plan file's sha256.
+    // none does); for a mask the plan file's sha256. Best effort: left empty when a
+    // file cannot be read after scoring (the scores are not thrown away for it).
     std::string input_path, input_sha256;
     struct file_id {
         std::string name;
