@@ -10,7 +10,7 @@ CMAKE_ARGS ?=
 PYTHON     ?= /usr/bin/python3
 LLAMA_TOOLS = llama-imatrix llama-perplexity llama-gguf-split llama-quantize ggml-rpc-server
 
-.PHONY: all deps llama configure build test test-asan demo corpus model bench clean
+.PHONY: all deps llama configure build test test-asan fuzz-build test-fuzz fuzz demo corpus model bench clean
 
 all: build
 
@@ -34,6 +34,7 @@ test: build corpus
 	@if grep '\*\*\*Skipped' $(BUILD)/ctest.log; then \
 		echo "make test: the tests above were skipped in the full build"; exit 1; fi
 	$(MAKE) test-asan
+	$(MAKE) test-fuzz
 
 # The core (GGUF, layout, saliency, plans, slicing) again under sanitizers, with
 # the reap binary (and the llama.cpp it links) instrumented too, so the core's CLI
@@ -42,6 +43,21 @@ test-asan: configure corpus
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREAP_SANITIZE=ON -DREAP_LLAMA_TESTS=OFF $(CMAKE_ARGS) > /dev/null
 	cmake --build $(BUILD)-asan -j$(JOBS) --target reap reap_core_tests
 	cd $(BUILD)-asan && ctest --output-on-failure -j$(JOBS)
+
+# The libFuzzer harnesses (fuzz/), built by clang with ASan+UBSan; only the core.
+fuzz-build: configure
+	cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+		-DREAP_FUZZ=ON -DREAP_BUILD_TESTS=OFF $(CMAKE_ARGS) > /dev/null
+	cmake --build $(BUILD)-fuzz -j$(JOBS) --target reap_fuzzers
+
+# Every kept crashing input and seed once, then each harness fuzzes briefly.
+test-fuzz: fuzz-build
+	cd $(BUILD)-fuzz && ctest --output-on-failure -j$(JOBS)
+
+# Long runs: make fuzz FUZZ_SECONDS=1800 (each harness; corpus kept in $(BUILD)-fuzz/corpus).
+FUZZ_SECONDS ?= 300
+fuzz: fuzz-build
+	BUILD_FUZZ=$(BUILD)-fuzz scripts/fuzz.sh $(FUZZ_SECONDS)
 
 demo: build corpus
 	scripts/demo.sh
@@ -55,6 +71,8 @@ bench: build
 	bench/prune_vs_cp.sh
 	bench/calibrate_vs_forward.sh
 	bench/sweep_vs_prune.sh
+	bench/memory.sh
+	bench/eval_vs_perplexity.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan

@@ -9,6 +9,8 @@ packages=(
     nodejs npm
     python3 python3-numpy python3-torch libopenblas0-pthread python3-matplotlib
     man-db groff-base strace
+    clang libclang-rt-dev
+    time bc
     librsvg2-bin    # rsvg-convert: the tests draw reap report's SVG figures
 )
 

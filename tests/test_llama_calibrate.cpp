@@ -13,6 +13,8 @@
 //   * a Q8_0 model made by llama-quantize;
 //   * a > 2 GB corpus with --max-tokens: peak RSS flat, same statistics as the
 //     same samples in a compact file, token counts as computed here;
+//   * a 163,840-token vocabulary with -b/-ub 2048: the logits stay bounded (peak
+//     RSS) while every token still reaches the last layer's experts;
 //   * the project's trained model (when models/reap-moe-tiny.gguf exists) against
 //     tools/reference_forward.py's PyTorch computation, F32 KV cache, no flash attention.
 #include "llama_test_util.h"
@@ -696,4 +698,50 @@ TEST(CalibrateCli, CorpusMemoryFlat) {
     EXPECT_GT(expect["bulk"], 0);
     EXPECT_EQ(expect["late"], 0);
     ASSERT_TRUE(sal::check_count_invariant(big, err)) << err;
+}
+
+// Every token's logits are kept (else llama.cpp runs the last layer on the
+// output rows only), and llama.cpp sizes the logits buffer and the output
+// head's part of the compute buffer by vocabulary x batch: at Kimi-K3's
+// 163,840 tokens and -b/-ub 2048 that is 1.25 GiB each. calibrate lowers the
+// batch so that a batch's logits fit k_logits_budget: peak RSS stays under
+// 768 MiB (model 45 MiB, two 256 MiB logits buffers, the rest of the compute
+// buffer), it says so, and Σ_e count = tokens × n_expert_used still holds in
+// every MoE layer, the last one included.
+TEST(CalibrateCli, LargeVocabularyLogitsBounded) {
+    std::string err;
+    const std::string model = zoo_model("qwen3moe-v163840", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("calibrate-large-vocab");
+    {
+        std::ofstream c(dir + "/c.jsonl", std::ios::binary);
+        std::string text;
+        while (text.size() < 2600) text += "the experts of every layer see the tokens routed to them. ";
+        c << nlohmann::json({{"domain", "en"}, {"text", text}}).dump() << "\n";
+        ASSERT_TRUE(c.good());
+    }
+    const std::string out = dir + "/s.gguf";
+    int status = -1;
+    const long rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "calibrate", "-m", model, "--corpus", dir + "/c.jsonl",
+                                                  "-o", out, "-c", "2048", "-b", "2048", "-ub", "2048", "-t", "2",
+                                                  "--no-progress", "--force"},
+                                                 out + ".log", status);
+    const std::string log = read_bytes(out + ".log");
+    ASSERT_EQ(status, 0) << log;
+    printf("calibrate, 163,840-token vocabulary, -b/-ub 2048: peak RSS %ld KiB\n", rss);
+    RecordProperty("calibrate_large_vocab_peak_rss_kib", std::to_string(rss));
+    EXPECT_NE(log.find("-b/-ub capped at"), std::string::npos) << log;
+    EXPECT_LT(rss, 768l << 10);
+
+    sal::archive a;
+    ASSERT_TRUE(sal::read_archive(out, a, err)) << err;
+    ASSERT_EQ(a.domains.size(), 1u);
+    const auto & d = a.domains[0];
+    ASSERT_GT(d.n_tokens, 2048) << "the corpus must span more than one capped batch";
+    ASSERT_EQ(a.model.moe_layers.size(), 2u);
+    for (int layer : a.model.moe_layers) {
+        double sum = 0;
+        for (int e = 0; e < (int) a.model.n_expert; ++e) sum += d.count[a.index(layer, e)];
+        EXPECT_EQ(sum, (double) d.n_tokens * (double) a.model.n_expert_used) << "layer " << layer;
+    }
 }

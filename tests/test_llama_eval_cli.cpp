@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <random>
+#include <sys/stat.h>
 
 using namespace reap_test;
 
@@ -76,4 +78,55 @@ TEST(EvalCli, LlamaRuntimeFlagsReachLlama) {
     EXPECT_NE(out.find("llama.cpp did not accept"), std::string::npos) << out;
     EXPECT_NE(run_cmd(eval_cmd(text, "-ctk"), out), 0);
     EXPECT_NE(out.find("-ctk needs a value"), std::string::npos) << out;
+}
+
+// A zoo model whose expert slabs (96 MiB) dwarf everything else, pruned to half
+// its experts. reap eval -m BASE -p PRUNED runs the base, keeps its rows on
+// disk, frees it, then loads the pruned model: its peak RSS must stay below
+// llama-perplexity's on the base alone (the same text and -c, so the same
+// buffers) plus a quarter of the pruned file, where both models resident would
+// add all of it.
+TEST(EvalCli, OneModelResidentAtATime) {
+    std::string err;
+    const std::string base = zoo_model("qwen3moe-wide", err);
+    ASSERT_FALSE(base.empty()) << err;
+    const std::string dir = test_tmp_dir() + "/eval-one-resident";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string text = dir + "/text.txt";
+    std::ofstream(text) << calibration_text() << calibration_text();
+
+    // Half of the 64 experts of both MoE layers, in a shuffled order.
+    std::mt19937 rng(5);
+    nlohmann::json layers = nlohmann::json::array();
+    for (int layer = 0; layer < 2; ++layer) {
+        std::vector<int> ids(64);
+        for (int e = 0; e < 64; ++e) ids[e] = e;
+        std::shuffle(ids.begin(), ids.end(), rng);
+        ids.resize(32);
+        layers.push_back({{"layer", layer}, {"keep", ids}});
+    }
+    const nlohmann::json plan = {{"format", "reap-plan"}, {"version", 1},
+                                 {"model", {{"arch", "qwen3moe"}, {"n_layer", 2}, {"n_expert", 64}, {"n_expert_used", 2}}},
+                                 {"n_keep", 32}, {"layers", layers}};
+    std::ofstream(dir + "/plan.json") << plan.dump();
+    const std::string pruned = dir + "/pruned.gguf";
+    std::string out;
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " prune -m " + shell_quote(base) + " --plan " + shell_quote(dir + "/plan.json") +
+                      " -o " + shell_quote(pruned) + " --force 2>&1", out), 0) << out;
+    struct stat st;
+    ASSERT_EQ(::stat(pruned.c_str(), &st), 0);
+    const long pruned_kib = (long) (st.st_size >> 10);
+
+    int status = -1;
+    const long rss_ppl = gguf_test::run_peak_rss_kib({llama_bin_dir() + "/llama-perplexity", "-m", base, "-f", text, "-c", "128",
+                                                      "-b", "128", "--chunks", "4", "-t", "2"}, dir + "/ppl.log", status);
+    ASSERT_EQ(status, 0) << "llama-perplexity failed: see " << dir << "/ppl.log";
+    const long rss_eval = gguf_test::run_peak_rss_kib({reap_bin(), "eval", "-m", base, "-p", pruned, "-f", text, "-c", "128",
+                                                       "-b", "128", "--chunks", "4", "-t", "2", "--json", "-q"}, dir + "/eval.log", status);
+    ASSERT_EQ(status, 0);
+    printf("peak RSS: llama-perplexity on the base %ld KiB; reap eval base + pruned %ld KiB; pruned file %ld KiB\n",
+           rss_ppl, rss_eval, pruned_kib);
+    RecordProperty("eval_pair_peak_rss_kib", std::to_string(rss_eval));
+    RecordProperty("perplexity_base_peak_rss_kib", std::to_string(rss_ppl));
+    EXPECT_LT(rss_eval, rss_ppl + pruned_kib / 4);
 }

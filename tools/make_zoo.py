@@ -76,9 +76,14 @@ MERGES = [("Ġ", "t"), ("h", "e"), ("i", "n"), ("e", "r"), ("a", "n"), ("Ġ", "a
 SPECIALS = ["<|bos|>", "<|eos|>", "<|pad|>"]
 
 
-def add_vocab(w: gguf.GGUFWriter) -> int:
-    tokens = gpt2_byte_symbols() + [a + b for a, b in MERGES] + SPECIALS
-    types = [int(gguf.TokenType.NORMAL)] * (len(tokens) - len(SPECIALS)) + [int(gguf.TokenType.CONTROL)] * len(SPECIALS)
+def add_vocab(w: gguf.GGUFWriter, n_vocab: int = 0) -> int:
+    """The byte-level vocabulary; with n_vocab, padded to that size by unused
+    tokens (for a real model's vocabulary size without its tokenizer)."""
+    normal = gpt2_byte_symbols() + [a + b for a, b in MERGES]
+    n_pad = max(0, n_vocab - len(normal) - len(SPECIALS))
+    tokens = normal + [f"<|unused_{i}|>" for i in range(n_pad)] + SPECIALS
+    types = ([int(gguf.TokenType.NORMAL)] * len(normal) + [int(gguf.TokenType.UNUSED)] * n_pad +
+             [int(gguf.TokenType.CONTROL)] * len(SPECIALS))
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
@@ -105,7 +110,7 @@ class Model:
         self.rng = np.random.default_rng(zlib.crc32(name.encode()))
         self.w = gguf.GGUFWriter(str(path), arch)
         self.w.add_name("reap-zoo-" + name)
-        self.n_vocab = add_vocab(self.w)
+        self.n_vocab = add_vocab(self.w, VOCAB_SIZE.get(name, 0))
         self.facts: dict = {"name": name, "arch": arch, "file": path.name}
 
     # KV helpers spelled with the full key so the file documents itself
@@ -247,6 +252,18 @@ def build_qwen3moe_q256(m: Model) -> None:
     # rows of 256 everywhere an expert slab is quantised: gate/up ne0 = n_embd, down ne0 = n_ff_exp
     build_qwen3moe(m, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_layer=2, n_expert=8, n_used=2,
                    n_ff_exp=256)
+
+
+def build_qwen3moe_v163840(m: Model) -> None:
+    # Kimi-K3's vocabulary size: what grows with the vocabulary (logits) is measured on it
+    build_qwen3moe(m, n_layer=2, n_expert=8, n_used=2)
+
+
+def build_qwen3moe_wide(m: Model) -> None:
+    # expert slabs (96 MiB) far larger than everything else: where peak memory
+    # says whether one model or two are resident
+    build_qwen3moe(m, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_layer=2, n_expert=64, n_used=2,
+                   n_ff_exp=512)
 
 
 def build_qwen2moe(m: Model, n_embd=64, n_head=4, n_head_kv=2, n_layer=2, n_expert=8, n_used=2,
@@ -478,18 +495,24 @@ ZOO = {
     "llama4":        ("llama4",    build_llama4),
     "kimi-k3":       ("kimi-k3",   build_kimi_k3),
     "qwen3moe-q256": ("qwen3moe",  build_qwen3moe_q256),
+    "qwen3moe-v163840": ("qwen3moe", build_qwen3moe_v163840),
+    "qwen3moe-wide": ("qwen3moe", build_qwen3moe_wide),
 }
+# Zoo models with a vocabulary padded to a real model's size.
+VOCAB_SIZE = {"qwen3moe-v163840": 163840}
+# Large models (tens of MB), written only when named.
+LARGE = {"qwen3moe-v163840", "qwen3moe-wide"}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description="write tiny random-weight MoE GGUF models, one per layout")
     ap.add_argument("--out", required=True, help="output directory (created if missing)")
-    ap.add_argument("--arch", action="append", choices=sorted(ZOO), help="model to write (repeatable; default all)")
+    ap.add_argument("--arch", action="append", choices=sorted(ZOO), help="model to write (repeatable; default all but the large ones)")
     args = ap.parse_args()
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    names = args.arch or list(ZOO)
+    names = args.arch or [n for n in ZOO if n not in LARGE]
 
     manifest_path = out / "zoo.json"
     manifest = {}

@@ -432,6 +432,22 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
     cparams.embeddings = false;
     cparams.cb_eval           = opt.collect ? collector::callback : nullptr;
     cparams.cb_eval_user_data = opt.collect ? &col : nullptr;
+    // Every token is an output (see calibrate.h), and llama.cpp sizes both its
+    // logits buffer and the output head's part of the compute buffer for a
+    // whole batch: n_vocab floats per token, 2.7 GB at a 163,840-token
+    // vocabulary and -b 4096. Batches of at most k_logits_budget of logits
+    // bound both.
+    {
+        const int64_t n_vocab = std::max<int32_t>(1, llama_vocab_n_tokens(llama_model_get_vocab(model.get())));
+        const int64_t cap     = std::max<int64_t>(1, (int64_t) (k_logits_budget / ((uint64_t) n_vocab * sizeof(float))));
+        if ((int64_t) cparams.n_batch > cap) {
+            fprintf(stderr, "reap calibrate: -b/-ub capped at %lld tokens: every token's logits are kept, and %lld "
+                    "tokens of a %lld-token vocabulary are %.0f MiB\n", (long long) cap, (long long) cap,
+                    (long long) n_vocab, (double) cap * n_vocab * sizeof(float) / (1 << 20));
+            cparams.n_batch  = (uint32_t) cap;
+            cparams.n_ubatch = std::min<uint32_t>(cparams.n_ubatch, (uint32_t) cap);
+        }
+    }
     ctx_ptr ctx(llama_init_from_model(model.get(), cparams));
     if (!ctx) {
         err = "failed to create a llama.cpp context (-c " + std::to_string(n_ctx) + ", -b " +

@@ -35,7 +35,8 @@
 // windows, so no sample attends to another); a sample longer than the window
 // (-c) is cut into consecutive windows, the last one shorter. Logits are
 // requested for every token, or llama.cpp would run the last layer on the
-// output tokens only. A plain text file instead follows llama-imatrix's
+// output tokens only; -b and -ub are lowered where needed so that a batch's
+// logits stay within k_logits_budget. A plain text file instead follows llama-imatrix's
 // convention (one token stream, windows of exactly -c tokens, the first token
 // of each replaced by BOS when the vocabulary adds one, the remainder dropped),
 // so that its counts can be compared with llama-imatrix's.
@@ -57,6 +58,11 @@
 #include <vector>
 
 namespace reap {
+
+// The most bytes of logits one batch may hold (every token's row is an
+// output): calibrate lowers -b / -ub rather than let them grow with the
+// vocabulary times the batch.
+constexpr size_t k_logits_budget = 256u << 20;
 
 struct calibrate_options {
     std::string model_path;    // -m

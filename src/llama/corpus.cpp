@@ -21,35 +21,6 @@
 
 namespace reap {
 
-uint64_t fnv1a64(const std::string & s) {
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-bool looks_like_jsonl_corpus(const std::string & path, const std::string & text) {
-    if (util::ends_with(path, ".jsonl")) {
-        return true;
-    }
-    const size_t b = text.find_first_not_of(" \t\r\n");
-    if (b == std::string::npos || text[b] != '{') {
-        return false;
-    }
-    const size_t e = text.find('\n', b);
-    const auto   j = nlohmann::json::parse(text.substr(b, e == std::string::npos ? std::string::npos : e - b), nullptr, false);
-    return j.is_object() && j.contains("domain") && (j.contains("text") || j.contains("messages"));
-}
-
-static std::string trim(const std::string & s) {
-    const size_t b = s.find_first_not_of(" \t\r\n");
-    if (b == std::string::npos) return "";
-    const size_t e = s.find_last_not_of(" \t\r\n");
-    return s.substr(b, e - b + 1);
-}
-
 static int domain_index(corpus & out, std::map<std::string, int> & index, const std::string & name) {
     auto it = index.find(name);
     if (it == index.end()) {
@@ -85,42 +56,24 @@ static bool read_jsonl_lines(const std::string & path, const line_source & next,
     size_t line_no = 0;
     while (next(raw)) {
         ++line_no;
-        const std::string line = trim(raw);
-        if (line.empty()) {
-            continue;
-        }
         const std::string where = path + ":" + std::to_string(line_no);
-        const auto j = nlohmann::json::parse(line, nullptr, false);
-        if (!j.is_object()) {
-            err = where + ": not a JSON object";
+        corpus_line cl;
+        bool blank = false;
+        if (!parse_corpus_line(raw, where, cl, blank, err)) {
             return false;
         }
-        if (!j.contains("domain") || !j["domain"].is_string() || j["domain"].get<std::string>().empty()) {
-            err = where + ": no \"domain\" string";
-            return false;
-        }
-        const bool has_text = j.contains("text"), has_msgs = j.contains("messages");
-        if (has_text == has_msgs) {
-            err = where + (has_text ? ": both \"text\" and \"messages\"" : ": neither \"text\" nor \"messages\"");
-            return false;
-        }
-        if (has_text && !j["text"].is_string()) {
-            err = where + ": \"text\" is not a string";
-            return false;
-        }
-        if (has_msgs && !j["messages"].is_array()) {
-            err = where + ": \"messages\" is not an array";
-            return false;
+        if (blank) {
+            continue;
         }
         ++out.n_lines_total;
         corpus_sample s;
         s.line = line_no;
-        s.hash = fnv1a64(line);
+        s.hash = cl.hash;
         if (s.hash % opt.shard_count != opt.shard_index) {
             continue;
         }
         ++out.n_selected;
-        s.domain = domain_index(out, index, j["domain"].get<std::string>());
+        s.domain = domain_index(out, index, cl.domain);
         if (dom_used.size() < out.domains.size()) dom_used.resize(out.domains.size(), 0);
         // What the caps leave for this sample (INT64_MAX: no cap).
         int64_t room = INT64_MAX;
@@ -130,8 +83,8 @@ static bool read_jsonl_lines(const std::string & path, const line_source & next,
             ++out.n_untokenized;
             continue;
         }
-        if (has_text) {
-            s.tokens = common_tokenize(vocab, j["text"].get<std::string>(), true, false);
+        if (cl.has_text) {
+            s.tokens = common_tokenize(vocab, cl.text, true, false);
         } else {
             if (!tmpls) {
                 tmpls = common_chat_templates_init(model, "");
@@ -143,7 +96,7 @@ static bool read_jsonl_lines(const std::string & path, const line_source & next,
             std::string rendered;
             try {
                 common_chat_templates_inputs in;
-                in.messages              = common_chat_msgs_parse_oaicompat(common_json::parse(j["messages"].dump()));
+                in.messages              = common_chat_msgs_parse_oaicompat(common_json::parse(cl.messages.dump()));
                 in.add_generation_prompt = false;
                 in.use_jinja             = true;
                 rendered = common_chat_templates_apply(tmpls.get(), in).prompt;

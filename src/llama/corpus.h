@@ -27,6 +27,8 @@
 // Errors are values (false + a message naming file and line); nothing here exits.
 #pragma once
 
+#include "corpus/corpus_line.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -63,13 +65,6 @@ struct corpus_options {
     int64_t max_tokens            = 0;
     int64_t max_tokens_per_domain = 0;
 };
-
-// FNV-1a 64 of `s`.
-uint64_t fnv1a64(const std::string & s);
-
-// Whether a file's contents are a corpus: the path ends in .jsonl, or the
-// first non-blank line is a JSON object with "domain" and "text"/"messages".
-bool looks_like_jsonl_corpus(const std::string & path, const std::string & text);
 
 // Reads a JSONL corpus already in memory (text = the whole file), tokenizing
 // the selected samples (within the caps) with BOS added as the vocabulary asks.

@@ -117,7 +117,7 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
     json doc;
     try {
         doc = json::parse(text);
-    } catch (const json::parse_error & e) {
+    } catch (const json::exception & e) {  // parse_error, and out_of_range for a number too large for a double
         err = who + ": not valid JSON: " + e.what();
         return false;
     }
