@@ -6,6 +6,7 @@
 #   -> sweep (REAP at 25/50/75% by masking, no files; the chart docs/sweep.svg)
 #   -> results table (printed and written to docs/results.md; the REAP rows come
 #      from the sweep, checked against the pruned files' rows)
+#   -> the model card of the main cut, reap-50 (reap report: docs/demo-card/)
 #
 # Everything goes to out/demo (git-ignored); the corpus comes from `make corpus`.
 # Environment: REAP (binary), OUT (folder), EVAL_BYTES (held-out bytes per domain),
@@ -117,3 +118,7 @@ done
 step "results"
 "$PY" tools/results_table.py --eval-dir "$OUT/eval" --plans-dir "$OUT/plans" --model "$MODEL" --sweep "$OUT/sweep.json" \
     --cuts "$(printf '%s\n' "${CUTS[@]}" | awk '{print $1}' | paste -sd,)" --out docs/results.md
+
+step "the model card of the main cut (reap-50), written and checked from its receipts: docs/demo-card/"
+"$REAP" report -m "$MODEL" --plan "$OUT/plans/reap-50.json" "$OUT/cuts/reap-50.gguf" --saliency "$OUT/saliency.gguf" \
+    --eval "$OUT/eval/reap-50.json" --sweep "$OUT/sweep.json" -o docs/demo-card --force

@@ -11,6 +11,7 @@ packages=(
     man-db groff-base strace
     clang libclang-rt-dev
     time bc
+    librsvg2-bin    # rsvg-convert: the tests draw reap report's SVG figures
 )
 
 missing=()

@@ -2,7 +2,9 @@
 // the model and context: -ot / -ctk / -ctv / -fa are accepted and change what
 // runs (a q8_0 KV cache gives another base perplexity than the f16 default),
 // llama.cpp's own errors name a bad value, and a flag neither reap nor
-// llama.cpp knows is refused by llama.cpp's parser, which names it.
+// llama.cpp knows is refused by llama.cpp's parser, which names it. The JSON
+// names what was measured (reap report's receipts): the text by its sha256,
+// the pruned model by its files.
 #include "llama_test_util.h"
 
 #include <gtest/gtest.h>
@@ -29,7 +31,39 @@ TEST(EvalCli, LlamaRuntimeFlagsReachLlama) {
     std::ofstream(text) << calibration_text() << calibration_text();
     std::string out;
     ASSERT_EQ(run_cmd(eval_cmd(text, "2>/dev/null"), out), 0) << out;
-    const double ppl_f16 = nlohmann::json::parse(out).at("ppl_base").get<double>();
+    const nlohmann::json f16 = nlohmann::json::parse(out);
+    const double ppl_f16 = f16.at("ppl_base").get<double>();
+    // the receipt names what it measured: the text by its sha256 (as sha256sum computes
+    // it), the pruned side by its file, size and the hash a SHA256SUMS beside it lists (none here)
+    std::string sum;
+    ASSERT_EQ(run_cmd("sha256sum " + shell_quote(text), sum), 0) << sum;
+    EXPECT_EQ(f16.at("input").at("file"), text);
+    EXPECT_EQ(f16.at("input").at("sha256"), sum.substr(0, 64));
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    ASSERT_EQ(f16.at("candidate_files").size(), 1u) << f16.dump();
+    EXPECT_EQ(f16["candidate_files"][0].at("file"), "reap-moe-tiny.gguf");
+    std::ifstream mf(model, std::ios::binary | std::ios::ate);
+    EXPECT_EQ(f16["candidate_files"][0].at("bytes").get<uint64_t>(), (uint64_t) mf.tellg());
+    EXPECT_TRUE(f16["candidate_files"][0].at("sha256").is_null());
+    // a masked candidate is named by its plan file's sha256 (an identity plan: keeps every expert)
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " inspect --json " + shell_quote(model), out), 0) << out;
+    const nlohmann::json census = nlohmann::json::parse(out);
+    nlohmann::json plan = {{"format", "reap-plan"}, {"version", 1},
+                           {"model", {{"arch", census["arch"]}, {"n_layer", census["n_layer"]}, {"n_expert", census["n_expert"]},
+                                      {"n_expert_used", census["n_expert_used"]}}},
+                           {"n_keep", census["n_expert"]}, {"layers", nlohmann::json::array()}};
+    std::vector<int> all(census["n_expert"].get<int>());
+    for (size_t e = 0; e < all.size(); ++e) all[e] = (int) e;
+    for (const auto & l : census["moe_layers"]) plan["layers"].push_back({{"layer", l}, {"keep", all}});
+    const std::string plan_path = test_tmp_dir() + "/eval-cli-identity-plan.json";
+    std::ofstream(plan_path) << plan.dump();
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(model) + " --mask " + shell_quote(plan_path) + " -f " +
+                          shell_quote(text) + " -c 128 --chunks 2 -t 2 --json 2>/dev/null", out), 0) << out;
+    const nlohmann::json mj = nlohmann::json::parse(out);
+    ASSERT_EQ(run_cmd("sha256sum " + shell_quote(plan_path), sum), 0) << sum;
+    EXPECT_EQ(mj.at("masked"), true) << mj.dump();
+    EXPECT_EQ(mj.at("candidate_sha256"), sum.substr(0, 64));
+    EXPECT_FALSE(mj.contains("candidate_files"));
     ASSERT_EQ(run_cmd(eval_cmd(text, "-ot 'ffn_.*_exps=CPU' -ctk q8_0 -ctv q8_0 -fa on 2>/dev/null"), out), 0) << out;
     const nlohmann::json q8 = nlohmann::json::parse(out);
     EXPECT_NE(q8.at("ppl_base").get<double>(), ppl_f16) << "-ctk q8_0 did not change the KV cache";

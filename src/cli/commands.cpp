@@ -11,6 +11,7 @@ int cmd_merge(int argc, char ** argv);
 int cmd_plan(int argc, char ** argv);
 int cmd_compare(int argc, char ** argv);
 int cmd_sweep(int argc, char ** argv);
+int cmd_report(int argc, char ** argv);
 
 namespace reap {
 
@@ -26,6 +27,7 @@ const std::vector<command> & commands() {
         {"compare", "overlap of two plans per layer, and the saliency each keeps against the top-N oracle", cmd_compare},
         {"eval", "what the cut cost: PPL, KL divergence, top-1 agreement of base vs pruned or masked (per domain)", cmd_eval},
         {"sweep", "score several cut sizes by masking, without writing a model: the table and chart to choose N", cmd_sweep},
+        {"report", "the model card of a pruned build, written and checked from its receipts, with figures", cmd_report},
     };
     return table;
 }

@@ -8,7 +8,10 @@
 #include "llama/mask.h"
 #include "metrics/kld_record.h"
 #include "metrics/token_metrics.h"
+#include "gguf/gguf.h"
 #include "util/file.h"
+#include "util/path.h"
+#include "util/sha256.h"
 #include "llama/runtime.h"
 
 #include "common.h"
@@ -730,6 +733,29 @@ std::string temp_dir_of(const eval_options & opt) {
 
 } // namespace
 
+// The identity of what a candidate was (eval_report::candidate_files /
+// candidate_sha256): metadata and SHA256SUMS lines only, never the weights.
+// Best effort: the scores are already computed when this runs, so a file that
+// cannot be read now leaves the identity out (reap report then does not count
+// the eval for any build) rather than failing the whole run.
+static void candidate_identity(const eval_candidate & c, eval_report & r) {
+    std::string err;
+    if (c.masked()) {
+        if (!c.in_memory && !util::sha256_file(c.path, r.candidate_sha256, err)) r.candidate_sha256.clear();
+        return;
+    }
+    gguf::model m;
+    if (!gguf::open_model(c.path, m, err)) return;
+    for (const auto & sh : m.shards) {
+        eval_report::file_id f;
+        f.name = util::base_name(sh.path);
+        struct stat st {};
+        if (::stat(sh.path.c_str(), &st) == 0) f.bytes = (uint64_t) st.st_size;
+        f.listed_sha256 = util::listed_sha256(sh.path);
+        r.candidate_files.push_back(f);
+    }
+}
+
 bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_candidate> & cands,
                          std::vector<eval_report> & reports, std::string & err) {
     reports.clear();
@@ -889,10 +915,14 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         if (!score_pass(pruned.get(), opt.rt, s, nullptr, *base_rows, prog, reports[i], err)) return false;
         reports[i].kld_base_mode = kld_mode;
     }
+    const std::string input_sha = in.text.empty() && opt.input_path.empty() ? "" : util::sha256_bytes(in.text.data(), in.text.size());
     for (size_t i = 0; i < cands.size(); ++i) {
         reports[i].candidate = cands[i].path;
         reports[i].masked    = cands[i].masked();
         reports[i].base_mask = opt.base_mask_path;
+        reports[i].input_path = opt.input_path;
+        reports[i].input_sha256 = input_sha;
+        candidate_identity(cands[i], reports[i]);
     }
     return true;
 }
@@ -1021,6 +1051,16 @@ nlohmann::ordered_json report_json(const eval_report & r) {
         j["masked"]    = r.masked;
     }
     if (!r.base_mask.empty()) j["base_mask"] = r.base_mask;
+    if (!r.input_path.empty()) j["input"] = {{"file", r.input_path}, {"sha256", r.input_sha256}};
+    if (!r.candidate_files.empty()) {
+        nlohmann::ordered_json files = nlohmann::ordered_json::array();
+        for (const auto & f : r.candidate_files) {
+            files.push_back({{"file", f.name}, {"bytes", f.bytes},
+                             {"sha256", f.listed_sha256.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.listed_sha256)}});
+        }
+        j["candidate_files"] = files;
+    }
+    if (!r.candidate_sha256.empty()) j["candidate_sha256"] = r.candidate_sha256;
     return j;
 }
 

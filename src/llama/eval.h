@@ -84,6 +84,19 @@ struct eval_report {
     std::string candidate;              // the -p file or --mask plan scored
     bool        masked = false;         // candidate is a --mask plan
     std::string base_mask;              // --base-mask plan, if any
+    // What was measured, for receipts (`reap report` matches an eval to a build
+    // by these, not by path): the -f file and its sha256; for a pruned file each
+    // of its files with its size and the hash SHA256SUMS beside it lists ("" when
+    // none does); for a mask the plan file's sha256. Best effort: left empty when a
+    // file cannot be read after scoring (the scores are not thrown away for it).
+    std::string input_path, input_sha256;
+    struct file_id {
+        std::string name;
+        uint64_t    bytes = 0;
+        std::string listed_sha256;
+    };
+    std::vector<file_id> candidate_files;
+    std::string          candidate_sha256;
 };
 
 // One model to score against the base.

@@ -77,6 +77,17 @@ std::string sha256_bytes(const void * data, size_t size) {
 
 std::string sums_path_for(const std::string & path) { return beside(path, "SHA256SUMS"); }
 
+std::string listed_sha256(const std::string & file) {
+    std::vector<std::pair<std::string, std::string>> entries;
+    std::string err;
+    if (!read_sha256sums(sums_path_for(file), entries, err)) return "";
+    const std::string name = base_name(file);
+    for (const auto & [n, hex] : entries) {
+        if (n == name) return hex;
+    }
+    return "";
+}
+
 bool read_sha256sums(const std::string & sums_path, std::vector<std::pair<std::string, std::string>> & entries,
                      std::string & err) {
     entries.clear();

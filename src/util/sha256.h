@@ -29,5 +29,9 @@ bool read_sha256sums(const std::string & sums_path, std::vector<std::pair<std::s
 bool update_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err);
 // "<dir of path>/SHA256SUMS" (or "SHA256SUMS" for a bare file name).
 std::string sums_path_for(const std::string & path);
+// The hash the SHA256SUMS beside `file` lists for it (by base name), or ""
+// when there is no such file, it cannot be read, or it has no line for `file`.
+// Reads the list only: nothing is hashed.
+std::string listed_sha256(const std::string & file);
 
 } // namespace reap::util

@@ -1,4 +1,4 @@
-// Line charts as SVG text (see svg_chart.h).
+// Line charts and heatmaps as SVG text (see svg_chart.h).
 #include "util/svg_chart.h"
 
 #include <algorithm>
@@ -10,7 +10,7 @@ namespace reap::util {
 
 namespace {
 
-constexpr double k_width    = 760;
+constexpr double k_width    = k_chart_width;
 constexpr double k_panel_h  = 250;
 constexpr double k_left     = 78;   // room for the left axis labels
 constexpr double k_right    = 86;   // and the right ones
@@ -48,11 +48,24 @@ std::string num(double v) {
     return buf;
 }
 
+// A data value as written in data-* attributes: round-trips exactly.
+std::string exact(double v) {
+    char buf[40];
+    snprintf(buf, sizeof(buf), "%.17g", v);
+    return buf;
+}
+
 // Tick label: as few digits as the step needs.
 std::string tick_text(double v, double step) {
     char buf[32];
     if (std::fabs(v) < step * 1e-9) v = 0;
-    const int decimals = step >= 1 ? 0 : std::min(6, (int) std::ceil(-std::log10(step) - 1e-9));
+    // as many decimals as the step has: 2 -> 0, 2.5 -> 1, 0.2 -> 1, 0.25 -> 2
+    int decimals = 0;
+    while (decimals < 6) {
+        const double scaled = step * std::pow(10, decimals);
+        if (std::fabs(scaled - std::round(scaled)) < 1e-6 * std::max(1.0, scaled)) break;
+        ++decimals;
+    }
     if (std::fabs(v) >= 1e6 || (v != 0 && std::fabs(v) < 1e-4)) snprintf(buf, sizeof(buf), "%.2g", v);
     else snprintf(buf, sizeof(buf), "%.*f", decimals, v);
     return buf;
@@ -93,15 +106,26 @@ void extent(const std::vector<double> & v, double & lo, double & hi) {
 
 } // namespace
 
-std::string render_svg(const chart & c) {
+double chart_height(const chart & c) {
     const double n_panels = (double) std::max<size_t>(1, c.panels.size());
-    const double height   = k_top + n_panels * k_panel_h + (n_panels - 1) * k_gap + k_bottom;
+    return k_top + n_panels * k_panel_h + (n_panels - 1) * k_gap + k_bottom;
+}
+
+std::string render_svg(const chart & c) {
+    const double height   = chart_height(c);
     const double plot_w   = k_width - k_left - k_right;
 
     double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo;
     for (const auto & p : c.panels)
         for (const auto & s : p.series) extent(s.x, xlo, xhi);
-    const axis xa = nice_axis(xlo, xhi);
+    for (const auto & m : c.marks) extent({m.x}, xlo, xhi);
+    axis xa = nice_axis(xlo, xhi);
+    if (c.x_integer && xa.any && xa.step < 1) {
+        // whole-number x (layers, counts): no ticks between them
+        xa.step = 1;
+        xa.lo = std::floor(xa.lo);
+        xa.hi = std::ceil(xa.hi);
+    }
     auto px = [&](double x) {
         const double t = (x - xa.lo) / (xa.hi - xa.lo);
         return k_left + (c.x_descending ? 1 - t : t) * plot_w;
@@ -183,14 +207,150 @@ std::string render_svg(const chart & c) {
                 const std::string X = num(px(s.x[i])), Y = num(py(a, s.y[i]));
                 pts += X + "," + Y + " ";
                 marks += "<circle cx=\"" + X + "\" cy=\"" + Y + "\" r=\"" + (s.bold ? "3.6" : "2.4") + "\" fill=\"" +
-                         color + "\"/>\n";
+                         color + "\" data-series=\"" + esc(s.name) + "\" data-x=\"" + exact(s.x[i]) + "\" data-y=\"" +
+                         exact(s.y[i]) + "\"/>\n";
             }
             o += "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"" + width + "\"" + dash +
                  " points=\"" + pts + "\"/>\n" + marks;
         }
+        for (const chart_mark & m : c.marks) {
+            if (!xa.any || !std::isfinite(m.x)) continue;
+            const std::string X = num(px(m.x));
+            o += "<line x1=\"" + X + "\" y1=\"" + num(top) + "\" x2=\"" + X + "\" y2=\"" + num(bottom) +
+                 "\" stroke=\"#b8860b\" stroke-width=\"1.6\" stroke-dasharray=\"3 3\" data-mark=\"" + exact(m.x) + "\"/>\n";
+            if (pi == 0) {
+                o += "<text x=\"" + num(px(m.x) + 4) + "\" y=\"" + num(top + 14) + "\" fill=\"#8b6508\">" + esc(m.label) +
+                     "</text>\n";
+            }
+        }
     }
     o += "<text x=\"" + num(k_left + plot_w / 2) + "\" y=\"" + num(height - 14) + "\" text-anchor=\"middle\">" +
          esc(c.x_label) + "</text>\n";
+    o += "</svg>\n";
+    return o;
+}
+
+// ---- heatmaps ----------------------------------------------------------------------------
+
+namespace {
+
+constexpr double k_hm_left   = 78;
+constexpr double k_hm_right  = 24;
+constexpr double k_hm_top    = 70;
+constexpr double k_hm_bottom = 64;
+
+double row_height(const heatmap & h) {
+    const double rows = (double) std::max<size_t>(1, h.row_labels.size());
+    return std::clamp(420.0 / rows, 4.0, 28.0);
+}
+
+// Colour of a value in [0, 1] on one of the two ramps (white to the ramp's colour).
+std::string ramp(double t, bool marked) {
+    t = std::clamp(t, 0.0, 1.0);
+    if (marked) t = 0.25 + 0.75 * t;   // a kept cell is blue however small its value
+    const double hi[2][3] = {{150, 150, 150}, {20, 60, 160}};   // unmarked: grey; marked: blue
+    const double lo[2][3] = {{245, 245, 245}, {215, 228, 250}};
+    const int    k = marked ? 1 : 0;
+    char buf[16];
+    snprintf(buf, sizeof(buf), "#%02x%02x%02x", (int) std::lround(lo[k][0] + (hi[k][0] - lo[k][0]) * t),
+             (int) std::lround(lo[k][1] + (hi[k][1] - lo[k][1]) * t), (int) std::lround(lo[k][2] + (hi[k][2] - lo[k][2]) * t));
+    return buf;
+}
+
+} // namespace
+
+double heatmap_height(const heatmap & h) {
+    return k_hm_top + row_height(h) * (double) std::max<size_t>(1, h.row_labels.size()) + k_hm_bottom;
+}
+
+std::string render_heatmap_svg(const heatmap & h) {
+    const size_t rows = h.row_labels.size(), cols = h.n_cols;
+    const double height = heatmap_height(h), rh = row_height(h);
+    const double plot_w = k_width - k_hm_left - k_hm_right;
+    const double cw = cols ? plot_w / (double) cols : plot_w;
+    double vmax = 0;
+    for (double v : h.values) {
+        if (std::isfinite(v)) vmax = std::max(vmax, v);
+    }
+    auto level = [&](double v) {
+        // 32 colour levels: adjacent cells of one level merge into one rectangle
+        const double t = vmax > 0 && std::isfinite(v) && v > 0 ? std::sqrt(v / vmax) : 0.0;
+        return (int) std::lround(t * 31);
+    };
+
+    std::string o;
+    o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(k_width) + "\" height=\"" + num(height) +
+         "\" viewBox=\"0 0 " + num(k_width) + " " + num(height) +
+         "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
+    o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+    o += "<text x=\"" + num(k_width / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" +
+         esc(h.title) + "</text>\n";
+    // legend: the two ramps
+    double lx = k_hm_left;
+    for (int k = 1; k >= 0; --k) {
+        const std::string & label = k ? h.marked_label : h.unmarked_label;
+        if (label.empty()) continue;
+        for (int i = 0; i < 8; ++i) {
+            o += "<rect x=\"" + num(lx + i * 8) + "\" y=\"38\" width=\"8\" height=\"10\" fill=\"" + ramp(i / 7.0, k) + "\"/>\n";
+        }
+        o += "<text x=\"" + num(lx + 70) + "\" y=\"48\">" + esc(label) + "</text>\n";
+        lx += 90 + 7.0 * (double) label.size();
+    }
+    if (!h.value_label.empty()) o += "<text x=\"" + num(lx) + "\" y=\"48\" fill=\"#555\">" + esc(h.value_label) + "</text>\n";
+
+    for (size_t r = 0; r < rows; ++r) {
+        const double y = k_hm_top + (double) r * rh;
+        std::string vals, marks;
+        for (size_t c = 0; c < cols; ++c) {
+            const size_t i = r * cols + c;
+            const double v = i < h.values.size() ? h.values[i] : NAN;
+            const bool   m = i < h.marked.size() && h.marked[i];
+            vals += (c ? " " : "") + exact(v);
+            marks += (c ? " " : "") + std::string(m ? "1" : "0");
+        }
+        o += "<g data-row=\"" + esc(h.row_labels[r]) + "\" data-values=\"" + vals + "\" data-marked=\"" + marks + "\">\n";
+        for (size_t c = 0; c < cols;) {
+            const size_t i  = r * cols + c;
+            const int    lv = level(i < h.values.size() ? h.values[i] : NAN);
+            const bool   m  = i < h.marked.size() && h.marked[i];
+            size_t run = 1;
+            while (c + run < cols) {
+                const size_t j = i + run;
+                if (level(j < h.values.size() ? h.values[j] : NAN) != lv || (j < h.marked.size() && h.marked[j]) != m) break;
+                ++run;
+            }
+            o += "<rect x=\"" + num(k_hm_left + (double) c * cw) + "\" y=\"" + num(y) + "\" width=\"" +
+                 num(std::max(0.1, (double) run * cw)) + "\" height=\"" + num(rh) + "\" fill=\"" + ramp(lv / 31.0, m) +
+                 "\" data-cols=\"" + std::to_string(c) + " " + std::to_string(run) + "\" data-marked=\"" + (m ? "1" : "0") +
+                 "\"/>\n";
+            c += run;
+        }
+        o += "</g>\n";
+        // row labels: every row when they fit, else every k-th
+        const size_t every = (size_t) std::ceil(12.0 / rh);
+        if (r % every == 0) {
+            o += "<text x=\"" + num(k_hm_left - 6) + "\" y=\"" + num(y + rh / 2 + 4) + "\" text-anchor=\"end\">" +
+                 esc(h.row_labels[r]) + "</text>\n";
+        }
+    }
+    const double bottom = k_hm_top + (double) rows * rh;
+    o += "<rect x=\"" + num(k_hm_left) + "\" y=\"" + num(k_hm_top) + "\" width=\"" + num(plot_w) + "\" height=\"" +
+         num(bottom - k_hm_top) + "\" fill=\"none\" stroke=\"#444\"/>\n";
+    // column ticks: a nice step over the column count
+    if (cols > 0) {
+        const axis xa = nice_axis(0, (double) cols);
+        for (double v = 0; v <= (double) cols + 1e-9; v += xa.step) {
+            const double x = k_hm_left + v * cw;
+            o += "<line x1=\"" + num(x) + "\" y1=\"" + num(bottom) + "\" x2=\"" + num(x) + "\" y2=\"" + num(bottom + 5) +
+                 "\" stroke=\"#444\"/>\n";
+            o += "<text x=\"" + num(x) + "\" y=\"" + num(bottom + 18) + "\" text-anchor=\"middle\">" + tick_text(v, xa.step) +
+                 "</text>\n";
+        }
+    }
+    o += "<text x=\"" + num(k_hm_left + plot_w / 2) + "\" y=\"" + num(height - 16) + "\" text-anchor=\"middle\">" +
+         esc(h.x_label) + "</text>\n";
+    o += "<text transform=\"translate(" + num(16) + "," + num((k_hm_top + bottom) / 2) +
+         ") rotate(-90)\" text-anchor=\"middle\">" + esc(h.y_label) + "</text>\n";
     o += "</svg>\n";
     return o;
 }

@@ -1,0 +1,507 @@
+// End-to-end tests of `reap report` (the binary named by $REAP_BIN; skipped
+// when it is not built) on a zoo model, a synthetic saliency archive, a plan
+// and a build written by `reap plan` and `reap prune`:
+//   * the card: Hugging Face front matter, the census, the method, the eval
+//     table of an eval that measured this build, "pruned blind" for a domain
+//     the calibration never saw, the SHA256SUMS lines equal to sha256sum's;
+//   * the figures: rsvg-convert draws each to a PNG of the size the SVG
+//     declares (read from the PNG header), and the plotted numbers (the data-*
+//     values of the heatmap, retention curve and usage chart) equal the ones
+//     computed here from the archive the test wrote and the plan file;
+//   * the card is checked: a flipped byte in one shard of a split build
+//     refuses the card (exit 1, nothing written); an eval JSON of another file
+//     is listed as not counted and never under "Verified" (so is a masked
+//     eval of another plan); an eval on the calibration corpus is marked as
+//     flattering the cut; an archive other than the plan's is refused;
+//   * the heatmap at K3 size (92 x 896) stays small, exact and drawable.
+#include "gguf/gguf.h"
+#include "prune_test_util.h"
+#include "saliency_test_util.h"
+#include "util/svg_chart.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <regex>
+#include <sstream>
+
+namespace g = reap::gguf;
+namespace s = reap::saliency;
+using prune_test::quote;
+
+namespace {
+
+int run_reap(const std::string & args, std::string & out) {
+    return prune_test::run(quote(gguf_test::reap_bin()) + " " + args, out);
+}
+
+std::string read_text(const std::string & path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+void write_text(const std::string & path, const std::string & text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+}
+
+nlohmann::json read_json(const std::string & path) { return nlohmann::json::parse(read_text(path)); }
+
+// sha256sum's answer for a file.
+std::string sha256sum(const std::string & path) {
+    std::string out;
+    if (prune_test::run("sha256sum " + quote(path), out) != 0) return "";
+    return out.substr(0, 64);
+}
+
+// The text of a card section: from "## NAME" to the next "## ".
+std::string section(const std::string & card, const std::string & name) {
+    const size_t a = card.find("## " + name + "\n");
+    if (a == std::string::npos) return "";
+    const size_t b = card.find("\n## ", a + 3);
+    return card.substr(a, b == std::string::npos ? std::string::npos : b - a);
+}
+
+struct fixture {
+    std::string dir, model, sal, plan, cut;
+    s::archive  a;
+    nlohmann::json plan_json;
+};
+
+const char * k_corpus_sha = "1111111111111111111111111111111111111111111111111111111111111111";
+
+// The zoo's qwen3moe, an archive "measured" on it (en, code; corpus hash
+// recorded), a plan keeping 6 of 16 and its build (split into shards when
+// `split`), all through the CLI.
+bool setup(const std::string & name, fixture & fx, std::string & why, bool split = false) {
+    if (!prune_test::exists(gguf_test::reap_bin())) {
+        why = "reap binary not built ($REAP_BIN)";
+        return false;
+    }
+    const std::string zoo = prune_test::zoo_dir("report_zoo", why);
+    if (zoo.empty()) return false;
+    fx.dir = prune_test::scratch(name);
+    fx.model = zoo + "/qwen3moe.gguf";
+    fx.sal = fx.dir + "/sal.gguf";
+    fx.plan = fx.dir + "/plan.json";
+    g::model m;
+    std::string err, out;
+    if (!g::open_model(fx.model, m, err)) { why = err; return false; }
+    s::fingerprint fp;
+    if (!s::model_fingerprint(m, fp, err)) { why = err; return false; }
+    fx.a = s::make_archive(fp, s::metric_set::reap);
+    uint32_t seed = 11;
+    for (const char * d : {"en", "code"}) {
+        saliency_test::sim_options o;
+        o.seed = seed++;
+        saliency_test::simulate_domain(fx.a, d, o);
+    }
+    fx.a.provenance.set_string(s::k_key_corpus_sha256, k_corpus_sha);
+    fx.a.provenance.set_string("reap.saliency.corpus", "calib.jsonl");
+    if (!s::write_archive(fx.a, fx.sal, err, true)) { why = err; return false; }
+    if (run_reap("plan " + quote(fx.sal) + " -m " + quote(fx.model) + " --keep 6 -o " + quote(fx.plan), out) != 0) {
+        why = out;
+        return false;
+    }
+    fx.plan_json = read_json(fx.plan);
+    std::filesystem::create_directories(fx.dir + "/build");
+    fx.cut = fx.dir + "/build/cut.gguf";
+    if (run_reap("prune -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " -o " + quote(fx.cut) +
+                     (split ? " --split-max-tensors 8" : ""), out) != 0) {
+        why = out;
+        return false;
+    }
+    return true;
+}
+
+// The build's files as `reap prune` named them.
+std::vector<std::string> build_files(const fixture & fx) {
+    std::vector<std::string> v;
+    for (const auto & f : gguf_test::list_dir(fx.dir + "/build")) {
+        if (prune_test::quote(f).find(".gguf") != std::string::npos) v.push_back(fx.dir + "/build/" + f);
+    }
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
+// An eval JSON as `reap eval --json` writes it for one pruned file, naming
+// `files` by their hashes and the corpus by `input_sha`.
+std::string eval_json(const std::vector<std::string> & files, const std::string & input_sha,
+                      const std::vector<std::string> & domains) {
+    nlohmann::ordered_json j;
+    auto m = [](double k) {
+        return nlohmann::ordered_json{{"ppl_base", 10.0}, {"ppl_pruned", 11.0}, {"ppl_ratio", 1.1}, {"kld_mean", k},
+                                      {"kld_median", k / 2}, {"kld_p99", k * 5}, {"kld_max", k * 9}, {"argmax_agree", 0.9},
+                                      {"n_tokens", 1000}};
+    };
+    j = m(0.125);
+    nlohmann::ordered_json d = nlohmann::ordered_json::object();
+    double k = 0.1;
+    for (const auto & name : domains) d[name] = m(k += 0.01);
+    j["domains"] = d;
+    j["corpus"] = true;
+    j["candidate"] = files.empty() ? "" : files[0];
+    j["masked"] = false;
+    j["input"] = {{"file", "heldout.jsonl"}, {"sha256", input_sha}};
+    nlohmann::ordered_json cf = nlohmann::ordered_json::array();
+    for (const auto & f : files) {
+        cf.push_back({{"file", f.substr(f.rfind('/') + 1)}, {"bytes", prune_test::read_all(f).size()}, {"sha256", sha256sum(f)}});
+    }
+    j["candidate_files"] = cf;
+    return j.dump(2);
+}
+
+// Width and height of a PNG, from its IHDR chunk.
+bool png_size(const std::string & path, uint32_t & w, uint32_t & h) {
+    const std::vector<uint8_t> b = prune_test::read_all(path);
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (b.size() < 24 || !std::equal(sig, sig + 8, b.begin()) || std::string(b.begin() + 12, b.begin() + 16) != "IHDR") return false;
+    auto be = [&](size_t i) { return (uint32_t) b[i] << 24 | (uint32_t) b[i + 1] << 16 | (uint32_t) b[i + 2] << 8 | b[i + 3]; };
+    w = be(16);
+    h = be(20);
+    return true;
+}
+
+// The attribute `name` of the first tag in `tag`.
+std::string attr(const std::string & tag, const std::string & name) {
+    const std::string key = " " + name + "=\"";
+    const size_t a = tag.find(key);
+    if (a == std::string::npos) return "";
+    const size_t b = tag.find('"', a + key.size());
+    return tag.substr(a + key.size(), b - a - key.size());
+}
+
+// Every tag of `svg` opening with `<kind ` that carries `has`.
+std::vector<std::string> tags(const std::string & svg, const std::string & kind, const std::string & has) {
+    std::vector<std::string> v;
+    for (size_t p = svg.find("<" + kind + " "); p != std::string::npos; p = svg.find("<" + kind + " ", p + 1)) {
+        const std::string t = svg.substr(p, svg.find('>', p) - p + 1);
+        if (t.find(has) != std::string::npos) v.push_back(t);
+    }
+    return v;
+}
+
+std::vector<double> numbers(const std::string & s) {
+    std::vector<double> v;
+    std::istringstream in(s);
+    double x;
+    while (in >> x) v.push_back(x);
+    return v;
+}
+
+// The REAP score per expert of one layer over every domain, from the archive.
+std::vector<double> reap_score(const s::archive & a, int layer) {
+    std::vector<double> cnt(a.model.n_expert, 0), rs(a.model.n_expert, 0), sc(a.model.n_expert, 0);
+    for (const auto & d : a.domains) {
+        for (uint32_t e = 0; e < a.model.n_expert; ++e) {
+            cnt[e] += d.count[a.index(layer, (int) e)];
+            rs[e] += d.reap_sum[a.index(layer, (int) e)];
+        }
+    }
+    for (uint32_t e = 0; e < a.model.n_expert; ++e) sc[e] = cnt[e] > 0 ? rs[e] / cnt[e] : 0;
+    return sc;
+}
+
+bool have_rsvg() {
+    std::string out;
+    return prune_test::run("command -v rsvg-convert", out) == 0;
+}
+
+} // namespace
+
+TEST(ReportCli, CardAndFiguresFromReceipts) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_card", fx, why)) GTEST_SKIP() << why;
+    const std::vector<std::string> files = build_files(fx);
+    ASSERT_EQ(files.size(), 1u);
+    const std::string ev = fx.dir + "/eval.json";
+    write_text(ev, eval_json(files, std::string(64, '2'), {"en", "code", "fr"}));
+    // a sweep as `reap sweep -o` writes it (two points, the chosen N among them)
+    nlohmann::ordered_json sw;
+    sw["format"] = "reap-sweep";
+    sw["version"] = 1;
+    sw["model"] = {{"arch", "qwen3moe"}, {"n_expert", 16}};
+    sw["saliency"] = {{"sha256", sha256sum(fx.sal)}, {"method", "reap"}, {"domains", {"en", "code"}}};
+    sw["input"] = {{"file", "heldout.jsonl"}};
+    sw["points"] = nlohmann::ordered_json::array();
+    for (int n : {12, 6}) {
+        sw["points"].push_back({{"n_keep", n}, {"predicted_bytes", 1000 * n}, {"saliency_share", 0.1 * n},
+                                {"overall", {{"kld_mean", 1.0 / n}, {"argmax_agree", 0.9}, {"ppl_ratio", 1.1}, {"n_tokens", 10}}},
+                                {"domains", {{"en", {{"kld_mean", 2.0 / n}, {"n_tokens", 5}}}}}});
+    }
+    write_text(fx.dir + "/sweep.json", sw.dump(2));
+    // a masked eval of this plan, in the format of several candidates: matched by the plan's hash
+    nlohmann::json mk = nlohmann::json::parse(eval_json({}, std::string(64, '2'), {"en", "code"}));
+    mk.erase("candidate_files");
+    mk["masked"] = true;
+    mk["candidate_sha256"] = sha256sum(fx.plan);
+    const std::string evm = fx.dir + "/masked.json";
+    write_text(evm, nlohmann::json{{"masked", {{"some/where/plan.json", mk}}}}.dump());
+    const std::string card_dir = fx.dir + "/card";
+    ASSERT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --saliency " + quote(fx.sal) +
+                           " --eval " + quote(ev) + " --eval " + quote(evm) + " --sweep " + quote(fx.dir + "/sweep.json") + " -o " + quote(card_dir), out), 0) << out;
+    const std::string card = read_text(card_dir + "/README.md");
+
+    // front matter
+    ASSERT_EQ(card.rfind("---\n", 0), 0u) << card.substr(0, 200);
+    const std::string fm = card.substr(0, card.find("\n---\n", 4) + 1);
+    EXPECT_NE(fm.find("base_model: FILL_IN"), std::string::npos) << fm;
+    EXPECT_NE(fm.find("library_name: gguf"), std::string::npos);
+    EXPECT_NE(fm.find("pipeline_tag: text-generation"), std::string::npos);
+    for (const char * t : {"moe", "expert-pruning", "reap"}) EXPECT_NE(fm.find("  - " + std::string(t) + "\n"), std::string::npos) << t;
+    EXPECT_NE(fm.find("  - \"qwen3moe\"\n"), std::string::npos) << fm;
+    // the build's tensor types, read with the test's own GGUF parser
+    gguf_test::plain_gguf pg;
+    ASSERT_TRUE(gguf_test::plain_read(fx.cut, pg, why)) << why;
+    for (const auto & t : pg.tensors) {
+        const gguf_test::plain_type * pt = gguf_test::plain_type_of(t.type);
+        ASSERT_NE(pt, nullptr);
+        EXPECT_NE(fm.find("  - \"" + std::string(pt->name) + "\"\n"), std::string::npos) << pt->name;
+    }
+    // census: the experts per layer of both files
+    EXPECT_NE(card.find("| routed experts per MoE layer | 16 | 6 |"), std::string::npos) << section(card, "Source vs build");
+    // verified: the audit, SHA256SUMS and this eval; not verified: fr was never calibrated on
+    const std::string ver = section(card, "Verified"), nver = section(card, "Not verified");
+    EXPECT_NE(ver.find("byte for byte"), std::string::npos) << ver;
+    EXPECT_NE(ver.find("`eval.json`"), std::string::npos) << ver;
+    EXPECT_NE(ver.find("| **all** | 1,000 | 0.1250 |"), std::string::npos) << ver;
+    EXPECT_NE(ver.find("**Eval `masked.json`**: measured on the plan's experts masked"), std::string::npos) << ver;
+    EXPECT_NE(nver.find("Pruned blind for `fr`"), std::string::npos) << nver;
+    EXPECT_EQ(nver.find("Quality unmeasured"), std::string::npos) << nver;
+    EXPECT_EQ(nver.find("flatters"), std::string::npos) << nver;
+    // SHA256SUMS as sha256sum computes it
+    EXPECT_NE(section(card, "SHA256SUMS").find(sha256sum(fx.cut) + "  cut.gguf\n"), std::string::npos);
+
+    // figures: drawn by a real renderer at the declared size
+    const std::vector<std::string> figs = {"saliency-heatmap.svg", "retention.svg", "domain-usage.svg", "sweep-kld.svg"};
+    for (const auto & f : figs) {
+        const std::string svg_path = card_dir + "/figures/" + f;
+        ASSERT_TRUE(prune_test::exists(svg_path)) << f;
+        EXPECT_NE(card.find("(figures/" + f + ")"), std::string::npos) << f;
+        if (!have_rsvg()) continue;
+        const std::string svg = read_text(svg_path), png = fx.dir + "/" + f + ".png";
+        ASSERT_EQ(prune_test::run("rsvg-convert -f png -o " + quote(png) + " " + quote(svg_path), out), 0) << f << ": " << out;
+        uint32_t w = 0, h = 0;
+        ASSERT_TRUE(png_size(png, w, h)) << f;
+        const std::string root = svg.substr(0, svg.find('>'));
+        EXPECT_EQ(w, (uint32_t) std::lround(std::stod(attr(root, "width")))) << f;
+        EXPECT_EQ(h, (uint32_t) std::lround(std::stod(attr(root, "height")))) << f;
+        EXPECT_EQ(w, 760u) << f;
+        EXPECT_GT(h, 200u) << f;
+    }
+
+    // the heatmap's numbers: each MoE layer's REAP shares, sorted, kept ones marked
+    const std::string hm = read_text(card_dir + "/figures/saliency-heatmap.svg");
+    const std::vector<std::string> rows = tags(hm, "g", "data-row=");
+    ASSERT_EQ(rows.size(), fx.plan_json["layers"].size());
+    for (size_t r = 0; r < rows.size(); ++r) {
+        const auto & pl = fx.plan_json["layers"][r];
+        const int layer = pl["layer"];
+        EXPECT_EQ(attr(rows[r], "data-row"), std::to_string(layer));
+        const std::vector<double> sc = reap_score(fx.a, layer);
+        const double total = std::accumulate(sc.begin(), sc.end(), 0.0);
+        std::vector<int> ids(sc.size());
+        std::iota(ids.begin(), ids.end(), 0);
+        std::stable_sort(ids.begin(), ids.end(), [&](int x, int y) { return sc[x] > sc[y]; });
+        const std::vector<double> got = numbers(attr(rows[r], "data-values")), marked = numbers(attr(rows[r], "data-marked"));
+        ASSERT_EQ(got.size(), sc.size());
+        const std::vector<int64_t> keep = pl["keep"].get<std::vector<int64_t>>();
+        for (size_t i = 0; i < ids.size(); ++i) {
+            EXPECT_NEAR(got[i], sc[ids[i]] / total, 1e-12) << "layer " << layer << " rank " << i;
+            EXPECT_EQ(marked[i] == 1, std::count(keep.begin(), keep.end(), ids[i]) == 1) << "layer " << layer << " expert " << ids[i];
+        }
+    }
+    // the retention curve at the chosen N: the plan's keep lists' share, and the build's size
+    const std::string rt = read_text(card_dir + "/figures/retention.svg");
+    double share = 0;
+    for (const auto & pl : fx.plan_json["layers"]) {
+        const std::vector<double> sc = reap_score(fx.a, pl["layer"]);
+        double kept = 0;
+        for (int64_t e : pl["keep"].get<std::vector<int64_t>>()) kept += sc[e];
+        share += kept / std::accumulate(sc.begin(), sc.end(), 0.0);
+    }
+    share /= (double) fx.plan_json["layers"].size();
+    // the size axis' unit, as its label names it
+    const size_t ul = rt.find("file size (");
+    ASSERT_NE(ul, std::string::npos);
+    const std::string unit_name = rt.substr(ul + 11, 2);
+    const double unit = unit_name == "kB" ? 1e3 : unit_name == "MB" ? 1e6 : unit_name == "GB" ? 1e9 : 0;
+    ASSERT_GT(unit, 0) << unit_name;
+    bool seen_share = false, seen_size = false;
+    for (const auto & t : tags(rt, "circle", "data-x=\"6\"")) {
+        if (attr(t, "data-series") == "saliency kept") {
+            EXPECT_NEAR(std::stod(attr(t, "data-y")), 100 * share, 1e-9);
+            seen_share = true;
+        } else if (attr(t, "data-series") == "file size") {
+            EXPECT_NEAR(std::stod(attr(t, "data-y")) * unit, (double) prune_test::read_all(fx.cut).size(), 1e-6 * unit);
+            seen_size = true;
+        }
+    }
+    EXPECT_TRUE(seen_share && seen_size) << rt.substr(0, 2000);
+    EXPECT_EQ(tags(rt, "line", "data-mark=\"6\"").size(), 1u);
+    // positions follow the values: the share markers lie on one line y = a + b * value
+    {
+        std::vector<std::pair<double, double>> pts;
+        for (const auto & t : tags(rt, "circle", "data-series=\"saliency kept\"")) pts.push_back({std::stod(attr(t, "data-y")), std::stod(attr(t, "cy"))});
+        ASSERT_GE(pts.size(), 3u);
+        const auto lo = *std::min_element(pts.begin(), pts.end()), hi = *std::max_element(pts.begin(), pts.end());
+        ASSERT_GT(hi.first, lo.first);
+        for (const auto & [v, cy] : pts) EXPECT_NEAR(cy, lo.second + (v - lo.first) / (hi.first - lo.first) * (hi.second - lo.second), 0.15);
+        EXPECT_LT(hi.second, lo.second);   // larger share drawn higher
+    }
+    // expert usage: each domain's routed tokens on kept experts, per layer
+    const std::string us = read_text(card_dir + "/figures/domain-usage.svg");
+    for (const auto & d : fx.a.domains) {
+        const std::vector<std::string> pts = tags(us, "circle", "data-series=\"" + d.name + "\"");
+        ASSERT_EQ(pts.size(), fx.plan_json["layers"].size()) << d.name;
+        for (size_t i = 0; i < pts.size(); ++i) {
+            const auto & pl = fx.plan_json["layers"][i];
+            const int layer = pl["layer"];
+            double all = 0, kept = 0;
+            for (uint32_t e = 0; e < fx.a.model.n_expert; ++e) all += d.count[fx.a.index(layer, (int) e)];
+            for (int64_t e : pl["keep"].get<std::vector<int64_t>>()) kept += d.count[fx.a.index(layer, (int) e)];
+            EXPECT_EQ(std::stod(attr(pts[i], "data-x")), layer);
+            EXPECT_NEAR(std::stod(attr(pts[i], "data-y")), 100 * kept / all, 1e-9) << d.name << " layer " << layer;
+        }
+    }
+    // the sweep's chart plots the sweep's numbers
+    const std::string kc = read_text(card_dir + "/figures/sweep-kld.svg");
+    const std::vector<std::string> kpts = tags(kc, "circle", "data-series=\"overall\"");
+    ASSERT_EQ(kpts.size(), 2u);
+    for (const auto & t : kpts) EXPECT_NEAR(std::stod(attr(t, "data-y")), 1.0 / std::stod(attr(t, "data-x")), 1e-15);
+    if (!have_rsvg()) GTEST_SKIP() << "rsvg-convert not installed (scripts/setup-deps.sh installs librsvg2-bin): figures not drawn";
+}
+
+TEST(ReportCli, FlippedByteInAShardRefusesTheCard) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_flip", fx, why, true)) GTEST_SKIP() << why;
+    const std::vector<std::string> files = build_files(fx);
+    ASSERT_GE(files.size(), 2u) << "the build should be split";
+    fx.cut = files[0];
+    const std::string card_dir = fx.dir + "/card";
+    const std::string cmd = "report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --saliency " + quote(fx.sal) + " -o " + quote(card_dir);
+    ASSERT_EQ(run_reap(cmd, out), 0) << out;   // intact: a card
+    ASSERT_TRUE(prune_test::exists(card_dir + "/README.md"));
+    // one byte of the last shard's tensor data flipped: verify fails, no card
+    std::vector<uint8_t> b = prune_test::read_all(files.back());
+    b[b.size() - 7] ^= 0x40;
+    prune_test::write_all(files.back(), b);
+    const std::string card_dir2 = fx.dir + "/card2";
+    EXPECT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " -o " + quote(card_dir2), out), 1) << out;
+    EXPECT_NE(out.find("FAILED"), std::string::npos) << out;
+    EXPECT_FALSE(prune_test::exists(card_dir2 + "/README.md"));
+    // and an existing card is not replaced by a failing run
+    const std::string before = read_text(card_dir + "/README.md");
+    EXPECT_EQ(run_reap(cmd + " --force", out), 1) << out;
+    EXPECT_EQ(read_text(card_dir + "/README.md"), before);
+}
+
+TEST(ReportCli, EvalOfAnotherFileIsNeverVerified) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_other_eval", fx, why)) GTEST_SKIP() << why;
+    // an eval of the source model (another file), one with no hashes at another path,
+    // and one of this build on the calibration corpus itself
+    const std::string other = fx.dir + "/other.json", nohash = fx.dir + "/nohash.json", same = fx.dir + "/same.json";
+    write_text(other, eval_json({fx.model}, std::string(64, '2'), {"en"}));
+    nlohmann::json nh = nlohmann::json::parse(eval_json({fx.cut}, std::string(64, '2'), {"en"}));
+    nh.erase("candidate_files");
+    nh["candidate"] = fx.dir + "/elsewhere.gguf";
+    write_text(nohash, nh.dump());
+    const std::string mother = fx.dir + "/mask-other.json";
+    nlohmann::json mo = nlohmann::json::parse(eval_json({}, std::string(64, '2'), {"en"}));
+    mo.erase("candidate_files");
+    mo["masked"] = true;
+    mo["candidate_sha256"] = std::string(64, '4');
+    write_text(mother, mo.dump());
+    const std::string card_dir = fx.dir + "/card";
+    ASSERT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --saliency " + quote(fx.sal) +
+                           " --eval " + quote(other) + " --eval " + quote(nohash) + " --eval " + quote(mother) + " -o " + quote(card_dir), out), 0) << out;
+    std::string card = read_text(card_dir + "/README.md");
+    std::string ver = section(card, "Verified"), nver = section(card, "Not verified");
+    for (const char * f : {"other.json", "nohash.json", "mask-other.json"}) {
+        EXPECT_EQ(ver.find(f), std::string::npos) << f << "\n" << ver;
+        EXPECT_NE(nver.find("Eval `" + std::string(f) + "` is not counted"), std::string::npos) << f << "\n" << nver;
+    }
+    EXPECT_EQ(ver.find("KLD mean"), std::string::npos) << ver;
+    EXPECT_NE(nver.find("Quality unmeasured"), std::string::npos) << nver;
+
+    // this build, but measured on the calibration corpus
+    write_text(same, eval_json({fx.cut}, k_corpus_sha, {"en", "code"}));
+    ASSERT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --saliency " + quote(fx.sal) +
+                           " --eval " + quote(same) + " -o " + quote(card_dir) + " --force", out), 0) << out;
+    card = read_text(card_dir + "/README.md");
+    nver = section(card, "Not verified");
+    EXPECT_NE(nver.find("flatters the cut"), std::string::npos) << nver;
+    EXPECT_EQ(nver.find("Pruned blind"), std::string::npos) << nver;
+
+    // an archive other than the plan's: refused
+    s::archive b = fx.a;
+    b.domains[0].count[b.index(b.model.moe_layers[0], 0)] += 0;   // same numbers, other provenance
+    b.provenance.set_string(s::k_key_corpus_sha256, std::string(64, '3'));
+    ASSERT_TRUE(s::write_archive(b, fx.dir + "/other-sal.gguf", why, true)) << why;
+    EXPECT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --saliency " +
+                           quote(fx.dir + "/other-sal.gguf") + " -o " + quote(fx.dir + "/card3"), out), 2) << out;
+    EXPECT_NE(out.find("not the one the plan was made from"), std::string::npos) << out;
+}
+
+// The heatmap at the size of a K3 build (92 MoE layers x 896 experts): runs of
+// equal colour merge, so the file stays small; every value is still in it
+// exactly; a real renderer draws it at the declared size.
+TEST(ReportFigures, HeatmapAtK3ScaleStaysSmallAndExact) {
+    reap::util::heatmap h;
+    h.title = "k3";
+    h.n_cols = 896;
+    std::mt19937_64 rng(5);
+    std::uniform_real_distribution<double> u(0, 1);
+    for (int r = 0; r < 92; ++r) {
+        h.row_labels.push_back(std::to_string(r + 1));
+        std::vector<double> v(896);
+        for (double & x : v) x = std::pow(u(rng), 4);
+        std::sort(v.rbegin(), v.rend());
+        for (int c = 0; c < 896; ++c) {
+            h.values.push_back(v[c]);
+            h.marked.push_back(c < 400 || c == 700 + r ? 1 : 0);   // kept block plus one protected expert per row
+        }
+    }
+    const std::string svg = reap::util::render_heatmap_svg(h);
+    EXPECT_LT(svg.size(), 3u << 20) << "heatmap of 92 x 896 is " << svg.size() << " bytes";
+    const std::vector<std::string> rows = tags(svg, "g", "data-row=");
+    ASSERT_EQ(rows.size(), 92u);
+    for (size_t r = 0; r < rows.size(); ++r) {
+        const std::vector<double> v = numbers(attr(rows[r], "data-values")), m = numbers(attr(rows[r], "data-marked"));
+        ASSERT_EQ(v.size(), 896u);
+        for (size_t c = 0; c < 896; ++c) {
+            ASSERT_EQ(v[c], h.values[r * 896 + c]) << r << "," << c;
+            ASSERT_EQ(m[c], h.marked[r * 896 + c]) << r << "," << c;
+        }
+    }
+    // the drawn rectangles cover every cell once, marked ones on the marked ramp
+    size_t covered = 0, marked_cells = 0;
+    for (const auto & t : tags(svg, "rect", "data-cols=")) {
+        const std::vector<double> cr = numbers(attr(t, "data-cols"));
+        covered += (size_t) cr[1];
+        if (attr(t, "data-marked") == "1") marked_cells += (size_t) cr[1];
+    }
+    EXPECT_EQ(covered, 92u * 896u);
+    EXPECT_EQ(marked_cells, 92u * 401u);
+    if (!have_rsvg()) GTEST_SKIP() << "rsvg-convert not installed";
+    const std::string dir = prune_test::scratch("report_heatmap_k3");
+    write_text(dir + "/h.svg", svg);
+    std::string out;
+    ASSERT_EQ(prune_test::run("rsvg-convert -f png -o " + quote(dir + "/h.png") + " " + quote(dir + "/h.svg"), out), 0) << out;
+    uint32_t w = 0, hh = 0;
+    ASSERT_TRUE(png_size(dir + "/h.png", w, hh));
+    EXPECT_EQ(w, (uint32_t) reap::util::k_chart_width);
+    EXPECT_EQ(hh, (uint32_t) std::lround(reap::util::heatmap_height(h)));
+}
