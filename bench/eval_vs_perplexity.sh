@@ -9,6 +9,7 @@
 #   -m MODEL     the base (default: the project's trained model, models/reap-moe-tiny.gguf)
 #   -n RUNS      timed runs of each (default 3)
 #   -c CTX       context (default 512)
+#   --chunks N   score the first N chunks of the text (default 32: 8,192 scored tokens at -c 512)
 #   -d WORKDIR   scratch folder (default ${TMPDIR:-/tmp}/reap-bench-eval)
 # The cut keeps a random half of the experts of every layer (fixed seed); the
 # text is the held-out split of the project's corpus (data/corpus/heldout.jsonl,
@@ -19,6 +20,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 model="$here/models/reap-moe-tiny.gguf"
 runs=3
 ctx=512
+chunks=32
 work="${TMPDIR:-/tmp}/reap-bench-eval"
 reap="$here/build/bin/reap"
 python="${REAP_PYTHON:-/usr/bin/python3}"
@@ -28,9 +30,10 @@ while [ $# -gt 0 ]; do
         -m) model="$2"; shift 2 ;;
         -n) runs="$2"; shift 2 ;;
         -c) ctx="$2"; shift 2 ;;
+        --chunks) chunks="$2"; shift 2 ;;
         -d) work="$2"; shift 2 ;;
         --reap) reap="$2"; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "eval_vs_perplexity.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -66,10 +69,10 @@ now() { date +%s.%N; }
 declare -a ta tb
 for ((i = 0; i < runs + 1; ++i)); do
     a=$(now)
-    "$reap" eval -m "$model" -p "$cut" -f "$text" -c "$ctx" -t 2 --json -q > "$work/eval.json"
+    "$reap" eval -m "$model" -p "$cut" -f "$text" -c "$ctx" --chunks "$chunks" -t 2 --json -q > "$work/eval.json"
     b=$(now)
-    "$ppl" -m "$model" -f "$text" -c "$ctx" -t 2 --kl-divergence-base "$work/base.kld" > "$work/ppl-base.log" 2>&1
-    "$ppl" -m "$cut" -f "$text" -c "$ctx" -t 2 --kl-divergence-base "$work/base.kld" --kl-divergence > "$work/ppl-kld.log" 2>&1
+    "$ppl" -m "$model" -f "$text" -c "$ctx" --chunks "$chunks" -t 2 --kl-divergence-base "$work/base.kld" > "$work/ppl-base.log" 2>&1
+    "$ppl" -m "$cut" -f "$text" -c "$ctx" --chunks "$chunks" -t 2 --kl-divergence-base "$work/base.kld" --kl-divergence > "$work/ppl-kld.log" 2>&1
     c=$(now)
     if [ "$i" -gt 0 ]; then   # the first round warms the page cache
         ta+=("$(echo "$b - $a" | bc -l)")
@@ -81,7 +84,7 @@ ma=$(median "${ta[@]}"); mb=$(median "${tb[@]}")
 kld_reap=$("$python" -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j.get("kld_mean", j.get("models",[{}])[0].get("kld_mean")))' "$work/eval.json")
 kld_ppl=$(grep -m1 -E '^Mean +KLD' "$work/ppl-kld.log" | awk '{print $3}')
 printf 'model              %s, cut: half the experts (%s)\n' "$model" "$cut"
-printf 'text               %s (%s bytes), -c %s, -t 2\n' "$text" "$(stat -c %s "$text")" "$ctx"
+printf 'text               %s (%s bytes), -c %s, first %s chunks, -t 2\n' "$text" "$(stat -c %s "$text")" "$ctx" "$chunks"
 printf 'runs               %d (median wall seconds)\n' "$runs"
 printf 'reap eval          %.2f s   (%s)\n' "$ma" "${ta[*]}"
 printf 'llama-perplexity   %.2f s   (%s; base pass + KLD pass)\n' "$mb" "${tb[*]}"
