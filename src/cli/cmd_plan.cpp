@@ -85,7 +85,7 @@ void declare(reap::cli::options & t, plan_params & p, int & n_how) {
                  return true;
              });
 
-    t.integer("--multiple-of", "M", "only an N that is a multiple of M (with --ratio: rounded down to one; with "
+    t.integer("--multiple-of", "K", "only an N that is a multiple of K (with --ratio: rounded down to one; with "
               "--budget: the largest such N that fits)", 1, INT64_MAX, p.counts.multiple_of);
     t.flag("--fused-kernel",
            "only an N that llama.cpp's fused CUDA top-k MoE kernel takes (read from the llama.cpp source built "
