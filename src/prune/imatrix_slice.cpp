@@ -105,7 +105,7 @@ bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, 
     }
     // Every MoE layer must have an entry for each of its expert weights (nextn
     // blocks, which llama.cpp does not run, may have none).
-    const int64_t n_layer = model.kvs.has(moe::kv_key(lay.arch, "block_count")) ? kv.block_count.value_or(0) : 0;
+    const int64_t n_layer = kv.block_count.value_or(0);
     const int64_t n_nextn = kv.nextn_predict_layers.value_or(0);
     coverage_receipt & cov = out.coverage;
     cov.counts_known = !f.legacy;
