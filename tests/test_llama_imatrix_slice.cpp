@@ -201,6 +201,18 @@ TEST_F(Fixture, ExactCutEqualsLlamaImatrixOnThePrunedModel) {
         const std::set<int64_t> ks(k.begin(), k.end());
         for (int64_t x : routed[l.at("layer").get<int>()]) ASSERT_TRUE(ks.count(x)) << "routed expert " << x << " cut";
     }
+    // the padding experts saw no token: --require-coverage 1 refuses and writes nothing
+    {
+        std::string out;
+        EXPECT_EQ(run_cmd(shell_quote(reap_bin()) + " prune -m " + shell_quote(model) + " --plan " + shell_quote(plan) +
+                              " -o " + shell_quote(cut) + " --imatrix " + shell_quote(src_im) + " --require-coverage 1",
+                          out),
+                  1)
+            << out;
+        EXPECT_NE(out.find("fewer than 1 activations"), std::string::npos) << out;
+        EXPECT_FALSE(file_exists(cut));
+        EXPECT_FALSE(file_exists(dir + "/cut.imatrix.gguf"));
+    }
     const std::string receipt = reap("prune -m " + shell_quote(model) + " --plan " + shell_quote(plan) + " -o " +
                                      shell_quote(cut) + " --imatrix " + shell_quote(src_im) + " --json", true);
     const std::string sliced = dir + "/cut.imatrix.gguf";

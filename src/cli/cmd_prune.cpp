@@ -104,6 +104,7 @@ void declare(reap::cli::options & t, prune_params & p) {
               "imatrix records only whether an expert saw any token: N at most 1)",
               0, INT64_MAX, p.require_coverage);
     t.help_row();
+    t.exit_note(reap::cli::exit_differs, "--require-coverage: a kept expert has fewer activations than required (nothing written)");
     t.prose("environment:\n"
             "  REAP_NO_COPY_FILE_RANGE=1   copy through the pread/write buffer only (never\n"
             "                              copy_file_range), e.g. to test that path\n");
