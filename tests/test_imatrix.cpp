@@ -7,7 +7,11 @@
 // must fail with a message, never crash (this also runs under ASan).
 // llama-imatrix's own files are checked in test_llama_calibrate.cpp.
 #include "gguf_test_util.h"
+#include "plan/plan.h"
+#include "moe/layout_gguf.h"
+#include "prune/imatrix_slice.h"
 #include "saliency/imatrix.h"
+#include "util/file.h"
 
 #include <gtest/gtest.h>
 
@@ -400,3 +404,206 @@ TEST_F(ImatrixTest, Cli) {
 }
 
 }  // namespace
+
+// ---- slicing to a plan (reap prune --imatrix, src/prune/imatrix_slice.h) ----------
+// Expected outputs are built here from the same value formula, never read back
+// from the slicer: GGUF rows and counts of the kept experts in keep order, the
+// legacy file as the byte image of the cut entries.
+
+namespace {
+
+constexpr int64_t kG = 256;  // the test model's ffn_gate_exps ne[0]
+
+// Every expert weight of MoE blocks 0 and 2 (gate, up, down) and one dense entry.
+std::vector<fake_entry> full_entries(const std::vector<float> & c0, const std::vector<float> & c2) {
+    std::vector<fake_entry> es;
+    for (int l : {0, 2}) {
+        const auto & c = l == 0 ? c0 : c2;
+        for (const auto & [w, nv] : std::vector<std::pair<std::string, int64_t>>{{"gate", kG}, {"up", kD}, {"down", kF}}) {
+            fake_entry e{"blk." + std::to_string(l) + ".ffn_" + w + "_exps.weight", nv, kE, {}, c};
+            for (int64_t m = 0; m < kE; ++m)
+                for (int64_t j = 0; j < nv; ++j) e.sums.push_back(sum_value(m, j, c[m]) + (float) l);
+            es.push_back(e);
+        }
+    }
+    es.push_back({"blk.1.ffn_up.weight", kD, 1, std::vector<float>(kD, 3.f), {12.f}});
+    return es;
+}
+
+// The entries cut to `keep` per layer (layer 0: keep0, layer 2: keep2).
+std::vector<fake_entry> cut_entries(const std::vector<fake_entry> & es, const std::vector<int64_t> & keep0,
+                                    const std::vector<int64_t> & keep2) {
+    std::vector<fake_entry> out;
+    for (const auto & e : es) {
+        if (e.n_mat == 1) { out.push_back(e); continue; }
+        const auto & keep = e.name.rfind("blk.0.", 0) == 0 ? keep0 : keep2;
+        const int64_t nv = (int64_t) e.sums.size() / e.n_mat;
+        fake_entry c{e.name, nv, (int64_t) keep.size(), {}, {}};
+        for (int64_t k : keep) {
+            c.sums.insert(c.sums.end(), e.sums.begin() + k * nv, e.sums.begin() + (k + 1) * nv);
+            c.counts.push_back(e.counts[(size_t) k]);
+        }
+        out.push_back(c);
+    }
+    return out;
+}
+
+reap::plan slice_plan(const std::vector<int64_t> & keep0, const std::vector<int64_t> & keep2) {
+    reap::plan p;
+    p.arch = "qwen3moe";
+    p.n_layer = 4;
+    p.n_expert = kE;
+    p.n_expert_used = 2;
+    p.n_keep = (int64_t) keep0.size();
+    p.layers = {{0, keep0}, {2, keep2}};
+    return p;
+}
+
+std::vector<float> floats_of(const g::model & m, const std::string & name) {
+    std::vector<uint8_t> b;
+    std::string err;
+    EXPECT_TRUE(g::read_tensor(m, name, b, err)) << err;
+    std::vector<float> v(b.size() / sizeof(float));
+    memcpy(v.data(), b.data(), b.size());
+    return v;
+}
+
+}  // namespace
+
+TEST_F(ImatrixTest, SliceGgufToPlan) {
+    const std::vector<float> c0 = {5, 0, 2, 7}, c2 = {3, 3, 2, 1};
+    const std::vector<int64_t> k0 = {3, 0}, k2 = {1, 2};
+    const auto es = full_entries(c0, c2);
+    write_gguf_imatrix(dir + "/src.gguf", es, 9, 16);
+    std::string err;
+    reap::moe::layout lay;
+    ASSERT_TRUE(reap::moe::layout_of(model, lay, err, reap::moe::describe_options())) << err;
+    const reap::plan p = slice_plan(k0, k2);
+    reap::prune::imatrix_slice s;
+    ASSERT_TRUE(reap::prune::prepare_imatrix_slice(dir + "/src.gguf", model, lay, p, s, err)) << err;
+    EXPECT_EQ(s.sliced.size(), 6u);
+
+    // coverage: per kept expert, its count (all three entries of a layer agree here)
+    const auto & cov = s.coverage;
+    ASSERT_TRUE(cov.counts_known);
+    ASSERT_EQ(cov.layers.size(), 2u);
+    EXPECT_EQ(cov.layers[0].counts, (std::vector<int64_t>{7, 5}));
+    EXPECT_EQ(cov.layers[1].counts, (std::vector<int64_t>{3, 2}));
+    EXPECT_EQ(cov.layers[0].min, 5);
+    EXPECT_EQ(cov.layers[0].max, 7);
+    EXPECT_DOUBLE_EQ(cov.layers[0].mean, 6.0);
+    EXPECT_EQ(cov.min, 2);
+    EXPECT_EQ(cov.max, 7);
+    EXPECT_DOUBLE_EQ(cov.mean, 17.0 / 4);
+    EXPECT_DOUBLE_EQ(cov.median, 4.0);
+    EXPECT_TRUE(cov.at_most(0).empty());
+    const auto low = cov.below(3);
+    ASSERT_EQ(low.size(), 1u);
+    EXPECT_EQ(low[0].layer, 2);
+    EXPECT_EQ(low[0].index, 1);
+    EXPECT_EQ(low[0].source, 2);
+    EXPECT_EQ(low[0].count, 2);
+
+    const std::string out = reap::prune::default_imatrix_out(dir + "/cut.gguf", false);
+    EXPECT_EQ(out, dir + "/cut.imatrix.gguf");
+    ASSERT_TRUE(reap::prune::write_imatrix_slice(s, out, false, false, err)) << err;
+    g::model src, o;
+    ASSERT_TRUE(g::open_model(dir + "/src.gguf", src, err)) << err;
+    ASSERT_TRUE(g::open_model(out, o, err)) << err;
+    ASSERT_EQ(o.kvs.entries.size(), src.kvs.entries.size());
+    for (size_t i = 0; i < o.kvs.entries.size(); ++i) {
+        EXPECT_EQ(o.kvs.entries[i].key, src.kvs.entries[i].key);
+        EXPECT_EQ(o.kvs.entries[i].raw, src.kvs.entries[i].raw);
+    }
+    const auto want = cut_entries(es, k0, k2);
+    ASSERT_EQ(o.tensors.size(), 2 * want.size());
+    for (const auto & e : want) {
+        SCOPED_TRACE(e.name);
+        const g::tensor_info * t = o.find_tensor(e.name + ".in_sum2");
+        ASSERT_NE(t, nullptr);
+        EXPECT_EQ(t->ne[0], e.n_values);
+        EXPECT_EQ(t->ne[1], e.n_mat);
+        EXPECT_EQ(floats_of(o, e.name + ".in_sum2"), e.sums);
+        EXPECT_EQ(floats_of(o, e.name + ".counts"), e.counts);
+    }
+    // the reader takes it; a second write needs force; never over the source
+    sl::imatrix_file back;
+    ASSERT_TRUE(sl::read_imatrix(out, back, err)) << err;
+    EXPECT_FALSE(reap::prune::write_imatrix_slice(s, out, false, false, err));
+    EXPECT_NE(err.find("exists"), std::string::npos) << err;
+    EXPECT_FALSE(reap::prune::write_imatrix_slice(s, dir + "/src.gguf", true, false, err));
+    EXPECT_NE(err.find("source"), std::string::npos) << err;
+}
+
+TEST_F(ImatrixTest, SliceLegacyToPlan) {
+    const int32_t ncall = 4;
+    const std::vector<float> c0 = {5, 0, 2, 7}, c2 = {3, 3, 2, 1};
+    const std::vector<int64_t> k0 = {3, 1}, k2 = {0, 2};
+    // legacy values: (sum / count) * ncall, llama-imatrix's placeholder ncall where count is 0
+    auto legacy_of = [&](const std::vector<fake_entry> & es) {
+        std::vector<std::pair<std::string, std::vector<float>>> v;
+        for (const auto & e : es) {
+            const int64_t nv = (int64_t) e.sums.size() / e.n_mat;
+            std::vector<float> x;
+            for (size_t k = 0; k < e.sums.size(); ++k) {
+                const float c = e.counts[(size_t) ((int64_t) k / nv)];
+                x.push_back(c == 0 ? (float) ncall : e.sums[k] / c * (float) ncall);
+            }
+            v.emplace_back(e.name, x);
+        }
+        return v;
+    };
+    const auto es = full_entries(c0, c2);
+    gguf_test::write_all(dir + "/src.dat", legacy_image(legacy_of(es), ncall));
+    std::string err;
+    reap::moe::layout lay;
+    ASSERT_TRUE(reap::moe::layout_of(model, lay, err, reap::moe::describe_options())) << err;
+    const reap::plan p = slice_plan(k0, k2);
+    reap::prune::imatrix_slice s;
+    ASSERT_TRUE(reap::prune::prepare_imatrix_slice(dir + "/src.dat", model, lay, p, s, err)) << err;
+    EXPECT_FALSE(s.coverage.counts_known);
+    // expert 1 of layer 0 (kept second) saw nothing: the only one at 0
+    const auto zero = s.coverage.at_most(0);
+    ASSERT_EQ(zero.size(), 1u);
+    EXPECT_EQ(zero[0].layer, 0);
+    EXPECT_EQ(zero[0].index, 1);
+    EXPECT_EQ(zero[0].source, 1);
+    const std::string out = reap::prune::default_imatrix_out(dir + "/cut.gguf", true);
+    EXPECT_EQ(out, dir + "/cut.imatrix.dat");
+    ASSERT_TRUE(reap::prune::write_imatrix_slice(s, out, false, false, err)) << err;
+    std::string got;
+    ASSERT_TRUE(reap::util::read_file(out, "sliced imatrix", got, err)) << err;
+    const auto want = legacy_image(legacy_of(cut_entries(es, k0, k2)), ncall);
+    EXPECT_EQ(got, std::string(want.begin(), want.end()));
+}
+
+TEST_F(ImatrixTest, SliceRefusesAnotherModelOrMissingExperts) {
+    const std::vector<float> c = {1, 2, 3, 4};
+    std::string err;
+    reap::moe::layout lay;
+    ASSERT_TRUE(reap::moe::layout_of(model, lay, err, reap::moe::describe_options())) << err;
+    const reap::plan p = slice_plan({0, 1}, {2, 3});
+    reap::prune::imatrix_slice s;
+    auto refused = [&](const std::vector<fake_entry> & es, const std::string & what) {
+        write_gguf_imatrix(dir + "/bad.gguf", es);
+        EXPECT_FALSE(reap::prune::prepare_imatrix_slice(dir + "/bad.gguf", model, lay, p, s, err)) << what;
+        EXPECT_NE(err.find(what), std::string::npos) << err;
+    };
+    auto es = full_entries(c, c);
+    // 3 experts: an imatrix of another model
+    auto three = es;
+    three[2].n_mat = 3;
+    three[2].counts.resize(3);
+    three[2].sums.resize((size_t) (3 * kF));
+    refused(three, "is for another model: entry 'blk.0.ffn_down_exps.weight'");
+    // a name the model does not have
+    auto other = es;
+    other.back().name = "blk.1.ffn_gate.weight";
+    refused(other, "names no tensor");
+    // layer 2 without its up_exps entry
+    auto missing = es;
+    missing.erase(missing.begin() + 4);
+    refused(missing, "lacks the expert entry 'blk.2.ffn_up_exps.weight'");
+    // no expert entry at all
+    refused({es.back()}, "no per-expert entries");
+}

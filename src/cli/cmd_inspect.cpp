@@ -4,6 +4,7 @@
 // layer over reap::moe::take_census(); --json prints the census as one object.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "plan/kernel_counts.h"
 #include "gguf/gguf.h"
 #include "moe/census.h"
 
@@ -68,7 +69,9 @@ int cmd_inspect(int argc, char ** argv) {
     reap::moe::census c;
     if (!reap::moe::take_census(model, params.keeps, c, err, stamp)) return reap::cli::fail("inspect", params.model + ": " + err);
     if (params.json) {
-        printf("%s\n", reap::moe::census_json(c).c_str());
+        nlohmann::json j = nlohmann::json::parse(reap::moe::census_json(c));
+        j["fused_topk_moe"] = reap::planner::fused_kernel_takes(c.n_expert);
+        printf("%s\n", j.dump(2).c_str());
         return 0;
     }
 
@@ -81,6 +84,11 @@ int cmd_inspect(int argc, char ** argv) {
     printf("experts          %u routed, %u used per token", c.n_expert, c.n_expert_used);
     if (c.n_expert_groups > 0) printf(", %u groups (%u used)", c.n_expert_groups, c.n_expert_groups_used);
     printf(", %u shared (%u _shexp tensors)\n", c.n_expert_shared, c.n_shexp_tensors);
+    if (c.n_expert > 0) {
+        // llama.cpp's fused CUDA top-k MoE kernel takes only some counts; others run the unfused path
+        if (reap::planner::fused_kernel_takes(c.n_expert)) printf("fused top-k MoE  yes (llama.cpp's CUDA kernel takes %u)\n", c.n_expert);
+        else printf("fused top-k MoE  no: llama.cpp's CUDA kernel takes only %s experts\n", reap::planner::fused_counts_text().c_str());
+    }
     if (c.expert_ff_length) printf("expert ff length %u\n", c.expert_ff_length);
     printf("tensors          %llu in %u file%s, %s\n", (unsigned long long) c.n_tensors, c.n_shards,
            c.n_shards == 1 ? "" : "s", human_bytes(c.file_bytes).c_str());
@@ -101,8 +109,9 @@ int cmd_inspect(int argc, char ** argv) {
     if (!c.keep_sizes.empty()) {
         printf("\n%-8s %16s %12s %8s\n", "keep", "file bytes", "", "of now");
         for (const reap::moe::keep_size & k : c.keep_sizes) {
-            printf("%-8u %16llu %12s %7.1f%%\n", k.n_keep, (unsigned long long) k.file_bytes, human_bytes(k.file_bytes).c_str(),
-                   c.file_bytes ? 100.0 * (double) k.file_bytes / (double) c.file_bytes : 0.0);
+            printf("%-8u %16llu %12s %7.1f%%%s\n", k.n_keep, (unsigned long long) k.file_bytes, human_bytes(k.file_bytes).c_str(),
+                   c.file_bytes ? 100.0 * (double) k.file_bytes / (double) c.file_bytes : 0.0,
+                   reap::planner::fused_kernel_takes(k.n_keep) ? "  [fused top-k]" : "");
         }
     }
     return 0;

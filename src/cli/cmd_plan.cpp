@@ -7,6 +7,7 @@
 #include "cli/plan_flags.h"
 #include "cli/commands.h"
 #include "gguf/gguf.h"
+#include "plan/kernel_counts.h"
 #include "plan/plan.h"
 #include "plan/planners.h"
 #include "plan/receipts.h"
@@ -42,6 +43,7 @@ struct plan_params {
     bool                     dry_run = false;
     bool                     force = false;
     bool                     json = false;
+    pl::count_rule           counts;   // --multiple-of / --fused-kernel
 };
 
 // The command's options, parsed and printed from one table. `n_how` counts
@@ -85,6 +87,13 @@ void declare(reap::cli::options & t, plan_params & p, int & n_how) {
                  p.budget_text = v;
                  return true;
              });
+
+    t.integer("--multiple-of", "K", "only an N that is a multiple of K (with --ratio: rounded down to one; with "
+              "--budget: the largest such N that fits)", 1, INT64_MAX, p.counts.multiple_of);
+    t.flag("--fused-kernel",
+           "only an N that llama.cpp's fused CUDA top-k MoE kernel takes (read from the llama.cpp source built "
+           "against: " + pl::fused_counts_text() + "; other counts run the unfused path); rounds as --multiple-of",
+           p.counts.fused);
 
     reap::cli::declare_ranking(t, p.rank, p.method_given);
 
@@ -212,6 +221,16 @@ void print_receipts(const pl::receipts & rc, const pl::ranking & rk, bool protec
     }
 }
 
+// Whether llama.cpp's fused CUDA top-k MoE kernel takes the model's count and the chosen N.
+void print_fused_note(int64_t n_expert, int64_t n_keep) {
+    const bool src = pl::fused_kernel_takes(n_expert), out = pl::fused_kernel_takes(n_keep);
+    if (src && out) return;
+    printf("  fused top-k MoE kernel (llama.cpp CUDA; takes %s):", pl::fused_counts_text().c_str());
+    if (!src) printf(" the model's %" PRId64 " experts are not one of them;", n_expert);
+    printf(" N = %" PRId64 " %s\n", n_keep,
+           out ? "is" : "is not: the pruned model routes through the unfused path (--fused-kernel picks one)");
+}
+
 } // namespace
 
 int cmd_plan(int argc, char ** argv) {
@@ -262,17 +281,30 @@ int cmd_plan(int argc, char ** argv) {
     int64_t n_keep = 0;
     std::string note;
     std::vector<pl::size_point> table;
+    const pl::count_rule & rule = params.counts;
     if (params.keep >= 0) {
         if (!pl::keep_allowed(facts, params.keep, err)) return fail("--keep " + std::to_string(params.keep) + ": " + err);
+        if (rule.any() && !rule.allows(params.keep)) {
+            return fail("--keep " + std::to_string(params.keep) + " is not " + rule.describe());
+        }
         n_keep = params.keep;
     } else if (params.ratio >= 0) {
         if (!pl::keep_from_ratio(params.ratio, facts, n_keep, note, err)) return fail(err);
+        if (rule.any() && !rule.allows(n_keep)) {
+            const int64_t was = n_keep;
+            if (!pl::largest_allowed(facts, rule, was, n_keep, err)) return fail("--ratio: " + err);
+            note += (note.empty() ? "" : "; ") + std::string("N = ") + std::to_string(was) + " rounded down to " +
+                    std::to_string(n_keep) + ", " + rule.describe();
+        }
+    } else if (rule.any()) {
+        if (!pl::fit_budget_rule(rk, facts, sctx, params.budget, rule, params.dry_run, n_keep, table, err)) return fail("--budget " + params.budget_text + ": " + err);
     } else {
         if (!pl::fit_budget(rk, facts, sctx, params.budget, params.dry_run, n_keep, table, err)) return fail("--budget " + params.budget_text + ": " + err);
     }
     if (params.dry_run && table.empty()) {
         // the table around the chosen N, for --keep / --ratio too
-        if (!pl::size_table(rk, facts, sctx, n_keep, table, err)) return fail(err);
+        if (rule.any() ? !pl::size_table_rule(rk, facts, sctx, n_keep, rule, table, err)
+                       : !pl::size_table(rk, facts, sctx, n_keep, table, err)) return fail(err);
     }
 
     reap::plan plan;
@@ -296,6 +328,8 @@ int cmd_plan(int argc, char ** argv) {
     if (params.split_max_bytes) req["split_max_bytes"] = params.split_max_bytes;
     if (params.split_max_tensors) req["split_max_tensors"] = params.split_max_tensors;
     req["stamp"] = params.stamp;
+    if (rule.multiple_of > 0) req["multiple_of"] = rule.multiple_of;
+    if (rule.fused) req["fused_kernel"] = true;
     prov["request"] = req;
     prov["predicted_bytes"] = bytes;
     prov["predicted_shards"] = n_shards;
@@ -330,11 +364,12 @@ int cmd_plan(int argc, char ** argv) {
            params.rank.cons == pl::consensus::minrank ? ", consensus minrank" : "");
     if (!note.empty()) printf("  note: %s\n", note.c_str());
     if (!table.empty()) {
-        printf("  %8s  %20s  %-28s %7s  %s\n", "N", "bytes", "size", "shards", "saliency retained");
+        printf("  %8s  %20s  %-28s %7s  %s\n", "N", "bytes", "size", "shards", "saliency retained   [fused: llama.cpp's fused top-k MoE kernel takes N]");
         for (const auto & pt : table) {
             const bool over = !params.budget_text.empty() && pt.bytes > params.budget;
-            printf("  %8" PRId64 "  %20" PRIu64 "  %-28s %7u  %6.2f%%%s%s\n", pt.n_keep, pt.bytes, pl::format_size(pt.bytes).c_str(),
-                   pt.n_shards, 100.0 * pt.share, pt.n_keep == n_keep ? "  <- chosen" : "", over ? "  (over budget)" : "");
+            printf("  %8" PRId64 "  %20" PRIu64 "  %-28s %7u  %6.2f%%%s%s%s\n", pt.n_keep, pt.bytes, pl::format_size(pt.bytes).c_str(),
+                   pt.n_shards, 100.0 * pt.share, pl::fused_kernel_takes(pt.n_keep) ? "  [fused]" : "",
+                   pt.n_keep == n_keep ? "  <- chosen" : "", over ? "  (over budget)" : "");
         }
     }
     if (prov.contains("super_experts_not_kept")) {
@@ -348,6 +383,7 @@ int cmd_plan(int argc, char ** argv) {
     printf("  pruned file: %" PRIu64 " bytes, %s%s (source %s)\n", bytes, pl::format_size(bytes).c_str(),
            n_shards > 1 ? (" in " + std::to_string(n_shards) + " shards").c_str() : "", pl::format_size(src_bytes).c_str());
     if (!params.budget_text.empty()) printf("  budget %s = %" PRIu64 " bytes\n", params.budget_text.c_str(), params.budget);
+    print_fused_note(lay.n_expert, n_keep);
     print_receipts(rc, rk, params.rank.protect_super);
 
     if (params.dry_run) {

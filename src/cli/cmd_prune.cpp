@@ -7,9 +7,13 @@
 #include "gguf/gguf.h"
 #include "plan/plan.h"
 #include "plan/planners.h"
+#include "prune/imatrix_slice.h"
 #include "prune/prune.h"
+#include "util/file.h"
 
+#include <algorithm>
 #include <chrono>
+#include <set>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -30,6 +34,11 @@ struct prune_params {
     bool        force = false;
     bool        dry_run = false;
     bool        sums = true;
+    bool        json = false;
+    std::string imatrix;            // --imatrix: the source model's llama-imatrix file
+    std::string imatrix_out;        // --imatrix-out (default beside OUT)
+    int64_t     coverage_threshold = 0;
+    int64_t     require_coverage = 0;
 };
 
 // The command's options, parsed and printed from one table.
@@ -77,10 +86,78 @@ void declare(reap::cli::options & t, prune_params & p) {
     t.flag("--no-sums", "do not write SHA256SUMS", p.sums, false);
     t.flag("--force", "replace existing output files (never an input)", p.force);
     t.flag("--dry-run", "print what would be written and the sizes; write nothing", p.dry_run);
+    t.flag("--json", "print one JSON object on stdout (outputs, imatrix coverage); the text goes to stderr", p.json);
+    t.section("importance matrix (prune, then quantise):");
+    t.text("--imatrix", "IMATRIX",
+           "the source model's llama-imatrix file (GGUF or legacy .dat): also write the pruned model's, every "
+           "ffn_*_exps entry cut to the plan's keep lists, the rest unchanged, same format; refused when it is for "
+           "another model or lacks expert entries",
+           p.imatrix);
+    t.text("--imatrix-out", "PATH", "where the sliced imatrix goes (default: OUT.imatrix.gguf, OUT.imatrix.dat for a legacy input)",
+           p.imatrix_out);
+    t.integer("--coverage-threshold", "N",
+              "list the kept experts whose activation count in the imatrix is at most N (default 0: those that saw "
+              "no token)",
+              0, INT64_MAX, p.coverage_threshold);
+    t.integer("--require-coverage", "N",
+              "exit 1 and write nothing when a kept expert has fewer than N activations in the imatrix (a legacy "
+              "imatrix records only whether an expert saw any token: N at most 1)",
+              0, INT64_MAX, p.require_coverage);
     t.help_row();
+    t.exit_note(reap::cli::exit_differs, "--require-coverage: a kept expert has fewer activations than required (nothing written)");
     t.prose("environment:\n"
             "  REAP_NO_COPY_FILE_RANGE=1   copy through the pread/write buffer only (never\n"
             "                              copy_file_range), e.g. to test that path\n");
+}
+
+bool exists(const std::string & path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string with_commas(int64_t v) {
+    std::string d = std::to_string(v < 0 ? -v : v), out;
+    for (size_t i = 0; i < d.size(); ++i) {
+        if (i && (d.size() - i) % 3 == 0) out += ',';
+        out += d[i];
+    }
+    return (v < 0 ? "-" : "") + out;
+}
+
+// The receipt in a few lines, whatever the number of layers; --json has it all.
+void print_coverage(FILE * out, const reap::prune::coverage_receipt & c, int64_t threshold) {
+    size_t n_layers = 0;
+    for (const auto & l : c.layers) n_layers += l.has_entries;
+    fprintf(out, "  imatrix coverage of the kept experts (%zu MoE layers x %" PRId64 " kept):\n", n_layers, c.n_keep);
+    if (c.counts_known) {
+        std::vector<int64_t> mins;
+        for (const auto & l : c.layers) if (l.has_entries) mins.push_back(l.min);
+        std::sort(mins.begin(), mins.end());
+        fprintf(out, "    activations per kept expert: min %s, median %s, mean %s, max %s\n", with_commas(c.min).c_str(),
+                with_commas((int64_t) c.median).c_str(), with_commas((int64_t) (c.mean + 0.5)).c_str(),
+                with_commas(c.max).c_str());
+        if (!mins.empty()) {
+            fprintf(out, "    per-layer minimum: lowest %s, median %s, highest %s\n", with_commas(mins.front()).c_str(),
+                    with_commas(mins[mins.size() / 2]).c_str(), with_commas(mins.back()).c_str());
+        }
+    } else {
+        fprintf(out, "    legacy imatrix: no per-expert counts, only whether an expert saw any token\n");
+    }
+    for (const auto & l : c.layers) {
+        if (!l.has_entries) fprintf(out, "    layer %d: no entries (a nextn block llama.cpp does not run)\n", l.layer);
+    }
+    const auto low = c.at_most(threshold);
+    if (low.empty()) {
+        fprintf(out, "    kept experts with at most %" PRId64 " activations: none\n", threshold);
+        return;
+    }
+    std::set<int> layers;
+    for (const auto & r : low) layers.insert(r.layer);
+    fprintf(out, "    kept experts with at most %" PRId64 " activations: %zu in %zu layers:", threshold, low.size(), layers.size());
+    for (size_t i = 0; i < low.size() && i < 6; ++i) {
+        fprintf(out, " %d/%" PRId64 "(%" PRId64 ")", low[i].layer, low[i].source, low[i].count < 0 ? 1 : low[i].count);
+    }
+    fprintf(out, "%s  [layer/source expert(count)]\n", low.size() > 6 ? " ... (--json lists all)" : "");
 }
 
 } // namespace
@@ -94,6 +171,10 @@ int cmd_prune(int argc, char ** argv) {
     if (params.model.empty()) return t.usage_error("no model given (-m MODEL.gguf)");
     if (params.plan.empty()) return t.usage_error("no plan given (--plan PLAN.json)");
     if (params.output.empty()) return t.usage_error("no output given (-o OUT.gguf)");
+    if (params.imatrix.empty() && (!params.imatrix_out.empty() || params.require_coverage > 0)) {
+        return t.usage_error("--imatrix-out and --require-coverage need --imatrix");
+    }
+    FILE * txt = params.json ? stderr : stdout;
     auto fail = [](const std::string & msg) { return reap::cli::fail("prune", msg); };
     std::string err;
     const auto t0 = std::chrono::steady_clock::now();
@@ -130,22 +211,91 @@ int cmd_prune(int argc, char ** argv) {
     uint64_t out_bytes = 0;
     for (const auto & sh : shards) out_bytes += sh.file_bytes;
 
-    printf("reap prune: %s (%s, %" PRId64 " experts, %zu MoE layers, %s) -> keep %" PRId64 " per layer\n",
-           params.model.c_str(), lay.arch.c_str(), lay.n_expert, lay.moe_layers.size(), human_bytes(model.file_bytes()).c_str(),
-           plan.n_keep);
-    printf("  %zu tensors, %zu sliced along the expert axis; output %s (%.1f%% of the source)\n", spec.tensors.size(),
-           n_sliced, human_bytes(out_bytes).c_str(), model.file_bytes() ? 100.0 * double(out_bytes) / double(model.file_bytes()) : 0.0);
-    if (params.dry_run) {
-        printf("dry run: would write\n");
-        for (const auto & sh : shards) {
-            struct stat st;
-            const bool exists = ::stat(sh.path.c_str(), &st) == 0;
-            printf("  %s  %" PRIu64 " bytes (%s), %zu tensors%s\n", sh.path.c_str(), sh.file_bytes,
-                   human_bytes(sh.file_bytes).c_str(), sh.n_tensors,
-                   exists ? (params.force ? "  [exists: would be replaced]" : "  [exists: would be refused without --force]") : "");
+    fprintf(txt, "reap prune: %s (%s, %" PRId64 " experts, %zu MoE layers, %s) -> keep %" PRId64 " per layer\n",
+            params.model.c_str(), lay.arch.c_str(), lay.n_expert, lay.moe_layers.size(), human_bytes(model.file_bytes()).c_str(),
+            plan.n_keep);
+    fprintf(txt, "  %zu tensors, %zu sliced along the expert axis; output %s (%.1f%% of the source)\n", spec.tensors.size(),
+            n_sliced, human_bytes(out_bytes).c_str(), model.file_bytes() ? 100.0 * double(out_bytes) / double(model.file_bytes()) : 0.0);
+    // The sliced imatrix: checked, and its coverage judged, before anything is written.
+    reap::prune::imatrix_slice islice;
+    std::string imatrix_out;
+    int require_status = 0;
+    if (!params.imatrix.empty()) {
+        if (!reap::prune::prepare_imatrix_slice(params.imatrix, model, lay, plan, islice, err)) return fail(err);
+        imatrix_out = params.imatrix_out.empty() ? reap::prune::default_imatrix_out(params.output, islice.file.legacy)
+                                                 : params.imatrix_out;
+        for (const auto & in : {params.model, params.plan}) {
+            if (reap::util::same_file(imatrix_out, in)) return fail("refusing to write the sliced imatrix over " + in);
         }
-        if (params.sums) printf("  %s\n", reap::prune::sums_path_for(shards[0].path).c_str());
-        return 0;
+        for (const auto & sh : shards) {
+            if (sh.path == imatrix_out) return fail("--imatrix-out names the model's output " + sh.path);
+        }
+        if (!params.force && !params.dry_run && exists(imatrix_out)) {
+            return fail(imatrix_out + " exists (use --force to replace it)");
+        }
+        if (!islice.coverage.counts_known && params.require_coverage > 1) {
+            return fail("--require-coverage " + std::to_string(params.require_coverage) + ": " + params.imatrix +
+                        " is in the legacy format, which records no per-expert counts (only whether an expert saw "
+                        "any token): at most 1 can be checked");
+        }
+        print_coverage(txt, islice.coverage, params.coverage_threshold);
+        if (params.require_coverage > 0) {
+            const auto low = islice.coverage.below(params.require_coverage);
+            if (!low.empty()) {
+                fprintf(stderr, "reap prune: %zu kept expert(s) have fewer than %" PRId64 " activations in %s:", low.size(),
+                        params.require_coverage, params.imatrix.c_str());
+                for (size_t i = 0; i < low.size() && i < 8; ++i) {
+                    fprintf(stderr, " layer %d expert %" PRId64 " (%" PRId64 ")", low[i].layer, low[i].source, low[i].count);
+                }
+                fprintf(stderr, "%s; nothing written\n", low.size() > 8 ? " ..." : "");
+                require_status = reap::cli::exit_differs;
+            }
+        }
+    }
+    nlohmann::json js{{"model", params.model}, {"plan", params.plan}, {"n_keep", plan.n_keep}, {"dry_run", params.dry_run}};
+    if (!params.imatrix.empty()) {
+        js["imatrix"] = {{"source", params.imatrix},
+                         {"output", imatrix_out},
+                         {"format", islice.file.legacy ? "dat" : "gguf"},
+                         {"entries", islice.file.order.size()},
+                         {"sliced_entries", islice.sliced.size()}};
+        js["coverage"] = reap::prune::coverage_json(islice.coverage, params.coverage_threshold);
+        if (params.require_coverage > 0) {
+            nlohmann::json low = nlohmann::json::array();
+            for (const auto & r : islice.coverage.below(params.require_coverage)) {
+                low.push_back({{"layer", r.layer}, {"index", r.index}, {"source", r.source}, {"count", r.count}});
+            }
+            js["coverage"]["required"] = params.require_coverage;
+            js["coverage"]["below_required"] = low;
+        }
+    }
+    auto finish = [&](int status) {
+        if (params.json) {
+            js["status"] = status;
+            printf("%s\n", js.dump(1).c_str());
+        }
+        return status;
+    };
+    if (require_status != 0) return finish(require_status);
+    nlohmann::json files = nlohmann::json::array();
+    if (params.dry_run) {
+        fprintf(txt, "dry run: would write\n");
+        for (const auto & sh : shards) {
+            const bool ex = exists(sh.path);
+            fprintf(txt, "  %s  %" PRIu64 " bytes (%s), %zu tensors%s\n", sh.path.c_str(), sh.file_bytes,
+                    human_bytes(sh.file_bytes).c_str(), sh.n_tensors,
+                    ex ? (params.force ? "  [exists: would be replaced]" : "  [exists: would be refused without --force]") : "");
+            files.push_back({{"path", sh.path}, {"bytes", sh.file_bytes}});
+        }
+        if (params.sums) fprintf(txt, "  %s\n", reap::prune::sums_path_for(shards[0].path).c_str());
+        if (!imatrix_out.empty()) {
+            const bool ex = exists(imatrix_out);
+            fprintf(txt, "  %s (sliced imatrix, %zu of %zu entries cut)%s\n", imatrix_out.c_str(), islice.sliced.size(),
+                    islice.file.order.size(),
+                    ex ? (params.force ? "  [exists: would be replaced]" : "  [exists: would be refused without --force]") : "");
+        }
+        js["files"] = files;
+        return finish(0);
     }
     std::vector<std::string> written;
     if (!reap::gguf::write_output(spec, wopts, params.output, written, err)) return fail(err);
@@ -153,12 +303,18 @@ int cmd_prune(int argc, char ** argv) {
         const std::string sums = reap::prune::sums_path_for(written[0]);
         if (!reap::prune::update_sha256sums(written, sums, err)) return fail("the model is written but SHA256SUMS is not: " + err);
     }
+    if (!imatrix_out.empty() && !reap::prune::write_imatrix_slice(islice, imatrix_out, params.force, true, err)) {
+        return fail("the model is written but its imatrix is not: " + err);
+    }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t i = 0; i < written.size(); ++i) {
-        printf("  wrote %s  %" PRIu64 " bytes (%s)\n", written[i].c_str(), shards[i].file_bytes,
-               human_bytes(shards[i].file_bytes).c_str());
+        fprintf(txt, "  wrote %s  %" PRIu64 " bytes (%s)\n", written[i].c_str(), shards[i].file_bytes,
+                human_bytes(shards[i].file_bytes).c_str());
+        files.push_back({{"path", written[i]}, {"bytes", shards[i].file_bytes}});
     }
-    if (params.sums) printf("  wrote %s\n", reap::prune::sums_path_for(written[0]).c_str());
-    printf("done in %.2f s (%.1f MiB/s)\n", secs, secs > 0 ? double(out_bytes) / 1048576.0 / secs : 0.0);
-    return 0;
+    if (params.sums) fprintf(txt, "  wrote %s\n", reap::prune::sums_path_for(written[0]).c_str());
+    if (!imatrix_out.empty()) fprintf(txt, "  wrote %s (sliced imatrix)\n", imatrix_out.c_str());
+    fprintf(txt, "done in %.2f s (%.1f MiB/s)\n", secs, secs > 0 ? double(out_bytes) / 1048576.0 / secs : 0.0);
+    js["files"] = files;
+    return finish(0);
 }

@@ -155,6 +155,7 @@ bool read_gguf_imatrix(const std::string & path, imatrix_file & out, std::string
             en.mat_all_ncall.clear();
         }
         out.entries.emplace(name, std::move(en));
+        out.order.push_back(name);
     }
     return true;
 }
@@ -172,6 +173,7 @@ bool parse_legacy(const Read & read, uint64_t size, const std::string & name, im
                   int64_t legacy_split, std::string & err) {
     out.legacy = true;
     out.entries.clear();
+    out.order.clear();
     const std::string head = "imatrix '" + name + "' (legacy format)";
     uint64_t pos = 0;
     std::string rerr;
@@ -217,6 +219,7 @@ bool parse_legacy(const Read & read, uint64_t size, const std::string & name, im
         en.ncall    = ncall;
         en.n_values = nval;
         en.counts   = {(double) ncall};
+        en.values_offset = pos;
         if (down_exps_layer(ename) >= 0 && legacy_split > 0 && nval % legacy_split == 0) {
             en.n_mat = legacy_split;
             const uint64_t base = pos;
@@ -230,7 +233,9 @@ bool parse_legacy(const Read & read, uint64_t size, const std::string & name, im
             err = where + ": entry '" + ename + "' appears twice";
             return false;
         }
+        out.order.push_back(ename);
     }
+    out.trailer_offset = pos;
     // optional trailer: chunk count, dataset name
     if (left() > 0) {
         int32_t n_chunks = 0, len = 0;

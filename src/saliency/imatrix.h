@@ -52,6 +52,7 @@ struct imatrix_entry {
     std::vector<double> counts;        // n_mat values (GGUF), or one value = ncall (legacy)
     int64_t             n_mat = 1;     // GGUF: counts.size(); legacy: the split asked of the reader (else 1)
     int64_t             ncall = 0;     // legacy only
+    uint64_t            values_offset = 0;  // legacy only: file offset of the entry's first value
     // down_exps entries only (empty otherwise, and for a legacy entry whose
     // values do not split into the asked number of matrices): per matrix, the
     // sum of its values in file order (as double), and whether every value
@@ -67,6 +68,8 @@ struct imatrix_file {
     int64_t                              chunk_count = 0;   // 0 = absent
     int64_t                              chunk_size  = 0;   // 0 = absent (always for legacy)
     std::map<std::string, imatrix_entry> entries;           // by weight tensor name
+    std::vector<std::string>             order;             // entry names in file order (legacy; GGUF: by name)
+    uint64_t                             trailer_offset = 0;// legacy only: where the entries end (chunk count, dataset follow)
 };
 
 // Reads an imatrix file, GGUF or legacy (told apart by the GGUF magic), entry

@@ -1,0 +1,305 @@
+// reap prune --imatrix: slicing a llama-imatrix file to a plan's keep lists,
+// and the coverage receipt of the kept experts. See imatrix_slice.h.
+#include "prune/imatrix_slice.h"
+#include "moe/layout_gguf.h"
+#include "util/file.h"
+#include "util/path.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace reap::prune {
+
+namespace {
+
+void summarise(const std::vector<int64_t> & v, int64_t & mn, int64_t & mx, double & mean, double & median) {
+    if (v.empty()) return;
+    std::vector<int64_t> s(v);
+    std::sort(s.begin(), s.end());
+    mn = s.front();
+    mx = s.back();
+    double sum = 0;
+    for (int64_t x : s) sum += (double) x;
+    mean = sum / (double) s.size();
+    const size_t n = s.size();
+    median = n % 2 ? (double) s[n / 2] : 0.5 * ((double) s[n / 2 - 1] + (double) s[n / 2]);
+}
+
+}  // namespace
+
+std::vector<coverage_receipt::expert_ref> coverage_receipt::at_most(int64_t threshold) const {
+    std::vector<expert_ref> out;
+    for (const auto & l : layers) {
+        for (size_t i = 0; i < l.counts.size(); ++i) {
+            // unknown (legacy, has data) counts as at least 1
+            const int64_t c = l.counts[i] < 0 ? 1 : l.counts[i];
+            if (l.has_entries && c <= threshold) out.push_back({l.layer, (int64_t) i, l.keep[i], l.counts[i]});
+        }
+    }
+    return out;
+}
+
+std::vector<coverage_receipt::expert_ref> coverage_receipt::below(int64_t required) const {
+    return at_most(required - 1);
+}
+
+bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, const moe::layout & lay,
+                           const plan & p, imatrix_slice & out, std::string & err) {
+    out = imatrix_slice();
+    out.source_path = path;
+    out.n_expert = lay.n_expert;
+    if (!saliency::read_imatrix(path, out.file, err, lay.n_expert)) return false;
+    const saliency::imatrix_file & f = out.file;
+    const std::string head = "imatrix '" + path + "'";
+    moe::moe_kv kv;
+    if (!moe::read_moe_kv(model.kvs, lay.arch, kv, err)) return false;
+
+    // Which entries carry the expert axis: the layout table says, per model tensor.
+    std::map<int, std::vector<std::string>> layer_entries;   // MoE layer -> its expert entries present
+    for (const std::string & name : f.order) {
+        const saliency::imatrix_entry & en = f.entries.at(name);
+        const gguf::tensor_info * t = model.find_tensor(name);
+        if (!t) {
+            err = head + " is for another model: entry '" + name + "' names no tensor of '" + model.shards[0].path + "'";
+            return false;
+        }
+        const moe::tensor_role & role = lay.roles[(size_t) (t - model.tensors.data())];
+        const uint64_t nvals = (uint64_t) en.n_values;
+        if (role.kind == moe::tensor_kind::expert_weight) {
+            const uint64_t want = (uint64_t) t->ne[0] * (uint64_t) lay.n_expert;
+            if ((!f.legacy && en.n_mat != lay.n_expert) || nvals != want) {
+                err = head + " is for another model: entry '" + name + "' has " + std::to_string(nvals) + " values" +
+                      (f.legacy ? "" : " in " + std::to_string(en.n_mat) + " matrices") + ", the model's tensor " +
+                      t->shape_string() + " wants " + std::to_string(want) + " in " + std::to_string(lay.n_expert);
+                return false;
+            }
+            const plan_layer * pl = p.find_layer(role.layer);
+            if (!pl) {
+                err = "the plan has no keep list for layer " + std::to_string(role.layer) + " (entry '" + name + "')";
+                return false;
+            }
+            out.sliced.push_back(name);
+            out.keep.push_back(&pl->keep);
+            layer_entries[role.layer].push_back(name);
+        } else if (role.slice != moe::slice_kind::none && role.kind != moe::tensor_kind::router_weight) {
+            // (the router's entry is per input channel: its expert axis is the output rows, untouched)
+            err = head + ": entry '" + name + "' is for a per-expert " + moe::kind_name(role.kind) +
+                  ", which no matrix multiplication reads: not a llama-imatrix file of this model";
+            return false;
+        } else if (t->ne[0] <= 0 || nvals % (uint64_t) t->ne[0] != 0 || (!f.legacy && en.n_mat != 1)) {
+            err = head + " is for another model: entry '" + name + "' has " + std::to_string(nvals) +
+                  " values, the model's tensor has shape " + t->shape_string();
+            return false;
+        }
+    }
+    if (out.sliced.empty()) {
+        err = head + " has no per-expert entries (ffn_*_exps): it cannot give the kept experts their importance";
+        return false;
+    }
+    // Every MoE layer must have an entry for each of its expert weights (nextn
+    // blocks, which llama.cpp does not run, may have none).
+    const int64_t n_layer = kv.block_count.value_or(0);
+    const int64_t n_nextn = kv.nextn_predict_layers.value_or(0);
+    coverage_receipt & cov = out.coverage;
+    cov.counts_known = !f.legacy;
+    cov.n_keep = p.n_keep;
+    std::vector<int64_t> all;
+    for (int l : lay.moe_layers) {
+        std::vector<std::string> want;
+        for (size_t i = 0; i < model.tensors.size(); ++i) {
+            if (lay.roles[i].layer == l && lay.roles[i].kind == moe::tensor_kind::expert_weight) {
+                want.push_back(model.tensors[i].name);
+            }
+        }
+        const auto & have = layer_entries[l];
+        layer_coverage lc;
+        lc.layer = l;
+        if (const plan_layer * pl = p.find_layer(l)) lc.keep = pl->keep;
+        if (have.empty() && n_nextn > 0 && l >= n_layer - n_nextn) {
+            lc.has_entries = false;
+            cov.layers.push_back(lc);
+            continue;
+        }
+        for (const std::string & w : want) {
+            if (!f.entries.count(w)) {
+                err = head + " lacks the expert entry '" + w + "' (MoE layer " + std::to_string(l) + ")" +
+                      (f.legacy ? ": legacy files leave out tensors that saw no data" : "") +
+                      "; the pruned model's experts would be quantised without it";
+                return false;
+            }
+        }
+        const plan_layer * pl = p.find_layer(l);
+        if (!pl) {
+            err = "the plan has no keep list for MoE layer " + std::to_string(l);
+            return false;
+        }
+        for (int64_t src : pl->keep) {
+            int64_t c = -1;
+            if (f.legacy) {
+                const std::string down = "blk." + std::to_string(l) + ".ffn_down_exps.weight";
+                const auto it = f.entries.find(down);
+                const saliency::imatrix_entry * en = it == f.entries.end() ? nullptr : &it->second;
+                if (en && en->ncall == 0) c = 0;
+                else if (en && en->mat_all_ncall.size() == (size_t) lay.n_expert && en->mat_all_ncall[(size_t) src]) c = 0;
+            } else {
+                for (const std::string & w : want) {
+                    const int64_t v = (int64_t) f.entries.at(w).counts[(size_t) src];
+                    c = c < 0 ? v : std::min(c, v);
+                }
+            }
+            lc.counts.push_back(c);
+        }
+        if (cov.counts_known) {
+            summarise(lc.counts, lc.min, lc.max, lc.mean, lc.median);
+            all.insert(all.end(), lc.counts.begin(), lc.counts.end());
+        }
+        cov.layers.push_back(std::move(lc));
+    }
+    if (cov.counts_known) summarise(all, cov.min, cov.max, cov.mean, cov.median);
+    return true;
+}
+
+std::string default_imatrix_out(const std::string & model_out, bool legacy) {
+    std::string stem = model_out;
+    if (util::ends_with(stem, ".gguf")) stem.resize(stem.size() - 5);
+    return stem + (legacy ? ".imatrix.dat" : ".imatrix.gguf");
+}
+
+namespace {
+
+bool write_gguf_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync, std::string & err) {
+    gguf::model src;
+    if (!gguf::open_model(s.source_path, src, err)) return false;
+    gguf::output_spec spec = gguf::spec_from_model(src);
+    std::map<std::string, const std::vector<int64_t> *> keep_of;
+    for (size_t i = 0; i < s.sliced.size(); ++i) keep_of[s.sliced[i]] = s.keep[i];
+    for (size_t i = 0; i < spec.tensors.size(); ++i) {
+        const gguf::tensor_info & t = src.tensors[i];
+        std::string base = t.name;
+        if (util::ends_with(base, ".in_sum2")) base.resize(base.size() - 8);
+        else if (util::ends_with(base, ".counts")) base.resize(base.size() - 7);
+        const auto it = keep_of.find(base);
+        if (it == keep_of.end()) continue;
+        // [ne0, n_expert] F32 (the reader checked): one row of ne0 floats per expert
+        const uint64_t row = (uint64_t) t.ne[0] * sizeof(float);
+        gguf::output_tensor & o = spec.tensors[i];
+        o.ne[1] = (int64_t) it->second->size();
+        o.pieces.clear();
+        for (int64_t e : *it->second) o.pieces.push_back({src.path_of(t), t.file_offset + (uint64_t) e * row, row});
+    }
+    gguf::write_options wo;
+    wo.force = force;
+    wo.sync = sync;
+    std::vector<std::string> written;
+    return gguf::write_output(spec, wo, path, written, err);
+}
+
+bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync, std::string & err) {
+    const saliency::imatrix_file & f = s.file;
+    if (!force && access(path.c_str(), F_OK) == 0) {
+        err = "'" + path + "' exists (use --force to replace it)";
+        return false;
+    }
+    const int fd = ::open(s.source_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        err = "cannot open imatrix '" + s.source_path + "': " + strerror(errno);
+        return false;
+    }
+    struct fd_guard { int fd; ~fd_guard() { ::close(fd); } } guard{fd};
+    util::durable_file out;
+    if (!out.open(path, err, sync)) return false;
+    std::vector<char> buf(1 << 20);
+    // copies n bytes at `off` of the source to the output
+    auto copy = [&](uint64_t off, uint64_t n) {
+        while (n > 0) {
+            const size_t k = (size_t) std::min<uint64_t>(n, buf.size());
+            if (!util::pread_full(fd, buf.data(), k, off)) {
+                err = "imatrix '" + s.source_path + "': read error at offset " + std::to_string(off);
+                return false;
+            }
+            if (!out.write(buf.data(), k, err)) return false;
+            off += k;
+            n -= k;
+        }
+        return true;
+    };
+    auto i32 = [&](int32_t v) { return out.write(&v, sizeof v, err); };
+    std::map<std::string, const std::vector<int64_t> *> keep_of;
+    for (size_t i = 0; i < s.sliced.size(); ++i) keep_of[s.sliced[i]] = s.keep[i];
+    if (!i32((int32_t) f.order.size())) return false;
+    for (const std::string & name : f.order) {
+        const saliency::imatrix_entry & en = f.entries.at(name);
+        const auto it = keep_of.find(name);
+        const uint64_t nval = (uint64_t) en.n_values;
+        if (!i32((int32_t) name.size()) || !out.write(name.data(), name.size(), err) || !i32((int32_t) en.ncall)) return false;
+        if (it == keep_of.end()) {
+            if (!i32((int32_t) nval) || !copy(en.values_offset, nval * sizeof(float))) return false;
+            continue;
+        }
+        // n_expert slabs of nval / n_expert values (prepare checked nval against the model)
+        const uint64_t slab = nval / (uint64_t) s.n_expert * sizeof(float);
+        if (!i32((int32_t) (slab / sizeof(float) * it->second->size()))) return false;
+        for (int64_t e : *it->second) {
+            if (!copy(en.values_offset + (uint64_t) e * slab, slab)) return false;
+        }
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (uint64_t) st.st_size < f.trailer_offset) {
+        err = "imatrix '" + s.source_path + "' changed while being sliced";
+        return false;
+    }
+    if (!copy(f.trailer_offset, (uint64_t) st.st_size - f.trailer_offset)) return false;
+    return out.commit(err);
+}
+
+}  // namespace
+
+bool write_imatrix_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync,
+                         std::string & err) {
+    if (util::same_file(path, s.source_path)) {
+        err = "refusing to write the sliced imatrix over its source '" + s.source_path + "'";
+        return false;
+    }
+    return s.file.legacy ? write_legacy_slice(s, path, force, sync, err) : write_gguf_slice(s, path, force, sync, err);
+}
+
+nlohmann::json coverage_json(const coverage_receipt & c, int64_t threshold) {
+    nlohmann::json j;
+    j["counts_known"] = c.counts_known;
+    j["n_keep"] = c.n_keep;
+    j["threshold"] = threshold;
+    if (c.counts_known) {
+        j["min"] = c.min;
+        j["median"] = c.median;
+        j["mean"] = c.mean;
+        j["max"] = c.max;
+    }
+    nlohmann::json low = nlohmann::json::array();
+    for (const auto & r : c.at_most(threshold)) {
+        low.push_back({{"layer", r.layer}, {"index", r.index}, {"source", r.source}, {"count", r.count}});
+    }
+    j["at_most_threshold"] = low;
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto & l : c.layers) {
+        nlohmann::json o{{"layer", l.layer}, {"has_entries", l.has_entries}};
+        if (l.has_entries && c.counts_known) {
+            o["min"] = l.min;
+            o["median"] = l.median;
+            o["mean"] = l.mean;
+            o["max"] = l.max;
+        }
+        if (l.has_entries) o["counts"] = l.counts;
+        layers.push_back(o);
+    }
+    j["layers"] = layers;
+    return j;
+}
+
+}  // namespace reap::prune

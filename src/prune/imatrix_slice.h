@@ -1,0 +1,102 @@
+// reap prune --imatrix: the importance matrix of the pruned model, sliced from
+// the source model's (llama-imatrix output, GGUF or legacy .dat), and the
+// coverage receipt of the kept experts.
+//
+// Slicing: every entry whose weight tensor carries the expert axis (asked of
+// the moe layout table: tensor_kind::expert_weight, the ffn_*_exps slabs) is
+// cut to the plan's keep list of its layer, output matrix i = source matrix
+// keep[i]:
+//   GGUF    `W.in_sum2` [n_values, n_expert] -> [n_values, n_keep] and
+//           `W.counts` [1, n_expert] -> [1, n_keep], bytes copied as they are;
+//   legacy  the entry's n_expert * ne0 values -> n_keep * ne0 (nval updated,
+//           ncall kept: the format has one call count per entry, derived by
+//           llama-imatrix from the largest expert count, which the file does
+//           not hold; llama-quantize divides every value by it, so a kept
+//           expert's weights are what the source file gave it).
+// Every other entry (the router's too: an entry is per input channel, and the
+// router's expert axis is its output rows), every KV and the legacy trailer (chunk count, dataset)
+// are copied unchanged, in the source's order. The output is written through
+// util::durable_file (GGUF: gguf::write_output) and never over an input.
+//
+// Refused, with the reason: an entry that names no tensor of the model or does
+// not fit its shape (an imatrix of another model), an entry for a per-expert
+// tensor that is not a weight matrix, no per-expert entry at all, or an MoE
+// layer whose expert weights are not all present (a layer with none is allowed
+// only when it is one of the nextn blocks llama.cpp does not run).
+//
+// Coverage: per MoE layer, the activation count of each kept expert = the
+// smallest count that expert has in the layer's expert entries (GGUF .counts:
+// tokens routed to it). Legacy files hold no per-expert counts: only whether
+// an expert saw any token (its down_exps values are llama-imatrix's
+// placeholder, ncall in every channel, when it saw none), so min/mean/max are
+// unknown and a required coverage above 1 cannot be checked.
+//
+// Core library: no llama.cpp dependency. Errors are values.
+#pragma once
+
+#include "gguf/gguf.h"
+#include "moe/layout.h"
+#include "plan/plan.h"
+#include "saliency/imatrix.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reap::prune {
+
+// One MoE layer's kept experts.
+struct layer_coverage {
+    int                  layer = -1;
+    std::vector<int64_t> keep;     // the plan's keep list (source ids, output order)
+    bool                 has_entries = true;  // false: a nextn block with no entries (left out of the stats)
+    std::vector<int64_t> counts;   // per output expert i (source expert keep[i]); -1 = has data, count unknown (legacy)
+    int64_t              min = 0, max = 0;
+    double               mean = 0, median = 0;
+};
+
+struct coverage_receipt {
+    bool                        counts_known = true;  // false for a legacy input
+    int64_t                     n_keep = 0;
+    std::vector<layer_coverage> layers;
+    // over every kept expert of every layer with entries (counts_known only)
+    int64_t                     min = 0, max = 0;
+    double                      mean = 0, median = 0;
+    // kept experts with a count <= threshold / < required: (layer, output index)
+    struct expert_ref { int layer; int64_t index, source, count; };
+    std::vector<expert_ref> at_most(int64_t threshold) const;
+    std::vector<expert_ref> below(int64_t required) const;
+};
+
+// A checked slice, ready to be written.
+struct imatrix_slice {
+    std::string             source_path;
+    int64_t                 n_expert = 0;   // the source model's
+    saliency::imatrix_file  file;        // the source, as read (entries, order, offsets)
+    std::vector<std::string> sliced;     // entry names cut along the expert axis
+    // per sliced entry: the keep list of its layer
+    std::vector<const std::vector<int64_t> *> keep;
+    coverage_receipt        coverage;
+};
+
+// Reads the imatrix at `path`, checks it against the source model (layout
+// `lay`) and the plan (already validated against the model), and computes the
+// coverage of the kept experts.
+bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, const moe::layout & lay,
+                           const plan & p, imatrix_slice & out, std::string & err);
+
+// The default output beside the pruned model: OUT.gguf -> OUT.imatrix.gguf
+// (legacy input: OUT.imatrix.dat).
+std::string default_imatrix_out(const std::string & model_out, bool legacy);
+
+// Writes the sliced imatrix to `path` (same format as the source). Refuses an
+// existing file unless `force`, and always the source itself.
+bool write_imatrix_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync,
+                         std::string & err);
+
+// The receipt as JSON: totals, every layer's counts, the experts at or below `threshold`.
+nlohmann::json coverage_json(const coverage_receipt & c, int64_t threshold);
+
+}  // namespace reap::prune
