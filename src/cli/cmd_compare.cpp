@@ -7,6 +7,7 @@
 #include "plan/plan.h"
 #include "plan/planners.h"
 #include "saliency/archive.h"
+#include "util/json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -134,7 +135,7 @@ int cmd_compare(int argc, char ** argv) {
                              {"share_a", sa.mean}, {"share_b", sb.mean}, {"oracle_a", oa.mean}, {"oracle_b", ob.mean},
                              {"ratio_a", ratio(sa.mean, oa.mean)}, {"ratio_b", ratio(sb.mean, ob.mean)}};
         }
-        printf("%s\n", j.dump(2).c_str());
+        printf("%s\n", reap::util::json_text(j, 2).c_str());
         return 0;
     }
 

@@ -64,7 +64,7 @@ int cmd_inspect(int argc, char ** argv) {
     reap::gguf::model model;
     if (!reap::gguf::open_model(params.model, model, err)) return reap::cli::fail("inspect", err);
     // sized as `reap prune` writes by default: stamped (the plan's hash has a fixed length)
-    const reap::moe::stamp_options stamp{true, std::string(64, '0'), REAP_VERSION};
+    const reap::moe::stamp_options stamp{true, std::string(64, '0'), REAP_VERSION, ""};
     reap::moe::census c;
     if (!reap::moe::take_census(model, params.keeps, c, err, stamp)) return reap::cli::fail("inspect", params.model + ": " + err);
     if (params.json) {

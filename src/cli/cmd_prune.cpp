@@ -8,6 +8,7 @@
 #include "plan/plan.h"
 #include "plan/planners.h"
 #include "prune/prune.h"
+#include "util/file.h"
 
 #include <chrono>
 #include <cinttypes>
@@ -30,6 +31,7 @@ struct prune_params {
     bool        force = false;
     bool        dry_run = false;
     bool        sums = true;
+    bool        allow_other_model = false;
 };
 
 // The command's options, parsed and printed from one table.
@@ -76,6 +78,10 @@ void declare(reap::cli::options & t, prune_params & p) {
            p.stamp, false);
     t.flag("--no-sums", "do not write SHA256SUMS", p.sums, false);
     t.flag("--force", "replace existing output files (never an input)", p.force);
+    t.flag("--allow-other-model",
+           "use a plan made for another model (its recorded model fingerprint differs); the output records it "
+           "(reap.plan.other_model)",
+           p.allow_other_model);
     t.flag("--dry-run", "print what would be written and the sizes; write nothing", p.dry_run);
     t.help_row();
     t.prose("environment:\n"
@@ -108,8 +114,16 @@ int cmd_prune(int argc, char ** argv) {
         !reap::validate_plan(plan, reap::facts_of(lay, n_layer), err)) {
         return fail(params.plan + " does not fit " + params.model + ": " + err);
     }
+    std::string warning;
+    if (!reap::check_plan_model(plan, model, params.allow_other_model, params.plan, params.model, warning, err)) {
+        return fail(err);
+    }
+    if (!warning.empty()) fprintf(stderr, "reap prune: warning: %s\n", warning.c_str());
     reap::prune::prune_options popts;
     popts.stamp = params.stamp;
+    if (params.allow_other_model && !plan.model_sha256.empty() && plan.model_sha256 != reap::model_header_sha256(model)) {
+        popts.other_model = plan.model_sha256;
+    }
     popts.version = REAP_VERSION;
     if (params.stamp && !reap::plan_file_sha256(params.plan, popts.plan_sha256, err)) return fail(err);
     reap::gguf::output_spec spec;
@@ -121,10 +135,15 @@ int cmd_prune(int argc, char ** argv) {
     if (const char * v = getenv("REAP_NO_COPY_FILE_RANGE"); v && *v && strcmp(v, "0") != 0) wopts.copy_file_range = false;
     std::vector<reap::gguf::shard_layout> shards;
     if (!reap::gguf::layout_output(spec, wopts, params.output, shards, err)) return fail(err);
-    // the plan file and SHA256SUMS are inputs/outputs too
+    // the output rule (util/file.h): no output (shard or SHA256SUMS) is an input
+    std::vector<std::pair<std::string, std::string>> inputs = {{"plan", params.plan}};
+    for (const auto & sh : model.shards) inputs.emplace_back("model file", sh.path);
     for (const auto & sh : shards) {
-        if (reap::cli::same_file(sh.path, params.plan)) return fail("refusing to write " + sh.path + " over the plan file");
+        if (!reap::util::check_not_input(sh.path, inputs, err)) return fail(err);
     }
+    const std::string sums_path = reap::prune::sums_path_for(shards[0].path);
+    if (params.sums && !reap::util::check_not_input(sums_path, inputs, err)) return fail(err);
+    if (params.sums) wopts.sums_path = sums_path;
     size_t n_sliced = 0;
     for (const auto & r : lay.roles) n_sliced += r.slice != reap::moe::slice_kind::none;
     uint64_t out_bytes = 0;
@@ -144,21 +163,19 @@ int cmd_prune(int argc, char ** argv) {
                    human_bytes(sh.file_bytes).c_str(), sh.n_tensors,
                    exists ? (params.force ? "  [exists: would be replaced]" : "  [exists: would be refused without --force]") : "");
         }
-        if (params.sums) printf("  %s\n", reap::prune::sums_path_for(shards[0].path).c_str());
+        if (params.sums) printf("  %s\n", sums_path.c_str());
         return 0;
     }
     std::vector<std::string> written;
+    reap::util::install_interrupt_handlers("prune");
+    // the shards and their SHA256SUMS lines appear together (hashed as written)
     if (!reap::gguf::write_output(spec, wopts, params.output, written, err)) return fail(err);
-    if (params.sums) {
-        const std::string sums = reap::prune::sums_path_for(written[0]);
-        if (!reap::prune::update_sha256sums(written, sums, err)) return fail("the model is written but SHA256SUMS is not: " + err);
-    }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t i = 0; i < written.size(); ++i) {
         printf("  wrote %s  %" PRIu64 " bytes (%s)\n", written[i].c_str(), shards[i].file_bytes,
                human_bytes(shards[i].file_bytes).c_str());
     }
-    if (params.sums) printf("  wrote %s\n", reap::prune::sums_path_for(written[0]).c_str());
+    if (params.sums) printf("  wrote %s\n", sums_path.c_str());
     printf("done in %.2f s (%.1f MiB/s)\n", secs, secs > 0 ? double(out_bytes) / 1048576.0 / secs : 0.0);
     return 0;
 }

@@ -9,6 +9,7 @@
 #include "metrics/kld_record.h"
 #include "metrics/token_metrics.h"
 #include "util/file.h"
+#include "util/json.h"
 #include "llama/runtime.h"
 
 #include "common.h"
@@ -1026,7 +1027,7 @@ nlohmann::ordered_json report_json(const eval_report & r) {
 
 } // namespace
 
-std::string eval_report_json(const eval_report & r) { return report_json(r).dump(2); }
+std::string eval_report_json(const eval_report & r) { return reap::util::json_text(report_json(r), 2); }
 
 std::string eval_candidates_json(const std::vector<eval_candidate> & cands, const std::vector<eval_report> & reports) {
     nlohmann::ordered_json pruned = nlohmann::ordered_json::object(), masked = nlohmann::ordered_json::object();
@@ -1036,7 +1037,7 @@ std::string eval_candidates_json(const std::vector<eval_candidate> & cands, cons
     nlohmann::ordered_json j;
     if (!pruned.empty()) j["pruned"] = pruned;
     if (!masked.empty()) j["masked"] = masked;
-    return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    return reap::util::json_text(j, 2);
 }
 
 std::string smoke_report_json(const smoke_report & r) {
@@ -1049,7 +1050,7 @@ std::string smoke_report_json(const smoke_report & r) {
     // Continuations can cut a UTF-8 sequence; keep the JSON valid regardless.
     j["base_text"]   = r.base_text;
     j["pruned_text"] = r.pruned_text;
-    return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    return reap::util::json_text(j, 2);
 }
 
 void eval_report_print(FILE * out, const eval_report & r) {

@@ -25,7 +25,8 @@ constexpr size_t k_chunk = 4u << 20;
 bool is_split_key(const std::string & key) { return util::starts_with(key, "split."); }
 
 bool is_provenance_key(const std::string & key) {
-    return key == k_key_plan_sha256 || key == k_key_source_expert_count || key == k_key_version;
+    return key == k_key_plan_sha256 || key == k_key_source_expert_count || key == k_key_version ||
+           key == k_key_plan_other_model;
 }
 
 // Open file descriptors by path, closed together.
@@ -37,11 +38,8 @@ public:
     int get(const std::string & path, std::string & err) {
         auto it = fds_.find(path);
         if (it != fds_.end()) return it->second;
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            err = path + ": cannot open: " + strerror(errno);
-            return -1;
-        }
+        const int fd = util::open_input(path, "file", err);
+        if (fd < 0) return -1;
         fds_[path] = fd;
         return fd;
     }
@@ -141,7 +139,7 @@ bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layo
     const gguf::kv * s_sha = src.kvs.find(k_key_plan_sha256);
     rep.stamped = o_sha && !(s_sha && same_kv(*o_sha, *s_sha));
     if (!rep.stamped) {
-        for (const char * key : {k_key_plan_sha256, k_key_source_expert_count, k_key_version}) {
+        for (const char * key : {k_key_plan_sha256, k_key_source_expert_count, k_key_version, k_key_plan_other_model}) {
             const gguf::kv * o = out.kvs.find(key);
             const gguf::kv * s = src.kvs.find(key);
             if (!o && !s) continue;
@@ -173,7 +171,11 @@ bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layo
         std::string v;
         if (!out.kvs.get_string(k_key_version, v, err)) return false;
     }
-    rep.n_kvs += 2 + (out.kvs.has(k_key_version) ? 1 : 0);
+    if (out.kvs.has(k_key_plan_other_model)) {
+        std::string v;
+        if (!out.kvs.get_string(k_key_plan_other_model, v, err)) return false;
+    }
+    rep.n_kvs += 2 + (out.kvs.has(k_key_version) ? 1 : 0) + (out.kvs.has(k_key_plan_other_model) ? 1 : 0);
     return true;
 }
 
