@@ -351,18 +351,21 @@ void durable_file::discard() {
 // ---- fault points (test hook) ----------------------------------------------------------
 
 void fault_point() {
-    static const long long kill_at = [] {
-        const char * v = std::getenv("REAP_FAULT_KILL_AT");
+    auto env_n = [](const char * name) {
+        const char * v = std::getenv(name);
         return v && *v ? std::atoll(v) : 0LL;
-    }();
-    static const bool trace = [] {
-        const char * v = std::getenv("REAP_FAULT_TRACE");
-        return v && *v && std::strcmp(v, "0") != 0;
-    }();
+    };
+    static const long long kill_at = env_n("REAP_FAULT_KILL_AT");
+    static const long long pause_at = env_n("REAP_FAULT_PAUSE_AT");
+    static const bool trace = env_n("REAP_FAULT_TRACE") != 0;
     static long long n = 0;
     ++n;
     if (trace) fprintf(stderr, "reap: fault point %lld\n", n);
     if (kill_at > 0 && n == kill_at) ::kill(::getpid(), SIGKILL);
+    if (pause_at > 0 && n == pause_at) {
+        fprintf(stderr, "reap: paused at fault point %lld\n", n);
+        for (int i = 0; i < 600; ++i) ::usleep(100000);   // at most a minute: the test signals it meanwhile
+    }
 }
 
 // ---- publishing several files together --------------------------------------------------

@@ -163,8 +163,10 @@ bool prepare_output(const std::string & output, std::string & err);
 // A test hook: every step of writing an output (a tensor, a finish, a
 // rename, a journal) is a numbered fault point. With REAP_FAULT_KILL_AT=N in
 // the environment the process SIGKILLs itself at point N; with
-// REAP_FAULT_TRACE=1 each point prints "reap: fault point N" on stderr. The
-// fault-injection tests use it to kill a run at chosen moments.
+// REAP_FAULT_TRACE=1 each point prints "reap: fault point N" on stderr; with
+// REAP_FAULT_PAUSE_AT=N it prints "reap: paused at fault point N" and waits
+// (up to a minute) there. The fault-injection tests use them to kill or
+// signal a run at chosen moments.
 void fault_point();
 
 // ---- interruption -------------------------------------------------------------------
