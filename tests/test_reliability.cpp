@@ -497,7 +497,7 @@ TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
             if (f.rfind("out-00001-of-", 0) == 0) first = dir + "/" + f;
         }
         ASSERT_TRUE(prune_test::exists(first)) << first;
-        ASSERT_EQ(new_files.size(), sc.split.empty() ? 2u : 1u + new_files.size() - 1) << "no SHA256SUMS?";
+        ASSERT_TRUE(std::find(new_files.begin(), new_files.end(), "SHA256SUMS") != new_files.end());
         if (!sc.split.empty()) ASSERT_GT(new_files.size(), 3u) << "the split output has one shard";
         // how many fault points one run has
         fresh();
@@ -505,6 +505,7 @@ TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
         int n_points = 0;
         for (size_t pos = 0; (pos = out.find("reap: fault point ", pos)) != std::string::npos; ++pos) ++n_points;
         ASSERT_GT(n_points, 10) << out;
+        printf("fault injection, %s: %zu files in the new set, %d fault points per run\n", sc.name, new_files.size(), n_points);
 
         auto verifies = [&](const reap::plan & p, const std::string & plan) {
             std::string e;

@@ -167,7 +167,6 @@ int cmd_prune(int argc, char ** argv) {
         return 0;
     }
     std::vector<std::string> written;
-    reap::util::install_interrupt_handlers("prune");
     // the shards and their SHA256SUMS lines appear together (hashed as written)
     if (!reap::gguf::write_output(spec, wopts, params.output, written, err)) return fail(err);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
