@@ -379,7 +379,7 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
             if (it == session.sources.end()) {
                 source_file s;
                 std::string oerr;
-                s.fd = util::open_input(p.path, "source file", oerr);
+                s.fd = util::open_input(p.path, oerr);
                 struct stat st;
                 if (s.fd < 0 || fstat(s.fd, &st) != 0) {
                     err = s.fd < 0 ? oerr + " (source of tensor " + quoted(t.name) + ")"

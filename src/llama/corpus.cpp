@@ -230,7 +230,7 @@ struct file_lines {
 bool read_corpus_file(const std::string & path, const llama_model * model, const corpus_options & opt,
                       corpus & out, std::string & err) {
     file_lines fl;
-    const int fd = util::open_input(path, "corpus", err);   // a FIFO is refused, not waited on
+    const int fd = util::open_input(path, err, "corpus");   // a FIFO is refused, not waited on
     if (fd < 0) return false;
     fl.f = fdopen(fd, "rb");
     if (!fl.f) {

@@ -286,8 +286,11 @@ bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, c
 }
 
 bool read_plan(const std::string & path, plan & out, std::string & err) {
-    const int fd = util::open_input(path, "plan", err);   // a FIFO is refused, not waited on
-    if (fd < 0) return false;
+    const int fd = util::open_input(path, err);   // a FIFO is refused, not waited on
+    if (fd < 0) {
+        err = "plan " + err;
+        return false;
+    }
     FILE * f = fdopen(fd, "rb");
     if (!f) {
         ::close(fd);

@@ -38,7 +38,7 @@ public:
     int get(const std::string & path, std::string & err) {
         auto it = fds_.find(path);
         if (it != fds_.end()) return it->second;
-        const int fd = util::open_input(path, "file", err);
+        const int fd = util::open_input(path, err);
         if (fd < 0) return -1;
         fds_[path] = fd;
         return fd;
@@ -291,6 +291,14 @@ bool verify_pruned(const gguf::model & src, const plan & p, const std::string & 
     int64_t n_layer = 0;
     if (!src.kvs.get_i64(moe::kv_key(lay.arch, "block_count"), n_layer, err)) return false;
     if (!validate_plan(p, facts_of(lay, n_layer), err)) return false;
+    // a prune killed after committing its set leaves a journal that the next
+    // run completes; until then the files may be a mix of old and new
+    const std::string journal = util::dir_of(out_path) + "/." + util::base_name(out_path) + ".reap-journal";
+    if (::access(journal.c_str(), F_OK) == 0) {
+        err = out_path + ": an interrupted prune left " + journal +
+              " (its new files are complete but not all in place): run the prune again to finish publishing";
+        return false;
+    }
     // An output that cannot be opened is an error; from here on, anything
     // wrong with what it holds means it does not verify.
     struct stat st;

@@ -23,7 +23,7 @@
 namespace reap::util {
 
 bool read_file(const std::string & path, const char * what, std::string & out, std::string & err) {
-    const int fd = open_input(path, what, err);
+    const int fd = open_input(path, err, what);
     if (fd < 0) return false;
     struct stat st;
     bool ok = ::fstat(fd, &st) == 0;
@@ -75,21 +75,22 @@ bool same_file(const std::string & a, const std::string & b) {
     return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-int open_input(const std::string & path, const char * what, std::string & err) {
+int open_input(const std::string & path, std::string & err, const char * what) {
+    const std::string who = what ? std::string(what) + " '" + path + "'" : path;
     const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
-        err = std::string(what) + " '" + path + "': cannot open: " + strerror(errno);
+        err = what ? "cannot open " + who + ": " + strerror(errno) : path + ": cannot open: " + strerror(errno);
         return -1;
     }
     struct stat st;
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        err = std::string(what) + " '" + path + "' is not a regular file";
+        err = what ? who + " is not a regular file" : path + ": not a regular file";
         ::close(fd);
         return -1;
     }
     const int flags = ::fcntl(fd, F_GETFL);
     if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-        err = std::string(what) + " '" + path + "': fcntl: " + strerror(errno);
+        err = who + ": fcntl: " + strerror(errno);
         ::close(fd);
         return -1;
     }
@@ -123,7 +124,7 @@ bool check_not_input(const std::string & output, const std::vector<std::pair<std
                      std::string & err) {
     for (const auto & [what, path] : inputs) {
         if (same_entry(output, path)) {
-            err = "refusing to write " + output + ": it is the " + what + " '" + path + "'";
+            err = "refusing to write " + output + " over the " + what + " '" + path + "' (the same file)";
             return false;
         }
     }
@@ -134,15 +135,14 @@ bool check_output(const std::string & output, const std::vector<std::pair<std::s
                   bool force, std::string & err) {
     if (!check_not_input(output, inputs, err)) return false;
     struct stat st;
-    if (::lstat(output.c_str(), &st) == 0 || ::stat(output.c_str(), &st) == 0) {
-        if (::stat(output.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-            err = output + " exists and is not a regular file";
-            return false;
-        }
-        if (!force) {
-            err = output + " exists (use --force to replace it)";
-            return false;
-        }
+    if (::lstat(output.c_str(), &st) != 0) return true;   // nothing there yet
+    if (::stat(output.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        err = output + " exists and is not a regular file";
+        return false;
+    }
+    if (!force) {
+        err = output + " exists (use --force to replace it)";
+        return false;
     }
     return true;
 }

@@ -29,12 +29,13 @@ bool write_full(int fd, const void * src, size_t n);
 bool same_file(const std::string & a, const std::string & b);
 
 // Opens the input `path` read-only and returns its descriptor, or -1 with
-// `err` set ("<what> '<path>': cannot open: reason" / "... is not a regular
-// file"). The one opener of every input file: it opens with O_NONBLOCK and
+// `err` set: "PATH: cannot open: reason" / "PATH: not a regular file", or with
+// `what`, "cannot open WHAT 'PATH': reason" / "WHAT 'PATH' is not a regular
+// file". The one opener of every input file: it opens with O_NONBLOCK and
 // checks fstat before anything reads, so a FIFO, a device or a directory is
 // refused at once instead of blocking in open() or read(); the descriptor is
 // then switched back to blocking reads.
-int open_input(const std::string & path, const char * what, std::string & err);
+int open_input(const std::string & path, std::string & err, const char * what = nullptr);
 
 // ---- the output rule ----------------------------------------------------------------
 //
@@ -46,7 +47,7 @@ int open_input(const std::string & path, const char * what, std::string & err);
 // entry (the directory resolved with realpath, then the name).
 bool same_entry(const std::string & a, const std::string & b);
 
-// Refuses `output` ("refusing to write OUTPUT: it is the input WHAT 'PATH'")
+// Refuses `output` ("refusing to write OUTPUT over the WHAT 'PATH'")
 // when it is the same entry as one of `inputs` (pairs of what it is, path;
 // empty paths are skipped), with or without --force. Every command calls it
 // for every output before it writes anything.

@@ -36,7 +36,7 @@ std::string to_hex(const unsigned char * digest, unsigned int n) {
 } // namespace
 
 bool sha256_file(const std::string & path, std::string & hex, std::string & err) {
-    const int fd = open_input(path, "file", err);
+    const int fd = open_input(path, err);
     if (fd < 0) return false;
     std::unique_ptr<EVP_MD_CTX, md_ctx_deleter> ctx(EVP_MD_CTX_new());
     if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
