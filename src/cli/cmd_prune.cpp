@@ -49,11 +49,13 @@ void declare(reap::cli::options & t, prune_params & p) {
         "The plan is validated against the model first (layers, ids, counts, groups).\n"
         "MODEL may be the first shard of a split set. The output appears only when\n"
         "complete (temp file, fsync, rename); it never replaces an input, nor an existing\n"
-        "file without --force. Data are streamed with copy_file_range (or a fixed 1 MiB\n"
-        "buffer): memory is bounded by the metadata (about 100 bytes per kept expert per\n"
-        "sliced tensor), whatever the model's size.\n"
+        "file without --force. Data are streamed through a fixed 1 MiB buffer and hashed\n"
+        "as they pass (with --no-sums, copy_file_range): memory is bounded by the metadata\n"
+        "(about 100 bytes per kept expert per sliced tensor), whatever the model's size.\n"
         "SHA256SUMS beside the output lists every file written (sha256sum -c format;\n"
-        "lines for other files already in it are kept).\n");
+        "every other line already in it is kept); the shards and SHA256SUMS appear\n"
+        "together or not at all. A plan made for another model (its recorded model\n"
+        "fingerprint) is refused unless --allow-other-model.\n");
     t.section("options:");
     t.text("-m, --model", "MODEL.gguf", "source model (or first shard of a split set)", p.model);
     t.text("--plan", "PLAN.json", "keep-list per MoE layer (reap plan writes one)", p.plan);
