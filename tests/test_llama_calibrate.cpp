@@ -8,8 +8,8 @@
 //     (read with ggml's gguf reader) equal ours exactly, and `reap imatrix` on
 //     its file gives the same counts;
 //   * shards: merge(calibrate(shard 0/2), calibrate(shard 1/2)) = calibrate(all);
-//   * interrupted (stop flag) + resumed = uninterrupted, byte for byte; resume
-//     refuses other options;
+//   * interrupted (stop flag, SIGINT, SIGKILL) + resumed = uninterrupted, byte
+//     for byte; resume refuses other options;
 //   * a Q8_0 model made by llama-quantize;
 //   * a > 2 GB corpus with --max-tokens: peak RSS flat, same statistics as the
 //     same samples in a compact file, token counts as computed here;
@@ -543,6 +543,60 @@ TEST(CalibrateCli, SigintCheckpointResume) {
     EXPECT_NE(out.find("resumed"), std::string::npos) << out;
     EXPECT_FALSE(file_exists(dir + "/r.gguf.checkpoint"));
     EXPECT_TRUE(read_bytes(dir + "/full.gguf") == read_bytes(dir + "/r.gguf"));
+}
+
+// SIGKILL (no handler, no chance to checkpoint) in the middle of a run:
+// --resume from the last periodic checkpoint (window 20) gives the same
+// archive, byte for byte, as an uninterrupted run, and no temp file is left.
+// The kill lands while the run holds after window 25
+// ($REAP_CALIBRATE_PAUSE_AFTER), so it is always after the checkpoint at 20.
+TEST(CalibrateCli, SigkillResumeEqualsUninterrupted) {
+    ASSERT_TRUE(file_exists(reap_bin())) << "no " << reap_bin();
+    std::string err, out;
+    const std::string model = zoo_model("qwen3moe", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("kill9");
+    std::string corpus_text;
+    for (int i = 0; i < 40; ++i) {
+        corpus_text += nlohmann::json({{"domain", i % 2 ? "en" : "code"},
+                                       {"text", "sample " + std::to_string(i) + ": experts are routed."}})
+                           .dump() + "\n";
+    }
+    write_file(dir + "/c.jsonl", corpus_text);
+    const std::string flags = " -m " + shell_quote(model) + " --corpus " + shell_quote(dir + "/c.jsonl") +
+                              " -c 64 -b 64 -ub 64 -t 1 -ctk f32 -ctv f32 -fa off --no-progress --checkpoint-every 10";
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate" + flags + " -o " + shell_quote(dir + "/full.gguf"), out), 0) << out;
+    const std::string log = dir + "/k.log";
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        const std::string cmd = "REAP_CALIBRATE_PAUSE_AFTER=25 exec " + shell_quote(reap_bin()) + " calibrate" + flags +
+                                " -o " + shell_quote(dir + "/k.gguf") + " > " + shell_quote(log) + " 2>&1";
+        execl("/bin/sh", "sh", "-c", cmd.c_str(), (char *) nullptr);
+        _exit(127);
+    }
+    bool paused = false;
+    for (int i = 0; i < 6000 && !paused; ++i) {
+        paused = read_bytes(log).find("paused after 25 windows") != std::string::npos;
+        if (!paused) usleep(10 * 1000);
+    }
+    EXPECT_TRUE(paused) << read_bytes(log);
+    kill(pid, SIGKILL);
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    EXPECT_FALSE(file_exists(dir + "/k.gguf"));
+    sal::archive ck;
+    ASSERT_TRUE(sal::read_archive(dir + "/k.gguf.checkpoint", ck, err)) << err;
+    uint64_t next = 0;
+    ASSERT_TRUE(ck.provenance.get_u64("reap.saliency.checkpoint.next_window", next, err)) << err;
+    EXPECT_EQ(next, 20u);
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate" + flags + " -o " + shell_quote(dir + "/k.gguf") + " --resume", out), 0) << out;
+    EXPECT_NE(out.find("resumed"), std::string::npos) << out;
+    EXPECT_FALSE(file_exists(dir + "/k.gguf.checkpoint"));
+    EXPECT_TRUE(read_bytes(dir + "/full.gguf") == read_bytes(dir + "/k.gguf")) << "resumed archive differs";
+    run_cmd("ls -a " + shell_quote(dir), out);
+    EXPECT_EQ(out.find(".reap-tmp."), std::string::npos) << out;
 }
 
 // `messages` samples go through the model's own chat template, reasoning_content included.

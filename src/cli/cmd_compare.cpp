@@ -13,6 +13,7 @@
 #include "saliency/archive.h"
 #include "util/strings.h"
 #include "util/summary.h"
+#include "util/json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -255,7 +256,7 @@ int cmd_compare(int argc, char ** argv) {
         }
         j["receipts"] = {{"source", have_sal ? "saliency" : "plans"}, {"a", column_json(ca, rk.archive_domains)},
                          {"b", column_json(cb, rk.archive_domains)}};
-        printf("%s\n", j.dump(2).c_str());
+        printf("%s\n", reap::util::json_text(j, 2).c_str());
         return 0;
     }
 

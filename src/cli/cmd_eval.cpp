@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "cli/llama_flags.h"
 #include "llama/eval.h"
+#include "util/file.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -140,6 +141,12 @@ int cmd_eval(int argc, char ** argv) {
 
     if (opt.input_path.empty() && opt.kld_base_path.empty()) {
         return usage_error("no input: give -f TEXT_OR_CORPUS");
+    }
+    if (!opt.kld_base_path.empty()) {   // the output rule (util/file.h): the base file it may write is no input
+        std::vector<std::pair<std::string, std::string>> inputs = {
+            {"model", opt.base_path}, {"input", opt.input_path}, {"mask", opt.base_mask_path}};
+        for (const auto & pp : pruned) inputs.emplace_back("pruned model", pp);
+        if (!reap::util::check_not_input(opt.kld_base_path, inputs, err)) return reap::cli::fail("eval", err);
     }
     std::vector<reap::eval_report> rs;
     if (!reap::run_eval_candidates(opt, cands, rs, err)) return reap::cli::fail("eval", err);

@@ -5,6 +5,7 @@
 #include "cli/args.h"
 #include "gguf/gguf.h"
 #include "saliency/imatrix.h"
+#include "util/file.h"
 
 #include <cstdio>
 #include <string>
@@ -76,6 +77,12 @@ int cmd_imatrix(int argc, char ** argv) {
 
     reap::gguf::model model;
     if (!model_path.empty() && !reap::gguf::open_model(model_path, model, err)) return reap::cli::fail("imatrix", err);
+    {   // the output rule (util/file.h)
+        std::vector<std::pair<std::string, std::string>> ins;
+        for (const auto & in : inputs) ins.emplace_back("imatrix", in.path);
+        for (const auto & sh : model.shards) ins.emplace_back("model file", sh.path);
+        if (!reap::util::check_output(out_path, ins, force, err)) return reap::cli::fail("imatrix", err);
+    }
     reap::saliency::archive arch;
     std::vector<reap::saliency::imatrix_domain_report> reports;
     if (!reap::saliency::import_imatrix(inputs, model_path.empty() ? nullptr : &model, arch, reports, err) ||

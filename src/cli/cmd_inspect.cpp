@@ -7,6 +7,7 @@
 #include "plan/kernel_counts.h"
 #include "gguf/gguf.h"
 #include "moe/census.h"
+#include "util/json.h"
 
 #include <cstdio>
 #include <string>
@@ -65,13 +66,13 @@ int cmd_inspect(int argc, char ** argv) {
     reap::gguf::model model;
     if (!reap::gguf::open_model(params.model, model, err)) return reap::cli::fail("inspect", err);
     // sized as `reap prune` writes by default: stamped (the plan's hash has a fixed length)
-    const reap::moe::stamp_options stamp{true, std::string(64, '0'), REAP_VERSION};
+    const reap::moe::stamp_options stamp{true, std::string(64, '0'), REAP_VERSION, ""};
     reap::moe::census c;
     if (!reap::moe::take_census(model, params.keeps, c, err, stamp)) return reap::cli::fail("inspect", params.model + ": " + err);
     if (params.json) {
         nlohmann::json j = nlohmann::json::parse(reap::moe::census_json(c));
         j["fused_topk_moe"] = reap::planner::fused_kernel_takes(c.n_expert);
-        printf("%s\n", j.dump(2).c_str());
+        printf("%s\n", reap::util::json_text(j, 2).c_str());
         return 0;
     }
 

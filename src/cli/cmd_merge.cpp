@@ -4,6 +4,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "saliency/archive.h"
+#include "util/file.h"
 #include "util/sha256.h"
 
 #include <cinttypes>
@@ -58,11 +59,12 @@ int cmd_merge(int argc, char ** argv) {
     const std::vector<std::string> & inputs = p.inputs;
     const std::string & output = p.output;
     auto fail = [](const std::string & msg) { return reap::cli::fail("merge", msg); };
-    for (const auto & in : inputs) {
-        if (reap::cli::same_file(in, output)) return fail("refusing to write " + output + " over the input " + in);
-    }
-
     std::string err;
+    {   // the output rule (util/file.h)
+        std::vector<std::pair<std::string, std::string>> ins;
+        for (const auto & in : inputs) ins.emplace_back("input", in);
+        if (!reap::util::check_output(output, ins, p.force, err)) return fail(err);
+    }
     reap::saliency::archive merged;
     std::vector<std::string> hashes;
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -12,6 +12,8 @@
 #include "plan/planners.h"
 #include "plan/receipts.h"
 #include "saliency/archive.h"
+#include "util/json.h"
+#include "util/file.h"
 #include "util/sha256.h"
 #include "util/summary.h"
 
@@ -253,6 +255,11 @@ int cmd_plan(int argc, char ** argv) {
 
     reap::gguf::model model;
     if (!reap::gguf::open_model(params.model, model, err)) return fail(err);
+    if (!params.output.empty()) {   // the output rule (util/file.h)
+        std::vector<std::pair<std::string, std::string>> inputs = {{"saliency archive", params.saliency}};
+        for (const auto & sh : model.shards) inputs.emplace_back("model file", sh.path);
+        if (!reap::util::check_output(params.output, inputs, params.force, err)) return fail(err);
+    }
     reap::moe::layout lay;
     if (!reap::model_layout(model, lay, err)) return fail(params.model + ": " + err);
     int64_t n_layer = 0;
@@ -309,6 +316,7 @@ int cmd_plan(int argc, char ** argv) {
 
     reap::plan plan;
     if (!pl::make_plan(rk, facts, n_keep, plan, err)) return fail(err);
+    plan.model_sha256 = reap::model_header_sha256(model);
     uint64_t bytes = 0;
     uint32_t n_shards = 1;
     if (!pl::pruned_bytes(sctx, plan, bytes, n_shards, err)) return fail(err);
@@ -349,7 +357,7 @@ int cmd_plan(int argc, char ** argv) {
             j["size_table"] = t;
         }
         if (!params.dry_run && !reap::write_plan(plan, params.output, params.force, err)) return fail(err);
-        printf("%s\n", j.dump(2).c_str());
+        printf("%s\n", reap::util::json_text(j, 2).c_str());
         return 0;
     }
 

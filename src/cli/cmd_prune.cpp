@@ -10,6 +10,7 @@
 #include "prune/imatrix_slice.h"
 #include "prune/prune.h"
 #include "util/file.h"
+#include "util/json.h"
 
 #include <algorithm>
 #include <chrono>
@@ -39,6 +40,7 @@ struct prune_params {
     std::string imatrix_out;        // --imatrix-out (default beside OUT)
     int64_t     coverage_threshold = 0;
     int64_t     require_coverage = 0;
+    bool        allow_other_model = false;
 };
 
 // The command's options, parsed and printed from one table.
@@ -56,11 +58,13 @@ void declare(reap::cli::options & t, prune_params & p) {
         "The plan is validated against the model first (layers, ids, counts, groups).\n"
         "MODEL may be the first shard of a split set. The output appears only when\n"
         "complete (temp file, fsync, rename); it never replaces an input, nor an existing\n"
-        "file without --force. Data are streamed with copy_file_range (or a fixed 1 MiB\n"
-        "buffer): memory is bounded by the metadata (about 100 bytes per kept expert per\n"
-        "sliced tensor), whatever the model's size.\n"
+        "file without --force. Data are streamed through a fixed 1 MiB buffer and hashed\n"
+        "as they pass (with --no-sums, copy_file_range): memory is bounded by the metadata\n"
+        "(about 100 bytes per kept expert per sliced tensor), whatever the model's size.\n"
         "SHA256SUMS beside the output lists every file written (sha256sum -c format;\n"
-        "lines for other files already in it are kept).\n");
+        "every other line already in it is kept); the shards and SHA256SUMS appear\n"
+        "together or not at all. A plan made for another model (its recorded model\n"
+        "fingerprint) is refused unless --allow-other-model.\n");
     t.section("options:");
     t.text("-m, --model", "MODEL.gguf", "source model (or first shard of a split set)", p.model);
     t.text("--plan", "PLAN.json", "keep-list per MoE layer (reap plan writes one)", p.plan);
@@ -85,6 +89,10 @@ void declare(reap::cli::options & t, prune_params & p) {
            p.stamp, false);
     t.flag("--no-sums", "do not write SHA256SUMS", p.sums, false);
     t.flag("--force", "replace existing output files (never an input)", p.force);
+    t.flag("--allow-other-model",
+           "use a plan made for another model (its recorded model fingerprint differs); the output records it "
+           "(reap.plan.other_model)",
+           p.allow_other_model);
     t.flag("--dry-run", "print what would be written and the sizes; write nothing", p.dry_run);
     t.flag("--json", "print one JSON object on stdout (outputs, imatrix coverage); the text goes to stderr", p.json);
     t.section("importance matrix (prune, then quantise):");
@@ -189,8 +197,16 @@ int cmd_prune(int argc, char ** argv) {
         !reap::validate_plan(plan, reap::facts_of(lay, n_layer), err)) {
         return fail(params.plan + " does not fit " + params.model + ": " + err);
     }
+    std::string warning;
+    if (!reap::check_plan_model(plan, model, params.allow_other_model, params.plan, params.model, warning, err)) {
+        return fail(err);
+    }
+    if (!warning.empty()) fprintf(stderr, "reap prune: warning: %s\n", warning.c_str());
     reap::prune::prune_options popts;
     popts.stamp = params.stamp;
+    if (params.allow_other_model && !plan.model_sha256.empty() && plan.model_sha256 != reap::model_header_sha256(model)) {
+        popts.other_model = plan.model_sha256;
+    }
     popts.version = REAP_VERSION;
     if (params.stamp && !reap::plan_file_sha256(params.plan, popts.plan_sha256, err)) return fail(err);
     reap::gguf::output_spec spec;
@@ -202,10 +218,15 @@ int cmd_prune(int argc, char ** argv) {
     if (const char * v = getenv("REAP_NO_COPY_FILE_RANGE"); v && *v && strcmp(v, "0") != 0) wopts.copy_file_range = false;
     std::vector<reap::gguf::shard_layout> shards;
     if (!reap::gguf::layout_output(spec, wopts, params.output, shards, err)) return fail(err);
-    // the plan file and SHA256SUMS are inputs/outputs too
+    // the output rule (util/file.h): no output (shard or SHA256SUMS) is an input
+    std::vector<std::pair<std::string, std::string>> inputs = {{"plan", params.plan}};
+    for (const auto & sh : model.shards) inputs.emplace_back("model file", sh.path);
     for (const auto & sh : shards) {
-        if (reap::cli::same_file(sh.path, params.plan)) return fail("refusing to write " + sh.path + " over the plan file");
+        if (!reap::util::check_not_input(sh.path, inputs, err)) return fail(err);
     }
+    const std::string sums_path = reap::prune::sums_path_for(shards[0].path);
+    if (params.sums && !reap::util::check_not_input(sums_path, inputs, err)) return fail(err);
+    if (params.sums) wopts.sums_path = sums_path;
     size_t n_sliced = 0;
     for (const auto & r : lay.roles) n_sliced += r.slice != reap::moe::slice_kind::none;
     uint64_t out_bytes = 0;
@@ -224,12 +245,12 @@ int cmd_prune(int argc, char ** argv) {
         if (!reap::prune::prepare_imatrix_slice(params.imatrix, model, lay, plan, islice, err)) return fail(err);
         imatrix_out = params.imatrix_out.empty() ? reap::prune::default_imatrix_out(params.output, islice.file.legacy)
                                                  : params.imatrix_out;
-        for (const auto & in : {params.model, params.plan}) {
-            if (reap::util::same_file(imatrix_out, in)) return fail("refusing to write the sliced imatrix over " + in);
-        }
-        for (const auto & sh : shards) {
-            if (sh.path == imatrix_out) return fail("--imatrix-out names the model's output " + sh.path);
-        }
+        // the output rule: not an input (the imatrix itself included), nor another output
+        auto imatrix_inputs = inputs;
+        imatrix_inputs.emplace_back("imatrix", params.imatrix);
+        for (const auto & sh : shards) imatrix_inputs.emplace_back("model output", sh.path);
+        if (params.sums) imatrix_inputs.emplace_back("checksum file", sums_path);
+        if (!reap::util::check_not_input(imatrix_out, imatrix_inputs, err)) return fail(err);
         if (!params.force && !params.dry_run && exists(imatrix_out)) {
             return fail(imatrix_out + " exists (use --force to replace it)");
         }
@@ -272,7 +293,7 @@ int cmd_prune(int argc, char ** argv) {
     auto finish = [&](int status) {
         if (params.json) {
             js["status"] = status;
-            printf("%s\n", js.dump(1).c_str());
+            printf("%s\n", reap::util::json_text(js, 1).c_str());
         }
         return status;
     };
@@ -287,7 +308,7 @@ int cmd_prune(int argc, char ** argv) {
                     ex ? (params.force ? "  [exists: would be replaced]" : "  [exists: would be refused without --force]") : "");
             files.push_back({{"path", sh.path}, {"bytes", sh.file_bytes}});
         }
-        if (params.sums) fprintf(txt, "  %s\n", reap::prune::sums_path_for(shards[0].path).c_str());
+        if (params.sums) fprintf(txt, "  %s\n", sums_path.c_str());
         if (!imatrix_out.empty()) {
             const bool ex = exists(imatrix_out);
             fprintf(txt, "  %s (sliced imatrix, %zu of %zu entries cut)%s\n", imatrix_out.c_str(), islice.sliced.size(),
@@ -298,11 +319,8 @@ int cmd_prune(int argc, char ** argv) {
         return finish(0);
     }
     std::vector<std::string> written;
+    // the shards and their SHA256SUMS lines appear together (hashed as written)
     if (!reap::gguf::write_output(spec, wopts, params.output, written, err)) return fail(err);
-    if (params.sums) {
-        const std::string sums = reap::prune::sums_path_for(written[0]);
-        if (!reap::prune::update_sha256sums(written, sums, err)) return fail("the model is written but SHA256SUMS is not: " + err);
-    }
     if (!imatrix_out.empty() && !reap::prune::write_imatrix_slice(islice, imatrix_out, params.force, true, err)) {
         return fail("the model is written but its imatrix is not: " + err);
     }
@@ -312,7 +330,7 @@ int cmd_prune(int argc, char ** argv) {
                 human_bytes(shards[i].file_bytes).c_str());
         files.push_back({{"path", written[i]}, {"bytes", shards[i].file_bytes}});
     }
-    if (params.sums) fprintf(txt, "  wrote %s\n", reap::prune::sums_path_for(written[0]).c_str());
+    if (params.sums) fprintf(txt, "  wrote %s\n", sums_path.c_str());
     if (!imatrix_out.empty()) fprintf(txt, "  wrote %s (sliced imatrix)\n", imatrix_out.c_str());
     fprintf(txt, "done in %.2f s (%.1f MiB/s)\n", secs, secs > 0 ? double(out_bytes) / 1048576.0 / secs : 0.0);
     js["files"] = files;

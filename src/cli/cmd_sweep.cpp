@@ -11,6 +11,7 @@
 #include "llama/eval.h"
 #include "plan/sweep.h"
 #include "util/file.h"
+#include "util/json.h"
 #include "util/path.h"
 #include "util/sha256.h"
 #include "util/svg_chart.h"
@@ -187,11 +188,13 @@ int cmd_sweep(int argc, char ** argv) {
     p.eval.progress = !p.quiet && isatty(fileno(stderr));
     if (p.plot.empty() && !p.output.empty()) p.plot = with_extension(p.output, ".svg");
     auto fail = [](const std::string & msg) { return reap::cli::fail("sweep", msg); };
+    // the output rule (util/file.h): no output is an input, nor the other output
+    const std::vector<std::pair<std::string, std::string>> inputs = {
+        {"model", p.eval.base_path}, {"saliency archive", p.saliency}, {"input", p.eval.input_path}};
     for (const std::string * out : {&p.output, &p.plot}) {
-        if (!out->empty() && !p.force && access(out->c_str(), F_OK) == 0) {
-            return fail("'" + *out + "' exists (use --force to replace it)");
-        }
+        if (!out->empty() && !reap::util::check_output(*out, inputs, p.force, err)) return fail(err);
     }
+    if (!p.output.empty() && reap::util::same_entry(p.output, p.plot)) return fail("--plot is the output '" + p.output + "'");
 
     // plan every size
     pl::ranked_model rm;
@@ -206,7 +209,9 @@ int cmd_sweep(int argc, char ** argv) {
     if (!pl::plan_sweep(rm, sctx, p.sizes, pts, err)) return fail(err);
     std::string archive_sha;
     if (!reap::util::sha256_file(p.saliency, archive_sha, err)) return fail(err);
+    const std::string model_sha = reap::model_header_sha256(rm.model);
     for (auto & pt : pts) {
+        pt.p.model_sha256 = model_sha;
         nlohmann::json & prov = pt.p.provenance;
         prov["tool"] = std::string("reap sweep ") + REAP_VERSION;
         prov["saliency"] = {{"file", p.saliency}, {"sha256", archive_sha}};
@@ -220,6 +225,7 @@ int cmd_sweep(int argc, char ** argv) {
         }
         for (const auto & pt : pts) {
             const std::string path = p.plans_dir + "/keep-" + std::to_string(pt.n_keep) + ".json";
+            if (!reap::util::check_not_input(path, inputs, err)) return fail(err);
             if (!reap::write_plan(pt.p, path, p.force, err)) return fail(err);
         }
     }
@@ -304,7 +310,7 @@ int cmd_sweep(int argc, char ** argv) {
             points.push_back(q);
         }
         j["points"] = points;
-        if (!write_output(p.output, j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
+        if (!write_output(p.output, reap::util::json_text(j, 2) + "\n",
                           p.force, err)) {
             return fail(err);
         }

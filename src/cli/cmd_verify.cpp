@@ -19,6 +19,7 @@ struct verify_params {
     std::string output;
     std::string sums;
     bool        check_sums = true;
+    bool        allow_other_model = false;
 };
 
 // The command's options, parsed and printed from one table.
@@ -41,6 +42,7 @@ void declare(reap::cli::options & t, verify_params & p) {
     t.text("--plan", "PLAN.json", "the plan OUT was pruned with", p.plan);
     t.text("--sums", "PATH", "the SHA256SUMS file to check (default: beside OUT)", p.sums);
     t.flag("--no-sums", "skip the SHA256SUMS check", p.check_sums, false);
+    t.flag("--allow-other-model", "accept a plan whose recorded model fingerprint is not MODEL's", p.allow_other_model);
     t.help_row();
     t.positional([&p](const std::string & a, std::string & err) {
         if (!p.output.empty()) {
@@ -71,6 +73,11 @@ int cmd_verify(int argc, char ** argv) {
     if (!reap::gguf::open_model(params.model, model, err)) return reap::cli::fail("verify", err);
     reap::plan plan;
     if (!reap::read_plan(params.plan, plan, err)) return reap::cli::fail("verify", err);
+    std::string warning;
+    if (!reap::check_plan_model(plan, model, params.allow_other_model, params.plan, params.model, warning, err)) {
+        return reap::cli::fail("verify", err);
+    }
+    if (!warning.empty()) fprintf(stderr, "reap verify: warning: %s\n", warning.c_str());
     reap::prune::verify_options vopts;
     vopts.check_sums = params.check_sums;
     vopts.sums_path = params.sums;

@@ -3,6 +3,7 @@
 // name when the subcommand is unknown.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "util/file.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -37,7 +38,8 @@ static void print_help(FILE * out) {
             "  0    success; what was checked holds\n"
             "  1    checked and it does not hold: verify's OUT is not MODEL pruned by PLAN\n"
             "  2    usage error, an input that cannot be read or is malformed, or a write that failed\n"
-            "  130  calibrate interrupted by Ctrl-C (its checkpoint is written)\n");
+            "  130  interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: temp files removed, nothing partial\n"
+            "       published (calibrate on Ctrl-C first writes its checkpoint)\n");
 }
 
 int main(int argc, char ** argv) {
@@ -63,6 +65,7 @@ int main(int argc, char ** argv) {
     size_t best_dist = SIZE_MAX;
     for (const reap::command & c : reap::commands()) {
         if (name == c.name) {
+            reap::util::install_interrupt_handlers(c.name);   // SIGINT/SIGTERM: temps removed, 130/143
             return c.run(argc - 1, argv + 1);
         }
         const size_t d = edit_distance(name, c.name);

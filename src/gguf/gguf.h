@@ -290,6 +290,10 @@ struct write_options {
     uint64_t split_max_tensors = 0;       // > 0: at most this many tensors per shard
     bool     sync = true;                 // fsync files and their directory
     bool     copy_file_range = true;      // false: always copy through the pread/write buffer
+    // non-empty: SHA256SUMS beside the output (in its directory), updated with
+    // the hashes of the files written, computed as they are written (the
+    // copy then goes through the buffer), and published together with them.
+    std::string sums_path;
 };
 
 // Where an output goes, shard by shard.
@@ -323,10 +327,14 @@ bool layout_output(const output_spec & spec, const write_options & opts, const s
 // (copy_file_range where the kernel allows, otherwise pread/write through a
 // fixed 1 MiB buffer: memory does not grow with the model; holes of a sparse
 // source are skipped with SEEK_DATA/SEEK_HOLE and stay holes), checks every
-// write, fsyncs, renames into place and fsyncs the directory. On
-// failure no temp file is left and no target is created or replaced (shards
-// of a split set already renamed into place are removed again). `written`
-// receives the paths written, in shard order.
+// write, fsyncs, and publishes every shard (and SHA256SUMS, with
+// opts.sums_path) together through util::publish_together: a kill at any
+// moment leaves the previous files or the complete new set (a journal the
+// next run completes), never a mix. On failure no temp file is left and no
+// target is created or replaced. `written` receives the paths written, in
+// shard order; `hashes` their SHA-256 (with opts.sums_path, else empty strings).
+bool write_output(const output_spec & spec, const write_options & opts, const std::string & target,
+                  std::vector<std::string> & written, std::vector<std::string> & hashes, std::string & err);
 bool write_output(const output_spec & spec, const write_options & opts, const std::string & target,
                   std::vector<std::string> & written, std::string & err);
 

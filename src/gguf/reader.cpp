@@ -424,14 +424,11 @@ bool parse_header(const uint8_t * data, size_t size, const std::string & name, f
 }
 
 bool read_header(const std::string & path, file_header & out, std::string & err) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        err = path + ": cannot open: " + strerror(errno);
-        return false;
-    }
+    const int fd = util::open_input(path, err);   // refuses a FIFO or device before it can block
+    if (fd < 0) return false;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        err = path + ": not a regular file";
+    if (fstat(fd, &st) != 0) {
+        err = path + ": cannot stat: " + strerror(errno);
         ::close(fd);
         return false;
     }
@@ -616,11 +613,8 @@ bool read_tensor_bytes(const model & m, const tensor_info & t, uint64_t offset, 
         return false;
     }
     const std::string & path = m.path_of(t);
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        err = path + ": cannot open: " + strerror(errno);
-        return false;
-    }
+    const int fd = util::open_input(path, err);
+    if (fd < 0) return false;
     const bool ok = util::pread_full(fd, dst, (size_t) length, t.file_offset + offset);
     const int saved = errno;
     ::close(fd);

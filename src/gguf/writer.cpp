@@ -8,6 +8,7 @@
 #include "gguf/internal.h"
 #include "util/file.h"
 #include "util/path.h"
+#include "util/sha256.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +16,7 @@
 #include <fcntl.h>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -153,8 +155,9 @@ std::string prefix_of(const std::string & target) {
 std::string errno_text(int e) { return e ? strerror(e) : "unexpected end of data"; }
 
 // Zero bytes for padding (alignment <= 1 MiB; written in chunks).
-bool write_zeros(int fd, uint64_t n) {
+bool write_zeros(int fd, uint64_t n, util::sha256_stream * hash) {
     static const uint8_t zeros[4096] = {};
+    if (hash) hash->update_zeros(n);
     while (n > 0) {
         const size_t take = (size_t) std::min<uint64_t>(n, sizeof(zeros));
         if (!util::write_full(fd, zeros, take)) return false;
@@ -163,11 +166,19 @@ bool write_zeros(int fd, uint64_t n) {
     return true;
 }
 
+// Writes n bytes and hashes them (hash may be null).
+bool write_hashed(int fd, const void * data, size_t n, util::sha256_stream * hash) {
+    if (hash) hash->update(data, n);
+    return util::write_full(fd, data, n);
+}
+
 // Copies [offset, offset+length) of src_fd (all data, no holes) to the current
 // position of dst_fd. Tries copy_file_range first (no user-space copy); falls
-// back to a 1 MiB buffer.
+// back to a 1 MiB buffer. With `hash`, always the buffer: the bytes are hashed
+// as they pass, so that the output need not be read again for SHA256SUMS.
 bool copy_data(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::vector<uint8_t> & buffer,
-                bool & try_copy_file_range, int & error) {
+                bool & try_copy_file_range, int & error, util::sha256_stream * hash) {
+    if (hash) try_copy_file_range = false;
     error = 0;
 #if defined(__linux__)
     while (try_copy_file_range && length > 0) {
@@ -202,7 +213,7 @@ bool copy_data(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::ve
             error = errno;
             return false;
         }
-        if (!util::write_full(dst_fd, buffer.data(), take)) {
+        if (!write_hashed(dst_fd, buffer.data(), take, hash)) {
             error = errno;
             return false;
         }
@@ -218,7 +229,7 @@ bool copy_data(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::ve
 // source is not inflated, and its zeros are neither read nor written. Where the
 // file system cannot say, everything is data.
 bool copy_range(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::vector<uint8_t> & buffer,
-                bool & try_copy_file_range, int & error) {
+                bool & try_copy_file_range, int & error, util::sha256_stream * hash) {
     error = 0;
     while (length > 0) {
         uint64_t data = offset, data_end = offset + length;
@@ -234,6 +245,7 @@ bool copy_range(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::v
                 error = errno;
                 return false;
             }
+            if (hash) hash->update_zeros(data - offset);
             length -= data - offset;
             offset = data;
             continue;
@@ -242,7 +254,7 @@ bool copy_range(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::v
         if (h > (off_t) offset) data_end = std::min<uint64_t>((uint64_t) h, offset + length);
 #endif
         const uint64_t n = data_end - offset;
-        if (!copy_data(src_fd, offset, n, dst_fd, buffer, try_copy_file_range, error)) return false;
+        if (!copy_data(src_fd, offset, n, dst_fd, buffer, try_copy_file_range, error, hash)) return false;
         offset += n;
         length -= n;
     }
@@ -343,7 +355,14 @@ bool layout_output(const output_spec & spec, const write_options & opts, const s
 
 bool write_output(const output_spec & spec, const write_options & opts, const std::string & target,
                   std::vector<std::string> & written, std::string & err) {
+    std::vector<std::string> hashes;
+    return write_output(spec, opts, target, written, hashes, err);
+}
+
+bool write_output(const output_spec & spec, const write_options & opts, const std::string & target,
+                  std::vector<std::string> & written, std::vector<std::string> & hashes, std::string & err) {
     written.clear();
+    hashes.clear();
     std::vector<shard_layout> layout;
     if (!layout_output(spec, opts, target, layout, err)) return false;
     uint32_t alignment = 0;
@@ -359,10 +378,12 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
             auto it = session.sources.find(p.path);
             if (it == session.sources.end()) {
                 source_file s;
-                s.fd = ::open(p.path.c_str(), O_RDONLY | O_CLOEXEC);
+                std::string oerr;
+                s.fd = util::open_input(p.path, oerr);
                 struct stat st;
                 if (s.fd < 0 || fstat(s.fd, &st) != 0) {
-                    err = p.path + ": cannot open source of tensor " + quoted(t.name) + ": " + strerror(errno);
+                    err = s.fd < 0 ? oerr + " (source of tensor " + quoted(t.name) + ")"
+                                   : p.path + ": cannot stat: " + strerror(errno);
                     if (s.fd >= 0) ::close(s.fd);
                     return false;
                 }
@@ -400,6 +421,24 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
             }
         }
     }
+    const bool sums = !opts.sums_path.empty();
+    if (sums) {
+        if (util::dir_of(opts.sums_path) != util::dir_of(layout[0].path)) {
+            err = opts.sums_path + ": SHA256SUMS must lie beside the output";
+            return false;
+        }
+        struct stat st;
+        if (::stat(opts.sums_path.c_str(), &st) == 0) {
+            for (const auto & [path, s] : session.sources) {
+                if (s.dev == st.st_dev && s.ino == st.st_ino) {
+                    err = "refusing to write " + opts.sums_path + ": it is the input file " + path + " (same inode)";
+                    return false;
+                }
+            }
+        }
+    }
+    // temps of a killed run that wrote this output with another shard count
+    if (split) util::remove_stale_temps(util::dir_of(target), util::base_name(prefix_of(target)) + "-", true);
 
     std::vector<uint8_t> buffer;
     bool try_copy_file_range = opts.copy_file_range;
@@ -418,6 +457,8 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
         // Header.
         std::vector<kv> owned = split ? split_keys(s, layout.size(), spec.tensors.size()) : std::vector<kv>{};
         const std::vector<const kv *> kvs = shard_kvs(spec, split, s, alignment, owned);
+        std::unique_ptr<util::sha256_stream> hash_owner(sums ? new util::sha256_stream() : nullptr);
+        util::sha256_stream * hash = hash_owner.get();
         std::vector<uint8_t> header;
         header.insert(header.end(), {'G', 'G', 'U', 'F'});
         put<uint32_t>(header, spec.version);
@@ -439,25 +480,26 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
             offset += align_up(nbytes[i], alignment);
         }
         header.resize(l.data_offset, 0);
-        if (!util::write_full(fd, header.data(), header.size())) return fail_io("write header", errno);
+        if (!write_hashed(fd, header.data(), header.size(), hash)) return fail_io("write header", errno);
         header = {};
 
         // Data.
         for (size_t i = l.first_tensor; i < l.first_tensor + l.n_tensors; ++i) {
             const output_tensor & t = spec.tensors[i];
+            util::fault_point();
             if (t.memory) {
-                if (!util::write_full(fd, t.memory->data(), t.memory->size())) {
+                if (!write_hashed(fd, t.memory->data(), t.memory->size(), hash)) {
                     return fail_io("write tensor " + quoted(t.name), errno);
                 }
             } else {
                 for (const data_piece & p : t.pieces) {
                     int e = 0;
-                    if (!copy_range(session.sources[p.path].fd, p.offset, p.length, fd, buffer, try_copy_file_range, e)) {
+                    if (!copy_range(session.sources[p.path].fd, p.offset, p.length, fd, buffer, try_copy_file_range, e, hash)) {
                         return fail_io("copy tensor " + quoted(t.name) + " from " + p.path, e);
                     }
                 }
             }
-            if (!write_zeros(fd, align_up(nbytes[i], alignment) - nbytes[i])) return fail_io("write padding", errno);
+            if (!write_zeros(fd, align_up(nbytes[i], alignment) - nbytes[i], hash)) return fail_io("write padding", errno);
         }
         // A hole copied last leaves the size short of the position: set it.
         const off_t end = ::lseek(fd, 0, SEEK_CUR);
@@ -471,18 +513,26 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
             return false;
         }
         if (!out.finish(err)) return false;
+        hashes.push_back(hash ? hash->hex() : std::string());
     }
 
-    // Rename every shard into place; undo the ones already renamed if one fails.
-    for (size_t s = 0; s < layout.size(); ++s) {
-        if (!files[s].publish(err)) {
-            if (files[s].published()) written.push_back(layout[s].path);
-            for (const std::string & done : written) ::unlink(done.c_str());
-            written.clear();
-            return false;
-        }
-        written.push_back(layout[s].path);
+    // Publish: the shards (and SHA256SUMS) appear together or not at all
+    // (util::publish_together: a journal, then the renames), under the
+    // directory's lock, which also keeps two runs from losing each other's
+    // SHA256SUMS lines.
+    util::dir_lock lock;
+    if ((sums || files.size() > 1) && !lock.lock(util::dir_of(layout[0].path), err)) return false;
+    std::vector<util::durable_file *> set;
+    for (auto & f : files) set.push_back(&f);
+    util::durable_file sums_file;
+    if (sums) {
+        std::vector<std::pair<std::string, std::string>> entries;
+        for (size_t s = 0; s < layout.size(); ++s) entries.emplace_back(layout[s].path, hashes[s]);
+        if (!util::stage_sha256sums(entries, opts.sums_path, sums_file, err, opts.sync)) return false;
+        set.push_back(&sums_file);
     }
+    if (!util::publish_together(set, err)) return false;
+    for (const shard_layout & l : layout) written.push_back(l.path);
     return true;
 }
 

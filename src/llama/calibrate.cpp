@@ -7,6 +7,8 @@
 #include "gguf/gguf.h"
 #include "llama/corpus.h"
 #include "llama/runtime.h"
+#include "util/file.h"
+#include "util/json.h"
 #include "util/path.h"
 #include "util/sha256.h"
 
@@ -280,7 +282,7 @@ std::string calibrate_options_json(const calibrate_options & opt, bool plain_tex
     j["max_tokens"]            = opt.max_tokens;
     j["max_tokens_per_domain"] = opt.max_tokens_per_domain;
     j["shard"]                 = std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count);
-    return j.dump();
+    return reap::util::json_text(j);
 }
 
 bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, calibrate_report & report,
@@ -314,9 +316,17 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
     }
     const std::string ckpt_path = opt.checkpoint_path.empty() ? opt.out_path + ".checkpoint" : opt.checkpoint_path;
     struct stat st;
-    if (opt.collect && !opt.force && stat(opt.out_path.c_str(), &st) == 0) {
-        err = "output '" + opt.out_path + "' exists (use --force to replace it)";
-        return false;
+    if (opt.collect) {
+        // the output rule (util/file.h): neither output is an input, nor the other output
+        const std::vector<std::pair<std::string, std::string>> inputs = {{"model", opt.model_path},
+                                                                          {"corpus", opt.corpus_path}};
+        if (!util::check_output(opt.out_path, inputs, opt.force, err)) return false;
+        std::vector<std::pair<std::string, std::string>> ck_inputs = inputs;
+        ck_inputs.emplace_back("output", opt.out_path);
+        if (!util::check_not_input(ckpt_path, ck_inputs, err)) {
+            err += " (give another --checkpoint)";
+            return false;
+        }
     }
     if (opt.collect && !opt.resume && stat(ckpt_path.c_str(), &st) == 0) {
         err = "a checkpoint '" + ckpt_path + "' exists: continue it with --resume, or remove it";
@@ -326,6 +336,14 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
     // The model as a GGUF: fingerprint (arch, experts, MoE layers, router hash).
     gguf::model gm;
     if (!gguf::open_model(opt.model_path, gm, err)) return false;
+    if (opt.collect) {
+        for (const gguf::file_header & sh : gm.shards) {
+            if (!util::check_not_input(opt.out_path, {{"model shard", sh.path}}, err) ||
+                !util::check_not_input(ckpt_path, {{"model shard", sh.path}}, err)) {
+                return false;
+            }
+        }
+    }
     saliency::fingerprint fp;
     if (!saliency::model_fingerprint(gm, fp, err)) return false;
     if (fp.n_expert_used == 0 || fp.n_expert_used > fp.n_expert) {

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -182,8 +183,11 @@ struct file_lines {
 bool read_corpus_file(const std::string & path, const llama_model * model, const corpus_options & opt,
                       corpus & out, std::string & err) {
     file_lines fl;
-    fl.f = fopen(path.c_str(), "rb");
+    const int fd = util::open_input(path, err, "corpus");   // a FIFO is refused, not waited on
+    if (fd < 0) return false;
+    fl.f = fdopen(fd, "rb");
     if (!fl.f) {
+        ::close(fd);
         err = "cannot open corpus '" + path + "': " + strerror(errno);
         return false;
     }

@@ -12,6 +12,7 @@
 #include "util/file.h"
 #include "util/path.h"
 #include "util/sha256.h"
+#include "util/json.h"
 #include "llama/runtime.h"
 
 #include "common.h"
@@ -1066,7 +1067,7 @@ nlohmann::ordered_json report_json(const eval_report & r) {
 
 } // namespace
 
-std::string eval_report_json(const eval_report & r) { return report_json(r).dump(2); }
+std::string eval_report_json(const eval_report & r) { return reap::util::json_text(report_json(r), 2); }
 
 std::string eval_candidates_json(const std::vector<eval_candidate> & cands, const std::vector<eval_report> & reports) {
     nlohmann::ordered_json pruned = nlohmann::ordered_json::object(), masked = nlohmann::ordered_json::object();
@@ -1076,7 +1077,7 @@ std::string eval_candidates_json(const std::vector<eval_candidate> & cands, cons
     nlohmann::ordered_json j;
     if (!pruned.empty()) j["pruned"] = pruned;
     if (!masked.empty()) j["masked"] = masked;
-    return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    return reap::util::json_text(j, 2);
 }
 
 std::string smoke_report_json(const smoke_report & r) {
@@ -1089,7 +1090,7 @@ std::string smoke_report_json(const smoke_report & r) {
     // Continuations can cut a UTF-8 sequence; keep the JSON valid regardless.
     j["base_text"]   = r.base_text;
     j["pruned_text"] = r.pruned_text;
-    return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    return reap::util::json_text(j, 2);
 }
 
 void eval_report_print(FILE * out, const eval_report & r) {

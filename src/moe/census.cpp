@@ -4,6 +4,7 @@
 #include "moe/census.h"
 
 #include "moe/layout_gguf.h"
+#include "util/json.h"
 
 #include <algorithm>
 #include <cmath>
@@ -143,7 +144,7 @@ std::string census_json(const census & c, int indent) {
         keeps.push_back({{"n_keep", k.n_keep}, {"file_bytes", k.file_bytes}, {"expert_pool_bytes", k.expert_pool_bytes}});
     }
     j["keep_sizes"] = keeps;
-    return j.dump(indent);
+    return reap::util::json_text(j, indent);
 }
 
 } // namespace reap::moe

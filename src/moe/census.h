@@ -60,7 +60,7 @@ struct census {
 // runs (the default, no stamp, is `reap prune --no-stamp`). Fails with the
 // layout table's message when the model has experts the table cannot place.
 bool take_census(const gguf::model & m, const std::vector<uint32_t> & extra_keeps, census & out, std::string & err,
-                 const stamp_options & stamp = stamp_options{false, "", ""});
+                 const stamp_options & stamp = stamp_options{false, "", "", ""});
 
 // The census as one JSON object (keys as in the struct; "types" maps type name
 // to {count, bytes}; "keep_sizes" is a list of {n_keep, file_bytes, expert_pool_bytes}).

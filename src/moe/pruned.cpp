@@ -87,6 +87,7 @@ bool pruned_header(const gguf::model & m, const layout & lay, int64_t n_keep, co
         spec.kvs.set_string(k_key_plan_sha256, stamp.plan_sha256);
         spec.kvs.set_u32(k_key_source_expert_count, uint32_t(lay.n_expert));
         if (!stamp.version.empty()) spec.kvs.set_string(k_key_version, stamp.version);
+        if (!stamp.other_model.empty()) spec.kvs.set_string(k_key_plan_other_model, stamp.other_model);
     }
     out = std::move(spec);
     return true;

@@ -25,6 +25,9 @@ namespace reap::moe {
 constexpr const char * k_key_plan_sha256         = "reap.plan.sha256";          // string
 constexpr const char * k_key_source_expert_count = "reap.source.expert_count";  // u32
 constexpr const char * k_key_version             = "reap.version";              // string
+// Only when pruned with --allow-other-model: the model fingerprint the plan
+// recorded, which is not the source's (plan::model_header_sha256).
+constexpr const char * k_key_plan_other_model    = "reap.plan.other_model";     // string
 
 struct stamp_options {
     bool        stamp = true;       // append the reap.* provenance keys
@@ -32,6 +35,7 @@ struct stamp_options {
                                     // To predict sizes before the plan file exists, any 64-character
                                     // placeholder gives the same layout.
     std::string version;            // value of reap.version (empty: key omitted)
+    std::string other_model;        // value of reap.plan.other_model (empty: key omitted)
 };
 
 // Sets <arch>.expert_count in `kvs` to n_keep, keeping the value type the

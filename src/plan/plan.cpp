@@ -4,6 +4,8 @@
 
 #include "moe/layout_gguf.h"
 #include "util/file.h"
+#include "util/json.h"
+#include "util/path.h"
 #include "util/sha256.h"
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace reap {
 
@@ -129,7 +132,7 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
     const json * v;
     if (!(v = field(doc, "format", who, err))) return false;
     if (!v->is_string() || v->get<std::string>() != k_plan_format) {
-        err = who + ": \"format\" must be \"" + k_plan_format + "\", got " + v->dump();
+        err = who + ": \"format\" must be \"" + k_plan_format + "\", got " + reap::util::json_text(*v);
         return false;
     }
     if (!(v = field(doc, "version", who, err))) return false;
@@ -150,7 +153,7 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
     const std::string mwho = who + ": model";
     if (!(v = field(*model, "arch", mwho, err))) return false;
     if (!v->is_string() || v->get<std::string>().empty()) {
-        err = mwho + ".arch must be a non-empty string, got " + v->dump();
+        err = mwho + ".arch must be a non-empty string, got " + reap::util::json_text(*v);
         return false;
     }
     p.arch = v->get<std::string>();
@@ -160,6 +163,17 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
     if (!get_int(*v, mwho + ".n_expert", 1, k_max_experts, p.n_expert, err)) return false;
     if (!(v = field(*model, "n_expert_used", mwho, err))) return false;
     if (!get_int(*v, mwho + ".n_expert_used", 1, p.n_expert, p.n_expert_used, err)) return false;
+    if (auto h = model->find("header_sha256"); h != model->end()) {   // optional: older plans lack it
+        bool ok = h->is_string() && h->get<std::string>().size() == 64;
+        if (ok) {
+            for (char c : h->get<std::string>()) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+        }
+        if (!ok) {
+            err = mwho + ".header_sha256 must be 64 lowercase hex digits, got " + reap::util::json_text(*h);
+            return false;
+        }
+        p.model_sha256 = h->get<std::string>();
+    }
 
     if (!(v = field(doc, "n_keep", who, err))) return false;
     if (!get_int(*v, who + ": \"n_keep\"", 1, p.n_expert, p.n_keep, err)) return false;
@@ -228,9 +242,58 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
     return true;
 }
 
+std::string model_header_sha256(const gguf::model & m) {
+    util::sha256_stream h;
+    auto put_u64 = [&h](uint64_t v) { h.update(&v, sizeof(v)); };
+    auto put_str = [&](const std::string & s) {
+        put_u64(s.size());
+        h.update(s.data(), s.size());
+    };
+    for (const gguf::kv & e : m.kvs.entries) {
+        if (util::starts_with(e.key, "split.")) continue;
+        put_str(e.key);
+        put_u64((uint64_t) e.type);
+        put_u64(e.raw.size());
+        h.update(e.raw.data(), e.raw.size());
+    }
+    for (const gguf::tensor_info & t : m.tensors) {
+        put_str(t.name);
+        put_u64((uint64_t) t.type);
+        put_u64(t.n_dims);
+        for (uint32_t d = 0; d < t.n_dims; ++d) put_u64((uint64_t) t.ne[d]);
+    }
+    return h.hex();
+}
+
+bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, const std::string & plan_name,
+                      const std::string & model_name, std::string & warning, std::string & err) {
+    warning.clear();
+    if (p.model_sha256.empty()) {
+        warning = plan_name + " records no model fingerprint (written by an older reap plan): it cannot be checked to be " +
+                  "for " + model_name;
+        return true;
+    }
+    const std::string have = model_header_sha256(m);
+    if (have == p.model_sha256) return true;
+    const std::string what = plan_name + " was made for another model (header sha256 " + p.model_sha256 + "), " +
+                             model_name + " has " + have;
+    if (!allow_other) {
+        err = what + "; pass --allow-other-model to use it anyway";
+        return false;
+    }
+    warning = what + "; used anyway (--allow-other-model)";
+    return true;
+}
+
 bool read_plan(const std::string & path, plan & out, std::string & err) {
-    FILE * f = fopen(path.c_str(), "rb");
+    const int fd = util::open_input(path, err);   // a FIFO is refused, not waited on
+    if (fd < 0) {
+        err = "plan " + err;
+        return false;
+    }
+    FILE * f = fdopen(fd, "rb");
     if (!f) {
+        ::close(fd);
         err = "plan " + path + ": cannot open: " + strerror(errno);
         return false;
     }
@@ -259,6 +322,7 @@ json plan_to_json(const plan & p) {
     doc["format"] = k_plan_format;
     doc["version"] = k_plan_version;
     doc["model"] = {{"arch", p.arch}, {"n_layer", p.n_layer}, {"n_expert", p.n_expert}, {"n_expert_used", p.n_expert_used}};
+    if (!p.model_sha256.empty()) doc["model"]["header_sha256"] = p.model_sha256;
     doc["n_keep"] = p.n_keep;
     json layers = json::array();
     for (const plan_layer & l : p.layers) {
@@ -274,20 +338,22 @@ json plan_to_json(const plan & p) {
 static std::string plan_text(const plan & p) {
     const json doc = plan_to_json(p);
     std::string s = "{\n";
-    s += "  \"format\": " + doc["format"].dump() + ",\n";
-    s += "  \"version\": " + doc["version"].dump() + ",\n";
-    s += "  \"model\": {\"arch\": " + doc["model"]["arch"].dump() + ", \"n_layer\": " + doc["model"]["n_layer"].dump() +
-         ", \"n_expert\": " + doc["model"]["n_expert"].dump() + ", \"n_expert_used\": " +
-         doc["model"]["n_expert_used"].dump() + "},\n";
-    s += "  \"n_keep\": " + doc["n_keep"].dump() + ",\n";
+    s += "  \"format\": " + reap::util::json_text(doc["format"]) + ",\n";
+    s += "  \"version\": " + reap::util::json_text(doc["version"]) + ",\n";
+    s += "  \"model\": {\"arch\": " + reap::util::json_text(doc["model"]["arch"]) + ", \"n_layer\": " + reap::util::json_text(doc["model"]["n_layer"]) +
+         ", \"n_expert\": " + reap::util::json_text(doc["model"]["n_expert"]) + ", \"n_expert_used\": " +
+         reap::util::json_text(doc["model"]["n_expert_used"]) +
+         (p.model_sha256.empty() ? std::string() : ", \"header_sha256\": " + reap::util::json_text(doc["model"]["header_sha256"])) +
+         "},\n";
+    s += "  \"n_keep\": " + reap::util::json_text(doc["n_keep"]) + ",\n";
     s += "  \"layers\": [\n";
     const json & layers = doc["layers"];
     for (size_t i = 0; i < layers.size(); ++i) {
-        s += "    {\"layer\": " + layers[i]["layer"].dump() + ", \"keep\": " + layers[i]["keep"].dump() + "}";
+        s += "    {\"layer\": " + reap::util::json_text(layers[i]["layer"]) + ", \"keep\": " + reap::util::json_text(layers[i]["keep"]) + "}";
         s += i + 1 < layers.size() ? ",\n" : "\n";
     }
     s += "  ],\n";
-    std::string prov = doc["provenance"].dump(2);
+    std::string prov = reap::util::json_text(doc["provenance"], 2);
     // indent the nested object by two spaces
     std::string ind;
     for (char c : prov) {

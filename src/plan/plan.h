@@ -57,6 +57,9 @@ struct plan {
     int64_t     n_layer = 0;        // <arch>.block_count
     int64_t     n_expert = 0;       // <arch>.expert_count of the source
     int64_t     n_expert_used = 0;  // <arch>.expert_used_count
+    // "model.header_sha256": the fingerprint of the model the plan was made
+    // for (model_header_sha256); "" in plans written before it existed.
+    std::string model_sha256;
 
     int64_t                 n_keep = 0;   // experts kept in every MoE layer
     std::vector<plan_layer> layers;       // ascending by layer
@@ -74,6 +77,24 @@ struct plan {
 // [0, n_layer) or repeated, layers not ascending. Unknown top-level keys are
 // ignored (forward compatibility); "provenance" is optional (default {}).
 bool parse_plan(const std::string & text, const std::string & name, plan & out, std::string & err);
+
+// The fingerprint a plan records of its model: SHA-256 over the model's
+// logical GGUF header, i.e. every KV except split.* (key, type, value bytes)
+// and every tensor's name, type and shape, in order. Only the header: it is
+// already in memory (nothing is read, whatever the model's size: hashing
+// 600 GB of weights would take longer than the prune), it tells apart models
+// of the same shape whose metadata differ (name, tokenizer, quantisation of
+// any tensor), and it is the same for a model and a re-split copy of it.
+// Two models differing only in weight values share it.
+std::string model_header_sha256(const gguf::model & m);
+
+// Checks that plan `p` was made for model `m` (same model_header_sha256).
+// A plan without a fingerprint is accepted with a `warning`; another model's
+// plan is refused ("... was made for another model ...") unless
+// `allow_other`, when it is accepted with a `warning`. `plan_name` and
+// `model_name` name the two in messages.
+bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, const std::string & plan_name,
+                      const std::string & model_name, std::string & warning, std::string & err);
 
 // Reads and parses the plan at `path` (at most 256 MiB).
 bool read_plan(const std::string & path, plan & out, std::string & err);

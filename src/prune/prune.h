@@ -38,6 +38,7 @@ namespace reap::prune {
 using moe::k_key_plan_sha256;
 using moe::k_key_source_expert_count;
 using moe::k_key_version;
+using moe::k_key_plan_other_model;
 using prune_options = moe::stamp_options;
 using moe::set_expert_count;
 

@@ -25,7 +25,8 @@ constexpr size_t k_chunk = 4u << 20;
 bool is_split_key(const std::string & key) { return util::starts_with(key, "split."); }
 
 bool is_provenance_key(const std::string & key) {
-    return key == k_key_plan_sha256 || key == k_key_source_expert_count || key == k_key_version;
+    return key == k_key_plan_sha256 || key == k_key_source_expert_count || key == k_key_version ||
+           key == k_key_plan_other_model;
 }
 
 // Open file descriptors by path, closed together.
@@ -37,11 +38,8 @@ public:
     int get(const std::string & path, std::string & err) {
         auto it = fds_.find(path);
         if (it != fds_.end()) return it->second;
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            err = path + ": cannot open: " + strerror(errno);
-            return -1;
-        }
+        const int fd = util::open_input(path, err);
+        if (fd < 0) return -1;
         fds_[path] = fd;
         return fd;
     }
@@ -141,7 +139,7 @@ bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layo
     const gguf::kv * s_sha = src.kvs.find(k_key_plan_sha256);
     rep.stamped = o_sha && !(s_sha && same_kv(*o_sha, *s_sha));
     if (!rep.stamped) {
-        for (const char * key : {k_key_plan_sha256, k_key_source_expert_count, k_key_version}) {
+        for (const char * key : {k_key_plan_sha256, k_key_source_expert_count, k_key_version, k_key_plan_other_model}) {
             const gguf::kv * o = out.kvs.find(key);
             const gguf::kv * s = src.kvs.find(key);
             if (!o && !s) continue;
@@ -173,7 +171,11 @@ bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layo
         std::string v;
         if (!out.kvs.get_string(k_key_version, v, err)) return false;
     }
-    rep.n_kvs += 2 + (out.kvs.has(k_key_version) ? 1 : 0);
+    if (out.kvs.has(k_key_plan_other_model)) {
+        std::string v;
+        if (!out.kvs.get_string(k_key_plan_other_model, v, err)) return false;
+    }
+    rep.n_kvs += 2 + (out.kvs.has(k_key_version) ? 1 : 0) + (out.kvs.has(k_key_plan_other_model) ? 1 : 0);
     return true;
 }
 
@@ -289,6 +291,14 @@ bool verify_pruned(const gguf::model & src, const plan & p, const std::string & 
     int64_t n_layer = 0;
     if (!src.kvs.get_i64(moe::kv_key(lay.arch, "block_count"), n_layer, err)) return false;
     if (!validate_plan(p, facts_of(lay, n_layer), err)) return false;
+    // a prune killed after committing its set leaves a journal that the next
+    // run completes; until then the files may be a mix of old and new
+    const std::string journal = util::dir_of(out_path) + "/." + util::base_name(out_path) + ".reap-journal";
+    if (::access(journal.c_str(), F_OK) == 0) {
+        err = out_path + ": an interrupted prune left " + journal +
+              " (its new files are complete but not all in place): run the prune again to finish publishing";
+        return false;
+    }
     // An output that cannot be opened is an error; from here on, anything
     // wrong with what it holds means it does not verify.
     struct stat st;

@@ -273,11 +273,8 @@ bool parse_imatrix_legacy(const uint8_t * data, size_t size, const std::string &
 bool read_imatrix(const std::string & path, imatrix_file & out, std::string & err, int64_t legacy_split) {
     out = imatrix_file();
     out.path = path;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        err = "cannot open imatrix '" + path + "': " + strerror(errno);
-        return false;
-    }
+    const int fd = util::open_input(path, err, "imatrix");
+    if (fd < 0) return false;
     struct fd_guard { int fd; ~fd_guard() { ::close(fd); } } guard{fd};
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -6,9 +6,16 @@
 #include "util/path.h"
 
 #include <cerrno>
+#include <algorithm>
+#include <map>
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
+#include <dirent.h>
+#include <string_view>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -16,22 +23,17 @@
 namespace reap::util {
 
 bool read_file(const std::string & path, const char * what, std::string & out, std::string & err) {
+    const int fd = open_input(path, err, what);
+    if (fd < 0) return false;
     struct stat st;
-    if (stat(path.c_str(), &st) != 0) {
-        err = std::string("cannot open ") + what + " '" + path + "': " + strerror(errno);
-        return false;
+    bool ok = ::fstat(fd, &st) == 0;
+    if (ok) {
+        out.assign((size_t) st.st_size, '\0');
+        ok = st.st_size == 0 || pread_full(fd, &out[0], out.size(), 0);
     }
-    if (!S_ISREG(st.st_mode)) {
-        err = std::string(what) + " '" + path + "' is not a regular file";
-        return false;
-    }
-    std::ifstream in(path, std::ios::binary);
-    out.assign((size_t) st.st_size, '\0');
-    if (!in || (st.st_size > 0 && !in.read(&out[0], (std::streamsize) st.st_size))) {
-        err = std::string("cannot read ") + what + " '" + path + "'";
-        return false;
-    }
-    return true;
+    ::close(fd);
+    if (!ok) err = std::string("cannot read ") + what + " '" + path + "'";
+    return ok;
 }
 
 bool pread_full(int fd, void * dst, size_t n, uint64_t offset) {
@@ -73,12 +75,162 @@ bool same_file(const std::string & a, const std::string & b) {
     return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+int open_input(const std::string & path, std::string & err, const char * what) {
+    const std::string who = what ? std::string(what) + " '" + path + "'" : path;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        err = what ? "cannot open " + who + ": " + strerror(errno) : path + ": cannot open: " + strerror(errno);
+        return -1;
+    }
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        err = what ? who + " is not a regular file" : path + ": not a regular file";
+        ::close(fd);
+        return -1;
+    }
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        err = who + ": fcntl: " + strerror(errno);
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+namespace {
+
+// The directory entry `path` names: realpath of its directory + "/" + its
+// last component ("" when the directory cannot be resolved).
+std::string entry_of(const std::string & path) {
+    char * dir = ::realpath(dir_of(path).c_str(), nullptr);
+    if (!dir) return "";
+    std::string r = std::string(dir) + "/" + base_name(path);
+    free(dir);
+    return r;
+}
+
+} // namespace
+
+bool same_entry(const std::string & a, const std::string & b) {
+    if (a.empty() || b.empty()) return false;
+    struct stat sa, sb;
+    const bool ea = ::stat(a.c_str(), &sa) == 0, eb = ::stat(b.c_str(), &sb) == 0;
+    if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    const std::string x = entry_of(a), y = entry_of(b);
+    return !x.empty() && x == y;
+}
+
+bool check_not_input(const std::string & output, const std::vector<std::pair<std::string, std::string>> & inputs,
+                     std::string & err) {
+    for (const auto & [what, path] : inputs) {
+        if (same_entry(output, path)) {
+            err = "refusing to write " + output + " over the " + what + " '" + path + "' (the same file)";
+            return false;
+        }
+    }
+    return true;
+}
+
+bool check_output(const std::string & output, const std::vector<std::pair<std::string, std::string>> & inputs,
+                  bool force, std::string & err) {
+    if (!check_not_input(output, inputs, err)) return false;
+    struct stat st;
+    if (::lstat(output.c_str(), &st) != 0) return true;   // nothing there yet
+    if (::stat(output.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+        err = output + " exists and is not a regular file";
+        return false;
+    }
+    if (!force) {
+        err = output + " exists (use --force to replace it)";
+        return false;
+    }
+    return true;
+}
+
 bool fsync_dir_of(const std::string & path) {
     const int fd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return false;
     const bool ok = ::fsync(fd) == 0;
     ::close(fd);
     return ok;
+}
+
+// ---- the registry of live temp files (for the signal handler) ------------------------
+//
+// A list that only grows; a slot is reused once free. The handler reads only
+// slots marked live, whose path was written before they were marked.
+
+namespace {
+
+struct temp_slot {
+    std::atomic<bool> live{false};
+    char              path[4096];
+    temp_slot *       next = nullptr;
+};
+
+std::atomic<temp_slot *> g_temps{nullptr};
+
+temp_slot * register_temp(const std::string & path) {
+    if (path.size() >= sizeof(temp_slot::path)) return nullptr;
+    temp_slot * slot = nullptr;
+    for (temp_slot * t = g_temps.load(); t; t = t->next) {
+        if (!t->live.load()) {   // a free slot: marked live again only once the path is in place
+            slot = t;
+            break;
+        }
+    }
+    if (!slot) {
+        slot = new temp_slot();
+        slot->path[0] = '\0';
+        slot->next = g_temps.load();
+        g_temps.store(slot);
+    }
+    std::memcpy(slot->path, path.c_str(), path.size() + 1);
+    slot->live.store(true);
+    return slot;
+}
+
+void unregister_temp(void * p) {
+    if (!p) return;
+    temp_slot * slot = static_cast<temp_slot *>(p);
+    slot->live.store(false);
+    slot->path[0] = '\0';
+}
+
+const char * g_cmd = "reap";
+
+void on_interrupt(int sig) {
+    int n = 0;
+    for (temp_slot * t = g_temps.load(); t; t = t->next) {
+        if (t->live.load() && ::unlink(t->path) == 0) ++n;
+    }
+    char msg[256];
+    // async-signal-safe formatting: no printf
+    std::string_view parts[] = {"\nreap ", g_cmd, ": interrupted by ", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                                n > 0 ? "; temp files removed, nothing published\n" : "; nothing partial left\n"};
+    size_t len = 0;
+    for (const auto & part : parts) {
+        const size_t k = std::min(part.size(), sizeof(msg) - len);
+        std::memcpy(msg + len, part.data(), k);
+        len += k;
+    }
+    ssize_t r = ::write(2, msg, len);
+    (void) r;
+    ::_exit(128 + sig);
+}
+
+} // namespace
+
+void install_interrupt_handlers(const char * cmd) {
+    g_cmd = cmd;
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
 }
 
 // ---- durable_file ------------------------------------------------------------------
@@ -92,6 +244,8 @@ durable_file & durable_file::operator=(durable_file && o) noexcept {
         discard();
         target_ = std::move(o.target_);
         temp_ = std::move(o.temp_);
+        slot_ = o.slot_;
+        o.slot_ = nullptr;
         fd_ = o.fd_;
         sync_ = o.sync_;
         published_ = o.published_;
@@ -107,8 +261,12 @@ bool durable_file::open(const std::string & target, std::string & err, bool sync
     target_ = target;
     sync_ = sync;
     published_ = false;
-    // hidden, unique (mkstemp) and in the target's directory: the rename stays on one file system
-    std::string tmpl = dir_of(target) + "/." + base_name(target) + ".tmp.XXXXXX";
+    // what a killed run left for this target: its journal completed, its temp removed
+    if (!prepare_output(target, err)) return false;
+    // hidden, unique (mkstemp) and in the target's directory: the rename stays
+    // on one file system; the name says whose it is (.NAME.reap-tmp.PID.), so
+    // that the next run on NAME can remove it once PID is gone
+    std::string tmpl = dir_of(target) + "/." + base_name(target) + ".reap-tmp." + std::to_string(::getpid()) + ".XXXXXX";
     std::vector<char> name(tmpl.begin(), tmpl.end());
     name.push_back('\0');
     const int fd = ::mkstemp(name.data());
@@ -118,6 +276,7 @@ bool durable_file::open(const std::string & target, std::string & err, bool sync
     }
     fd_ = fd;
     temp_ = name.data();
+    slot_ = register_temp(temp_);
     if (::fchmod(fd_, 0644) != 0) {   // mkstemp creates 0600; outputs are ordinary files
         err = target + ": chmod: " + strerror(errno);
         discard();
@@ -139,6 +298,7 @@ bool durable_file::write(const void * data, size_t n, std::string & err) {
 }
 
 bool durable_file::finish(std::string & err) {
+    fault_point();
     if (fd_ < 0) {
         err = target_ + ": the file is not open";
         return false;
@@ -161,12 +321,15 @@ bool durable_file::publish(std::string & err) {
         err = target_ + ": nothing finished to publish";
         return false;
     }
+    fault_point();
     if (::rename(temp_.c_str(), target_.c_str()) != 0) {
         err = "cannot rename " + temp_ + " to " + target_ + ": " + strerror(errno);
         return false;
     }
     published_ = true;
     temp_.clear();
+    unregister_temp(slot_);
+    slot_ = nullptr;
     if (sync_ && !fsync_dir_of(target_)) {
         err = target_ + ": fsync of its directory: " + strerror(errno);
         return false;
@@ -181,6 +344,252 @@ void durable_file::discard() {
     }
     if (!temp_.empty() && !published_) ::unlink(temp_.c_str());
     temp_.clear();
+    unregister_temp(slot_);
+    slot_ = nullptr;
+}
+
+// ---- fault points (test hook) ----------------------------------------------------------
+
+void fault_point() {
+    auto env_n = [](const char * name) {
+        const char * v = std::getenv(name);
+        return v && *v ? std::atoll(v) : 0LL;
+    };
+    static const long long kill_at = env_n("REAP_FAULT_KILL_AT");
+    static const long long pause_at = env_n("REAP_FAULT_PAUSE_AT");
+    static const bool trace = env_n("REAP_FAULT_TRACE") != 0;
+    static long long n = 0;
+    ++n;
+    if (trace) fprintf(stderr, "reap: fault point %lld\n", n);
+    if (kill_at > 0 && n == kill_at) ::kill(::getpid(), SIGKILL);
+    if (pause_at > 0 && n == pause_at) {
+        fprintf(stderr, "reap: paused at fault point %lld\n", n);
+        for (int i = 0; i < 600; ++i) ::usleep(100000);   // at most a minute: the test signals it meanwhile
+    }
+}
+
+// ---- publishing several files together --------------------------------------------------
+
+namespace {
+
+constexpr const char * k_journal_suffix = ".reap-journal";
+constexpr const char * k_temp_marker = ".reap-tmp.";
+
+// Blocks SIGINT and SIGTERM for its lifetime (they are delivered afterwards).
+struct hold_signals {
+    sigset_t old;
+    hold_signals() {
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGINT);
+        sigaddset(&s, SIGTERM);
+        ::sigprocmask(SIG_BLOCK, &s, &old);
+    }
+    ~hold_signals() { ::sigprocmask(SIG_SETMASK, &old, nullptr); }
+};
+
+} // namespace
+
+bool publish_together(const std::vector<durable_file *> & files, std::string & err) {
+    if (files.empty()) return true;
+    if (files.size() == 1) return files[0]->publish(err);
+    const std::string dir = dir_of(files[0]->target());
+    std::string text = "reap-journal 1";
+    text.push_back('\0');
+    for (const durable_file * f : files) {
+        if (dir_of(f->target()) != dir || f->temp_path().empty()) {
+            err = f->target() + ": files published together must be finished and lie in one directory";
+            return false;
+        }
+        text += base_name(f->temp_path());
+        text.push_back('\0');
+        text += base_name(f->target());
+        text.push_back('\0');
+    }
+    hold_signals hold;
+    dir_lock lk;
+    if (!lk.lock(dir, err)) return false;
+    const std::string journal = dir + "/." + base_name(files[0]->target()) + k_journal_suffix;
+    if (!write_file_durably(journal, text, err, files[0]->sync())) return false;
+    fault_point();   // committed: from here on the next run completes the set
+    for (durable_file * f : files) {
+        if (!f->publish(err)) {
+            err += " (the journal " + journal + " stays: the next run on this output completes the set)";
+            return false;
+        }
+        fault_point();
+    }
+    ::unlink(journal.c_str());
+    if (files[0]->sync() && !fsync_dir_of(journal)) {
+        err = dir + ": fsync: " + strerror(errno);
+        return false;
+    }
+    return true;
+}
+
+// Locks this process holds, by directory: taking one again (a durable_file
+// opened while its caller holds the lock) only counts, since flock would
+// wait on its own other descriptor.
+namespace {
+struct held_lock {
+    int fd = -1;
+    int count = 0;
+};
+std::map<std::string, held_lock> g_held;
+} // namespace
+
+dir_lock::~dir_lock() {
+    if (key_.empty()) return;
+    auto it = g_held.find(key_);
+    if (it != g_held.end() && --it->second.count == 0) {
+        ::close(it->second.fd);   // closing releases the flock
+        g_held.erase(it);
+    }
+}
+
+bool dir_lock::lock(const std::string & dir, std::string & err) {
+    char * real = ::realpath(dir.c_str(), nullptr);
+    if (!real) {
+        err = "cannot lock " + dir + ": " + strerror(errno);
+        return false;
+    }
+    const std::string key = real;
+    free(real);
+    auto it = g_held.find(key);
+    if (it != g_held.end()) {
+        ++it->second.count;
+        key_ = key;
+        return true;
+    }
+    const std::string path = key + "/.reap.lock";
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        err = "cannot create the lock file " + path + ": " + strerror(errno);
+        return false;
+    }
+    while (::flock(fd, LOCK_EX) != 0) {
+        if (errno == EINTR) continue;
+        err = "cannot lock " + path + ": " + strerror(errno);
+        ::close(fd);
+        return false;
+    }
+    g_held[key] = held_lock{fd, 1};
+    key_ = key;
+    return true;
+}
+
+namespace {
+
+std::vector<std::string> list_dir(const std::string & dir) {
+    std::vector<std::string> names;
+    DIR * d = ::opendir(dir.c_str());
+    if (!d) return names;
+    while (const dirent * e = ::readdir(d)) names.emplace_back(e->d_name);
+    ::closedir(d);
+    return names;
+}
+
+bool complete_journal(const std::string & dir, const std::string & journal, std::string & err) {
+    std::string text;
+    if (!read_file(dir + "/" + journal, "journal", text, err)) return false;
+    std::vector<std::string> parts;
+    for (size_t pos = 0; pos < text.size();) {
+        const size_t end = text.find('\0', pos);
+        if (end == std::string::npos) break;
+        parts.push_back(text.substr(pos, end - pos));
+        pos = end + 1;
+    }
+    if (parts.empty() || parts[0] != "reap-journal 1" || parts.size() % 2 != 1) {
+        err = dir + "/" + journal + ": not a reap journal (left as it is)";
+        return false;
+    }
+    for (size_t i = 1; i + 1 < parts.size(); i += 2) {
+        const std::string & tmp = parts[i], & target = parts[i + 1];
+        if (tmp.find('/') != std::string::npos || target.find('/') != std::string::npos || tmp.empty() || target.empty()) {
+            err = dir + "/" + journal + ": a name with a slash (left as it is)";
+            return false;
+        }
+        const std::string from = dir + "/" + tmp, to = dir + "/" + target;
+        struct stat st;
+        if (::lstat(from.c_str(), &st) == 0 && ::rename(from.c_str(), to.c_str()) != 0) {
+            err = "cannot rename " + from + " to " + to + ": " + strerror(errno);
+            return false;
+        }
+    }
+    fsync_dir_of(dir + "/" + journal);
+    ::unlink((dir + "/" + journal).c_str());
+    fsync_dir_of(dir + "/" + journal);
+    return true;
+}
+
+// Whether `pid` names a process that exists (EPERM: exists, not ours).
+bool alive(long pid) { return pid > 0 && (::kill((pid_t) pid, 0) == 0 || errno == EPERM); }
+
+} // namespace
+
+namespace {
+
+bool is_journal(const std::string & e) { return e.size() > 1 && e[0] == '.' && ends_with(e, k_journal_suffix); }
+
+// Whether `e` is a temp of a run that is gone (.NAME.reap-tmp.PID.XXXXXX) whose NAME matches.
+bool is_stale_temp(const std::string & e, const std::string & name, bool prefix) {
+    if (e.size() < 2 || e[0] != '.') return false;
+    const size_t m = e.rfind(k_temp_marker);
+    if (m == std::string::npos || m < 1) return false;
+    const std::string owner = e.substr(1, m - 1);
+    if (!(prefix ? starts_with(owner, name.c_str()) : owner == name)) return false;
+    const std::string rest = e.substr(m + std::strlen(k_temp_marker));
+    const size_t dot = rest.find('.');
+    if (dot == std::string::npos || dot == 0) return false;
+    char * endp = nullptr;
+    const std::string digits = rest.substr(0, dot);
+    const long pid = std::strtol(digits.c_str(), &endp, 10);
+    return endp && *endp == '\0' && !alive(pid);
+}
+
+// Completes the journals in `dir` and removes the stale temps of `name`, under
+// the directory's lock, which is taken only when there is something to do
+// (so that directories without leftovers get no lock file). A run that is
+// publishing holds the lock from its journal to its last rename: its temps
+// are never taken for a dead run's.
+int clean_dir(const std::string & dir, const std::string & name, bool prefix, int & removed, std::string & err) {
+    removed = 0;
+    bool any = false;
+    for (const std::string & e : list_dir(dir)) any = any || is_journal(e) || (!name.empty() && is_stale_temp(e, name, prefix));
+    if (!any) return 0;
+    dir_lock lk;
+    if (!lk.lock(dir, err)) return -1;
+    int n = 0;
+    for (const std::string & e : list_dir(dir)) {
+        if (!is_journal(e)) continue;
+        if (!complete_journal(dir, e, err)) return -1;
+        ++n;
+    }
+    if (!name.empty()) {
+        for (const std::string & e : list_dir(dir)) {
+            if (is_stale_temp(e, name, prefix) && ::unlink((dir + "/" + e).c_str()) == 0) ++removed;
+        }
+    }
+    return n;
+}
+
+} // namespace
+
+int recover_dir(const std::string & dir, std::string & err) {
+    int removed = 0;
+    return clean_dir(dir, "", false, removed, err);
+}
+
+int remove_stale_temps(const std::string & dir, const std::string & name, bool prefix) {
+    std::string err;
+    int removed = 0;
+    clean_dir(dir, name, prefix, removed, err);
+    return removed;
+}
+
+bool prepare_output(const std::string & output, std::string & err) {
+    int removed = 0;
+    return clean_dir(dir_of(output), base_name(output), false, removed, err) >= 0;
 }
 
 bool write_file_durably(const std::string & path, const std::string & text, std::string & err, bool sync) {

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace reap::util {
 
@@ -26,11 +28,43 @@ bool write_full(int fd, const void * src, size_t n);
 // so hard links and different spellings count); false when either is missing.
 bool same_file(const std::string & a, const std::string & b);
 
+// Opens the input `path` read-only and returns its descriptor, or -1 with
+// `err` set: "PATH: cannot open: reason" / "PATH: not a regular file", or with
+// `what`, "cannot open WHAT 'PATH': reason" / "WHAT 'PATH' is not a regular
+// file". The one opener of every input file: it opens with O_NONBLOCK and
+// checks fstat before anything reads, so a FIFO, a device or a directory is
+// refused at once instead of blocking in open() or read(); the descriptor is
+// then switched back to blocking reads.
+int open_input(const std::string & path, std::string & err, const char * what = nullptr);
+
+// ---- the output rule ----------------------------------------------------------------
+//
+// One rule for every path a command writes (models, shards, archives,
+// checkpoints, plans, SHA256SUMS, records, charts): an output is never one of
+// the command's inputs, nor another of its outputs. Two paths are the same
+// when they name the same existing file (st_dev + st_ino: hard links and
+// other spellings count) or, when one does not exist yet, the same directory
+// entry (the directory resolved with realpath, then the name).
+bool same_entry(const std::string & a, const std::string & b);
+
+// Refuses `output` ("refusing to write OUTPUT over the WHAT 'PATH'")
+// when it is the same entry as one of `inputs` (pairs of what it is, path;
+// empty paths are skipped), with or without --force. Every command calls it
+// for every output before it writes anything.
+bool check_not_input(const std::string & output, const std::vector<std::pair<std::string, std::string>> & inputs,
+                     std::string & err);
+
+// check_not_input, then: an existing `output` is refused without `force`
+// ("OUTPUT exists (use --force to replace it)") and always when it is not a
+// regular file.
+bool check_output(const std::string & output, const std::vector<std::pair<std::string, std::string>> & inputs,
+                  bool force, std::string & err);
+
 // A file that appears under its name only when complete. Every writer of reap
 // (GGUF models and archives, plans, SHA256SUMS, records) uses it:
 //
 //     util::durable_file out;
-//     if (!out.open(target, err)) return false;   // DIR/.NAME.tmp.XXXXXX beside the target, mode 0644
+//     if (!out.open(target, err)) return false;   // DIR/.NAME.reap-tmp.PID.XXXXXX beside the target, mode 0644
 //     ... out.write(data, n, err) as often as needed, or stream into out.fd()
 //         (copy_file_range, pwrite: any call that writes the descriptor) ...
 //     if (!out.commit(err)) return false;          // fsync, close, rename over target, fsync the directory
@@ -60,6 +94,7 @@ public:
     int fd() const { return fd_; }
     const std::string & target() const { return target_; }
     const std::string & temp_path() const { return temp_; }
+    bool sync() const { return sync_; }
     // Whether the rename over the target happened (even if the directory fsync then failed).
     bool published() const { return published_; }
 
@@ -81,7 +116,68 @@ private:
     int         fd_ = -1;
     bool        sync_ = true;
     bool        published_ = false;
+    void *      slot_ = nullptr;   // the temp's entry in the interrupt registry
 };
+
+// Publishes files that must appear together (the shards of a split set, an
+// output and its SHA256SUMS), all finish()ed: first a journal
+// DIR/.NAME.reap-journal (NAME: the first file's target) listing every
+// "temp -> target" rename is written durably (temp + fsync + rename): that is
+// the commit point; then every file is renamed into place and the journal
+// removed. A kill before the journal leaves the previous files untouched (the
+// temps are removed by the next run); a kill after it leaves a journal that
+// recover_dir() completes (roll forward), so the set appears whole. SIGINT and
+// SIGTERM are held back while it runs. All files lie in one directory; the
+// caller holds that directory's lock (dir_lock). One file: a plain publish.
+bool publish_together(const std::vector<durable_file *> & files, std::string & err);
+
+// An exclusive lock (flock) on DIR/.reap.lock, the lock of every multi-file
+// publish and SHA256SUMS update in DIR; released when destroyed.
+class dir_lock {
+public:
+    dir_lock() = default;
+    ~dir_lock();
+    dir_lock(const dir_lock &) = delete;
+    dir_lock & operator=(const dir_lock &) = delete;
+    // Blocks until the lock is held. Fails when DIR is not writable.
+    bool lock(const std::string & dir, std::string & err);
+private:
+    std::string key_;   // the directory, resolved; empty when not held
+};
+
+// Finishes what a killed run left in `dir`, under its dir_lock: completes
+// every publish whose journal is there (renames the temps it lists that still
+// exist, then removes the journal). Returns the number of journals completed.
+int recover_dir(const std::string & dir, std::string & err);
+
+// Removes, in `dir`, the temp files of runs that are gone (named
+// .NAME.reap-tmp.PID.XXXXXX with PID not a live process) whose NAME is
+// `name` or, with `prefix`, starts with `name`. Temps of live runs are left.
+// Returns how many were removed.
+int remove_stale_temps(const std::string & dir, const std::string & name, bool prefix = false);
+
+// What every command does before writing `output` (after check_output):
+// completes the journals of killed runs in its directory (recover_dir), then
+// removes the stale temps of this output's name (remove_stale_temps).
+bool prepare_output(const std::string & output, std::string & err);
+
+// A test hook: every step of writing an output (a tensor, a finish, a
+// rename, a journal) is a numbered fault point. With REAP_FAULT_KILL_AT=N in
+// the environment the process SIGKILLs itself at point N; with
+// REAP_FAULT_TRACE=1 each point prints "reap: fault point N" on stderr; with
+// REAP_FAULT_PAUSE_AT=N it prints "reap: paused at fault point N" and waits
+// (up to a minute) there. The fault-injection tests use them to kill or
+// signal a run at chosen moments.
+void fault_point();
+
+// ---- interruption -------------------------------------------------------------------
+//
+// Every temp file a durable_file holds is registered while it exists;
+// install_interrupt_handlers() makes SIGINT and SIGTERM remove them all, print
+// "reap CMD: interrupted (SIGNAL); temp files removed, no output written"
+// and exit 130 / 143. (calibrate keeps its own SIGINT handler: it
+// checkpoints.)
+void install_interrupt_handlers(const char * cmd);
 
 // Writes `text` as the whole content of `path` through a durable_file.
 bool write_file_durably(const std::string & path, const std::string & text, std::string & err, bool sync = true);

@@ -4,6 +4,7 @@
 #include "util/file.h"
 #include "util/path.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cctype>
@@ -35,11 +36,8 @@ std::string to_hex(const unsigned char * digest, unsigned int n) {
 } // namespace
 
 bool sha256_file(const std::string & path, std::string & hex, std::string & err) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        err = path + ": cannot open: " + strerror(errno);
-        return false;
-    }
+    const int fd = open_input(path, err);
+    if (fd < 0) return false;
     std::unique_ptr<EVP_MD_CTX, md_ctx_deleter> ctx(EVP_MD_CTX_new());
     if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
         ::close(fd);
@@ -66,6 +64,32 @@ bool sha256_file(const std::string & path, std::string & hex, std::string & err)
     return true;
 }
 
+sha256_stream::sha256_stream() : ctx_(EVP_MD_CTX_new()) {
+    if (ctx_) EVP_DigestInit_ex(static_cast<EVP_MD_CTX *>(ctx_), EVP_sha256(), nullptr);
+}
+
+sha256_stream::~sha256_stream() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_)); }
+
+void sha256_stream::update(const void * data, size_t n) {
+    if (n > 0) EVP_DigestUpdate(static_cast<EVP_MD_CTX *>(ctx_), data, n);
+}
+
+void sha256_stream::update_zeros(uint64_t n) {
+    static const unsigned char zeros[1 << 16] = {};
+    while (n > 0) {
+        const size_t k = (size_t) std::min<uint64_t>(n, sizeof(zeros));
+        update(zeros, k);
+        n -= k;
+    }
+}
+
+std::string sha256_stream::hex() {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(static_cast<EVP_MD_CTX *>(ctx_), digest, &len);
+    return to_hex(digest, len);
+}
+
 std::string sha256_bytes(const void * data, size_t size) {
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
@@ -88,66 +112,96 @@ std::string listed_sha256(const std::string & file) {
     return "";
 }
 
+namespace {
+
+// Parses one line as "<64 hex>  name" (text mode) or "<64 hex> *name" (binary
+// mode); false when it is not a checksum line.
+bool parse_sums_line(std::string line, std::string & name, std::string & hex) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    bool ok = line.size() > 66 && line[64] == ' ' && (line[65] == ' ' || line[65] == '*');
+    for (size_t i = 0; ok && i < 64; ++i) ok = isxdigit((unsigned char) line[i]) != 0;
+    if (!ok) return false;
+    hex = line.substr(0, 64);
+    for (char & c : hex) c = char(tolower((unsigned char) c));
+    name = line.substr(66);
+    return true;
+}
+
+} // namespace
+
 bool read_sha256sums(const std::string & sums_path, std::vector<std::pair<std::string, std::string>> & entries,
                      std::string & err) {
     entries.clear();
-    FILE * f = fopen(sums_path.c_str(), "rb");
-    if (!f) {
-        err = sums_path + ": cannot open: " + strerror(errno);
-        return false;
-    }
     std::string text;
-    char buf[1 << 14];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0 && text.size() < (64u << 20)) text.append(buf, n);
-    fclose(f);
-    size_t pos = 0, line_no = 0;
+    if (!read_file(sums_path, "SHA256SUMS", text, err)) return false;
+    size_t pos = 0;
     while (pos < text.size()) {
         size_t eol = text.find('\n', pos);
         if (eol == std::string::npos) eol = text.size();
-        std::string line = text.substr(pos, eol - pos);
+        std::string name, hex;
+        if (parse_sums_line(text.substr(pos, eol - pos), name, hex)) entries.emplace_back(name, hex);
         pos = eol + 1;
-        ++line_no;
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line.empty()) continue;
-        // "<64 hex>  name" (text mode) or "<64 hex> *name" (binary mode)
-        bool ok = line.size() > 66 && (line[64] == ' ') && (line[65] == ' ' || line[65] == '*');
-        for (size_t i = 0; ok && i < 64; ++i) ok = isxdigit((unsigned char) line[i]) != 0;
-        if (!ok) {
-            err = sums_path + ":" + std::to_string(line_no) + ": not a sha256sum line";
-            return false;
-        }
-        std::string hex = line.substr(0, 64);
-        for (char & c : hex) c = char(tolower((unsigned char) c));
-        entries.emplace_back(line.substr(66), hex);
     }
     return true;
 }
 
-bool update_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err) {
-    const std::string dir = dir_of(sums_path);
-    std::vector<std::pair<std::string, std::string>> entries;
-    struct stat st;
-    if (::stat(sums_path.c_str(), &st) == 0) {
-        std::string e2;
-        if (!read_sha256sums(sums_path, entries, e2)) entries.clear();   // unreadable: replaced
+std::string sums_name(const std::string & file, const std::string & sums_path) {
+    return dir_of(file) == dir_of(sums_path) ? base_name(file) : file;
+}
+
+std::string compose_sha256sums(const std::string & old_text,
+                               const std::vector<std::pair<std::string, std::string>> & entries) {
+    std::vector<bool> done(entries.size(), false);
+    std::string out;
+    size_t pos = 0;
+    while (pos < old_text.size()) {
+        size_t eol = old_text.find('\n', pos);
+        const bool last = eol == std::string::npos;
+        if (last) eol = old_text.size();
+        const std::string line = old_text.substr(pos, eol - pos);
+        pos = eol + 1;
+        std::string name, hex;
+        bool mine = false;
+        if (parse_sums_line(line, name, hex)) {
+            for (size_t i = 0; i < entries.size(); ++i) {
+                if (entries[i].first != name) continue;
+                mine = true;
+                if (!done[i]) out += entries[i].second + "  " + name + "\n";   // a repeated line of ours goes
+                done[i] = true;
+            }
+        }
+        if (!mine) out += line + "\n";
     }
+    for (size_t i = 0; i < entries.size(); ++i) {
+        if (!done[i]) out += entries[i].second + "  " + entries[i].first + "\n";
+    }
+    return out;
+}
+
+bool stage_sha256sums(const std::vector<std::pair<std::string, std::string>> & files, const std::string & sums_path,
+                      durable_file & out, std::string & err, bool sync) {
+    std::string old;
+    struct stat st;
+    if (::lstat(sums_path.c_str(), &st) == 0 && !read_file(sums_path, "SHA256SUMS", old, err)) {
+        err += " (it is left as it is)";
+        return false;
+    }
+    std::vector<std::pair<std::string, std::string>> entries;
+    for (const auto & [file, hex] : files) entries.emplace_back(sums_name(file, sums_path), hex);
+    return out.open(sums_path, err, sync) && out.write(compose_sha256sums(old, entries), err) && out.finish(err);
+}
+
+bool update_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err) {
+    std::vector<std::pair<std::string, std::string>> hashed;
     for (const std::string & f : files) {
         std::string hex;
         if (!sha256_file(f, hex, err)) return false;
-        const std::string name = dir_of(f) == dir ? base_name(f) : f;
-        bool replaced = false;
-        for (auto & e : entries) {
-            if (e.first == name) {
-                e.second = hex;
-                replaced = true;
-            }
-        }
-        if (!replaced) entries.emplace_back(name, hex);
+        hashed.emplace_back(f, hex);
     }
-    std::string text;
-    for (const auto & e : entries) text += e.second + "  " + e.first + "\n";
-    return write_file_durably(sums_path, text, err);
+    dir_lock lk;
+    if (!lk.lock(dir_of(sums_path), err)) return false;
+    durable_file out;
+    return stage_sha256sums(hashed, sums_path, out, err) && out.publish(err);
 }
 
 } // namespace reap::util

@@ -1,9 +1,15 @@
 // SHA-256 of files (OpenSSL EVP), and SHA256SUMS files in the format that
 // `sha256sum -c` checks: one line per file, "<64 hex digits>  <name>\n",
 // where <name> is the file's basename when it lies in the SUMS file's
-// directory, else its path as given.
+// directory, else its path as given. SHA256SUMS is shared by every output in
+// its folder: it is updated under the folder's lock (util::dir_lock), through
+// a temp file and a rename, and every line it does not own (comments, other
+// files, lines that are not checksums) is kept as it was, whatever its size.
 #pragma once
 
+#include "util/file.h"
+
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,15 +23,46 @@ bool sha256_file(const std::string & path, std::string & hex, std::string & err)
 // Hashes `size` bytes in memory (64 lowercase hex digits).
 std::string sha256_bytes(const void * data, size_t size);
 
+// SHA-256 of data as it streams past (a writer hashes what it writes, so
+// that nothing is read back to be hashed).
+class sha256_stream {
+public:
+    sha256_stream();
+    ~sha256_stream();
+    sha256_stream(const sha256_stream &) = delete;
+    sha256_stream & operator=(const sha256_stream &) = delete;
+    void update(const void * data, size_t n);
+    void update_zeros(uint64_t n);   // n zero bytes (a hole of a sparse file)
+    std::string hex();               // 64 lowercase hex digits; ends the stream
+private:
+    void * ctx_;
+};
+
 // ---- SHA256SUMS (sha256sum -c format) -------------------------------------------
 
-// Parses a SHA256SUMS file into (name as written, lowercase hex) pairs.
+// Parses a SHA256SUMS file into (name as written, lowercase hex) pairs. Lines
+// that are not checksum lines (comments, blank lines, anything else) are
+// skipped, as sha256sum -c does; the file may be of any size.
 bool read_sha256sums(const std::string & sums_path, std::vector<std::pair<std::string, std::string>> & entries,
                      std::string & err);
-// Hashes `files` and records them in `sums_path`: lines of other files already
-// there are kept, lines of these files replaced. A file in the SUMS file's
-// directory is named by its basename, any other by its path as given. Written
-// through util::durable_file (temp, fsync, rename, fsync the directory).
+// The name `file` has in the SUMS file `sums_path`: its basename when it lies
+// in that directory, else its path as given.
+std::string sums_name(const std::string & file, const std::string & sums_path);
+// The new text of a SUMS file: `old_text` line for line, except that a
+// checksum line naming one of `entries` (name, hex) gets the new hash; the
+// entries not found are appended. Lines it does not own are kept verbatim.
+std::string compose_sha256sums(const std::string & old_text,
+                               const std::vector<std::pair<std::string, std::string>> & entries);
+// Writes the new SUMS file for (file path, hex) pairs into `out` (opened and
+// finished, not published: the caller publishes it, alone or together with
+// the files it lists). The caller holds the dir_lock of its directory from
+// before this call until it is published. An existing SUMS file that cannot
+// be read (or is not a regular file) is an error, never replaced.
+bool stage_sha256sums(const std::vector<std::pair<std::string, std::string>> & files, const std::string & sums_path,
+                      durable_file & out, std::string & err, bool sync = true);
+// Hashes `files` and records them in `sums_path` (stage_sha256sums, published
+// under the directory's lock): lines of other files already there are kept,
+// lines of these files replaced.
 bool update_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err);
 // "<dir of path>/SHA256SUMS" (or "SHA256SUMS" for a bare file name).
 std::string sums_path_for(const std::string & path);

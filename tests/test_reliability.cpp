@@ -1,0 +1,611 @@
+// test_reliability.cpp: reap never loses a byte (issue 11), through the reap
+// binary ($REAP_BIN) on zoo models:
+//   * no command writes over one of its inputs or over its other output, with
+//     or without --force (calibrate's checkpoint, plan, imatrix, merge, prune
+//     and its SHA256SUMS);
+//   * SHA256SUMS keeps every line it does not own (comments, other files, a
+//     file larger than 64 MiB); two prunes into one folder at once both keep
+//     their line;
+//   * names that are not UTF-8 give valid JSON, not an abort;
+//   * a FIFO given as an input is refused at once;
+//   * a plan records the model it was made for: prune and verify refuse
+//     another (unless --allow-other-model, which the output records);
+//   * SIGINT / SIGTERM during a prune: exit 130 / 143, a message, no temp file;
+//   * SIGKILL at 100+ seeded fault points of prune (single file and split,
+//     fresh and --force over a previous output): afterwards exactly one
+//     complete set verifies (the old or the new), nothing partial is visible,
+//     and the next run leaves no temp file;
+//   * a full disk (a small tmpfs) for every core command that writes: exit 2,
+//     a clear message, no output and no temp file.
+#include "gguf/gguf.h"
+#include "plan/plan.h"
+#include "prune/prune.h"
+#include "prune_test_util.h"
+#include "saliency/archive.h"
+#include "saliency_test_util.h"
+#include "util/file.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <fcntl.h>
+#include <random>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace g = reap::gguf;
+namespace s = reap::saliency;
+using prune_test::quote;
+using prune_test::read_all;
+
+namespace {
+
+int run_reap(const std::string & args, std::string & out) {
+    return prune_test::run(quote(gguf_test::reap_bin()) + " " + args, out);
+}
+
+std::string text_of(const std::string & path) {
+    const std::vector<uint8_t> b = read_all(path);
+    return std::string(b.begin(), b.end());
+}
+
+void write_text(const std::string & path, const std::string & text) {
+    prune_test::write_all(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+void copy_file(const std::string & from, const std::string & to) { prune_test::write_all(to, read_all(from)); }
+
+struct fixture {
+    std::string zoo, dir;
+    std::string model(const std::string & name) const { return zoo + "/" + name + ".gguf"; }
+};
+
+// A scratch directory on /dev/shm when there is one (a tmpfs: fsync costs
+// nothing there, so the tests that run prune hundreds of times or write a
+// 65 MiB SHA256SUMS stay fast; what they check does not depend on the disk),
+// else under $REAP_TEST_TMP.
+std::string fast_scratch(const std::string & name) {
+    struct stat st;
+    if (::stat("/dev/shm", &st) != 0 || ::access("/dev/shm", W_OK) != 0) return prune_test::scratch("reliability-" + name);
+    const std::string dir = "/dev/shm/reap-test-reliability-" + name;
+    std::string out;
+    prune_test::run("rm -rf " + quote(dir), out);
+    ::mkdir(dir.c_str(), 0755);
+    return dir;
+}
+
+void remove_tree(const std::string & dir) {
+    std::string out;
+    if (dir.rfind("/dev/shm/", 0) == 0) prune_test::run("rm -rf " + quote(dir), out);
+}
+
+bool setup(const std::string & name, fixture & fx, std::string & why) {
+    if (!prune_test::exists(gguf_test::reap_bin())) {
+        why = "reap binary not built ($REAP_BIN)";
+        return false;
+    }
+    fx.zoo = prune_test::zoo_dir("reliability_zoo", why);
+    if (fx.zoo.empty()) return false;
+    fx.dir = prune_test::scratch("reliability-" + name);
+    return true;
+}
+
+// A synthetic saliency archive with `model`'s fingerprint.
+void write_archive_for(const std::string & model, const std::string & path) {
+    g::model m;
+    std::string err;
+    ASSERT_TRUE(g::open_model(model, m, err)) << err;
+    s::fingerprint fp;
+    ASSERT_TRUE(s::model_fingerprint(m, fp, err)) << err;
+    s::archive a = s::make_archive(fp, s::metric_set::reap);
+    saliency_test::sim_options o;
+    saliency_test::simulate_domain(a, "en", o);
+    ASSERT_TRUE(s::write_archive(a, path, err, true)) << err;
+}
+
+// `src` with general.name set to `name` (same shape, another header).
+void write_renamed(const std::string & src, const std::string & dst, const std::string & name) {
+    g::model m;
+    std::string err;
+    ASSERT_TRUE(g::open_model(src, m, err)) << err;
+    g::output_spec spec = g::spec_from_model(m);
+    spec.kvs.set_string("general.name", name);
+    g::write_options wo;
+    wo.force = true;
+    wo.sync = false;
+    std::vector<std::string> written;
+    ASSERT_TRUE(g::write_output(spec, wo, dst, written, err)) << err;
+}
+
+// Hidden leftovers of reap in `dir`: temp files and journals (the lock file is not one).
+std::vector<std::string> leftovers(const std::string & dir) {
+    std::vector<std::string> r;
+    for (const std::string & e : gguf_test::list_dir(dir)) {
+        if (e.find(".reap-tmp.") != std::string::npos || e.find(".reap-journal") != std::string::npos) r.push_back(e);
+    }
+    return r;
+}
+
+// The visible (not hidden) files of `dir`, sorted.
+std::vector<std::string> visible(const std::string & dir) {
+    std::vector<std::string> r;
+    for (const std::string & e : gguf_test::list_dir(dir)) {
+        if (!e.empty() && e[0] != '.') r.push_back(e);
+    }
+    std::sort(r.begin(), r.end());
+    return r;
+}
+
+// Starts `reap ARGS` with extra environment `env` ("A=1 B=2"), output to `log`.
+pid_t spawn_reap(const std::string & env, const std::string & args, const std::string & log) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const std::string cmd = env + " exec " + quote(gguf_test::reap_bin()) + " " + args + " > " + quote(log) + " 2>&1";
+        execl("/bin/sh", "sh", "-c", cmd.c_str(), (char *) nullptr);
+        _exit(127);
+    }
+    return pid;
+}
+
+bool wait_for(const std::string & log, const std::string & what) {
+    for (int i = 0; i < 3000; ++i) {
+        if (text_of(log).find(what) != std::string::npos) return true;
+        usleep(10 * 1000);
+    }
+    return false;
+}
+
+} // namespace
+
+// Defects 1, 2, 4: an output is never an input, nor another output, --force or not.
+TEST(OutputRule, NoCommandWritesOverItsInputs) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("inputs", fx, why)) GTEST_SKIP() << why;
+    const std::string m = fx.dir + "/m.gguf", sal = fx.dir + "/sal.gguf", corpus = fx.dir + "/c.jsonl";
+    copy_file(fx.model("qwen3moe"), m);
+    write_archive_for(m, sal);
+    write_text(corpus, "{\"domain\": \"en\", \"text\": \"hello\"}\n");
+    const std::vector<uint8_t> m0 = read_all(m), sal0 = read_all(sal), corpus0 = read_all(corpus);
+    auto unchanged = [&] {
+        EXPECT_TRUE(read_all(m) == m0) << "the model changed";
+        EXPECT_TRUE(read_all(sal) == sal0) << "the archive changed";
+        EXPECT_TRUE(read_all(corpus) == corpus0) << "the corpus changed";
+    };
+    const std::string cal = "calibrate -m " + quote(m) + " --corpus " + quote(corpus) + " -c 64 --no-progress";
+    const std::string plan = "plan " + quote(sal) + " -m " + quote(m) + " --keep 6 --no-protect-super --force";
+    struct attempt {
+        std::string args, expect;
+    };
+    const std::vector<attempt> attempts = {
+        {cal + " -o " + quote(fx.dir + "/x.gguf") + " --checkpoint " + quote(fx.dir + "/x.gguf"), "output"},   // defect 1
+        {cal + " -o " + quote(m) + " --force", "model"},
+        {cal + " -o " + quote(corpus) + " --force", "corpus"},
+        {cal + " -o " + quote(fx.dir + "/y.gguf") + " --checkpoint " + quote(m), "model"},
+        {plan + " -o " + quote(sal), "saliency archive"},
+        {plan + " -o " + quote(m), "model"},
+        {"imatrix " + quote(sal) + " -m " + quote(m) + " -o " + quote(m) + " --force", "model"},
+        {"imatrix " + quote(sal) + " -o " + quote(sal) + " --force", "imatrix"},
+        {"merge " + quote(sal) + " " + quote(sal) + " -o " + quote(sal) + " --force", "input"},
+    };
+    for (const attempt & a : attempts) {
+        SCOPED_TRACE(a.args);
+        EXPECT_EQ(run_reap(a.args, out), 2) << out;
+        EXPECT_NE(out.find("refusing to write"), std::string::npos) << out;
+        EXPECT_NE(out.find(a.expect), std::string::npos) << out;
+        unchanged();
+    }
+    EXPECT_FALSE(prune_test::exists(fx.dir + "/x.gguf"));
+
+    // Defect 4: an input named SHA256SUMS in the output folder (the model, then
+    // the plan) is not replaced by the checksum file, with or without --force.
+    reap::plan p;
+    g::model gm;
+    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    ASSERT_TRUE(prune_test::random_plan(gm, 6, 3, p, why)) << why;
+    const std::string sums = fx.dir + "/SHA256SUMS";
+    copy_file(m, sums);
+    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
+    for (const char * force : {"", " --force"}) {
+        EXPECT_EQ(run_reap("prune -m " + quote(sums) + " --plan " + quote(fx.dir + "/p.json") + " -o " +
+                               quote(fx.dir + "/out.gguf") + force, out), 2) << out;
+        EXPECT_NE(out.find("refusing to write"), std::string::npos) << out;
+        EXPECT_TRUE(read_all(sums) == m0);
+        EXPECT_FALSE(prune_test::exists(fx.dir + "/out.gguf"));
+    }
+    ::unlink(sums.c_str());
+    ASSERT_TRUE(reap::write_plan(p, sums, true, why)) << why;
+    const std::vector<uint8_t> plan0 = read_all(sums);
+    EXPECT_EQ(run_reap("prune -m " + quote(m) + " --plan " + quote(sums) + " -o " + quote(fx.dir + "/out.gguf") + " --force", out), 2) << out;
+    EXPECT_NE(out.find("plan"), std::string::npos) << out;
+    EXPECT_TRUE(read_all(sums) == plan0);
+    EXPECT_TRUE(leftovers(fx.dir).empty());
+}
+
+// Defect 3: lines SHA256SUMS does not own survive, whatever the file's size.
+TEST(Sha256Sums, KeepsEveryForeignLineAnySize) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("sums", fx, why)) GTEST_SKIP() << why;
+    fx.dir = fast_scratch("sums");
+    const std::string m = fx.model("gpt-oss");
+    g::model gm;
+    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 5, p, why)) << why;
+    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
+    // a comment, a line that is no checksum, another file's line, then > 64 MiB
+    // of long comment lines (cheap to parse), another checksum line, a comment
+    std::string before = "# release notes: keep me\nnot a checksum line\n" + std::string(64, 'a') + "  other.bin\n";
+    for (int i = 0; i < 65; ++i) before += "# " + std::string(1u << 20, char('a' + i % 26)) + "\n";
+    before += std::string(64, 'b') + "  *binary-mode.bin\n# trailing comment\n";
+    write_text(fx.dir + "/SHA256SUMS", before);
+    ASSERT_EQ(run_reap("prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " -o " + quote(fx.dir + "/out.gguf"), out), 0) << out;
+    std::string hex;
+    ASSERT_TRUE(reap::util::sha256_file(fx.dir + "/out.gguf", hex, why)) << why;
+    EXPECT_TRUE(text_of(fx.dir + "/SHA256SUMS") == before + hex + "  out.gguf\n") << "SHA256SUMS lost or changed lines";
+    // the second prune replaces its own line in place and keeps the rest
+    before = "# header\n" + std::string(64, 'c') + "  out.gguf\n# footer\n";
+    write_text(fx.dir + "/SHA256SUMS", before);
+    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 6, p, why)) << why;
+    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
+    ASSERT_EQ(run_reap("prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " -o " + quote(fx.dir + "/out.gguf") + " --force", out), 0) << out;
+    ASSERT_TRUE(reap::util::sha256_file(fx.dir + "/out.gguf", hex, why)) << why;
+    EXPECT_EQ(text_of(fx.dir + "/SHA256SUMS"), "# header\n" + hex + "  out.gguf\n# footer\n");
+    EXPECT_EQ(run_reap("verify -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " " + quote(fx.dir + "/out.gguf"), out), 0) << out;
+    ::unlink((fx.dir + "/SHA256SUMS").c_str());
+    remove_tree(fx.dir);
+}
+
+// Defect 5: two prunes into one folder at once both keep their SHA256SUMS line.
+TEST(Sha256Sums, ConcurrentPrunesKeepBothLines) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("concurrent", fx, why)) GTEST_SKIP() << why;
+    fx.dir = fast_scratch("concurrent");
+    const std::string m = fx.model("gpt-oss");
+    g::model gm;
+    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 7, p, why)) << why;
+    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
+    const int rounds = 12;
+    int both = 0;
+    for (int r = 0; r < rounds; ++r) {
+        ::unlink((fx.dir + "/SHA256SUMS").c_str());
+        const pid_t a = spawn_reap("", "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " --force -o " + quote(fx.dir + "/a.gguf"), fx.dir + "/a.log");
+        const pid_t b = spawn_reap("", "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " --force -o " + quote(fx.dir + "/b.gguf"), fx.dir + "/b.log");
+        int sa = 0, sb = 0;
+        waitpid(a, &sa, 0);
+        waitpid(b, &sb, 0);
+        ASSERT_TRUE(WIFEXITED(sa) && WEXITSTATUS(sa) == 0) << text_of(fx.dir + "/a.log");
+        ASSERT_TRUE(WIFEXITED(sb) && WEXITSTATUS(sb) == 0) << text_of(fx.dir + "/b.log");
+        std::vector<std::pair<std::string, std::string>> entries;
+        ASSERT_TRUE(reap::prune::read_sha256sums(fx.dir + "/SHA256SUMS", entries, why)) << why;
+        both += entries.size() == 2;
+        EXPECT_EQ(entries.size(), 2u) << text_of(fx.dir + "/SHA256SUMS");
+        for (const char * o : {"/a.gguf", "/b.gguf"}) {
+            EXPECT_EQ(run_reap("verify -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " " + quote(fx.dir + o), out), 0) << out;
+        }
+    }
+    RecordProperty("rounds_with_both_lines", both);
+    EXPECT_EQ(both, rounds);
+    remove_tree(fx.dir);
+}
+
+// Defect 6: names that are not UTF-8 come out as U+FFFD in JSON, not as an abort.
+TEST(Json, InvalidUtf8NamesGiveValidJson) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("utf8", fx, why)) GTEST_SKIP() << why;
+    const std::string bad = fx.dir + "/bad\xff\xfe.gguf";
+    write_renamed(fx.model("qwen3moe"), bad, "name \xc3\x28 \xff");
+    // the same model under an architecture name that is not UTF-8 (its keys renamed alike)
+    const std::string bad_arch = fx.dir + "/arch.gguf";
+    {
+        g::model m;
+        ASSERT_TRUE(g::open_model(fx.model("qwen3moe"), m, why)) << why;
+        g::output_spec spec = g::spec_from_model(m);
+        const std::string arch = "qwen3moe\xff";
+        for (g::kv & e : spec.kvs.entries) {
+            if (e.key.rfind("qwen3moe.", 0) == 0) e.key = arch + e.key.substr(8);
+        }
+        spec.kvs.set_string("general.architecture", arch);
+        g::write_options wo;
+        wo.sync = false;
+        std::vector<std::string> written;
+        ASSERT_TRUE(g::write_output(spec, wo, bad_arch, written, why)) << why;
+    }
+    nlohmann::json j;
+    ASSERT_EQ(run_reap("inspect " + quote(bad_arch) + " --json", out), 0) << out;
+    ASSERT_NO_THROW(j = nlohmann::json::parse(out)) << out;
+    EXPECT_NE(out.find("\xef\xbf\xbd"), std::string::npos) << "no U+FFFD for the invalid bytes";
+    ASSERT_EQ(run_reap("inspect " + quote(bad) + " --json", out), 0) << out;
+    ASSERT_NO_THROW(j = nlohmann::json::parse(out)) << out;
+    // plan records the archive's file name (not UTF-8) in its provenance
+    const std::string sal = fx.dir + "/sal\xff.gguf";
+    write_archive_for(bad, sal);
+    ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(bad) + " --keep 6 --no-protect-super -o " + quote(fx.dir + "/p.json"), out), 0) << out;
+    reap::plan p;
+    ASSERT_TRUE(reap::read_plan(fx.dir + "/p.json", p, why)) << why;
+    EXPECT_NE(p.provenance.dump().find("\xef\xbf\xbd"), std::string::npos);
+    ASSERT_EQ(run_reap("compare " + quote(fx.dir + "/p.json") + " " + quote(fx.dir + "/p.json") + " --json", out), 0) << out;
+    EXPECT_NO_THROW(j = nlohmann::json::parse(out)) << out;
+}
+
+// Defect 10: a FIFO given as an input is refused at once, not waited on.
+TEST(Inputs, FifoIsRefusedNotWaitedOn) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("fifo", fx, why)) GTEST_SKIP() << why;
+    const std::string fifo = fx.dir + "/pipe.gguf";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+    const std::string m = fx.model("qwen3moe"), sal = fx.dir + "/sal.gguf";
+    write_archive_for(m, sal);
+    g::model gm;
+    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(gm, 6, 1, p, why)) << why;
+    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
+    const std::vector<std::string> cmds = {
+        "inspect " + quote(fifo),
+        "prune -m " + quote(fifo) + " --plan " + quote(fx.dir + "/p.json") + " -o " + quote(fx.dir + "/o.gguf"),
+        "prune -m " + quote(m) + " --plan " + quote(fifo) + " -o " + quote(fx.dir + "/o.gguf"),
+        "plan " + quote(fifo) + " -m " + quote(m) + " --keep 6 -o " + quote(fx.dir + "/q.json"),
+        "plan " + quote(sal) + " -m " + quote(fifo) + " --keep 6 -o " + quote(fx.dir + "/q.json"),
+        "merge " + quote(fifo) + " " + quote(sal) + " -o " + quote(fx.dir + "/mm.gguf"),
+        "imatrix " + quote(fifo) + " -o " + quote(fx.dir + "/i.gguf"),
+    };
+    for (const std::string & c : cmds) {
+        SCOPED_TRACE(c);
+        EXPECT_EQ(prune_test::run("timeout 20 " + quote(gguf_test::reap_bin()) + " " + c, out), 2) << out;   // 124: it hung
+        EXPECT_NE(out.find("not a regular file"), std::string::npos) << out;
+    }
+}
+
+// Defect 11: a plan records the model it was made for.
+TEST(PlanFingerprint, PruneAndVerifyRefuseAnotherModel) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("fingerprint", fx, why)) GTEST_SKIP() << why;
+    const std::string a = fx.dir + "/a.gguf", b = fx.dir + "/b.gguf", sal = fx.dir + "/sal.gguf";
+    copy_file(fx.model("qwen3moe"), a);
+    write_renamed(a, b, "another model of the same shape");
+    write_archive_for(a, sal);
+    const std::string plan = fx.dir + "/p.json";
+    ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(a) + " --keep 6 --no-protect-super -o " + quote(plan), out), 0) << out;
+    reap::plan p;
+    ASSERT_TRUE(reap::read_plan(plan, p, why)) << why;
+    g::model ma;
+    ASSERT_TRUE(g::open_model(a, ma, why)) << why;
+    EXPECT_EQ(p.model_sha256, reap::model_header_sha256(ma));
+    g::model mb;
+    ASSERT_TRUE(g::open_model(b, mb, why)) << why;
+    EXPECT_NE(reap::model_header_sha256(mb), p.model_sha256);
+
+    EXPECT_EQ(run_reap("prune -m " + quote(b) + " --plan " + quote(plan) + " -o " + quote(fx.dir + "/ob.gguf"), out), 2) << out;
+    EXPECT_NE(out.find("another model"), std::string::npos) << out;
+    EXPECT_NE(out.find("--allow-other-model"), std::string::npos) << out;
+    EXPECT_FALSE(prune_test::exists(fx.dir + "/ob.gguf"));
+    ASSERT_EQ(run_reap("prune -m " + quote(b) + " --plan " + quote(plan) + " -o " + quote(fx.dir + "/ob.gguf") + " --allow-other-model", out), 0) << out;
+    g::model ob;
+    ASSERT_TRUE(g::open_model(fx.dir + "/ob.gguf", ob, why)) << why;
+    std::string recorded;
+    ASSERT_TRUE(ob.kvs.get_string("reap.plan.other_model", recorded, why)) << why;
+    EXPECT_EQ(recorded, p.model_sha256);
+    EXPECT_EQ(run_reap("verify -m " + quote(b) + " --plan " + quote(plan) + " " + quote(fx.dir + "/ob.gguf"), out), 2) << out;
+    EXPECT_NE(out.find("another model"), std::string::npos) << out;
+    EXPECT_EQ(run_reap("verify -m " + quote(b) + " --plan " + quote(plan) + " " + quote(fx.dir + "/ob.gguf") + " --allow-other-model", out), 0) << out;
+    // the right model passes; an old plan without a fingerprint passes with a warning
+    ASSERT_EQ(run_reap("prune -m " + quote(a) + " --plan " + quote(plan) + " -o " + quote(fx.dir + "/oa.gguf"), out), 0) << out;
+    EXPECT_EQ(out.find("warning"), std::string::npos) << out;
+    p.model_sha256.clear();
+    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/old.json", true, why)) << why;
+    ASSERT_EQ(run_reap("prune -m " + quote(b) + " --plan " + quote(fx.dir + "/old.json") + " -o " + quote(fx.dir + "/oo.gguf"), out), 0) << out;
+    EXPECT_NE(out.find("warning"), std::string::npos) << out;
+    EXPECT_NE(out.find("no model fingerprint"), std::string::npos) << out;
+}
+
+// Item 2: SIGINT / SIGTERM in the middle of a prune: exit 130 / 143, a
+// message, no temp file, no output; the previous output (--force) stays.
+TEST(Interrupt, SigintSigtermRemoveTemps) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("interrupt", fx, why)) GTEST_SKIP() << why;
+    const std::string m = fx.model("qwen3moe");
+    g::model gm;
+    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(gm, 6, 11, p, why)) << why;
+    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
+    const std::string args = "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " -o " +
+                             quote(fx.dir + "/out.gguf") + " --split-max-tensors 20";
+    for (int sig : {SIGINT, SIGTERM}) {
+        SCOPED_TRACE(sig);
+        const std::string log = fx.dir + "/log";
+        ::unlink(log.c_str());
+        const pid_t pid = spawn_reap("REAP_FAULT_PAUSE_AT=30", args, log);
+        ASSERT_TRUE(wait_for(log, "paused at fault point 30")) << text_of(log);
+        EXPECT_FALSE(leftovers(fx.dir).empty()) << "the run holds no temp file at the pause";
+        kill(pid, sig);
+        int st = 0;
+        ASSERT_EQ(waitpid(pid, &st, 0), pid);
+        ASSERT_TRUE(WIFEXITED(st)) << text_of(log);
+        EXPECT_EQ(WEXITSTATUS(st), 128 + sig) << text_of(log);
+        EXPECT_NE(text_of(log).find(sig == SIGINT ? "interrupted by SIGINT" : "interrupted by SIGTERM"), std::string::npos) << text_of(log);
+        EXPECT_TRUE(leftovers(fx.dir).empty());
+        EXPECT_EQ(visible(fx.dir), (std::vector<std::string>{"log", "p.json"}));
+    }
+}
+
+// Item 3: SIGKILL at 100+ seeded moments of prune (the fault points: every
+// tensor written, every finish, the journal, every rename). After each kill
+// exactly one complete set verifies, the old or the new, and nothing partial
+// is visible; the next run completes and leaves no temp file.
+TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("kill", fx, why)) GTEST_SKIP() << why;
+    fx.dir = fast_scratch("kill");
+    const std::string m = fx.model("gpt-oss");
+    g::model gm;
+    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    reap::plan p_old, p_new;
+    const int64_t keep = prune_test::half_keep(gm);
+    ASSERT_TRUE(prune_test::random_plan(gm, keep, 21, p_old, why)) << why;
+    ASSERT_TRUE(prune_test::random_plan(gm, keep, 22, p_new, why)) << why;
+    const std::string plans = fx.dir + "/plans";
+    ::mkdir(plans.c_str(), 0755);
+    ASSERT_TRUE(reap::write_plan(p_old, plans + "/old.json", true, why)) << why;
+    ASSERT_TRUE(reap::write_plan(p_new, plans + "/new.json", true, why)) << why;
+
+    struct scenario {
+        const char * name;
+        std::string split;
+        bool over_old;
+    };
+    const std::vector<scenario> scenarios = {{"single", "", false},
+                                             {"single-force", "", true},
+                                             {"split", " --split-max-tensors 8", false},
+                                             {"split-force", " --split-max-tensors 8", true}};
+    const int kills_per_scenario = 26;
+    std::mt19937 rng(20261130);   // the seed list is this generator's output: deterministic
+    int n_kills = 0, n_old = 0, n_new = 0, n_nothing = 0, n_journal = 0;
+    for (const scenario & sc : scenarios) {
+        SCOPED_TRACE(sc.name);
+        const std::string dir = fx.dir + "/" + sc.name, out_path = dir + "/out.gguf";
+        auto prune_args = [&](const std::string & plan) {
+            return "prune -m " + quote(m) + " --plan " + quote(plans + "/" + plan) + " -o " + quote(out_path) + sc.split +
+                   " --force";
+        };
+        auto fresh = [&] {
+            prune_test::run("rm -rf " + quote(dir), out);
+            ::mkdir(dir.c_str(), 0755);
+            if (sc.over_old) ASSERT_EQ(run_reap(prune_args("old.json"), out), 0) << out;
+        };
+        // the files of a verified set, by name
+        std::vector<std::string> old_files, new_files;
+        fresh();
+        old_files = visible(dir);
+        ASSERT_EQ(run_reap(prune_args("new.json"), out), 0) << out;
+        new_files = visible(dir);
+        std::string first = out_path;
+        for (const std::string & f : new_files) {
+            if (f.rfind("out-00001-of-", 0) == 0) first = dir + "/" + f;
+        }
+        ASSERT_TRUE(prune_test::exists(first)) << first;
+        ASSERT_TRUE(std::find(new_files.begin(), new_files.end(), "SHA256SUMS") != new_files.end());
+        if (!sc.split.empty()) ASSERT_GT(new_files.size(), 3u) << "the split output has one shard";
+        // how many fault points one run has
+        fresh();
+        ASSERT_EQ(prune_test::run("REAP_FAULT_TRACE=1 " + quote(gguf_test::reap_bin()) + " " + prune_args("new.json"), out), 0) << out;
+        int n_points = 0;
+        for (size_t pos = 0; (pos = out.find("reap: fault point ", pos)) != std::string::npos; ++pos) ++n_points;
+        ASSERT_GT(n_points, 10) << out;
+        printf("fault injection, %s: %zu files in the new set, %d fault points per run\n", sc.name, new_files.size(), n_points);
+
+        auto verifies = [&](const reap::plan & p, const std::string & plan) {
+            std::string e;
+            return prune_test::verify(gm, p, plans + "/" + plan, first, e);
+        };
+        for (int k = 0; k < kills_per_scenario; ++k) {
+            const int at = 1 + int(rng() % uint32_t(n_points));
+            SCOPED_TRACE("killed at fault point " + std::to_string(at) + " of " + std::to_string(n_points));
+            fresh();
+            const int rc = prune_test::run("REAP_FAULT_KILL_AT=" + std::to_string(at) + " " + quote(gguf_test::reap_bin()) + " " +
+                                               prune_args("new.json"), out);
+            EXPECT_TRUE(rc == -1 || rc == 128 + SIGKILL) << "not killed: " << out;
+            ++n_kills;
+            // a kill after the journal's commit leaves a journal the next run completes
+            bool journal = false;
+            for (const std::string & e : leftovers(dir)) {
+                journal = journal || (e.size() > 13 && e.compare(e.size() - 13, 13, ".reap-journal") == 0);
+            }
+            if (journal) {
+                ++n_journal;
+                // verify does not take the half-published set for either: it says what happened
+                EXPECT_EQ(run_reap("verify -m " + quote(m) + " --plan " + quote(plans + "/new.json") + " " + quote(first), out), 2) << out;
+                EXPECT_NE(out.find("interrupted prune"), std::string::npos) << out;
+                // what the next run does first (util::prepare_output): complete the journal
+                ASSERT_GE(reap::util::recover_dir(dir, why), 1) << why;
+            }
+            const std::vector<std::string> vis = visible(dir);
+            const bool is_old = vis == old_files && (!sc.over_old || verifies(p_old, "old.json"));
+            const bool is_new = vis == new_files && verifies(p_new, "new.json");
+            EXPECT_TRUE(is_old != is_new) << "after the kill: old " << is_old << ", new " << is_new;
+            if (is_new) ++n_new;
+            else if (is_old && sc.over_old) ++n_old;
+            else if (is_old) ++n_nothing;
+            if (journal) EXPECT_TRUE(is_new);
+            // the next run: completes, verifies, leaves no temp file (the killed run's are gone too)
+            ASSERT_EQ(run_reap(prune_args("new.json"), out), 0) << out;
+            EXPECT_TRUE(verifies(p_new, "new.json"));
+            EXPECT_TRUE(leftovers(dir).empty()) << "left over: " << leftovers(dir).front();
+            EXPECT_EQ(visible(dir), new_files);
+        }
+    }
+    printf("fault injection: %d kills: %d left the old output, %d no output (fresh), %d the new one (%d of them "
+           "through a journal the next run completed)\n",
+           n_kills, n_old, n_nothing, n_new, n_journal);
+    EXPECT_GE(n_kills, 100);
+    EXPECT_GT(n_new, 0);
+    EXPECT_GT(n_old + n_nothing, 0);
+    remove_tree(fx.dir);
+}
+
+// Item 3: a full disk for the core commands that write (prune single and split,
+// plan, merge; imatrix writes through merge's archive writer): exit 2, the reason,
+// no output, no temp file. A small tmpfs is the full disk; where it cannot be
+// mounted (not root, no CAP_SYS_ADMIN) the test fails saying so, unless
+// REAP_ALLOW_NO_TMPFS=1 turns that into a loud skip.
+TEST(DiskFull, EveryWritingCommandFailsCleanly) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("diskfull", fx, why)) GTEST_SKIP() << why;
+    const std::string mnt = fx.dir + "/tmpfs";
+    ::mkdir(mnt.c_str(), 0755);
+    if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=2m") != 0) {
+        const std::string msg = "DISK-FULL TEST NOT RUN: cannot mount a tmpfs at " + mnt + ": " + strerror(errno) +
+                                " (needs root / CAP_SYS_ADMIN)";
+        if (prune_test::env("REAP_ALLOW_NO_TMPFS") == "1") GTEST_SKIP() << msg;
+        FAIL() << msg << "; set REAP_ALLOW_NO_TMPFS=1 to skip it knowingly";
+    }
+    struct unmount {
+        std::string dir;
+        ~unmount() { ::umount2(dir.c_str(), MNT_DETACH); }
+    } guard{mnt};
+    const std::string m = fx.model("qwen3moe"), sal = fx.dir + "/sal.gguf", sal2 = fx.dir + "/sal2.gguf";
+    write_archive_for(m, sal);
+    write_archive_for(m, sal2);
+    g::model gm;
+    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 4, p, why)) << why;
+    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
+    const std::vector<std::string> cmds = {
+        "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " -o " + quote(mnt + "/out.gguf"),
+        "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " -o " + quote(mnt + "/out.gguf") + " --split-max-tensors 10",
+        "plan " + quote(sal) + " -m " + quote(m) + " --keep 6 --no-protect-super -o " + quote(mnt + "/p.json"),
+        "merge " + quote(sal) + " " + quote(sal2) + " -o " + quote(mnt + "/merged.gguf"),
+    };
+    for (const std::string & c : cmds) {
+        SCOPED_TRACE(c);
+        // fill the file system
+        const std::string fill = mnt + "/filler";
+        {
+            const int fd = ::open(fill.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            ASSERT_GE(fd, 0);
+            std::vector<char> buf(4096, 'x');
+            while (::write(fd, buf.data(), buf.size()) > 0) {}
+            ::close(fd);
+        }
+        EXPECT_EQ(run_reap(c, out), 2) << out;
+        EXPECT_NE(out.find("No space left on device"), std::string::npos) << out;
+        EXPECT_EQ(visible(mnt), (std::vector<std::string>{"filler"}));
+        EXPECT_TRUE(leftovers(mnt).empty());
+        ::unlink(fill.c_str());
+    }
+}
