@@ -3,6 +3,7 @@
 // parses must survive its own round trip: written back (plan_to_json) and
 // parsed again, it has the same layers and keep lists.
 #include "plan/plan.h"
+#include "util/json.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     (void) reap::validate_plan(p, facts(4, 2), err);
 
     reap::plan again;
-    const std::string written = reap::plan_to_json(p).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+    const std::string written = reap::util::json_text(reap::plan_to_json(p), 2);
     if (!reap::parse_plan(written, "round-trip.json", again, err)) {
         fprintf(stderr, "a plan that parsed does not parse after plan_to_json: %s\n", err.c_str());
         abort();

@@ -249,18 +249,35 @@ std::string model_header_sha256(const gguf::model & m) {
         put_u64(s.size());
         h.update(s.data(), s.size());
     };
+    // A quantised copy (llama-quantize) or a re-split one is the same model: a
+    // plan made on the F16 file prunes its Q4 copy (the byte-splice path), and
+    // calibrating on a quant is a plan for the F16. So the keys that splitting
+    // and quantising write, the tensor types and the order of keys and tensors
+    // (llama-quantize moves output.weight) are left out; another model (another
+    // name, fine-tune, arch, shape or key) still differs.
+    std::vector<const gguf::kv *> kvs;
     for (const gguf::kv & e : m.kvs.entries) {
-        if (util::starts_with(e.key, "split.")) continue;
-        put_str(e.key);
-        put_u64((uint64_t) e.type);
-        put_u64(e.raw.size());
-        h.update(e.raw.data(), e.raw.size());
+        if (util::starts_with(e.key, "split.") || util::starts_with(e.key, "quantize.") ||
+            e.key == "general.file_type" || e.key == "general.quantization_version") {
+            continue;
+        }
+        kvs.push_back(&e);
     }
-    for (const gguf::tensor_info & t : m.tensors) {
-        put_str(t.name);
-        put_u64((uint64_t) t.type);
-        put_u64(t.n_dims);
-        for (uint32_t d = 0; d < t.n_dims; ++d) put_u64((uint64_t) t.ne[d]);
+    std::sort(kvs.begin(), kvs.end(), [](const gguf::kv * a, const gguf::kv * b) { return a->key < b->key; });
+    for (const gguf::kv * e : kvs) {
+        put_str(e->key);
+        put_u64((uint64_t) e->type);
+        put_u64(e->raw.size());
+        h.update(e->raw.data(), e->raw.size());
+    }
+    std::vector<const gguf::tensor_info *> tensors;
+    for (const gguf::tensor_info & t : m.tensors) tensors.push_back(&t);
+    std::sort(tensors.begin(), tensors.end(),
+              [](const gguf::tensor_info * a, const gguf::tensor_info * b) { return a->name < b->name; });
+    for (const gguf::tensor_info * t : tensors) {
+        put_str(t->name);
+        put_u64(t->n_dims);
+        for (uint32_t d = 0; d < t->n_dims; ++d) put_u64((uint64_t) t->ne[d]);
     }
     return h.hex();
 }

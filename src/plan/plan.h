@@ -79,13 +79,16 @@ struct plan {
 bool parse_plan(const std::string & text, const std::string & name, plan & out, std::string & err);
 
 // The fingerprint a plan records of its model: SHA-256 over the model's
-// logical GGUF header, i.e. every KV except split.* (key, type, value bytes)
-// and every tensor's name, type and shape, in order. Only the header: it is
-// already in memory (nothing is read, whatever the model's size: hashing
-// 600 GB of weights would take longer than the prune), it tells apart models
-// of the same shape whose metadata differ (name, tokenizer, quantisation of
-// any tensor), and it is the same for a model and a re-split copy of it.
-// Two models differing only in weight values share it.
+// logical GGUF header: every KV (key, type, value bytes) and every tensor's
+// name and shape, both in name order. Only the header: it is already in
+// memory (nothing is read, whatever the model's size: hashing 600 GB of
+// weights would take longer than the prune), it tells apart models of the same
+// shape whose metadata differ (name, tokenizer, any key), and it is the same
+// for a model, a re-split copy and a quantised copy of it (split.*, quantize.*,
+// general.file_type, general.quantization_version and tensor types are left
+// out, and llama-quantize reorders tensors), so a plan made on the F16 file
+// prunes its quantised copies. Two models differing only in weight values
+// share it.
 std::string model_header_sha256(const gguf::model & m);
 
 // Checks that plan `p` was made for model `m` (same model_header_sha256).
