@@ -239,16 +239,26 @@ TEST(Sha256Sums, KeepsEveryForeignLineAnySize) {
     ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
     // a comment, a line that is no checksum, another file's line, then > 64 MiB
     // of long comment lines (cheap to parse), another checksum line, a comment
-    std::string before = "# release notes: keep me\nnot a checksum line\n" + std::string(64, 'a') + "  other.bin\n";
-    for (int i = 0; i < 65; ++i) before += "# " + std::string(1u << 20, char('a' + i % 26)) + "\n";
-    before += std::string(64, 'b') + "  *binary-mode.bin\n# trailing comment\n";
-    write_text(fx.dir + "/SHA256SUMS", before);
-    ASSERT_EQ(run_reap("prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " -o " + quote(fx.dir + "/out.gguf"), out), 0) << out;
+    auto make_before = [] {
+        std::string t = "# release notes: keep me\nnot a checksum line\n" + std::string(64, 'a') + "  other.bin\n";
+        for (int i = 0; i < 65; ++i) t += "# " + std::string(1u << 20, char('a' + i % 26)) + "\n";
+        return t + std::string(64, 'b') + "  *binary-mode.bin\n# trailing comment\n";
+    };
+    write_text(fx.dir + "/SHA256SUMS", make_before());
+    // ... streamed through a line at a time: prune's peak memory stays far
+    // below the file's 65 MiB (reading it whole, then composing the new text,
+    // took twice that)
+    int status = -1;
+    const long rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "prune", "-m", m, "--plan", fx.dir + "/p.json", "-o",
+                                                  fx.dir + "/out.gguf"}, fx.dir + "/prune.log", status);
+    ASSERT_EQ(status, 0) << text_of(fx.dir + "/prune.log");
+    // (the text is made again here, not held: a forked child's peak counts the parent's pages)
+    EXPECT_LT(rss, 32l << 10) << "peak RSS " << rss << " KiB with a 65 MiB SHA256SUMS";
     std::string hex;
     ASSERT_TRUE(reap::util::sha256_file(fx.dir + "/out.gguf", hex, why)) << why;
-    EXPECT_TRUE(text_of(fx.dir + "/SHA256SUMS") == before + hex + "  out.gguf\n") << "SHA256SUMS lost or changed lines";
+    EXPECT_TRUE(text_of(fx.dir + "/SHA256SUMS") == make_before() + hex + "  out.gguf\n") << "SHA256SUMS lost or changed lines";
     // the second prune replaces its own line in place and keeps the rest
-    before = "# header\n" + std::string(64, 'c') + "  out.gguf\n# footer\n";
+    const std::string before = "# header\n" + std::string(64, 'c') + "  out.gguf\n# footer\n";
     write_text(fx.dir + "/SHA256SUMS", before);
     ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 6, p, why)) << why;
     ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;

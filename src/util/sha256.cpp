@@ -5,10 +5,12 @@
 #include "util/path.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
-#include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <fcntl.h>
 #include <memory>
 #include <openssl/evp.h>
@@ -129,20 +131,76 @@ bool parse_sums_line(std::string line, std::string & name, std::string & hex) {
 
 } // namespace
 
+namespace {
+
+// Calls `fn` with each line of `path` (without its '\n'), read through stdio
+// a line at a time: memory is the longest line, whatever the file's size.
+bool for_each_line(const std::string & path, const char * what, const std::function<void(const std::string &)> & fn,
+                   std::string & err) {
+    const int fd = open_input(path, err, what);
+    if (fd < 0) return false;
+    FILE * f = ::fdopen(fd, "rb");
+    if (!f) {
+        ::close(fd);
+        err = std::string("cannot read ") + what + " '" + path + "'";
+        return false;
+    }
+    char * buf = nullptr;
+    size_t cap = 0;
+    ssize_t n;
+    std::string line;
+    while ((n = ::getline(&buf, &cap, f)) >= 0) {
+        line.assign(buf, (size_t) n);
+        if (!line.empty() && line.back() == '\n') line.pop_back();
+        fn(line);
+    }
+    const bool failed = ::ferror(f) != 0;
+    ::free(buf);
+    ::fclose(f);
+    if (failed) err = std::string("cannot read ") + what + " '" + path + "'";
+    return !failed;
+}
+
+// The rewrite of a SUMS file, a line at a time: a checksum line naming one of
+// `entries` gets the new hash (a repeated one goes), every other line is kept
+// verbatim; rest() appends the entries not found.
+struct sums_composer {
+    const std::vector<std::pair<std::string, std::string>> & entries;
+    std::vector<bool> done;
+
+    explicit sums_composer(const std::vector<std::pair<std::string, std::string>> & e) : entries(e), done(e.size(), false) {}
+
+    std::string line(const std::string & l) {
+        std::string name, hex, out;
+        bool mine = false;
+        if (parse_sums_line(l, name, hex)) {
+            for (size_t i = 0; i < entries.size(); ++i) {
+                if (entries[i].first != name) continue;
+                mine = true;
+                if (!done[i]) out += entries[i].second + "  " + name + "\n";
+                done[i] = true;
+            }
+        }
+        return mine ? out : l + "\n";
+    }
+    std::string rest() {
+        std::string out;
+        for (size_t i = 0; i < entries.size(); ++i) {
+            if (!done[i]) out += entries[i].second + "  " + entries[i].first + "\n";
+        }
+        return out;
+    }
+};
+
+} // namespace
+
 bool read_sha256sums(const std::string & sums_path, std::vector<std::pair<std::string, std::string>> & entries,
                      std::string & err) {
     entries.clear();
-    std::string text;
-    if (!read_file(sums_path, "SHA256SUMS", text, err)) return false;
-    size_t pos = 0;
-    while (pos < text.size()) {
-        size_t eol = text.find('\n', pos);
-        if (eol == std::string::npos) eol = text.size();
+    return for_each_line(sums_path, "SHA256SUMS", [&](const std::string & line) {
         std::string name, hex;
-        if (parse_sums_line(text.substr(pos, eol - pos), name, hex)) entries.emplace_back(name, hex);
-        pos = eol + 1;
-    }
-    return true;
+        if (parse_sums_line(line, name, hex)) entries.emplace_back(name, hex);
+    }, err);
 }
 
 std::string sums_name(const std::string & file, const std::string & sums_path) {
@@ -151,44 +209,41 @@ std::string sums_name(const std::string & file, const std::string & sums_path) {
 
 std::string compose_sha256sums(const std::string & old_text,
                                const std::vector<std::pair<std::string, std::string>> & entries) {
-    std::vector<bool> done(entries.size(), false);
+    sums_composer c(entries);
     std::string out;
     size_t pos = 0;
     while (pos < old_text.size()) {
         size_t eol = old_text.find('\n', pos);
-        const bool last = eol == std::string::npos;
-        if (last) eol = old_text.size();
-        const std::string line = old_text.substr(pos, eol - pos);
+        if (eol == std::string::npos) eol = old_text.size();
+        out += c.line(old_text.substr(pos, eol - pos));
         pos = eol + 1;
-        std::string name, hex;
-        bool mine = false;
-        if (parse_sums_line(line, name, hex)) {
-            for (size_t i = 0; i < entries.size(); ++i) {
-                if (entries[i].first != name) continue;
-                mine = true;
-                if (!done[i]) out += entries[i].second + "  " + name + "\n";   // a repeated line of ours goes
-                done[i] = true;
-            }
-        }
-        if (!mine) out += line + "\n";
     }
-    for (size_t i = 0; i < entries.size(); ++i) {
-        if (!done[i]) out += entries[i].second + "  " + entries[i].first + "\n";
-    }
-    return out;
+    return out + c.rest();
 }
 
 bool stage_sha256sums(const std::vector<std::pair<std::string, std::string>> & files, const std::string & sums_path,
                       durable_file & out, std::string & err, bool sync) {
-    std::string old;
-    struct stat st;
-    if (::lstat(sums_path.c_str(), &st) == 0 && !read_file(sums_path, "SHA256SUMS", old, err)) {
-        err += " (it is left as it is)";
-        return false;
-    }
     std::vector<std::pair<std::string, std::string>> entries;
     for (const auto & [file, hex] : files) entries.emplace_back(sums_name(file, sums_path), hex);
-    return out.open(sums_path, err, sync) && out.write(compose_sha256sums(old, entries), err) && out.finish(err);
+    sums_composer c(entries);
+    if (!out.open(sums_path, err, sync)) return false;
+    // the old file streamed through, a line at a time: memory does not grow with it
+    struct stat st;
+    if (::lstat(sums_path.c_str(), &st) == 0) {
+        std::string werr;
+        const bool read_ok = for_each_line(sums_path, "SHA256SUMS", [&](const std::string & line) {
+            if (werr.empty()) out.write(c.line(line), werr);
+        }, err);
+        if (!read_ok) {
+            err += " (it is left as it is)";
+            return false;
+        }
+        if (!werr.empty()) {
+            err = werr;
+            return false;
+        }
+    }
+    return out.write(c.rest(), err) && out.finish(err);
 }
 
 bool update_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err) {
