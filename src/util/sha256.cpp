@@ -118,14 +118,14 @@ namespace {
 
 // Parses one line as "<64 hex>  name" (text mode) or "<64 hex> *name" (binary
 // mode); false when it is not a checksum line.
-bool parse_sums_line(std::string line, std::string & name, std::string & hex) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    bool ok = line.size() > 66 && line[64] == ' ' && (line[65] == ' ' || line[65] == '*');
+bool parse_sums_line(const std::string & line, std::string & name, std::string & hex) {
+    const size_t n = !line.empty() && line.back() == '\r' ? line.size() - 1 : line.size();
+    bool ok = n > 66 && line[64] == ' ' && (line[65] == ' ' || line[65] == '*');
     for (size_t i = 0; ok && i < 64; ++i) ok = isxdigit((unsigned char) line[i]) != 0;
     if (!ok) return false;
     hex = line.substr(0, 64);
     for (char & c : hex) c = char(tolower((unsigned char) c));
-    name = line.substr(66);
+    name = line.substr(66, n - 66);
     return true;
 }
 
@@ -170,18 +170,24 @@ struct sums_composer {
 
     explicit sums_composer(const std::vector<std::pair<std::string, std::string>> & e) : entries(e), done(e.size(), false) {}
 
-    std::string line(const std::string & l) {
-        std::string name, hex, out;
+    // Calls emit(text) with what replaces line `l` (its new line, nothing for a
+    // repeated line of ours, or `l` itself and a newline): no copy of a
+    // foreign line is made, however long.
+    template <class Emit> void line(const std::string & l, Emit && emit) {
+        std::string name, hex;
         bool mine = false;
         if (parse_sums_line(l, name, hex)) {
             for (size_t i = 0; i < entries.size(); ++i) {
                 if (entries[i].first != name) continue;
                 mine = true;
-                if (!done[i]) out += entries[i].second + "  " + name + "\n";
+                if (!done[i]) emit(entries[i].second + "  " + name + "\n");
                 done[i] = true;
             }
         }
-        return mine ? out : l + "\n";
+        if (!mine) {
+            emit(l);
+            emit(std::string("\n"));
+        }
     }
     std::string rest() {
         std::string out;
@@ -215,7 +221,7 @@ std::string compose_sha256sums(const std::string & old_text,
     while (pos < old_text.size()) {
         size_t eol = old_text.find('\n', pos);
         if (eol == std::string::npos) eol = old_text.size();
-        out += c.line(old_text.substr(pos, eol - pos));
+        c.line(old_text.substr(pos, eol - pos), [&](const std::string & t) { out += t; });
         pos = eol + 1;
     }
     return out + c.rest();
@@ -232,7 +238,9 @@ bool stage_sha256sums(const std::vector<std::pair<std::string, std::string>> & f
     if (::lstat(sums_path.c_str(), &st) == 0) {
         std::string werr;
         const bool read_ok = for_each_line(sums_path, "SHA256SUMS", [&](const std::string & line) {
-            if (werr.empty()) out.write(c.line(line), werr);
+            c.line(line, [&](const std::string & t) {
+                if (werr.empty()) out.write(t, werr);
+            });
         }, err);
         if (!read_ok) {
             err += " (it is left as it is)";
