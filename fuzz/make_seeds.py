@@ -116,8 +116,8 @@ def write_corpus(path: Path) -> None:
     path.write_text("\n".join(json.dumps(l, ensure_ascii=False) for l in lines) + "\n\n")
 
 
-def run(*args: str) -> None:
-    subprocess.run([str(a) for a in args], check=True, stdout=subprocess.DEVNULL)
+def run(*args, cwd=None) -> None:
+    subprocess.run([str(a) for a in args], check=True, stdout=subprocess.DEVNULL, cwd=cwd)
 
 
 def main() -> int:
@@ -132,7 +132,9 @@ def main() -> int:
         tmp = Path(tmp)
         archive = out("archive", "tiny-moe.saliency.gguf")
         run(bin_dir / "reap", "imatrix", "--domain", f"en={imat}", "-m", model, "-o", archive, "--force")
-        run(bin_dir / "reap", "plan", archive, "-m", model, "--keep", "8", "-o", out("plan", "keep8.json"), "--force")
+        # from the archive's folder, so the plan's provenance names it without a machine's path
+        run(bin_dir / "reap", "plan", archive.name, "-m", model, "--keep", "8", "-o", out("plan", "keep8.json"), "--force",
+            cwd=archive.parent)
         n_tensors = 2 + 5 * N_LAYER
         run(bin_dir / "llama-gguf-split", "--split", "--split-max-tensors", str((n_tensors + 1) // 2), model,
             tmp / "tiny")
