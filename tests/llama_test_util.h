@@ -12,6 +12,7 @@
 
 #include "ggml-backend.h"
 #include "ggml.h"
+#include "gguf.h"
 #include "llama.h"
 
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -103,6 +105,24 @@ inline int run_cmd(const std::string & cmd, std::string & output) {
     }
     int st = ::pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// Calls fn(name, tensor) for every tensor of a GGUF file, its data loaded by
+// ggml's own gguf reader (the independent reference the tests compare with);
+// false when ggml cannot read the file.
+inline bool for_each_ggml_tensor(const std::string & path,
+                                 const std::function<void(const char *, const ggml_tensor *)> & fn) {
+    ggml_context * data = nullptr;
+    gguf_init_params ip = {/*no_alloc =*/ false, /*ctx =*/ &data};
+    gguf_context * g = gguf_init_from_file(path.c_str(), ip);
+    if (!g) return false;
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
+        const char * name = gguf_get_tensor_name(g, i);
+        fn(name, ggml_get_tensor(data, name));
+    }
+    gguf_free(g);
+    ggml_free(data);
+    return true;
 }
 
 inline std::string shell_quote(const std::string & s) {

@@ -60,41 +60,25 @@ struct entry {
 // Every tensor of an imatrix file (F32), read with ggml's own gguf reader.
 std::map<std::string, entry> read_imatrix_ggml(const std::string & path) {
     std::map<std::string, entry> out;
-    ggml_context * data = nullptr;
-    gguf_init_params ip = {/*no_alloc =*/ false, /*ctx =*/ &data};
-    gguf_context * g = gguf_init_from_file(path.c_str(), ip);
-    EXPECT_TRUE(g) << "ggml cannot read " << path;
-    if (!g) return out;
-    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
-        const char * name = gguf_get_tensor_name(g, i);
-        const ggml_tensor * t = ggml_get_tensor(data, name);
+    const bool read = for_each_ggml_tensor(path, [&](const char * name, const ggml_tensor * t) {
         EXPECT_EQ(t->type, GGML_TYPE_F32) << name;
         entry & e = out[name];
         e.ne = {t->ne[0], t->ne[1]};
         const float * v = (const float *) t->data;
         e.v.assign(v, v + ggml_nelements(t));
-    }
-    gguf_free(g);
-    ggml_free(data);
+    });
+    EXPECT_TRUE(read) << "ggml cannot read " << path;
     return out;
 }
 
 // Every tensor's data bytes, read with ggml's gguf reader.
 std::map<std::string, std::vector<uint8_t>> tensor_bytes(const std::string & path) {
     std::map<std::string, std::vector<uint8_t>> out;
-    ggml_context * data = nullptr;
-    gguf_init_params ip = {/*no_alloc =*/ false, /*ctx =*/ &data};
-    gguf_context * g = gguf_init_from_file(path.c_str(), ip);
-    EXPECT_TRUE(g) << "ggml cannot read " << path;
-    if (!g) return out;
-    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
-        const char * name = gguf_get_tensor_name(g, i);
-        const ggml_tensor * t = ggml_get_tensor(data, name);
+    const bool read = for_each_ggml_tensor(path, [&](const char * name, const ggml_tensor * t) {
         const uint8_t * p = (const uint8_t *) t->data;
         out[name].assign(p, p + ggml_nbytes(t));
-    }
-    gguf_free(g);
-    ggml_free(data);
+    });
+    EXPECT_TRUE(read) << "ggml cannot read " << path;
     return out;
 }
 

@@ -43,20 +43,12 @@ bool make_corpus(const std::string & out, const std::vector<std::string> & domai
 // The F64 tensors of a saliency archive, by name, read with ggml's gguf reader.
 std::map<std::string, std::vector<double>> archive_tensors(const std::string & path) {
     std::map<std::string, std::vector<double>> out;
-    ggml_context * data = nullptr;
-    gguf_init_params ip = {/*no_alloc =*/ false, /*ctx =*/ &data};
-    gguf_context * g = gguf_init_from_file(path.c_str(), ip);
-    EXPECT_TRUE(g) << "ggml cannot read " << path;
-    if (!g) return out;
-    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
-        const char * name = gguf_get_tensor_name(g, i);
-        const ggml_tensor * t = ggml_get_tensor(data, name);
+    const bool read = for_each_ggml_tensor(path, [&](const char * name, const ggml_tensor * t) {
         EXPECT_EQ(t->type, GGML_TYPE_F64) << name;
         const double * v = (const double *) t->data;
         out[name].assign(v, v + ggml_nelements(t));
-    }
-    gguf_free(g);
-    ggml_free(data);
+    });
+    EXPECT_TRUE(read) << "ggml cannot read " << path;
     return out;
 }
 
