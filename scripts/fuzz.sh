@@ -4,7 +4,7 @@
 # Each harness keeps its working corpus in BUILD/corpus/H (grown over runs,
 # seeded from fuzz/seeds/H) and writes any crashing input to BUILD/crashes/H/;
 # one line per run goes to BUILD/fuzz-runs.tsv (date, harness, seconds,
-# executions, corpus files, crashes). A crashing input belongs in
+# executions, corpus files, crashes, CPU seconds). A crashing input belongs in
 # fuzz/regressions/H/ once the reader is fixed.
 set -euo pipefail
 seconds=${1:?usage: scripts/fuzz.sh SECONDS [HARNESS...]}
@@ -23,12 +23,14 @@ for h in "${harnesses[@]}"; do
     echo "fuzz: $h for ${seconds}s"
     log="$build/crashes/$h/last-run.log"
     rc=0
-    "$bin" -max_total_time="$seconds" -timeout=${FUZZ_TIMEOUT:-60} -rss_limit_mb=2048 -print_final_stats=1 \
+    # CPU seconds next to wall seconds: on a shared machine they differ.
+    /usr/bin/time -f '%U %S' -o "$log.cpu" "$bin" -max_total_time="$seconds" -timeout=${FUZZ_TIMEOUT:-60} -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$build/crashes/$h/" "$build/corpus/$h" "$here/fuzz/seeds/$h" > "$log" 2>&1 || rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     crashes=$(find "$build/crashes/$h" -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' | wc -l)
     files=$(find "$build/corpus/$h" -type f | wc -l)
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$h" "$seconds" "${execs:-?}" "$files" "$crashes" \
+    cpu=$(awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { printf "%.0f", $1 + $2 }' "$log.cpu" 2>/dev/null)
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$h" "$seconds" "${execs:-?}" "$files" "$crashes" "${cpu:-?}" \
         >> "$build/fuzz-runs.tsv"
     echo "fuzz: $h: ${execs:-?} executions, $files corpus files, $crashes crashing inputs (exit $rc)"
     if [ "$rc" -ne 0 ]; then

@@ -7,8 +7,9 @@
 //     llama-imatrix computes on the pruned model over the same tokens (read with
 //     ggml's gguf reader: same entries and shapes, counts exactly, sums within
 //     1e-3 of each tensor's largest value), the receipt's counts are the source
-//     file's, and llama-quantize (Q5_1, which uses the imatrix) with either gives
-//     models whose KLD from each other is small next to what quantising costs;
+//     file's, and llama-quantize with either gives models whose mean KLD from
+//     each other is at most 1e-4 for IQ4_NL and a tenth of what quantising
+//     costs for Q5_1 (both use the imatrix);
 //   * real cut (50%, ~2k tokens of the calib split): quantising the pruned F32
 //     model (Q4_0) with the sliced imatrix costs at most 10% more KLD against the
 //     unquantised pruned model than with an imatrix recomputed on it, and less
@@ -234,16 +235,33 @@ TEST_F(Fixture, ExactCutEqualsLlamaImatrixOnThePrunedModel) {
         EXPECT_LE(diff, 1e-3f * scale);
     }
 
-    // quantised with either: close to each other next to what quantising costs
-    const std::string qs = dir + "/q-sliced.gguf", qr = dir + "/q-recomputed.gguf";
-    quantize(cut, sliced, "Q5_1", qs);
-    quantize(cut, re, "Q5_1", qr);
-    // one run: against the recomputed one's quantisation, the sliced one's and the F32 model (what quantising costs)
-    auto k = kld(qr, {qs, cut}, held);
-    const double between = k[qs], cost = k[cut];
-    printf("exact cut (keep %zu of %" PRId64 "): Q5_1 with the sliced vs the recomputed imatrix: KLD %.3g; "
-           "Q5_1 (recomputed) vs F32: %.3g\n", n_keep, n_expert, between, cost);
-    EXPECT_LE(between, 0.1 * cost);
+    // Quantised with either imatrix. The two differ only by the pruned model's own
+    // float rounding (about 1e-4 relative in later layers; llama-imatrix run with
+    // another thread count gives bit-equal sums, so this is no noise of ours), yet
+    // a quantiser's discrete scale search flips on such differences in a few
+    // percent of blocks, by an amount that depends on the type: IQ4_NL (non-linear
+    // grid, the type llama-quantize falls back to for i-quants on these 192-wide
+    // rows) stays within the 1e-4 mean KLD; the legacy Q5_1 (scale and
+    // min searched jointly) is held to 10% of what quantising itself costs.
+    // One run per type: against the recomputed one's quantisation, the sliced
+    // one's and the F32 model (what quantising costs).
+    struct type_bound {
+        const char * type;
+        double       max_kld;       // absolute bound on the two quantisations' KLD; 0: none
+        double       max_of_cost;   // bound as a share of the type's own KLD from F32
+    };
+    for (const type_bound & t : {type_bound{"IQ4_NL", 1e-4, 0.1}, type_bound{"Q5_1", 0, 0.1}}) {
+        SCOPED_TRACE(t.type);
+        const std::string qs = dir + "/q-sliced-" + t.type + ".gguf", qr = dir + "/q-recomputed-" + t.type + ".gguf";
+        quantize(cut, sliced, t.type, qs);
+        quantize(cut, re, t.type, qr);
+        auto k = kld(qr, {qs, cut}, held);
+        const double between = k[qs], cost = k[cut];
+        printf("exact cut (keep %zu of %" PRId64 "): %s with the sliced vs the recomputed imatrix: KLD %.3g; "
+               "%s (recomputed) vs F32: %.3g\n", n_keep, n_expert, t.type, between, t.type, cost);
+        if (t.max_kld > 0) EXPECT_LE(between, t.max_kld);
+        EXPECT_LE(between, t.max_of_cost * cost);
+    }
 }
 
 TEST_F(Fixture, RealCutSlicedImatrixQuantisesAsWellAsARecomputedOne) {
