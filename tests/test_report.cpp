@@ -269,6 +269,43 @@ TEST(ReportCli, CardAndFiguresFromReceipts) {
     }
     // census: the experts per layer of both files
     EXPECT_NE(card.find("| routed experts per MoE layer | 16 | 6 |"), std::string::npos) << section(card, "Source vs build");
+    // method: each domain's own REAP saliency kept (mean over layers) and the safety
+    // margin (the best rank a pruned expert holds in a domain; ties to the lower id),
+    // computed here from the archive and the plan's keep lists
+    {
+        const std::string meth = section(card, "Method");
+        const int64_t n = fx.a.model.n_expert;
+        int64_t margin = 0;
+        for (const auto & d : fx.a.domains) {
+            double share = 0;
+            for (const auto & pl : fx.plan_json["layers"]) {
+                const int layer = pl["layer"].get<int>();
+                const auto keep = pl["keep"].get<std::vector<int64_t>>();
+                std::vector<double> sc((size_t) n);
+                for (int64_t e = 0; e < n; ++e) {
+                    const double c = d.count[fx.a.index(layer, (int) e)];
+                    sc[(size_t) e] = c > 0 ? d.reap_sum[fx.a.index(layer, (int) e)] / c : 0;
+                }
+                double kept = 0;
+                for (int64_t e : keep) kept += sc[(size_t) e];
+                share += kept / std::accumulate(sc.begin(), sc.end(), 0.0);
+                for (int64_t e = 0; e < n; ++e) {
+                    if (std::count(keep.begin(), keep.end(), e)) continue;
+                    int64_t rank = 1;
+                    for (int64_t f = 0; f < n; ++f) rank += sc[(size_t) f] > sc[(size_t) e] || (sc[(size_t) f] == sc[(size_t) e] && f < e);
+                    if (margin == 0 || rank < margin) margin = rank;
+                }
+            }
+            share /= (double) fx.plan_json["layers"].size();
+            const size_t row = meth.find("| " + d.name + " | ");
+            ASSERT_NE(row, std::string::npos) << meth;
+            const std::string line = meth.substr(row, meth.find('\n', row) - row);
+            const size_t cell = line.rfind("| ", line.size() - 3);
+            EXPECT_NEAR(std::stod(line.substr(cell + 2)), 100 * share, 0.051) << line;
+        }
+        EXPECT_NE(meth.find("no pruned expert ranks better than " + std::to_string(margin) + " of " + std::to_string(n) + " "),
+                  std::string::npos) << meth;
+    }
     // verified: the audit, SHA256SUMS and this eval; not verified: fr was never calibrated on
     const std::string ver = section(card, "Verified"), nver = section(card, "Not verified");
     EXPECT_NE(ver.find("byte for byte"), std::string::npos) << ver;

@@ -6,6 +6,7 @@
 #include "moe/census.h"
 #include "plan/planners.h"
 #include "plan/plan.h"
+#include "plan/receipts.h"
 #include "prune/prune.h"
 #include "saliency/archive.h"
 #include "util/file.h"
@@ -244,6 +245,7 @@ struct saliency_facts {
     saliency::archive        a;
     pl::ranking              rank;               // the plan's method and domains
     pl::share_report         share;              // the plan's keep lists under that ranking
+    pl::receipts             receipts;           // the plan's, as `reap plan` records them
     std::vector<std::pair<std::string, double>> share_by_domain;
     std::vector<pl::size_point> curve;           // N -> share, bytes
     std::vector<std::vector<double>> usage;      // [domain][moe layer]: share of routed tokens on kept experts
@@ -306,16 +308,13 @@ bool gather_saliency(const report_options & opt, const plan & p, const model_fac
         return false;
     }
     s.share = pl::plan_share(s.rank, p);
-    // per domain: the same method scored over that domain alone, on the plan's keep lists
-    for (const auto & d : s.a.domains) {
-        pl::rank_options od = ro;
-        od.domains = {d.name};
-        od.cons = pl::consensus::sum;
-        if (od.how == pl::method::random) od.how = s.rank.share_method;
-        pl::ranking rd;
-        if (!pl::rank_experts(s.a, n_group, od, rd, err)) return false;
-        s.share_by_domain.push_back({d.name, pl::plan_share(rd, p).mean});
+    // the plan's receipts under the same ranking: each domain's own saliency kept, and the safety margin
+    if (!pl::plan_receipts(s.rank, p, s.receipts, err)) {
+        err = s.path + ": " + err;
+        return false;
     }
+    for (size_t d = 0; d < s.a.domains.size(); ++d)
+        s.share_by_domain.push_back({s.a.domains[d].name, pl::summarize_share(s.receipts, (int) d).mean});
     // expert usage: the share of each domain's routed tokens that went to kept experts
     for (const auto & d : s.a.domains) {
         std::vector<double> row;
@@ -823,6 +822,11 @@ bool write_report(const report_options & opt, report_result & out, std::string &
              " saliency over the plan's domains (mean over MoE layers; per layer " +
              pct(*std::min_element(sal.share.share.begin(), sal.share.share.end())) + " to " +
              pct(*std::max_element(sal.share.share.begin(), sal.share.share.end())) + "); per domain in the table above, each domain's own saliency on the same keep lists.\n";
+        const pl::margin_summary ms = pl::summarize_margin(sal.receipts);
+        if (ms.min > 0)
+            o += "* **Safety margin**: no pruned expert ranks better than " + std::to_string(ms.min) + " of " + std::to_string(p.n_expert) +
+                 " in any of the plan's domains, in any MoE layer (median layer: " + fmt("%.0f", ms.median) + "; the closest call: layer " +
+                 std::to_string(ms.layer) + " expert " + std::to_string(ms.expert) + " in " + ms.domain + ").\n";
         // super experts and dead experts
         std::vector<std::string> supers;
         for (const auto & x : sal.rank.super_candidates) {
