@@ -250,10 +250,8 @@ int cmd_prune(int argc, char ** argv) {
         imatrix_inputs.emplace_back("imatrix", params.imatrix);
         for (const auto & sh : shards) imatrix_inputs.emplace_back("model output", sh.path);
         if (params.sums) imatrix_inputs.emplace_back("checksum file", sums_path);
-        if (!reap::util::check_not_input(imatrix_out, imatrix_inputs, err)) return fail(err);
-        if (!params.force && !params.dry_run && exists(imatrix_out)) {
-            return fail(imatrix_out + " exists (use --force to replace it)");
-        }
+        // (a dry run writes nothing, so an existing file is only reported)
+        if (!reap::util::check_output(imatrix_out, imatrix_inputs, params.force || params.dry_run, err)) return fail(err);
         if (!islice.coverage.counts_known && params.require_coverage > 1) {
             return fail("--require-coverage " + std::to_string(params.require_coverage) + ": " + params.imatrix +
                         " is in the legacy format, which records no per-expert counts (only whether an expert saw "
