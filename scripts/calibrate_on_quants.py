@@ -12,7 +12,7 @@ cuts). The model's 192- and 128-wide rows make llama-quantize fall back from
 k- and i-quants (Q4_K_M and IQ2_XXS become q5_0/iq4_nl/q4_0 mixes): the table
 names what each file holds.
 
-usage: scripts/calibrate_on_quants.py OUT_DIR [--bin build/bin] [--bytes 60000]
+usage: scripts/calibrate_on_quants.py OUT_DIR [--bin build/bin] [--bytes 10000]
 Writes OUT_DIR/calibrate_on_quants.md (the table) and prints it.
 Needs data/corpus (make corpus).
 """

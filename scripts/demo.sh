@@ -6,11 +6,14 @@
 #   -> sweep (REAP at 25/50/75% by masking, no files; the chart docs/sweep.svg)
 #   -> results table (printed and written to docs/results.md; the REAP rows come
 #      from the sweep, checked against the pruned files' rows)
+#   -> calibrating on quantised copies (F32, Q8_0, Q4_K_M, IQ2_XXS): how far their
+#      keep lists move from the F32 ones (appended to docs/results.md)
 #   -> the model card of the main cut, reap-50 (reap report: docs/demo-card/)
 #
 # Everything goes to out/demo (git-ignored); the corpus comes from `make corpus`.
 # Environment: REAP (binary), OUT (folder), EVAL_BYTES (held-out bytes per domain),
-# CALIB_TOKENS (calibration tokens per domain).
+# CALIB_TOKENS (calibration tokens per domain), QUANT_BYTES (calibration bytes per
+# domain for each quantised copy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +24,7 @@ CORPUS=${CORPUS:-data/corpus}
 OUT=${OUT:-out/demo}
 EVAL_BYTES=${EVAL_BYTES:-8000}
 CALIB_TOKENS=${CALIB_TOKENS:-20000}
+QUANT_BYTES=${QUANT_BYTES:-2000}
 CTX=256
 
 mkdir -p "$OUT/plans" "$OUT/cuts" "$OUT/eval"
@@ -118,6 +122,11 @@ done
 step "results"
 "$PY" tools/results_table.py --eval-dir "$OUT/eval" --plans-dir "$OUT/plans" --model "$MODEL" --sweep "$OUT/sweep.json" \
     --cuts "$(printf '%s\n' "${CUTS[@]}" | awk '{print $1}' | paste -sd,)" --out docs/results.md
+
+step "does calibrating on a quantised copy change the cut? (scripts/calibrate_on_quants.py, appended to docs/results.md)"
+"$PY" scripts/calibrate_on_quants.py "$OUT/quants" --bin "$(dirname "$REAP")" --bytes "$QUANT_BYTES" > /dev/null
+{ echo; sed 's/^# /## /' "$OUT/quants/calibrate_on_quants.md"; } >> docs/results.md
+echo "  appended to docs/results.md"
 
 step "the model card of the main cut (reap-50), written and checked from its receipts: docs/demo-card/"
 "$REAP" report -m "$MODEL" --plan "$OUT/plans/reap-50.json" "$OUT/cuts/reap-50.gguf" --saliency "$OUT/saliency.gguf" \
