@@ -515,6 +515,38 @@ TEST(Planners, SuperExpertsThatDoNotFitAreReported) {
     EXPECT_EQ(p.provenance["super_experts_not_kept"].size(), 1u);
 }
 
+// Never-routed experts have no max_norm (0: nothing was measured); counting them
+// in the percentile pulled the threshold down, so an archive whose experts are
+// mostly dead flagged the top 0.5% of all cells, about 5% of the routed ones
+// here (and 413 "super experts" on a real one). The percentile is of the
+// routed experts: with no outlier among ~190 of them, at most 0.5% (one) pass.
+TEST(Planners, SuperExpertThresholdIgnoresNeverRoutedExperts) {
+    std::vector<int> layers(16);
+    std::iota(layers.begin(), layers.end(), 0);
+    const s::fingerprint fp = make_fingerprint(16, 128, 4, layers, "qwen3moe");
+    s::archive a = make_archive({"d"}, fp, s::metric_set::reap, 200);
+    size_t routed = 0;
+    for (int l : layers) {
+        for (int e = 0; e < 128; ++e) {
+            const size_t i = a.index(l, e);
+            s::domain_stats & d = a.domains[0];
+            if (e >= 13) d.count[i] = d.gate_sum[i] = d.reap_sum[i] = d.ean_sum[i] = d.max_norm[i] = 0;
+            routed += d.count[i] > 0;
+        }
+    }
+    ASSERT_GE(routed, 150u);
+    pl::ranking r;
+    std::string err;
+    ASSERT_TRUE(pl::rank_experts(a, 0, pl::rank_options{}, r, err)) << err;
+    EXPECT_LE(r.super_candidates.size(), (size_t) std::ceil(0.005 * (double) routed)) << "threshold " << r.super_threshold;
+    // an outlier among them is still found
+    a.domains[0].max_norm[a.index(3, 1)] = 1000;
+    ASSERT_TRUE(pl::rank_experts(a, 0, pl::rank_options{}, r, err)) << err;
+    ASSERT_EQ(r.super_candidates.size(), 1u);
+    EXPECT_EQ(r.super_candidates[0].layer, 3);
+    EXPECT_EQ(r.super_candidates[0].expert, 1);
+}
+
 // The receipts (receipts.h) of small plans against a computation here: ranks
 // within each domain (ties to the lower id), the best rank of a pruned expert,
 // a domain that routed nothing in a layer ranking nothing there, per-domain

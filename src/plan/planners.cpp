@@ -173,9 +173,14 @@ bool rank_experts(const saliency::archive & a, int64_t n_group, const rank_optio
         for (const auto & d : a.domains) {
             for (size_t i = 0; i < a.n_cells(); ++i) max_norm[i] = std::max(max_norm[i], d.max_norm[i]);
         }
+        // over the experts that were measured: a never-routed one has no max_norm
+        // (0), and counting those would pull the percentile down in an archive
+        // whose experts are mostly dead
         std::vector<double> vals;
         for (int l : a.model.moe_layers) {
-            for (int64_t e = 0; e < E; ++e) vals.push_back(max_norm[a.index(l, (int) e)]);
+            for (int64_t e = 0; e < E; ++e) {
+                if (max_norm[a.index(l, (int) e)] > 0) vals.push_back(max_norm[a.index(l, (int) e)]);
+            }
         }
         std::sort(vals.begin(), vals.end());
         if (!vals.empty() && vals.back() > 0) {

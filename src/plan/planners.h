@@ -19,8 +19,9 @@
 //      then the others by score (or consensus rank, or random key), ties to
 //      the lower id, and the experts never routed to in any domain of S last
 //      (by id). A super expert is one whose max_norm (max over every domain of
-//      the archive) is above the 99.5th percentile of all MoE layers'
-//      max_norms (linear interpolation) and above a tenth of the largest;
+//      the archive) is above the 99.5th percentile of the max_norms of every
+//      routed expert of every MoE layer (linear interpolation; never-routed
+//      experts have none) and above a tenth of the largest;
 //      protection wins over never-routed.
 //   3. select: the first N of the order; with a group-limited router
 //      (n_group > 1), the first N / n_group of each group (group g holds the
