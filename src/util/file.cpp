@@ -597,4 +597,20 @@ bool write_file_durably(const std::string & path, const std::string & text, std:
     return f.open(path, err, sync) && f.write(text, err) && f.commit(err);
 }
 
+bool write_files_durably(const std::vector<std::pair<std::string, std::string>> & files, std::string & err, bool sync) {
+    std::vector<durable_file> out(files.size());
+    for (size_t i = 0; i < files.size(); ++i) {
+        if (!out[i].open(files[i].first, err, sync) || !out[i].write(files[i].second, err) || !out[i].finish(err)) {
+            return false;   // every temp so far is removed by its destructor
+        }
+    }
+    for (size_t i = 0; i < out.size();) {
+        std::vector<durable_file *> group = {&out[i]};
+        const std::string dir = dir_of(out[i].target());
+        for (++i; i < out.size() && dir_of(out[i].target()) == dir; ++i) group.push_back(&out[i]);
+        if (!publish_together(group, err)) return false;
+    }
+    return true;
+}
+
 } // namespace reap::util
