@@ -37,7 +37,7 @@ std::string reap_cmd(const std::string & args) { return shell_quote(reap_bin()) 
 // The llama.cpp flags of every run: small windows, two threads.
 const char * k_flags = " -c 64 -t 2";
 
-// A scratch directory with a small two-domain corpus (17 windows of -c 64), a
+// A scratch directory with a small two-domain corpus (4 windows of -c 64), a
 // plain text, the archive calibrated from the corpus and a plan made from it.
 struct inputs {
     std::string dir, corpus, text, sal, plan;
@@ -53,11 +53,10 @@ inputs get_inputs() {
     auto line = [&](const char * domain, const std::string & text) {
         lines += nlohmann::json{{"domain", domain}, {"text", text}}.dump() + "\n";
     };
-    std::string a, b, c, d;
-    for (int i = 0; i < 3; ++i) a += "The quick brown fox jumps over the lazy dog. Experts route tokens; the router picks the top k of them. ";
-    for (int i = 0; i < 3; ++i) b += "int main(void) { for (int i = 0; i < 10; ++i) printf(\"%d\\n\", i); return 0; } ";
-    for (int i = 0; i < 4; ++i) c += "Pruning removes experts that a workload rarely routes to. ";
-    for (int i = 0; i < 3; ++i) d += "def f(x):\n    return [y * y for y in range(x) if y % 3]\n";
+    const std::string a = "The quick brown fox jumps over the lazy dog. Experts route tokens; the router picks the top k of them.";
+    const std::string b = "int main(void) { for (int i = 0; i < 10; ++i) printf(\"%d\\n\", i); return 0; }";
+    const std::string c = "Pruning removes experts that a workload rarely routes to. Calibration records how often each fires.";
+    const std::string d = "def f(x):\n    return [y * y for y in range(x) if y % 3]\n";
     line("en", a);
     line("code", b);
     line("en", c);
@@ -65,7 +64,7 @@ inputs get_inputs() {
     write_text(in.corpus, lines);
     in.text = in.dir + "/text.txt";
     std::string t;
-    for (int i = 0; i < 30; ++i) t += "Calibration records, per domain, layer and expert, how often and how strongly each expert fires. ";
+    for (int i = 0; i < 8; ++i) t += "Calibration records, per domain, layer and expert, how often and how strongly each expert fires. ";
     write_text(in.text, t);
     in.sal = in.dir + "/saliency.gguf";
     in.plan = in.dir + "/plan.json";
@@ -117,7 +116,7 @@ void calibrate_case(const inputs & in, const std::string & mnt) {
 }
 
 void eval_case(const inputs & in, const std::string & mnt) {
-    const std::string eval = "eval -m " + shell_quote(model()) + " -f " + shell_quote(in.text) + k_flags + " --chunks 2 -q";
+    const std::string eval = "eval -m " + shell_quote(model()) + " -f " + shell_quote(in.text) + k_flags + " --chunks 1 -q";
     // the KLD base file it writes
     expect_fails_cleanly(mnt, reap_cmd(eval + " --kld-base " + shell_quote(mnt + "/base.kld")));
     // the base's rows: refused up front, naming the flag
@@ -135,7 +134,7 @@ void eval_case(const inputs & in, const std::string & mnt) {
 
 void sweep_case(const inputs & in, const std::string & mnt) {
     const std::string sweep = "sweep " + shell_quote(in.sal) + " -m " + shell_quote(model()) + " -f " + shell_quote(in.text) +
-                              k_flags + " --chunks 2 -q --keep 8,16";
+                              k_flags + " --chunks 1 -q --keep 8,16";
     const std::string to_mnt = " -o " + shell_quote(mnt + "/sweep.json") + " --plans-dir " + shell_quote(mnt + "/plans");
     expect_fails_cleanly(mnt, reap_cmd(sweep + to_mnt));
     // What its files take on this tmpfs, measured by writing them there once.

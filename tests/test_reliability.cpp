@@ -601,8 +601,10 @@ uint64_t pages(uint64_t n) { return (n + 4095) / 4096 * 4096; }
 // core command that writes: prune (single, split, --imatrix), plan, merge,
 // imatrix, report, and a command's standard output redirected there: exit 2,
 // the reason, no output, no temp file. A disk that fills part way through a
-// report (its figures fit, its card does not) leaves no half card, and a
-// --force over a previous card leaves that card as it was. The commands that
+// prune --imatrix (room for the model or the imatrix, not both) leaves
+// neither, one that fills part way through a report (its figures fit, its card
+// does not) leaves no half card, and a --force over a previous card leaves
+// that card as it was. The commands that
 // run a model (calibrate, eval, sweep) are in test_llama_diskfull.cpp.
 TEST(DiskFull, EveryWritingCommandFailsCleanly) {
     fixture fx;
@@ -652,6 +654,26 @@ TEST(DiskFull, EveryWritingCommandFailsCleanly) {
         }
         std::string rm;
         prune_test::run("rm -rf " + quote(mnt) + "/* " + quote(mnt) + "/.[!.]*", rm);
+    }
+
+    // A pruned model with its sliced imatrix on a disk with room for one of
+    // them (or all but a page): neither appears.
+    {
+        const std::string args = "prune -m " + quote(m) + " --plan " + quote(plan) + " --imatrix " + quote(imx) + " -o " +
+                                 quote(mnt + "/out.gguf");
+        const uint64_t free0 = diskfull_test::free_bytes(mnt);
+        ASSERT_EQ(run_reap(args, out), 0) << out;
+        const uint64_t need = free0 - diskfull_test::free_bytes(mnt);
+        const uint64_t imatrix_pages = pages(gguf_test::apparent_size(mnt + "/out.imatrix.gguf"));
+        ASSERT_EQ(visible(mnt), (std::vector<std::string>{"SHA256SUMS", "out.gguf", "out.imatrix.gguf"}));
+        ASSERT_GT(need, imatrix_pages);
+        prune_test::run("rm -rf " + quote(mnt) + "/* " + quote(mnt) + "/.[!.]*", out);
+        for (const uint64_t leave : {need - imatrix_pages, imatrix_pages, need - 4096}) {
+            SCOPED_TRACE("free bytes: " + std::to_string(leave) + " of the " + std::to_string(need) + " prune takes");
+            diskfull_test::fill(mnt, leave);
+            diskfull_test::expect_clean_failure(run_reap(args, out), out, mnt, {"filler"});
+            ::unlink((mnt + "/filler").c_str());
+        }
     }
 
     // A report whose figures fit and whose card does not: nothing of it appears.
