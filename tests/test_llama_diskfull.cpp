@@ -7,8 +7,9 @@
 //     room for one checkpoint only (the second fails): the first stays whole
 //     and, once there is room, --resume from it writes the archive an
 //     uninterrupted run writes, byte for byte;
-//   * eval: --kld-base on the full disk, --tmp-dir (the base's rows) on it, and
-//     --json on a standard output redirected to it;
+//   * eval: --kld-base on the full disk and on one with room for half of it,
+//     --tmp-dir (the base's rows) on it, and --json on a standard output
+//     redirected to it;
 //   * sweep: -o (JSON and chart) and --plans-dir on the full disk, and a disk
 //     with room for some of its files only: none of them appears.
 #include "diskfull_test_util.h"
@@ -34,8 +35,9 @@ void write_text(const std::string & path, const std::string & text) {
 
 std::string reap_cmd(const std::string & args) { return shell_quote(reap_bin()) + " " + args; }
 
-// The llama.cpp flags of every run: small windows, two threads.
-const char * k_flags = " -c 64 -t 2";
+// The llama.cpp flags of every run: small windows, one thread (two threads spin
+// waiting for each other on a loaded machine, at no gain for 64 tokens).
+const char * k_flags = " -c 64 -t 1";
 
 // A scratch directory with a small two-domain corpus (4 windows of -c 64), a
 // plain text, the archive calibrated from the corpus and a plan made from it.
@@ -117,8 +119,21 @@ void calibrate_case(const inputs & in, const std::string & mnt) {
 
 void eval_case(const inputs & in, const std::string & mnt) {
     const std::string eval = "eval -m " + shell_quote(model()) + " -f " + shell_quote(in.text) + k_flags + " --chunks 1 -q";
-    // the KLD base file it writes
-    expect_fails_cleanly(mnt, reap_cmd(eval + " --kld-base " + shell_quote(mnt + "/base.kld")));
+    // the KLD base file it writes, on a full disk, then on one with room for half of it
+    // (its header and tokens are written, its records are not)
+    const std::string base = eval + " --kld-base " + shell_quote(mnt + "/base.kld");
+    expect_fails_cleanly(mnt, reap_cmd(base));
+    {
+        std::string out;
+        ASSERT_EQ(run_cmd(reap_cmd(base), out), 0) << out;
+        const uint64_t size = gguf_test::apparent_size(mnt + "/base.kld");
+        ASSERT_GT(size, 3 * 4096u) << out;
+        ::unlink((mnt + "/base.kld").c_str());
+        SCOPED_TRACE("room for " + std::to_string(size / 2) + " of the " + std::to_string(size) + " bytes of the KLD base");
+        diskfull_test::fill(mnt, size / 2);
+        expect_clean_failure(run_cmd(reap_cmd(base), out), out, mnt, {"filler"});
+        ::unlink((mnt + "/filler").c_str());
+    }
     // the base's rows: refused up front, naming the flag
     expect_fails_cleanly(mnt, reap_cmd(eval + " --mask " + shell_quote(in.plan) + " --tmp-dir " + shell_quote(mnt)), "--tmp-dir");
     // its JSON on a standard output that cannot be written (the shell made the empty file)
