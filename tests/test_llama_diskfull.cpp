@@ -6,7 +6,8 @@
 //   * calibrate: its -o, and its --checkpoint, on the full disk; a disk with
 //     room for one checkpoint only (the second fails): the first stays whole
 //     and, once there is room, --resume from it writes the archive an
-//     uninterrupted run writes, byte for byte;
+//     uninterrupted run writes, byte for byte; room for the checkpoint but not
+//     the archive: the checkpoint stays, and the message says so;
 //   * eval: --kld-base on the full disk and on one with room for half of it,
 //     --tmp-dir (the base's rows) on it, and --json on a standard output
 //     redirected to it;
@@ -39,10 +40,11 @@ std::string reap_cmd(const std::string & args) { return shell_quote(reap_bin()) 
 // waiting for each other on a loaded machine, at no gain for 64 tokens).
 const char * k_flags = " -c 64 -t 1";
 
-// A scratch directory with a small two-domain corpus (4 windows of -c 64), a
+// A scratch directory with a small two-domain corpus (7 windows of -c 64), a
 // plain text, the archive calibrated from the corpus and a plan made from it.
 struct inputs {
     std::string dir, corpus, text, sal, plan;
+    int         n_windows = 0;   // of the corpus at -c 64
 };
 
 inputs get_inputs() {
@@ -72,6 +74,10 @@ inputs get_inputs() {
     in.plan = in.dir + "/plan.json";
     EXPECT_EQ(run_cmd(reap_cmd("calibrate -m " + shell_quote(model()) + " --corpus " + shell_quote(in.corpus) + " -o " +
                            shell_quote(in.sal) + k_flags + " --no-progress"), out), 0) << out;
+    const size_t at = out.find(" windows, ");   // "calibrated N tokens (W windows, ..."
+    const size_t open = out.rfind('(', at);
+    in.n_windows = at == std::string::npos || open == std::string::npos ? 0 : std::atoi(out.c_str() + open + 1);
+    EXPECT_GE(in.n_windows, 3) << out;
     EXPECT_EQ(run_cmd(reap_cmd("plan " + shell_quote(in.sal) + " -m " + shell_quote(model()) + " --keep 8 -o " +
                            shell_quote(in.plan)), out), 0) << out;
     return in;
@@ -103,7 +109,6 @@ void calibrate_case(const inputs & in, const std::string & mnt) {
     const uint64_t archive_bytes = gguf_test::apparent_size(in.sal);
     const uint64_t one = (archive_bytes + 4096) / 4096 * 4096;   // a checkpoint holds two more keys
     diskfull_test::fill(mnt, one + 4096);
-    const std::string ck = mnt + "/s.gguf.checkpoint";
     const int status = run_cmd(reap_cmd(calibrate + " -o " + shell_quote(mnt + "/s.gguf")), out);
     expect_clean_failure(status, out, mnt, {"filler", "s.gguf.checkpoint"});
     EXPECT_NE(out.find("make room and rerun with --resume"), std::string::npos) << out;
@@ -115,6 +120,14 @@ void calibrate_case(const inputs & in, const std::string & mnt) {
         << "the resumed archive differs from the uninterrupted one";
     EXPECT_EQ(visible(mnt), std::vector<std::string>{"s.gguf"});   // the checkpoint is gone
     EXPECT_TRUE(diskfull_test::leftovers(mnt).empty());
+
+    // Room for the checkpoint (one, before the last window), not for the archive: the checkpoint stays.
+    ::unlink((mnt + "/s.gguf").c_str());
+    diskfull_test::fill(mnt, one + 4096);
+    const std::string once = calibrate.substr(0, calibrate.size() - 1) + std::to_string(in.n_windows - 1);
+    expect_clean_failure(run_cmd(reap_cmd(once + " -o " + shell_quote(mnt + "/s.gguf")), out), out, mnt,
+                         {"filler", "s.gguf.checkpoint"});
+    EXPECT_NE(out.find("make room and rerun with --resume"), std::string::npos) << out;
 }
 
 void eval_case(const inputs & in, const std::string & mnt) {
