@@ -174,7 +174,7 @@ void sweep_case(const inputs & in, const std::string & mnt) {
     for (const std::string & f : files) EXPECT_TRUE(gguf_test::exists(mnt + "/" + f)) << f << ": " << out;
     run_cmd("rm -rf " + shell_quote(mnt) + "/*", out);
     // room for about half of them, or for all but the last page: none appears
-    for (const uint64_t leave : {need / 2, need - 4096}) {
+    for (const uint64_t leave : {need / 2, need - 4096, need}) {
         SCOPED_TRACE("free bytes: " + std::to_string(leave) + " of the " + std::to_string(need) + " the sweep takes");
         diskfull_test::fill(mnt, leave);
         expect_clean_failure(run_cmd(reap_cmd(sweep + to_mnt), out), out, mnt, {"filler"});

@@ -668,7 +668,7 @@ TEST(DiskFull, EveryWritingCommandFailsCleanly) {
         ASSERT_EQ(visible(mnt), (std::vector<std::string>{"SHA256SUMS", "out.gguf", "out.imatrix.gguf"}));
         ASSERT_GT(need, imatrix_pages);
         prune_test::run("rm -rf " + quote(mnt) + "/* " + quote(mnt) + "/.[!.]*", out);
-        for (const uint64_t leave : {need - imatrix_pages, imatrix_pages, need - 4096}) {
+        for (const uint64_t leave : {need - imatrix_pages, imatrix_pages, need - 4096, need}) {
             SCOPED_TRACE("free bytes: " + std::to_string(leave) + " of the " + std::to_string(need) + " prune takes");
             diskfull_test::fill(mnt, leave);
             diskfull_test::expect_clean_failure(run_reap(args, out), out, mnt, {"filler"});
@@ -686,7 +686,7 @@ TEST(DiskFull, EveryWritingCommandFailsCleanly) {
     ASSERT_GE(visible(card + "/figures").size(), 2u) << "the report wrote no figures: " << out;
     ASSERT_GT(need, readme_pages);
     prune_test::run("rm -rf " + quote(card), out);
-    for (const uint64_t leave : {need - readme_pages, need - 4096}) {
+    for (const uint64_t leave : {need - readme_pages, need - 4096, need}) {
         SCOPED_TRACE("free bytes: " + std::to_string(leave) + " of the " + std::to_string(need) + " the card takes");
         diskfull_test::fill(mnt, leave);
         diskfull_test::expect_clean_failure(run_reap(report_args + quote(card), out), out, mnt, {"filler"});

@@ -313,7 +313,7 @@ int cmd_sweep(int argc, char ** argv) {
         if (!made_dir && errno != EEXIST) return fail("cannot create --plans-dir '" + p.plans_dir + "': " + strerror(errno));
     }
     if (!reap::util::write_files_durably(files, err)) {
-        if (made_dir) rmdir(p.plans_dir.c_str());   // only when empty: what this run made
+        if (made_dir) reap::util::remove_made_dir(p.plans_dir);
         return fail(err);
     }
     for (size_t i = 0; i < files.size(); ++i) printf("%s  wrote %s\n", i ? "" : "\n", files[i].first.c_str());

@@ -911,8 +911,8 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     for (const auto & [file, svg] : figures) files.push_back({fig_dir + "/" + file, svg});
     files.push_back({readme, o});
     if (!make_dir(fig_dir, made_fig, err) || !util::write_files_durably(files, err, opt.sync)) {
-        if (made_fig) ::rmdir(fig_dir.c_str());
-        if (made_out) ::rmdir(opt.out_dir.c_str());
+        if (made_fig) util::remove_made_dir(fig_dir);
+        if (made_out) util::remove_made_dir(opt.out_dir);
         return false;
     }
     for (const auto & f : files) out.written.push_back(f.first);

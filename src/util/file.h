@@ -190,6 +190,11 @@ bool write_file_durably(const std::string & path, const std::string & text, std:
 bool write_files_durably(const std::vector<std::pair<std::string, std::string>> & files, std::string & err,
                          bool sync = true);
 
+// Removes the folder `dir` that this run created for its outputs when writing
+// them then failed: its lock file (all that a failed publish leaves there),
+// then the folder itself if it is empty.
+void remove_made_dir(const std::string & dir);
+
 // fsyncs the directory holding `path` (after a rename or an unlink in it).
 bool fsync_dir_of(const std::string & path);
 
