@@ -657,7 +657,8 @@ TEST(DiskFull, EveryWritingCommandFailsCleanly) {
     }
 
     // A pruned model with its sliced imatrix on a disk with room for one of
-    // them (or all but a page): neither appears.
+    // them, for all but a page, or for exactly them (not for the journal that
+    // publishes them together): neither appears.
     {
         const std::string args = "prune -m " + quote(m) + " --plan " + quote(plan) + " --imatrix " + quote(imx) + " -o " +
                                  quote(mnt + "/out.gguf");
@@ -676,7 +677,8 @@ TEST(DiskFull, EveryWritingCommandFailsCleanly) {
         }
     }
 
-    // A report whose figures fit and whose card does not: nothing of it appears.
+    // A report whose figures fit and whose card does not (or all but a page, or
+    // exactly all, without the journal's page): nothing of it appears.
     // What the card takes on this tmpfs, measured by writing it there once.
     const std::string card = mnt + "/card";
     const uint64_t free0 = diskfull_test::free_bytes(mnt);
