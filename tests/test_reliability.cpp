@@ -17,6 +17,7 @@
 //     and the next run leaves no temp file;
 //   * a full disk (a small tmpfs) for every core command that writes: exit 2,
 //     a clear message, no output and no temp file.
+#include "diskfull_test_util.h"
 #include "gguf/gguf.h"
 #include "plan/plan.h"
 #include "prune/prune.h"
@@ -120,24 +121,8 @@ void write_renamed(const std::string & src, const std::string & dst, const std::
     ASSERT_TRUE(g::write_output(spec, wo, dst, written, err)) << err;
 }
 
-// Hidden leftovers of reap in `dir`: temp files and journals (the lock file is not one).
-std::vector<std::string> leftovers(const std::string & dir) {
-    std::vector<std::string> r;
-    for (const std::string & e : gguf_test::list_dir(dir)) {
-        if (e.find(".reap-tmp.") != std::string::npos || e.find(".reap-journal") != std::string::npos) r.push_back(e);
-    }
-    return r;
-}
-
-// The visible (not hidden) files of `dir`, sorted.
-std::vector<std::string> visible(const std::string & dir) {
-    std::vector<std::string> r;
-    for (const std::string & e : gguf_test::list_dir(dir)) {
-        if (!e.empty() && e[0] != '.') r.push_back(e);
-    }
-    std::sort(r.begin(), r.end());
-    return r;
-}
+using diskfull_test::leftovers;
+using diskfull_test::visible;
 
 // Starts `reap ARGS` with extra environment `env` ("A=1 B=2"), output to `log`.
 pid_t spawn_reap(const std::string & env, const std::string & args, const std::string & log) {
@@ -574,56 +559,153 @@ TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
     remove_tree(fx.dir);
 }
 
-// Item 3: a full disk for the core commands that write (prune single and split,
-// plan, merge; imatrix writes through merge's archive writer): exit 2, the reason,
-// no output, no temp file. A small tmpfs is the full disk; where it cannot be
-// mounted (not root, no CAP_SYS_ADMIN) the test fails saying so, unless
-// REAP_ALLOW_NO_TMPFS=1 turns that into a loud skip.
+// A llama-imatrix GGUF for `model` (every expert tensor: in_sum2 and counts,
+// in llama-imatrix's layout).
+void write_imatrix_for(const g::model & m, const std::string & path) {
+    g::output_spec spec;
+    spec.kvs.set_string("general.type", "imatrix");
+    spec.kvs.set_string_array("imatrix.datasets", {"calib.txt"});
+    spec.kvs.set_u32("imatrix.chunk_count", 3);
+    spec.kvs.set_u32("imatrix.chunk_size", 4);
+    auto f32 = [](const std::string & name, int64_t ne0, int64_t ne1, float v) {
+        g::output_tensor t;
+        t.name = name;
+        t.type = g::tensor_type::F32;
+        t.n_dims = 2;
+        t.ne[0] = ne0;
+        t.ne[1] = ne1;
+        std::vector<float> vals((size_t) (ne0 * ne1), v);
+        auto bytes = std::make_shared<std::vector<uint8_t>>(vals.size() * sizeof(float));
+        memcpy(bytes->data(), vals.data(), bytes->size());
+        t.memory = bytes;
+        return t;
+    };
+    for (const g::tensor_info & t : m.tensors) {
+        if (t.name.find("_exps.weight") == std::string::npos) continue;
+        spec.tensors.push_back(f32(t.name + ".in_sum2", t.ne[0], t.ne[2], 1.5f));
+        spec.tensors.push_back(f32(t.name + ".counts", 1, t.ne[2], 12.f));
+    }
+    ASSERT_FALSE(spec.tensors.empty());
+    g::write_options wo;
+    wo.force = true;
+    wo.sync = false;
+    std::vector<std::string> written;
+    std::string err;
+    ASSERT_TRUE(g::write_output(spec, wo, path, written, err)) << err;
+}
+
+// Bytes a file of `n` bytes takes on a tmpfs (whole pages).
+uint64_t pages(uint64_t n) { return (n + 4095) / 4096 * 4096; }
+
+// Item 3: a full disk (a small tmpfs, tests/diskfull_test_util.h) for every
+// core command that writes: prune (single, split, --imatrix), plan, merge,
+// imatrix, report, and a command's standard output redirected there: exit 2,
+// the reason, no output, no temp file. A disk that fills part way through a
+// prune --imatrix (room for the model or the imatrix, not both) leaves
+// neither, one that fills part way through a report (its figures fit, its card
+// does not) leaves no half card, and a --force over a previous card leaves
+// that card as it was. The commands that
+// run a model (calibrate, eval, sweep) are in test_llama_diskfull.cpp.
 TEST(DiskFull, EveryWritingCommandFailsCleanly) {
     fixture fx;
     std::string why, out;
     if (!setup("diskfull", fx, why)) GTEST_SKIP() << why;
     const std::string mnt = fx.dir + "/tmpfs";
-    ::mkdir(mnt.c_str(), 0755);
-    if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=2m") != 0) {
-        const std::string msg = "DISK-FULL TEST NOT RUN: cannot mount a tmpfs at " + mnt + ": " + strerror(errno) +
-                                " (needs root / CAP_SYS_ADMIN)";
-        if (prune_test::env("REAP_ALLOW_NO_TMPFS") == "1") GTEST_SKIP() << msg;
-        FAIL() << msg << "; set REAP_ALLOW_NO_TMPFS=1 to skip it knowingly";
-    }
-    struct unmount {
-        std::string dir;
-        ~unmount() { ::umount2(dir.c_str(), MNT_DETACH); }
-    } guard{mnt};
+    diskfull_test::tmpfs guard;
+    if (!diskfull_test::mount_tmpfs(guard, mnt, 2 << 20)) return;
     const std::string m = fx.model("qwen3moe"), sal = fx.dir + "/sal.gguf", sal2 = fx.dir + "/sal2.gguf";
+    const std::string plan = fx.dir + "/p.json", build = fx.dir + "/build.gguf", imx = fx.dir + "/imatrix.gguf";
     write_archive_for(m, sal);
     write_archive_for(m, sal2);
     g::model gm;
     ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    write_imatrix_for(gm, imx);
     reap::plan p;
     ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 4, p, why)) << why;
-    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
+    ASSERT_TRUE(reap::write_plan(p, plan, true, why)) << why;
+    ASSERT_EQ(run_reap("prune -m " + quote(m) + " --plan " + quote(plan) + " -o " + quote(build), out), 0) << out;
+    const std::string report_args = "report -m " + quote(m) + " --plan " + quote(plan) + " --saliency " + quote(sal) +
+                                    " " + quote(build) + " -o ";
     const std::vector<std::string> cmds = {
-        "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " -o " + quote(mnt + "/out.gguf"),
-        "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " -o " + quote(mnt + "/out.gguf") + " --split-max-tensors 10",
+        "prune -m " + quote(m) + " --plan " + quote(plan) + " -o " + quote(mnt + "/out.gguf"),
+        "prune -m " + quote(m) + " --plan " + quote(plan) + " -o " + quote(mnt + "/out.gguf") + " --split-max-tensors 10",
+        "prune -m " + quote(m) + " --plan " + quote(plan) + " --imatrix " + quote(imx) + " -o " + quote(mnt + "/out.gguf"),
         "plan " + quote(sal) + " -m " + quote(m) + " --keep 6 --no-protect-super -o " + quote(mnt + "/p.json"),
         "merge " + quote(sal) + " " + quote(sal2) + " -o " + quote(mnt + "/merged.gguf"),
+        "imatrix " + quote(imx) + " -m " + quote(m) + " -o " + quote(mnt + "/from-imatrix.gguf"),
+        report_args + quote(mnt + "/card"),
+        // standard output on the full disk: a JSON that cannot be written is an error, not exit 0
+        "inspect --json " + quote(m) + " > " + quote(mnt + "/inspect.json"),
+        "plan " + quote(sal) + " -m " + quote(m) + " --keep 6 --no-protect-super -o " + quote(fx.dir + "/p2.json") +
+            " --force --json > " + quote(mnt + "/plan.json"),
     };
     for (const std::string & c : cmds) {
         SCOPED_TRACE(c);
-        // fill the file system
-        const std::string fill = mnt + "/filler";
-        {
-            const int fd = ::open(fill.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            ASSERT_GE(fd, 0);
-            std::vector<char> buf(4096, 'x');
-            while (::write(fd, buf.data(), buf.size()) > 0) {}
-            ::close(fd);
+        diskfull_test::fill(mnt);
+        const std::vector<std::string> before = visible(mnt);
+        const bool redirected = c.find(" > ") != std::string::npos;
+        const int status = redirected ? prune_test::run("{ " + quote(gguf_test::reap_bin()) + " " + c + "; }", out)
+                                      : run_reap(c, out);
+        if (redirected) {   // the redirection itself made the (empty) file
+            EXPECT_EQ(status, 2) << out;
+            EXPECT_NE(out.find("No space left on device"), std::string::npos) << out;
+        } else {
+            diskfull_test::expect_clean_failure(status, out, mnt, before);
         }
-        EXPECT_EQ(run_reap(c, out), 2) << out;
-        EXPECT_NE(out.find("No space left on device"), std::string::npos) << out;
-        EXPECT_EQ(visible(mnt), (std::vector<std::string>{"filler"}));
-        EXPECT_TRUE(leftovers(mnt).empty());
-        ::unlink(fill.c_str());
+        std::string rm;
+        prune_test::run("rm -rf " + quote(mnt) + "/* " + quote(mnt) + "/.[!.]*", rm);
     }
+
+    // A pruned model with its sliced imatrix on a disk with room for one of
+    // them, for all but a page, or for exactly them (not for the journal that
+    // publishes them together): neither appears.
+    {
+        const std::string args = "prune -m " + quote(m) + " --plan " + quote(plan) + " --imatrix " + quote(imx) + " -o " +
+                                 quote(mnt + "/out.gguf");
+        const uint64_t free0 = diskfull_test::free_bytes(mnt);
+        ASSERT_EQ(run_reap(args, out), 0) << out;
+        const uint64_t need = free0 - diskfull_test::free_bytes(mnt);
+        const uint64_t imatrix_pages = pages(gguf_test::apparent_size(mnt + "/out.imatrix.gguf"));
+        ASSERT_EQ(visible(mnt), (std::vector<std::string>{"SHA256SUMS", "out.gguf", "out.imatrix.gguf"}));
+        ASSERT_GT(need, imatrix_pages);
+        prune_test::run("rm -rf " + quote(mnt) + "/* " + quote(mnt) + "/.[!.]*", out);
+        for (const uint64_t leave : {need - imatrix_pages, imatrix_pages, need - 4096, need}) {
+            SCOPED_TRACE("free bytes: " + std::to_string(leave) + " of the " + std::to_string(need) + " prune takes");
+            diskfull_test::fill(mnt, leave);
+            diskfull_test::expect_clean_failure(run_reap(args, out), out, mnt, {"filler"});
+            ::unlink((mnt + "/filler").c_str());
+        }
+    }
+
+    // A report whose figures fit and whose card does not (or all but a page, or
+    // exactly all, without the journal's page): nothing of it appears.
+    // What the card takes on this tmpfs, measured by writing it there once.
+    const std::string card = mnt + "/card";
+    const uint64_t free0 = diskfull_test::free_bytes(mnt);
+    ASSERT_EQ(run_reap(report_args + quote(card), out), 0) << out;
+    const uint64_t need = free0 - diskfull_test::free_bytes(mnt);
+    const uint64_t readme_pages = pages(gguf_test::apparent_size(card + "/README.md"));
+    ASSERT_GE(visible(card + "/figures").size(), 2u) << "the report wrote no figures: " << out;
+    ASSERT_GT(need, readme_pages);
+    prune_test::run("rm -rf " + quote(card), out);
+    for (const uint64_t leave : {need - readme_pages, need - 4096, need}) {
+        SCOPED_TRACE("free bytes: " + std::to_string(leave) + " of the " + std::to_string(need) + " the card takes");
+        diskfull_test::fill(mnt, leave);
+        diskfull_test::expect_clean_failure(run_reap(report_args + quote(card), out), out, mnt, {"filler"});
+        ::unlink((mnt + "/filler").c_str());
+    }
+    // --force over a complete card (one without the archive: no figures) on a
+    // disk that fills part way through the new one: the old card stays as it was
+    const std::string plain_args = "report -m " + quote(m) + " --plan " + quote(plan) + " " + quote(build) + " -o ";
+    ASSERT_EQ(run_reap(plain_args + quote(card), out), 0) << out;
+    const std::vector<uint8_t> old_readme = read_all(card + "/README.md");
+    const std::vector<std::string> old_figures = visible(card + "/figures");
+    ASSERT_TRUE(old_figures.empty()) << "a card without an archive has figures: the test cannot tell old from new";
+    diskfull_test::fill(mnt, need - 4096);
+    diskfull_test::expect_clean_failure(run_reap(report_args + quote(card) + " --force", out), out, mnt,
+                                        {"card", "filler"});
+    EXPECT_EQ(read_all(card + "/README.md"), old_readme);
+    EXPECT_EQ(visible(card + "/figures"), old_figures);
+    EXPECT_TRUE(leftovers(card).empty());
+    EXPECT_TRUE(leftovers(card + "/figures").empty());
 }

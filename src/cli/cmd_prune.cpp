@@ -11,6 +11,7 @@
 #include "prune/prune.h"
 #include "util/file.h"
 #include "util/json.h"
+#include "util/path.h"
 
 #include <algorithm>
 #include <chrono>
@@ -317,10 +318,22 @@ int cmd_prune(int argc, char ** argv) {
         return finish(0);
     }
     std::vector<std::string> written;
+    // The sliced imatrix is written first but not published: it appears with the
+    // model (and its SHA256SUMS lines) in one publish when it lies beside it, else
+    // right after it; a write that fails (a full disk) leaves neither.
+    std::vector<reap::util::durable_file> imatrix_staged;
+    if (!imatrix_out.empty()) {
+        if (!reap::prune::write_imatrix_slice(islice, imatrix_out, params.force, true, err, &imatrix_staged)) return fail(err);
+        if (reap::util::dir_of(imatrix_out) == reap::util::dir_of(shards[0].path)) {
+            for (auto & f : imatrix_staged) wopts.publish_with.push_back(&f);
+        }
+    }
     // the shards and their SHA256SUMS lines appear together (hashed as written)
     if (!reap::gguf::write_output(spec, wopts, params.output, written, err)) return fail(err);
-    if (!imatrix_out.empty() && !reap::prune::write_imatrix_slice(islice, imatrix_out, params.force, true, err)) {
-        return fail("the model is written but its imatrix is not: " + err);
+    if (wopts.publish_with.empty()) {
+        for (auto & f : imatrix_staged) {
+            if (!f.publish(err)) return fail("the model is written but its imatrix is not: " + err);
+        }
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t i = 0; i < written.size(); ++i) {

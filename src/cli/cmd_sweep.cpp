@@ -99,15 +99,6 @@ void declare(reap::cli::options & t, sweep_params & p) {
     reap::cli::declare_llama_runtime(t, "window size (default 512)", p.has_ctx);
 }
 
-// Writes `text` to `path` durably; an existing file only with --force.
-bool write_output(const std::string & path, const std::string & text, bool force, std::string & err) {
-    if (!force && access(path.c_str(), F_OK) == 0) {
-        err = "'" + path + "' exists (use --force to replace it)";
-        return false;
-    }
-    return reap::util::write_file_durably(path, text, err);
-}
-
 const char * kind_name(pl::size_kind k) {
     return k == pl::size_kind::keep ? "keep" : k == pl::size_kind::ratio ? "ratio" : "budget";
 }
@@ -219,14 +210,14 @@ int cmd_sweep(int argc, char ** argv) {
         prov["predicted_bytes"] = pt.bytes;
         prov["predicted_shards"] = pt.n_shards;
     }
+    // Every output is written at the end, all or nothing (util::write_files_durably):
+    // the plans first, then the chart, the JSON that names them last.
+    std::vector<std::pair<std::string, std::string>> files;
+    auto plan_path = [&p](const pl::sweep_point & pt) { return p.plans_dir + "/keep-" + std::to_string(pt.n_keep) + ".json"; };
     if (!p.plans_dir.empty()) {
-        if (mkdir(p.plans_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-            return fail("cannot create --plans-dir '" + p.plans_dir + "': " + strerror(errno));
-        }
         for (const auto & pt : pts) {
-            const std::string path = p.plans_dir + "/keep-" + std::to_string(pt.n_keep) + ".json";
-            if (!reap::util::check_not_input(path, inputs, err)) return fail(err);
-            if (!reap::write_plan(pt.p, path, p.force, err)) return fail(err);
+            if (!reap::util::check_output(plan_path(pt), inputs, p.force, err)) return fail(err);
+            files.push_back({plan_path(pt), reap::plan_text(pt.p)});
         }
     }
 
@@ -302,7 +293,7 @@ int cmd_sweep(int argc, char ** argv) {
             q["saliency_share"]   = pts[i].share;
             q["safety_margin"]    = pts[i].margin > 0 ? nlohmann::ordered_json(pts[i].margin) : nlohmann::ordered_json(nullptr);
             q["safety_margin_median"] = pts[i].margin > 0 ? nlohmann::ordered_json(pts[i].margin_median) : nlohmann::ordered_json(nullptr);
-            if (!p.plans_dir.empty()) q["plan"] = p.plans_dir + "/keep-" + std::to_string(pts[i].n_keep) + ".json";
+            if (!p.plans_dir.empty()) q["plan"] = plan_path(pts[i]);
             q["overall"]          = reap::eval_metrics_json(reps[i].overall);
             nlohmann::ordered_json d = nlohmann::ordered_json::object();
             for (const auto & [name, m] : reps[i].domains) d[name] = reap::eval_metrics_json(m);
@@ -310,16 +301,21 @@ int cmd_sweep(int argc, char ** argv) {
             points.push_back(q);
         }
         j["points"] = points;
-        if (!write_output(p.output, reap::util::json_text(j, 2) + "\n",
-                          p.force, err)) {
-            return fail(err);
-        }
-        printf("\n  wrote %s\n", p.output.c_str());
+        files.push_back({p.output, reap::util::json_text(j, 2) + "\n"});
     }
     if (!p.plot.empty()) {
         const std::string title = rm.layout.arch + ": cost of each cut (" + pl::method_name(rm.rank.opts.how) + ", " + doms + ")";
-        if (!write_output(p.plot, reap::util::render_svg(make_chart(title, pts, reps)), p.force, err)) return fail(err);
-        printf("  wrote %s\n", p.plot.c_str());
+        files.insert(files.end() - (p.output.empty() ? 0 : 1), {p.plot, reap::util::render_svg(make_chart(title, pts, reps))});
     }
+    bool made_dir = false;
+    if (!p.plans_dir.empty()) {
+        made_dir = mkdir(p.plans_dir.c_str(), 0755) == 0;
+        if (!made_dir && errno != EEXIST) return fail("cannot create --plans-dir '" + p.plans_dir + "': " + strerror(errno));
+    }
+    if (!reap::util::write_files_durably(files, err)) {
+        if (made_dir) reap::util::remove_made_dir(p.plans_dir);
+        return fail(err);
+    }
+    for (size_t i = 0; i < files.size(); ++i) printf("%s  wrote %s\n", i ? "" : "\n", files[i].first.c_str());
     return 0;
 }

@@ -6,6 +6,7 @@
 #include "util/file.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -66,7 +67,16 @@ int main(int argc, char ** argv) {
     for (const reap::command & c : reap::commands()) {
         if (name == c.name) {
             reap::util::install_interrupt_handlers(c.name);   // SIGINT/SIGTERM: temps removed, 130/143
-            return c.run(argc - 1, argv + 1);
+            const int status = c.run(argc - 1, argv + 1);
+            // What went to stdout (a table, a JSON) is an output too: redirected to a
+            // full disk or a closed pipe it must not end in exit 0.
+            errno = 0;
+            if (fflush(stdout) != 0 || ferror(stdout)) {
+                fprintf(stderr, "reap %s: cannot write the standard output: %s\n", c.name,
+                        errno ? strerror(errno) : "write error");
+                return reap::cli::exit_error;
+            }
+            return status;
         }
         const size_t d = edit_distance(name, c.name);
         if (d < best_dist) {

@@ -28,6 +28,10 @@
 #include <string_view>
 #include <vector>
 
+namespace reap::util {
+class durable_file;
+}
+
 namespace reap::gguf {
 
 // ---- constants of the format ---------------------------------------------------
@@ -294,6 +298,13 @@ struct write_options {
     // the hashes of the files written, computed as they are written (the
     // copy then goes through the buffer), and published together with them.
     std::string sums_path;
+    // non-null: the files are written and finished but not published; they
+    // are moved into *stage (still temp files, removed unless published) for
+    // the caller to publish with another output (no sums_path then).
+    std::vector<util::durable_file> * stage = nullptr;
+    // finished files in the output's directory that appear together with it,
+    // in the same publish (a sliced imatrix beside its model).
+    std::vector<util::durable_file *> publish_with;
 };
 
 // Where an output goes, shard by shard.

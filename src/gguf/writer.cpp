@@ -516,14 +516,27 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
         hashes.push_back(hash ? hash->hex() : std::string());
     }
 
+    if (opts.stage) {   // the caller publishes them, with its other output
+        if (sums) {
+            err = "internal error: a staged output with SHA256SUMS";
+            return false;
+        }
+        for (size_t s = 0; s < layout.size(); ++s) {
+            opts.stage->push_back(std::move(files[s]));
+            written.push_back(layout[s].path);
+        }
+        return true;
+    }
+
     // Publish: the shards (and SHA256SUMS) appear together or not at all
     // (util::publish_together: a journal, then the renames), under the
     // directory's lock, which also keeps two runs from losing each other's
     // SHA256SUMS lines.
     util::dir_lock lock;
-    if ((sums || files.size() > 1) && !lock.lock(util::dir_of(layout[0].path), err)) return false;
+    if ((sums || files.size() > 1 || !opts.publish_with.empty()) && !lock.lock(util::dir_of(layout[0].path), err)) return false;
     std::vector<util::durable_file *> set;
     for (auto & f : files) set.push_back(&f);
+    set.insert(set.end(), opts.publish_with.begin(), opts.publish_with.end());
     util::durable_file sums_file;
     if (sums) {
         std::vector<std::pair<std::string, std::string>> entries;

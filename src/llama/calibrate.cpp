@@ -576,11 +576,21 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
         report.resumed = true;
     }
 
+    // A write that fails (a full disk) leaves the previous checkpoint as it was: say so.
+    auto note_kept = [&](std::string & e) {
+        struct stat ck_st;
+        if (stat(ckpt_path.c_str(), &ck_st) == 0) {
+            e += " (the checkpoint " + ckpt_path + " written before is kept: make room and rerun with --resume)";
+        }
+    };
     auto write_checkpoint = [&](size_t next, std::string & e) {
         saliency::archive ck = out;
         ck.provenance.set_u64(k_key_next_window, (uint64_t) next);
         ck.provenance.set_u64(k_key_n_windows, (uint64_t) windows.size());
-        if (!saliency::write_archive(ck, ckpt_path, e, /*force=*/true)) return false;
+        if (!saliency::write_archive(ck, ckpt_path, e, /*force=*/true)) {
+            note_kept(e);
+            return false;
+        }
         report.checkpoint_written = ckpt_path;
         return true;
     };
@@ -641,7 +651,10 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
         err = "internal check failed (please report): " + err;
         return false;
     }
-    if (!saliency::write_archive(out, opt.out_path, err, opt.force)) return false;
+    if (!saliency::write_archive(out, opt.out_path, err, opt.force)) {
+        note_kept(err);
+        return false;
+    }
     if (stat(ckpt_path.c_str(), &st) == 0) {
         unlink(ckpt_path.c_str());
     }

@@ -352,7 +352,7 @@ json plan_to_json(const plan & p) {
 
 // nlohmann::json keeps keys sorted; the format reads best in its own order
 // with one layer per line, so the document is assembled by hand.
-static std::string plan_text(const plan & p) {
+std::string plan_text(const plan & p) {
     const json doc = plan_to_json(p);
     std::string s = "{\n";
     s += "  \"format\": " + reap::util::json_text(doc["format"]) + ",\n";

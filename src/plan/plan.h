@@ -105,6 +105,9 @@ bool read_plan(const std::string & path, plan & out, std::string & err);
 // The plan as a JSON document (fields in the order of the format above).
 nlohmann::json plan_to_json(const plan & p);
 
+// The plan as write_plan writes it (pretty-printed, one keep list per line).
+std::string plan_text(const plan & p);
+
 // Writes the plan to `path` (pretty-printed, one keep list per line) through
 // util::durable_file (temp file beside it, fsync, rename, fsync the
 // directory). Refuses to replace an existing file unless `force`.

@@ -174,7 +174,8 @@ std::string default_imatrix_out(const std::string & model_out, bool legacy) {
 
 namespace {
 
-bool write_gguf_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync, std::string & err) {
+bool write_gguf_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync, std::string & err,
+                      std::vector<util::durable_file> * stage) {
     gguf::model src;
     if (!gguf::open_model(s.source_path, src, err)) return false;
     gguf::output_spec spec = gguf::spec_from_model(src);
@@ -197,11 +198,13 @@ bool write_gguf_slice(const imatrix_slice & s, const std::string & path, bool fo
     gguf::write_options wo;
     wo.force = force;
     wo.sync = sync;
+    wo.stage = stage;
     std::vector<std::string> written;
     return gguf::write_output(spec, wo, path, written, err);
 }
 
-bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync, std::string & err) {
+bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync, std::string & err,
+                        std::vector<util::durable_file> * stage) {
     const saliency::imatrix_file & f = s.file;
     if (!force && access(path.c_str(), F_OK) == 0) {
         err = "'" + path + "' exists (use --force to replace it)";
@@ -256,18 +259,22 @@ bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool 
         return false;
     }
     if (!copy(f.trailer_offset, (uint64_t) st.st_size - f.trailer_offset)) return false;
-    return out.commit(err);
+    if (!stage) return out.commit(err);
+    if (!out.finish(err)) return false;
+    stage->push_back(std::move(out));
+    return true;
 }
 
 }  // namespace
 
 bool write_imatrix_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync,
-                         std::string & err) {
+                         std::string & err, std::vector<util::durable_file> * stage) {
     if (util::same_file(path, s.source_path)) {
         err = "refusing to write the sliced imatrix over its source '" + s.source_path + "'";
         return false;
     }
-    return s.file.legacy ? write_legacy_slice(s, path, force, sync, err) : write_gguf_slice(s, path, force, sync, err);
+    return s.file.legacy ? write_legacy_slice(s, path, force, sync, err, stage)
+                         : write_gguf_slice(s, path, force, sync, err, stage);
 }
 
 nlohmann::json coverage_json(const coverage_receipt & c, int64_t threshold) {

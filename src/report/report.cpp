@@ -552,9 +552,10 @@ std::string hf_repo_of(const gguf::model & m) {
     return "";
 }
 
-// Ensures DIR (and DIR/figures) exist.
-bool make_dir(const std::string & dir, std::string & err) {
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+// Ensures DIR (and DIR/figures) exist; `made`: this call created it.
+bool make_dir(const std::string & dir, bool & made, std::string & err) {
+    made = ::mkdir(dir.c_str(), 0755) == 0;
+    if (!made && errno != EEXIST) {
         err = "cannot create '" + dir + "': " + strerror(errno);
         return false;
     }
@@ -741,7 +742,6 @@ bool write_report(const report_options & opt, report_result & out, std::string &
 
     // ---- figures ----
     const std::string fig_dir = opt.out_dir + "/figures";
-    if (!make_dir(opt.out_dir, err) || !make_dir(fig_dir, err)) return false;
     std::vector<std::pair<std::string, std::string>> figures;   // file name, svg
     if (sal.have) {
         figures.push_back({"saliency-heatmap.svg", util::render_heatmap_svg(heatmap_of(sal, p))});
@@ -906,14 +906,20 @@ bool write_report(const report_options & opt, report_result & out, std::string &
          (sal.have ? "; saliency archive: " + code(util::base_name(sal.path)) + " (sha256 " + code(sal.sha256) + ")" : "") + ".\n\n";
     o += "---\n_Written by `reap report`" + (opt.tool_version.empty() ? std::string() : " " + opt.tool_version) + " (reap.cpp)._\n";
 
-    // ---- write: figures first, the card last (it names them) ----
-    for (const auto & [file, svg] : figures) {
-        const std::string path = fig_dir + "/" + file;
-        if (!util::write_file_durably(path, svg, err, opt.sync)) return false;
-        out.written.push_back(path);
+    // ---- write: every file complete before any appears (a disk that fills part
+    // way leaves no half card), the figures published first, the card last (it
+    // names them); the directories this run made go again when it fails ----
+    bool made_out = false, made_fig = false;
+    if (!make_dir(opt.out_dir, made_out, err)) return false;
+    std::vector<std::pair<std::string, std::string>> files;
+    for (const auto & [file, svg] : figures) files.push_back({fig_dir + "/" + file, svg});
+    files.push_back({readme, o});
+    if (!make_dir(fig_dir, made_fig, err) || !util::write_files_durably(files, err, opt.sync)) {
+        if (made_fig) util::remove_made_dir(fig_dir);
+        if (made_out) util::remove_made_dir(opt.out_dir);
+        return false;
     }
-    if (!util::write_file_durably(readme, o, err, opt.sync)) return false;
-    out.written.push_back(readme);
+    for (const auto & f : files) out.written.push_back(f.first);
     return true;
 }
 

@@ -374,6 +374,7 @@ namespace {
 
 constexpr const char * k_journal_suffix = ".reap-journal";
 constexpr const char * k_temp_marker = ".reap-tmp.";
+constexpr const char * k_lock_file = "/.reap.lock";   // in every folder an output is published to
 
 // Blocks SIGINT and SIGTERM for its lifetime (they are delivered afterwards).
 struct hold_signals {
@@ -461,7 +462,7 @@ bool dir_lock::lock(const std::string & dir, std::string & err) {
         key_ = key;
         return true;
     }
-    const std::string path = key + "/.reap.lock";
+    const std::string path = key + k_lock_file;
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         err = "cannot create the lock file " + path + ": " + strerror(errno);
@@ -595,6 +596,27 @@ bool prepare_output(const std::string & output, std::string & err) {
 bool write_file_durably(const std::string & path, const std::string & text, std::string & err, bool sync) {
     durable_file f;
     return f.open(path, err, sync) && f.write(text, err) && f.commit(err);
+}
+
+void remove_made_dir(const std::string & dir) {
+    ::unlink((dir + k_lock_file).c_str());
+    ::rmdir(dir.c_str());
+}
+
+bool write_files_durably(const std::vector<std::pair<std::string, std::string>> & files, std::string & err, bool sync) {
+    std::vector<durable_file> out(files.size());
+    for (size_t i = 0; i < files.size(); ++i) {
+        if (!out[i].open(files[i].first, err, sync) || !out[i].write(files[i].second, err) || !out[i].finish(err)) {
+            return false;   // every temp so far is removed by its destructor
+        }
+    }
+    for (size_t i = 0; i < out.size();) {
+        std::vector<durable_file *> group = {&out[i]};
+        const std::string dir = dir_of(out[i].target());
+        for (++i; i < out.size() && dir_of(out[i].target()) == dir; ++i) group.push_back(&out[i]);
+        if (!publish_together(group, err)) return false;
+    }
+    return true;
 }
 
 } // namespace reap::util

@@ -182,6 +182,19 @@ void install_interrupt_handlers(const char * cmd);
 // Writes `text` as the whole content of `path` through a durable_file.
 bool write_file_durably(const std::string & path, const std::string & text, std::string & err, bool sync = true);
 
+// Writes several files (path, content) so that a failed write (a full disk)
+// changes none of them: every temp file is written and finished before the
+// first one is published. They are then published in the order given, the
+// consecutive files of one directory together (publish_together), so list
+// the file that names the others (a card, a report) last.
+bool write_files_durably(const std::vector<std::pair<std::string, std::string>> & files, std::string & err,
+                         bool sync = true);
+
+// Removes the folder `dir` that this run created for its outputs when writing
+// them then failed: its lock file (all that a failed publish leaves there),
+// then the folder itself if it is empty.
+void remove_made_dir(const std::string & dir);
+
 // fsyncs the directory holding `path` (after a rename or an unlink in it).
 bool fsync_dir_of(const std::string & path);
 
