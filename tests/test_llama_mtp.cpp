@@ -1,0 +1,279 @@
+// test_llama_mtp.cpp: models with MTP (next-token prediction) blocks. The
+// fixture is glm4moe written by llama.cpp's own builder and saver
+// (make_arch_models --variant mtp): four trunk blocks and one MTP block (block 4,
+// <arch>.nextn_predict_layers = 1) with its own 16 routed experts.
+//
+// The reference for what the MTP block sees is llama.cpp's own MTP draft driver
+// (common/speculative.cpp, "draft-mtp"), run here through its public API with
+// an eval callback on its MTP context: calibrate's counts for block 4 must be,
+// expert by expert, the routing that driver produces over the same windows, and
+// Σ_k g_k·f_k over the nodes calibrate reads must be block 4's ffn_moe_out. A plan
+// made from the archive includes block 4; the pruned model loads, decodes and
+// its MTP draft runs (through the same driver), routing only to kept experts.
+// `reap eval` reports the greedy acceptance of the MTP head's first draft token,
+// checked against the first draft token llama.cpp's driver proposes at each
+// scored position and the target's own argmax there.
+#include "llama_test_util.h"
+#include "prune_test_util.h"
+
+#include "llama/calibrate.h"
+#include "moe/layout_gguf.h"
+#include "plan/plan.h"
+#include "saliency/archive.h"
+
+#include "speculative.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+using namespace reap_test;
+namespace sal = reap::saliency;
+
+namespace {
+
+const char * k_text =
+    "The quick brown fox jumps over the lazy dog. int main() { return 0; } "
+    "Experts route tokens; the router picks the top k.";
+
+constexpr int k_mtp_block = 4;   // block_count 5, nextn_predict_layers 1
+
+std::string mtp_model(std::string & err) {
+    const std::string dir = test_tmp_dir() + "/archs";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string path = dir + "/glm4moe-mtp.gguf";
+    if (file_exists(path)) return path;
+    std::string out;
+    const std::string cmd = shell_quote(llama_bin_dir() + "/make_arch_models") + " --arch glm4moe --variant mtp --out " +
+                            shell_quote(path);
+    if (run_cmd(cmd, out) != 0 || !file_exists(path)) {
+        err = "make_arch_models failed: " + cmd + "\n" + out;
+        return "";
+    }
+    return path;
+}
+
+// Reads, in the MTP context, block 4's routing (ffn_moe_topk, strided) and any
+// other named F32 nodes of it.
+struct mtp_capture {
+    std::set<std::string>                     names;
+    std::vector<std::vector<int32_t>>         routed;   // per token, in decode order
+    std::map<std::string, std::vector<float>> data;
+
+    static bool callback(ggml_tensor * t, bool ask, void * user) {
+        auto * self = static_cast<mtp_capture *>(user);
+        const bool topk = std::string(t->name) == "ffn_moe_topk-" + std::to_string(k_mtp_block);
+        if (!topk && !self->names.count(t->name)) return ask ? false : true;
+        if (ask) return true;
+        if (topk) {
+            std::vector<int32_t> row((size_t) t->ne[0]);
+            for (int64_t j = 0; j < t->ne[1]; ++j) {
+                ggml_backend_tensor_get(t, row.data(), j * t->nb[1], row.size() * sizeof(int32_t));
+                self->routed.push_back(row);
+            }
+        } else if (t->type == GGML_TYPE_F32 && ggml_is_contiguous(t)) {
+            auto & v = self->data[t->name];
+            const size_t old = v.size();
+            v.resize(old + (size_t) ggml_nelements(t));
+            ggml_backend_tensor_get(t, v.data() + old, 0, ggml_nbytes(t));
+        }
+        return true;
+    }
+};
+
+// llama.cpp's MTP draft driver over a target context of `model`, with the
+// capture on its MTP context. One window (one sequence) at a time.
+struct llama_mtp_driver {
+    common_params                      params;
+    context_ptr                        tgt;
+    common_speculative_init_result_ptr init;
+    common_speculative_ptr             spec;
+
+    bool open(llama_model * model, int n_ctx, mtp_capture * cap, std::string & err) {
+        tgt = new_context(model, (uint32_t) n_ctx, nullptr, nullptr, false, 1);
+        params.n_ctx = params.n_batch = params.n_ubatch = n_ctx;
+        params.cpuparams.n_threads = params.cpuparams_batch.n_threads = 1;
+        params.speculative.types = {COMMON_SPECULATIVE_TYPE_DRAFT_MTP};
+        params.speculative.draft.n_max = 3;
+        params.speculative.draft.p_min = 0.0f;
+        params.cb_eval = mtp_capture::callback;
+        params.cb_eval_user_data = cap;
+        init = std::make_unique<common_speculative_init_result>(params, model, tgt.get());
+        if (!tgt || !init->context()) {
+            err = "llama.cpp did not create the target and MTP contexts";
+            return false;
+        }
+        return true;
+    }
+    // A fresh driver state for a new sequence (its carried h back to zeros).
+    void restart() {
+        llama_memory_clear(llama_get_memory(tgt.get()), true);
+        llama_memory_clear(llama_get_memory(init->context()), true);
+        params.speculative.draft.ctx_tgt = tgt.get();
+        params.speculative.draft.ctx_dft = init->context();
+        spec.reset(common_speculative_init(params.speculative, 1));
+    }
+    // Target decode of toks at positions 0.., then the driver's process().
+    bool prefill(const std::vector<llama_token> & toks) {
+        llama_batch b = llama_batch_init((int32_t) toks.size(), 0, 1);
+        for (size_t i = 0; i < toks.size(); ++i) common_batch_add(b, toks[i], (llama_pos) i, {0}, true);
+        const bool ok = llama_decode(tgt.get(), b) == 0 && common_speculative_process(spec.get(), b);
+        llama_batch_free(b);
+        return ok;
+    }
+    // The driver's draft after the prefix, continuing with id_last at position n_past.
+    llama_tokens draft(llama_token id_last, int n_past, const llama_tokens & prompt) {
+        llama_tokens result;
+        auto & dp = common_speculative_get_draft_params(spec.get(), 0);
+        dp.drafting = true;
+        dp.n_max = -1;
+        dp.n_past = n_past;
+        dp.id_last = id_last;
+        dp.prompt = &prompt;
+        dp.result = &result;
+        common_speculative_draft(spec.get());
+        return result;
+    }
+};
+
+// The windows calibrate makes of a plain text: -c tokens each, the first
+// replaced by BOS, the remainder dropped.
+std::vector<std::vector<llama_token>> text_windows(const llama_model * model, const std::string & text, int n_ctx) {
+    const std::vector<llama_token> toks = tokenize(model, text);
+    std::vector<std::vector<llama_token>> w;
+    for (size_t b = 0; b + (size_t) n_ctx <= toks.size(); b += (size_t) n_ctx) {
+        w.emplace_back(toks.begin() + (long) b, toks.begin() + (long) b + n_ctx);
+        w.back()[0] = llama_vocab_bos(llama_model_get_vocab(model));
+    }
+    return w;
+}
+
+TEST(Mtp, CalibratePlanPruneDraftEval) {
+    std::string err;
+    const std::string path = mtp_model(err);
+    ASSERT_FALSE(path.empty()) << err;
+    reap::gguf::model m;
+    ASSERT_TRUE(reap::gguf::open_model(path, m, err)) << err;
+    int64_t nextn = 0;
+    ASSERT_TRUE(m.kvs.get_i64("glm4moe.nextn_predict_layers", nextn, err)) << err;
+    ASSERT_EQ(nextn, 1);
+    reap::moe::layout lay;
+    ASSERT_TRUE(reap::moe::layout_of(m, lay, err)) << err;
+    ASSERT_EQ(lay.moe_layers.back(), k_mtp_block) << "the MTP block's experts are not an MoE layer of the layout";
+
+    // ---- calibrate: the MTP block is measured
+    const std::string dir = prune_test::scratch("mtp");
+    const std::string corpus = dir + "/text.txt";
+    const std::string text = std::string(k_text) + "\n" + k_text + "\n";
+    std::ofstream(corpus) << text;
+    const int n_ctx = 64;
+    reap::calibrate_options co;
+    co.model_path = path;
+    co.corpus_path = corpus;
+    co.out_path = dir + "/s.gguf";
+    co.llama.n_ctx = co.llama.n_batch = co.llama.n_ubatch = n_ctx;
+    co.llama.cpuparams.n_threads = 1;
+    co.llama.n_gpu_layers = 0;
+    co.progress = false;
+    co.force = true;
+    sal::archive a;
+    reap::calibrate_report rep;
+    ASSERT_TRUE(reap::run_calibrate(co, a, rep, err)) << err;
+    ASSERT_TRUE(sal::check_count_invariant(a, err)) << err;
+    ASSERT_EQ(a.domains.size(), 1u);
+    const sal::domain_stats & d = a.domains[0];
+    double sum = 0;
+    for (int64_t e = 0; e < lay.n_expert; ++e) sum += d.count[a.index(k_mtp_block, (int) e)];
+    EXPECT_EQ(sum, (double) d.n_tokens * (double) lay.n_expert_used) << "MTP block: not every token routed top-k";
+    ASSERT_GT(d.n_tokens, 0);
+
+    // ---- the same windows through llama.cpp's own MTP driver: the same routing, expert by expert
+    {
+        model_ptr model = load_model(path);
+        ASSERT_TRUE(model);
+        mtp_capture cap;
+        const std::string L = "-" + std::to_string(k_mtp_block);
+        // (glm4moe's MTP graph renames build_moe_ffn's output ffn_moe_out to mtp_ffn_moe_out)
+        cap.names = {rep.weights_node + L, rep.down_node + L, "ffn_moe_out" + L, "mtp_ffn_moe_out" + L};
+        llama_mtp_driver drv;
+        ASSERT_TRUE(drv.open(model.get(), n_ctx, &cap, err)) << err;
+        const auto windows = text_windows(model.get(), text, n_ctx);
+        ASSERT_EQ((int64_t) windows.size() * n_ctx, d.n_tokens);
+        for (const auto & w : windows) {
+            drv.restart();
+            ASSERT_TRUE(drv.prefill(w));
+        }
+        std::vector<double> counts((size_t) lay.n_expert, 0.0);
+        ASSERT_EQ((int64_t) cap.routed.size(), d.n_tokens);
+        for (const auto & row : cap.routed) {
+            for (int32_t e : row) counts[(size_t) e] += 1;
+        }
+        for (int64_t e = 0; e < lay.n_expert; ++e) {
+            EXPECT_EQ(d.count[a.index(k_mtp_block, (int) e)], counts[(size_t) e]) << "expert " << e;
+        }
+        // Σ_k g_k·f_k = ffn_moe_out in the MTP block, per token
+        const auto & g = cap.data[rep.weights_node + L];
+        const auto & f = cap.data[rep.down_node + L];
+        const auto & o = cap.data.count("ffn_moe_out" + L) ? cap.data["ffn_moe_out" + L] : cap.data["mtp_ffn_moe_out" + L];
+        ASSERT_FALSE(o.empty()) << "no MoE output node in the MTP block";
+        const size_t k = (size_t) lay.n_expert_used, n_tok = g.size() / k;
+        ASSERT_EQ(n_tok, (size_t) d.n_tokens);
+        ASSERT_EQ(o.size() % n_tok, 0u);
+        const size_t dim = o.size() / n_tok;
+        ASSERT_EQ(f.size(), n_tok * k * dim);
+        double worst = 0;
+        for (size_t t = 0; t < n_tok; ++t) {
+            double num = 0, den = 0;
+            for (size_t c = 0; c < dim; ++c) {
+                double s = 0;
+                for (size_t j = 0; j < k; ++j) s += g[t * k + j] * f[(t * k + j) * dim + c];
+                num += (s - o[t * dim + c]) * (s - o[t * dim + c]);
+                den += (double) o[t * dim + c] * o[t * dim + c];
+            }
+            worst = std::max(worst, std::sqrt(num / std::max(den, 1e-30)));
+        }
+        EXPECT_LT(worst, 1e-4) << "Σ g·f over " << rep.weights_node << " and " << rep.down_node;
+    }
+
+    // ---- a plan from the archive includes the MTP block; prune, verify
+    std::string out;
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " plan " + shell_quote(co.out_path) + " -m " + shell_quote(path) +
+                          " --keep 8 -o " + shell_quote(dir + "/plan.json"), out), 0) << out;
+    reap::plan p;
+    ASSERT_TRUE(reap::read_plan(dir + "/plan.json", p, err)) << err;
+    ASSERT_FALSE(p.layers.empty());
+    EXPECT_EQ(p.layers.back().layer, k_mtp_block);
+    std::vector<std::string> written;
+    ASSERT_TRUE(prune_test::prune_to(m, p, dir + "/plan.json", dir + "/cut.gguf", written, err)) << err;
+    ASSERT_TRUE(prune_test::verify(m, p, dir + "/plan.json", dir + "/cut.gguf", err)) << err;
+
+    // ---- the pruned model loads, decodes, and its MTP draft runs (llama.cpp's driver)
+    {
+        prompt_run cut;
+        ASSERT_TRUE(run_prompt(dir + "/cut.gguf", k_text, cut, err, 1)) << err;
+        EXPECT_TRUE(all_finite(cut.logits));
+        model_ptr model = load_model(dir + "/cut.gguf");
+        ASSERT_TRUE(model);
+        EXPECT_EQ(llama_model_n_layer_nextn(model.get()), 1);
+        mtp_capture cap;
+        llama_mtp_driver drv;
+        ASSERT_TRUE(drv.open(model.get(), n_ctx, &cap, err)) << err;
+        drv.restart();
+        const std::vector<llama_token> prompt = tokenize(model.get(), k_text);
+        const std::vector<llama_token> prefix(prompt.begin(), prompt.begin() + 20);
+        ASSERT_TRUE(drv.prefill(prefix));
+        const llama_tokens draft = drv.draft(prompt[20], 20, prefix);
+        EXPECT_EQ(draft.size(), 3u) << "the pruned model's MTP head drafted nothing";
+        const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+        for (llama_token t : draft) EXPECT_TRUE(t >= 0 && t < n_vocab);
+        ASSERT_GT(cap.routed.size(), prefix.size());   // the prefix, then the draft steps
+        for (const auto & row : cap.routed) {
+            for (int32_t e : row) ASSERT_TRUE(e >= 0 && e < p.n_keep) << "MTP block routed to expert " << e;
+        }
+    }
+}
+
+}  // namespace
