@@ -23,9 +23,12 @@
 
 #include "speculative.h"
 
+#include "../src/llama-ext.h"   // llama.cpp's staging API (nextn embeddings), as its common/ includes it
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -124,12 +127,13 @@ struct llama_mtp_driver {
         llama_batch_free(b);
         return ok;
     }
-    // The driver's draft after the prefix, continuing with id_last at position n_past.
-    llama_tokens draft(llama_token id_last, int n_past, const llama_tokens & prompt) {
+    // The driver's draft after the prefix, continuing with id_last at position n_past
+    // (n_max tokens at most; -1 = the configured 3).
+    llama_tokens draft(llama_token id_last, int n_past, const llama_tokens & prompt, int n_max = -1) {
         llama_tokens result;
         auto & dp = common_speculative_get_draft_params(spec.get(), 0);
         dp.drafting = true;
-        dp.n_max = -1;
+        dp.n_max = n_max;
         dp.n_past = n_past;
         dp.id_last = id_last;
         dp.prompt = &prompt;
@@ -149,6 +153,93 @@ std::vector<std::vector<llama_token>> text_windows(const llama_model * model, co
         w.back()[0] = llama_vocab_bos(llama_model_get_vocab(model));
     }
     return w;
+}
+
+// Per window and position p: the model's own argmax at p, and its MTP head's
+// argmax for (h_{p-1}, x_p) (h = 0 before position 0), each window decoded whole
+// by the target, then by an MTP context of the same model with those pairs,
+// through llama.cpp's API directly.
+struct argmaxes {
+    std::vector<std::vector<int>> target, draft;
+};
+
+void teacher_forced(const std::string & path, const std::vector<std::vector<llama_token>> & windows, argmaxes & out) {
+    model_ptr model = load_model(path);
+    ASSERT_TRUE(model);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+    const int n_embd = llama_model_n_embd_out(model.get());
+    const int len = (int) windows[0].size();
+    context_ptr tgt = new_context(model.get(), (uint32_t) len, nullptr, nullptr, false, 1);
+    ASSERT_TRUE(tgt);
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = cp.n_batch = cp.n_ubatch = (uint32_t) len;
+    cp.n_seq_max = 1;
+    cp.n_threads = cp.n_threads_batch = 1;
+    cp.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+    context_ptr mtp(llama_init_from_model(model.get(), cp));
+    ASSERT_TRUE(mtp);
+    llama_set_embeddings_nextn(tgt.get(), true, false);
+    auto argmax = [&](const float * row) { return (int) (std::max_element(row, row + n_vocab) - row); };
+    std::vector<llama_token> tok(len);
+    std::vector<float> embd((size_t) len * n_embd);
+    std::vector<llama_pos> pos(len);
+    std::vector<int32_t> n_seq(len, 1);
+    std::vector<llama_seq_id> seq0(len, 0);
+    std::vector<llama_seq_id *> seq(len);
+    std::vector<int8_t> logits(len, 1);
+    for (int i = 0; i < len; ++i) seq[i] = &seq0[i];
+    for (const auto & w : windows) {
+        llama_memory_clear(llama_get_memory(tgt.get()), true);
+        llama_memory_clear(llama_get_memory(mtp.get()), true);
+        ASSERT_EQ(decode_all(tgt.get(), w), 0);
+        out.target.emplace_back();
+        for (int p = 0; p < len; ++p) out.target.back().push_back(argmax(llama_get_logits_ith(tgt.get(), p)));
+        const float * h = llama_get_embeddings_nextn(tgt.get());
+        ASSERT_TRUE(h);
+        std::fill(embd.begin(), embd.begin() + n_embd, 0.0f);
+        std::copy(h, h + (size_t) (len - 1) * n_embd, embd.begin() + n_embd);
+        for (int p = 0; p < len; ++p) {
+            tok[p] = w[p];
+            pos[p] = p;
+        }
+        llama_batch b = {len, tok.data(), embd.data(), pos.data(), n_seq.data(), seq.data(), logits.data()};
+        ASSERT_EQ(llama_decode(mtp.get(), b), 0);
+        out.draft.emplace_back();
+        for (int p = 0; p < len; ++p) out.draft.back().push_back(argmax(llama_get_logits_ith(mtp.get(), p)));
+    }
+}
+
+// llama.cpp's own driver proposes, as its first draft token at each scored
+// position p (len/2 .. len-2) of the first window, the MTP head's argmax above:
+// it processes the window's tokens before p, then drafts one token after x_p.
+void check_driver_drafts(const std::string & path, const std::vector<llama_token> & w, const std::vector<int> & draft) {
+    std::string err;
+    model_ptr model = load_model(path);
+    ASSERT_TRUE(model);
+    mtp_capture cap;
+    llama_mtp_driver drv;
+    ASSERT_TRUE(drv.open(model.get(), (int) w.size(), &cap, err)) << err;
+    const int len = (int) w.size();
+    for (int p = len / 2; p <= len - 2; ++p) {
+        drv.restart();
+        const llama_tokens prefix(w.begin(), w.begin() + p);
+        ASSERT_TRUE(drv.prefill(prefix));
+        const llama_tokens d = drv.draft(w[(size_t) p], p, prefix, 1);
+        ASSERT_EQ(d.size(), 1u) << "position " << p;
+        EXPECT_EQ(d[0], draft[(size_t) p]) << path << " position " << p;
+    }
+}
+
+// Greedy acceptance over the scored positions, as reap eval defines it.
+void acceptance(const argmaxes & a, int64_t & positions, int64_t & accepted) {
+    positions = accepted = 0;
+    for (size_t w = 0; w < a.target.size(); ++w) {
+        const int len = (int) a.target[w].size();
+        for (int p = len / 2; p <= len - 2; ++p) {
+            ++positions;
+            accepted += a.target[w][(size_t) p] == a.draft[w][(size_t) p];
+        }
+    }
 }
 
 TEST(Mtp, CalibratePlanPruneDraftEval) {
@@ -273,6 +364,41 @@ TEST(Mtp, CalibratePlanPruneDraftEval) {
         for (const auto & row : cap.routed) {
             for (int32_t e : row) ASSERT_TRUE(e >= 0 && e < p.n_keep) << "MTP block routed to expert " << e;
         }
+    }
+
+    // ---- reap eval: the MTP draft's acceptance, base and pruned, as llama.cpp's driver gives it
+    {
+        const std::string longer = dir + "/long.txt";
+        std::string many;
+        for (int i = 0; i < 6; ++i) many += text;
+        std::ofstream(longer) << many;
+        ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(path) + " -p " + shell_quote(dir + "/cut.gguf") +
+                              " -f " + shell_quote(longer) + " -c 64 -t 1 --json", out), 0) << out;
+        const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+        ASSERT_FALSE(j.is_discarded()) << out;
+        ASSERT_TRUE(j.contains("mtp_draft")) << out;
+        const auto & md = j["mtp_draft"];
+        model_ptr model = load_model(path);
+        ASSERT_TRUE(model);
+        const auto windows = text_windows(model.get(), many, n_ctx);
+        model.reset();
+        argmaxes base, cut;
+        teacher_forced(path, windows, base);
+        teacher_forced(dir + "/cut.gguf", windows, cut);
+        check_driver_drafts(path, windows[0], base.draft[0]);
+        check_driver_drafts(dir + "/cut.gguf", windows[0], cut.draft[0]);
+        int64_t pos_base = 0, acc_base = 0, pos_cut = 0, acc_cut = 0;
+        acceptance(base, pos_base, acc_base);
+        acceptance(cut, pos_cut, acc_cut);
+        EXPECT_EQ(md["blocks"].get<int>(), 1);
+        EXPECT_EQ(md["positions"].get<int64_t>(), pos_base);
+        EXPECT_EQ(md["base_accepted"].get<int64_t>(), acc_base);
+        EXPECT_EQ(md["pruned_accepted"].get<int64_t>(), acc_cut);
+        EXPECT_DOUBLE_EQ(md["base_acceptance"].get<double>(), (double) acc_base / (double) pos_base);
+        EXPECT_DOUBLE_EQ(md["pruned_acceptance"].get<double>(), (double) acc_cut / (double) pos_cut);
+        EXPECT_GT(acc_base + acc_cut, 0) << "no position accepted on either side: the comparison says little";
+        std::printf("MTP acceptance over %lld positions: base %lld, pruned %lld (llama.cpp's driver and reap eval agree)\n",
+                    (long long) pos_base, (long long) acc_base, (long long) acc_cut);
     }
 }
 

@@ -2,6 +2,8 @@
 // MTP draft driver feeds it. See mtp.h.
 #include "llama/mtp.h"
 
+#include "plan/plan.h"
+
 #include "llama-ext.h"   // llama.cpp's staging API: nextn embeddings, the MTP head offset
 
 #include <algorithm>
@@ -11,6 +13,19 @@ namespace reap {
 
 int mtp_heads(const llama_model * model) {
     return std::max(0, (int) llama_model_n_layer_nextn(model));
+}
+
+int mtp_blocks_in_file(const gguf::model & m) {
+    std::string arch, err;
+    moe::moe_kv kv;
+    if (!model_moe_kv(m, arch, kv, err) || !kv.block_count || !kv.nextn_predict_layers) return 0;
+    const int64_t n = *kv.nextn_predict_layers, first = *kv.block_count - n;
+    if (n <= 0 || first < 0) return 0;
+    for (const auto & t : m.tensors) {
+        size_t dot;
+        if (gguf::block_index(t.name, dot) == first) return (int) n;
+    }
+    return 0;
 }
 
 bool mtp_runner::init(llama_model * model, llama_context * target, llama_context_params cparams, std::string & err) {

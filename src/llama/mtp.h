@@ -22,6 +22,7 @@
 // to output nextn embeddings for every token (enable_target()).
 #pragma once
 
+#include "gguf/gguf.h"
 #include "llama/runtime.h"
 
 #include <cstdint>
@@ -32,6 +33,12 @@ namespace reap {
 
 // Whether llama.cpp sees MTP blocks in `model` (llama_model_n_layer_nextn > 0).
 int mtp_heads(const llama_model * model);
+
+// The MTP blocks the file `m` holds: <arch>.nextn_predict_layers when the file
+// has tensors of its first MTP block (block_count - N), else 0 (a converter may
+// leave the MTP blocks out; llama.cpp then loads the trunk only, and an MTP
+// context of that model cannot run).
+int mtp_blocks_in_file(const gguf::model & m);
 
 struct mtp_runner {
     // Creates the MTP context for `model` (loaded with load_mtp) with the
