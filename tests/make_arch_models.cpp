@@ -13,6 +13,7 @@
 //
 //   make_arch_models --list                      the MoE archs it writes, one a line,
 //                                                then "skip ARCH: reason" lines
+//   make_arch_models --list-mtp                  the archs it writes with --variant mtp
 //   make_arch_models --arch NAME --out FILE [--variant V]
 //       V = used-array   <arch>.expert_used_count written as a per-layer array
 //                        (0 in dense blocks), as some converters write it
@@ -63,8 +64,13 @@ const llm_arch k_moe_archs[] = {
 const llm_arch k_variant_archs[] = {LLM_ARCH_NEMOTRON_H};
 
 // Archs written with --variant mtp: llama.cpp's graph for them has an MTP
-// (DECODER_MTP) path whose block routes through build_moe_ffn.
-const llm_arch k_mtp_archs[] = {LLM_ARCH_GLM4_MOE};
+// (DECODER_MTP) path whose block routes through build_moe_ffn. Not here, with
+// the reason: qwen3next, qwen35moe and bailingmoe3 (llama.cpp's saver writes per-layer
+// arrays for the trunk blocks only, n_layer(), and its loader then wants one
+// value per block, MTP blocks included: "wrong array length"); nemotron_h_moe,
+// step35, mimo2 (not in the saver's MoE set above).
+const llm_arch k_mtp_archs[] = {LLM_ARCH_GLM4_MOE, LLM_ARCH_DEEPSEEK2, LLM_ARCH_HY_V3, LLM_ARCH_GLM_DSA,
+                                LLM_ARCH_DEEPSEEK32};
 
 struct skipped {
     llm_arch    arch;
@@ -233,7 +239,9 @@ void write_metadata(llm_arch arch, const geometry & g, const vocab & voc, gguf_c
     }
     // (not with MTP blocks: glm4moe with rope sections is the vision variant, M-RoPE, and
     // llama.cpp's MTP graph ropes without sections, which ggml aborts on; GLM-4.5 has none)
-    if (g.n_nextn == 0) s.add_kv(LLM_KV_ROPE_DIMENSION_SECTIONS, std::vector<uint32_t>(4, head_dim / 4));
+    if (g.n_nextn == 0 || arch != LLM_ARCH_GLM4_MOE) {
+        s.add_kv(LLM_KV_ROPE_DIMENSION_SECTIONS, std::vector<uint32_t>(4, head_dim / 4));
+    }
     s.add_kv(LLM_KV_ATTENTION_INDEXER_HEAD_COUNT, arch == LLM_ARCH_MINIMAX_M3 ? g.n_head : uint32_t(8));
     s.add_kv(LLM_KV_ATTENTION_INDEXER_KEY_LENGTH, arch == LLM_ARCH_QWEN4EXP ? head_dim : uint32_t(128));
     s.add_kv(LLM_KV_ATTENTION_INDEXER_TOP_K, uint32_t(8));
@@ -416,8 +424,8 @@ int write_model(const std::string & arch_name, const std::string & out, const st
         return 1;
     }
     if (variant == "mtp" && !mtp_arch) {
-        std::fprintf(stderr, "make_arch_models: --variant mtp is written for %s only\n",
-                     llm_arch_name(k_mtp_archs[0]));
+        std::fprintf(stderr, "make_arch_models: --variant mtp is not written for %s (k_mtp_archs)\n",
+                     arch_name.c_str());
         return 1;
     }
     geometry g = geometry_of(arch);
@@ -457,17 +465,19 @@ int write_model(const std::string & arch_name, const std::string & out, const st
 
 int main(int argc, char ** argv) {
     std::string arch, out, variant;
-    bool list = false;
+    bool list = false, list_mtp = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--list") {
             list = true;
+        } else if (a == "--list-mtp") {
+            list_mtp = true;
         } else if ((a == "--arch" || a == "--out" || a == "--variant") && i + 1 < argc) {
             (a == "--arch" ? arch : a == "--out" ? out : variant) = argv[++i];
         } else if (a == "--verbose") {
             quiet = false;
         } else {
-            std::fprintf(stderr, "usage: make_arch_models --list | --arch NAME --out FILE [--variant used-array|mtp]\n");
+            std::fprintf(stderr, "usage: make_arch_models --list | --list-mtp | --arch NAME --out FILE [--variant used-array|mtp]\n");
             return 1;
         }
     }
@@ -486,6 +496,10 @@ int main(int argc, char ** argv) {
             }
         }
         for (const skipped & s : k_skipped) std::printf("skip %s: %s\n", llm_arch_name(s.arch), s.why);
+        return 0;
+    }
+    if (list_mtp) {
+        for (llm_arch a : k_mtp_archs) std::printf("%s\n", llm_arch_name(a));
         return 0;
     }
     if (arch.empty() || out.empty()) {
