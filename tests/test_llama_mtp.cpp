@@ -298,6 +298,7 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
     sal::archive a;
     reap::calibrate_report rep;
     ASSERT_TRUE(reap::run_calibrate(co, a, rep, err)) << err;
+    EXPECT_EQ(rep.mtp_layers, std::vector<int>{k_mtp_block});
     ASSERT_TRUE(sal::check_count_invariant(a, err)) << err;
     ASSERT_EQ(a.domains.size(), 1u);
     const sal::domain_stats & d = a.domains[0];

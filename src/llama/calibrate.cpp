@@ -477,8 +477,10 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
     // MTP blocks (calibrate.h): an MTP context over the same tokens, with the same callback.
     mtp_runner mtp;
     // (only where an MTP block has routed experts in the file: there is nothing else to measure)
-    bool has_mtp = false;
-    for (int l : fp.moe_layers) has_mtp = has_mtp || l >= (int) fp.n_layer - mtp_heads(model.get());
+    for (int l : fp.moe_layers) {
+        if (l >= (int) fp.n_layer - mtp_heads(model.get())) report.mtp_layers.push_back(l);
+    }
+    const bool has_mtp = !report.mtp_layers.empty();
     if (has_mtp && !mtp.init(model.get(), ctx.get(), cparams, err)) return false;
     const llama_vocab * vocab = llama_model_get_vocab(model.get());
     llama_batch batch = llama_batch_init((int32_t) cparams.n_batch, 0, 1);

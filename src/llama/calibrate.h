@@ -135,6 +135,7 @@ struct calibrate_report {
     std::string weights_node;         // e.g. "ffn_moe_weights_norm" (first MoE layer)
     std::string down_node;            // e.g. "ffn_moe_down_biased"
     bool    weights_before_ffn = false;
+    std::vector<int> mtp_layers;      // MTP blocks measured in llama.cpp's MTP context (see above)
 };
 
 // Runs the whole calibration and writes the archive to opt.out_path (unless
