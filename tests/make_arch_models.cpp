@@ -21,6 +21,8 @@
 //                        <arch>.nextn_predict_layers = 1, the block's nextn.*
 //                        tensors and its own routed experts (llama.cpp runs it
 //                        only in an MTP context); for the archs in k_mtp_archs
+//       V = mtp2         the same with two MTP blocks (chained heads; of those
+//                        archs only hy_v3's graph runs more than one)
 //
 // Exit 0 with FILE complete (written to a temp name, then renamed), 1 otherwise.
 #include "ggml.h"
@@ -419,17 +421,18 @@ int write_model(const std::string & arch_name, const std::string & out, const st
                      arch_name.c_str());
         return 1;
     }
-    if (!variant.empty() && variant != "used-array" && variant != "mtp") {
+    if (!variant.empty() && variant != "used-array" && variant != "mtp" && variant != "mtp2") {
         std::fprintf(stderr, "make_arch_models: unknown --variant '%s'\n", variant.c_str());
         return 1;
     }
-    if (variant == "mtp" && !mtp_arch) {
+    if ((variant == "mtp" || variant == "mtp2") && !mtp_arch) {
         std::fprintf(stderr, "make_arch_models: --variant mtp is not written for %s (k_mtp_archs)\n",
                      arch_name.c_str());
         return 1;
     }
     geometry g = geometry_of(arch);
     if (variant == "mtp") g.n_nextn = 1;
+    if (variant == "mtp2") g.n_nextn = 2;
     const vocab voc = byte_vocab();
     gguf_context * meta = gguf_init_empty();
     write_metadata(arch, g, voc, meta);
@@ -477,7 +480,7 @@ int main(int argc, char ** argv) {
         } else if (a == "--verbose") {
             quiet = false;
         } else {
-            std::fprintf(stderr, "usage: make_arch_models --list | --list-mtp | --arch NAME --out FILE [--variant used-array|mtp]\n");
+            std::fprintf(stderr, "usage: make_arch_models --list | --list-mtp | --arch NAME --out FILE [--variant used-array|mtp|mtp2]\n");
             return 1;
         }
     }

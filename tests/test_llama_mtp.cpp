@@ -12,8 +12,10 @@
 // made from the archive includes block 4; the pruned model loads, decodes and
 // its MTP draft runs (through the same driver), routing only to kept experts.
 // `reap eval` reports the greedy acceptance of the MTP head's first draft token,
-// checked against the first draft token llama.cpp's driver proposes at each
-// scored position and the target's own argmax there.
+// checked against a teacher-forced pass through llama.cpp's API whose draft
+// tokens equal those llama.cpp's driver proposes, position by position. Two
+// chained MTP heads (hy_v3 --variant mtp2) are checked the same way for calibrate,
+// plan, prune and the draft.
 #include "llama_test_util.h"
 #include "prune_test_util.h"
 
@@ -31,6 +33,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -62,14 +66,14 @@ std::vector<std::string> mtp_archs() {
     return a;
 }
 
-std::string mtp_model(const std::string & arch, std::string & err) {
+std::string mtp_model(const std::string & arch, std::string & err, const std::string & variant = "mtp") {
     const std::string dir = test_tmp_dir() + "/archs";
     ::mkdir(dir.c_str(), 0755);
-    const std::string path = dir + "/" + arch + "-mtp.gguf";
+    const std::string path = dir + "/" + arch + "-" + variant + ".gguf";
     if (file_exists(path)) return path;
     std::string out;
-    const std::string cmd = shell_quote(generator()) + " --arch " + shell_quote(arch) + " --variant mtp --out " +
-                            shell_quote(path);
+    const std::string cmd = shell_quote(generator()) + " --arch " + shell_quote(arch) + " --variant " + variant +
+                            " --out " + shell_quote(path);
     if (run_cmd(cmd, out) != 0 || !file_exists(path)) {
         err = "make_arch_models failed: " + cmd + "\n" + out;
         return "";
@@ -77,23 +81,25 @@ std::string mtp_model(const std::string & arch, std::string & err) {
     return path;
 }
 
-// Reads, in the MTP context, block 4's routing (ffn_moe_topk, strided) and any
-// other named F32 nodes of it.
+// Reads, in the MTP context, each MTP block's routing (ffn_moe_topk-L, strided)
+// and any other named F32 nodes.
 struct mtp_capture {
     std::set<std::string>                     names;
-    std::vector<std::vector<int32_t>>         routed;   // per token, in decode order
+    std::map<int, std::vector<std::vector<int32_t>>> routed;   // block -> per token, in decode order
     std::map<std::string, std::vector<float>> data;
 
     static bool callback(ggml_tensor * t, bool ask, void * user) {
         auto * self = static_cast<mtp_capture *>(user);
-        const bool topk = std::string(t->name) == "ffn_moe_topk-" + std::to_string(k_mtp_block);
+        static const char prefix[] = "ffn_moe_topk-";
+        const bool topk = std::strncmp(t->name, prefix, sizeof(prefix) - 1) == 0;
         if (!topk && !self->names.count(t->name)) return ask ? false : true;
         if (ask) return true;
         if (topk) {
+            auto & rows = self->routed[std::atoi(t->name + sizeof(prefix) - 1)];
             std::vector<int32_t> row((size_t) t->ne[0]);
             for (int64_t j = 0; j < t->ne[1]; ++j) {
                 ggml_backend_tensor_get(t, row.data(), j * t->nb[1], row.size() * sizeof(int32_t));
-                self->routed.push_back(row);
+                rows.push_back(row);
             }
         } else if (t->type == GGML_TYPE_F32 && ggml_is_contiguous(t)) {
             auto & v = self->data[t->name];
@@ -263,6 +269,24 @@ void acceptance(const argmaxes & a, int64_t & positions, int64_t & accepted) {
     }
 }
 
+constexpr int k_ctx = 64;
+constexpr int k_eval_windows = 6;   // reap eval --chunks: 186 scored positions
+
+// calibrate over a text in windows of k_ctx tokens, one thread, on the CPU
+reap::calibrate_options calibrate_options_for(const std::string & model, const std::string & corpus,
+                                              const std::string & out) {
+    reap::calibrate_options co;
+    co.model_path = model;
+    co.corpus_path = corpus;
+    co.out_path = out;
+    co.llama.n_ctx = co.llama.n_batch = co.llama.n_ubatch = k_ctx;
+    co.llama.cpuparams.n_threads = 1;
+    co.llama.n_gpu_layers = 0;
+    co.progress = false;
+    co.force = true;
+    return co;
+}
+
 class Mtp : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Mtp, CalibratePlanPruneDraftEval) {
@@ -285,16 +309,8 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
     const std::string corpus = dir + "/text.txt";
     const std::string text = std::string(k_text) + "\n" + k_text + "\n";
     std::ofstream(corpus) << text;
-    const int n_ctx = 64;
-    reap::calibrate_options co;
-    co.model_path = path;
-    co.corpus_path = corpus;
-    co.out_path = dir + "/s.gguf";
-    co.llama.n_ctx = co.llama.n_batch = co.llama.n_ubatch = n_ctx;
-    co.llama.cpuparams.n_threads = 1;
-    co.llama.n_gpu_layers = 0;
-    co.progress = false;
-    co.force = true;
+    const int n_ctx = k_ctx;
+    const reap::calibrate_options co = calibrate_options_for(path, corpus, dir + "/s.gguf");
     sal::archive a;
     reap::calibrate_report rep;
     ASSERT_TRUE(reap::run_calibrate(co, a, rep, err)) << err;
@@ -324,8 +340,9 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
             ASSERT_TRUE(drv.prefill(w));
         }
         std::vector<double> counts((size_t) lay.n_expert, 0.0);
-        ASSERT_EQ((int64_t) cap.routed.size(), d.n_tokens);
-        for (const auto & row : cap.routed) {
+        ASSERT_EQ(cap.routed.size(), 1u);
+        ASSERT_EQ((int64_t) cap.routed[k_mtp_block].size(), d.n_tokens);
+        for (const auto & row : cap.routed[k_mtp_block]) {
             for (int32_t e : row) counts[(size_t) e] += 1;
         }
         for (int64_t e = 0; e < lay.n_expert; ++e) {
@@ -386,8 +403,8 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
         EXPECT_EQ(draft.size(), 3u) << "the pruned model's MTP head drafted nothing";
         const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
         for (llama_token t : draft) EXPECT_TRUE(t >= 0 && t < n_vocab);
-        ASSERT_GT(cap.routed.size(), prefix.size());   // the prefix, then the draft steps
-        for (const auto & row : cap.routed) {
+        ASSERT_GT(cap.routed[k_mtp_block].size(), prefix.size());   // the prefix, then the draft steps
+        for (const auto & row : cap.routed[k_mtp_block]) {
             for (int32_t e : row) ASSERT_TRUE(e >= 0 && e < p.n_keep) << "MTP block routed to expert " << e;
         }
     }
@@ -399,14 +416,17 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
         for (int i = 0; i < 4; ++i) many += text;
         std::ofstream(longer) << many;
         ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(path) + " -p " + shell_quote(dir + "/cut.gguf") +
-                              " -f " + shell_quote(longer) + " -c 64 -t 1 --json", out), 0) << out;
+                              " -f " + shell_quote(longer) + " -c 64 -t 1 --chunks " + std::to_string(k_eval_windows) +
+                              " --json", out), 0) << out;
         const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
         ASSERT_FALSE(j.is_discarded()) << out;
         ASSERT_TRUE(j.contains("mtp_draft")) << out;
         const auto & md = j["mtp_draft"];
         model_ptr model = load_model(path);
         ASSERT_TRUE(model);
-        const auto windows = text_windows(model.get(), many, n_ctx);
+        auto windows = text_windows(model.get(), many, n_ctx);
+        ASSERT_GE(windows.size(), (size_t) k_eval_windows);
+        windows.resize(k_eval_windows);
         model.reset();
         argmaxes base, cut;
         teacher_forced(path, windows, base);
@@ -438,6 +458,90 @@ INSTANTIATE_TEST_SUITE_P(LlamaCpp, Mtp, ::testing::ValuesIn(mtp_archs()),
                              for (char & c : s) if (!isalnum((unsigned char) c)) c = '_';
                              return s;
                          });
+
+// Two chained MTP heads (hy_v3 runs several; blocks 4 and 5, one head per draft
+// step): calibrate measures both, each with the rows llama.cpp's driver gives it
+// (the driver runs every head over the same rows, one after the other); a plan
+// includes both; the pruned model drafts two tokens through both heads, routing
+// only to kept experts. reap eval says it measures single-head acceptance only.
+TEST(MtpHeads, TwoChainedHeads) {
+    std::string err;
+    const std::string path = mtp_model("hy_v3", err, "mtp2");
+    ASSERT_FALSE(path.empty()) << err;
+    reap::gguf::model m;
+    ASSERT_TRUE(reap::gguf::open_model(path, m, err)) << err;
+    reap::moe::layout lay;
+    ASSERT_TRUE(reap::moe::layout_of(m, lay, err)) << err;
+    const std::string dir = prune_test::scratch("mtp-heads");
+    const std::string text = std::string(k_text) + "\n" + k_text + "\n";
+    std::ofstream(dir + "/text.txt") << text;
+    const reap::calibrate_options co = calibrate_options_for(path, dir + "/text.txt", dir + "/s.gguf");
+    sal::archive a;
+    reap::calibrate_report rep;
+    ASSERT_TRUE(reap::run_calibrate(co, a, rep, err)) << err;
+    EXPECT_EQ(rep.mtp_layers, (std::vector<int>{4, 5}));
+    ASSERT_TRUE(sal::check_count_invariant(a, err)) << err;
+    {
+        model_ptr model = load_model(path);
+        ASSERT_TRUE(model);
+        ASSERT_EQ(llama_model_n_layer_nextn(model.get()), 2);
+        mtp_capture cap;
+        llama_mtp_driver drv;
+        ASSERT_TRUE(drv.open(model.get(), k_ctx, &cap, err)) << err;
+        for (const auto & w : text_windows(model.get(), text, k_ctx)) {
+            drv.restart();
+            ASSERT_TRUE(drv.prefill(w));
+        }
+        ASSERT_EQ(cap.routed.size(), 2u);
+        for (int il : {4, 5}) {
+            std::vector<double> counts((size_t) lay.n_expert, 0.0);
+            ASSERT_EQ((int64_t) cap.routed[il].size(), a.domains[0].n_tokens) << "block " << il;
+            for (const auto & row : cap.routed[il]) {
+                for (int32_t e : row) counts[(size_t) e] += 1;
+            }
+            for (int64_t e = 0; e < lay.n_expert; ++e) {
+                EXPECT_EQ(a.domains[0].count[a.index(il, (int) e)], counts[(size_t) e]) << "block " << il << " expert " << e;
+            }
+        }
+    }
+    std::string out;
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " plan " + shell_quote(co.out_path) + " -m " + shell_quote(path) +
+                          " --keep 8 -o " + shell_quote(dir + "/plan.json"), out), 0) << out;
+    reap::plan p;
+    ASSERT_TRUE(reap::read_plan(dir + "/plan.json", p, err)) << err;
+    ASSERT_GE(p.layers.size(), 2u);
+    EXPECT_EQ(p.layers[p.layers.size() - 2].layer, 4);
+    EXPECT_EQ(p.layers.back().layer, 5);
+    std::vector<std::string> written;
+    ASSERT_TRUE(prune_test::prune_to(m, p, dir + "/plan.json", dir + "/cut.gguf", written, err)) << err;
+    ASSERT_TRUE(prune_test::verify(m, p, dir + "/plan.json", dir + "/cut.gguf", err)) << err;
+    {
+        model_ptr model = load_model(dir + "/cut.gguf");
+        ASSERT_TRUE(model);
+        mtp_capture cap;
+        llama_mtp_driver drv;
+        ASSERT_TRUE(drv.open(model.get(), k_ctx, &cap, err)) << err;
+        drv.restart();
+        const std::vector<llama_token> prompt = tokenize(model.get(), k_text);
+        const std::vector<llama_token> prefix(prompt.begin(), prompt.begin() + 20);
+        ASSERT_TRUE(drv.prefill(prefix));
+        const llama_tokens draft = drv.draft(prompt[20], 20, prefix);
+        EXPECT_EQ(draft.size(), 2u) << "two chained heads draft two tokens";
+        ASSERT_EQ(cap.routed.size(), 2u);
+        for (const auto & [il, rows] : cap.routed) {
+            for (const auto & row : rows) {
+                for (int32_t e : row) ASSERT_TRUE(e >= 0 && e < p.n_keep) << "block " << il << " routed to expert " << e;
+            }
+        }
+    }
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(path) + " -p " + shell_quote(dir + "/cut.gguf") +
+                          " -f " + shell_quote(dir + "/text.txt") + " -c 64 -t 1 --json", out), 0) << out;
+    const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << out;
+    EXPECT_EQ(j["mtp_draft"]["blocks"].get<int>(), 2);
+    EXPECT_TRUE(j["mtp_draft"]["base_acceptance"].is_null());
+    EXPECT_NE(j["mtp_draft"]["note"].get<std::string>().find("2 MTP heads"), std::string::npos) << out;
+}
 
 // The generator runs and lists the MTP archs; an empty list would make the tests above vanish.
 TEST(MtpList, GeneratorNamesTheArchs) {
