@@ -506,7 +506,7 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
         }
         if (has_mtp) {
             // outputs on every row, as the target's: no arch's MTP graph may then skip rows before its MoE
-            const bool ok = mtp.feed(toks, n, pos0, /*outputs=*/nullptr, e);
+            const bool ok = mtp.feed(toks, n, pos0, /*outputs=*/nullptr, /*keep_logits=*/false, e);
             if (!col.err.empty()) {
                 e = "calibration callback (MTP context): " + col.err;
                 return false;

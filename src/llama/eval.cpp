@@ -736,15 +736,11 @@ bool score_pass(llama_model * model, const eval_runtime & rt, const pass_setup &
 // The greedy acceptance of a model's MTP head over the scored positions (the
 // definition is eval_report's): the windows one at a time, since the MTP
 // context follows one sequence; the model's logits and the MTP head's at
-// every scored position. A model with several MTP heads (chained, one per
-// draft step) is not measured: `note` says so.
+// every scored position. With several (chained) MTP heads it is the first
+// head's, which drafts the first token.
 bool mtp_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s, progress_line & prog,
-              eval_report::mtp_acceptance & acc, bool & measured, std::string & note, std::string & err) {
+              eval_report::mtp_acceptance & acc, bool & measured, std::string & err) {
     measured = false;
-    if (mtp_heads(model) != 1) {
-        note = "the model has " + std::to_string(mtp_heads(model)) + " MTP heads: acceptance is measured for one";
-        return true;
-    }
     const int n_batch = std::min(rt.n_batch, s.n_ctx);
     eval_runtime one = rt;
     one.n_batch = n_batch;
@@ -779,7 +775,7 @@ bool mtp_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s
                 err = "llama_decode failed (" + std::to_string(rc) + ") in the MTP draft pass";
                 return false;
             }
-            if (!mtp.feed(batch.token, n, b, batch.logits, err)) return false;
+            if (!mtp.feed(batch.token, n, b, batch.logits, /*keep_logits=*/true, err)) return false;
             for (int k = 0; k < n; ++k) {
                 if (!batch.logits[k]) continue;
                 const float * lt = llama_get_logits_ith(ctx.get(), k);
@@ -879,7 +875,6 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
     }
     eval_report::mtp_acceptance mtp_base;
     bool        mtp_base_measured = false;
-    std::string mtp_note;
 
     progress_line prog;
     prog.enabled = opt.progress;
@@ -917,7 +912,7 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         base_rows = std::move(rows);
         if (base_mtp > 0 && !hook.active) {
             prog.label = "base, MTP draft";
-            if (!mtp_pass(base.get(), opt.rt, s, prog, mtp_base, mtp_base_measured, mtp_note, err)) return false;
+            if (!mtp_pass(base.get(), opt.rt, s, prog, mtp_base, mtp_base_measured, err)) return false;
         }
     } else {
         kld_mode = in.read_file_mode ? "read" : "written";
@@ -933,7 +928,7 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
             if (base_mtp > 0 && !hook.active && !cands.empty()) {
                 prog.label = "base, MTP draft";
                 const pass_setup s = make_pass_setup(base.get(), wl, opt.rt, n_ctx);
-                if (!mtp_pass(base.get(), opt.rt, s, prog, mtp_base, mtp_base_measured, mtp_note, err)) return false;
+                if (!mtp_pass(base.get(), opt.rt, s, prog, mtp_base, mtp_base_measured, err)) return false;
             }
             if (cands.empty()) {
                 // base-only run: the file is the product; report the base's own perplexity
@@ -1018,8 +1013,7 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         reports[i].kld_base_mode = kld_mode;
         if (cand_mtp[i] > 0) {
             prog.label = cands[i].path + ", MTP draft";
-            if (!mtp_pass(pruned.get(), opt.rt, s, prog, reports[i].mtp_pruned, reports[i].mtp_pruned_measured,
-                          reports[i].mtp_note, err)) {
+            if (!mtp_pass(pruned.get(), opt.rt, s, prog, reports[i].mtp_pruned, reports[i].mtp_pruned_measured, err)) {
                 return false;
             }
         }
@@ -1036,8 +1030,8 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         if (reports[i].mtp_blocks > 0) {
             reports[i].mtp_base          = mtp_base;
             reports[i].mtp_base_measured = mtp_base_measured;
-            std::string why = !mtp_note.empty() ? mtp_note : reports[i].mtp_note;
-            if (why.empty() && cands[i].masked()) why = "a --mask candidate's MTP head is not measured";
+            std::string why;
+            if (cands[i].masked()) why = "a --mask candidate's MTP head is not measured";
             if (why.empty() && !mtp_base_measured) {
                 why = !opt.base_mask_path.empty() ? "the base runs masked (--base-mask): its MTP head is not measured"
                                                   : "the base's rows come from the KLD base file: its MTP head is not run";

@@ -102,7 +102,8 @@ struct eval_report {
     // the scored positions p, the share where the MTP head's argmax for
     // (h_{p-1}, x_p) equals the same model's own argmax at p, the token its
     // verification would sample greedily: the greedy acceptance rate of the first
-    // draft token, with the text as the accepted prefix. Measured for the base
+    // draft token, with the text as the accepted prefix (with several chained
+    // MTP heads, the first head's, which drafts the first token). Measured for the base
     // (when it runs unmasked: not with --base-mask, nor from an existing
     // --kld-base file) and for a pruned file (-p); not for --mask candidates.
     // -1 = not measured (mtp_note says why).

@@ -46,6 +46,7 @@ bool mtp_runner::init(llama_model * model, llama_context * target, llama_context
         return false;
     }
     n_batch = (int) llama_n_batch(ctx.get());
+    n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     if ((int) llama_n_batch(target) > n_batch) {
         err = "the MTP context's batch (" + std::to_string(n_batch) + ") is smaller than the target's";
         return false;
@@ -68,7 +69,8 @@ void mtp_runner::reset() {
     if (ctx) llama_memory_clear(llama_get_memory(ctx.get()), true);
 }
 
-bool mtp_runner::feed(const llama_token * toks, int n, int pos0, const int8_t * outputs, std::string & err) {
+bool mtp_runner::feed(const llama_token * toks, int n, int pos0, const int8_t * outputs, bool keep_logits,
+                      std::string & err) {
     if (n <= 0) return true;
     if (n > n_batch) {
         err = "MTP batch of " + std::to_string(n) + " rows exceeds the context's " + std::to_string(n_batch);
@@ -102,13 +104,29 @@ bool mtp_runner::feed(const llama_token * toks, int n, int pos0, const int8_t * 
                   ", position " + std::to_string(pos0) + ")";
             return false;
         }
+        if (head == 0 && n_heads > 1 && keep_logits) {
+            head0_row.assign((size_t) n, -1);
+            head0.clear();
+            for (int i = 0; i < n; ++i) {
+                if (!out[(size_t) i]) continue;
+                const float * l = llama_get_logits_ith(ctx.get(), i);
+                if (!l) {
+                    err = "llama.cpp gave no MTP logits for row " + std::to_string(i);
+                    return false;
+                }
+                head0_row[(size_t) i] = (int) (head0.size() / (size_t) n_vocab);
+                head0.insert(head0.end(), l, l + n_vocab);
+            }
+        }
     }
     if (n_heads > 1) llama_set_nextn_layer_offset(ctx.get(), 0);
     return true;
 }
 
 const float * mtp_runner::logits(int i) const {
-    return llama_get_logits_ith(ctx.get(), i);
+    if (n_heads == 1) return llama_get_logits_ith(ctx.get(), i);
+    if (i < 0 || (size_t) i >= head0_row.size() || head0_row[(size_t) i] < 0) return nullptr;
+    return head0.data() + (size_t) head0_row[(size_t) i] * (size_t) n_vocab;
 }
 
 }  // namespace reap

@@ -52,12 +52,14 @@ struct mtp_runner {
 
     // After the target decoded toks[0..n) at positions pos0..pos0+n-1 of
     // sequence 0: decodes the same positions in the MTP context with
-    // (h_{p-1}, x_p). outputs[i] != 0: the MTP head's logits of row i are
-    // wanted (read them with logits(i)); nullptr = every row. (With several
-    // heads the logits are the last head's.)
-    bool feed(const llama_token * toks, int n, int pos0, const int8_t * outputs, std::string & err);
+    // (h_{p-1}, x_p). outputs[i] != 0: row i is an output row of the MTP
+    // context; nullptr = every row. keep_logits: logits(i) is to be read.
+    bool feed(const llama_token * toks, int n, int pos0, const int8_t * outputs, bool keep_logits, std::string & err);
 
-    // The MTP head's logits for row i of the latest feed (an output row).
+    // The first MTP head's logits for output row i of the latest feed (with
+    // keep_logits): what the first draft step samples from. With several heads
+    // they are copied out right after the first head's decode, before the next
+    // head's overwrites them.
     const float * logits(int i) const;
 
     llama_context * context() const { return ctx.get(); }
@@ -66,7 +68,9 @@ struct mtp_runner {
   private:
     llama_context *          tgt = nullptr;
     ctx_ptr                  ctx;
-    int                      n_embd = 0, n_heads = 0, n_batch = 0;
+    int                      n_embd = 0, n_heads = 0, n_batch = 0, n_vocab = 0;
+    std::vector<float>       head0;    // the first head's logits of the output rows (several heads only)
+    std::vector<int>         head0_row;  // batch row -> row of head0 (-1: not an output)
     std::vector<float>       pending;  // h at the last position the target decoded (zeros at the start)
     std::vector<llama_token> tok;
     std::vector<float>       embd;
