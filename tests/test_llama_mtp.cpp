@@ -415,13 +415,16 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
         std::string many;
         for (int i = 0; i < 4; ++i) many += text;
         std::ofstream(longer) << many;
+        // the pruned file, and the base masked by the same plan (virtual pruning, trunk and MTP block)
         ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(path) + " -p " + shell_quote(dir + "/cut.gguf") +
-                              " -f " + shell_quote(longer) + " -c 64 -t 1 --chunks " + std::to_string(k_eval_windows) +
-                              " --json", out), 0) << out;
+                              " --mask " + shell_quote(dir + "/plan.json") + " -f " + shell_quote(longer) +
+                              " -c 64 -t 1 --chunks " + std::to_string(k_eval_windows) + " --json", out), 0) << out;
         const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
         ASSERT_FALSE(j.is_discarded()) << out;
-        ASSERT_TRUE(j.contains("mtp_draft")) << out;
-        const auto & md = j["mtp_draft"];
+        ASSERT_TRUE(j["pruned"][dir + "/cut.gguf"].contains("mtp_draft")) << out;
+        ASSERT_TRUE(j["masked"][dir + "/plan.json"].contains("mtp_draft")) << out;
+        const auto & md = j["pruned"][dir + "/cut.gguf"]["mtp_draft"];
+        const auto & mm = j["masked"][dir + "/plan.json"]["mtp_draft"];
         model_ptr model = load_model(path);
         ASSERT_TRUE(model);
         auto windows = text_windows(model.get(), many, n_ctx);
@@ -442,6 +445,9 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
         EXPECT_EQ(md["pruned_accepted"].get<int64_t>(), acc_cut);
         EXPECT_DOUBLE_EQ(md["base_acceptance"].get<double>(), (double) acc_base / (double) pos_base);
         EXPECT_DOUBLE_EQ(md["pruned_acceptance"].get<double>(), (double) acc_cut / (double) pos_cut);
+        // the mask computes what the pruned file does
+        EXPECT_EQ(mm["base_accepted"].get<int64_t>(), acc_base);
+        EXPECT_EQ(mm["pruned_accepted"].get<int64_t>(), acc_cut) << "the masked base's MTP draft differs from the pruned file's";
         // (random heads rarely agree with their trunk; on glm4moe's fixture the base agrees at a few
         // positions, so there the counts compared are not 0 = 0)
         if (arch == "glm4moe") EXPECT_GT(acc_base, 0) << "no position accepted: the comparison says little";

@@ -63,7 +63,7 @@ void declare(reap::cli::options & t, eval_params & p) {
     "MTP blocks (<arch>.nextn_predict_layers > 0): the MTP draft's greedy acceptance for\n"
     "base and pruned, over the scored positions p: the share where the MTP head's argmax\n"
     "for (h_{p-1}, x_p) equals the same model's own argmax at p (\"mtp_draft\" in --json).\n"
-    "Not for --mask candidates, a --base-mask base or a base read from --kld-base.\n"
+    "--mask and --base-mask mask the MTP blocks too; not for a base read from --kld-base.\n"
     "\n"
     );
     t.section("options:");

@@ -737,19 +737,29 @@ bool score_pass(llama_model * model, const eval_runtime & rt, const pass_setup &
 // definition is eval_report's): the windows one at a time, since the MTP
 // context follows one sequence; the model's logits and the MTP head's at
 // every scored position. With several (chained) MTP heads it is the first
-// head's, which drafts the first token.
-bool mtp_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s, progress_line & prog,
-              eval_report::mtp_acceptance & acc, bool & measured, std::string & err) {
+// head's, which drafts the first token. With a mask, both contexts run with its
+// removed experts masked (the trunk's routers in the model's context, the MTP
+// blocks' in the MTP context), each checked after every decode.
+bool mtp_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s, const expert_mask * mask,
+              progress_line & prog, eval_report::mtp_acceptance & acc, bool & measured, std::string & err) {
     measured = false;
+    mask_hook trunk_hook, mtp_hook;
+    trunk_hook.active = mtp_hook.active = mask;
+    mtp_hook.mtp_context = true;
     const int n_batch = std::min(rt.n_batch, s.n_ctx);
     eval_runtime one = rt;
     one.n_batch = n_batch;
-    const llama_context_params cp = context_params(one, s.n_ctx, 1);
+    llama_context_params cp = context_params(one, s.n_ctx, 1);
+    if (mask) {
+        cp.cb_eval           = mask_hook::callback;
+        cp.cb_eval_user_data = &trunk_hook;
+    }
     ctx_ptr ctx(llama_init_from_model(model, cp));
     if (!ctx) {
         err = "failed to create a llama.cpp context for the MTP draft (n_ctx " + std::to_string(s.n_ctx) + ")";
         return false;
     }
+    if (mask) cp.cb_eval_user_data = &mtp_hook;
     mtp_runner mtp;
     if (!mtp.init(model, ctx.get(), cp, err)) return false;
     llama_batch batch = llama_batch_init(n_batch, 0, 1);
@@ -775,7 +785,10 @@ bool mtp_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s
                 err = "llama_decode failed (" + std::to_string(rc) + ") in the MTP draft pass";
                 return false;
             }
+            // (the nextn embeddings make every row run the last layer: routers show in every decode)
+            if (mask && !trunk_hook.check(true, err)) return false;
             if (!mtp.feed(batch.token, n, b, batch.logits, /*keep_logits=*/true, err)) return false;
+            if (mask && !mtp_hook.check(true, err)) return false;
             for (int k = 0; k < n; ++k) {
                 if (!batch.logits[k]) continue;
                 const float * lt = llama_get_logits_ith(ctx.get(), k);
@@ -870,7 +883,7 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
     std::vector<int> cand_mtp(cands.size(), 0);
     int64_t n_mtp_passes = 0;
     for (size_t i = 0; i < cands.size(); ++i) {
-        if (!cands[i].masked()) cand_mtp[i] = file_mtp_blocks(cands[i].path);
+        cand_mtp[i] = cands[i].masked() ? base_mtp : file_mtp_blocks(cands[i].path);
         n_mtp_passes += cand_mtp[i] > 0;
     }
     eval_report::mtp_acceptance mtp_base;
@@ -905,14 +918,14 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         auto rows = std::make_unique<float_rows>();
         if (!rows->open(temp_dir_of(opt), s.n_vocab, scored_rows(wl), err)) return false;
         prog.start(base_mask.name.empty() ? "base" : "base, masked by " + base_mask.name,
-                   (int64_t) (1 + cands.size() + n_mtp_passes + (base_mtp > 0 && base_mask.name.empty())) *
+                   (int64_t) (1 + cands.size() + n_mtp_passes + (base_mtp > 0)) *
                        (int64_t) wl.n_decode_tokens);
         hook.active = base_mask.name.empty() ? nullptr : &base_mask;
         if (!base_pass(base.get(), opt.rt, s, hook.active ? &hook : nullptr, *rows, prog, err)) return false;
         base_rows = std::move(rows);
-        if (base_mtp > 0 && !hook.active) {
+        if (base_mtp > 0) {
             prog.label = "base, MTP draft";
-            if (!mtp_pass(base.get(), opt.rt, s, prog, mtp_base, mtp_base_measured, err)) return false;
+            if (!mtp_pass(base.get(), opt.rt, s, hook.active, prog, mtp_base, mtp_base_measured, err)) return false;
         }
     } else {
         kld_mode = in.read_file_mode ? "read" : "written";
@@ -925,10 +938,10 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
             if (!write_base_file(base.get(), wl, opt, n_ctx, prog, hook.active ? &hook : nullptr, nll, n_scored, err)) {
                 return false;
             }
-            if (base_mtp > 0 && !hook.active && !cands.empty()) {
+            if (base_mtp > 0 && !cands.empty()) {
                 prog.label = "base, MTP draft";
                 const pass_setup s = make_pass_setup(base.get(), wl, opt.rt, n_ctx);
-                if (!mtp_pass(base.get(), opt.rt, s, prog, mtp_base, mtp_base_measured, err)) return false;
+                if (!mtp_pass(base.get(), opt.rt, s, hook.active, prog, mtp_base, mtp_base_measured, err)) return false;
             }
             if (cands.empty()) {
                 // base-only run: the file is the product; report the base's own perplexity
@@ -994,6 +1007,13 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         prog.label = "masked by " + cands[i].path;
         if (!score_pass(base.get(), opt.rt, s, &hook, *base_rows, prog, reports[i], err)) return false;
         reports[i].kld_base_mode = kld_mode;
+        if (cand_mtp[i] > 0) {
+            prog.label = "masked by " + cands[i].path + ", MTP draft";
+            if (!mtp_pass(base.get(), opt.rt, s, &masks[i], prog, reports[i].mtp_pruned, reports[i].mtp_pruned_measured,
+                          err)) {
+                return false;
+            }
+        }
     }
     hook.active = nullptr;
     if (n_pruned > 0) base.reset();  // free the base before the first pruned model loads
@@ -1013,7 +1033,8 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         reports[i].kld_base_mode = kld_mode;
         if (cand_mtp[i] > 0) {
             prog.label = cands[i].path + ", MTP draft";
-            if (!mtp_pass(pruned.get(), opt.rt, s, prog, reports[i].mtp_pruned, reports[i].mtp_pruned_measured, err)) {
+            if (!mtp_pass(pruned.get(), opt.rt, s, nullptr, prog, reports[i].mtp_pruned, reports[i].mtp_pruned_measured,
+                          err)) {
                 return false;
             }
         }
@@ -1031,11 +1052,7 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
             reports[i].mtp_base          = mtp_base;
             reports[i].mtp_base_measured = mtp_base_measured;
             std::string why;
-            if (cands[i].masked()) why = "a --mask candidate's MTP head is not measured";
-            if (why.empty() && !mtp_base_measured) {
-                why = !opt.base_mask_path.empty() ? "the base runs masked (--base-mask): its MTP head is not measured"
-                                                  : "the base's rows come from the KLD base file: its MTP head is not run";
-            }
+            if (!mtp_base_measured) why = "the base's rows come from the KLD base file: its MTP head is not run";
             if (why.empty() && cand_mtp[i] == 0) why = "the pruned file has no MTP blocks";
             reports[i].mtp_note = why;
         }

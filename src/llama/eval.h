@@ -103,10 +103,11 @@ struct eval_report {
     // (h_{p-1}, x_p) equals the same model's own argmax at p, the token its
     // verification would sample greedily: the greedy acceptance rate of the first
     // draft token, with the text as the accepted prefix (with several chained
-    // MTP heads, the first head's, which drafts the first token). Measured for the base
-    // (when it runs unmasked: not with --base-mask, nor from an existing
-    // --kld-base file) and for a pruned file (-p); not for --mask candidates.
-    // -1 = not measured (mtp_note says why).
+    // MTP heads, the first head's, which drafts the first token). Measured for the
+    // base (masked by --base-mask when given; not when its rows come from an
+    // existing --kld-base file), for a pruned file (-p) and for a --mask candidate
+    // (the base with the plan's experts masked in the trunk and the MTP blocks).
+    // Not measured: the *_measured flag is false and mtp_note says why.
     struct mtp_acceptance {
         int64_t positions = 0, accepted = 0;
         double  rate() const { return positions > 0 ? (double) accepted / (double) positions : -1; }
