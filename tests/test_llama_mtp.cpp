@@ -448,6 +448,19 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
         // the mask computes what the pruned file does
         EXPECT_EQ(mm["base_accepted"].get<int64_t>(), acc_base);
         EXPECT_EQ(mm["pruned_accepted"].get<int64_t>(), acc_cut) << "the masked base's MTP draft differs from the pruned file's";
+        // reap sweep reports each cut's acceptance too: its N = 8 plan is the plan above
+        if (arch == "glm4moe") {
+            ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " sweep " + shell_quote(co.out_path) + " -m " + shell_quote(path) +
+                                  " -f " + shell_quote(longer) + " --keep 8 -c 64 -t 1 --chunks " +
+                                  std::to_string(k_eval_windows) + " -o " + shell_quote(dir + "/sweep.json") + " --force",
+                              out), 0) << out;
+            std::ifstream in(dir + "/sweep.json");
+            const nlohmann::json sw = nlohmann::json::parse(in, nullptr, false);
+            ASSERT_FALSE(sw.is_discarded());
+            EXPECT_DOUBLE_EQ(sw["mtp_base_acceptance"].get<double>(), (double) acc_base / (double) pos_base);
+            ASSERT_EQ(sw["points"].size(), 1u);
+            EXPECT_DOUBLE_EQ(sw["points"][0]["mtp_acceptance"].get<double>(), (double) acc_cut / (double) pos_cut);
+        }
         // (random heads rarely agree with their trunk; on glm4moe's fixture the base agrees at a few
         // positions, so there the counts compared are not 0 = 0)
         if (arch == "glm4moe") EXPECT_GT(acc_base, 0) << "no position accepted: the comparison says little";
