@@ -456,14 +456,22 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
     // logits buffer and the output head's part of the compute buffer for a
     // whole batch: n_vocab floats per token, 2.7 GB at a 163,840-token
     // vocabulary and -b 4096. Batches of at most k_logits_budget of logits
-    // bound both.
+    // bound both. An MTP context (below) keeps its own, for every row as well
+    // (some archs' MTP graphs run the MoE on output rows only): then each gets half.
+    // (only MTP blocks with routed experts in the file: there is nothing else to measure)
+    for (int l : fp.moe_layers) {
+        if (l >= (int) fp.n_layer - mtp_heads(model.get())) report.mtp_layers.push_back(l);
+    }
+    const bool has_mtp = !report.mtp_layers.empty();
     {
         const int64_t n_vocab = std::max<int32_t>(1, llama_vocab_n_tokens(llama_model_get_vocab(model.get())));
-        const int64_t cap     = std::max<int64_t>(1, (int64_t) (k_logits_budget / ((uint64_t) n_vocab * sizeof(float))));
+        const int64_t cap     = std::max<int64_t>(1, (int64_t) (k_logits_budget / (has_mtp ? 2 : 1) /
+                                                                ((uint64_t) n_vocab * sizeof(float))));
         if ((int64_t) cparams.n_batch > cap) {
             fprintf(stderr, "reap calibrate: -b/-ub capped at %lld tokens: every token's logits are kept, and %lld "
-                    "tokens of a %lld-token vocabulary are %.0f MiB\n", (long long) cap, (long long) cap,
-                    (long long) n_vocab, (double) cap * n_vocab * sizeof(float) / (1 << 20));
+                    "tokens of a %lld-token vocabulary are %.0f MiB%s\n", (long long) cap, (long long) cap,
+                    (long long) n_vocab, (double) cap * n_vocab * sizeof(float) / (1 << 20),
+                    has_mtp ? " (in each of the main and the MTP context)" : "");
             cparams.n_batch  = (uint32_t) cap;
             cparams.n_ubatch = std::min<uint32_t>(cparams.n_ubatch, (uint32_t) cap);
         }
@@ -476,11 +484,6 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
     }
     // MTP blocks (calibrate.h): an MTP context over the same tokens, with the same callback.
     mtp_runner mtp;
-    // (only where an MTP block has routed experts in the file: there is nothing else to measure)
-    for (int l : fp.moe_layers) {
-        if (l >= (int) fp.n_layer - mtp_heads(model.get())) report.mtp_layers.push_back(l);
-    }
-    const bool has_mtp = !report.mtp_layers.empty();
     if (has_mtp && !mtp.init(model.get(), ctx.get(), cparams, err)) return false;
     const llama_vocab * vocab = llama_model_get_vocab(model.get());
     llama_batch batch = llama_batch_init((int32_t) cparams.n_batch, 0, 1);
@@ -505,7 +508,8 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
             return false;
         }
         if (has_mtp) {
-            // outputs on every row, as the target's: no arch's MTP graph may then skip rows before its MoE
+            // outputs on every row, as the main context's: qwen3next's and nemotron-h-moe's MTP graphs run
+            // the MoE on output rows only (llama.cpp's own driver, which asks for none, routes nothing there)
             const bool ok = mtp.feed(toks, n, pos0, /*outputs=*/nullptr, /*keep_logits=*/false, e);
             if (!col.err.empty()) {
                 e = "calibration callback (MTP context): " + col.err;
