@@ -10,7 +10,7 @@
 // the target processes a prompt (common/speculative.cpp,
 // common_speculative_impl_draft_mtp::process): at position p the token x_p of
 // the text and h_{p-1}, the target's nextn embedding (llama_get_embeddings_nextn:
-// its last hidden state, as the arch's graph exposes it) at position p-1; at
+// the hidden state the arch's graph marks h_nextn) at position p-1; at
 // position 0 of a sequence h is all zeros. The MTP head's logits at p then
 // predict x_{p+1}, as the target's logits at p do. With several heads (N > 1)
 // each head gets the same rows, in turn, with the positions of the batch removed
@@ -18,8 +18,9 @@
 //
 // mtp_runner follows one sequence (seq 0) of a target context through its
 // decodes: after each target decode of tokens at positions pos0.., feed() decodes
-// the same positions in the MTP context. The target context must have been set
-// to output nextn embeddings for every token (enable_target()).
+// the same positions in the MTP context; init() sets the target context to
+// output nextn embeddings for every token of a batch. Tested against llama.cpp's
+// own driver in tests/test_llama_mtp.cpp.
 #pragma once
 
 #include "gguf/gguf.h"
