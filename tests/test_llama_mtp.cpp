@@ -303,6 +303,18 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
     reap::moe::layout lay;
     ASSERT_TRUE(reap::moe::layout_of(m, lay, err)) << err;
     ASSERT_EQ(lay.moe_layers.back(), k_mtp_block) << "the MTP block's experts are not an MoE layer of the layout";
+    {
+        // reap inspect names it, as llama.cpp counts it
+        std::string out;
+        ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " inspect " + shell_quote(path) + " --json", out), 0) << out;
+        const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+        ASSERT_FALSE(j.is_discarded()) << out;
+        EXPECT_EQ(j["mtp_layers"], nlohmann::json::array({k_mtp_block}));
+        model_ptr model = load_model(path);
+        ASSERT_TRUE(model);
+        EXPECT_EQ(llama_model_n_layer_nextn(model.get()), 1);
+        EXPECT_EQ(llama_model_n_layer(model.get()), k_mtp_block) << "llama.cpp's trunk ends before the MTP block";
+    }
 
     // ---- calibrate: the MTP block is measured
     const std::string dir = prune_test::scratch("mtp-" + arch);
