@@ -284,6 +284,7 @@ inline model_ptr load_model(const std::string & path) {
     quiet_logs();
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
+    mp.load_mtp = true;   // MTP blocks too, where a model has them (test_llama_mtp)
     return model_ptr(llama_model_load_from_file(path.c_str(), mp));
 }
 

@@ -13,9 +13,16 @@
 //
 //   make_arch_models --list                      the MoE archs it writes, one a line,
 //                                                then "skip ARCH: reason" lines
+//   make_arch_models --list-mtp                  the archs it writes with --variant mtp
 //   make_arch_models --arch NAME --out FILE [--variant V]
 //       V = used-array   <arch>.expert_used_count written as a per-layer array
 //                        (0 in dense blocks), as some converters write it
+//       V = mtp          one more block, an MTP (next-token prediction) block:
+//                        <arch>.nextn_predict_layers = 1, the block's nextn.*
+//                        tensors and its own routed experts (llama.cpp runs it
+//                        only in an MTP context); for the archs in k_mtp_archs
+//       V = mtp2         the same with two MTP blocks (chained heads; of those
+//                        archs only hy_v3's graph runs more than one)
 //
 // Exit 0 with FILE complete (written to a temp name, then renamed), 1 otherwise.
 #include "ggml.h"
@@ -58,6 +65,15 @@ const llm_arch k_moe_archs[] = {
 // arch whose graph reads a per-layer expert_used_count.
 const llm_arch k_variant_archs[] = {LLM_ARCH_NEMOTRON_H};
 
+// Archs written with --variant mtp: llama.cpp's graph for them has an MTP
+// (DECODER_MTP) path whose block routes through build_moe_ffn. Not here, with
+// the reason: qwen3next, qwen35moe and bailingmoe3 (llama.cpp's saver writes per-layer
+// arrays for the trunk blocks only, n_layer(), and its loader then wants one
+// value per block, MTP blocks included: "wrong array length"); nemotron_h_moe,
+// step35, mimo2 (not in the saver's MoE set above).
+const llm_arch k_mtp_archs[] = {LLM_ARCH_GLM4_MOE, LLM_ARCH_DEEPSEEK2, LLM_ARCH_HY_V3, LLM_ARCH_GLM_DSA,
+                                LLM_ARCH_DEEPSEEK32};
+
 struct skipped {
     llm_arch    arch;
     const char * why;
@@ -83,6 +99,7 @@ const skipped k_skipped[] = {
 struct geometry {
     uint32_t n_embd = 256, n_head = 2, n_head_kv = 2, n_ff = 64, n_layer = 4;
     uint32_t n_ff_exp = 64;
+    uint32_t n_nextn = 0;         // MTP blocks after the n_layer trunk blocks (--variant mtp)
     bool     mla = false;         // DeepSeek-style multi-head latent attention keys
     bool     hybrid = false;      // per-layer head counts, block 1 recurrent (0 heads)
 };
@@ -165,7 +182,7 @@ vocab byte_vocab() {
 
 void write_metadata(llm_arch arch, const geometry & g, const vocab & voc, gguf_context * ctx) {
     llama_model_saver s(arch, ctx);
-    const uint32_t L = g.n_layer;
+    const uint32_t L = g.n_layer + g.n_nextn;   // block_count counts the MTP blocks too
     const uint32_t head_dim = g.n_embd / g.n_head;
     auto per_layer = [&](std::function<uint32_t(uint32_t)> f) {
         std::vector<uint32_t> v(L);
@@ -179,6 +196,7 @@ void write_metadata(llm_arch arch, const geometry & g, const vocab & voc, gguf_c
     s.add_kv(LLM_KV_EMBEDDING_LENGTH, g.n_embd);
     s.add_kv(LLM_KV_FEATURES_LENGTH, g.n_embd);
     s.add_kv(LLM_KV_BLOCK_COUNT, L);
+    if (g.n_nextn > 0) s.add_kv(LLM_KV_NEXTN_PREDICT_LAYERS, g.n_nextn);
     s.add_kv(LLM_KV_LEADING_DENSE_BLOCK_COUNT, uint32_t(1));
     if (arch == LLM_ARCH_NEMOTRON_H || arch == LLM_ARCH_NEMOTRON_H_MOE) {
         // block 0 attention, 1 recurrent, 2.. MoE FFN
@@ -221,7 +239,11 @@ void write_metadata(llm_arch arch, const geometry & g, const vocab & voc, gguf_c
     } else if (arch == LLM_ARCH_MINIMAX_M3) {
         s.add_kv(LLM_KV_ROPE_DIMENSION_COUNT, uint32_t(64));   // at most the indexer key length
     }
-    s.add_kv(LLM_KV_ROPE_DIMENSION_SECTIONS, std::vector<uint32_t>(4, head_dim / 4));
+    // (not with MTP blocks: glm4moe with rope sections is the vision variant, M-RoPE, and
+    // llama.cpp's MTP graph ropes without sections, which ggml aborts on; GLM-4.5 has none)
+    if (g.n_nextn == 0 || arch != LLM_ARCH_GLM4_MOE) {
+        s.add_kv(LLM_KV_ROPE_DIMENSION_SECTIONS, std::vector<uint32_t>(4, head_dim / 4));
+    }
     s.add_kv(LLM_KV_ATTENTION_INDEXER_HEAD_COUNT, arch == LLM_ARCH_MINIMAX_M3 ? g.n_head : uint32_t(8));
     s.add_kv(LLM_KV_ATTENTION_INDEXER_KEY_LENGTH, arch == LLM_ARCH_QWEN4EXP ? head_dim : uint32_t(128));
     s.add_kv(LLM_KV_ATTENTION_INDEXER_TOP_K, uint32_t(8));
@@ -392,22 +414,32 @@ int write_model(const std::string & arch_name, const std::string & out, const st
     bool listed = false;
     for (llm_arch a : k_moe_archs) listed = listed || a == arch;
     for (llm_arch a : k_variant_archs) listed = listed || (a == arch && !variant.empty());
+    bool mtp_arch = false;
+    for (llm_arch a : k_mtp_archs) mtp_arch = mtp_arch || a == arch;
     if (!listed) {
         std::fprintf(stderr, "make_arch_models: '%s' is not one of the MoE archs this program writes (--list)\n",
                      arch_name.c_str());
         return 1;
     }
-    if (!variant.empty() && variant != "used-array") {
+    if (!variant.empty() && variant != "used-array" && variant != "mtp" && variant != "mtp2") {
         std::fprintf(stderr, "make_arch_models: unknown --variant '%s'\n", variant.c_str());
         return 1;
     }
-    const geometry g = geometry_of(arch);
+    if ((variant == "mtp" || variant == "mtp2") && !mtp_arch) {
+        std::fprintf(stderr, "make_arch_models: --variant mtp is not written for %s (k_mtp_archs)\n",
+                     arch_name.c_str());
+        return 1;
+    }
+    geometry g = geometry_of(arch);
+    if (variant == "mtp") g.n_nextn = 1;
+    if (variant == "mtp2") g.n_nextn = 2;
     const vocab voc = byte_vocab();
     gguf_context * meta = gguf_init_empty();
     write_metadata(arch, g, voc, meta);
 
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
+    mp.load_mtp = g.n_nextn > 0;   // else llama.cpp skips the MTP blocks' tensors and the saver leaves them out
     mp.progress_callback = [](float, void *) { return true; };
     llama_model * model = llama_model_init_from_user(meta, fill_tensor, nullptr, mp);
     gguf_free(meta);
@@ -436,17 +468,19 @@ int write_model(const std::string & arch_name, const std::string & out, const st
 
 int main(int argc, char ** argv) {
     std::string arch, out, variant;
-    bool list = false;
+    bool list = false, list_mtp = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--list") {
             list = true;
+        } else if (a == "--list-mtp") {
+            list_mtp = true;
         } else if ((a == "--arch" || a == "--out" || a == "--variant") && i + 1 < argc) {
             (a == "--arch" ? arch : a == "--out" ? out : variant) = argv[++i];
         } else if (a == "--verbose") {
             quiet = false;
         } else {
-            std::fprintf(stderr, "usage: make_arch_models --list | --arch NAME --out FILE [--variant used-array]\n");
+            std::fprintf(stderr, "usage: make_arch_models --list | --list-mtp | --arch NAME --out FILE [--variant used-array|mtp|mtp2]\n");
             return 1;
         }
     }
@@ -465,6 +499,10 @@ int main(int argc, char ** argv) {
             }
         }
         for (const skipped & s : k_skipped) std::printf("skip %s: %s\n", llm_arch_name(s.arch), s.why);
+        return 0;
+    }
+    if (list_mtp) {
+        for (llm_arch a : k_mtp_archs) std::printf("%s\n", llm_arch_name(a));
         return 0;
     }
     if (arch.empty() || out.empty()) {

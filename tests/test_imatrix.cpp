@@ -256,6 +256,34 @@ TEST_F(ImatrixTest, FileFromAnotherModelIsRejected) {
     EXPECT_FALSE(sl::import_imatrix({{"x", model_path}}, &model, a, reps, err));
 }
 
+// A model whose last MoE block is an MTP block (nextn_predict_layers = 1):
+// llama-imatrix never runs it, so its files lack that block; the import refuses
+// with the reason and points at reap calibrate, which measures MTP blocks.
+TEST_F(ImatrixTest, MtpBlockMissingSaysWhy) {
+    g::output_spec spec = gguf_test::make_model_spec();
+    spec.kvs.set_u32("qwen3moe.nextn_predict_layers", 1);
+    std::vector<std::string> written;
+    std::string err;
+    g::write_options wo;
+    wo.force = true;
+    wo.sync = false;
+    ASSERT_TRUE(g::write_output(spec, wo, dir + "/mtp.gguf", written, err)) << err;
+    g::model m;
+    ASSERT_TRUE(g::open_model(dir + "/mtp.gguf", m, err)) << err;
+    auto es = default_entries({1, 1, 1, 1}, {1, 1, 1, 1});
+    es.erase(es.begin() + 2);   // blk.2.ffn_down_exps: the MTP block
+    write_gguf_imatrix(dir + "/trunk.gguf", es);
+    sl::archive a;
+    std::vector<sl::imatrix_domain_report> reps;
+    EXPECT_FALSE(sl::import_imatrix({{"x", dir + "/trunk.gguf"}}, &m, a, reps, err));
+    EXPECT_NE(err.find("blk.2.ffn_down_exps.weight"), std::string::npos) << err;
+    EXPECT_NE(err.find("MTP block"), std::string::npos) << err;
+    EXPECT_NE(err.find("reap calibrate"), std::string::npos) << err;
+    // the same file against the model without MTP blocks: no such reason
+    EXPECT_FALSE(sl::import_imatrix({{"x", dir + "/trunk.gguf"}}, &model, a, reps, err));
+    EXPECT_EQ(err.find("MTP block"), std::string::npos) << err;
+}
+
 TEST_F(ImatrixTest, DamagedGgufImatrix) {
     std::string err;
     sl::archive a;

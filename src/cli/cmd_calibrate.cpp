@@ -148,6 +148,11 @@ int cmd_calibrate(int argc, char ** argv) {
            rep.seconds, rep.tokens_per_second, rep.resumed ? " (resumed)" : "");
     printf("nodes: ffn_moe_topk, %s, %s%s\n", rep.weights_node.c_str(), rep.down_node.c_str(),
            rep.weights_before_ffn ? " (gate applied before the experts)" : "");
+    if (!rep.mtp_layers.empty()) {
+        std::string ls;
+        for (int l : rep.mtp_layers) ls += (ls.empty() ? "" : ",") + std::to_string(l);
+        printf("MTP blocks %s: measured in llama.cpp's MTP context (token x_p with the model's h_{p-1})\n", ls.c_str());
+    }
     for (const auto & d : rep.domain_tokens) {
         printf("  %-16s %lld tokens\n", d.first.c_str(), (long long) d.second);
     }

@@ -60,6 +60,11 @@ void declare(reap::cli::options & t, eval_params & p) {
     "object {\"pruned\": {\"PATH\": ...}, \"masked\": {\"PLAN\": ...}} in the order given\n"
     "(a single -p or --mask prints its object alone).\n"
     "\n"
+    "MTP blocks (<arch>.nextn_predict_layers > 0): the MTP draft's greedy acceptance for\n"
+    "base and pruned, over the scored positions p: the share where the MTP head's argmax\n"
+    "for (h_{p-1}, x_p) equals the same model's own argmax at p (\"mtp_draft\" in --json).\n"
+    "--mask and --base-mask mask the MTP blocks too; not for a base read from --kld-base.\n"
+    "\n"
     );
     t.section("options:");
     t.text("-m, --model", "FILE", "base model", p.opt.base_path);

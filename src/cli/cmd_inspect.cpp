@@ -38,7 +38,7 @@ void declare(reap::cli::options & t, inspect_params & p) {
         "MODEL may be the first shard of a split model (*-00001-of-0000N.gguf).\n");
     t.section("options:");
     t.flag("--json",
-           "print one JSON object (keys: arch, n_layer, moe_layers, n_expert, n_expert_used, n_expert_groups, "
+           "print one JSON object (keys: arch, n_layer, moe_layers, mtp_layers, n_expert, n_expert_used, n_expert_groups, "
            "expert_pool_bytes, dense_bytes, file_bytes, n_shards, decode_bytes_per_token, types, keep_sizes, ...)",
            p.json);
     t.integers("--keep", "N", "also size the model keeping N experts per MoE layer (repeatable)", 1, UINT32_MAX, p.keeps);
@@ -82,6 +82,12 @@ int cmd_inspect(int argc, char ** argv) {
     std::string moe;
     for (size_t i = 0; i < c.moe_layers.size(); ++i) moe += (i ? "," : "") + std::to_string(c.moe_layers[i]);
     printf("MoE blocks       %zu [%s]\n", c.moe_layers.size(), moe.c_str());
+    if (!c.mtp_layers.empty()) {
+        std::string mtp;
+        for (size_t i = 0; i < c.mtp_layers.size(); ++i) mtp += (i ? "," : "") + std::to_string(c.mtp_layers[i]);
+        printf("MTP blocks       %zu [%s] (their experts are pruned too; llama.cpp runs them in its MTP context)\n",
+               c.mtp_layers.size(), mtp.c_str());
+    }
     printf("experts          %u routed, %u used per token", c.n_expert, c.n_expert_used);
     if (c.n_expert_groups > 0) printf(", %u groups (%u used)", c.n_expert_groups, c.n_expert_groups_used);
     printf(", %u shared (%u _shexp tensors)\n", c.n_expert_shared, c.n_shexp_tensors);

@@ -269,6 +269,15 @@ int cmd_sweep(int argc, char ** argv) {
     for (const auto & pt : pts) {
         if (!pt.note.empty()) printf("  note (N = %" PRId64 "): %s\n", pt.n_keep, pt.note.c_str());
     }
+    // a model with MTP blocks: each cut's MTP draft acceptance (masked like the trunk; reap eval's definition)
+    const bool mtp = !reps.empty() && reps[0].mtp_blocks > 0 && reps[0].mtp_base_measured;
+    if (mtp) {
+        printf("\n  MTP draft acceptance (greedy, first draft token): base %.3f%%", 100.0 * reps[0].mtp_base.rate());
+        for (size_t i = 0; i < pts.size(); ++i) {
+            printf(", N=%" PRId64 " %.3f%%", pts[i].n_keep, 100.0 * reps[i].mtp_pruned.rate());
+        }
+        printf("\n");
+    }
 
     if (!p.output.empty()) {
         nlohmann::ordered_json j;
@@ -298,8 +307,10 @@ int cmd_sweep(int argc, char ** argv) {
             nlohmann::ordered_json d = nlohmann::ordered_json::object();
             for (const auto & [name, m] : reps[i].domains) d[name] = reap::eval_metrics_json(m);
             q["domains"] = d;
+            if (mtp) q["mtp_acceptance"] = reps[i].mtp_pruned.rate();
             points.push_back(q);
         }
+        if (mtp) j["mtp_base_acceptance"] = reps[0].mtp_base.rate();
         j["points"] = points;
         files.push_back({p.output, reap::util::json_text(j, 2) + "\n"});
     }

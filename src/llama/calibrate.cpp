@@ -6,6 +6,7 @@
 
 #include "gguf/gguf.h"
 #include "llama/corpus.h"
+#include "llama/mtp.h"
 #include "llama/runtime.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -353,6 +354,7 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
 
     runtime_init(opt.verbose);
     llama_model_params mp = common_model_params_to_llama(opt.llama);
+    mp.load_mtp = true;   // a model's MTP blocks are calibrated too (in an MTP context, below)
     model_ptr model(llama_model_load_from_file(opt.model_path.c_str(), mp));
     if (!model) {
         err = "llama.cpp failed to load '" + opt.model_path + "'" + (opt.verbose ? "" : " (run with --verbose for its log)");
@@ -454,14 +456,22 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
     // logits buffer and the output head's part of the compute buffer for a
     // whole batch: n_vocab floats per token, 2.7 GB at a 163,840-token
     // vocabulary and -b 4096. Batches of at most k_logits_budget of logits
-    // bound both.
+    // bound both. An MTP context (below) keeps its own, for every row as well
+    // (some archs' MTP graphs run the MoE on output rows only): then each gets half.
+    // (only MTP blocks with routed experts in the file: there is nothing else to measure)
+    for (int l : fp.moe_layers) {
+        if (l >= (int) fp.n_layer - mtp_heads(model.get())) report.mtp_layers.push_back(l);
+    }
+    const bool has_mtp = !report.mtp_layers.empty();
     {
         const int64_t n_vocab = std::max<int32_t>(1, llama_vocab_n_tokens(llama_model_get_vocab(model.get())));
-        const int64_t cap     = std::max<int64_t>(1, (int64_t) (k_logits_budget / ((uint64_t) n_vocab * sizeof(float))));
+        const int64_t cap     = std::max<int64_t>(1, (int64_t) (k_logits_budget / (has_mtp ? 2 : 1) /
+                                                                ((uint64_t) n_vocab * sizeof(float))));
         if ((int64_t) cparams.n_batch > cap) {
             fprintf(stderr, "reap calibrate: -b/-ub capped at %lld tokens: every token's logits are kept, and %lld "
-                    "tokens of a %lld-token vocabulary are %.0f MiB\n", (long long) cap, (long long) cap,
-                    (long long) n_vocab, (double) cap * n_vocab * sizeof(float) / (1 << 20));
+                    "tokens of a %lld-token vocabulary are %.0f MiB%s\n", (long long) cap, (long long) cap,
+                    (long long) n_vocab, (double) cap * n_vocab * sizeof(float) / (1 << 20),
+                    has_mtp ? " (in each of the main and the MTP context)" : "");
             cparams.n_batch  = (uint32_t) cap;
             cparams.n_ubatch = std::min<uint32_t>(cparams.n_ubatch, (uint32_t) cap);
         }
@@ -472,6 +482,9 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
               std::to_string(cparams.n_batch) + ", -ub " + std::to_string(cparams.n_ubatch) + ")";
         return false;
     }
+    // MTP blocks (calibrate.h): an MTP context over the same tokens, with the same callback.
+    mtp_runner mtp;
+    if (has_mtp && !mtp.init(model.get(), ctx.get(), cparams, err)) return false;
     const llama_vocab * vocab = llama_model_get_vocab(model.get());
     llama_batch batch = llama_batch_init((int32_t) cparams.n_batch, 0, 1);
     struct batch_guard { llama_batch & b; ~batch_guard() { llama_batch_free(b); } } bg{batch};
@@ -494,7 +507,21 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
             e = "llama_decode failed (" + std::to_string(rc) + ")";
             return false;
         }
+        if (has_mtp) {
+            // outputs on every row, as the main context's: qwen3next's and nemotron-h-moe's MTP graphs run
+            // the MoE on output rows only (llama.cpp's own driver, which asks for none, routes nothing there)
+            const bool ok = mtp.feed(toks, n, pos0, /*outputs=*/nullptr, /*keep_logits=*/false, e);
+            if (!col.err.empty()) {
+                e = "calibration callback (MTP context): " + col.err;
+                return false;
+            }
+            if (!ok) return false;
+        }
         return true;
+    };
+    auto clear_memory = [&]() {
+        llama_memory_clear(llama_get_memory(ctx.get()), true);
+        if (has_mtp) mtp.reset();
     };
 
     // Probe: which build_moe_ffn nodes this model's graph has, per layer.
@@ -503,7 +530,7 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
         col.md = collector::mode::probe;
         const auto & first = cp.samples[windows[0].sample].tokens[windows[0].offset];
         if (!decode_tokens(&first, 1, 0, err)) return false;
-        llama_memory_clear(llama_get_memory(ctx.get()), true);
+        clear_memory();
         std::vector<bool> is_moe(fp.n_layer, false);
         for (int l : fp.moe_layers) is_moe[l] = true;
         for (int l = 0; l < (int) fp.n_layer; ++l) {
@@ -608,7 +635,7 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
     for (size_t w = next_window; w < windows.size(); ++w) {
         const window & win = windows[w];
         col.dom = opt.collect ? &out.domains[win.domain] : &scratch;
-        llama_memory_clear(llama_get_memory(ctx.get()), true);
+        clear_memory();
         const auto & toks = cp.samples[win.sample].tokens;
         buf.assign(toks.begin() + win.offset, toks.begin() + win.offset + win.len);
         if (win.bos_first) buf[0] = llama_vocab_bos(vocab);

@@ -40,6 +40,17 @@
 // arch does after ffn_moe_out (the shared expert added, kimi-k3's routed norm
 // and ffn_routed_up) is outside the sum and not part of an expert's score.
 //
+// MTP blocks (<arch>.nextn_predict_layers = N > 0: the last N blocks, with
+// their own routed experts, which llama.cpp's main graph never runs): the model
+// is loaded with load_mtp and an MTP context runs beside the main one with the
+// same callback (src/llama/mtp.h). After each decode of the main context the
+// MTP context decodes the same positions, position p with the token x_p and the
+// main context's nextn embedding h_{p-1} (zeros at a window's first position),
+// which is what llama.cpp's own MTP draft driver feeds it over a prompt. So an
+// MTP block is measured like any other MoE block: every token of every window
+// routes top-k there too (the count invariant holds for it), and plans include
+// it. tests/test_llama_mtp.cpp checks the counts against llama.cpp's driver.
+//
 // Tokens: every sample is its own sequence (the KV cache is cleared between
 // windows, so no sample attends to another); a sample longer than the window
 // (-c) is cut into consecutive windows, the last one shorter. Logits are
@@ -124,6 +135,7 @@ struct calibrate_report {
     std::string weights_node;         // e.g. "ffn_moe_weights_norm" (first MoE layer)
     std::string down_node;            // e.g. "ffn_moe_down_biased"
     bool    weights_before_ffn = false;
+    std::vector<int> mtp_layers;      // MTP blocks measured in llama.cpp's MTP context (see above)
 };
 
 // Runs the whole calibration and writes the archive to opt.out_path (unless

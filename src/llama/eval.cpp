@@ -6,6 +6,7 @@
 
 #include "llama/corpus.h"
 #include "llama/mask.h"
+#include "llama/mtp.h"
 #include "metrics/kld_record.h"
 #include "metrics/token_metrics.h"
 #include "gguf/gguf.h"
@@ -89,6 +90,7 @@ model_ptr load_model(const std::string & what, const std::string & path, const e
     }
     llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(rt.llama));
     mp.vocab_only = vocab_only;
+    mp.load_mtp   = true;   // MTP blocks, where a model has them: the draft acceptance runs them
     model_ptr m(llama_model_load_from_file(path.c_str(), mp));
     if (!m) {
         err = "failed to load " + what + " '" + path + "'" + (runtime_verbose() ? "" : " (run with --verbose for llama.cpp's log)");
@@ -98,8 +100,7 @@ model_ptr load_model(const std::string & what, const std::string & path, const e
 
 // A context for n_seq windows of n_ctx tokens side by side (one KV sequence
 // each, not unified), as llama-perplexity sets up its own.
-ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, int n_seq, std::string & err,
-                     mask_hook * hook = nullptr) {
+llama_context_params context_params(const eval_runtime & rt, int n_ctx, int n_seq) {
     llama_context_params cp = common_context_params_to_llama(rt.llama);  // -fa, -ctk, -ctv, ...
     cp.n_ctx           = (uint32_t) n_ctx * (uint32_t) n_seq;
     cp.n_batch         = (uint32_t) std::min(rt.n_batch, (int) cp.n_ctx);
@@ -109,6 +110,12 @@ ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, in
     cp.n_threads       = resolve_threads(rt.n_threads);
     cp.n_threads_batch = cp.n_threads;
     cp.no_perf = true;
+    return cp;
+}
+
+ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, int n_seq, std::string & err,
+                     mask_hook * hook = nullptr) {
+    llama_context_params cp = context_params(rt, n_ctx, n_seq);
     if (hook) {
         cp.cb_eval           = mask_hook::callback;
         cp.cb_eval_user_data = hook;
@@ -726,6 +733,87 @@ bool score_pass(llama_model * model, const eval_runtime & rt, const pass_setup &
     return true;
 }
 
+// The greedy acceptance of a model's MTP head over the scored positions (the
+// definition is eval_report's): the windows one at a time, since the MTP
+// context follows one sequence; the model's logits and the MTP head's at
+// every scored position. With several (chained) MTP heads it is the first
+// head's, which drafts the first token. With a mask, both contexts run with its
+// removed experts masked (the trunk's routers in the model's context, the MTP
+// blocks' in the MTP context), each checked after every decode.
+bool mtp_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s, const expert_mask * mask,
+              progress_line & prog, eval_report::mtp_acceptance & acc, bool & measured, std::string & err) {
+    measured = false;
+    mask_hook trunk_hook, mtp_hook;
+    trunk_hook.active = mtp_hook.active = mask;
+    mtp_hook.mtp_context = true;
+    const int n_batch = std::min(rt.n_batch, s.n_ctx);
+    eval_runtime one = rt;
+    one.n_batch = n_batch;
+    llama_context_params cp = context_params(one, s.n_ctx, 1);
+    if (mask) {
+        cp.cb_eval           = mask_hook::callback;
+        cp.cb_eval_user_data = &trunk_hook;
+    }
+    ctx_ptr ctx(llama_init_from_model(model, cp));
+    if (!ctx) {
+        err = "failed to create a llama.cpp context for the MTP draft (n_ctx " + std::to_string(s.n_ctx) + ")";
+        return false;
+    }
+    if (mask) cp.cb_eval_user_data = &mtp_hook;
+    mtp_runner mtp;
+    if (!mtp.init(model, ctx.get(), cp, err)) return false;
+    llama_batch batch = llama_batch_init(n_batch, 0, 1);
+    struct batch_guard { llama_batch & b; ~batch_guard() { llama_batch_free(b); } } bg{batch};
+    acc = eval_report::mtp_acceptance();
+    for (const window & w : s.wl->windows) {
+        llama_memory_clear(llama_get_memory(ctx.get()), true);
+        mtp.reset();
+        const int first = w.len / 2;
+        for (int b = 0; b < w.len; b += n_batch) {
+            const int n = std::min(n_batch, w.len - b);
+            batch.n_tokens = n;
+            for (int k = 0; k < n; ++k) {
+                const int p = b + k;
+                batch.token[k]     = (p == 0 && s.bos != LLAMA_TOKEN_NULL) ? s.bos : w.tokens[p];  // as decode_windows
+                batch.pos[k]       = p;
+                batch.n_seq_id[k]  = 1;
+                batch.seq_id[k][0] = 0;
+                batch.logits[k]    = p >= first && p <= w.len - 2;
+            }
+            const int rc = llama_decode(ctx.get(), batch);
+            if (rc != 0) {
+                err = "llama_decode failed (" + std::to_string(rc) + ") in the MTP draft pass";
+                return false;
+            }
+            // (the nextn embeddings make every row run the last layer: routers show in every decode)
+            if (mask && !trunk_hook.check(true, err)) return false;
+            if (!mtp.feed(batch.token, n, b, batch.logits, /*keep_logits=*/true, err)) return false;
+            if (mask && !mtp_hook.check(true, err)) return false;
+            for (int k = 0; k < n; ++k) {
+                if (!batch.logits[k]) continue;
+                const float * lt = llama_get_logits_ith(ctx.get(), k);
+                const float * ld = mtp.logits(k);
+                if (!lt || !ld) {
+                    err = "llama.cpp gave no logits for a scored position in the MTP draft pass";
+                    return false;
+                }
+                ++acc.positions;
+                acc.accepted += argmax_first(lt, s.n_vocab) == argmax_first(ld, s.n_vocab);
+            }
+            prog.add(n);
+        }
+    }
+    measured = true;
+    return true;
+}
+
+// MTP blocks in the GGUF at `path` (0 when it cannot be read: loading it reports that).
+int file_mtp_blocks(const std::string & path) {
+    gguf::model g;
+    std::string e;
+    return gguf::open_model(path, g, e) ? mtp_blocks_in_file(g) : 0;
+}
+
 std::string temp_dir_of(const eval_options & opt) {
     if (!opt.tmp_dir.empty()) return opt.tmp_dir;
     const char * t = getenv("TMPDIR");
@@ -790,6 +878,17 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
     }
     const size_t n_pruned = cands.size() - n_masks;
 
+    // MTP blocks (eval.h): the base's acceptance once, each pruned file's after its scoring pass.
+    const int base_mtp = opt.base_path.empty() ? 0 : file_mtp_blocks(opt.base_path);
+    std::vector<int> cand_mtp(cands.size(), 0);
+    int64_t n_mtp_passes = 0;
+    for (size_t i = 0; i < cands.size(); ++i) {
+        cand_mtp[i] = cands[i].masked() ? base_mtp : file_mtp_blocks(cands[i].path);
+        n_mtp_passes += cand_mtp[i] > 0;
+    }
+    eval_report::mtp_acceptance mtp_base;
+    bool        mtp_base_measured = false;
+
     progress_line prog;
     prog.enabled = opt.progress;
     workload wl;
@@ -819,10 +918,15 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         auto rows = std::make_unique<float_rows>();
         if (!rows->open(temp_dir_of(opt), s.n_vocab, scored_rows(wl), err)) return false;
         prog.start(base_mask.name.empty() ? "base" : "base, masked by " + base_mask.name,
-                   (int64_t) (1 + cands.size()) * (int64_t) wl.n_decode_tokens);
+                   (int64_t) (1 + cands.size() + n_mtp_passes + (base_mtp > 0)) *
+                       (int64_t) wl.n_decode_tokens);
         hook.active = base_mask.name.empty() ? nullptr : &base_mask;
         if (!base_pass(base.get(), opt.rt, s, hook.active ? &hook : nullptr, *rows, prog, err)) return false;
         base_rows = std::move(rows);
+        if (base_mtp > 0) {
+            prog.label = "base, MTP draft";
+            if (!mtp_pass(base.get(), opt.rt, s, hook.active, prog, mtp_base, mtp_base_measured, err)) return false;
+        }
     } else {
         kld_mode = in.read_file_mode ? "read" : "written";
         if (!in.read_file_mode) {
@@ -833,6 +937,11 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
             size_t n_scored = 0;
             if (!write_base_file(base.get(), wl, opt, n_ctx, prog, hook.active ? &hook : nullptr, nll, n_scored, err)) {
                 return false;
+            }
+            if (base_mtp > 0 && !cands.empty()) {
+                prog.label = "base, MTP draft";
+                const pass_setup s = make_pass_setup(base.get(), wl, opt.rt, n_ctx);
+                if (!mtp_pass(base.get(), opt.rt, s, hook.active, prog, mtp_base, mtp_base_measured, err)) return false;
             }
             if (cands.empty()) {
                 // base-only run: the file is the product; report the base's own perplexity
@@ -882,7 +991,7 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         if (!rows->open(opt.kld_base_path, in.hdr, resolve_threads(opt.rt.n_threads), err)) return false;
         base_rows = std::move(rows);
         const int64_t per_pass = (int64_t) wl.n_decode_tokens;
-        prog.start("eval", (int64_t) cands.size() * per_pass);
+        prog.start("eval", (int64_t) (cands.size() + n_mtp_passes) * per_pass);
     }
 
     // Masked passes reuse the loaded base model: one model resident.
@@ -898,6 +1007,13 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         prog.label = "masked by " + cands[i].path;
         if (!score_pass(base.get(), opt.rt, s, &hook, *base_rows, prog, reports[i], err)) return false;
         reports[i].kld_base_mode = kld_mode;
+        if (cand_mtp[i] > 0) {
+            prog.label = "masked by " + cands[i].path + ", MTP draft";
+            if (!mtp_pass(base.get(), opt.rt, s, &masks[i], prog, reports[i].mtp_pruned, reports[i].mtp_pruned_measured,
+                          err)) {
+                return false;
+            }
+        }
     }
     hook.active = nullptr;
     if (n_pruned > 0) base.reset();  // free the base before the first pruned model loads
@@ -915,6 +1031,13 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         prog.label = cands[i].path;
         if (!score_pass(pruned.get(), opt.rt, s, nullptr, *base_rows, prog, reports[i], err)) return false;
         reports[i].kld_base_mode = kld_mode;
+        if (cand_mtp[i] > 0) {
+            prog.label = cands[i].path + ", MTP draft";
+            if (!mtp_pass(pruned.get(), opt.rt, s, nullptr, prog, reports[i].mtp_pruned, reports[i].mtp_pruned_measured,
+                          err)) {
+                return false;
+            }
+        }
     }
     const std::string input_sha = in.text.empty() && opt.input_path.empty() ? "" : util::sha256_bytes(in.text.data(), in.text.size());
     for (size_t i = 0; i < cands.size(); ++i) {
@@ -924,6 +1047,15 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         reports[i].input_path = opt.input_path;
         reports[i].input_sha256 = input_sha;
         candidate_identity(cands[i], reports[i]);
+        reports[i].mtp_blocks = std::max(base_mtp, cand_mtp[i]);
+        if (reports[i].mtp_blocks > 0) {
+            reports[i].mtp_base          = mtp_base;
+            reports[i].mtp_base_measured = mtp_base_measured;
+            std::string why;
+            if (!mtp_base_measured) why = "the base's rows come from the KLD base file: its MTP head is not run";
+            if (why.empty() && cand_mtp[i] == 0) why = "the pruned file has no MTP blocks";
+            reports[i].mtp_note = why;
+        }
     }
     return true;
 }
@@ -1062,6 +1194,20 @@ nlohmann::ordered_json report_json(const eval_report & r) {
         j["candidate_files"] = files;
     }
     if (!r.candidate_sha256.empty()) j["candidate_sha256"] = r.candidate_sha256;
+    if (r.mtp_blocks > 0) {
+        auto rate = [](bool measured, const eval_report::mtp_acceptance & a) {
+            return measured && a.positions > 0 ? nlohmann::ordered_json(a.rate()) : nlohmann::ordered_json(nullptr);
+        };
+        nlohmann::ordered_json m;
+        m["blocks"]            = r.mtp_blocks;
+        m["positions"]         = r.mtp_base_measured ? r.mtp_base.positions : r.mtp_pruned.positions;
+        m["base_accepted"]     = r.mtp_base_measured ? nlohmann::ordered_json(r.mtp_base.accepted) : nlohmann::ordered_json(nullptr);
+        m["pruned_accepted"]   = r.mtp_pruned_measured ? nlohmann::ordered_json(r.mtp_pruned.accepted) : nlohmann::ordered_json(nullptr);
+        m["base_acceptance"]   = rate(r.mtp_base_measured, r.mtp_base);
+        m["pruned_acceptance"] = rate(r.mtp_pruned_measured, r.mtp_pruned);
+        if (!r.mtp_note.empty()) m["note"] = r.mtp_note;
+        j["mtp_draft"] = m;
+    }
     return j;
 }
 
@@ -1121,6 +1267,17 @@ void eval_report_print(FILE * out, const eval_report & r) {
         row(name, m);
     }
     row("overall", r.overall);
+    if (r.mtp_blocks > 0) {
+        auto side = [](bool measured, const eval_report::mtp_acceptance & a) {
+            char buf[64];
+            if (!measured || a.positions == 0) return std::string("-");
+            snprintf(buf, sizeof buf, "%.3f%% (%lld/%lld)", 100.0 * a.rate(), (long long) a.accepted, (long long) a.positions);
+            return std::string(buf);
+        };
+        fprintf(out, "\nMTP draft acceptance (greedy, first draft token): base %s, pruned %s\n",
+                side(r.mtp_base_measured, r.mtp_base).c_str(), side(r.mtp_pruned_measured, r.mtp_pruned).c_str());
+        if (!r.mtp_note.empty()) fprintf(out, "  (%s)\n", r.mtp_note.c_str());
+    }
 }
 
 } // namespace reap

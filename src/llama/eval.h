@@ -97,6 +97,25 @@ struct eval_report {
     };
     std::vector<file_id> candidate_files;
     std::string          candidate_sha256;
+
+    // MTP draft acceptance, for models with MTP blocks (src/llama/mtp.h): over
+    // the scored positions p, the share where the MTP head's argmax for
+    // (h_{p-1}, x_p) equals the same model's own argmax at p, the token its
+    // verification would sample greedily: the greedy acceptance rate of the first
+    // draft token, with the text as the accepted prefix (with several chained
+    // MTP heads, the first head's, which drafts the first token). Measured for the
+    // base (masked by --base-mask when given; not when its rows come from an
+    // existing --kld-base file), for a pruned file (-p) and for a --mask candidate
+    // (the base with the plan's experts masked in the trunk and the MTP blocks).
+    // Not measured: the *_measured flag is false and mtp_note says why.
+    struct mtp_acceptance {
+        int64_t positions = 0, accepted = 0;
+        double  rate() const { return positions > 0 ? (double) accepted / (double) positions : -1; }
+    };
+    int            mtp_blocks = 0;   // MTP blocks in the base or pruned file (0: none, nothing below)
+    mtp_acceptance mtp_base, mtp_pruned;
+    bool           mtp_base_measured = false, mtp_pruned_measured = false;
+    std::string    mtp_note;
 };
 
 // One model to score against the base.

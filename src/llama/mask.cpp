@@ -47,7 +47,7 @@ expert_mask mask_of_plan(const plan & p, const std::string & name, int64_t n_nex
         std::vector<uint8_t> & r = m.removed[(size_t) pl.layer];
         r.assign((size_t) p.n_expert, 1);
         for (int64_t e : pl.keep) r[(size_t) e] = 0;
-        if (pl.layer < p.n_layer - n_nextn) m.moe_layers.push_back(pl.layer);
+        (pl.layer < p.n_layer - n_nextn ? m.moe_layers : m.mtp_layers).push_back(pl.layer);
     }
     return m;
 }
@@ -140,7 +140,7 @@ bool mask_hook::check(bool had_outputs, std::string & err) {
         return false;
     }
     if (!had_outputs) return true;
-    for (int l : active->moe_layers) {
+    for (int l : mtp_context ? active->mtp_layers : active->moe_layers) {
         if ((size_t) l >= seen.size() || !seen[(size_t) l]) {
             err = "mask " + active->name + ": MoE layer " + std::to_string(l) +
                   " shows no router node (ffn_moe_logits or ffn_moe_probs) in llama.cpp's graph, so its experts "

@@ -57,6 +57,7 @@ struct expert_mask {
     std::vector<int>                  moe_layers;  // the plan's layers that run in the main graph, ascending
                                                    // (MTP / nextn blocks carry experts but run only in an
                                                    // MTP context: masked there, never required here)
+    std::vector<int>                  mtp_layers;  // the plan's MTP blocks, ascending (src/llama/mtp.h)
 };
 
 // The mask of plan `p` (already checked against the model); the last n_nextn
@@ -79,6 +80,7 @@ bool mask_from_plan(const plan & p, const std::string & name, const gguf::model 
 // llama.cpp computes it for output rows only.)
 struct mask_hook {
     const expert_mask * active = nullptr;
+    bool mtp_context = false;   // the hook of an MTP context: check() requires the MTP blocks' routers instead
 
     static bool callback(ggml_tensor * t, bool ask, void * user);
 

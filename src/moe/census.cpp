@@ -79,6 +79,11 @@ bool take_census(const gguf::model & m, const std::vector<uint32_t> & extra_keep
     }
     if (c.n_layer == 0 && max_block >= 0) c.n_layer = (uint32_t) max_block + 1;
     c.moe_layers.assign(lay.moe_layers.begin(), lay.moe_layers.end());
+    if (kv.nextn_predict_layers && *kv.nextn_predict_layers > 0) {
+        for (uint32_t l : c.moe_layers) {
+            if ((int64_t) l >= (int64_t) c.n_layer - *kv.nextn_predict_layers) c.mtp_layers.push_back(l);
+        }
+    }
     c.dense_bytes = c.tensor_bytes - c.expert_pool_bytes;
     c.decode_bytes_per_token = c.dense_bytes;
     for (const auto & [blk, bytes] : pool_per_layer) {
@@ -121,6 +126,7 @@ std::string census_json(const census & c, int indent) {
     j["arch"] = c.arch;
     j["n_layer"] = c.n_layer;
     j["moe_layers"] = c.moe_layers;
+    j["mtp_layers"] = c.mtp_layers;
     j["n_expert"] = c.n_expert;
     j["n_expert_used"] = c.n_expert_used;
     j["n_expert_groups"] = c.n_expert_groups;

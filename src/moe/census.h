@@ -34,6 +34,8 @@ struct census {
     std::string arch;
     uint32_t    n_layer = 0;               // <arch>.block_count (else the highest block index + 1)
     std::vector<uint32_t> moe_layers;      // the layout's MoE blocks (router and expert slabs)
+    std::vector<uint32_t> mtp_layers;      // those of them that are MTP blocks (the last
+                                           // <arch>.nextn_predict_layers; llama.cpp runs them in its MTP context only)
     uint32_t    n_expert = 0;              // <arch>.expert_count (0 when absent: no MoE census)
     uint32_t    n_expert_used = 0;         // <arch>.expert_used_count (largest element of a per-layer array)
     uint32_t    n_expert_groups = 0;       // <arch>.expert_group_count (0 when absent)

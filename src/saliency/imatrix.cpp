@@ -2,6 +2,7 @@
 // read with full bounds checking and turned into an "energy" saliency archive.
 // See imatrix.h.
 #include "saliency/imatrix.h"
+#include "moe/layout_gguf.h"
 #include "util/file.h"
 #include "util/path.h"
 
@@ -422,6 +423,14 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
             if (it == f.entries.end()) {
                 err = head + " has no entry '" + name + "' (MoE layer " + std::to_string(l) + ")" +
                       (f.legacy ? ": legacy files leave out tensors that saw no data" : "");
+                moe::moe_kv mkv;
+                std::string e2;
+                if (model && moe::read_moe_kv(model->kvs, fp.arch, mkv, e2) && mkv.nextn_predict_layers &&
+                    l >= (int64_t) fp.n_layer - *mkv.nextn_predict_layers) {
+                    err += ": it is an MTP block (" + fp.arch + ".nextn_predict_layers = " +
+                           std::to_string(*mkv.nextn_predict_layers) + "), which llama.cpp's main graph, and so "
+                           "llama-imatrix, never runs; reap calibrate measures MTP blocks (in llama.cpp's MTP context)";
+                }
                 return false;
             }
             const imatrix_entry & en = it->second;
