@@ -201,6 +201,26 @@ TEST(SaliencyArchive, MergeRejectsOtherModelsAndMetricSets) {
     }
 }
 
+// Found by fuzz_archive (fuzz/regressions/archive/token-count-overflow.gguf):
+// merging an archive whose token count is near the int64 limit into itself
+// overflowed the sum (undefined behaviour). Refused now, naming the domain,
+// and the target is left as it was.
+TEST(SaliencyArchive, MergeRefusesTokenCountsThatOverflow) {
+    s::archive a = make_archive({"code", "en"});
+    a.find_domain("en")->n_tokens = std::numeric_limits<int64_t>::max() / 2 + 1;
+    s::archive b = a;
+    const s::archive before = a;
+    std::string err;
+    EXPECT_FALSE(s::merge_into(a, b, err));
+    EXPECT_NE(err.find("domain 'en'"), std::string::npos) << err;
+    EXPECT_NE(err.find("overflow"), std::string::npos) << err;
+    ASSERT_EQ(a.domains.size(), before.domains.size());
+    for (size_t d = 0; d < a.domains.size(); ++d) {
+        EXPECT_EQ(a.domains[d].n_tokens, before.domains[d].n_tokens) << a.domains[d].name;
+        EXPECT_EQ(a.domains[d].count, before.domains[d].count) << a.domains[d].name;
+    }
+}
+
 TEST(SaliencyArchive, CountInvariant) {
     s::archive a = make_archive({"code"});
     std::string err;

@@ -547,6 +547,16 @@ bool merge_into(archive & into, const archive & other, std::string & err) {
         return false;
     }
     if (!validate(into, err) || !validate(other, err)) return false;
+    // token counts are read from files: their sum must fit before anything is changed
+    for (const auto & d : other.domains) {
+        const domain_stats * t = into.find_domain(d.name);
+        int64_t sum = 0;
+        if (t && __builtin_add_overflow(t->n_tokens, d.n_tokens, &sum)) {
+            err = "cannot merge domain '" + d.name + "': its token counts " + std::to_string(t->n_tokens) + " and " +
+                  std::to_string(d.n_tokens) + " overflow a 64-bit count";
+            return false;
+        }
+    }
     for (const auto & d : other.domains) {
         const bool existed = into.find_domain(d.name) != nullptr;
         domain_stats & t = into.add_domain(d.name);
