@@ -167,6 +167,25 @@ struct llama_mtp_driver {
     }
 };
 
+// llama.cpp's driver on `model`: prefill the first 20 tokens of `text`, then
+// draft from the 21st (as many tokens as the heads give); `cap` sees the MTP
+// blocks' routing throughout.
+bool draft_after_prefix(llama_model * model, int n_ctx, const std::string & text, mtp_capture & cap,
+                        llama_tokens & draft, size_t & n_prefix, std::string & err) {
+    llama_mtp_driver drv;
+    if (!drv.open(model, n_ctx, &cap, err)) return false;
+    drv.restart();
+    const std::vector<llama_token> prompt = tokenize(model, text);
+    const std::vector<llama_token> prefix(prompt.begin(), prompt.begin() + 20);
+    if (!drv.prefill(prefix)) {
+        err = "the driver's prefill failed";
+        return false;
+    }
+    draft = drv.draft(prompt[20], 20, prefix);
+    n_prefix = prefix.size();
+    return true;
+}
+
 // The windows calibrate makes of a plain text: -c tokens each, the first
 // replaced by BOS, the remainder dropped.
 std::vector<std::vector<llama_token>> text_windows(const llama_model * model, const std::string & text, int n_ctx) {
@@ -405,17 +424,13 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
         ASSERT_TRUE(model);
         EXPECT_EQ(llama_model_n_layer_nextn(model.get()), 1);
         mtp_capture cap;
-        llama_mtp_driver drv;
-        ASSERT_TRUE(drv.open(model.get(), n_ctx, &cap, err)) << err;
-        drv.restart();
-        const std::vector<llama_token> prompt = tokenize(model.get(), k_text);
-        const std::vector<llama_token> prefix(prompt.begin(), prompt.begin() + 20);
-        ASSERT_TRUE(drv.prefill(prefix));
-        const llama_tokens draft = drv.draft(prompt[20], 20, prefix);
+        llama_tokens draft;
+        size_t n_prefix = 0;
+        ASSERT_TRUE(draft_after_prefix(model.get(), n_ctx, k_text, cap, draft, n_prefix, err)) << err;
         EXPECT_EQ(draft.size(), 3u) << "the pruned model's MTP head drafted nothing";
         const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
         for (llama_token t : draft) EXPECT_TRUE(t >= 0 && t < n_vocab);
-        ASSERT_GT(cap.routed[k_mtp_block].size(), prefix.size());   // the prefix, then the draft steps
+        ASSERT_GT(cap.routed[k_mtp_block].size(), n_prefix);   // the prefix, then the draft steps
         for (const auto & row : cap.routed[k_mtp_block]) {
             for (int32_t e : row) ASSERT_TRUE(e >= 0 && e < p.n_keep) << "MTP block routed to expert " << e;
         }
@@ -551,13 +566,9 @@ TEST(MtpHeads, TwoChainedHeads) {
         model_ptr model = load_model(dir + "/cut.gguf");
         ASSERT_TRUE(model);
         mtp_capture cap;
-        llama_mtp_driver drv;
-        ASSERT_TRUE(drv.open(model.get(), k_ctx, &cap, err)) << err;
-        drv.restart();
-        const std::vector<llama_token> prompt = tokenize(model.get(), k_text);
-        const std::vector<llama_token> prefix(prompt.begin(), prompt.begin() + 20);
-        ASSERT_TRUE(drv.prefill(prefix));
-        const llama_tokens draft = drv.draft(prompt[20], 20, prefix);
+        llama_tokens draft;
+        size_t n_prefix = 0;
+        ASSERT_TRUE(draft_after_prefix(model.get(), k_ctx, k_text, cap, draft, n_prefix, err)) << err;
         EXPECT_EQ(draft.size(), 2u) << "two chained heads draft two tokens";
         ASSERT_EQ(cap.routed.size(), 2u);
         for (const auto & [il, rows] : cap.routed) {
