@@ -14,7 +14,8 @@
 //   * SIGKILL at 100+ seeded fault points of prune (single file and split,
 //     fresh and --force over a previous output): afterwards exactly one
 //     complete set verifies (the old or the new), nothing partial is visible,
-//     and the next run leaves no temp file;
+//     and the next run leaves no temp file; a sliced imatrix in another
+//     folder appears with its model or not at all (a kill at every point);
 //   * a full disk (a small tmpfs) for every core command that writes: exit 2,
 //     a clear message, no output and no temp file.
 #include "diskfull_test_util.h"
@@ -559,8 +560,62 @@ TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
     remove_tree(fx.dir);
 }
 
+// A journal is a list of renames that the next run carries out for a killed
+// one: it renames only a reap temp file over its own target, in one folder
+// (the journal's, or another named by absolute path), and refuses the whole
+// journal, renaming nothing, when any entry is something else.
+TEST(Journal, RenamesOnlyReapTempsOverTheirTargets) {
+    const std::string dir = prune_test::scratch("reliability-journal"), other = dir + "/other", here = dir + "/here";
+    std::string out, err;
+    prune_test::run("rm -rf " + quote(here) + " " + quote(other), out);
+    ::mkdir(here.c_str(), 0755);
+    ::mkdir(other.c_str(), 0755);
+    auto journal = [&](const std::vector<std::string> & names) {
+        std::string text = "reap-journal 1";
+        text.push_back('\0');
+        for (const std::string & n : names) {
+            text += n;
+            text.push_back('\0');
+        }
+        write_text(here + "/.a.gguf.reap-journal", text);
+    };
+    const std::string other_real = [&] {
+        char * r = ::realpath(other.c_str(), nullptr);
+        std::string s = r ? r : "";
+        free(r);
+        return s;
+    }();
+    ASSERT_FALSE(other_real.empty());
+    write_text(here + "/.a.gguf.reap-tmp.1.x", "new a");
+    write_text(other_real + "/.a.imatrix.gguf.reap-tmp.1.y", "new imatrix");
+    write_text(here + "/victim", "kept");
+    const std::vector<std::vector<std::string>> refused = {
+        {".a.gguf.reap-tmp.1.x", "a.gguf", "victim", "a.gguf"},                       // not a temp of its target
+        {".a.gguf.reap-tmp.1.x", "a.gguf", ".a.gguf.reap-tmp.1.x", "b.gguf"},         // a temp of another target
+        {".a.gguf.reap-tmp.1.x", "a.gguf", "../victim", "a.gguf"},                    // a relative path
+        {other_real + "/.a.imatrix.gguf.reap-tmp.1.y", here + "/a.imatrix.gguf"},     // across two folders
+        {other_real + "/.a.imatrix.gguf.reap-tmp.1.y", "a.imatrix.gguf"},             // half absolute
+    };
+    for (const auto & entries : refused) {
+        journal(entries);
+        EXPECT_EQ(reap::util::recover_dir(here, err), -1) << entries[2];
+        EXPECT_NE(err.find("not a reap temp file"), std::string::npos) << err;
+        EXPECT_EQ(visible(here), std::vector<std::string>{"victim"}) << entries[2];   // nothing renamed
+        EXPECT_TRUE(prune_test::exists(here + "/.a.gguf.reap-journal"));              // the journal left as it is
+    }
+    // a temp here and one in another folder, by absolute path: both renamed, the journal removed
+    journal({".a.gguf.reap-tmp.1.x", "a.gguf", other_real + "/.a.imatrix.gguf.reap-tmp.1.y", other_real + "/a.imatrix.gguf"});
+    ASSERT_EQ(reap::util::recover_dir(here, err), 1) << err;
+    EXPECT_EQ(text_of(here + "/a.gguf"), "new a");
+    EXPECT_EQ(text_of(other + "/a.imatrix.gguf"), "new imatrix");
+    EXPECT_EQ(text_of(here + "/victim"), "kept");
+    EXPECT_TRUE(leftovers(here).empty());
+    EXPECT_TRUE(leftovers(other).empty());
+}
+
 // A llama-imatrix GGUF for `model` (every expert tensor: in_sum2 and counts,
-// in llama-imatrix's layout).
+// in llama-imatrix's layout), each expert's values its own, so that two cuts
+// slice it differently.
 void write_imatrix_for(const g::model & m, const std::string & path) {
     g::output_spec spec;
     spec.kvs.set_string("general.type", "imatrix");
@@ -574,7 +629,8 @@ void write_imatrix_for(const g::model & m, const std::string & path) {
         t.n_dims = 2;
         t.ne[0] = ne0;
         t.ne[1] = ne1;
-        std::vector<float> vals((size_t) (ne0 * ne1), v);
+        std::vector<float> vals((size_t) (ne0 * ne1));
+        for (size_t i = 0; i < vals.size(); ++i) vals[i] = v + float(i / (size_t) ne0);   // + the expert's index
         auto bytes = std::make_shared<std::vector<uint8_t>>(vals.size() * sizeof(float));
         memcpy(bytes->data(), vals.data(), bytes->size());
         t.memory = bytes;
@@ -592,6 +648,98 @@ void write_imatrix_for(const g::model & m, const std::string & path) {
     std::vector<std::string> written;
     std::string err;
     ASSERT_TRUE(g::write_output(spec, wo, path, written, err)) << err;
+}
+
+// A sliced imatrix written to another folder (--imatrix-out elsewhere)
+// appears with its model or not at all: the model's journal names it by
+// absolute path. prune --force over a previous model and imatrix is SIGKILLed
+// at every one of its fault points; afterwards (the next run's recovery done)
+// the two files are both the previous ones or both the new ones, byte for
+// byte, and the next run leaves no temp file in either folder. Before the
+// imatrix joined the journal, a kill between the two renames left the new
+// model beside the previous imatrix.
+TEST(FaultInjection, SlicedImatrixElsewhereAppearsWithItsModel) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("kill-imatrix", fx, why)) GTEST_SKIP() << why;
+    fx.dir = fast_scratch("kill-imatrix");
+    const std::string m = fx.model("gpt-oss");
+    g::model gm;
+    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    reap::plan p_old, p_new;
+    const int64_t keep = prune_test::half_keep(gm);
+    ASSERT_TRUE(prune_test::random_plan(gm, keep, 31, p_old, why)) << why;
+    ASSERT_TRUE(prune_test::random_plan(gm, keep, 32, p_new, why)) << why;
+    const std::string plans = fx.dir + "/plans", imatrix = fx.dir + "/plans/source.imatrix.gguf";
+    ::mkdir(plans.c_str(), 0755);
+    ASSERT_TRUE(reap::write_plan(p_old, plans + "/old.json", true, why)) << why;
+    ASSERT_TRUE(reap::write_plan(p_new, plans + "/new.json", true, why)) << why;
+    write_imatrix_for(gm, imatrix);
+
+    const std::string model_dir = fx.dir + "/model", imatrix_dir = fx.dir + "/imatrix";
+    const std::string model_out = model_dir + "/out.gguf", imatrix_out = imatrix_dir + "/out.imatrix.gguf";
+    auto prune_args = [&](const std::string & plan) {
+        return "prune -m " + quote(m) + " --plan " + quote(plans + "/" + plan) + " -o " + quote(model_out) + " --imatrix " +
+               quote(imatrix) + " --imatrix-out " + quote(imatrix_out) + " --force";
+    };
+    auto fresh = [&] {
+        prune_test::run("rm -rf " + quote(model_dir) + " " + quote(imatrix_dir), out);
+        ::mkdir(model_dir.c_str(), 0755);
+        ::mkdir(imatrix_dir.c_str(), 0755);
+        ASSERT_EQ(run_reap(prune_args("old.json"), out), 0) << out;
+    };
+    fresh();
+    const std::vector<uint8_t> old_model = read_all(model_out), old_imatrix = read_all(imatrix_out);
+    ASSERT_EQ(run_reap(prune_args("new.json"), out), 0) << out;
+    const std::vector<uint8_t> new_model = read_all(model_out), new_imatrix = read_all(imatrix_out);
+    ASSERT_NE(old_model, new_model);
+    ASSERT_NE(old_imatrix, new_imatrix);
+    // the outputs are deterministic: a second run writes the same bytes
+    ASSERT_EQ(run_reap(prune_args("new.json"), out), 0) << out;
+    ASSERT_EQ(read_all(model_out), new_model);
+    ASSERT_EQ(read_all(imatrix_out), new_imatrix);
+    fresh();
+    ASSERT_EQ(prune_test::run("REAP_FAULT_TRACE=1 " + quote(gguf_test::reap_bin()) + " " + prune_args("new.json"), out), 0) << out;
+    int n_points = 0;
+    for (size_t pos = 0; (pos = out.find("reap: fault point ", pos)) != std::string::npos; ++pos) ++n_points;
+    ASSERT_GT(n_points, 10) << out;
+
+    int n_old = 0, n_new = 0, n_journal = 0;
+    for (int at = 1; at <= n_points; ++at) {
+        SCOPED_TRACE("killed at fault point " + std::to_string(at) + " of " + std::to_string(n_points));
+        fresh();
+        const int rc = prune_test::run("REAP_FAULT_KILL_AT=" + std::to_string(at) + " " + quote(gguf_test::reap_bin()) + " " +
+                                           prune_args("new.json"), out);
+        EXPECT_TRUE(rc == -1 || rc == 128 + SIGKILL) << "not killed: " << out;
+        bool journal = false;
+        for (const std::string & e : leftovers(model_dir)) {   // (not the journal's own temp file)
+            journal = journal || (e.size() > 13 && e.compare(e.size() - 13, 13, ".reap-journal") == 0);
+        }
+        n_journal += journal;
+        // what the next run does first: complete the model folder's journal
+        if (journal) ASSERT_GE(reap::util::recover_dir(model_dir, why), 1) << why;
+        const std::vector<uint8_t> model_now = read_all(model_out), imatrix_now = read_all(imatrix_out);
+        const bool is_old = model_now == old_model && imatrix_now == old_imatrix;
+        const bool is_new = model_now == new_model && imatrix_now == new_imatrix;
+        EXPECT_TRUE(is_old || is_new) << "model: " << (model_now == old_model ? "old" : model_now == new_model ? "new" : "other")
+                                      << ", imatrix: "
+                                      << (imatrix_now == old_imatrix ? "old" : imatrix_now == new_imatrix ? "new" : "other");
+        n_old += is_old;
+        n_new += is_new;
+        EXPECT_EQ(visible(imatrix_dir), std::vector<std::string>{"out.imatrix.gguf"});
+        // the next run completes and leaves nothing behind, in either folder
+        ASSERT_EQ(run_reap(prune_args("new.json"), out), 0) << out;
+        EXPECT_EQ(read_all(model_out), new_model);
+        EXPECT_EQ(read_all(imatrix_out), new_imatrix);
+        EXPECT_TRUE(leftovers(model_dir).empty()) << "left over: " << leftovers(model_dir).front();
+        EXPECT_TRUE(leftovers(imatrix_dir).empty()) << "left over: " << leftovers(imatrix_dir).front();
+    }
+    printf("sliced imatrix elsewhere: %d kills: %d left the previous pair, %d the new pair (%d through a journal the "
+           "next run completed)\n",
+           n_points, n_old, n_new, n_journal);
+    EXPECT_GT(n_old, 0);
+    EXPECT_GT(n_journal, 0);
+    remove_tree(fx.dir);
 }
 
 // Bytes a file of `n` bytes takes on a tmpfs (whole pages).

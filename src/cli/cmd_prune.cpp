@@ -319,22 +319,18 @@ int cmd_prune(int argc, char ** argv) {
     }
     std::vector<std::string> written;
     // The sliced imatrix is written first but not published: it appears with the
-    // model (and its SHA256SUMS lines) in one publish when it lies beside it, else
-    // right after it; a write that fails (a full disk) leaves neither.
+    // model and its SHA256SUMS lines in one journal, in whatever folder it
+    // goes, and a write that fails (a full disk) leaves neither. A killed
+    // earlier run's journal is completed first, before this run's imatrix
+    // clears that run's temps (the journal may name one of them).
     std::vector<reap::util::durable_file> imatrix_staged;
     if (!imatrix_out.empty()) {
+        if (reap::util::recover_dir(reap::util::dir_of(shards[0].path), err) < 0) return fail(err);
         if (!reap::prune::write_imatrix_slice(islice, imatrix_out, params.force, true, err, &imatrix_staged)) return fail(err);
-        if (reap::util::dir_of(imatrix_out) == reap::util::dir_of(shards[0].path)) {
-            for (auto & f : imatrix_staged) wopts.publish_with.push_back(&f);
-        }
+        for (auto & f : imatrix_staged) wopts.publish_with.push_back(&f);
     }
-    // the shards and their SHA256SUMS lines appear together (hashed as written)
+    // the shards, their SHA256SUMS lines and the imatrix appear together (hashed as written)
     if (!reap::gguf::write_output(spec, wopts, params.output, written, err)) return fail(err);
-    if (wopts.publish_with.empty()) {
-        for (auto & f : imatrix_staged) {
-            if (!f.publish(err)) return fail("the model is written but its imatrix is not: " + err);
-        }
-    }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t i = 0; i < written.size(); ++i) {
         fprintf(txt, "  wrote %s  %" PRIu64 " bytes (%s)\n", written[i].c_str(), shards[i].file_bytes,

@@ -302,8 +302,8 @@ struct write_options {
     // are moved into *stage (still temp files, removed unless published) for
     // the caller to publish with another output (no sums_path then).
     std::vector<util::durable_file> * stage = nullptr;
-    // finished files in the output's directory that appear together with it,
-    // in the same publish (a sliced imatrix beside its model).
+    // finished files that appear together with the output, in the same
+    // publish (its sliced imatrix, beside it or in another folder).
     std::vector<util::durable_file *> publish_with;
 };
 

@@ -398,13 +398,25 @@ bool publish_together(const std::vector<durable_file *> & files, std::string & e
     std::string text = "reap-journal 1";
     text.push_back('\0');
     for (const durable_file * f : files) {
-        if (dir_of(f->target()) != dir || f->temp_path().empty()) {
-            err = f->target() + ": files published together must be finished and lie in one directory";
+        if (f->temp_path().empty()) {
+            err = f->target() + ": files published together must be finished first";
             return false;
         }
-        text += base_name(f->temp_path());
+        // a file of another directory (a sliced imatrix written elsewhere) is
+        // named by absolute paths: the next run may start from anywhere
+        std::string prefix;
+        if (dir_of(f->target()) != dir) {
+            char * real = ::realpath(dir_of(f->target()).c_str(), nullptr);
+            if (!real) {
+                err = "cannot resolve the directory of " + f->target() + ": " + strerror(errno);
+                return false;
+            }
+            prefix = std::string(real) + "/";
+            free(real);
+        }
+        text += prefix + base_name(f->temp_path());
         text.push_back('\0');
-        text += base_name(f->target());
+        text += prefix + base_name(f->target());
         text.push_back('\0');
     }
     hold_signals hold;
@@ -504,18 +516,30 @@ bool complete_journal(const std::string & dir, const std::string & journal, std:
         err = dir + "/" + journal + ": not a reap journal (left as it is)";
         return false;
     }
+    // An entry renames a temp of reap's over its own target, in one directory:
+    // the journal's (names), or another one (absolute paths). Anything else is
+    // not ours to rename: every entry is checked before the first rename.
+    std::vector<std::pair<std::string, std::string>> renames;
     for (size_t i = 1; i + 1 < parts.size(); i += 2) {
         const std::string & tmp = parts[i], & target = parts[i + 1];
-        if (tmp.find('/') != std::string::npos || target.find('/') != std::string::npos || tmp.empty() || target.empty()) {
-            err = dir + "/" + journal + ": a name with a slash (left as it is)";
+        const bool elsewhere = !tmp.empty() && tmp[0] == '/';
+        const bool one_dir = elsewhere ? (!target.empty() && target[0] == '/' && dir_of(tmp) == dir_of(target))
+                                       : (tmp.find('/') == std::string::npos && target.find('/') == std::string::npos);
+        if (!one_dir || base_name(target).empty() ||
+            !starts_with(base_name(tmp), ("." + base_name(target) + k_temp_marker).c_str())) {
+            err = dir + "/" + journal + ": an entry that is not a reap temp file and its target in one directory (left as it is)";
             return false;
         }
-        const std::string from = dir + "/" + tmp, to = dir + "/" + target;
+        renames.emplace_back(elsewhere ? tmp : dir + "/" + tmp, elsewhere ? target : dir + "/" + target);
+    }
+    for (const auto & [from, to] : renames) {
         struct stat st;
-        if (::lstat(from.c_str(), &st) == 0 && ::rename(from.c_str(), to.c_str()) != 0) {
+        if (::lstat(from.c_str(), &st) != 0) continue;   // renamed before the kill
+        if (::rename(from.c_str(), to.c_str()) != 0) {
             err = "cannot rename " + from + " to " + to + ": " + strerror(errno);
             return false;
         }
+        if (dir_of(to) != dir) fsync_dir_of(to);
     }
     fsync_dir_of(dir + "/" + journal);
     ::unlink((dir + "/" + journal).c_str());

@@ -127,8 +127,8 @@ private:
 // removed. A kill before the journal leaves the previous files untouched (the
 // temps are removed by the next run); a kill after it leaves a journal that
 // recover_dir() completes (roll forward), so the set appears whole. SIGINT and
-// SIGTERM are held back while it runs. All files lie in one directory; the
-// caller holds that directory's lock (dir_lock). One file: a plain publish.
+// SIGTERM are held back while it runs. Files lie in the journal's directory (the caller holds its dir_lock) or,
+// named by absolute path, elsewhere (a sliced imatrix in another folder). One file: a plain publish.
 bool publish_together(const std::vector<durable_file *> & files, std::string & err);
 
 // An exclusive lock (flock) on DIR/.reap.lock, the lock of every multi-file
