@@ -58,10 +58,11 @@ fuzz-build: configure
 test-fuzz: fuzz-build
 	cd $(BUILD)-fuzz && ctest --output-on-failure -j$(JOBS)
 
-# Long runs: make fuzz FUZZ_SECONDS=1800 (each harness; corpus kept in $(BUILD)-fuzz/corpus).
+# Long runs: make fuzz FUZZ_SECONDS=1800 (each harness, wall time; corpus kept in
+# $(BUILD)-fuzz/corpus), or FUZZ_CPU_SECONDS=1800 (CPU time: on a shared machine).
 FUZZ_SECONDS ?= 300
 fuzz: fuzz-build
-	BUILD_FUZZ=$(BUILD)-fuzz scripts/fuzz.sh $(FUZZ_SECONDS)
+	BUILD_FUZZ=$(BUILD)-fuzz scripts/fuzz.sh $(if $(FUZZ_CPU_SECONDS),--cpu $(FUZZ_CPU_SECONDS),$(FUZZ_SECONDS))
 
 demo: build corpus
 	scripts/demo.sh
