@@ -270,12 +270,12 @@ int cmd_sweep(int argc, char ** argv) {
         if (!pt.note.empty()) printf("  note (N = %" PRId64 "): %s\n", pt.n_keep, pt.note.c_str());
     }
     // a model with MTP blocks: each cut's MTP draft acceptance (masked like the trunk; reap eval's definition)
-    const bool mtp = !reps.empty() && reps[0].mtp_blocks > 0 && reps[0].mtp_base_measured;
+    // (every cut is a mask of the base: measured whenever the base's is)
+    const bool mtp = !reps.empty() && reps[0].mtp_blocks > 0 && reps[0].mtp_base;
+    auto cut_rate = [&](size_t i) { return reps[i].mtp_pruned ? reps[i].mtp_pruned->rate() : -1.0; };
     if (mtp) {
-        printf("\n  MTP draft acceptance (greedy, first draft token): base %.3f%%", 100.0 * reps[0].mtp_base.rate());
-        for (size_t i = 0; i < pts.size(); ++i) {
-            printf(", N=%" PRId64 " %.3f%%", pts[i].n_keep, 100.0 * reps[i].mtp_pruned.rate());
-        }
+        printf("\n  MTP draft acceptance (greedy, first draft token): base %.3f%%", 100.0 * reps[0].mtp_base->rate());
+        for (size_t i = 0; i < pts.size(); ++i) printf(", N=%" PRId64 " %.3f%%", pts[i].n_keep, 100.0 * cut_rate(i));
         printf("\n");
     }
 
@@ -307,10 +307,10 @@ int cmd_sweep(int argc, char ** argv) {
             nlohmann::ordered_json d = nlohmann::ordered_json::object();
             for (const auto & [name, m] : reps[i].domains) d[name] = reap::eval_metrics_json(m);
             q["domains"] = d;
-            if (mtp) q["mtp_acceptance"] = reps[i].mtp_pruned.rate();
+            if (mtp) q["mtp_acceptance"] = cut_rate(i);
             points.push_back(q);
         }
-        if (mtp) j["mtp_base_acceptance"] = reps[0].mtp_base.rate();
+        if (mtp) j["mtp_base_acceptance"] = reps[0].mtp_base->rate();
         j["points"] = points;
         files.push_back({p.output, reap::util::json_text(j, 2) + "\n"});
     }

@@ -741,8 +741,8 @@ bool score_pass(llama_model * model, const eval_runtime & rt, const pass_setup &
 // removed experts masked (the trunk's routers in the model's context, the MTP
 // blocks' in the MTP context), each checked after every decode.
 bool mtp_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s, const expert_mask * mask,
-              progress_line & prog, eval_report::mtp_acceptance & acc, bool & measured, std::string & err) {
-    measured = false;
+              progress_line & prog, std::optional<eval_report::mtp_acceptance> & result, std::string & err) {
+    result.reset();
     mask_hook trunk_hook, mtp_hook;
     trunk_hook.active = mtp_hook.active = mask;
     mtp_hook.mtp_context = true;
@@ -764,7 +764,7 @@ bool mtp_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s
     if (!mtp.init(model, ctx.get(), cp, err)) return false;
     llama_batch batch = llama_batch_init(n_batch, 0, 1);
     struct batch_guard { llama_batch & b; ~batch_guard() { llama_batch_free(b); } } bg{batch};
-    acc = eval_report::mtp_acceptance();
+    eval_report::mtp_acceptance acc;
     for (const window & w : s.wl->windows) {
         llama_memory_clear(llama_get_memory(ctx.get()), true);
         mtp.reset();
@@ -803,7 +803,7 @@ bool mtp_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s
             prog.add(n);
         }
     }
-    measured = true;
+    result = acc;
     return true;
 }
 
@@ -886,8 +886,7 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         cand_mtp[i] = cands[i].masked() ? base_mtp : file_mtp_blocks(cands[i].path);
         n_mtp_passes += cand_mtp[i] > 0;
     }
-    eval_report::mtp_acceptance mtp_base;
-    bool        mtp_base_measured = false;
+    std::optional<eval_report::mtp_acceptance> mtp_base;
 
     progress_line prog;
     prog.enabled = opt.progress;
@@ -898,6 +897,11 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
     reports.assign(cands.size(), eval_report());
     std::string kld_mode = "none";
 
+    // the base's MTP draft pass, on the workload the base was scored on
+    auto base_mtp_pass = [&](const pass_setup & s) {
+        prog.label = "base, MTP draft";
+        return mtp_pass(base.get(), opt.rt, s, hook.active, prog, mtp_base, err);
+    };
     auto load_base = [&](bool vocab_only) {
         base = load_model("base model", opt.base_path, opt.rt, vocab_only, err);
         if (!base) return false;
@@ -923,10 +927,7 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         hook.active = base_mask.name.empty() ? nullptr : &base_mask;
         if (!base_pass(base.get(), opt.rt, s, hook.active ? &hook : nullptr, *rows, prog, err)) return false;
         base_rows = std::move(rows);
-        if (base_mtp > 0) {
-            prog.label = "base, MTP draft";
-            if (!mtp_pass(base.get(), opt.rt, s, hook.active, prog, mtp_base, mtp_base_measured, err)) return false;
-        }
+        if (base_mtp > 0 && !base_mtp_pass(s)) return false;
     } else {
         kld_mode = in.read_file_mode ? "read" : "written";
         if (!in.read_file_mode) {
@@ -938,11 +939,7 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
             if (!write_base_file(base.get(), wl, opt, n_ctx, prog, hook.active ? &hook : nullptr, nll, n_scored, err)) {
                 return false;
             }
-            if (base_mtp > 0 && !cands.empty()) {
-                prog.label = "base, MTP draft";
-                const pass_setup s = make_pass_setup(base.get(), wl, opt.rt, n_ctx);
-                if (!mtp_pass(base.get(), opt.rt, s, hook.active, prog, mtp_base, mtp_base_measured, err)) return false;
-            }
+            if (base_mtp > 0 && !cands.empty() && !base_mtp_pass(make_pass_setup(base.get(), wl, opt.rt, n_ctx))) return false;
             if (cands.empty()) {
                 // base-only run: the file is the product; report the base's own perplexity
                 eval_report r;
@@ -1009,10 +1006,7 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         reports[i].kld_base_mode = kld_mode;
         if (cand_mtp[i] > 0) {
             prog.label = "masked by " + cands[i].path + ", MTP draft";
-            if (!mtp_pass(base.get(), opt.rt, s, &masks[i], prog, reports[i].mtp_pruned, reports[i].mtp_pruned_measured,
-                          err)) {
-                return false;
-            }
+            if (!mtp_pass(base.get(), opt.rt, s, &masks[i], prog, reports[i].mtp_pruned, err)) return false;
         }
     }
     hook.active = nullptr;
@@ -1033,10 +1027,7 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         reports[i].kld_base_mode = kld_mode;
         if (cand_mtp[i] > 0) {
             prog.label = cands[i].path + ", MTP draft";
-            if (!mtp_pass(pruned.get(), opt.rt, s, nullptr, prog, reports[i].mtp_pruned, reports[i].mtp_pruned_measured,
-                          err)) {
-                return false;
-            }
+            if (!mtp_pass(pruned.get(), opt.rt, s, nullptr, prog, reports[i].mtp_pruned, err)) return false;
         }
     }
     const std::string input_sha = in.text.empty() && opt.input_path.empty() ? "" : util::sha256_bytes(in.text.data(), in.text.size());
@@ -1049,10 +1040,9 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         candidate_identity(cands[i], reports[i]);
         reports[i].mtp_blocks = std::max(base_mtp, cand_mtp[i]);
         if (reports[i].mtp_blocks > 0) {
-            reports[i].mtp_base          = mtp_base;
-            reports[i].mtp_base_measured = mtp_base_measured;
+            reports[i].mtp_base = mtp_base;
             std::string why;
-            if (!mtp_base_measured) why = "the base's rows come from the KLD base file: its MTP head is not run";
+            if (!mtp_base) why = "the base's rows come from the KLD base file: its MTP head is not run";
             if (why.empty() && cand_mtp[i] == 0) why = "the pruned file has no MTP blocks";
             reports[i].mtp_note = why;
         }
@@ -1195,16 +1185,18 @@ nlohmann::ordered_json report_json(const eval_report & r) {
     }
     if (!r.candidate_sha256.empty()) j["candidate_sha256"] = r.candidate_sha256;
     if (r.mtp_blocks > 0) {
-        auto rate = [](bool measured, const eval_report::mtp_acceptance & a) {
-            return measured && a.positions > 0 ? nlohmann::ordered_json(a.rate()) : nlohmann::ordered_json(nullptr);
+        using acceptance = std::optional<eval_report::mtp_acceptance>;
+        auto rate = [](const acceptance & a) {
+            return a && a->positions > 0 ? nlohmann::ordered_json(a->rate()) : nlohmann::ordered_json(nullptr);
         };
+        auto accepted = [](const acceptance & a) { return a ? nlohmann::ordered_json(a->accepted) : nlohmann::ordered_json(nullptr); };
         nlohmann::ordered_json m;
         m["blocks"]            = r.mtp_blocks;
-        m["positions"]         = r.mtp_base_measured ? r.mtp_base.positions : r.mtp_pruned.positions;
-        m["base_accepted"]     = r.mtp_base_measured ? nlohmann::ordered_json(r.mtp_base.accepted) : nlohmann::ordered_json(nullptr);
-        m["pruned_accepted"]   = r.mtp_pruned_measured ? nlohmann::ordered_json(r.mtp_pruned.accepted) : nlohmann::ordered_json(nullptr);
-        m["base_acceptance"]   = rate(r.mtp_base_measured, r.mtp_base);
-        m["pruned_acceptance"] = rate(r.mtp_pruned_measured, r.mtp_pruned);
+        m["positions"]         = r.mtp_base ? r.mtp_base->positions : r.mtp_pruned ? r.mtp_pruned->positions : 0;
+        m["base_accepted"]     = accepted(r.mtp_base);
+        m["pruned_accepted"]   = accepted(r.mtp_pruned);
+        m["base_acceptance"]   = rate(r.mtp_base);
+        m["pruned_acceptance"] = rate(r.mtp_pruned);
         if (!r.mtp_note.empty()) m["note"] = r.mtp_note;
         j["mtp_draft"] = m;
     }
@@ -1268,14 +1260,14 @@ void eval_report_print(FILE * out, const eval_report & r) {
     }
     row("overall", r.overall);
     if (r.mtp_blocks > 0) {
-        auto side = [](bool measured, const eval_report::mtp_acceptance & a) {
+        auto side = [](const std::optional<eval_report::mtp_acceptance> & a) {
             char buf[64];
-            if (!measured || a.positions == 0) return std::string("-");
-            snprintf(buf, sizeof buf, "%.3f%% (%lld/%lld)", 100.0 * a.rate(), (long long) a.accepted, (long long) a.positions);
+            if (!a || a->positions == 0) return std::string("-");
+            snprintf(buf, sizeof buf, "%.3f%% (%lld/%lld)", 100.0 * a->rate(), (long long) a->accepted, (long long) a->positions);
             return std::string(buf);
         };
-        fprintf(out, "\nMTP draft acceptance (greedy, first draft token): base %s, pruned %s\n",
-                side(r.mtp_base_measured, r.mtp_base).c_str(), side(r.mtp_pruned_measured, r.mtp_pruned).c_str());
+        fprintf(out, "\nMTP draft acceptance (greedy, first draft token): base %s, pruned %s\n", side(r.mtp_base).c_str(),
+                side(r.mtp_pruned).c_str());
         if (!r.mtp_note.empty()) fprintf(out, "  (%s)\n", r.mtp_note.c_str());
     }
 }

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,15 +108,14 @@ struct eval_report {
     // base (masked by --base-mask when given; not when its rows come from an
     // existing --kld-base file), for a pruned file (-p) and for a --mask candidate
     // (the base with the plan's experts masked in the trunk and the MTP blocks).
-    // Not measured: the *_measured flag is false and mtp_note says why.
+    // Not measured: empty, and mtp_note says why.
     struct mtp_acceptance {
         int64_t positions = 0, accepted = 0;
         double  rate() const { return positions > 0 ? (double) accepted / (double) positions : -1; }
     };
-    int            mtp_blocks = 0;   // MTP blocks in the base or pruned file (0: none, nothing below)
-    mtp_acceptance mtp_base, mtp_pruned;
-    bool           mtp_base_measured = false, mtp_pruned_measured = false;
-    std::string    mtp_note;
+    int                           mtp_blocks = 0;   // MTP blocks in the base or pruned file (0: none, nothing below)
+    std::optional<mtp_acceptance> mtp_base, mtp_pruned;
+    std::string                   mtp_note;
 };
 
 // One model to score against the base.

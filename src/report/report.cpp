@@ -330,7 +330,8 @@ bool gather_saliency(const report_options & opt, const plan & p, const model_fac
     pl::size_context ctx;
     ctx.model = &src.m;
     ctx.layout = &lay;
-    ctx.prune = moe::stamp_options{true, std::string(64, '0'), opt.tool_version};
+    ctx.prune.plan_sha256 = std::string(64, '0');   // a placeholder: the sizes do not depend on it
+    ctx.prune.version = opt.tool_version;
     int64_t n_layer = 0;
     if (!src.m.kvs.get_i64(moe::kv_key(lay.arch, "block_count"), n_layer, err)) return false;
     const plan_model_facts facts = facts_of(lay, n_layer);
@@ -428,6 +429,20 @@ util::heatmap heatmap_of(const saliency_facts & s, const plan & p) {
     return h;
 }
 
+// The file size at each N (xs), a dashed series on the right axis, whose label
+// it sets, in the unit that suits the largest size.
+util::chart_series size_series(const std::vector<double> & xs, const std::vector<uint64_t> & bytes, util::chart_panel & panel) {
+    const uint64_t largest = bytes.empty() ? 0 : *std::max_element(bytes.begin(), bytes.end());
+    double unit;
+    const char * unit_name;
+    size_unit(largest, unit, unit_name);
+    panel.y2_label = std::string("file size (") + unit_name + ")";
+    util::chart_series size{"file size", xs, {}};
+    size.right_axis = size.dashed = true;
+    for (uint64_t b : bytes) size.y.push_back((double) b / unit);
+    return size;
+}
+
 util::chart retention_chart(const saliency_facts & s, const plan & p, double plan_share) {
     util::chart c;
     c.title = "Saliency kept against experts kept (" + std::string(pl::method_name(s.rank.share_method)) + ")";
@@ -435,22 +450,15 @@ util::chart retention_chart(const saliency_facts & s, const plan & p, double pla
     c.x_descending = true;
     util::chart_panel panel;
     panel.y_label = "saliency share kept (%, mean over MoE layers)";
-    uint64_t largest = 0;
-    for (const auto & pt : s.curve) largest = std::max(largest, pt.bytes);
-    double unit;
-    const char * unit_name;
-    size_unit(largest, unit, unit_name);
-    panel.y2_label = std::string("file size (") + unit_name + ")";
-    util::chart_series share{"saliency kept", {}, {}}, size{"file size", {}, {}};
+    util::chart_series share{"saliency kept", {}, {}};
     share.bold = true;
-    size.right_axis = size.dashed = true;
+    std::vector<uint64_t> bytes;
     for (const auto & pt : s.curve) {
         share.x.push_back((double) pt.n_keep);
         share.y.push_back(100.0 * pt.share);
-        size.x.push_back((double) pt.n_keep);
-        size.y.push_back((double) pt.bytes / unit);
+        bytes.push_back(pt.bytes);
     }
-    panel.series = {share, size};
+    panel.series = {share, size_series(share.x, bytes, panel)};
     c.panels.push_back(panel);
     c.marks.push_back({(double) p.n_keep, "this build: N = " + std::to_string(p.n_keep) + ", " + pct(plan_share)});
     return c;
@@ -481,14 +489,12 @@ util::chart sweep_chart(const sweep_facts & s, const plan & p) {
     c.x_descending = true;
     util::chart_panel panel;
     panel.y_label = "KL divergence (nats/token, mean)";
-    uint64_t largest = 0;
-    for (const auto & pt : s.points) largest = std::max(largest, pt.bytes);
-    double unit;
-    const char * unit_name;
-    size_unit(largest, unit, unit_name);
-    panel.y2_label = std::string("file size (") + unit_name + ")";
     std::vector<double> xs;
-    for (const auto & pt : s.points) xs.push_back((double) pt.n_keep);
+    std::vector<uint64_t> bytes;
+    for (const auto & pt : s.points) {
+        xs.push_back((double) pt.n_keep);
+        bytes.push_back(pt.bytes);
+    }
     if (!s.points.empty()) {
         for (size_t d = 0; d < s.points[0].domains.size(); ++d) {
             util::chart_series sr{s.points[0].domains[d].first, xs, {}};
@@ -496,15 +502,11 @@ util::chart sweep_chart(const sweep_facts & s, const plan & p) {
             panel.series.push_back(sr);
         }
     }
-    util::chart_series all{"overall", xs, {}}, size{"file size", xs, {}};
+    util::chart_series all{"overall", xs, {}};
     all.bold = true;
-    size.right_axis = size.dashed = true;
-    for (const auto & pt : s.points) {
-        all.y.push_back(pt.overall.kld_mean);
-        size.y.push_back((double) pt.bytes / unit);
-    }
+    for (const auto & pt : s.points) all.y.push_back(pt.overall.kld_mean);
     panel.series.push_back(all);
-    panel.series.push_back(size);
+    panel.series.push_back(size_series(xs, bytes, panel));
     c.panels.push_back(panel);
     c.marks.push_back({(double) p.n_keep, "this build: N = " + std::to_string(p.n_keep)});
     return c;
