@@ -144,6 +144,43 @@ bool wait_for(const std::string & log, const std::string & what) {
     return false;
 }
 
+// Two plans for `gm` keeping half its experts, drawn with seeds `a` and `b`,
+// written as DIR/old.json and DIR/new.json (DIR made): the previous output
+// and the new one of the fault-injection tests.
+void write_old_and_new_plans(const g::model & gm, uint32_t a, uint32_t b, const std::string & dir, reap::plan & p_old,
+                             reap::plan & p_new) {
+    std::string err;
+    const int64_t keep = prune_test::half_keep(gm);
+    ASSERT_TRUE(prune_test::random_plan(gm, keep, a, p_old, err)) << err;
+    ASSERT_TRUE(prune_test::random_plan(gm, keep, b, p_new, err)) << err;
+    ::mkdir(dir.c_str(), 0755);
+    ASSERT_TRUE(reap::write_plan(p_old, dir + "/old.json", true, err)) << err;
+    ASSERT_TRUE(reap::write_plan(p_new, dir + "/new.json", true, err)) << err;
+}
+
+// How many fault points (util::fault_point) one `reap ARGS` run passes.
+int count_fault_points(const std::string & args) {
+    std::string out;
+    EXPECT_EQ(prune_test::run("REAP_FAULT_TRACE=1 " + quote(gguf_test::reap_bin()) + " " + args, out), 0) << out;
+    int n = 0;
+    for (size_t pos = 0; (pos = out.find("reap: fault point ", pos)) != std::string::npos; ++pos) ++n;
+    return n;
+}
+
+// Runs `reap ARGS` to be SIGKILLed at fault point `at`; false when it was not.
+bool run_killed_at(int at, const std::string & args, std::string & out) {
+    const int rc = prune_test::run("REAP_FAULT_KILL_AT=" + std::to_string(at) + " " + quote(gguf_test::reap_bin()) + " " + args, out);
+    return rc == -1 || rc == 128 + SIGKILL;
+}
+
+// Whether a killed run left a journal in `dir` (its own temp file is not one).
+bool has_journal(const std::string & dir) {
+    for (const std::string & e : leftovers(dir)) {
+        if (e.size() > 13 && e.compare(e.size() - 13, 13, ".reap-journal") == 0) return true;
+    }
+    return false;
+}
+
 } // namespace
 
 // Defects 1, 2, 4: an output is never an input, nor another output, --force or not.
@@ -458,13 +495,8 @@ TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
     g::model gm;
     ASSERT_TRUE(g::open_model(m, gm, why)) << why;
     reap::plan p_old, p_new;
-    const int64_t keep = prune_test::half_keep(gm);
-    ASSERT_TRUE(prune_test::random_plan(gm, keep, 21, p_old, why)) << why;
-    ASSERT_TRUE(prune_test::random_plan(gm, keep, 22, p_new, why)) << why;
     const std::string plans = fx.dir + "/plans";
-    ::mkdir(plans.c_str(), 0755);
-    ASSERT_TRUE(reap::write_plan(p_old, plans + "/old.json", true, why)) << why;
-    ASSERT_TRUE(reap::write_plan(p_new, plans + "/new.json", true, why)) << why;
+    write_old_and_new_plans(gm, 21, 22, plans, p_old, p_new);
 
     struct scenario {
         const char * name;
@@ -505,10 +537,8 @@ TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
         if (!sc.split.empty()) ASSERT_GT(new_files.size(), 3u) << "the split output has one shard";
         // how many fault points one run has
         fresh();
-        ASSERT_EQ(prune_test::run("REAP_FAULT_TRACE=1 " + quote(gguf_test::reap_bin()) + " " + prune_args("new.json"), out), 0) << out;
-        int n_points = 0;
-        for (size_t pos = 0; (pos = out.find("reap: fault point ", pos)) != std::string::npos; ++pos) ++n_points;
-        ASSERT_GT(n_points, 10) << out;
+        const int n_points = count_fault_points(prune_args("new.json"));
+        ASSERT_GT(n_points, 10);
         printf("fault injection, %s: %zu files in the new set, %d fault points per run\n", sc.name, new_files.size(), n_points);
 
         auto verifies = [&](const reap::plan & p, const std::string & plan) {
@@ -519,15 +549,10 @@ TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
             const int at = 1 + int(rng() % uint32_t(n_points));
             SCOPED_TRACE("killed at fault point " + std::to_string(at) + " of " + std::to_string(n_points));
             fresh();
-            const int rc = prune_test::run("REAP_FAULT_KILL_AT=" + std::to_string(at) + " " + quote(gguf_test::reap_bin()) + " " +
-                                               prune_args("new.json"), out);
-            EXPECT_TRUE(rc == -1 || rc == 128 + SIGKILL) << "not killed: " << out;
+            EXPECT_TRUE(run_killed_at(at, prune_args("new.json"), out)) << "not killed: " << out;
             ++n_kills;
             // a kill after the journal's commit leaves a journal the next run completes
-            bool journal = false;
-            for (const std::string & e : leftovers(dir)) {
-                journal = journal || (e.size() > 13 && e.compare(e.size() - 13, 13, ".reap-journal") == 0);
-            }
+            const bool journal = has_journal(dir);
             if (journal) {
                 ++n_journal;
                 // verify does not take the half-published set for either: it says what happened
@@ -667,13 +692,8 @@ TEST(FaultInjection, SlicedImatrixElsewhereAppearsWithItsModel) {
     g::model gm;
     ASSERT_TRUE(g::open_model(m, gm, why)) << why;
     reap::plan p_old, p_new;
-    const int64_t keep = prune_test::half_keep(gm);
-    ASSERT_TRUE(prune_test::random_plan(gm, keep, 31, p_old, why)) << why;
-    ASSERT_TRUE(prune_test::random_plan(gm, keep, 32, p_new, why)) << why;
     const std::string plans = fx.dir + "/plans", imatrix = fx.dir + "/plans/source.imatrix.gguf";
-    ::mkdir(plans.c_str(), 0755);
-    ASSERT_TRUE(reap::write_plan(p_old, plans + "/old.json", true, why)) << why;
-    ASSERT_TRUE(reap::write_plan(p_new, plans + "/new.json", true, why)) << why;
+    write_old_and_new_plans(gm, 31, 32, plans, p_old, p_new);
     write_imatrix_for(gm, imatrix);
 
     const std::string model_dir = fx.dir + "/model", imatrix_dir = fx.dir + "/imatrix";
@@ -699,22 +719,15 @@ TEST(FaultInjection, SlicedImatrixElsewhereAppearsWithItsModel) {
     ASSERT_EQ(read_all(model_out), new_model);
     ASSERT_EQ(read_all(imatrix_out), new_imatrix);
     fresh();
-    ASSERT_EQ(prune_test::run("REAP_FAULT_TRACE=1 " + quote(gguf_test::reap_bin()) + " " + prune_args("new.json"), out), 0) << out;
-    int n_points = 0;
-    for (size_t pos = 0; (pos = out.find("reap: fault point ", pos)) != std::string::npos; ++pos) ++n_points;
-    ASSERT_GT(n_points, 10) << out;
+    const int n_points = count_fault_points(prune_args("new.json"));
+    ASSERT_GT(n_points, 10);
 
     int n_old = 0, n_new = 0, n_journal = 0;
     for (int at = 1; at <= n_points; ++at) {
         SCOPED_TRACE("killed at fault point " + std::to_string(at) + " of " + std::to_string(n_points));
         fresh();
-        const int rc = prune_test::run("REAP_FAULT_KILL_AT=" + std::to_string(at) + " " + quote(gguf_test::reap_bin()) + " " +
-                                           prune_args("new.json"), out);
-        EXPECT_TRUE(rc == -1 || rc == 128 + SIGKILL) << "not killed: " << out;
-        bool journal = false;
-        for (const std::string & e : leftovers(model_dir)) {   // (not the journal's own temp file)
-            journal = journal || (e.size() > 13 && e.compare(e.size() - 13, 13, ".reap-journal") == 0);
-        }
+        EXPECT_TRUE(run_killed_at(at, prune_args("new.json"), out)) << "not killed: " << out;
+        const bool journal = has_journal(model_dir);
         n_journal += journal;
         // what the next run does first: complete the model folder's journal
         if (journal) ASSERT_GE(reap::util::recover_dir(model_dir, why), 1) << why;
