@@ -403,20 +403,17 @@ bool publish_together(const std::vector<durable_file *> & files, std::string & e
             return false;
         }
         // a file of another directory (a sliced imatrix written elsewhere) is
-        // named by absolute paths: the next run may start from anywhere
-        std::string prefix;
-        if (dir_of(f->target()) != dir) {
-            char * real = ::realpath(dir_of(f->target()).c_str(), nullptr);
-            if (!real) {
-                err = "cannot resolve the directory of " + f->target() + ": " + strerror(errno);
-                return false;
-            }
-            prefix = std::string(real) + "/";
-            free(real);
+        // named by absolute paths (entry_of): the next run may start from anywhere
+        const bool elsewhere = dir_of(f->target()) != dir;
+        const std::string tmp = elsewhere ? entry_of(f->temp_path()) : base_name(f->temp_path());
+        const std::string target = elsewhere ? entry_of(f->target()) : base_name(f->target());
+        if (tmp.empty() || target.empty()) {
+            err = "cannot resolve the directory of " + f->target() + ": " + strerror(errno);
+            return false;
         }
-        text += prefix + base_name(f->temp_path());
+        text += tmp;
         text.push_back('\0');
-        text += prefix + base_name(f->target());
+        text += target;
         text.push_back('\0');
     }
     hold_signals hold;
