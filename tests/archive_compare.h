@@ -2,11 +2,15 @@
 // way calibrate's packing promises (src/llama/calibrate.h): the same domains,
 // token counts and routed-token counts exactly; the float sums (gate, REAP,
 // EAN) and max norms within a relative bound. The bound is what llama.cpp's
-// f32 arithmetic gives a row in a batch of another shape (other matmul
-// tilings and softmax lengths, ~1e-6 per value on the test models), summed in
-// double in the same token order: k_pack_rel_tol leaves room for that and
-// nothing more (a token routed to another expert, or a row read twice, moves
-// a sum by far more).
+// arithmetic gives a row in a batch of another shape (other matmul kernels
+// and tilings, other softmax lengths), the values summed in double in the same
+// token order. Measured per cell, the largest relative difference: F32 models
+// (the trained model) 7e-7, kimi-k3 4e-8, F16 zoo models 3e-6 to 7e-4: with F16
+// weights some of llama.cpp's matmul paths round the activations to F16 and
+// others do not, so values agree to F16's precision (2^-10). k_pack_rel_tol_f32
+// and k_pack_rel_tol_f16 leave room for that and nothing more: a token routed
+// to another expert changes a count, and a token's values read for another
+// token's row move a sum by far more (tens of percent on these models).
 #pragma once
 
 #include "saliency/archive.h"
@@ -19,7 +23,8 @@
 
 namespace reap_test {
 
-constexpr double k_pack_rel_tol = 1e-4;
+constexpr double k_pack_rel_tol_f32 = 1e-5;
+constexpr double k_pack_rel_tol_f16 = 2e-3;
 
 // Largest relative difference of two sums (0 when both are 0).
 inline double rel_diff(double a, double b) {
@@ -29,7 +34,7 @@ inline double rel_diff(double a, double b) {
 
 // EXPECTs the promise above; returns the largest relative difference seen.
 inline double expect_same_calibration(const reap::saliency::archive & a, const reap::saliency::archive & b,
-                                      const std::string & what) {
+                                      const std::string & what, double tol) {
     double worst = 0;
     EXPECT_EQ(a.domains.size(), b.domains.size()) << what;
     if (a.domains.size() != b.domains.size()) return 1;
@@ -45,7 +50,7 @@ inline double expect_same_calibration(const reap::saliency::archive & a, const r
                               rel_diff(x.ean_sum[i], y.ean_sum[i]), rel_diff(x.max_norm[i], y.max_norm[i])});
         }
     }
-    EXPECT_LE(worst, k_pack_rel_tol) << what << ": sums differ by more than float summation allows";
+    EXPECT_LE(worst, tol) << what << ": sums differ by more than float summation allows";
     return worst;
 }
 

@@ -328,14 +328,14 @@ TEST(Calibrate, InterruptedAndResumedEqualsUninterrupted) {
     // the short samples of the corpus are packed: several windows a decode
     ASSERT_LT(rep.n_decodes, rep.n_windows);
 
-    // stop requested from the start: one decode (several windows), then a checkpoint
+    // stop requested from the start: one decode, then a checkpoint (at a decode's end)
     std::atomic<bool> stop{true};
     auto o = opts(model, corpus, dir + "/resumed.gguf");
     o.force = false;
     o.stop  = &stop;
     ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
     EXPECT_TRUE(rep.interrupted);
-    EXPECT_GT(rep.n_windows_done, 1u);
+    EXPECT_GE(rep.n_windows_done, 1u);
     EXPECT_LT(rep.n_windows_done, rep.n_windows);
     EXPECT_FALSE(file_exists(dir + "/resumed.gguf"));
     ASSERT_TRUE(file_exists(dir + "/resumed.gguf.checkpoint"));
@@ -614,10 +614,10 @@ TEST(CalibrateCli, SigkillResumeEqualsUninterrupted) {
 // against one window a decode (-np 1, -b = the window): the archive of the
 // same tokens (archive_compare.h), in fewer decodes and ubatches. The row mode
 // is what the probe finds in the pinned llama.cpp's graph of each arch:
-// kimi-k3 narrows to the output rows after its last layer; deepseek2, glm4moe
-// and gpt-oss run their last layer on every row once nextn embeddings are
-// unmasked; the others narrow before it.
-struct packed_case { const char * model; reap::row_mode rows; };
+// kimi-k3 and gpt-oss narrow to the output rows after their last layer;
+// deepseek2 and glm4moe run their last layer on every row once nextn
+// embeddings are unmasked; the others narrow before it.
+struct packed_case { const char * model; reap::row_mode rows; double tol; };
 
 class PackedCalibrate : public ::testing::TestWithParam<packed_case> {};
 
@@ -653,21 +653,21 @@ TEST_P(PackedCalibrate, EqualsOneWindowADecode) {
     EXPECT_LT(rb.n_ubatches, ra.n_ubatches);
     // one ubatch a decode here (-ub = -b), one decode a domain: 4 domains
     EXPECT_EQ(rb.n_decodes, a.domains.size());
-    const double worst = expect_same_calibration(a, b, pc.model);
+    const double worst = expect_same_calibration(a, b, pc.model, pc.tol);
     printf("%s: %zu decodes -> %zu, %s, largest relative difference of a sum %.3g\n", pc.model, ra.n_decodes,
            rb.n_decodes, reap::row_mode_name(rb.rows), worst);
     ASSERT_TRUE(sal::check_count_invariant(b, err)) << err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, PackedCalibrate,
-                         ::testing::Values(packed_case{"trained", reap::row_mode::every_row},
-                                           packed_case{"qwen3moe", reap::row_mode::every_row},
-                                           packed_case{"qwen2moe", reap::row_mode::every_row},
-                                           packed_case{"deepseek2", reap::row_mode::nextn_unmasked},
-                                           packed_case{"gpt-oss", reap::row_mode::nextn_unmasked},
-                                           packed_case{"glm4moe", reap::row_mode::nextn_unmasked},
-                                           packed_case{"llama4", reap::row_mode::every_row},
-                                           packed_case{"kimi-k3", reap::row_mode::one_output}),
+                         ::testing::Values(packed_case{"trained", reap::row_mode::every_row, k_pack_rel_tol_f32},
+                                           packed_case{"qwen3moe", reap::row_mode::every_row, k_pack_rel_tol_f16},
+                                           packed_case{"qwen2moe", reap::row_mode::every_row, k_pack_rel_tol_f16},
+                                           packed_case{"deepseek2", reap::row_mode::nextn_unmasked, k_pack_rel_tol_f16},
+                                           packed_case{"gpt-oss", reap::row_mode::one_output, k_pack_rel_tol_f16},
+                                           packed_case{"glm4moe", reap::row_mode::nextn_unmasked, k_pack_rel_tol_f16},
+                                           packed_case{"llama4", reap::row_mode::every_row, k_pack_rel_tol_f16},
+                                           packed_case{"kimi-k3", reap::row_mode::one_output, k_pack_rel_tol_f16}),
                          [](const auto & info) {
                              std::string n = info.param.model;
                              for (char & c : n) if (c == '-') c = '_';

@@ -376,7 +376,7 @@ struct calibration {
 
     bool write_checkpoint(size_t next, std::string & e);
     void note_kept(std::string & e) const;
-    llama_context_params context_params(int n_batch, int n_ubatch, int n_seq) const;
+    llama_context_params context_params(int n_batch, int n_ubatch, int n_seq, bool unified) const;
 };
 
 bool calibration::check_options() {
@@ -536,13 +536,14 @@ bool calibration::read_windows() {
     return true;
 }
 
-llama_context_params calibration::context_params(int n_batch, int n_ubatch, int n_seq) const {
+llama_context_params calibration::context_params(int n_batch, int n_ubatch, int n_seq, bool unified) const {
     llama_context_params cparams = common_context_params_to_llama(opt.llama);
-    cparams.n_ctx      = (uint32_t) std::max(n_ctx, n_batch);   // a packed decode, or one whole window
+    // unified: a packed decode, or one whole window, in one cache; else a window per stream
+    cparams.n_ctx      = unified ? (uint32_t) std::max(n_ctx, n_batch) : (uint32_t) n_ctx * (uint32_t) n_seq;
     cparams.n_batch    = (uint32_t) n_batch;
     cparams.n_ubatch   = (uint32_t) n_ubatch;
     cparams.n_seq_max  = (uint32_t) n_seq;
-    cparams.kv_unified = true;   // one cache for the packed windows; llama.cpp then splits batches in order
+    cparams.kv_unified = unified;
     cparams.n_threads  = opt.llama.cpuparams.n_threads > 0 ? opt.llama.cpuparams.n_threads : (int) common_cpu_get_num_math();
     cparams.n_threads_batch = opt.llama.cpuparams_batch.n_threads > 0 ? opt.llama.cpuparams_batch.n_threads : cparams.n_threads;
     cparams.no_perf    = true;
@@ -559,7 +560,7 @@ bool calibration::probe(bool nextn, collector & pc, bool & all_rows) {
     pc.n_expert = fp.n_expert;
     pc.n_used   = fp.n_expert_used;
     pc.layers.assign(fp.n_layer, layer_state());
-    llama_context_params cparams = context_params(2, 2, 1);
+    llama_context_params cparams = context_params(2, 2, 1, true);
     cparams.cb_eval           = collector::callback;
     cparams.cb_eval_user_data = &pc;
     ctx_ptr pctx(llama_init_from_model(model.get(), cparams));
@@ -667,15 +668,27 @@ bool calibration::choose_decodes() {
               : recurrent     ? std::max(1, n_batch / n_ctx)
                               : std::min(64, std::max(1, n_batch / 32));
     if (has_mtp && recurrent) n_seq = 1;
-    report.n_seq = n_seq;
     groups = plan_groups(windows, n_seq, n_batch);
+    // the context holds exactly the most windows a decode has
+    size_t most = 1;
+    for (const auto & g : groups) most = std::max(most, g.count);
+    report.n_seq = (int) most;
+    // Windows of one length (plain text) get a KV stream each, as llama-perplexity
+    // and llama-imatrix lay them out (attention then costs Σ len², not (Σ len)²);
+    // windows of several lengths share one unified cache, which llama.cpp splits in
+    // batch order, so a ubatch holds -ub tokens (separate streams would be split
+    // into equal lengths per sequence: more ubatches). An MTP context needs the
+    // target's rows in batch order: unified.
+    const bool one_length = std::all_of(windows.begin(), windows.end(),
+                                        [&](const window & w) { return w.len == windows[0].len; });
+    report.kv_unified = has_mtp || !one_length;
     for (const auto & g : groups) report.n_ubatches += group_ubatches(g, n_batch, n_ubatch);
     return true;
 }
 
 // The main context (and the MTP context beside it) for the chosen decodes.
 bool calibration::make_contexts() {
-    llama_context_params cparams = context_params(report.n_batch, report.n_ubatch, report.n_seq);
+    llama_context_params cparams = context_params(report.n_batch, report.n_ubatch, report.n_seq, report.kv_unified);
     cparams.cb_eval           = opt.collect ? collector::callback : nullptr;
     cparams.cb_eval_user_data = opt.collect ? &col : nullptr;
     ctx.reset(llama_init_from_model(model.get(), cparams));
@@ -707,6 +720,7 @@ void add_decode_options(nlohmann::ordered_json & j, const calibrate_report & r) 
     j["n_batch"]  = r.n_batch;
     j["n_ubatch"] = r.n_ubatch;
     j["n_seq"]    = r.n_seq;
+    j["kv_unified"] = r.kv_unified;
 }
 
 bool calibration::resume() {

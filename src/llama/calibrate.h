@@ -61,9 +61,12 @@
 // Packing. A source larger than memory streams from disk, and every ubatch
 // reads nearly the whole expert pool, so the number of ubatches is the cost.
 // Windows are therefore packed: up to n_seq windows of one domain go into one
-// llama_decode, each its own sequence in a unified KV cache (cleared between
-// decodes), until the decode holds -b tokens, so a ubatch holds -ub tokens
-// whatever the sample lengths (llama-perplexity packs its chunks the same way).
+// llama_decode, each its own sequence (memory cleared between decodes), until
+// the decode holds -b tokens (llama-perplexity packs its chunks the same way).
+// Windows of one length (plain text) get a KV stream each, as llama-perplexity
+// lays them out; windows of several lengths share one unified cache, which
+// llama.cpp splits in batch order, so a ubatch holds -ub tokens whatever the
+// sample lengths.
 // Windows are decoded domain by domain (corpus order within a domain), so that
 // every row of a decode belongs to one domain whatever order llama.cpp gives
 // the rows in; the one-window-at-a-time run (n_seq = 1) takes the same order,
@@ -180,7 +183,8 @@ struct calibrate_report {
 
     // how the run was decoded
     row_mode rows = row_mode::every_row;
-    int      n_batch = 0, n_ubatch = 0, n_seq = 0;   // effective -b, -ub, windows per decode
+    int      n_batch = 0, n_ubatch = 0, n_seq = 0;   // effective -b, -ub, windows per decode (the most any decode has)
+    bool     kv_unified = false;                     // one KV cache for a decode's windows (else a stream each)
     bool     batch_capped = false;                   // -b/-ub lowered for batch_memory (every_row)
     size_t   n_decodes = 0;                          // llama_decode calls of the run (main context)
     size_t   n_ubatches = 0;                         // ubatches of the run (main context, as llama.cpp splits them)
