@@ -187,7 +187,7 @@ int cmd_calibrate(int argc, char ** argv) {
            rep.seconds, rep.tokens_per_second, rep.resumed ? " (resumed)" : "");
     printf("nodes: ffn_moe_topk, %s, %s%s\n", rep.weights_node.c_str(), rep.down_node.c_str(),
            rep.weights_before_ffn ? " (gate applied before the experts)" : "");
-    printf("decodes: %zu (-b %d -ub %d, up to %d windows each, %s), %zu ubatches\n", rep.n_decodes, rep.n_batch,
+    printf("decodes: %zu (-b %d -ub %d, at most %d windows a decode, %s), %zu ubatches\n", rep.n_decodes, rep.n_batch,
            rep.n_ubatch, rep.n_seq, reap::row_mode_name(rep.rows), rep.n_ubatches);
     if (!rep.mtp_layers.empty()) {
         std::string ls;

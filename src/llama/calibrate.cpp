@@ -768,7 +768,7 @@ bool calibration::resume() {
 
 // The cost model in one line, and a warning when the model will stream from disk.
 void calibration::print_cost() const {
-    fprintf(stderr, "reap calibrate: %s tokens, %zu windows in %zu decodes (-b %d -ub %d, up to %d windows each, %s): "
+    fprintf(stderr, "reap calibrate: %s tokens, %zu windows in %zu decodes (-b %d -ub %d, at most %d windows a decode, %s): "
             "%zu ubatches, each reading up to %s of experts\n",
             grouped(report.n_tokens).c_str(), windows.size(), groups.size(), report.n_batch, report.n_ubatch,
             report.n_seq, row_mode_name(report.rows), report.n_ubatches,
