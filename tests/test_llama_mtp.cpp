@@ -371,7 +371,8 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
         sal::archive b;
         reap::calibrate_report rb;
         ASSERT_TRUE(reap::run_calibrate(packed, b, rb, err)) << err;
-        EXPECT_EQ(rb.n_seq, recurrent ? 1 : 4);
+        ASSERT_GT(rep.n_windows, 1u);
+        EXPECT_EQ(rb.n_seq, recurrent ? 1 : (int) std::min<size_t>(4, rep.n_windows));
         if (!recurrent) EXPECT_LT(rb.n_decodes, rep.n_decodes);
         expect_same_calibration(a, b, arch + " packed", k_pack_rel_tol_f16);
     }

@@ -494,7 +494,16 @@ bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands,
                 if (t.name == "token_embd.weight" && t.n_dims >= 2) n_vocab = t.ne[1];
             }
         }
-        settle_batches(opt.rt, opt.rt.n_ctx, std::max<int64_t>(n_vocab, 1));
+        n_vocab = std::max<int64_t>(n_vocab, 1);
+        settle_batches(opt.rt, opt.rt.n_ctx, n_vocab);
+        if (opt.progress) {
+            // what the vocabulary costs a decode: about half its rows are scored, each n_vocab floats, twice
+            const double logits = (double) (opt.rt.n_batch / 2) * (double) n_vocab * sizeof(float) * 2;
+            fprintf(stderr, "reap eval: -c %d -b %d -ub %d: %d windows a decode, logits of a decode about %.0f MiB "
+                    "(--batch-memory %.0f MiB)\n", opt.rt.n_ctx, opt.rt.n_batch, opt.rt.n_ubatch,
+                    std::max(1, opt.rt.n_batch / opt.rt.n_ctx), logits / (1 << 20),
+                    (double) opt.rt.batch_memory / (1 << 20));
+        }
     }
 
     if (!opt.input_path.empty() && !util::read_file(opt.input_path, "input", in.text, err)) {
@@ -918,6 +927,10 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
     model_ptr base;
     mask_hook hook;
     reports.assign(cands.size(), eval_report());
+    for (auto & r : reports) {
+        r.n_batch  = opt.rt.n_batch;    // as settle_batches chose them
+        r.n_ubatch = opt.rt.n_ubatch;
+    }
     std::string kld_mode = "none";
 
     // the base's MTP draft pass, on the workload the base was scored on
@@ -1187,6 +1200,8 @@ nlohmann::ordered_json report_json(const eval_report & r) {
     }
     j["domains"]           = d;
     j["n_ctx"]             = r.n_ctx;
+    j["n_batch"]           = r.n_batch;
+    j["n_ubatch"]          = r.n_ubatch;
     j["n_windows"]         = r.n_windows;
     j["corpus"]            = r.corpus;
     j["n_samples"]         = r.n_samples;

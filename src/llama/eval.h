@@ -73,6 +73,7 @@ struct eval_options {
 };
 
 struct eval_report {
+    int          n_batch = 0, n_ubatch = 0;   // -b, -ub as run (settle_batches)
     eval_metrics overall;
     std::vector<std::pair<std::string, eval_metrics>> domains;  // corpus only, in first-seen order
     bool        pruned_scored = false;  // false for a run that only wrote a base file (no -p)
