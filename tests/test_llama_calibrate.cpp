@@ -970,3 +970,28 @@ TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
     EXPECT_EQ(m["n_ubatch"], 1536) << text_log;
     EXPECT_LT(rss, 1536l << 10);
 }
+
+// The cost line, and the warning when the model is larger than the memory
+// available: the expected bytes are expert pool x ubatches (2,000,000,000 x 3).
+TEST(Calibrate, CostLineWarnsWhenTheModelStreams) {
+    reap::calibrate_report r;
+    r.n_tokens = 8192;
+    r.n_batch = r.n_ubatch = 4096;
+    r.n_seq = 8;
+    r.n_ubatches = 3;
+    r.rows = reap::row_mode::one_output;
+    r.expert_pool_bytes = 2000000000ull;
+    const std::string fits = reap::calibrate_cost_text(r, 16, 2, 2440000000ull,
+                                                       reap::util::memory_limit{8000000000ull, "MemAvailable"});
+    EXPECT_NE(fits.find("8,192 tokens, 16 windows in 2 decodes (-b 4096 -ub 4096, at most 8 windows a decode, "
+                        "one output row): 3 ubatches, each reading up to 2.00 GB"), std::string::npos) << fits;
+    EXPECT_EQ(fits.find("warning"), std::string::npos) << fits;
+    const std::string streams = reap::calibrate_cost_text(
+        r, 16, 2, 2440000000ull, reap::util::memory_limit{800000000ull, "/sys/fs/cgroup/memory/x/memory.limit_in_bytes"});
+    EXPECT_NE(streams.find("warning: the model (2.44 GB"), std::string::npos) << streams;
+    EXPECT_NE(streams.find("memory.limit_in_bytes"), std::string::npos) << streams;
+    EXPECT_NE(streams.find("about 6.00 GB"), std::string::npos) << streams;
+    EXPECT_NE(streams.find("for 3 ubatches"), std::string::npos) << streams;
+    // nothing known about memory: no warning
+    EXPECT_EQ(reap::calibrate_cost_text(r, 16, 2, 2440000000ull, std::nullopt).find("warning"), std::string::npos);
+}

@@ -368,7 +368,7 @@ struct calibration {
     }
     bool make_contexts();
     bool resume();
-    void print_cost() const;
+    void print_cost() const;   // calibrate_cost_text on stderr
     bool decode_group_rows(const decode_group & g);
     bool decode_rows(int n, std::string & e);
     bool decode_all();
@@ -766,21 +766,8 @@ bool calibration::resume() {
     return true;
 }
 
-// The cost model in one line, and a warning when the model will stream from disk.
 void calibration::print_cost() const {
-    fprintf(stderr, "reap calibrate: %s tokens, %zu windows in %zu decodes (-b %d -ub %d, at most %d windows a decode, %s): "
-            "%zu ubatches, each reading up to %s of experts\n",
-            grouped(report.n_tokens).c_str(), windows.size(), groups.size(), report.n_batch, report.n_ubatch,
-            report.n_seq, row_mode_name(report.rows), report.n_ubatches,
-            planner::format_size(report.expert_pool_bytes).c_str());
-    const auto mem = util::available_memory();
-    if (mem && model_bytes > mem->bytes) {
-        fprintf(stderr, "reap calibrate: warning: the model (%s) is larger than the memory available (%s, %s): it "
-                "streams from disk, about %s read for %zu ubatches; a larger -ub reads less, and more hosts over "
-                "--rpc add memory\n",
-                planner::format_size(model_bytes).c_str(), planner::format_size(mem->bytes).c_str(), mem->source.c_str(),
-                planner::format_size(report.expert_pool_bytes * report.n_ubatches).c_str(), report.n_ubatches);
-    }
+    fputs(calibrate_cost_text(report, windows.size(), groups.size(), model_bytes, util::available_memory()).c_str(), stderr);
 }
 
 // Decodes the first n rows of `batch` (and the MTP context's the same).
@@ -943,6 +930,27 @@ const char * row_mode_name(row_mode m) {
         case row_mode::every_row:      return "every row an output";
     }
     return "?";
+}
+
+std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, size_t n_decodes, uint64_t model_bytes,
+                                const std::optional<util::memory_limit> & mem) {
+    char line[1024];
+    snprintf(line, sizeof(line),
+             "reap calibrate: %s tokens, %zu windows in %zu decodes (-b %d -ub %d, at most %d windows a decode, %s): "
+             "%zu ubatches, each reading up to %s of experts\n",
+             grouped(r.n_tokens).c_str(), n_windows, n_decodes, r.n_batch, r.n_ubatch, r.n_seq, row_mode_name(r.rows),
+             r.n_ubatches, planner::format_size(r.expert_pool_bytes).c_str());
+    std::string out = line;
+    if (mem && model_bytes > mem->bytes) {
+        snprintf(line, sizeof(line),
+                 "reap calibrate: warning: the model (%s) is larger than the memory available (%s, %s): it streams "
+                 "from disk, about %s read for %zu ubatches; a larger -ub reads less, and more hosts over --rpc add "
+                 "memory\n",
+                 planner::format_size(model_bytes).c_str(), planner::format_size(mem->bytes).c_str(), mem->source.c_str(),
+                 planner::format_size(r.expert_pool_bytes * r.n_ubatches).c_str(), r.n_ubatches);
+        out += line;
+    }
+    return out;
 }
 
 std::string calibrate_options_json(const calibrate_options & opt, bool plain_text, const calibrate_report & decodes) {

@@ -100,11 +100,13 @@
 #pragma once
 
 #include "saliency/archive.h"
+#include "util/memory.h"
 
 #include "common.h"
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -197,6 +199,13 @@ struct calibrate_report {
 // when the model is larger than the memory available, the bytes it expects to
 // read from disk.
 bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calibrate_report & report, std::string & err);
+
+// The cost model run_calibrate prints before it decodes: one line (tokens,
+// windows, decodes, -b/-ub, ubatches, expert bytes per ubatch), and a second
+// when the model's bytes exceed the memory available (`mem`): it will stream
+// from disk, about expert pool x ubatches read.
+std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, size_t n_decodes, uint64_t model_bytes,
+                                const std::optional<util::memory_limit> & mem);
 
 // The provenance string of the options that determine the result (window,
 // the decodes as run_calibrate chose them: order, row mode, -b, -ub, windows
