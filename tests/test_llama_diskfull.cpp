@@ -73,7 +73,7 @@ inputs get_inputs() {
     in.sal = in.dir + "/saliency.gguf";
     in.plan = in.dir + "/plan.json";
     EXPECT_EQ(run_cmd(reap_cmd("calibrate -m " + shell_quote(model()) + " --corpus " + shell_quote(in.corpus) + " -o " +
-                           shell_quote(in.sal) + k_flags + " --no-progress"), out), 0) << out;
+                           shell_quote(in.sal) + k_flags + " -np 1 --no-progress"), out), 0) << out;
     const size_t at = out.find(" windows, ");   // "calibrated N tokens (W windows, ..."
     const size_t open = out.rfind('(', at);
     in.n_windows = at == std::string::npos || open == std::string::npos ? 0 : std::atoi(out.c_str() + open + 1);
@@ -93,7 +93,8 @@ void expect_fails_cleanly(const std::string & mnt, const std::string & cmd, cons
 }
 
 void calibrate_case(const inputs & in, const std::string & mnt) {
-    const std::string calibrate = "calibrate -m " + shell_quote(model()) + " --corpus " + shell_quote(in.corpus) + k_flags +
+    // -np 1: a decode a window, so the run has checkpoints to write between its windows
+    const std::string calibrate = "calibrate -m " + shell_quote(model()) + " --corpus " + shell_quote(in.corpus) + k_flags + " -np 1" +
                                   " --no-progress --checkpoint-every 1";
     // -o on the full disk (its checkpoint beside it), then the checkpoint alone there
     expect_fails_cleanly(mnt, reap_cmd(calibrate + " -o " + shell_quote(mnt + "/s.gguf")));

@@ -214,6 +214,11 @@ reap::eval_options options(const std::string & base, const std::string & pruned,
     o.pruned_path = pruned;
     o.input_path  = input;
     o.rt.n_ctx    = n_ctx;
+    // llama-perplexity's defaults, so that both compute the same arithmetic (eval's own
+    // default, settle_batches, is larger; a masked or pruned model's near-tie routings
+    // can flip between batch shapes)
+    o.rt.n_batch  = 2048;
+    o.rt.n_ubatch = 512;
     o.rt.n_threads = 1;
     o.progress    = false;
     return o;
@@ -263,7 +268,7 @@ TEST(Eval, IdentityGivesZeroKldAndFullAgreement) {
 
     auto eval_json = [&](const std::string & ps) {
         std::string o, e;
-        EXPECT_EQ(run(reap_bin() + " eval -m " + fx().base + ps + " -f " + fx().text + " -c 128 -t 1 --json", o, &e), 0) << e;
+        EXPECT_EQ(run(reap_bin() + " eval -m " + fx().base + ps + " -f " + fx().text + " -c 128 -t 1 -b 2048 -ub 512 --json", o, &e), 0) << e;
         return nlohmann::json::parse(o);
     };
     const nlohmann::json pair = eval_json(" -p " + fx().base + " -p " + cut);
@@ -285,7 +290,7 @@ TEST(Eval, IdentityGivesZeroKldAndFullAgreement) {
 TEST(Eval, CliIdentityJson) {
     NEED_FIXTURES();
     std::string out, err;
-    ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().base + " -f " + fx().text + " -c 128 -t 1 --json",
+    ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().base + " -f " + fx().text + " -c 128 -t 1 -b 2048 -ub 512 --json",
                   out, &err), 0) << err;
     const auto j = nlohmann::json::parse(out);
     for (const char * k : {"ppl_base", "ppl_pruned", "ppl_ratio", "kld_mean", "kld_median", "kld_p99", "kld_max",
@@ -383,7 +388,7 @@ TEST(Eval, BaseFilesPassBetweenTools) {
     // reap writes (base run, then the pruned model against the file) ...
     std::string out, err;
     ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().pruned + " -f " + fx().text +
-                  " -c 128 -t 1 --json --kld-base " + mine, out, &err), 0) << err;
+                  " -c 128 -t 1 -b 2048 -ub 512 --json --kld-base " + mine, out, &err), 0) << err;
     const auto j = nlohmann::json::parse(out);
     EXPECT_EQ(j["kld_base"], "written");
     // ... the very bytes llama-perplexity writes for the same model and text ...
@@ -400,7 +405,7 @@ TEST(Eval, BaseFilesPassBetweenTools) {
     // Without -p only the file is written, with the base's own perplexity.
     const std::string only = fx().dir + "/reap-only-" + std::to_string(getpid()) + ".kld";
     remove(only.c_str());
-    ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -f " + fx().text + " -c 128 -t 1 --json --kld-base " + only,
+    ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -f " + fx().text + " -c 128 -t 1 -b 2048 -ub 512 --json --kld-base " + only,
                   out, &err), 0) << err;
     const auto jo = nlohmann::json::parse(out);
     EXPECT_TRUE(jo["ppl_pruned"].is_null());
@@ -409,7 +414,7 @@ TEST(Eval, BaseFilesPassBetweenTools) {
     remove(only.c_str());
 
     // A second run finds the file and reads it, without -m.
-    ASSERT_EQ(run(reap_bin() + " eval -p " + fx().pruned + " -f " + fx().text + " -t 1 --json --kld-base " + mine, out,
+    ASSERT_EQ(run(reap_bin() + " eval -p " + fx().pruned + " -f " + fx().text + " -t 1 -b 2048 -ub 512 --json --kld-base " + mine, out,
                   &err), 0) << err;
     const auto j2 = nlohmann::json::parse(out);
     EXPECT_EQ(j2["kld_base"], "read");
@@ -614,7 +619,7 @@ TEST(Eval, CorpusDomainsAndSampleIsolation) {
 
     // JSON carries the domains by name.
     std::string out, serr;
-    ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().pruned + " -f " + corpus + " -c 128 -t 1 --json",
+    ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().pruned + " -f " + corpus + " -c 128 -t 1 -b 2048 -ub 512 --json",
                   out, &serr), 0) << serr;
     const auto j = nlohmann::json::parse(out);
     ASSERT_TRUE(j["domains"].contains("chat"));
@@ -677,12 +682,12 @@ TEST(Eval, SeveralPrunedEqualSeparateRuns) {
     // The CLI: {"pruned": {PATH: the single-model object}} in -p order.
     std::string out, serr, single_out;
     ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().pruned + " -p " + fx().base + " -f " + corpus +
-                  " -c 128 -t 2 --json", out, &serr), 0) << serr;
+                  " -c 128 -t 2 -b 2048 -ub 512 --json", out, &serr), 0) << serr;
     const auto j = nlohmann::ordered_json::parse(out);
     ASSERT_TRUE(j.contains("pruned")) << out;
     ASSERT_EQ(j["pruned"].size(), 2u);
     EXPECT_EQ(j["pruned"].begin().key(), fx().pruned);
-    ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().pruned + " -f " + corpus + " -c 128 -t 2 --json",
+    ASSERT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().pruned + " -f " + corpus + " -c 128 -t 2 -b 2048 -ub 512 --json",
                   single_out, &serr), 0) << serr;
     EXPECT_EQ(j["pruned"][fx().pruned], nlohmann::ordered_json::parse(single_out));
 

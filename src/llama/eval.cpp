@@ -489,7 +489,10 @@ bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands,
         int64_t n_vocab = in.read_file_mode ? in.hdr.n_vocab : 0;
         if (!in.read_file_mode) {
             gguf::model gm;
-            if (!gguf::open_model(opt.base_path, gm, err)) return false;
+            if (!gguf::open_model(opt.base_path, gm, err)) {
+                err = "cannot open base model: " + err;
+                return false;
+            }
             for (const auto & t : gm.tensors) {
                 if (t.name == "token_embd.weight" && t.n_dims >= 2) n_vocab = t.ne[1];
             }
