@@ -17,7 +17,11 @@
 //     and the next run leaves no temp file; a sliced imatrix in another
 //     folder appears with its model or not at all (a kill at every point);
 //   * a full disk (a small tmpfs) for every core command that writes: exit 2,
-//     a clear message, no output and no temp file.
+//     a clear message, no output and no temp file;
+//   * issue 23: nothing takes the name SHA256SUMS of the output folder (an
+//     imatrix input, a model output); a journal names only files of its own
+//     folder; merge counts one calibration once; no lock file and no stale
+//     temp of any output is left in a folder after a run there.
 #include "diskfull_test_util.h"
 #include "gguf/gguf.h"
 #include "plan/plan.h"
@@ -897,13 +901,6 @@ long dead_pid() {
     return (long) pid;
 }
 
-bool has_entry(const std::string & dir, const std::string & name) {
-    for (const std::string & e : gguf_test::list_dir(dir)) {
-        if (e == name) return true;
-    }
-    return false;
-}
-
 } // namespace
 
 // Item 2: SHA256SUMS is the checksum file of the output folder; no input and
@@ -1079,7 +1076,7 @@ TEST(Leftovers, NoLockAndNoStaleTempsAfterARun) {
     ASSERT_EQ(run_reap("report -m " + quote(m) + " --plan " + quote(plan) + " --saliency " + quote(sal) + " " +
                            quote(dir + "/a.gguf") + " -o " + quote(dir + "/card"), out), 0) << out;
     for (const std::string & d : {dir, dir + "/card", dir + "/card/figures", fx.dir}) {
-        EXPECT_FALSE(has_entry(d, ".reap.lock")) << d;
+        EXPECT_FALSE(prune_test::exists(d + "/.reap.lock")) << d;
         EXPECT_TRUE(leftovers(d).empty()) << d;
     }
     // a prune to b.gguf killed while writing: its temp stays until the next run
@@ -1093,15 +1090,15 @@ TEST(Leftovers, NoLockAndNoStaleTempsAfterARun) {
     const std::string other_live = ".other.json.reap-tmp." + live + ".ghijkl";
     for (const std::string & t : {other_dead, staged_dead, other_live}) write_text(dir + "/" + t, "x");
     ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(m) + " --keep 6 --no-protect-super -o " + quote(dir + "/q.json"), out), 0) << out;
-    EXPECT_FALSE(has_entry(dir, killed)) << "the killed prune's temp is still there";
-    EXPECT_FALSE(has_entry(dir, other_dead));
-    EXPECT_TRUE(has_entry(dir, staged_dead)) << "a staged temp was removed by a run on another name";
-    EXPECT_TRUE(has_entry(dir, other_live)) << "a live run's temp was removed";
-    EXPECT_FALSE(has_entry(dir, ".reap.lock"));
+    EXPECT_FALSE(prune_test::exists(dir + "/" + killed)) << "the killed prune's temp is still there";
+    EXPECT_FALSE(prune_test::exists(dir + "/" + other_dead));
+    EXPECT_TRUE(prune_test::exists(dir + "/" + staged_dead)) << "a staged temp was removed by a run on another name";
+    EXPECT_TRUE(prune_test::exists(dir + "/" + other_live)) << "a live run's temp was removed";
+    EXPECT_FALSE(prune_test::exists(dir + "/.reap.lock"));
     // a run on the staged temp's own name removes it
     ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(m) + " --keep 6 --no-protect-super -o " +
                            quote(dir + "/elsewhere.imatrix.gguf"), out), 0) << out;
-    EXPECT_FALSE(has_entry(dir, staged_dead));
+    EXPECT_FALSE(prune_test::exists(dir + "/" + staged_dead));
     ::unlink((dir + "/" + other_live).c_str());
     EXPECT_TRUE(leftovers(dir).empty());
     remove_tree(fx.dir);
