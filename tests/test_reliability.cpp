@@ -72,11 +72,13 @@ struct fixture {
 // A scratch directory on /dev/shm when there is one (a tmpfs: fsync costs
 // nothing there, so the tests that run prune hundreds of times or write a
 // 65 MiB SHA256SUMS stay fast; what they check does not depend on the disk),
-// else under $REAP_TEST_TMP.
+// else under $REAP_TEST_TMP. The name carries the test's PID: /dev/shm is
+// shared by every checkout on the machine, and two runs of one test (two
+// worktrees) must not remove each other's folder.
 std::string fast_scratch(const std::string & name) {
     struct stat st;
     if (::stat("/dev/shm", &st) != 0 || ::access("/dev/shm", W_OK) != 0) return prune_test::scratch("reliability-" + name);
-    const std::string dir = "/dev/shm/reap-test-reliability-" + name;
+    const std::string dir = "/dev/shm/reap-test-reliability-" + name + "-" + std::to_string(::getpid());
     std::string out;
     prune_test::run("rm -rf " + quote(dir), out);
     ::mkdir(dir.c_str(), 0755);
