@@ -17,7 +17,11 @@
 //     and the next run leaves no temp file; a sliced imatrix in another
 //     folder appears with its model or not at all (a kill at every point);
 //   * a full disk (a small tmpfs) for every core command that writes: exit 2,
-//     a clear message, no output and no temp file.
+//     a clear message, no output and no temp file;
+//   * issue 23: nothing takes the name SHA256SUMS of the output folder (an
+//     imatrix input, a model output); a journal names only files of its own
+//     folder; merge counts one calibration once; no lock file and no stale
+//     temp of any output is left in a folder after a run there.
 #include "diskfull_test_util.h"
 #include "gguf/gguf.h"
 #include "plan/plan.h"
@@ -68,11 +72,13 @@ struct fixture {
 // A scratch directory on /dev/shm when there is one (a tmpfs: fsync costs
 // nothing there, so the tests that run prune hundreds of times or write a
 // 65 MiB SHA256SUMS stay fast; what they check does not depend on the disk),
-// else under $REAP_TEST_TMP.
+// else under $REAP_TEST_TMP. The name carries the test's PID: /dev/shm is
+// shared by every checkout on the machine, and two runs of one test (two
+// worktrees) must not remove each other's folder.
 std::string fast_scratch(const std::string & name) {
     struct stat st;
     if (::stat("/dev/shm", &st) != 0 || ::access("/dev/shm", W_OK) != 0) return prune_test::scratch("reliability-" + name);
-    const std::string dir = "/dev/shm/reap-test-reliability-" + name;
+    const std::string dir = "/dev/shm/reap-test-reliability-" + name + "-" + std::to_string(::getpid());
     std::string out;
     prune_test::run("rm -rf " + quote(dir), out);
     ::mkdir(dir.c_str(), 0755);
@@ -95,8 +101,9 @@ bool setup(const std::string & name, fixture & fx, std::string & why) {
     return true;
 }
 
-// A synthetic saliency archive with `model`'s fingerprint.
-void write_archive_for(const std::string & model, const std::string & path) {
+// A synthetic saliency archive with `model`'s fingerprint (domain "en",
+// statistics drawn with `seed`: archives of two seeds are two calibrations).
+void write_archive_for(const std::string & model, const std::string & path, uint32_t seed = 7) {
     g::model m;
     std::string err;
     ASSERT_TRUE(g::open_model(model, m, err)) << err;
@@ -104,6 +111,7 @@ void write_archive_for(const std::string & model, const std::string & path) {
     ASSERT_TRUE(s::model_fingerprint(m, fp, err)) << err;
     s::archive a = s::make_archive(fp, s::metric_set::reap);
     saliency_test::sim_options o;
+    o.seed = seed;
     saliency_test::simulate_domain(a, "en", o);
     ASSERT_TRUE(s::write_archive(a, path, err, true)) << err;
 }
@@ -587,8 +595,9 @@ TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
 
 // A journal is a list of renames that the next run carries out for a killed
 // one: it renames only a reap temp file over its own target, in one folder
-// (the journal's, or another named by absolute path), and refuses the whole
-// journal, renaming nothing, when any entry is something else.
+// (the journal's, or another named by absolute path when the target is an
+// output the running command declared), and refuses the whole journal,
+// renaming nothing, when any entry is something else.
 TEST(Journal, RenamesOnlyReapTempsOverTheirTargets) {
     const std::string dir = prune_test::scratch("reliability-journal"), other = dir + "/other", here = dir + "/here";
     std::string out, err;
@@ -628,8 +637,16 @@ TEST(Journal, RenamesOnlyReapTempsOverTheirTargets) {
         EXPECT_EQ(visible(here), std::vector<std::string>{"victim"}) << entries[2];   // nothing renamed
         EXPECT_TRUE(prune_test::exists(here + "/.a.gguf.reap-journal"));              // the journal left as it is
     }
-    // a temp here and one in another folder, by absolute path: both renamed, the journal removed
+    // a temp here and one in another folder, by absolute path: refused while
+    // the file elsewhere is no declared output of this process (a journal names
+    // only files of its own folder); once declared, both renamed and the
+    // journal removed
     journal({".a.gguf.reap-tmp.1.x", "a.gguf", other_real + "/.a.imatrix.gguf.reap-tmp.1.y", other_real + "/a.imatrix.gguf"});
+    EXPECT_EQ(reap::util::recover_dir(here, err), -1);
+    EXPECT_NE(err.find("a journal names only files of its own folder"), std::string::npos) << err;
+    EXPECT_EQ(visible(here), std::vector<std::string>{"victim"});
+    EXPECT_TRUE(visible(other).empty());
+    reap::util::declare_output_elsewhere(other + "/a.imatrix.gguf");
     ASSERT_EQ(reap::util::recover_dir(here, err), 1) << err;
     EXPECT_EQ(text_of(here + "/a.gguf"), "new a");
     EXPECT_EQ(text_of(other + "/a.imatrix.gguf"), "new imatrix");
@@ -730,6 +747,8 @@ TEST(FaultInjection, SlicedImatrixElsewhereAppearsWithItsModel) {
         const bool journal = has_journal(model_dir);
         n_journal += journal;
         // what the next run does first: complete the model folder's journal
+        // (its entry in the imatrix folder is that run's declared output)
+        reap::util::declare_output_elsewhere(imatrix_out);
         if (journal) ASSERT_GE(reap::util::recover_dir(model_dir, why), 1) << why;
         const std::vector<uint8_t> model_now = read_all(model_out), imatrix_now = read_all(imatrix_out);
         const bool is_old = model_now == old_model && imatrix_now == old_imatrix;
@@ -777,7 +796,7 @@ TEST(DiskFull, EveryWritingCommandFailsCleanly) {
     const std::string m = fx.model("qwen3moe"), sal = fx.dir + "/sal.gguf", sal2 = fx.dir + "/sal2.gguf";
     const std::string plan = fx.dir + "/p.json", build = fx.dir + "/build.gguf", imx = fx.dir + "/imatrix.gguf";
     write_archive_for(m, sal);
-    write_archive_for(m, sal2);
+    write_archive_for(m, sal2, 8);   // another calibration (merge refuses one counted twice)
     g::model gm;
     ASSERT_TRUE(g::open_model(m, gm, why)) << why;
     write_imatrix_for(gm, imx);
@@ -869,4 +888,220 @@ TEST(DiskFull, EveryWritingCommandFailsCleanly) {
     EXPECT_EQ(visible(card + "/figures"), old_figures);
     EXPECT_TRUE(leftovers(card).empty());
     EXPECT_TRUE(leftovers(card + "/figures").empty());
+}
+
+// ---- issue 23: what the probe found ------------------------------------------------------
+
+namespace {
+
+// A PID that names no process: a child that has exited and been reaped.
+long dead_pid() {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return (long) pid;
+}
+
+} // namespace
+
+// Item 2: SHA256SUMS is the checksum file of the output folder; no input and
+// no model takes its name. An imatrix named DIR/SHA256SUMS (prune --imatrix)
+// is an input: refused, byte-identical afterwards; a model output named
+// SHA256SUMS is refused, with --force and with --no-sums (the next prune into
+// that folder would rewrite it as its checksum file). Against the binary
+// before this change: the imatrix got a hash line appended, and the model
+// was written, then replaced by the sums file.
+TEST(OutputRule, NothingIsNamedLikeTheChecksumFile) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("sums-names", fx, why)) GTEST_SKIP() << why;
+    const std::string m = fx.model("gpt-oss"), plan = fx.dir + "/p.json";
+    g::model gm;
+    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 5, p, why)) << why;
+    ASSERT_TRUE(reap::write_plan(p, plan, true, why)) << why;
+    const std::string dir = fx.dir + "/out", imatrix = dir + "/SHA256SUMS";
+    ::mkdir(dir.c_str(), 0755);
+    write_imatrix_for(gm, imatrix);
+    const std::vector<uint8_t> imatrix0 = read_all(imatrix);
+    for (const char * force : {"", " --force"}) {
+        EXPECT_EQ(run_reap("prune -m " + quote(m) + " --plan " + quote(plan) + " --imatrix " + quote(imatrix) + " -o " +
+                               quote(dir + "/out.gguf") + force, out), 2) << out;
+        EXPECT_NE(out.find("refusing to write " + imatrix + " over the imatrix"), std::string::npos) << out;
+        EXPECT_TRUE(read_all(imatrix) == imatrix0) << "the imatrix changed";
+        EXPECT_EQ(visible(dir), std::vector<std::string>{"SHA256SUMS"});
+    }
+    const std::string dir2 = fx.dir + "/out2";
+    ::mkdir(dir2.c_str(), 0755);
+    for (const char * opts : {"", " --force", " --no-sums"}) {
+        EXPECT_EQ(run_reap("prune -m " + quote(m) + " --plan " + quote(plan) + " -o " + quote(dir2 + "/SHA256SUMS") + opts, out), 2) << out;
+        EXPECT_NE(out.find("SHA256SUMS is the name of the checksum file"), std::string::npos) << out;
+        EXPECT_TRUE(visible(dir2).empty());
+    }
+    EXPECT_TRUE(leftovers(dir).empty());
+    EXPECT_TRUE(leftovers(dir2).empty());
+}
+
+// Item 3: a journal names only files of the folder it lives in. A journal
+// left (or planted) in an output folder whose entries rename a file of
+// another folder is refused by any command writing there (exit 2, the
+// message), and the file elsewhere stays as it was; prune's own
+// --imatrix-out in another folder is the one declared exception
+// (FaultInjection.SlicedImatrixElsewhereAppearsWithItsModel). Against the
+// binary before this change, `reap plan -o OUT/p.json` renamed the planted
+// temp over victim.txt.
+TEST(Journal, NamesOnlyFilesOfItsFolder) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("journal-elsewhere", fx, why)) GTEST_SKIP() << why;
+    const std::string m = fx.model("qwen3moe"), sal = fx.dir + "/sal.gguf";
+    write_archive_for(m, sal);
+    const std::string dir = fx.dir + "/out", victims = fx.dir + "/victims";
+    ::mkdir(dir.c_str(), 0755);
+    ::mkdir(victims.c_str(), 0755);
+    char * r = ::realpath(victims.c_str(), nullptr);
+    ASSERT_NE(r, nullptr);
+    const std::string vreal = r;
+    free(r);
+    write_text(victims + "/victim.txt", "precious");
+    write_text(victims + "/.victim.txt.reap-tmp.1.abcdef", "replaced");
+    std::string text = "reap-journal 1";
+    text.push_back('\0');
+    for (const std::string & e : {vreal + "/.victim.txt.reap-tmp.1.abcdef", vreal + "/victim.txt"}) {
+        text += e;
+        text.push_back('\0');
+    }
+    write_text(dir + "/.x.gguf.reap-journal", text);
+    g::model gm;
+    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(gm, 6, 3, p, why)) << why;
+    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
+    const std::vector<std::string> cmds = {
+        "plan " + quote(sal) + " -m " + quote(m) + " --keep 6 --no-protect-super -o " + quote(dir + "/p.json"),
+        "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " -o " + quote(dir + "/x.gguf") + " --force",
+        "merge " + quote(sal) + " " + quote(fx.dir + "/sal2.gguf") + " -o " + quote(dir + "/merged.gguf"),
+    };
+    write_archive_for(m, fx.dir + "/sal2.gguf", 9);
+    for (const std::string & c : cmds) {
+        SCOPED_TRACE(c);
+        EXPECT_EQ(run_reap(c, out), 2) << out;
+        EXPECT_NE(out.find("a journal names only files of its own folder"), std::string::npos) << out;
+        EXPECT_EQ(text_of(victims + "/victim.txt"), "precious");
+        EXPECT_TRUE(prune_test::exists(victims + "/.victim.txt.reap-tmp.1.abcdef"));
+        EXPECT_TRUE(visible(dir).empty());
+        EXPECT_TRUE(prune_test::exists(dir + "/.x.gguf.reap-journal"));   // left for a person to look at
+    }
+}
+
+// Item 4: merge counts one calibration once. The same archive given twice, a
+// byte-identical copy beside it, an archive merged from it beside it (and a
+// merge of merges that share an input) are refused, naming the two; the
+// merged archive records the data sha256 of every archive merged into it
+// (reap.saliency.merge.sources). Against the binary before this change every
+// one of these merges exited 0 with the tokens counted twice.
+TEST(Merge, CountsOneCalibrationOnce) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("merge-twice", fx, why)) GTEST_SKIP() << why;
+    const std::string m = fx.model("qwen3moe");
+    const std::string a = fx.dir + "/a.gguf", b = fx.dir + "/b.gguf", c = fx.dir + "/c.gguf", copy = fx.dir + "/a-copy.gguf";
+    write_archive_for(m, a, 1);
+    write_archive_for(m, b, 2);
+    write_archive_for(m, c, 3);
+    copy_file(a, copy);
+    const std::string ab = fx.dir + "/ab.gguf", abc = fx.dir + "/abc.gguf", bc = fx.dir + "/bc.gguf";
+    auto merge = [&](const std::vector<std::string> & ins, const std::string & to) {
+        std::string args = "merge";
+        for (const auto & i : ins) args += " " + quote(i);
+        return run_reap(args + " -o " + quote(to), out);
+    };
+    ASSERT_EQ(merge({a, b}, ab), 0) << out;
+    ASSERT_EQ(merge({ab, c}, abc), 0) << out;
+    ASSERT_EQ(merge({b, c}, bc), 0) << out;
+    s::archive x;
+    ASSERT_TRUE(s::read_archive(abc, x, why)) << why;
+    std::vector<std::string> sources;
+    ASSERT_TRUE(s::merge_sources(x, sources, why)) << why;
+    EXPECT_EQ(sources.size(), 3u);   // a, b and c, not ab and c
+    struct refusal {
+        std::vector<std::string> inputs;
+        std::string first, second;   // the two inputs the message names
+    };
+    const std::vector<refusal> refusals = {
+        {{a, a}, a, a},
+        {{a, copy}, a, copy},
+        {{ab, a}, ab, a},
+        {{b, ab}, b, ab},
+        {{abc, bc}, abc, bc},
+        {{c, ab, b}, ab, b},
+    };
+    for (const refusal & f : refusals) {
+        const std::string to = fx.dir + "/refused.gguf";
+        SCOPED_TRACE(f.first + " + " + f.second);
+        EXPECT_EQ(merge(f.inputs, to), 2) << out;
+        EXPECT_NE(out.find(f.first + " and " + f.second + " both hold the archive"), std::string::npos) << out;
+        EXPECT_NE(out.find("twice"), std::string::npos) << out;
+        EXPECT_FALSE(prune_test::exists(to));
+    }
+}
+
+// Item 5: nothing of reap's stays behind. After a successful prune, plan,
+// merge or report, no .reap.lock is in any folder it wrote (a Hugging Face
+// upload of the folder carries nothing of reap's); a prune killed part way to
+// one name leaves its output-sized temp, and the next run in that folder to
+// another name removes it (and any other stale temp of a reap output), but
+// leaves the temps of live runs and staged temps (a sliced imatrix another
+// folder's journal may still name). Against the binary before this change:
+// .reap.lock stayed in every output folder and the killed run's temp stayed.
+TEST(Leftovers, NoLockAndNoStaleTempsAfterARun) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("leftovers", fx, why)) GTEST_SKIP() << why;
+    fx.dir = fast_scratch("leftovers");
+    const std::string m = fx.model("gpt-oss"), sal = fx.dir + "/sal.gguf", sal2 = fx.dir + "/sal2.gguf";
+    write_archive_for(m, sal, 4);
+    write_archive_for(m, sal2, 5);
+    g::model gm;
+    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 6, p, why)) << why;
+    const std::string plan = fx.dir + "/p.json", dir = fx.dir + "/out";
+    ASSERT_TRUE(reap::write_plan(p, plan, true, why)) << why;
+    ::mkdir(dir.c_str(), 0755);
+    const std::string prune = "prune -m " + quote(m) + " --plan " + quote(plan) + " -o ";
+    ASSERT_EQ(run_reap(prune + quote(dir + "/a.gguf"), out), 0) << out;
+    ASSERT_EQ(run_reap(prune + quote(dir + "/split.gguf") + " --split-max-tensors 10", out), 0) << out;
+    ASSERT_EQ(run_reap("merge " + quote(sal) + " " + quote(sal2) + " -o " + quote(dir + "/m.gguf"), out), 0) << out;
+    ASSERT_EQ(run_reap("report -m " + quote(m) + " --plan " + quote(plan) + " --saliency " + quote(sal) + " " +
+                           quote(dir + "/a.gguf") + " -o " + quote(dir + "/card"), out), 0) << out;
+    for (const std::string & d : {dir, dir + "/card", dir + "/card/figures", fx.dir}) {
+        EXPECT_FALSE(prune_test::exists(d + "/.reap.lock")) << d;
+        EXPECT_TRUE(leftovers(d).empty()) << d;
+    }
+    // a prune to b.gguf killed while writing: its temp stays until the next run
+    // in the folder, whatever that run writes
+    EXPECT_TRUE(run_killed_at(5, prune + quote(dir + "/b.gguf"), out)) << "not killed: " << out;
+    ASSERT_EQ(leftovers(dir).size(), 1u);
+    const std::string killed = leftovers(dir)[0];
+    const std::string dead = std::to_string(dead_pid()), live = std::to_string(::getpid());
+    const std::string other_dead = ".other.json.reap-tmp." + dead + ".abcdef";
+    const std::string staged_dead = ".elsewhere.imatrix.gguf.reap-tmp." + dead + ".s.abcdef";
+    const std::string other_live = ".other.json.reap-tmp." + live + ".ghijkl";
+    for (const std::string & t : {other_dead, staged_dead, other_live}) write_text(dir + "/" + t, "x");
+    ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(m) + " --keep 6 --no-protect-super -o " + quote(dir + "/q.json"), out), 0) << out;
+    EXPECT_FALSE(prune_test::exists(dir + "/" + killed)) << "the killed prune's temp is still there";
+    EXPECT_FALSE(prune_test::exists(dir + "/" + other_dead));
+    EXPECT_TRUE(prune_test::exists(dir + "/" + staged_dead)) << "a staged temp was removed by a run on another name";
+    EXPECT_TRUE(prune_test::exists(dir + "/" + other_live)) << "a live run's temp was removed";
+    EXPECT_FALSE(prune_test::exists(dir + "/.reap.lock"));
+    // a run on the staged temp's own name removes it
+    ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(m) + " --keep 6 --no-protect-super -o " +
+                           quote(dir + "/elsewhere.imatrix.gguf"), out), 0) << out;
+    EXPECT_FALSE(prune_test::exists(dir + "/" + staged_dead));
+    ::unlink((dir + "/" + other_live).c_str());
+    EXPECT_TRUE(leftovers(dir).empty());
+    remove_tree(fx.dir);
 }

@@ -13,6 +13,9 @@
 //     is listed as not counted and never under "Verified" (so is a masked
 //     eval of another plan); an eval on the calibration corpus is marked as
 //     flattering the cut; an archive other than the plan's is refused;
+//   * the card never replaces an input (an eval, archive, plan or source at
+//     the path of a figure or of README.md, or a hard link to one), with or
+//     without --force, nor a file that exists without --force;
 //   * the heatmap at K3 size (92 x 896) stays small, exact and drawable.
 #include "gguf/gguf.h"
 #include "prune_test_util.h"
@@ -30,6 +33,7 @@
 #include <numeric>
 #include <regex>
 #include <sstream>
+#include <unistd.h>
 
 namespace g = reap::gguf;
 namespace s = reap::saliency;
@@ -490,6 +494,84 @@ TEST(ReportCli, EvalOfAnotherFileIsNeverVerified) {
     EXPECT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --saliency " +
                            quote(fx.dir + "/other-sal.gguf") + " -o " + quote(fx.dir + "/card3"), out), 2) << out;
     EXPECT_NE(out.find("not the one the plan was made from"), std::string::npos) << out;
+}
+
+// Issue 23, item 1: no command writes over any of its inputs, report
+// included. Every file the report would publish (README.md and each figure)
+// is checked against every file it reads (by inode: a hard link counts), with
+// or without --force, before any work; and an existing file it would replace
+// (a user's figure) is refused without --force. Against the binary before
+// this change: an eval at DIR/figures/retention.svg or an archive at
+// DIR/figures/saliency-heatmap.svg was replaced by the SVG (exit 0, no
+// --force), and with --force the plan, the source model or an eval at
+// DIR/README.md was replaced by the card.
+TEST(ReportCli, NeverWritesOverItsInputs) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_inputs", fx, why)) GTEST_SKIP() << why;
+    const std::string card = fx.dir + "/card", figs = card + "/figures";
+    std::filesystem::create_directories(figs);
+    const std::string ev = eval_json({fx.cut}, std::string(64, '2'), {"en", "code"});
+    auto report = [&](const std::string & model, const std::string & plan, const std::string & sal, const std::string & eval,
+                      const char * force) {
+        return run_reap("report -m " + quote(model) + " --plan " + quote(plan) + " " + quote(fx.cut) +
+                            (sal.empty() ? "" : " --saliency " + quote(sal)) + (eval.empty() ? "" : " --eval " + quote(eval)) +
+                            " -o " + quote(card) + force, out);
+    };
+    struct attempt {
+        std::string what, at;   // which input, placed at which path of the card
+        const char * force;
+    };
+    const std::vector<attempt> attempts = {
+        {"eval", figs + "/retention.svg", ""},
+        {"eval", figs + "/domain-usage.svg", " --force"},
+        {"saliency archive", figs + "/saliency-heatmap.svg", ""},
+        {"saliency archive", figs + "/saliency-heatmap.svg", " --force"},
+        {"plan", card + "/README.md", " --force"},
+        {"source model", card + "/README.md", " --force"},
+        {"eval", card + "/README.md", " --force"},
+    };
+    for (const attempt & a : attempts) {
+        SCOPED_TRACE(a.what + " at " + a.at + a.force);
+        std::filesystem::remove_all(card);
+        std::filesystem::create_directories(figs);
+        std::string model = fx.model, plan = fx.plan, sal = fx.sal, eval;
+        if (a.what == "eval") {
+            write_text(a.at, ev);
+            eval = a.at;
+        } else {
+            std::filesystem::copy_file(a.what == "plan" ? fx.plan : a.what == "source model" ? fx.model : fx.sal, a.at);
+            (a.what == "plan" ? plan : a.what == "source model" ? model : sal) = a.at;
+        }
+        const std::vector<uint8_t> before = prune_test::read_all(a.at);
+        EXPECT_EQ(report(model, plan, sal, eval, a.force), 2) << out;
+        EXPECT_NE(out.find("refusing to write " + a.at + " over the " + a.what), std::string::npos) << out;
+        EXPECT_TRUE(prune_test::read_all(a.at) == before) << "the input was replaced";
+        if (a.at != card + "/README.md") EXPECT_FALSE(prune_test::exists(card + "/README.md"));
+    }
+    // the same file under another name (a hard link): refused by inode
+    std::filesystem::remove_all(card);
+    std::filesystem::create_directories(figs);
+    const std::string eval = fx.dir + "/eval.json";
+    write_text(eval, ev);
+    ASSERT_EQ(::link(eval.c_str(), (figs + "/retention.svg").c_str()), 0);
+    EXPECT_EQ(report(fx.model, fx.plan, fx.sal, eval, " --force"), 2) << out;
+    EXPECT_NE(out.find("over the eval '" + eval + "'"), std::string::npos) << out;
+    EXPECT_EQ(read_text(eval), ev);
+    // a user's figure that is no input: kept without --force, replaced with it
+    std::filesystem::remove_all(card);
+    std::filesystem::create_directories(figs);
+    write_text(figs + "/retention.svg", "<svg>mine</svg>");
+    EXPECT_EQ(report(fx.model, fx.plan, fx.sal, eval, ""), 2) << out;
+    EXPECT_NE(out.find(figs + "/retention.svg exists (use --force"), std::string::npos) << out;
+    EXPECT_EQ(read_text(figs + "/retention.svg"), "<svg>mine</svg>");
+    EXPECT_FALSE(prune_test::exists(card + "/README.md"));
+    EXPECT_EQ(report(fx.model, fx.plan, fx.sal, eval, " --force"), 0) << out;
+    EXPECT_NE(read_text(figs + "/retention.svg"), "<svg>mine</svg>");
+    EXPECT_EQ(read_text(eval), ev);
+    // and the card it wrote is replaced only with --force
+    EXPECT_EQ(report(fx.model, fx.plan, fx.sal, eval, ""), 2) << out;
+    EXPECT_NE(out.find("exists (use --force"), std::string::npos) << out;
 }
 
 // The heatmap at the size of a K3 build (92 MoE layers x 896 experts): runs of

@@ -7,7 +7,9 @@
 #include "util/file.h"
 #include "util/sha256.h"
 
+#include <algorithm>
 #include <cinttypes>
+#include <map>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -33,7 +35,10 @@ void declare(reap::cli::options & t, merge_params & p) {
         "layers and the sha256 of the router weights) and hold the same metric set\n"
         "('reap' from calibrate, 'energy' from imatrix); anything else is refused with the\n"
         "field that differs. Provenance keys that agree in every input are kept; the\n"
-        "output also records the sha256 of each input (reap.saliency.merge.inputs).\n"
+        "output also records the sha256 of each input (reap.saliency.merge.inputs) and\n"
+        "the data sha256 of every archive merged into it (reap.saliency.merge.sources).\n"
+        "One calibration is counted once: the same archive given twice, a copy of it, or\n"
+        "an archive together with one merged from it is refused, naming the two.\n"
         "The output is written to a temp file and renamed into place; it never replaces an\n"
         "input, nor an existing file without --force.\n");
     t.section("options:");
@@ -66,13 +71,39 @@ int cmd_merge(int argc, char ** argv) {
         if (!reap::util::check_output(output, ins, p.force, err)) return fail(err);
     }
     reap::saliency::archive merged;
-    std::vector<std::string> hashes;
+    std::vector<std::string> hashes, sources;
+    std::map<std::string, size_t> holder;   // data sha256 of an archive merged in -> the input holding it
+    std::vector<std::vector<std::string>> recorded(inputs.size());   // what each input says it was merged from (files)
     for (size_t i = 0; i < inputs.size(); ++i) {
         reap::saliency::archive a;
         if (!reap::saliency::read_archive(inputs[i], a, err)) return fail(err);
         std::string hex;
         if (!reap::util::sha256_file(inputs[i], hex, err)) return fail(err);
         hashes.push_back(hex);
+        // one calibration counted once: the same archive twice, a copy of it, or
+        // an archive merged from it beside it are refused, naming the two
+        std::vector<std::string> held;
+        if (!reap::saliency::merge_sources(a, held, err)) return fail(inputs[i] + ": " + err);
+        for (const std::string & h : held) {
+            const auto [it, fresh] = holder.emplace(h, i);
+            if (!fresh) {
+                return fail(inputs[it->second] + " and " + inputs[i] + " both hold the archive with data sha256 " + h.substr(0, 16) +
+                            "...: merging them would count its tokens twice (give each calibration once)");
+            }
+            sources.push_back(h);
+        }
+        // archives merged before sources were recorded list their inputs' file hashes
+        std::string rerr;
+        a.provenance.get_string_array("reap.saliency.merge.inputs", recorded[i], rerr);
+        for (size_t j = 0; j < i; ++j) {
+            const bool j_in_i = std::find(recorded[i].begin(), recorded[i].end(), hashes[j]) != recorded[i].end();
+            const bool i_in_j = std::find(recorded[j].begin(), recorded[j].end(), hex) != recorded[j].end();
+            if (j_in_i || i_in_j) {
+                return fail(inputs[j] + " and " + inputs[i] + ": " + (j_in_i ? inputs[i] : inputs[j]) + " was merged from " +
+                            (j_in_i ? inputs[j] : inputs[i]) + " (file sha256 " + (j_in_i ? hashes[j] : hex).substr(0, 16) +
+                            "...): merging them would count its tokens twice");
+            }
+        }
         printf("  %s: %s, %zu domain(s), metric set '%s'\n", inputs[i].c_str(), a.model.arch.c_str(), a.domains.size(),
                reap::saliency::metric_set_name(a.metrics));
         if (i == 0) {
@@ -82,6 +113,7 @@ int cmd_merge(int argc, char ** argv) {
         }
     }
     merged.provenance.set_string_array("reap.saliency.merge.inputs", hashes);
+    merged.provenance.set_string_array(reap::saliency::k_key_merge_sources, sources);
     merged.provenance.set_string(reap::saliency::k_key_tool, std::string("reap merge ") + REAP_VERSION);
     if (!reap::saliency::write_archive(merged, output, err, p.force)) return fail(err);
     std::string inv;

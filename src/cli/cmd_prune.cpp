@@ -220,12 +220,20 @@ int cmd_prune(int argc, char ** argv) {
     std::vector<reap::gguf::shard_layout> shards;
     if (!reap::gguf::layout_output(spec, wopts, params.output, shards, err)) return fail(err);
     // the output rule (util/file.h): no output (shard or SHA256SUMS) is an input
+    // (the imatrix included), nor another output
     std::vector<std::pair<std::string, std::string>> inputs = {{"plan", params.plan}};
     for (const auto & sh : model.shards) inputs.emplace_back("model file", sh.path);
+    if (!params.imatrix.empty()) inputs.emplace_back("imatrix", params.imatrix);
+    const std::string sums_path = reap::prune::sums_path_for(shards[0].path);
     for (const auto & sh : shards) {
         if (!reap::util::check_not_input(sh.path, inputs, err)) return fail(err);
+        // SHA256SUMS is the folder's checksum file (updated by every prune into
+        // it, --no-sums or not): a model by that name would be rewritten as one
+        if (reap::util::base_name(sh.path) == reap::util::base_name(sums_path)) {
+            return fail("refusing to write the model as " + sh.path +
+                        ": SHA256SUMS is the name of the checksum file of its folder (choose another output name)");
+        }
     }
-    const std::string sums_path = reap::prune::sums_path_for(shards[0].path);
     if (params.sums && !reap::util::check_not_input(sums_path, inputs, err)) return fail(err);
     if (params.sums) wopts.sums_path = sums_path;
     size_t n_sliced = 0;
@@ -248,7 +256,6 @@ int cmd_prune(int argc, char ** argv) {
                                                  : params.imatrix_out;
         // the output rule: not an input (the imatrix itself included), nor another output
         auto imatrix_inputs = inputs;
-        imatrix_inputs.emplace_back("imatrix", params.imatrix);
         for (const auto & sh : shards) imatrix_inputs.emplace_back("model output", sh.path);
         if (params.sums) imatrix_inputs.emplace_back("checksum file", sums_path);
         // (a dry run writes nothing, so an existing file is only reported)
@@ -325,6 +332,8 @@ int cmd_prune(int argc, char ** argv) {
     // clears that run's temps (the journal may name one of them).
     std::vector<reap::util::durable_file> imatrix_staged;
     if (!imatrix_out.empty()) {
+        // the model folder's journal names it (in another folder: a declared output)
+        reap::util::declare_output_elsewhere(imatrix_out);
         if (reap::util::recover_dir(reap::util::dir_of(shards[0].path), err) < 0) return fail(err);
         if (!reap::prune::write_imatrix_slice(islice, imatrix_out, params.force, true, err, &imatrix_staged)) return fail(err);
         for (auto & f : imatrix_staged) wopts.publish_with.push_back(&f);

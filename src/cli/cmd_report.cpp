@@ -31,7 +31,9 @@ void declare(reap::cli::options & t, reap::report::report_options & p) {
         "    an eval of another file; domains evaluated but not calibrated: pruned blind;\n"
         "    eval corpus = calibration corpus: flatters the cut; ...);\n"
         "  * how to run it with llama.cpp, the hardware arithmetic, SHA256SUMS.\n"
-        "The figures are written first, README.md last, each atomically.\n");
+        "The figures are written first, README.md last, each atomically. No file of the\n"
+        "card is ever one of the inputs (checked by inode, --force or not); one that\n"
+        "exists is replaced only with --force.\n");
     t.section("options:");
     t.text("-m, --model", "SOURCE.gguf", "the source model (first shard of a split set)", p.source);
     t.text("--plan", "PLAN.json", "the plan BUILD was pruned with", p.plan);
@@ -39,7 +41,7 @@ void declare(reap::cli::options & t, reap::report::report_options & p) {
     t.texts("--eval", "EVAL.json", "a `reap eval --json` report (repeatable)", p.evals);
     t.text("--sweep", "SWEEP.json", "a `reap sweep -o` report", p.sweep);
     t.text("-o, --output", "DIR", "where README.md and figures/ go (created if missing)", p.out_dir);
-    t.flag("--force", "replace an existing DIR/README.md", p.force);
+    t.flag("--force", "replace existing files of the card (DIR/README.md, DIR/figures/*.svg; never an input)", p.force);
     t.help_row();
     t.positional([&p](const std::string & a, std::string & err) {
         if (!p.pruned.empty()) {

@@ -447,7 +447,7 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
     for (size_t s = 0; s < layout.size(); ++s) {
         const shard_layout & l = layout[s];
         util::durable_file & out = files[s];
-        if (!out.open(l.path, err, opts.sync)) return false;
+        if (!out.open(l.path, err, opts.sync, opts.stage != nullptr)) return false;
         const int fd = out.fd();
         auto fail_io = [&](const std::string & what, int e) {
             err = l.path + ": " + what + ": " + errno_text(e);

@@ -217,7 +217,7 @@ bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool 
     }
     struct fd_guard { int fd; ~fd_guard() { ::close(fd); } } guard{fd};
     util::durable_file out;
-    if (!out.open(path, err, sync)) return false;
+    if (!out.open(path, err, sync, stage != nullptr)) return false;
     std::vector<char> buf(1 << 20);
     // copies n bytes at `off` of the source to the output
     auto copy = [&](uint64_t off, uint64_t n) {

@@ -569,6 +569,32 @@ bool make_dir(const std::string & dir, bool & made, std::string & err) {
     return true;
 }
 
+// Every file the report reads, as (what, path) for the output rule: the
+// source and the build (each shard of either, once opened: `src`, `cut`), the
+// plan, the build's SHA256SUMS, the archive, the evals and the sweep.
+std::vector<std::pair<std::string, std::string>> inputs_of(const report_options & opt, const model_facts * src,
+                                                           const model_facts * cut) {
+    std::vector<std::pair<std::string, std::string>> in = {
+        {"source model", opt.source}, {"plan", opt.plan}, {"build", opt.pruned},
+        {"build's checksum file", util::sums_path_for(opt.pruned)}, {"saliency archive", opt.saliency},
+        {"sweep", opt.sweep}};
+    for (const auto & e : opt.evals) in.emplace_back("eval", e);
+    if (src) for (const auto & sh : src->m.shards) in.emplace_back("source model file", sh.path);
+    if (cut) for (const auto & sh : cut->m.shards) in.emplace_back("build file", sh.path);
+    return in;
+}
+
+// The output rule (util::check_output) for every file the report publishes:
+// none is an input (by inode: links and other spellings count), with or
+// without --force; none that exists is replaced without --force.
+bool check_outputs(const std::vector<std::string> & files, const std::vector<std::pair<std::string, std::string>> & inputs,
+                   bool force, std::string & err) {
+    for (const auto & f : files) {
+        if (!util::check_output(f, inputs, force, err)) return false;
+    }
+    return true;
+}
+
 } // namespace
 
 bool write_report(const report_options & opt, report_result & out, std::string & err) {
@@ -578,9 +604,16 @@ bool write_report(const report_options & opt, report_result & out, std::string &
         return false;
     }
     const std::string readme = opt.out_dir + "/README.md";
-    if (!opt.force && access(readme.c_str(), F_OK) == 0) {
-        err = "'" + readme + "' exists (use --force to replace it)";
-        return false;
+    const std::string fig_dir = opt.out_dir + "/figures";
+    // what this run may publish, checked before any work (again before writing,
+    // with the shards of the two models and the figures actually drawn)
+    {
+        std::vector<std::string> may_write = {readme};
+        if (!opt.saliency.empty()) {
+            for (const char * f : {"saliency-heatmap.svg", "retention.svg", "domain-usage.svg"}) may_write.push_back(fig_dir + "/" + f);
+        }
+        if (!opt.sweep.empty()) may_write.push_back(fig_dir + "/sweep-kld.svg");
+        if (!check_outputs(may_write, inputs_of(opt, nullptr, nullptr), opt.force, err)) return false;
     }
     std::vector<std::string> notes;   // method caveats
     std::vector<std::string> & verified = out.verified;
@@ -743,7 +776,6 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     unverified.push_back("Task accuracy (benchmarks), long-context behaviour, tool use and safety behaviour: not measured by reap; KLD, top-1 agreement and perplexity are next-token measures against the source.");
 
     // ---- figures ----
-    const std::string fig_dir = opt.out_dir + "/figures";
     std::vector<std::pair<std::string, std::string>> figures;   // file name, svg
     if (sal.have) {
         figures.push_back({"saliency-heatmap.svg", util::render_heatmap_svg(heatmap_of(sal, p))});
@@ -912,10 +944,15 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     // way leaves no half card), the figures published first, the card last (it
     // names them); the directories this run made go again when it fails ----
     bool made_out = false, made_fig = false;
-    if (!make_dir(opt.out_dir, made_out, err)) return false;
     std::vector<std::pair<std::string, std::string>> files;
     for (const auto & [file, svg] : figures) files.push_back({fig_dir + "/" + file, svg});
     files.push_back({readme, o});
+    {
+        std::vector<std::string> paths;
+        for (const auto & f : files) paths.push_back(f.first);
+        if (!check_outputs(paths, inputs_of(opt, &src, &cut), opt.force, err)) return false;
+    }
+    if (!make_dir(opt.out_dir, made_out, err)) return false;
     if (!make_dir(fig_dir, made_fig, err) || !util::write_files_durably(files, err, opt.sync)) {
         if (made_fig) util::remove_made_dir(fig_dir);
         if (made_out) util::remove_made_dir(opt.out_dir);

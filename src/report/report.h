@@ -41,7 +41,7 @@ struct report_options {
     std::vector<std::string> evals;      // --eval, any number
     std::string              sweep;      // --sweep ("" = none)
     std::string              out_dir;    // -o DIR (created when missing)
-    bool                     force = false;   // replace an existing DIR/README.md
+    bool                     force = false;   // replace existing files of the card (never an input)
     bool                     sync = true;     // fsync outputs (off in tests)
     std::string              tool_version;    // written in the card's footer
 };
@@ -56,8 +56,10 @@ struct report_result {
 };
 
 // Builds and writes the card. False with `err` when an input cannot be read
-// or is malformed, the archive or sweep is not for this model or plan, the
-// output cannot be written, or the build fails the audit (`out.differs`).
+// or is malformed, the archive or sweep is not for this model or plan, a file
+// of the card would be one of the inputs (util::check_output, --force or not)
+// or exists without `force`, the output cannot be written, or the build fails
+// the audit (`out.differs`).
 bool write_report(const report_options & opt, report_result & out, std::string & err);
 
 } // namespace reap::report

@@ -4,6 +4,7 @@
 #include "saliency/archive.h"
 #include "moe/layout_gguf.h"
 #include "util/path.h"
+#include "util/sha256.h"
 #include "util/strings.h"
 
 #include <openssl/evp.h>
@@ -605,6 +606,55 @@ bool sum_domains(const archive & a, const std::vector<std::string> & names, doma
     for (const auto & mn : metric_names(a.metrics)) metric_data(s, mn)->assign(a.n_cells(), 0.0);
     for (const auto * d : sel) add_stats(s, *d, a.metrics);
     out = std::move(s);
+    return true;
+}
+
+std::string data_sha256(const archive & a) {
+    util::sha256_stream h;
+    auto text = [&](const std::string & t) {
+        const uint64_t n = t.size();
+        h.update(&n, sizeof n);
+        h.update(t.data(), t.size());
+    };
+    text(metric_set_name(a.metrics));
+    std::vector<const domain_stats *> order;
+    for (const auto & d : a.domains) order.push_back(&d);
+    std::sort(order.begin(), order.end(), [](const domain_stats * x, const domain_stats * y) { return x->name < y->name; });
+    for (const domain_stats * d : order) {
+        text(d->name);
+        h.update(&d->n_tokens, sizeof d->n_tokens);
+        for (const std::string & m : metric_names(a.metrics)) {
+            const std::vector<double> * v = metric_data(*d, m);
+            const uint64_t n = v ? v->size() : 0;
+            h.update(&n, sizeof n);
+            if (n) h.update(v->data(), n * sizeof(double));
+        }
+    }
+    return h.hex();
+}
+
+bool merge_sources(const archive & a, std::vector<std::string> & out, std::string & err) {
+    out.clear();
+    if (!a.provenance.find(k_key_merge_sources)) {
+        out.push_back(data_sha256(a));
+        return true;
+    }
+    std::string e;
+    if (!a.provenance.get_string_array(k_key_merge_sources, out, e) || out.empty()) {
+        err = std::string(k_key_merge_sources) + " is not a non-empty array of sha256 digests";
+        return false;
+    }
+    std::set<std::string> seen;
+    for (const std::string & h : out) {
+        if (!is_hex64(h)) {
+            err = std::string(k_key_merge_sources) + ": '" + h.substr(0, 80) + "' is not 64 lowercase hex digits";
+            return false;
+        }
+        if (!seen.insert(h).second) {
+            err = std::string(k_key_merge_sources) + " lists the archive " + h.substr(0, 16) + "... twice (its tokens were counted twice)";
+            return false;
+        }
+    }
     return true;
 }
 

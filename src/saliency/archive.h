@@ -173,6 +173,26 @@ bool write_archive(const archive & a, const std::string & path, std::string & er
 // not added (callers record their own provenance of the merge).
 bool merge_into(archive & into, const archive & other, std::string & err);
 
+// ---- what a merged archive was made of ----
+//
+// reap merge records, under k_key_merge_sources, the data_sha256 of every
+// archive that went into it (an input that was itself merged contributes the
+// list it records), so that one calibration cannot be counted twice: given
+// twice, as a byte-identical copy, or inside an archive merged from it.
+constexpr const char * k_key_merge_sources = "reap.saliency.merge.sources";
+
+// SHA-256 over an archive's statistics: the metric set, then per domain in
+// name order its name, token count and every metric vector (the F64 values
+// as stored). Equal for two files that hold the same measurements whatever
+// their provenance keys.
+std::string data_sha256(const archive & a);
+
+// The archives `a` holds, as data_sha256 values: the list `a` records under
+// k_key_merge_sources, or `a`'s own data_sha256 when it records none. False,
+// naming the key, when the recorded list is not an array of distinct 64-digit
+// lowercase hex strings.
+bool merge_sources(const archive & a, std::vector<std::string> & out, std::string & err);
+
 // One domain that is the sum over `names` (all domains when empty) — the
 // statistics a planner scores with. Unknown names are an error listing the
 // archive's domains. max_norm is the max over the domains.

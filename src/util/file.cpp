@@ -256,7 +256,7 @@ durable_file & durable_file::operator=(durable_file && o) noexcept {
     return *this;
 }
 
-bool durable_file::open(const std::string & target, std::string & err, bool sync) {
+bool durable_file::open(const std::string & target, std::string & err, bool sync, bool staged) {
     discard();
     target_ = target;
     sync_ = sync;
@@ -266,7 +266,8 @@ bool durable_file::open(const std::string & target, std::string & err, bool sync
     // hidden, unique (mkstemp) and in the target's directory: the rename stays
     // on one file system; the name says whose it is (.NAME.reap-tmp.PID.), so
     // that the next run on NAME can remove it once PID is gone
-    std::string tmpl = dir_of(target) + "/." + base_name(target) + ".reap-tmp." + std::to_string(::getpid()) + ".XXXXXX";
+    std::string tmpl = dir_of(target) + "/." + base_name(target) + ".reap-tmp." + std::to_string(::getpid()) +
+                       (staged ? ".s.XXXXXX" : ".XXXXXX");
     std::vector<char> name(tmpl.begin(), tmpl.end());
     name.push_back('\0');
     const int fd = ::mkstemp(name.data());
@@ -452,6 +453,10 @@ dir_lock::~dir_lock() {
     if (key_.empty()) return;
     auto it = g_held.find(key_);
     if (it != g_held.end() && --it->second.count == 0) {
+        // the lock file goes with the lock (nothing of reap's stays in a
+        // published folder): unlinked while held, so a waiter that then gets
+        // the old file's lock sees it is no longer the folder's and retries
+        ::unlink((key_ + k_lock_file).c_str());
         ::close(it->second.fd);   // closing releases the flock
         g_held.erase(it);
     }
@@ -472,16 +477,27 @@ bool dir_lock::lock(const std::string & dir, std::string & err) {
         return true;
     }
     const std::string path = key + k_lock_file;
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        err = "cannot create the lock file " + path + ": " + strerror(errno);
-        return false;
-    }
-    while (::flock(fd, LOCK_EX) != 0) {
-        if (errno == EINTR) continue;
-        err = "cannot lock " + path + ": " + strerror(errno);
+    int fd = -1;
+    for (;;) {
+        fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            err = "cannot create the lock file " + path + ": " + strerror(errno);
+            return false;
+        }
+        while (::flock(fd, LOCK_EX) != 0) {
+            if (errno == EINTR) continue;
+            err = "cannot lock " + path + ": " + strerror(errno);
+            ::close(fd);
+            return false;
+        }
+        // held; but the holder before us unlinks the file when it is done:
+        // the lock is the folder's only if the name still leads to this file
+        struct stat held, named;
+        if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+            held.st_ino == named.st_ino) {
+            break;
+        }
         ::close(fd);
-        return false;
     }
     g_held[key] = held_lock{fd, 1};
     key_ = key;
@@ -497,6 +513,17 @@ std::vector<std::string> list_dir(const std::string & dir) {
     while (const dirent * e = ::readdir(d)) names.emplace_back(e->d_name);
     ::closedir(d);
     return names;
+}
+
+// The outputs this process writes outside the folder of the journal that
+// publishes them (declare_output_elsewhere).
+std::vector<std::string> g_declared_elsewhere;
+
+bool declared_elsewhere(const std::string & target) {
+    for (const std::string & d : g_declared_elsewhere) {
+        if (same_entry(d, target)) return true;
+    }
+    return false;
 }
 
 bool complete_journal(const std::string & dir, const std::string & journal, std::string & err) {
@@ -527,6 +554,15 @@ bool complete_journal(const std::string & dir, const std::string & journal, std:
             err = dir + "/" + journal + ": an entry that is not a reap temp file and its target in one directory (left as it is)";
             return false;
         }
+        // a journal names only files of its own folder; an entry in another
+        // folder is renamed only when it is an output this command declared
+        // (a sliced imatrix written elsewhere), never on a journal's word alone
+        if (elsewhere && !declared_elsewhere(target)) {
+            err = dir + "/" + journal + ": an entry renames " + target +
+                  ", a file outside this folder that this command does not write: a journal names only files of "
+                  "its own folder (left as it is; rerun the interrupted command, or remove the journal)";
+            return false;
+        }
         renames.emplace_back(elsewhere ? tmp : dir + "/" + tmp, elsewhere ? target : dir + "/" + target);
     }
     for (const auto & [from, to] : renames) {
@@ -553,31 +589,40 @@ namespace {
 
 bool is_journal(const std::string & e) { return e.size() > 1 && e[0] == '.' && ends_with(e, k_journal_suffix); }
 
-// Whether `e` is a temp of a run that is gone (.NAME.reap-tmp.PID.XXXXXX) whose NAME matches.
-bool is_stale_temp(const std::string & e, const std::string & name, bool prefix) {
+// Whether `e` is a temp of a run that is gone (.NAME.reap-tmp.PID.XXXXXX, or
+// .NAME.reap-tmp.PID.s.XXXXXX when staged) whose NAME matches `name` (or,
+// with `prefix`, starts with it). With `any_name`, NAME may be anything, but
+// a staged temp is never one: another folder's journal may still name it
+// (only a run on its own output name, which completes that journal first,
+// removes it).
+bool is_stale_temp(const std::string & e, const std::string & name, bool prefix, bool any_name = false) {
     if (e.size() < 2 || e[0] != '.') return false;
     const size_t m = e.rfind(k_temp_marker);
     if (m == std::string::npos || m < 1) return false;
     const std::string owner = e.substr(1, m - 1);
-    if (!(prefix ? starts_with(owner, name.c_str()) : owner == name)) return false;
+    if (!any_name && !(prefix ? starts_with(owner, name.c_str()) : owner == name)) return false;
     const std::string rest = e.substr(m + std::strlen(k_temp_marker));
     const size_t dot = rest.find('.');
     if (dot == std::string::npos || dot == 0) return false;
+    if (any_name && rest.find('.', dot + 1) != std::string::npos) return false;   // staged
     char * endp = nullptr;
     const std::string digits = rest.substr(0, dot);
     const long pid = std::strtol(digits.c_str(), &endp, 10);
     return endp && *endp == '\0' && !alive(pid);
 }
 
-// Completes the journals in `dir` and removes the stale temps of `name`, under
-// the directory's lock, which is taken only when there is something to do
-// (so that directories without leftovers get no lock file). A run that is
-// publishing holds the lock from its journal to its last rename: its temps
-// are never taken for a dead run's.
-int clean_dir(const std::string & dir, const std::string & name, bool prefix, int & removed, std::string & err) {
+// Completes the journals in `dir` and removes the stale temps of `name` (with
+// `any_name`, of every output but staged ones: is_stale_temp), under the
+// directory's lock, which is taken only when there is something to do. A run
+// that is publishing holds the lock from its journal to its last rename: its
+// temps are never taken for a dead run's.
+int clean_dir(const std::string & dir, const std::string & name, bool prefix, int & removed, std::string & err,
+              bool any_name = false) {
     removed = 0;
+    const bool temps = any_name || !name.empty();
+    auto stale = [&](const std::string & e) { return temps && is_stale_temp(e, name, prefix, any_name); };
     bool any = false;
-    for (const std::string & e : list_dir(dir)) any = any || is_journal(e) || (!name.empty() && is_stale_temp(e, name, prefix));
+    for (const std::string & e : list_dir(dir)) any = any || is_journal(e) || stale(e);
     if (!any) return 0;
     dir_lock lk;
     if (!lk.lock(dir, err)) return -1;
@@ -587,15 +632,17 @@ int clean_dir(const std::string & dir, const std::string & name, bool prefix, in
         if (!complete_journal(dir, e, err)) return -1;
         ++n;
     }
-    if (!name.empty()) {
-        for (const std::string & e : list_dir(dir)) {
-            if (is_stale_temp(e, name, prefix) && ::unlink((dir + "/" + e).c_str()) == 0) ++removed;
-        }
+    for (const std::string & e : list_dir(dir)) {
+        if (stale(e) && ::unlink((dir + "/" + e).c_str()) == 0) ++removed;
     }
     return n;
 }
 
 } // namespace
+
+void declare_output_elsewhere(const std::string & path) {
+    if (!path.empty()) g_declared_elsewhere.push_back(path);
+}
 
 int recover_dir(const std::string & dir, std::string & err) {
     int removed = 0;
@@ -610,8 +657,11 @@ int remove_stale_temps(const std::string & dir, const std::string & name, bool p
 }
 
 bool prepare_output(const std::string & output, std::string & err) {
+    // the stale temps of this output (staged ones too), then those of every
+    // other output of the folder (not staged ones)
     int removed = 0;
-    return clean_dir(dir_of(output), base_name(output), false, removed, err) >= 0;
+    const std::string dir = dir_of(output);
+    return clean_dir(dir, base_name(output), false, removed, err) >= 0 && clean_dir(dir, "", false, removed, err, true) >= 0;
 }
 
 bool write_file_durably(const std::string & path, const std::string & text, std::string & err, bool sync) {
