@@ -159,10 +159,8 @@ public:
     void set_string(const std::string & key, const std::string & v);
     void set_string_array(const std::string & key, const std::vector<std::string> & v);
     void set_i32_array   (const std::string & key, const std::vector<int32_t> & v);
-    void set_u32_array   (const std::string & key, const std::vector<uint32_t> & v);
     void set_i64_array   (const std::string & key, const std::vector<int64_t> & v);
     void set_f32_array   (const std::string & key, const std::vector<float> & v);
-    void set_f64_array   (const std::string & key, const std::vector<double> & v);
     // Sets an entry from an existing one (any type), e.g. copied from another store.
     void set(const kv & entry);
     // Removes `key`; returns whether it was present.
