@@ -25,8 +25,8 @@
 //     base's renumbered, each of its gate weights the base's divided by the
 //     softmax mass of the kept experts (read from llama.cpp's ffn_moe_probs and
 //     ffn_moe_weights nodes), and the logits must move.
-// Each arch appends one row to $REAP_TEST_TMP/archs/table/<arch>.md; the README
-// table is those rows, from a run of this test.
+// Each arch appends one row to $REAP_TEST_TMP/archs/table/<arch>.md; the table in
+// docs/architectures.md is those rows, from a run of this test.
 #include "llama_test_util.h"
 #include "prune_test_util.h"
 

@@ -329,9 +329,10 @@ struct shard_layout {
 bool layout_output(const output_spec & spec, const write_options & opts, const std::string & target,
                    std::vector<shard_layout> & shards, std::string & err);
 
-// Writes the output described by `spec`. For each shard: refuses when the
-// target exists and !opts.force, and always when the target is the same file
-// (st_dev + st_ino) as any source piece's file; writes each shard through a
+// Writes the output described by `spec`. For each shard, the one output rule
+// (util::check_output): refuses when the target exists and !opts.force, and
+// always when it is the same file as any source piece's file (SHA256SUMS: only
+// the latter); writes each shard through a
 // util::durable_file (temp file beside the target), streams the data
 // (copy_file_range where the kernel allows, otherwise pread/write through a
 // fixed 1 MiB buffer: memory does not grow with the model; holes of a sparse
