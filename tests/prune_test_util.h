@@ -107,12 +107,10 @@ inline std::string zoo_dir(const std::string & dirname, std::string & err) {
 inline bool random_plan(const reap::gguf::model & m, int64_t n_keep, uint32_t seed, reap::plan & out, std::string & err) {
     reap::moe::layout lay;
     if (!reap::model_layout(m, lay, err)) return false;
-    int64_t n_layer = 0;
-    if (!m.kvs.get_i64(reap::moe::kv_key(lay.arch, "block_count"), n_layer, err)) return false;
     std::mt19937 rng(seed);
     reap::plan p;
     p.arch = lay.arch;
-    p.n_layer = n_layer;
+    p.n_layer = lay.n_layer;
     p.n_expert = lay.n_expert;
     p.n_expert_used = lay.n_expert_used;
     p.n_keep = n_keep;

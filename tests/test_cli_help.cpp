@@ -6,7 +6,7 @@
 //     the parser accepts every one of them with a value (it reaches the next,
 //     deliberately unknown argument; for calibrate, llama.cpp's own parser
 //     accepts the flags handed to it), while an unlisted option is refused;
-//   * README.md's command reference names only options that the command's
+//   * README.md and docs/commands.md name only options that the command's
 //     --help lists;
 //   * exit statuses as cmp/diff: 0 success, 1 verify finds a difference,
 //     2 usage error, missing or malformed input; integers out of range
@@ -298,48 +298,54 @@ TEST_F(Cli, HelpListsExactlyWhatTheParserAccepts) {
     }
 }
 
+// README.md (the short version) and docs/commands.md (the full reference) both.
 TEST_F(Cli, ReadmeNamesOnlyOptionsTheHelpLists) {
-    std::ifstream f(prune_test::env("REAP_SOURCE_DIR", REAP_SOURCE_DIR) + "/README.md");
-    ASSERT_TRUE(f.good());
     std::map<std::string, std::string> help;
     for (const std::string & c : commands()) help[c] = reap(c + " --help").out;
-    // Sections "### `reap CMD ...`" up to the next heading: the options in the
-    // heading and in every code span that starts with '-'.
-    std::string cmd;
-    size_t n_checked = 0;
-    std::set<std::string> sections;
-    for (std::string line; std::getline(f, line);) {
-        if (line.compare(0, 1, "#") == 0) {
-            cmd.clear();
-            if (line.compare(0, 10, "### `reap ") == 0) {
-                cmd = split_ws(line.substr(10))[0];
-                ASSERT_TRUE(help.count(cmd)) << "README documents an unknown command: " << line;
-                sections.insert(cmd);
-                const std::string span = line.substr(5, line.find('`', 5) - 5);
-                for (const std::string & o : option_words(span)) {
-                    EXPECT_TRUE(listed_options(help[cmd]).count(o)) << "README heading names " << o << ", not in reap " << cmd << " --help";
-                    ++n_checked;
+    for (const char * doc : {"README.md", "docs/commands.md"}) {
+        SCOPED_TRACE(doc);
+        std::ifstream f(prune_test::env("REAP_SOURCE_DIR", REAP_SOURCE_DIR) + "/" + doc);
+        ASSERT_TRUE(f.good());
+        // Sections "### `reap CMD ...`" (or "## `reap CMD ...`") up to the next
+        // heading: the options in the heading and in every code span that starts with '-'.
+        std::string cmd;
+        size_t n_checked = 0;
+        std::set<std::string> sections;
+        for (std::string line; std::getline(f, line);) {
+            if (line.compare(0, 1, "#") == 0) {
+                cmd.clear();
+                const size_t hashes = line.find_first_not_of('#');
+                if ((hashes == 2 || hashes == 3) && line.compare(hashes, 7, " `reap ") == 0) {
+                    cmd = split_ws(line.substr(hashes + 7))[0];
+                    ASSERT_TRUE(help.count(cmd)) << "README documents an unknown command: " << line;
+                    sections.insert(cmd);
+                    const std::string open = line.substr(hashes + 2);
+                    const std::string span = open.substr(0, open.find('`'));
+                    for (const std::string & o : option_words(span)) {
+                        EXPECT_TRUE(listed_options(help[cmd]).count(o)) << "README heading names " << o << ", not in reap " << cmd << " --help";
+                        ++n_checked;
+                    }
                 }
+                continue;
             }
-            continue;
-        }
-        if (cmd.empty()) continue;
-        for (size_t a = line.find('`'); a != std::string::npos; a = line.find('`', a + 1)) {
-            const size_t b = line.find('`', a + 1);
-            if (b == std::string::npos) break;
-            const std::string span = line.substr(a + 1, b - a - 1);
-            if (!span.empty() && span[0] == '-') {
-                for (const std::string & o : option_words(span)) {
-                    EXPECT_TRUE(listed_options(help[cmd]).count(o)) << "README's " << cmd << " section names " << o
-                                                                     << ", not in reap " << cmd << " --help";
-                    ++n_checked;
+            if (cmd.empty()) continue;
+            for (size_t a = line.find('`'); a != std::string::npos; a = line.find('`', a + 1)) {
+                const size_t b = line.find('`', a + 1);
+                if (b == std::string::npos) break;
+                const std::string span = line.substr(a + 1, b - a - 1);
+                if (!span.empty() && span[0] == '-') {
+                    for (const std::string & o : option_words(span)) {
+                        EXPECT_TRUE(listed_options(help[cmd]).count(o)) << "README's " << cmd << " section names " << o
+                                                                         << ", not in reap " << cmd << " --help";
+                        ++n_checked;
+                    }
                 }
+                a = b;
             }
-            a = b;
         }
+        EXPECT_EQ(sections.size(), help.size()) << doc << " documents " << sections.size() << " of " << help.size() << " commands";
+        EXPECT_GT(n_checked, 30u);
     }
-    EXPECT_EQ(sections.size(), help.size()) << "README documents " << sections.size() << " of " << help.size() << " commands";
-    EXPECT_GT(n_checked, 30u);
 }
 
 TEST_F(Cli, ExitStatusLikeCmp) {

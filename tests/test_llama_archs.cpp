@@ -25,8 +25,8 @@
 //     base's renumbered, each of its gate weights the base's divided by the
 //     softmax mass of the kept experts (read from llama.cpp's ffn_moe_probs and
 //     ffn_moe_weights nodes), and the logits must move.
-// Each arch appends one row to $REAP_TEST_TMP/archs/table/<arch>.md; the README
-// table is those rows, from a run of this test.
+// Each arch appends one row to $REAP_TEST_TMP/archs/table/<arch>.md; the table in
+// docs/architectures.md is those rows, from a run of this test.
 #include "llama_test_util.h"
 #include "prune_test_util.h"
 
@@ -127,7 +127,7 @@ bool is_expert_tensor(const reap::gguf::tensor_info & t, int64_t n_expert) {
 
 // A plan keeping, in every MoE layer, the experts `routed` lists for it (in a
 // shuffled order), topped up to one common count with unrouted ones.
-reap::plan plan_keeping(const reap::moe::layout & lay, int64_t n_layer,
+reap::plan plan_keeping(const reap::moe::layout & lay,
                         const std::map<int, std::vector<std::vector<int32_t>>> & routed, uint32_t seed) {
     std::map<int, std::set<int64_t>> used;
     size_t n_keep = (size_t) lay.n_expert_used;
@@ -138,7 +138,7 @@ reap::plan plan_keeping(const reap::moe::layout & lay, int64_t n_layer,
     std::mt19937 rng(seed);
     reap::plan p;
     p.arch = lay.arch;
-    p.n_layer = n_layer;
+    p.n_layer = lay.n_layer;
     p.n_expert = lay.n_expert;
     p.n_expert_used = lay.n_expert_used;
     p.n_keep = (int64_t) n_keep;
@@ -414,8 +414,6 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
     write_row(r);
 
     // ---- a random 50% cut, unsorted keep order
-    int64_t n_layer = 0;
-    ASSERT_TRUE(m.kvs.get_i64(reap::moe::kv_key(arch, "block_count"), n_layer, err)) << err;
     {
         reap::plan p;
         const int64_t n_keep = prune_test::half_keep(m);
@@ -439,7 +437,7 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
     // ---- prune exactly the experts a short prompt never reaches
     prompt_run small;
     ASSERT_TRUE(run_prompt(path, k_short, small, err, 1)) << err;
-    const reap::plan p = plan_keeping(lay, n_layer, small.routed, 7);
+    const reap::plan p = plan_keeping(lay, small.routed, 7);
     ASSERT_LT(p.n_keep, lay.n_expert) << "the short prompt reached every expert: nothing to prune";
     std::vector<std::string> written;
     ASSERT_TRUE(prune_test::prune_to(m, p, dir + "/unrouted.json", dir + "/unrouted.gguf", written, err)) << err;

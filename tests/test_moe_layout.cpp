@@ -707,13 +707,13 @@ TEST(MoeLayout, MetadataErrors) {
     }
 }
 
-TEST(MoeLayout, ShortOverloadAndPrunedShape) {
+TEST(MoeLayout, PrunedShape) {
     const model_spec m = deepseek2();
-    std::vector<tensor_role> roles;
-    std::vector<int> moe;
+    layout l;
     std::string err;
-    ASSERT_TRUE(classify(m.arch, 16, m.t, roles, moe, err)) << err;
-    EXPECT_EQ(moe, (std::vector<int>{1, 2}));
+    ASSERT_TRUE(classify(m.arch, m.kv, m.t, l, err, describe_options())) << err;
+    EXPECT_EQ(l.moe_layers, (std::vector<int>{1, 2}));
+    const std::vector<tensor_role> & roles = l.roles;
     ASSERT_EQ(roles.size(), m.t.size());
     for (size_t i = 0; i < m.t.size(); ++i) {
         int64_t ne[4];
@@ -812,3 +812,61 @@ TEST(MoeLayoutZoo, ClassifiesEveryZooModel) {
 }
 
 }  // namespace
+
+// The layout knows its blocks and which of them are MTP (nextn) blocks: the last
+// nextn_predict_layers of block_count; without block_count the tensors say.
+TEST(MoeLayout, BlocksAndMtpBlocks) {
+    std::string err;
+    model_spec m = glm4moe();   // blocks 0..2, 0 dense
+    layout l;
+    ASSERT_TRUE(classify(m.arch, m.kv, m.t, l, err)) << err;
+    EXPECT_EQ(l.n_layer, 3);
+    EXPECT_EQ(l.n_mtp, 0);
+    for (int b = -1; b <= 3; ++b) EXPECT_FALSE(l.is_mtp(b)) << b;
+
+    m.kv.nextn_predict_layers = 1;
+    ASSERT_TRUE(classify(m.arch, m.kv, m.t, l, err)) << err;
+    EXPECT_EQ(l.n_mtp, 1);
+    EXPECT_FALSE(l.is_mtp(1));
+    EXPECT_TRUE(l.is_mtp(2));
+    EXPECT_FALSE(l.is_mtp(3));   // past the last block
+
+    m.kv.nextn_predict_layers = 2;
+    ASSERT_TRUE(classify(m.arch, m.kv, m.t, l, err)) << err;
+    EXPECT_FALSE(l.is_mtp(0));
+    EXPECT_TRUE(l.is_mtp(1));
+    EXPECT_TRUE(l.is_mtp(2));
+
+    m.kv.nextn_predict_layers = 9;   // more than there are blocks: every block
+    ASSERT_TRUE(classify(m.arch, m.kv, m.t, l, err)) << err;
+    EXPECT_EQ(l.n_mtp, 3);
+    EXPECT_TRUE(l.is_mtp(0));
+
+    // no block_count: the highest block index + 1
+    m.kv.nextn_predict_layers.reset();
+    m.kv.block_count.reset();
+    ASSERT_TRUE(classify(m.arch, m.kv, m.t, l, err)) << err;
+    EXPECT_EQ(l.n_layer, 3);
+    EXPECT_EQ(n_layer_of(m.kv, m.t), 3);
+    m.kv.block_count = 7;   // a larger block_count is taken as it is
+    EXPECT_EQ(n_layer_of(m.kv, m.t), 7);
+
+    // an MoE block outside block_count
+    m.kv.block_count = 2;
+    EXPECT_NE(classify_err(m).find("MoE block 2 is outside glm4moe.block_count = 2"), std::string::npos)
+        << classify_err(m);
+}
+
+TEST(MoeLayout, ParseExpertWeight) {
+    int layer = -1;
+    std::string base;
+    ASSERT_TRUE(parse_expert_weight("blk.12.ffn_down_exps.weight", layer, base));
+    EXPECT_EQ(layer, 12);
+    EXPECT_EQ(base, "ffn_down_exps");
+    ASSERT_TRUE(parse_expert_weight("blk.0.ffn_gate_up_exps.weight", layer, base));
+    EXPECT_EQ(base, "ffn_gate_up_exps");
+    for (const char * not_one : {"blk.3.ffn_down_exps.bias", "blk.3.ffn_down_shexp.weight", "ffn_down_exps.weight",
+                                 "blk.3.ffn_down_chexps.weight", "blk.3.ffn_gate_inp.weight", "blk.x.ffn_up_exps.weight"}) {
+        EXPECT_FALSE(parse_expert_weight(not_one, layer, base)) << not_one;
+    }
+}

@@ -1105,3 +1105,11 @@ TEST(Leftovers, NoLockAndNoStaleTempsAfterARun) {
     EXPECT_TRUE(leftovers(dir).empty());
     remove_tree(fx.dir);
 }
+
+// The journal's name, one rule for the publisher that writes it and for verify,
+// which refuses an output while it exists: DIR/.NAME.reap-journal beside the target.
+TEST(Reliability, JournalNameRule) {
+    EXPECT_EQ(reap::util::journal_path("out/cut.gguf"), "out/.cut.gguf.reap-journal");
+    EXPECT_EQ(reap::util::journal_path("/a/b/cut-00001-of-00003.gguf"), "/a/b/.cut-00001-of-00003.gguf.reap-journal");
+    EXPECT_EQ(reap::util::journal_path("cut.gguf"), "./.cut.gguf.reap-journal");
+}

@@ -10,6 +10,7 @@
 #include "plan/sweep.h"
 #include "prune_test_util.h"
 #include "saliency_test_util.h"
+#include "report/sweep_chart.h"
 #include "util/svg_chart.h"
 
 #include <gtest/gtest.h>
@@ -200,6 +201,82 @@ TEST(SvgChart, EveryFinitePointDrawnLargestXLeftWhenDescending) {
     c.x_descending = false;
     const auto asc = polyline_xs(reap::util::render_svg(c));
     EXPECT_GT(asc[0][0], asc[0][3]);
+}
+
+// The one sweep chart (report/sweep_chart.h): per domain, overall (bold) and the
+// file size on the right axis in the unit of the largest size; a top-1 panel
+// when asked; a missing measurement is a gap, not a zero.
+TEST(SweepChart, PanelsSeriesAndUnits) {
+    reap::report::sweep_chart_input in;
+    in.title = "cut";
+    in.domains = {"en", "ja"};
+    for (int64_t n : {32, 16, 8}) {
+        reap::report::sweep_chart_point p;
+        p.n_keep = n;
+        p.bytes = (uint64_t) n * 100000000000ull;   // 3.2 TB at the largest: the axis is in TB
+        p.overall = {0.1 * (double) (32 - n), 1.0 - 0.01 * (double) (32 - n)};
+        p.domains = {{0.2, 0.9}, n == 16 ? reap::report::sweep_chart_cost{} : reap::report::sweep_chart_cost{0.3, 0.8}};
+        in.points.push_back(p);
+    }
+    reap::util::chart c = reap::report::sweep_chart(in);
+    ASSERT_EQ(c.panels.size(), 2u);
+    for (const reap::util::chart_panel & panel : c.panels) {
+        ASSERT_EQ(panel.series.size(), 4u);   // en, ja, overall, file size
+        EXPECT_EQ(panel.series[0].name, "en");
+        EXPECT_EQ(panel.series[2].name, "overall");
+        EXPECT_TRUE(panel.series[2].bold);
+        EXPECT_FALSE(panel.series[0].bold);
+        EXPECT_TRUE(std::isnan(panel.series[1].y[1])) << "ja was not measured at N = 16";
+        EXPECT_TRUE(panel.series[3].right_axis);
+        EXPECT_EQ(panel.y2_label, "file size (TB)");
+        EXPECT_DOUBLE_EQ(panel.series[3].y[0], 3.2);
+    }
+    ASSERT_EQ(c.panels[0].series[2].y.size(), 3u);
+    EXPECT_DOUBLE_EQ(c.panels[0].series[2].y[2], 2.4);   // KLD overall at N = 8
+    EXPECT_DOUBLE_EQ(c.panels[1].series[2].y[1], 84.0);   // top-1 in %
+    in.top1_panel = false;
+    in.marks.push_back({16, "this build"});
+    c = reap::report::sweep_chart(in);
+    ASSERT_EQ(c.panels.size(), 1u);
+    ASSERT_EQ(c.marks.size(), 1u);
+    EXPECT_EQ(c.marks[0].x, 16);
+}
+
+// One colour per domain across every figure: "en" drawn first in one chart and
+// third in another has the same colour in both; the project's domains differ;
+// two names that hash to one colour in a panel are still told apart.
+TEST(SvgChart, OneColourPerDomain) {
+    auto fill_of = [](const std::string & svg, const std::string & series) {
+        const size_t at = svg.find("data-series=\"" + series + "\"");
+        if (at == std::string::npos) return std::string();
+        const size_t f = svg.rfind("fill=\"", at);
+        return svg.substr(f + 6, svg.find('"', f + 6) - f - 6);
+    };
+    auto chart_of = [](const std::vector<std::string> & names) {
+        reap::util::chart c;
+        reap::util::chart_panel p;
+        for (const std::string & n : names) p.series.push_back({n, {1, 2}, {0.5, 1.0}});
+        c.panels = {p};
+        return reap::util::render_svg(c);
+    };
+    const std::string a = chart_of({"en", "ja", "code"}), b = chart_of({"zh", "code", "en", "fr"});
+    EXPECT_EQ(fill_of(a, "en"), reap::util::series_colour("en"));
+    EXPECT_EQ(fill_of(a, "en"), fill_of(b, "en"));
+    EXPECT_EQ(fill_of(a, "code"), fill_of(b, "code"));
+    std::set<std::string> known;
+    for (const char * d : {"en", "code", "ja", "zh", "de", "fr"}) known.insert(reap::util::series_colour(d));
+    EXPECT_EQ(known.size(), 6u);
+    EXPECT_EQ(std::string(reap::util::series_colour("legal")), reap::util::series_colour("legal"));
+    // a name sharing en's colour, in a panel with en: a different one
+    std::string twin;
+    for (int i = 0; i < 10000 && twin.empty(); ++i) {
+        const std::string n = "d" + std::to_string(i);
+        if (std::string(reap::util::series_colour(n)) == reap::util::series_colour("en")) twin = n;
+    }
+    ASSERT_FALSE(twin.empty());
+    const std::string c = chart_of({twin, "en"});   // en keeps its colour even when drawn second
+    EXPECT_NE(fill_of(c, "en"), fill_of(c, twin));
+    EXPECT_EQ(fill_of(c, "en"), reap::util::series_colour("en"));
 }
 
 } // namespace

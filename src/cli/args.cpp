@@ -131,11 +131,6 @@ int fail(const char * cmd, const std::string & msg) {
     return exit_error;
 }
 
-int usage_error_full(const char * cmd, const std::string & msg, const char * usage) {
-    fprintf(stderr, "reap %s: %s\n\n%s", cmd, msg.c_str(), usage);
-    return exit_error;
-}
-
 // ---- options ----
 
 options::options(const char * cmd, std::string usage) : cmd_(cmd), usage_(with_newline(std::move(usage))) {}
@@ -438,21 +433,6 @@ void options::print_list(FILE * out) const {
         fprintf(out, "%s\n", line.c_str());
     }
     if (forward_unknown_) fprintf(out, "*\t\tforward\n");
-}
-
-// ---- output helpers ----
-
-std::string human_bytes(uint64_t bytes) {
-    const char * units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = double(bytes);
-    int u = 0;
-    while (v >= 1024.0 && u < 4) {
-        v /= 1024.0;
-        ++u;
-    }
-    char buf[64];
-    snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-    return buf;
 }
 
 } // namespace reap::cli

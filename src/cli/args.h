@@ -1,8 +1,8 @@
 // The steps every reap subcommand (src/cli/cmd_*.cpp) shares: the exit
 // statuses, the option table that both parses a command's arguments and
 // prints its --help (so the two cannot drift apart), the one integer parser,
-// reporting usage errors and failures in the "reap NAME: ..." form, and two
-// small helpers for a command's output (byte sizes, same file).
+// reporting usage errors and failures in the "reap NAME: ..." form, and one
+// small helper for a command's output (same file; sizes: util/number_format.h).
 #pragma once
 
 #include "util/file.h"
@@ -42,10 +42,6 @@ std::vector<std::string> split_list(const std::string & s);
 // after the arguments were accepted (unreadable or malformed inputs, writes
 // that failed).
 int fail(const char * cmd, const std::string & msg);
-
-// Prints "reap <cmd>: <msg>", a blank line and the whole `usage` text on
-// stderr; returns exit_error. For a command that does not use `options` yet.
-int usage_error_full(const char * cmd, const std::string & msg, const char * usage);
 
 // One command's options: declared once, in the order --help lists them, and
 // both parsed and printed from this table. A command builds it, calls
@@ -218,9 +214,6 @@ class options {
     bool                forward_unknown_ = false;
     std::vector<char *> forwarded_;
 };
-
-// "123 B", "1.50 KiB", ... "2.00 TiB" (binary units, two decimals above bytes).
-std::string human_bytes(uint64_t bytes);
 
 // Whether both paths exist and name the same file (device and inode).
 using util::same_file;

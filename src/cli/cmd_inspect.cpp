@@ -8,6 +8,7 @@
 #include "gguf/gguf.h"
 #include "moe/census.h"
 #include "util/json.h"
+#include "util/number_format.h"
 
 #include <cstdio>
 #include <string>
@@ -15,7 +16,7 @@
 
 namespace {
 
-using reap::cli::human_bytes;
+using reap::util::format_size;
 
 struct inspect_params {
     std::string           model;
@@ -98,14 +99,14 @@ int cmd_inspect(int argc, char ** argv) {
     }
     if (c.expert_ff_length) printf("expert ff length %u\n", c.expert_ff_length);
     printf("tensors          %llu in %u file%s, %s\n", (unsigned long long) c.n_tensors, c.n_shards,
-           c.n_shards == 1 ? "" : "s", human_bytes(c.file_bytes).c_str());
+           c.n_shards == 1 ? "" : "s", format_size(c.file_bytes).c_str());
     printf("\n%-10s %8s %16s\n", "type", "tensors", "bytes");
     for (const auto & [name, tc] : c.types) {
         printf("%-10s %8llu %16llu  %s\n", name.c_str(), (unsigned long long) tc.count, (unsigned long long) tc.bytes,
-               human_bytes(tc.bytes).c_str());
+               format_size(tc.bytes).c_str());
     }
     auto line = [](const char * label, uint64_t v) {
-        printf("%-26s %16llu  %s\n", label, (unsigned long long) v, human_bytes(v).c_str());
+        printf("%-26s %16llu  %s\n", label, (unsigned long long) v, format_size(v).c_str());
     };
     printf("\n");
     line("expert pool (*_exps)", c.expert_pool_bytes);
@@ -114,9 +115,9 @@ int cmd_inspect(int argc, char ** argv) {
     line("file bytes", c.file_bytes);
     line("read per decoded token", c.decode_bytes_per_token);
     if (!c.keep_sizes.empty()) {
-        printf("\n%-8s %16s %12s %8s\n", "keep", "file bytes", "", "of now");
+        printf("\n%-8s %16s %-24s %8s\n", "keep", "file bytes", "", "of now");
         for (const reap::moe::keep_size & k : c.keep_sizes) {
-            printf("%-8u %16llu %12s %7.1f%%%s\n", k.n_keep, (unsigned long long) k.file_bytes, human_bytes(k.file_bytes).c_str(),
+            printf("%-8u %16llu %-24s %7.1f%%%s\n", k.n_keep, (unsigned long long) k.file_bytes, format_size(k.file_bytes).c_str(),
                    c.file_bytes ? 100.0 * (double) k.file_bytes / (double) c.file_bytes : 0.0,
                    reap::planner::fused_kernel_takes(k.n_keep) ? "  [fused top-k]" : "");
         }

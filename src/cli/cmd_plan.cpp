@@ -13,6 +13,7 @@
 #include "plan/receipts.h"
 #include "saliency/archive.h"
 #include "util/json.h"
+#include "util/number_format.h"
 #include "util/file.h"
 #include "util/sha256.h"
 #include "util/summary.h"
@@ -262,9 +263,7 @@ int cmd_plan(int argc, char ** argv) {
     }
     reap::moe::layout lay;
     if (!reap::model_layout(model, lay, err)) return fail(params.model + ": " + err);
-    int64_t n_layer = 0;
-    if (!model.kvs.get_i64(reap::moe::kv_key(lay.arch, "block_count"), n_layer, err)) return fail(params.model + ": " + err);
-    const reap::plan_model_facts facts = reap::facts_of(lay, n_layer);
+    const reap::plan_model_facts facts = reap::facts_of(lay);
 
     reap::saliency::fingerprint fp;
     if (!reap::saliency::model_fingerprint(model, fp, err)) return fail(params.model + ": " + err);
@@ -375,7 +374,7 @@ int cmd_plan(int argc, char ** argv) {
         printf("  %8s  %20s  %-28s %7s  %s\n", "N", "bytes", "size", "shards", "saliency retained   [fused: llama.cpp's fused top-k MoE kernel takes N]");
         for (const auto & pt : table) {
             const bool over = !params.budget_text.empty() && pt.bytes > params.budget;
-            printf("  %8" PRId64 "  %20" PRIu64 "  %-28s %7u  %6.2f%%%s%s%s\n", pt.n_keep, pt.bytes, pl::format_size(pt.bytes).c_str(),
+            printf("  %8" PRId64 "  %20" PRIu64 "  %-28s %7u  %6.2f%%%s%s%s\n", pt.n_keep, pt.bytes, reap::util::format_size(pt.bytes).c_str(),
                    pt.n_shards, 100.0 * pt.share, pl::fused_kernel_takes(pt.n_keep) ? "  [fused]" : "",
                    pt.n_keep == n_keep ? "  <- chosen" : "", over ? "  (over budget)" : "");
         }
@@ -388,8 +387,8 @@ int cmd_plan(int argc, char ** argv) {
     }
     printf("  keep %" PRId64 " of %" PRId64 " experts per layer (%.1f%% removed)\n", n_keep, lay.n_expert,
            100.0 * double(lay.n_expert - n_keep) / double(lay.n_expert));
-    printf("  pruned file: %" PRIu64 " bytes, %s%s (source %s)\n", bytes, pl::format_size(bytes).c_str(),
-           n_shards > 1 ? (" in " + std::to_string(n_shards) + " shards").c_str() : "", pl::format_size(src_bytes).c_str());
+    printf("  pruned file: %" PRIu64 " bytes, %s%s (source %s)\n", bytes, reap::util::format_size(bytes).c_str(),
+           n_shards > 1 ? (" in " + std::to_string(n_shards) + " shards").c_str() : "", reap::util::format_size(src_bytes).c_str());
     if (!params.budget_text.empty()) printf("  budget %s = %" PRIu64 " bytes\n", params.budget_text.c_str(), params.budget);
     print_fused_note(lay.n_expert, n_keep);
     print_receipts(rc, rk, params.rank.protect_super);

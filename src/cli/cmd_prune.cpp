@@ -10,6 +10,7 @@
 #include "prune/imatrix_slice.h"
 #include "prune/prune.h"
 #include "util/file.h"
+#include "util/number_format.h"
 #include "util/json.h"
 #include "util/path.h"
 
@@ -24,7 +25,7 @@
 
 namespace {
 
-using reap::cli::human_bytes;
+using reap::util::format_size;
 
 struct prune_params {
     std::string model;
@@ -124,15 +125,6 @@ bool exists(const std::string & path) {
     return ::stat(path.c_str(), &st) == 0;
 }
 
-std::string with_commas(int64_t v) {
-    std::string d = std::to_string(v < 0 ? -v : v), out;
-    for (size_t i = 0; i < d.size(); ++i) {
-        if (i && (d.size() - i) % 3 == 0) out += ',';
-        out += d[i];
-    }
-    return (v < 0 ? "-" : "") + out;
-}
-
 // The receipt in a few lines, whatever the number of layers; --json has it all.
 void print_coverage(FILE * out, const reap::prune::coverage_receipt & c, int64_t threshold) {
     size_t n_layers = 0;
@@ -142,12 +134,12 @@ void print_coverage(FILE * out, const reap::prune::coverage_receipt & c, int64_t
         std::vector<int64_t> mins;
         for (const auto & l : c.layers) if (l.has_entries) mins.push_back(l.min);
         std::sort(mins.begin(), mins.end());
-        fprintf(out, "    activations per kept expert: min %s, median %s, mean %s, max %s\n", with_commas(c.min).c_str(),
-                with_commas((int64_t) c.median).c_str(), with_commas((int64_t) (c.mean + 0.5)).c_str(),
-                with_commas(c.max).c_str());
+        fprintf(out, "    activations per kept expert: min %s, median %s, mean %s, max %s\n", reap::util::group_digits(c.min).c_str(),
+                reap::util::group_digits((int64_t) c.median).c_str(), reap::util::group_digits((int64_t) (c.mean + 0.5)).c_str(),
+                reap::util::group_digits(c.max).c_str());
         if (!mins.empty()) {
-            fprintf(out, "    per-layer minimum: lowest %s, median %s, highest %s\n", with_commas(mins.front()).c_str(),
-                    with_commas(mins[mins.size() / 2]).c_str(), with_commas(mins.back()).c_str());
+            fprintf(out, "    per-layer minimum: lowest %s, median %s, highest %s\n", reap::util::group_digits(mins.front()).c_str(),
+                    reap::util::group_digits(mins[mins.size() / 2]).c_str(), reap::util::group_digits(mins.back()).c_str());
         }
     } else {
         fprintf(out, "    legacy imatrix: no per-expert counts, only whether an expert saw any token\n");
@@ -193,9 +185,7 @@ int cmd_prune(int argc, char ** argv) {
     if (!reap::read_plan(params.plan, plan, err)) return fail(err);
     reap::moe::layout lay;
     if (!reap::model_layout(model, lay, err)) return fail(params.model + ": " + err);
-    int64_t n_layer = 0;
-    if (!model.kvs.get_i64(reap::moe::kv_key(lay.arch, "block_count"), n_layer, err) ||
-        !reap::validate_plan(plan, reap::facts_of(lay, n_layer), err)) {
+    if (!reap::validate_plan(plan, reap::facts_of(lay), err)) {
         return fail(params.plan + " does not fit " + params.model + ": " + err);
     }
     std::string warning;
@@ -242,10 +232,10 @@ int cmd_prune(int argc, char ** argv) {
     for (const auto & sh : shards) out_bytes += sh.file_bytes;
 
     fprintf(txt, "reap prune: %s (%s, %" PRId64 " experts, %zu MoE layers, %s) -> keep %" PRId64 " per layer\n",
-            params.model.c_str(), lay.arch.c_str(), lay.n_expert, lay.moe_layers.size(), human_bytes(model.file_bytes()).c_str(),
+            params.model.c_str(), lay.arch.c_str(), lay.n_expert, lay.moe_layers.size(), format_size(model.file_bytes()).c_str(),
             plan.n_keep);
     fprintf(txt, "  %zu tensors, %zu sliced along the expert axis; output %s (%.1f%% of the source)\n", spec.tensors.size(),
-            n_sliced, human_bytes(out_bytes).c_str(), model.file_bytes() ? 100.0 * double(out_bytes) / double(model.file_bytes()) : 0.0);
+            n_sliced, format_size(out_bytes).c_str(), model.file_bytes() ? 100.0 * double(out_bytes) / double(model.file_bytes()) : 0.0);
     // The sliced imatrix: checked, and its coverage judged, before anything is written.
     reap::prune::imatrix_slice islice;
     std::string imatrix_out;
@@ -310,7 +300,7 @@ int cmd_prune(int argc, char ** argv) {
         for (const auto & sh : shards) {
             const bool ex = exists(sh.path);
             fprintf(txt, "  %s  %" PRIu64 " bytes (%s), %zu tensors%s\n", sh.path.c_str(), sh.file_bytes,
-                    human_bytes(sh.file_bytes).c_str(), sh.n_tensors,
+                    format_size(sh.file_bytes).c_str(), sh.n_tensors,
                     ex ? (params.force ? "  [exists: would be replaced]" : "  [exists: would be refused without --force]") : "");
             files.push_back({{"path", sh.path}, {"bytes", sh.file_bytes}});
         }
@@ -343,7 +333,7 @@ int cmd_prune(int argc, char ** argv) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t i = 0; i < written.size(); ++i) {
         fprintf(txt, "  wrote %s  %" PRIu64 " bytes (%s)\n", written[i].c_str(), shards[i].file_bytes,
-                human_bytes(shards[i].file_bytes).c_str());
+                format_size(shards[i].file_bytes).c_str());
         files.push_back({{"path", written[i]}, {"bytes", shards[i].file_bytes}});
     }
     if (params.sums) fprintf(txt, "  wrote %s\n", sums_path.c_str());

@@ -10,7 +10,9 @@
 #include "cli/plan_flags.h"
 #include "llama/eval.h"
 #include "plan/sweep.h"
+#include "report/sweep_chart.h"
 #include "util/file.h"
+#include "util/number_format.h"
 #include "util/json.h"
 #include "util/path.h"
 #include "util/sha256.h"
@@ -109,53 +111,27 @@ std::string with_extension(const std::string & path, const char * ext) {
     return reap::util::beside(path, reap::util::stem_of(path) + ext);
 }
 
+// The chart of the sweep just run (report/sweep_chart.h): KLD and top-1 per domain and overall.
 reap::util::chart make_chart(const std::string & title, const std::vector<pl::sweep_point> & pts,
                              const std::vector<reap::eval_report> & reps) {
-    reap::util::chart c;
-    c.title = title;
-    c.x_label = "experts kept per MoE layer (N)";
-    c.x_descending = true;
-    reap::util::chart_panel kld, top1;
-    kld.y_label = "KL divergence from the base (nats/token, mean)";
-    top1.y_label = "top-1 agreement with the base (%)";
-    // file sizes in the unit that suits them
-    uint64_t largest = 0;
-    for (const auto & p : pts) largest = std::max(largest, p.bytes);
-    const double unit = largest >= 1000000000ull ? 1e9 : largest >= 1000000ull ? 1e6 : 1e3;
-    const char * unit_name = unit == 1e9 ? "GB" : unit == 1e6 ? "MB" : "kB";
-    kld.y2_label = top1.y2_label = std::string("pruned file size (") + unit_name + ")";
-    std::vector<double> xs, size_gb;
-    for (const auto & p : pts) {
-        xs.push_back((double) p.n_keep);
-        size_gb.push_back((double) p.bytes / unit);
-    }
-    // per domain (thin), then overall (bold)
+    reap::report::sweep_chart_input in;
+    in.title = title;
     if (!reps.empty()) {
-        for (size_t d = 0; d < reps[0].domains.size(); ++d) {
-            reap::util::chart_series k{reps[0].domains[d].first, xs, {}}, t{reps[0].domains[d].first, xs, {}};
-            for (const auto & r : reps) {
-                const auto & m = r.domains[d].second;
-                k.y.push_back(m.n_tokens ? m.kld_mean : NAN);
-                t.y.push_back(m.n_tokens ? 100 * m.argmax_agree : NAN);
-            }
-            kld.series.push_back(k);
-            top1.series.push_back(t);
+        for (const auto & d : reps[0].domains) in.domains.push_back(d.first);
+    }
+    for (size_t i = 0; i < pts.size() && i < reps.size(); ++i) {
+        reap::report::sweep_chart_point q;
+        q.n_keep = pts[i].n_keep;
+        q.bytes = pts[i].bytes;
+        q.overall = {reps[i].overall.kld_mean, reps[i].overall.argmax_agree};
+        for (const auto & d : reps[i].domains) {
+            const reap::eval_metrics & m = d.second;
+            q.domains.push_back(m.n_tokens ? reap::report::sweep_chart_cost{m.kld_mean, m.argmax_agree}
+                                           : reap::report::sweep_chart_cost{});
         }
+        in.points.push_back(q);
     }
-    reap::util::chart_series k{"overall", xs, {}}, t{"overall", xs, {}};
-    k.bold = t.bold = true;
-    for (const auto & r : reps) {
-        k.y.push_back(r.overall.kld_mean);
-        t.y.push_back(100 * r.overall.argmax_agree);
-    }
-    kld.series.push_back(k);
-    top1.series.push_back(t);
-    reap::util::chart_series sz{"file size", xs, size_gb};
-    sz.right_axis = sz.dashed = true;
-    kld.series.push_back(sz);
-    top1.series.push_back(sz);
-    c.panels = {kld, top1};
-    return c;
+    return reap::report::sweep_chart(in);
 }
 
 } // namespace
@@ -240,7 +216,7 @@ int cmd_sweep(int argc, char ** argv) {
     for (size_t i = 0; i < rm.rank.domains.size(); ++i) doms += (i ? "," : "") + rm.rank.domains[i];
     printf("reap sweep: %s (%s, %zu MoE layers, %" PRId64 " experts, top-%" PRId64 "), %s %s\n", p.eval.base_path.c_str(),
            rm.layout.arch.c_str(), rm.layout.moe_layers.size(), rm.layout.n_expert, rm.layout.n_expert_used,
-           pl::format_size(src_bytes).c_str(), "source");
+           reap::util::format_size(src_bytes).c_str(), "source");
     printf("  saliency %s: method %s, domains %s; scored on %s: %zu tokens in %zu windows, base PPL %.4f\n\n",
            p.saliency.c_str(), pl::method_name(rm.rank.opts.how), doms.c_str(), p.eval.input_path.c_str(),
            reps.empty() ? (size_t) 0 : reps[0].overall.n_tokens, reps.empty() ? (size_t) 0 : reps[0].n_windows,
@@ -252,7 +228,7 @@ int cmd_sweep(int argc, char ** argv) {
         const std::string margin = pts[i].margin > 0 ? std::to_string(pts[i].margin) : "-";
         printf("  %6" PRId64 " %7.1f%% %22s %8.2f%% %7s %10.6f %10.6f %10.6f %7.3f%% %10.5f\n", pts[i].n_keep,
                100.0 * (double) (rm.layout.n_expert - pts[i].n_keep) / (double) rm.layout.n_expert,
-               pl::format_size(pts[i].bytes).c_str(), 100.0 * pts[i].share, margin.c_str(), m.kld_mean, m.kld_median, m.kld_p99,
+               reap::util::format_size(pts[i].bytes).c_str(), 100.0 * pts[i].share, margin.c_str(), m.kld_mean, m.kld_median, m.kld_p99,
                100.0 * m.argmax_agree, m.ppl_ratio);
     }
     printf("  (margin: the best rank, 1 = most salient, any removed expert holds in any domain, in any layer; each\n"

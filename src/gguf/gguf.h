@@ -159,10 +159,8 @@ public:
     void set_string(const std::string & key, const std::string & v);
     void set_string_array(const std::string & key, const std::vector<std::string> & v);
     void set_i32_array   (const std::string & key, const std::vector<int32_t> & v);
-    void set_u32_array   (const std::string & key, const std::vector<uint32_t> & v);
     void set_i64_array   (const std::string & key, const std::vector<int64_t> & v);
     void set_f32_array   (const std::string & key, const std::vector<float> & v);
-    void set_f64_array   (const std::string & key, const std::vector<double> & v);
     // Sets an entry from an existing one (any type), e.g. copied from another store.
     void set(const kv & entry);
     // Removes `key`; returns whether it was present.
@@ -331,9 +329,10 @@ struct shard_layout {
 bool layout_output(const output_spec & spec, const write_options & opts, const std::string & target,
                    std::vector<shard_layout> & shards, std::string & err);
 
-// Writes the output described by `spec`. For each shard: refuses when the
-// target exists and !opts.force, and always when the target is the same file
-// (st_dev + st_ino) as any source piece's file; writes each shard through a
+// Writes the output described by `spec`. For each shard, the one output rule
+// (util::check_output): refuses when the target exists and !opts.force, and
+// always when it is the same file as any source piece's file (SHA256SUMS: only
+// the latter); writes each shard through a
 // util::durable_file (temp file beside the target), streams the data
 // (copy_file_range where the kernel allows, otherwise pread/write through a
 // fixed 1 MiB buffer: memory does not grow with the model; holes of a sparse

@@ -355,9 +355,7 @@ void kv_store::set_string_array(const std::string & key, const std::vector<std::
 }
 
 void kv_store::set_i32_array(const std::string & key, const std::vector<int32_t> & v)  { set(make_array(key, value_type::I32, v)); }
-void kv_store::set_u32_array(const std::string & key, const std::vector<uint32_t> & v) { set(make_array(key, value_type::U32, v)); }
 void kv_store::set_i64_array(const std::string & key, const std::vector<int64_t> & v)  { set(make_array(key, value_type::I64, v)); }
 void kv_store::set_f32_array(const std::string & key, const std::vector<float> & v)    { set(make_array(key, value_type::F32, v)); }
-void kv_store::set_f64_array(const std::string & key, const std::vector<double> & v)   { set(make_array(key, value_type::F64, v)); }
 
 } // namespace reap::gguf

@@ -2,9 +2,9 @@
 // shards (exact sizes without I/O), and writes it safely: temp file beside
 // the target, data streamed from the source files with copy_file_range or a
 // fixed-size pread/write buffer (holes of a sparse source stay holes), every
-// write checked, fsync, rename. It
-// never writes over an input file (same st_dev + st_ino) and never replaces
-// an existing target unless asked to.
+// write checked, fsync, rename. Its targets follow the one output rule
+// (util::check_output): never an input file (the same file by st_dev +
+// st_ino, or the same directory entry), never an existing target unless asked to.
 #include "gguf/internal.h"
 #include "util/file.h"
 #include "util/path.h"
@@ -264,8 +264,6 @@ bool copy_range(int src_fd, uint64_t offset, uint64_t length, int dst_fd, std::v
 struct source_file {
     int      fd = -1;
     uint64_t size = 0;
-    dev_t    dev = 0;
-    ino_t    ino = 0;
 };
 
 // Closes the sources on every exit path (the temp files are the durable_files').
@@ -388,8 +386,6 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
                     return false;
                 }
                 s.size = (uint64_t) st.st_size;
-                s.dev = st.st_dev;
-                s.ino = st.st_ino;
                 it = session.sources.emplace(p.path, s).first;
             }
             if (p.offset > it->second.size || p.length > it->second.size - p.offset) {
@@ -401,25 +397,11 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
         }
     }
 
-    // Check every target before writing anything.
+    // Check every target before writing anything, by the one output rule (util/file.h).
+    std::vector<std::pair<std::string, std::string>> inputs;
+    for (const auto & source : session.sources) inputs.emplace_back("input file", source.first);
     for (const shard_layout & l : layout) {
-        struct stat st;
-        if (::stat(l.path.c_str(), &st) == 0) {
-            for (const auto & [path, s] : session.sources) {
-                if (s.dev == st.st_dev && s.ino == st.st_ino) {
-                    err = "refusing to write " + l.path + ": it is the input file " + path + " (same inode)";
-                    return false;
-                }
-            }
-            if (!opts.force) {
-                err = l.path + " exists (pass force / --force to replace it)";
-                return false;
-            }
-            if (!S_ISREG(st.st_mode)) {
-                err = l.path + " exists and is not a regular file";
-                return false;
-            }
-        }
+        if (!util::check_output(l.path, inputs, opts.force, err)) return false;
     }
     const bool sums = !opts.sums_path.empty();
     if (sums) {
@@ -427,15 +409,7 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
             err = opts.sums_path + ": SHA256SUMS must lie beside the output";
             return false;
         }
-        struct stat st;
-        if (::stat(opts.sums_path.c_str(), &st) == 0) {
-            for (const auto & [path, s] : session.sources) {
-                if (s.dev == st.st_dev && s.ino == st.st_ino) {
-                    err = "refusing to write " + opts.sums_path + ": it is the input file " + path + " (same inode)";
-                    return false;
-                }
-            }
-        }
+        if (!util::check_not_input(opts.sums_path, inputs, err)) return false;   // updated in place, never an input
     }
     // temps of a killed run that wrote this output with another shard count
     if (split) util::remove_stale_temps(util::dir_of(target), util::base_name(prefix_of(target)) + "-", true);

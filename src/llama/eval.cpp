@@ -1174,10 +1174,6 @@ bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & e
 
 // ---- public: output --------------------------------------------------------------------------------
 
-namespace {
-
-} // namespace
-
 nlohmann::ordered_json eval_metrics_json(const eval_metrics & m, bool have_pruned) {
     nlohmann::ordered_json j;
     auto num = [&](double v) { return have_pruned ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };

@@ -37,7 +37,7 @@ bool router_node(const char * name, int & which, int & layer) {
 
 } // namespace
 
-expert_mask mask_of_plan(const plan & p, const std::string & name, int64_t n_nextn) {
+expert_mask mask_of_plan(const plan & p, const std::string & name, const moe::layout & lay) {
     expert_mask m;
     m.name     = name;
     m.n_expert = p.n_expert;
@@ -47,21 +47,20 @@ expert_mask mask_of_plan(const plan & p, const std::string & name, int64_t n_nex
         std::vector<uint8_t> & r = m.removed[(size_t) pl.layer];
         r.assign((size_t) p.n_expert, 1);
         for (int64_t e : pl.keep) r[(size_t) e] = 0;
-        (pl.layer < p.n_layer - n_nextn ? m.moe_layers : m.mtp_layers).push_back(pl.layer);
+        (lay.is_mtp(pl.layer) ? m.mtp_layers : m.moe_layers).push_back(pl.layer);
     }
     return m;
 }
 
 bool mask_from_plan(const plan & p, const std::string & name, const gguf::model & model, expert_mask & out,
                     std::string & err) {
-    if (!validate_plan(p, model, err)) {
+    moe::layout lay;
+    if (!model_layout(model, lay, err)) return false;
+    if (!validate_plan(p, facts_of(lay), err)) {
         err = name + " does not fit the model: " + err;
         return false;
     }
-    std::string arch;
-    moe::moe_kv kv;
-    if (!model_moe_kv(model, arch, kv, err)) return false;
-    out = mask_of_plan(p, name, kv.nextn_predict_layers.value_or(0));
+    out = mask_of_plan(p, name, lay);
     return true;
 }
 

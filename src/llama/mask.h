@@ -60,9 +60,9 @@ struct expert_mask {
     std::vector<int>                  mtp_layers;  // the plan's MTP blocks, ascending (src/llama/mtp.h)
 };
 
-// The mask of plan `p` (already checked against the model); the last n_nextn
-// blocks are MTP blocks (<arch>.nextn_predict_layers).
-expert_mask mask_of_plan(const plan & p, const std::string & name, int64_t n_nextn = 0);
+// The mask of plan `p`, already checked against the model whose layout is
+// `lay` (lay.is_mtp says which of the plan's blocks are MTP blocks).
+expert_mask mask_of_plan(const plan & p, const std::string & name, const moe::layout & lay);
 
 // Reads the plan at `path` and checks it against `model` with the rules of
 // reap prune (the same messages); the mask on success.

@@ -2,6 +2,7 @@
 // MTP draft driver feeds it. See mtp.h.
 #include "llama/mtp.h"
 
+#include "moe/layout_gguf.h"
 #include "plan/plan.h"
 
 #include "llama-ext.h"   // llama.cpp's staging API: nextn embeddings, the MTP head offset
@@ -16,14 +17,11 @@ int mtp_heads(const llama_model * model) {
 }
 
 int mtp_blocks_in_file(const gguf::model & m) {
-    std::string arch, err;
-    moe::moe_kv kv;
-    if (!model_moe_kv(m, arch, kv, err) || !kv.block_count || !kv.nextn_predict_layers) return 0;
-    const int64_t n = *kv.nextn_predict_layers, first = *kv.block_count - n;
-    if (n <= 0 || first < 0) return 0;
-    for (const auto & t : m.tensors) {
-        size_t dot;
-        if (gguf::block_index(t.name, dot) == first) return (int) n;
+    std::string err;
+    moe::layout lay;
+    if (!moe::layout_of(m, lay, err, moe::describe_options())) return 0;
+    for (const moe::tensor_role & r : lay.roles) {
+        if (lay.is_mtp(r.layer)) return (int) lay.n_mtp;
     }
     return 0;
 }

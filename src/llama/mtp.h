@@ -44,7 +44,7 @@ namespace reap {
 int mtp_heads(const llama_model * model);
 
 // The MTP blocks the file `m` holds: <arch>.nextn_predict_layers when the file
-// has tensors of its first MTP block (block_count - N), else 0 (a converter may
+// has tensors of an MTP block (moe::layout::is_mtp), else 0 (a converter may
 // leave the MTP blocks out; llama.cpp then loads the trunk only, and an MTP
 // context of that model cannot run).
 int mtp_blocks_in_file(const gguf::model & m);

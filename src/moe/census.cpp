@@ -42,7 +42,8 @@ bool take_census(const gguf::model & m, const std::vector<uint32_t> & extra_keep
     auto count = [&](const std::optional<int64_t> & v, const char * suffix, uint32_t & out) {
         return census_count(v, kv_key(c.arch, suffix), out, err);
     };
-    if (!count(kv.block_count, "block_count", c.n_layer) || !count(kv.expert_count, "expert_count", c.n_expert) ||
+    if (!count(n_layer_of(kv, tensor_descs(m)), "block_count", c.n_layer) ||
+        !count(kv.expert_count, "expert_count", c.n_expert) ||
         !count(kv.expert_used_count, "expert_used_count", c.n_expert_used) ||
         !count(kv.expert_group_count, "expert_group_count", c.n_expert_groups) ||
         !count(kv.expert_group_used_count, "expert_group_used_count", c.n_expert_groups_used) ||
@@ -60,15 +61,12 @@ bool take_census(const gguf::model & m, const std::vector<uint32_t> & extra_keep
     if (is_moe && !layout_of(m, lay, err, describe_options())) return false;
 
     std::map<int, uint64_t> pool_per_layer;
-    long max_block = -1;
     for (size_t i = 0; i < m.tensors.size(); ++i) {
         const gguf::tensor_info & t = m.tensors[i];
         type_count & tc = c.types[gguf::type_name(t.type)];
         tc.count++;
         tc.bytes += t.nbytes;
         c.tensor_bytes += t.nbytes;
-        size_t dot = 0;
-        max_block = std::max(max_block, gguf::block_index(t.name, dot));
         if (!is_moe) continue;
         const tensor_role & role = lay.roles[i];
         if (is_pool(role.kind)) {
@@ -77,12 +75,9 @@ bool take_census(const gguf::model & m, const std::vector<uint32_t> & extra_keep
         }
         if (role.kind == tensor_kind::shared_expert) c.n_shexp_tensors++;
     }
-    if (c.n_layer == 0 && max_block >= 0) c.n_layer = (uint32_t) max_block + 1;
     c.moe_layers.assign(lay.moe_layers.begin(), lay.moe_layers.end());
-    if (kv.nextn_predict_layers && *kv.nextn_predict_layers > 0) {
-        for (uint32_t l : c.moe_layers) {
-            if ((int64_t) l >= (int64_t) c.n_layer - *kv.nextn_predict_layers) c.mtp_layers.push_back(l);
-        }
+    for (uint32_t l : c.moe_layers) {
+        if (lay.is_mtp(l)) c.mtp_layers.push_back(l);
     }
     c.dense_bytes = c.tensor_bytes - c.expert_pool_bytes;
     c.decode_bytes_per_token = c.dense_bytes;

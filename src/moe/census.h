@@ -32,7 +32,7 @@ struct keep_size {
 
 struct census {
     std::string arch;
-    uint32_t    n_layer = 0;               // <arch>.block_count (else the highest block index + 1)
+    uint32_t    n_layer = 0;               // moe::n_layer_of: <arch>.block_count, else the highest block index + 1
     std::vector<uint32_t> moe_layers;      // the layout's MoE blocks (router and expert slabs)
     std::vector<uint32_t> mtp_layers;      // those of them that are MTP blocks (the last
                                            // <arch>.nextn_predict_layers; llama.cpp runs them in its MTP context only)

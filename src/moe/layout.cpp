@@ -389,25 +389,23 @@ std::string kv_key(const std::string & arch, const char * suffix) {
     return arch + "." + suffix;
 }
 
-const std::vector<const char *> & moe_kv_suffixes() {
-    static const std::vector<const char *> s = {
-        "block_count", "expert_count", "expert_used_count", "expert_shared_count", "expert_group_count",
-        "expert_group_used_count", "expert_gating_func", "expert_weights_norm", "expert_weights_scale",
-        "leading_dense_block_count", "interleave_moe_layer_step", "nextn_predict_layers",
-    };
-    return s;
+int64_t n_layer_of(const moe_kv & kv, const std::vector<tensor_desc> & tensors) {
+    if (kv.block_count) return *kv.block_count;
+    int64_t highest = -1;
+    for (const tensor_desc & t : tensors) highest = std::max<int64_t>(highest, parse_name(t.name).layer);
+    return highest + 1;
+}
+
+bool parse_expert_weight(const std::string & name, int & layer, std::string & base) {
+    parsed_name p = parse_name(name);
+    if (p.layer < 0 || p.suffix != "weight" || !is_exps_base(p.base)) return false;
+    layer = p.layer;
+    base = std::move(p.base);
+    return true;
 }
 
 bool is_known_arch(const std::string & arch) {
     return find_arch(arch) != nullptr;
-}
-
-std::vector<std::string> known_archs() {
-    std::vector<std::string> v;
-    for (const auto & a : k_archs) {
-        v.emplace_back(a.name);
-    }
-    return v;
 }
 
 router_facts router_facts_for(const std::string & arch, const moe_kv & kv) {
@@ -480,6 +478,8 @@ bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vecto
     }
     const int64_t n_expert = *kv.expert_count;
     out.n_expert = n_expert;
+    out.n_layer = n_layer_of(kv, tensors);
+    out.n_mtp = std::clamp<int64_t>(kv.nextn_predict_layers.value_or(0), 0, std::max<int64_t>(0, out.n_layer));
     out.n_expert_used = kv.expert_used_count.value_or(0);
     if (out.n_expert_used < 1 || out.n_expert_used > n_expert) {
         err = "'" + kv_key(arch, "expert_used_count") + "' = " + std::to_string(out.n_expert_used) +
@@ -571,6 +571,11 @@ bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vecto
         err = "no MoE block found (no blk.N.ffn_gate_inp.weight with expert slabs)";
         return false;
     }
+    if (out.moe_layers.back() >= out.n_layer) {
+        err = "MoE block " + std::to_string(out.moe_layers.back()) + " is outside " + kv_key(arch, "block_count") +
+              " = " + std::to_string(out.n_layer);
+        return false;
+    }
 
     // the blocks the arch says are MoE must be the ones the tensors say
     if (a && opt.check_block_rule) {
@@ -626,21 +631,6 @@ classify_options describe_options() {
 bool classify(const std::string & arch, const moe_kv & kv, const std::vector<tensor_desc> & tensors,
               layout & out, std::string & err, const classify_options & opt) {
     return classify_impl(arch, kv, tensors, out, err, opt);
-}
-
-bool classify(const std::string & arch, int64_t n_expert, const std::vector<tensor_desc> & tensors,
-              std::vector<tensor_role> & roles, std::vector<int> & moe_layers, std::string & err) {
-    moe_kv kv;
-    kv.expert_count = n_expert;
-    kv.expert_used_count = 1;  // unknown here; only the layout is wanted
-    // without the KV the per-arch block rules (leading dense blocks, interleave step) cannot be checked
-    layout l;
-    if (!classify_impl(arch, kv, tensors, l, err, describe_options())) {
-        return false;
-    }
-    roles = std::move(l.roles);
-    moe_layers = std::move(l.moe_layers);
-    return true;
 }
 
 }  // namespace reap::moe

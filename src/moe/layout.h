@@ -110,8 +110,6 @@ struct moe_kv {
 };
 // "<arch>.<suffix>", e.g. kv_key("qwen3moe", "expert_count").
 std::string kv_key(const std::string & arch, const char * suffix);
-// The suffixes moe_kv holds, in field order.
-const std::vector<const char *> & moe_kv_suffixes();
 
 // What the router of a model does, as llama.cpp runs it (arch table + KV values).
 struct router_facts {
@@ -133,12 +131,27 @@ struct router_facts {
 // The classified model.
 struct layout {
     std::string              arch;
+    int64_t                  n_layer = 0;   // blocks: <arch>.block_count, else the highest block index + 1
+    int64_t                  n_mtp = 0;     // MTP blocks: <arch>.nextn_predict_layers, clamped to 0..n_layer
     int64_t                  n_expert = 0;
     int64_t                  n_expert_used = 0;
     std::vector<tensor_role> roles;       // one per input tensor, same order
-    std::vector<int>         moe_layers;  // ascending block indices
+    std::vector<int>         moe_layers;  // ascending block indices (MTP blocks included)
     router_facts             router;
+
+    // Whether block l is an MTP (nextn) block: one of the last n_mtp blocks.
+    // llama.cpp runs them only in an MTP context (LLAMA_CONTEXT_TYPE_MTP), never
+    // in the main graph, so llama-imatrix and the main forward pass never see them.
+    bool is_mtp(int64_t l) const { return n_mtp > 0 && l >= n_layer - n_mtp && l < n_layer; }
 };
+
+// The number of blocks of a model: <arch>.block_count when the KV has it, else
+// the highest block index among `tensors` + 1 (0 when no tensor is in a block).
+int64_t n_layer_of(const moe_kv & kv, const std::vector<tensor_desc> & tensors);
+
+// Whether `name` is a routed-expert weight ("blk.L.ffn_{gate,up,down,gate_up}_exps.weight");
+// if so, its block index and base name ("ffn_down_exps", ...) are set.
+bool parse_expert_weight(const std::string & name, int & layer, std::string & base);
 
 struct classify_options {
     // classify archs missing from the table with the name rules alone
@@ -157,7 +170,7 @@ struct classify_options {
 classify_options describe_options();
 
 // Classifies every tensor. Fails, naming the tensor or layer, when: n_expert is
-// missing or < 1; a per-expert name has the wrong shape or a size not divisible by
+// missing or < 1; an MoE block lies outside block_count; a per-expert name has the wrong shape or a size not divisible by
 // n_expert; a tensor has per-expert data this table cannot slice; an unknown tensor
 // has a dimension equal to n_expert; an MoE block lacks its router or slabs; the
 // MoE blocks disagree with leading_dense_block_count / interleave_moe_layer_step;
@@ -165,18 +178,12 @@ classify_options describe_options();
 bool classify(const std::string & arch, const moe_kv & kv, const std::vector<tensor_desc> & tensors,
               layout & out, std::string & err, const classify_options & opt = {});
 
-// The shape the brief started from: just n_expert, no router facts.
-bool classify(const std::string & arch, int64_t n_expert, const std::vector<tensor_desc> & tensors,
-              std::vector<tensor_role> & roles, std::vector<int> & moe_layers, std::string & err);
-
 // Router facts from the arch table and the KV values alone (no tensors: the
 // tensor-derived fields stay false).
 router_facts router_facts_for(const std::string & arch, const moe_kv & kv);
 
 // Whether `arch` is in the table.
 bool is_known_arch(const std::string & arch);
-// Every arch in the table.
-std::vector<std::string> known_archs();
 
 // Byte range of expert e inside a sliced tensor: [offset, offset + size).
 // False when the role is not sliced or e is out of range.

@@ -4,6 +4,7 @@
 #include "plan/kernel_counts.h"
 
 #include "reap_fused_counts.h"
+#include "util/number_format.h"
 
 #include <algorithm>
 #include <map>
@@ -124,8 +125,8 @@ bool fit_budget_rule(const ranking & r, const plan_model_facts & facts, const si
     size_point pt;
     if (!pts.get(ok.front(), pt, err)) return false;
     if (pt.bytes > budget) {
-        err = "budget " + format_size(budget) + " is below the smallest N that is " + rule.describe() + ": keeping " +
-              std::to_string(ok.front()) + " gives " + format_size(pt.bytes);
+        err = "budget " + util::format_size(budget) + " is below the smallest N that is " + rule.describe() + ": keeping " +
+              std::to_string(ok.front()) + " gives " + util::format_size(pt.bytes);
         return false;
     }
     // sizes grow with N: the last index that fits

@@ -394,10 +394,10 @@ bool plan_file_sha256(const std::string & path, std::string & hex, std::string &
     return util::sha256_file(path, hex, err);
 }
 
-plan_model_facts facts_of(const moe::layout & lay, int64_t n_layer) {
+plan_model_facts facts_of(const moe::layout & lay) {
     plan_model_facts f;
     f.arch = lay.arch;
-    f.n_layer = n_layer;
+    f.n_layer = lay.n_layer;
     f.n_expert = lay.n_expert;
     f.n_expert_used = lay.n_expert_used;
     f.n_group = lay.router.n_group;
@@ -514,11 +514,6 @@ bool validate_plan(const plan & p, const plan_model_facts & m, std::string & err
     return true;
 }
 
-bool model_moe_kv(const gguf::model & m, std::string & arch, moe::moe_kv & kv, std::string & err) {
-    if (!m.kvs.get_string(gguf::k_key_architecture, arch, err)) return false;
-    return moe::read_moe_kv(m.kvs, arch, kv, err);
-}
-
 bool model_layout(const gguf::model & m, moe::layout & out, std::string & err) {
     return moe::layout_of(m, out, err);
 }
@@ -526,9 +521,7 @@ bool model_layout(const gguf::model & m, moe::layout & out, std::string & err) {
 bool validate_plan(const plan & p, const gguf::model & m, std::string & err) {
     moe::layout lay;
     if (!model_layout(m, lay, err)) return false;
-    int64_t n_layer = 0;
-    if (!m.kvs.get_i64(moe::kv_key(lay.arch, "block_count"), n_layer, err)) return false;
-    return validate_plan(p, facts_of(lay, n_layer), err);
+    return validate_plan(p, facts_of(lay), err);
 }
 
 } // namespace reap

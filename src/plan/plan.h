@@ -128,8 +128,8 @@ struct plan_model_facts {
     std::vector<int> moe_layers;       // ascending
 };
 
-// Facts from a classified layout (moe::classify) and block_count.
-plan_model_facts facts_of(const moe::layout & lay, int64_t n_layer);
+// Facts from a classified layout (moe::classify).
+plan_model_facts facts_of(const moe::layout & lay);
 
 // Checks `p` against a model (see the file comment). The first problem found
 // is reported, e.g. "plan: layer 7: expert 130 out of range [0, 128)" or
@@ -138,10 +138,8 @@ plan_model_facts facts_of(const moe::layout & lay, int64_t n_layer);
 // and 7 in group 1; every group must keep the same number".
 bool validate_plan(const plan & p, const plan_model_facts & model, std::string & err);
 
-// Reads the MoE keys (<arch>.*) of a GGUF model into moe::moe_kv, and
-// classifies its tensors with moe::classify. `arch` is general.architecture.
-// (Thin wrappers over moe/layout_gguf.h: moe::read_moe_kv, moe::layout_of.)
-bool model_moe_kv(const gguf::model & m, std::string & arch, moe::moe_kv & kv, std::string & err);
+// Classifies the tensors of a GGUF model with moe::classify (the pruning
+// options). A thin wrapper over moe::layout_of (moe/layout_gguf.h).
 bool model_layout(const gguf::model & m, moe::layout & out, std::string & err);
 
 // model_layout + facts_of + validate_plan.

@@ -3,6 +3,7 @@
 // planners.h for the definitions every function here implements).
 #include "plan/planners.h"
 #include "plan/receipts.h"
+#include "util/number_format.h"
 #include "util/strings.h"
 #include "util/summary.h"
 
@@ -475,19 +476,6 @@ bool parse_size(const std::string & s, uint64_t & bytes, std::string & err) {
     return true;
 }
 
-std::string format_size(uint64_t bytes) {
-    static const char * dec[] = {"B", "KB", "MB", "GB", "TB"};
-    static const char * bin[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double d = double(bytes), b = double(bytes);
-    int di = 0, bi = 0;
-    while (d >= 1000.0 && di < 4) { d /= 1000.0; ++di; }
-    while (b >= 1024.0 && bi < 4) { b /= 1024.0; ++bi; }
-    char buf[96];
-    if (di == 0) snprintf(buf, sizeof(buf), "%llu B", (unsigned long long) bytes);
-    else snprintf(buf, sizeof(buf), "%.2f %s (%.2f %s)", d, dec[di], b, bin[bi]);
-    return buf;
-}
-
 bool pruned_bytes(const size_context & ctx, const plan & p, uint64_t & bytes, uint32_t & n_shards, std::string & err) {
     return moe::pruned_bytes(*ctx.model, *ctx.layout, p.n_keep, ctx.prune, ctx.write, bytes, n_shards, err);
 }
@@ -533,9 +521,9 @@ bool fit_budget(const ranking & r, const plan_model_facts & facts, const size_co
         for (size_t i = 0; i < ctx.layout->roles.size() && i < ctx.model->tensors.size(); ++i) {
             if (ctx.layout->roles[i].slice == moe::slice_kind::none) dense += ctx.model->tensors[i].nbytes;
         }
-        err = "budget " + format_size(budget) + " (" + std::to_string(budget) + " bytes) is below the smallest prunable size: keeping " +
-              std::to_string(allowed.front()) + " experts per layer (the least the model allows) gives " + format_size(lo_pt.bytes) +
-              " (" + std::to_string(lo_pt.bytes) + " bytes); the tensors outside the routed experts alone take " + format_size(dense);
+        err = "budget " + util::format_size(budget) + " (" + std::to_string(budget) + " bytes) is below the smallest prunable size: keeping " +
+              std::to_string(allowed.front()) + " experts per layer (the least the model allows) gives " + util::format_size(lo_pt.bytes) +
+              " (" + std::to_string(lo_pt.bytes) + " bytes); the tensors outside the routed experts alone take " + util::format_size(dense);
         return false;
     }
     // binary search for the last allowed index that fits (sizes grow with n_keep)

@@ -174,8 +174,6 @@ bool keep_from_ratio(double ratio, const plan_model_facts & facts, int64_t & n_k
 // 2^40); case-insensitive; "B" or no unit = bytes. "277.5GB" = 277 500 000 000.
 // Results are rounded down to whole bytes.
 bool parse_size(const std::string & s, uint64_t & bytes, std::string & err);
-// "277.50 GB (258.45 GiB)" style rendering.
-std::string format_size(uint64_t bytes);
 
 // Sizing: what `reap prune` would write.
 struct size_context {

@@ -18,12 +18,7 @@ bool open_ranked_model(const std::string & model_path, const std::string & salie
         err = model_path + ": " + err;
         return false;
     }
-    int64_t n_layer = 0;
-    if (!out.model.kvs.get_i64(moe::kv_key(out.layout.arch, "block_count"), n_layer, err)) {
-        err = model_path + ": " + err;
-        return false;
-    }
-    out.facts = facts_of(out.layout, n_layer);
+    out.facts = facts_of(out.layout);
     saliency::fingerprint fp;
     if (!saliency::model_fingerprint(out.model, fp, err)) {
         err = model_path + ": " + err;

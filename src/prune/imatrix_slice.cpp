@@ -58,8 +58,6 @@ bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, 
     if (!saliency::read_imatrix(path, out.file, err, lay.n_expert)) return false;
     const saliency::imatrix_file & f = out.file;
     const std::string head = "imatrix '" + path + "'";
-    moe::moe_kv kv;
-    if (!moe::read_moe_kv(model.kvs, lay.arch, kv, err)) return false;
 
     // Which entries carry the expert axis: the layout table says, per model tensor.
     std::map<int, std::vector<std::string>> layer_entries;   // MoE layer -> its expert entries present
@@ -105,8 +103,6 @@ bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, 
     }
     // Every MoE layer must have an entry for each of its expert weights (nextn
     // blocks, which llama.cpp does not run, may have none).
-    const int64_t n_layer = kv.block_count.value_or(0);
-    const int64_t n_nextn = kv.nextn_predict_layers.value_or(0);
     coverage_receipt & cov = out.coverage;
     cov.counts_known = !f.legacy;
     cov.n_keep = p.n_keep;
@@ -122,7 +118,7 @@ bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, 
         layer_coverage lc;
         lc.layer = l;
         if (const plan_layer * pl = p.find_layer(l)) lc.keep = pl->keep;
-        if (have.empty() && n_nextn > 0 && l >= n_layer - n_nextn) {
+        if (have.empty() && lay.is_mtp(l)) {
             lc.has_entries = false;
             cov.layers.push_back(lc);
             continue;

@@ -7,9 +7,7 @@ namespace reap::prune {
 
 bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan & p, const prune_options & opts,
                       gguf::output_spec & out, std::string & err) {
-    int64_t n_layer = 0;
-    if (!m.kvs.get_i64(moe::kv_key(lay.arch, "block_count"), n_layer, err)) return false;
-    if (!validate_plan(p, facts_of(lay, n_layer), err)) return false;
+    if (!validate_plan(p, facts_of(lay), err)) return false;
     gguf::output_spec spec;
     if (!moe::pruned_header(m, lay, p.n_keep, opts, spec, err)) return false;
     // the header leaves the sliced tensors without data: their bytes are the kept experts', in plan order

@@ -288,12 +288,10 @@ bool verify_pruned(const gguf::model & src, const plan & p, const std::string & 
         err = "source: " + err;
         return false;
     }
-    int64_t n_layer = 0;
-    if (!src.kvs.get_i64(moe::kv_key(lay.arch, "block_count"), n_layer, err)) return false;
-    if (!validate_plan(p, facts_of(lay, n_layer), err)) return false;
+    if (!validate_plan(p, facts_of(lay), err)) return false;
     // a prune killed after committing its set leaves a journal that the next
     // run completes; until then the files may be a mix of old and new
-    const std::string journal = util::dir_of(out_path) + "/." + util::base_name(out_path) + ".reap-journal";
+    const std::string journal = util::journal_path(out_path);
     if (::access(journal.c_str(), F_OK) == 0) {
         err = out_path + ": an interrupted prune left " + journal +
               " (its new files are complete but not all in place): run the prune again to finish publishing";

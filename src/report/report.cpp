@@ -1,6 +1,7 @@
 // The model card of a pruned build (see report.h): gathers the receipts,
 // checks them, and writes README.md and its figures.
 #include "report/report.h"
+#include "report/sweep_chart.h"
 
 #include "gguf/gguf.h"
 #include "moe/census.h"
@@ -10,6 +11,7 @@
 #include "prune/prune.h"
 #include "saliency/archive.h"
 #include "util/file.h"
+#include "util/number_format.h"
 #include "util/path.h"
 #include "util/sha256.h"
 #include "util/strings.h"
@@ -50,18 +52,6 @@ std::string pct(double v, int decimals = 1) {
     snprintf(buf, sizeof(buf), "%.*f%%", decimals, 100.0 * v);
     return buf;
 }
-
-// 1234567 -> "1,234,567"
-std::string grouped(uint64_t v) {
-    std::string s = std::to_string(v), r;
-    for (size_t i = 0; i < s.size(); ++i) {
-        if (i && (s.size() - i) % 3 == 0) r += ',';
-        r += s[i];
-    }
-    return r;
-}
-
-std::string gb(uint64_t bytes) { return pl::format_size(bytes); }
 
 // Markdown inline code with backticks that cannot break out.
 std::string code(const std::string & s) {
@@ -332,9 +322,7 @@ bool gather_saliency(const report_options & opt, const plan & p, const model_fac
     ctx.layout = &lay;
     ctx.prune.plan_sha256 = std::string(64, '0');   // a placeholder: the sizes do not depend on it
     ctx.prune.version = opt.tool_version;
-    int64_t n_layer = 0;
-    if (!src.m.kvs.get_i64(moe::kv_key(lay.arch, "block_count"), n_layer, err)) return false;
-    const plan_model_facts facts = facts_of(lay, n_layer);
+    const plan_model_facts facts = facts_of(lay);
     if (!pl::size_table(s.rank, facts, ctx, p.n_keep, s.curve, err)) return false;
     s.have = true;
     return true;
@@ -398,12 +386,6 @@ bool gather_sweep(const std::string & path, const model_facts & src, sweep_facts
 
 // ---- figures ----------------------------------------------------------------------------------
 
-// The unit for a set of byte counts: the largest decimal unit under the largest value.
-void size_unit(uint64_t largest, double & unit, const char *& name) {
-    unit = largest >= 1000000000000ull ? 1e12 : largest >= 1000000000ull ? 1e9 : largest >= 1000000ull ? 1e6 : 1e3;
-    name = unit == 1e12 ? "TB" : unit == 1e9 ? "GB" : unit == 1e6 ? "MB" : "kB";
-}
-
 util::heatmap heatmap_of(const saliency_facts & s, const plan & p) {
     util::heatmap h;
     h.title = "Saliency per expert (" + std::string(pl::method_name(s.rank.share_method)) + "), each layer sorted";
@@ -429,20 +411,6 @@ util::heatmap heatmap_of(const saliency_facts & s, const plan & p) {
     return h;
 }
 
-// The file size at each N (xs), a dashed series on the right axis, whose label
-// it sets, in the unit that suits the largest size.
-util::chart_series size_series(const std::vector<double> & xs, const std::vector<uint64_t> & bytes, util::chart_panel & panel) {
-    const uint64_t largest = bytes.empty() ? 0 : *std::max_element(bytes.begin(), bytes.end());
-    double unit;
-    const char * unit_name;
-    size_unit(largest, unit, unit_name);
-    panel.y2_label = std::string("file size (") + unit_name + ")";
-    util::chart_series size{"file size", xs, {}};
-    size.right_axis = size.dashed = true;
-    for (uint64_t b : bytes) size.y.push_back((double) b / unit);
-    return size;
-}
-
 util::chart retention_chart(const saliency_facts & s, const plan & p, double plan_share) {
     util::chart c;
     c.title = "Saliency kept against experts kept (" + std::string(pl::method_name(s.rank.share_method)) + ")";
@@ -458,7 +426,7 @@ util::chart retention_chart(const saliency_facts & s, const plan & p, double pla
         share.y.push_back(100.0 * pt.share);
         bytes.push_back(pt.bytes);
     }
-    panel.series = {share, size_series(share.x, bytes, panel)};
+    panel.series = {share, util::size_series(share.x, bytes, panel)};
     c.panels.push_back(panel);
     c.marks.push_back({(double) p.n_keep, "this build: N = " + std::to_string(p.n_keep) + ", " + pct(plan_share)});
     return c;
@@ -482,34 +450,24 @@ util::chart usage_chart(const saliency_facts & s, const plan & p) {
     return c;
 }
 
-util::chart sweep_chart(const sweep_facts & s, const plan & p) {
-    util::chart c;
-    c.title = "KL divergence from the source at each size (sweep, by masking)";
-    c.x_label = "experts kept per MoE layer (N)";
-    c.x_descending = true;
-    util::chart_panel panel;
-    panel.y_label = "KL divergence (nats/token, mean)";
-    std::vector<double> xs;
-    std::vector<uint64_t> bytes;
-    for (const auto & pt : s.points) {
-        xs.push_back((double) pt.n_keep);
-        bytes.push_back(pt.bytes);
-    }
+// The sweep's chart (sweep_chart.h) from a SWEEP.json, KLD only, this build's N marked.
+util::chart sweep_kld_chart(const sweep_facts & s, const plan & p) {
+    sweep_chart_input in;
+    in.title = "KL divergence from the source at each size (sweep, by masking)";
+    in.top1_panel = false;
+    in.marks.push_back({(double) p.n_keep, "this build: N = " + std::to_string(p.n_keep)});
     if (!s.points.empty()) {
-        for (size_t d = 0; d < s.points[0].domains.size(); ++d) {
-            util::chart_series sr{s.points[0].domains[d].first, xs, {}};
-            for (const auto & pt : s.points) sr.y.push_back(d < pt.domains.size() ? pt.domains[d].second.kld_mean : NAN);
-            panel.series.push_back(sr);
-        }
+        for (const auto & d : s.points[0].domains) in.domains.push_back(d.first);
     }
-    util::chart_series all{"overall", xs, {}};
-    all.bold = true;
-    for (const auto & pt : s.points) all.y.push_back(pt.overall.kld_mean);
-    panel.series.push_back(all);
-    panel.series.push_back(size_series(xs, bytes, panel));
-    c.panels.push_back(panel);
-    c.marks.push_back({(double) p.n_keep, "this build: N = " + std::to_string(p.n_keep)});
-    return c;
+    for (const auto & pt : s.points) {
+        sweep_chart_point q;
+        q.n_keep = pt.n_keep;
+        q.bytes = pt.bytes;
+        q.overall = {pt.overall.kld_mean, pt.overall.top1};
+        for (const auto & d : pt.domains) q.domains.push_back({d.second.kld_mean, d.second.top1});
+        in.points.push_back(q);
+    }
+    return sweep_chart(in);
 }
 
 // ---- the card -----------------------------------------------------------------------------------
@@ -517,7 +475,7 @@ util::chart sweep_chart(const sweep_facts & s, const plan & p) {
 std::string eval_table(const eval_entry & e) {
     std::string o = "| domain | tokens | KLD mean | KLD median | KLD p99 | top-1 agreement | PPL ratio |\n|---|---:|---:|---:|---:|---:|---:|\n";
     auto row = [&](const std::string & name, const metrics & m) {
-        o += "| " + name + " | " + grouped(m.n_tokens) + " | " + fmt("%.4f", m.kld_mean) + " | " + fmt("%.4f", m.kld_median) +
+        o += "| " + name + " | " + util::group_digits(m.n_tokens) + " | " + fmt("%.4f", m.kld_mean) + " | " + fmt("%.4f", m.kld_median) +
              " | " + fmt("%.4f", m.kld_p99) + " | " + pct(m.top1, 2) + " | " + fmt("%.4f", m.ppl_ratio) + " |\n";
     };
     for (const auto & [name, m] : e.domains) {
@@ -656,9 +614,9 @@ bool write_report(const report_options & opt, report_result & out, std::string &
         }
     }
     verified.push_back("**The build is the source cut by the plan, byte for byte.** `reap verify`'s audit, re-run by this report: " +
-                       std::to_string(vr.n_shards) + " file(s), " + grouped(vr.n_tensors) + " tensors (" + grouped(vr.n_sliced) +
-                       " sliced along the expert axis), " + grouped(vr.bytes_compared) + " bytes compared with the source, " +
-                       grouped(vr.n_kvs) + " metadata keys; provenance " + (vr.stamped ? "stamped (reap.plan.sha256 = this plan's hash)" : "not stamped") + ".");
+                       std::to_string(vr.n_shards) + " file(s), " + util::group_digits(vr.n_tensors) + " tensors (" + util::group_digits(vr.n_sliced) +
+                       " sliced along the expert axis), " + util::group_digits(vr.bytes_compared) + " bytes compared with the source, " +
+                       util::group_digits(vr.n_kvs) + " metadata keys; provenance " + (vr.stamped ? "stamped (reap.plan.sha256 = this plan's hash)" : "not stamped") + ".");
     verified.push_back("**SHA256SUMS holds**: " + std::to_string(vr.n_sums_checked) + " file(s) re-hashed and equal to the list below.");
     if (!vr.stamped) unverified.push_back("The build carries no `reap.*` stamp: nothing inside the files names the plan they were cut by (the audit above ties them to this plan).");
 
@@ -729,7 +687,7 @@ bool write_report(const report_options & opt, report_result & out, std::string &
         if (e.match == eval_match::path_only) what = e.masked ? "the plan at the same path" : "the file at this build's path";
         verified.push_back("**Eval " + code(util::base_name(e.json_file)) + "**: measured on " + what + ", " +
                            (e.input_file.empty() ? std::string("on a corpus it does not name") : "on " + code(util::base_name(e.input_file))) + ", " +
-                           grouped(e.overall.n_tokens) + " tokens (table below).");
+                           util::group_digits(e.overall.n_tokens) + " tokens (table below).");
         if (e.match == eval_match::path_only) {
             unverified.push_back("Eval " + code(util::base_name(e.json_file)) + " records no hashes of what it measured; it is matched to this build by its path only (re-run it with this version of `reap eval` to tie it to the files).");
         }
@@ -782,7 +740,7 @@ bool write_report(const report_options & opt, report_result & out, std::string &
         figures.push_back({"retention.svg", util::render_svg(retention_chart(sal, p, sal.share.mean))});
         figures.push_back({"domain-usage.svg", util::render_svg(usage_chart(sal, p))});
     }
-    if (sw.have) figures.push_back({"sweep-kld.svg", util::render_svg(sweep_chart(sw, p))});
+    if (sw.have) figures.push_back({"sweep-kld.svg", util::render_svg(sweep_kld_chart(sw, p))});
 
     // ---- the text ----
     std::string name;
@@ -806,7 +764,7 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     o += "> Everything else on this card was written by `reap report` from the files and receipts named in it.\n\n";
     o += "An expert-pruned build of " + code(util::base_name(opt.source)) + " (" + cut.c.arch + "): " + pct(removed) +
          " of the routed experts removed from each of its " + std::to_string(p.layers.size()) + " MoE layers, every other weight unchanged and byte-identical. " +
-         gb(src.c.file_bytes) + " → " + gb(cut.c.file_bytes) + ".\n\n";
+         util::format_size(src.c.file_bytes) + " → " + util::format_size(cut.c.file_bytes) + ".\n\n";
 
     o += "## Source vs build\n\nFrom the files themselves (`reap inspect`).\n\n| | source | this build |\n|---|---:|---:|\n";
     census_row(o, "architecture", src.c.arch, cut.c.arch);
@@ -816,14 +774,14 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     census_row(o, "experts used per token", std::to_string(src.c.n_expert_used), std::to_string(cut.c.n_expert_used));
     census_row(o, "shared experts", std::to_string(src.c.n_expert_shared), std::to_string(cut.c.n_expert_shared));
     if (src.c.n_expert_groups > 1) census_row(o, "expert groups (used)", std::to_string(src.c.n_expert_groups) + " (" + std::to_string(src.c.n_expert_groups_used) + ")", std::to_string(cut.c.n_expert_groups) + " (" + std::to_string(cut.c.n_expert_groups_used) + ")");
-    census_row(o, "parameters", grouped(src.n_params), grouped(cut.n_params));
-    census_row(o, "tensors", grouped(src.c.n_tensors), grouped(cut.c.n_tensors));
+    census_row(o, "parameters", util::group_digits(src.n_params), util::group_digits(cut.n_params));
+    census_row(o, "tensors", util::group_digits(src.c.n_tensors), util::group_digits(cut.c.n_tensors));
     census_row(o, "files", std::to_string(src.c.n_shards), std::to_string(cut.c.n_shards));
-    census_row(o, "file bytes", gb(src.c.file_bytes), gb(cut.c.file_bytes));
-    census_row(o, "routed-expert pool", gb(src.c.expert_pool_bytes), gb(cut.c.expert_pool_bytes));
-    census_row(o, "dense (everything else)", gb(src.c.dense_bytes), gb(cut.c.dense_bytes));
-    census_row(o, "one expert in one layer", gb(src.c.expert_bytes_per_layer), gb(cut.c.expert_bytes_per_layer));
-    census_row(o, "bytes read per decoded token", gb(src.c.decode_bytes_per_token), gb(cut.c.decode_bytes_per_token));
+    census_row(o, "file bytes", util::format_size(src.c.file_bytes), util::format_size(cut.c.file_bytes));
+    census_row(o, "routed-expert pool", util::format_size(src.c.expert_pool_bytes), util::format_size(cut.c.expert_pool_bytes));
+    census_row(o, "dense (everything else)", util::format_size(src.c.dense_bytes), util::format_size(cut.c.dense_bytes));
+    census_row(o, "one expert in one layer", util::format_size(src.c.expert_bytes_per_layer), util::format_size(cut.c.expert_bytes_per_layer));
+    census_row(o, "bytes read per decoded token", util::format_size(src.c.decode_bytes_per_token), util::format_size(cut.c.decode_bytes_per_token));
     census_row(o, "tensor types", types_of(src.c), types_of(cut.c));
     o += "\n";
 
@@ -850,7 +808,7 @@ bool write_report(const report_options & opt, report_result & out, std::string &
         for (size_t i = 0; i < sal.a.domains.size(); ++i) {
             const auto & d = sal.a.domains[i];
             const bool scored = std::find(sal.rank.domains.begin(), sal.rank.domains.end(), d.name) != sal.rank.domains.end();
-            o += "  | " + d.name + " | " + grouped((uint64_t) d.n_tokens) + " | " + (scored ? "yes" : "no") + " | " + pct(sal.share_by_domain[i].second) + " |\n";
+            o += "  | " + d.name + " | " + util::group_digits((uint64_t) d.n_tokens) + " | " + (scored ? "yes" : "no") + " | " + pct(sal.share_by_domain[i].second) + " |\n";
         }
         o += "\n* **Saliency kept**: " + pct(sal.share.mean) + " of the " + std::string(pl::method_name(sal.rank.share_method)) +
              " saliency over the plan's domains (mean over MoE layers; per layer " +
@@ -902,7 +860,7 @@ bool write_report(const report_options & opt, report_result & out, std::string &
         o += "## Other sizes\n\nFrom the sweep " + code(util::base_name(sw.path)) + " (every size scored by masking its removed experts in the source" +
              (sw.input_file.empty() ? "" : ", on " + code(util::base_name(sw.input_file))) + "; its plans are the sweep's own, not written or audited here):\n\n| N | file bytes | saliency kept | KLD mean | top-1 | PPL ratio |\n|---:|---:|---:|---:|---:|---:|\n";
         for (const auto & pt : sw.points) {
-            o += "| " + std::to_string(pt.n_keep) + (pt.n_keep == p.n_keep ? " (this N)" : "") + " | " + gb(pt.bytes) + " | " +
+            o += "| " + std::to_string(pt.n_keep) + (pt.n_keep == p.n_keep ? " (this N)" : "") + " | " + util::format_size(pt.bytes) + " | " +
                  (std::isfinite(pt.share) ? pct(pt.share) : "–") + " | " + fmt("%.4f", pt.overall.kld_mean) + " | " + pct(pt.overall.top1, 2) +
                  " | " + fmt("%.4f", pt.overall.ppl_ratio) + " |\n";
         }
@@ -918,17 +876,17 @@ bool write_report(const report_options & opt, report_result & out, std::string &
          "; no flag is needed for that. `-c`, `-ngl` and offloading (`-ot \"ffn_.*_exps=CPU\"`) are yours to choose.\n\n";
 
     o += "## Hardware\n\n";
-    o += "* **Resident weights**: " + gb(cut.c.file_bytes) + " (the files; the source needs " + gb(src.c.file_bytes) +
+    o += "* **Resident weights**: " + util::format_size(cut.c.file_bytes) + " (the files; the source needs " + util::format_size(src.c.file_bytes) +
          "). Add the KV cache for your context length and llama.cpp's compute buffers.\n";
-    o += "* **Read per decoded token**: " + gb(cut.c.decode_bytes_per_token) + " (the dense weights plus " + std::to_string(cut.c.n_expert_used) +
-         " experts of every MoE layer; the source reads " + gb(src.c.decode_bytes_per_token) +
+    o += "* **Read per decoded token**: " + util::format_size(cut.c.decode_bytes_per_token) + " (the dense weights plus " + std::to_string(cut.c.n_expert_used) +
+         " experts of every MoE layer; the source reads " + util::format_size(src.c.decode_bytes_per_token) +
          ": pruning shrinks what must be resident, not what a token reads).\n";
     o += "* **Decode speed bound** = memory bandwidth / bytes per token: ";
     {
         std::vector<std::string> v;
         for (double bw : {100e9, 400e9, 1000e9}) {
             const double rate = bw / (double) std::max<uint64_t>(1, cut.c.decode_bytes_per_token);
-            v.push_back(fmt("%.0f GB/s", bw / 1e9) + " → " + (rate >= 100 ? grouped((uint64_t) rate) : fmt("%.3g", rate)) + " tokens/s");
+            v.push_back(fmt("%.0f GB/s", bw / 1e9) + " → " + (rate >= 100 ? util::group_digits((uint64_t) rate) : fmt("%.3g", rate)) + " tokens/s");
         }
         o += util::join(v, ", ") + " (an upper bound: compute, attention over the context and the KV cache come on top).\n\n";
     }

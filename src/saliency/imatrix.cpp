@@ -24,15 +24,18 @@ namespace {
 using util::ends_with;
 using util::stem_of;
 
-// "blk.L.ffn_down_exps.weight" -> L; -1 otherwise.
+// "blk.L.ffn_down_exps.weight" -> L; -1 otherwise (the layout table's names).
 int down_exps_layer(const std::string & name) {
-    size_t dot = 0;
-    const long l = gguf::block_index(name, dot);
-    return l >= 0 && name.compare(dot, std::string::npos, ".ffn_down_exps.weight") == 0 ? (int) l : -1;
+    int layer = -1;
+    std::string base;
+    return moe::parse_expert_weight(name, layer, base) && base == "ffn_down_exps" ? layer : -1;
 }
 
+// Whether `name` is a routed-expert weight (ffn_*_exps.weight) as the layout table names them.
 bool is_expert_weight(const std::string & name) {
-    return name.find("_exps.weight") != std::string::npos;
+    int layer = -1;
+    std::string base;
+    return moe::parse_expert_weight(name, layer, base);
 }
 
 // Values are read and reduced in chunks of this many floats, whatever the entry's size.
@@ -423,12 +426,11 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
             if (it == f.entries.end()) {
                 err = head + " has no entry '" + name + "' (MoE layer " + std::to_string(l) + ")" +
                       (f.legacy ? ": legacy files leave out tensors that saw no data" : "");
-                moe::moe_kv mkv;
+                moe::layout lay;
                 std::string e2;
-                if (model && moe::read_moe_kv(model->kvs, fp.arch, mkv, e2) && mkv.nextn_predict_layers &&
-                    l >= (int64_t) fp.n_layer - *mkv.nextn_predict_layers) {
+                if (model && moe::layout_of(*model, lay, e2, moe::describe_options()) && lay.is_mtp(l)) {
                     err += ": it is an MTP block (" + fp.arch + ".nextn_predict_layers = " +
-                           std::to_string(*mkv.nextn_predict_layers) + "), which llama.cpp's main graph, and so "
+                           std::to_string(lay.n_mtp) + "), which llama.cpp's main graph, and so "
                            "llama-imatrix, never runs; reap calibrate measures MTP blocks (in llama.cpp's MTP context)";
                 }
                 return false;

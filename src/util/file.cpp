@@ -392,6 +392,10 @@ struct hold_signals {
 
 } // namespace
 
+std::string journal_path(const std::string & target) {
+    return dir_of(target) + "/." + base_name(target) + k_journal_suffix;
+}
+
 bool publish_together(const std::vector<durable_file *> & files, std::string & err) {
     if (files.empty()) return true;
     if (files.size() == 1) return files[0]->publish(err);
@@ -420,7 +424,7 @@ bool publish_together(const std::vector<durable_file *> & files, std::string & e
     hold_signals hold;
     dir_lock lk;
     if (!lk.lock(dir, err)) return false;
-    const std::string journal = dir + "/." + base_name(files[0]->target()) + k_journal_suffix;
+    const std::string journal = journal_path(files[0]->target());
     if (!write_file_durably(journal, text, err, files[0]->sync())) return false;
     fault_point();   // committed: from here on the next run completes the set
     for (durable_file * f : files) {

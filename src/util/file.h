@@ -135,6 +135,11 @@ private:
 // named by absolute path, elsewhere (a sliced imatrix in another folder). One file: a plain publish.
 bool publish_together(const std::vector<durable_file *> & files, std::string & err);
 
+// The journal publish_together writes for a set whose first file is `target`:
+// DIR/.NAME.reap-journal, DIR and NAME those of `target`. While it exists the
+// set is committed but not all in place (the next run on the output completes it).
+std::string journal_path(const std::string & target);
+
 // An exclusive lock (flock) on DIR/.reap.lock, the lock of every multi-file
 // publish and SHA256SUMS update in DIR; released when destroyed.
 class dir_lock {

@@ -213,20 +213,6 @@ std::string sums_name(const std::string & file, const std::string & sums_path) {
     return dir_of(file) == dir_of(sums_path) ? base_name(file) : file;
 }
 
-std::string compose_sha256sums(const std::string & old_text,
-                               const std::vector<std::pair<std::string, std::string>> & entries) {
-    sums_composer c(entries);
-    std::string out;
-    size_t pos = 0;
-    while (pos < old_text.size()) {
-        size_t eol = old_text.find('\n', pos);
-        if (eol == std::string::npos) eol = old_text.size();
-        c.line(old_text.substr(pos, eol - pos), [&](const std::string & t) { out += t; });
-        pos = eol + 1;
-    }
-    return out + c.rest();
-}
-
 bool stage_sha256sums(const std::vector<std::pair<std::string, std::string>> & files, const std::string & sums_path,
                       durable_file & out, std::string & err, bool sync) {
     std::vector<std::pair<std::string, std::string>> entries;

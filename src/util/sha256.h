@@ -48,11 +48,6 @@ bool read_sha256sums(const std::string & sums_path, std::vector<std::pair<std::s
 // The name `file` has in the SUMS file `sums_path`: its basename when it lies
 // in that directory, else its path as given.
 std::string sums_name(const std::string & file, const std::string & sums_path);
-// The new text of a SUMS file: `old_text` line for line, except that a
-// checksum line naming one of `entries` (name, hex) gets the new hash; the
-// entries not found are appended. Lines it does not own are kept verbatim.
-std::string compose_sha256sums(const std::string & old_text,
-                               const std::vector<std::pair<std::string, std::string>> & entries);
 // Writes the new SUMS file for (file path, hex) pairs into `out` (opened and
 // finished, not published: the caller publishes it, alone or together with
 // the files it lists). The caller holds the dir_lock of its directory from

@@ -1,6 +1,8 @@
 // Line charts and heatmaps as SVG text (see svg_chart.h).
 #include "util/svg_chart.h"
 
+#include "util/number_format.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,12 +22,50 @@ constexpr double k_bottom   = 56;
 
 const char * const k_colors[] = {"#1f4e9c", "#d1495b", "#2e8b57", "#edae49", "#7b4f9d", "#00798c", "#8c564b", "#e377c2",
                                  "#555555", "#a0a000"};
+constexpr size_t k_n_colors = sizeof(k_colors) / sizeof(k_colors[0]);
 
-// The series' colour: grey for the right axis, black for the bold one, else the palette.
-const char * series_color(const chart_series & s, size_t i) {
-    if (s.right_axis) return "#888888";
-    if (s.bold) return "#111111";
-    return k_colors[i % (sizeof(k_colors) / sizeof(k_colors[0]))];
+// The project's corpus domains (tools/build_corpus.py), in palette order: each
+// has a colour no other name takes first.
+const char * const k_known_domains[] = {"en", "code", "ja", "zh", "de", "fr"};
+
+size_t palette_index(const std::string & name) {
+    for (size_t i = 0; i < sizeof(k_known_domains) / sizeof(k_known_domains[0]); ++i) {
+        if (name == k_known_domains[i]) return i;
+    }
+    uint32_t h = 2166136261u;   // FNV-1a: the same name, the same colour, in every run and figure
+    for (unsigned char ch : name) h = (h ^ ch) * 16777619u;
+    return h % k_n_colors;
+}
+
+bool is_known_domain(const std::string & name) {
+    for (const char * d : k_known_domains) {
+        if (name == d) return true;
+    }
+    return false;
+}
+
+// The colour of every series of a panel: grey for the right axis, black for the
+// bold one, else series_colour(name). The project's domains take theirs first;
+// another name whose colour a series of the panel already took gets the next
+// free one, so lines stay apart.
+std::vector<const char *> panel_colors(const chart_panel & p) {
+    std::vector<const char *> out(p.series.size(), nullptr);
+    std::vector<bool> taken(k_n_colors, false);
+    for (int pass = 0; pass < 2; ++pass) {
+        for (size_t si = 0; si < p.series.size(); ++si) {
+            const chart_series & s = p.series[si];
+            if (s.right_axis || s.bold) {
+                out[si] = s.right_axis ? "#888888" : "#111111";
+                continue;
+            }
+            if (is_known_domain(s.name) != (pass == 0)) continue;
+            size_t i = palette_index(s.name);
+            for (size_t step = 0; step < k_n_colors && taken[i]; ++step) i = (i + 1) % k_n_colors;
+            taken[i] = true;
+            out[si] = k_colors[i];
+        }
+    }
+    return out;
 }
 
 std::string esc(const std::string & s) {
@@ -111,6 +151,20 @@ double chart_height(const chart & c) {
     return k_top + n_panels * k_panel_h + (n_panels - 1) * k_gap + k_bottom;
 }
 
+const char * series_colour(const std::string & name) {
+    return k_colors[palette_index(name)];
+}
+
+chart_series size_series(const std::vector<double> & xs, const std::vector<uint64_t> & bytes, chart_panel & panel) {
+    const uint64_t largest = bytes.empty() ? 0 : *std::max_element(bytes.begin(), bytes.end());
+    const size_unit unit = decimal_unit(largest);
+    panel.y2_label = std::string("file size (") + unit.name + ")";
+    chart_series size{"file size", xs, {}};
+    size.right_axis = size.dashed = true;
+    for (uint64_t b : bytes) size.y.push_back((double) b / unit.bytes);
+    return size;
+}
+
 std::string render_svg(const chart & c) {
     const double height   = chart_height(c);
     const double plot_w   = k_width - k_left - k_right;
@@ -141,11 +195,12 @@ std::string render_svg(const chart & c) {
 
     if (!c.panels.empty()) {
         double lx = k_left;
+        const std::vector<const char *> colors = panel_colors(c.panels[0]);
         for (size_t si = 0; si < c.panels[0].series.size(); ++si) {
             const chart_series & s = c.panels[0].series[si];
             const std::string dash = s.dashed ? " stroke-dasharray=\"6 4\"" : "";
             o += "<line x1=\"" + num(lx) + "\" y1=\"44\" x2=\"" + num(lx + 22) + "\" y2=\"44\" stroke=\"" +
-                 series_color(s, si) + "\" stroke-width=\"" + (s.bold ? "2.6" : "1.3") + "\"" + dash + "/>\n";
+                 colors[si] + "\" stroke-width=\"" + (s.bold ? "2.6" : "1.3") + "\"" + dash + "/>\n";
             o += "<text x=\"" + num(lx + 27) + "\" y=\"48\">" + esc(s.name) + "</text>\n";
             lx += 40 + 7.0 * (double) s.name.size();
         }
@@ -195,10 +250,11 @@ std::string render_svg(const chart & c) {
         }
 
         // the series
+        const std::vector<const char *> colors = panel_colors(p);
         for (size_t si = 0; si < p.series.size(); ++si) {
             const chart_series & s = p.series[si];
             const axis &  a     = s.right_axis ? ra : la;
-            const char *  color = series_color(s, si);
+            const char *  color = colors[si];
             const std::string width = s.bold ? "2.6" : "1.3";
             const std::string dash  = s.dashed ? " stroke-dasharray=\"6 4\"" : "";
             std::string pts, marks;

@@ -51,6 +51,18 @@ struct chart {
     std::vector<chart_mark>  marks;
 };
 
+// The colour of a line chart's series named `name` (a calibration domain, say),
+// the same in every figure reap draws: the project's domains (en, code, ja, zh,
+// de, fr) have fixed, distinct colours, any other name one chosen by a hash of
+// it. Within one panel a series whose colour is taken by an earlier one gets
+// the next free colour; right-axis series are grey and bold ones black.
+const char * series_colour(const std::string & name);
+
+// The size of a file at each x: a dashed series on the right axis of `panel`,
+// in the decimal unit of the largest size (util/number_format.h), whose label
+// ("file size (GB)") it sets on the panel.
+chart_series size_series(const std::vector<double> & xs, const std::vector<uint64_t> & bytes, chart_panel & panel);
+
 // The chart as an SVG document (UTF-8 text; labels are XML-escaped).
 // Size: k_chart_width x chart_height(c).
 std::string render_svg(const chart & c);

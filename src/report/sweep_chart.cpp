@@ -1,0 +1,48 @@
+// The one builder of a sweep's chart (see sweep_chart.h).
+#include "report/sweep_chart.h"
+
+namespace reap::report {
+
+util::chart sweep_chart(const sweep_chart_input & in) {
+    util::chart c;
+    c.title = in.title;
+    c.x_label = "experts kept per MoE layer (N)";
+    c.x_descending = true;
+    c.marks = in.marks;
+    util::chart_panel kld, top1;
+    kld.y_label = "KL divergence from the base (nats/token, mean)";
+    top1.y_label = "top-1 agreement with the base (%)";
+    std::vector<double> xs;
+    std::vector<uint64_t> bytes;
+    for (const sweep_chart_point & pt : in.points) {
+        xs.push_back((double) pt.n_keep);
+        bytes.push_back(pt.bytes);
+    }
+    // per domain (thin), then overall (bold)
+    auto add = [&](const std::string & name, bool bold, auto cost_of) {
+        util::chart_series k{name, xs, {}}, t{name, xs, {}};
+        k.bold = t.bold = bold;
+        for (const sweep_chart_point & pt : in.points) {
+            const sweep_chart_cost cost = cost_of(pt);
+            k.y.push_back(cost.kld_mean);
+            t.y.push_back(100 * cost.top1);
+        }
+        kld.series.push_back(k);
+        top1.series.push_back(t);
+    };
+    for (size_t d = 0; d < in.domains.size(); ++d) {
+        add(in.domains[d], false, [d](const sweep_chart_point & pt) {
+            return d < pt.domains.size() ? pt.domains[d] : sweep_chart_cost{};
+        });
+    }
+    add("overall", true, [](const sweep_chart_point & pt) { return pt.overall; });
+    kld.series.push_back(util::size_series(xs, bytes, kld));
+    c.panels.push_back(kld);
+    if (in.top1_panel) {
+        top1.series.push_back(util::size_series(xs, bytes, top1));
+        c.panels.push_back(top1);
+    }
+    return c;
+}
+
+} // namespace reap::report

@@ -1,0 +1,41 @@
+// The chart of a sweep: the cost of each cut (KL divergence from the base and,
+// optionally, top-1 agreement) against the experts kept per MoE layer, per
+// domain (thin lines) and overall (bold), with the pruned file's size on a
+// second axis. `reap sweep --plot` and the model card's sweep-kld.svg are both
+// drawn by sweep_chart(); each caller only fills the points from its source
+// (the evaluations it ran, or a SWEEP.json).
+#pragma once
+
+#include "util/svg_chart.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reap::report {
+
+// What one sweep point measured for one domain or overall; NAN: not measured.
+struct sweep_chart_cost {
+    double kld_mean = NAN;   // nats/token
+    double top1 = NAN;       // argmax agreement with the base, 0..1
+};
+
+struct sweep_chart_point {
+    int64_t                       n_keep = 0;
+    uint64_t                      bytes = 0;   // the pruned file's size
+    sweep_chart_cost              overall;
+    std::vector<sweep_chart_cost> domains;     // in the order of sweep_chart_input::domains
+};
+
+struct sweep_chart_input {
+    std::string                    title;
+    std::vector<std::string>       domains;
+    std::vector<sweep_chart_point> points;
+    bool                           top1_panel = true;   // a second panel of top-1 agreement
+    std::vector<util::chart_mark>  marks;               // e.g. the N of a build
+};
+
+util::chart sweep_chart(const sweep_chart_input & in);
+
+} // namespace reap::report
