@@ -9,7 +9,8 @@
 #include "llama/mtp.h"
 #include "llama/runtime.h"
 #include "moe/census.h"
-#include "plan/planners.h"
+#include "moe/layout_gguf.h"
+#include "util/number_format.h"
 #include "util/file.h"
 #include "util/json.h"
 #include "util/memory.h"
@@ -312,16 +313,6 @@ using util::stem_of;
 
 const char * kv_type_name(ggml_type t) { return ggml_type_name(t); }
 
-std::string grouped(int64_t v) {
-    std::string s = std::to_string(v), out;
-    const size_t lead = s.size() % 3 == 0 ? 3 : s.size() % 3;
-    for (size_t i = 0; i < s.size(); ++i) {
-        if (i && (i - lead) % 3 == 0 && i >= lead) out += ',';
-        out += s[i];
-    }
-    return out;
-}
-
 // ---- the run -------------------------------------------------------------------------
 
 // One calibration, in named stages (run_calibrate calls them in order).
@@ -463,9 +454,14 @@ bool calibration::load_model() {
         return false;
     }
     n_vocab = std::max<int32_t>(1, llama_vocab_n_tokens(llama_model_get_vocab(model.get())));
-    // (only MTP blocks with routed experts in the file: there is nothing else to measure)
-    for (int l : fp.moe_layers) {
-        if (l >= (int) fp.n_layer - mtp_heads(model.get())) report.mtp_layers.push_back(l);
+    // MTP blocks with routed experts (the layout's rule), when llama.cpp loaded them: an MTP
+    // context runs them; there is nothing else to measure
+    moe::layout lay;
+    if (!moe::layout_of(gm, lay, err)) return false;
+    if (mtp_heads(model.get()) > 0) {
+        for (int l : fp.moe_layers) {
+            if (lay.is_mtp(l)) report.mtp_layers.push_back(l);
+        }
     }
     has_mtp = !report.mtp_layers.empty();
     return true;
@@ -649,9 +645,9 @@ bool calibration::choose_decodes() {
         if (n_batch > cap) {
             fprintf(stderr, "reap calibrate: -b/-ub lowered to %lld tokens: arch '%s' narrows to the output rows before "
                     "its last MoE layer, so every row is an output, and %s tokens of a %s-token vocabulary keep %s of "
-                    "logits twice (--batch-memory %s)\n", (long long) cap, fp.arch.c_str(), grouped(cap).c_str(),
-                    grouped(n_vocab).c_str(), planner::format_size((uint64_t) cap * n_vocab * sizeof(float)).c_str(),
-                    planner::format_size(opt.batch_memory).c_str());
+                    "logits twice (--batch-memory %s)\n", (long long) cap, fp.arch.c_str(), util::group_digits(cap).c_str(),
+                    util::group_digits(n_vocab).c_str(), util::format_size((uint64_t) cap * n_vocab * sizeof(float)).c_str(),
+                    util::format_size(opt.batch_memory).c_str());
             n_batch  = (int) cap;
             n_ubatch = std::min(n_ubatch, n_batch);
             report.batch_capped = true;
@@ -938,16 +934,16 @@ std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, si
     snprintf(line, sizeof(line),
              "reap calibrate: %s tokens, %zu windows in %zu decodes (-b %d -ub %d, at most %d windows a decode, %s): "
              "%zu ubatches, each reading up to %s of experts\n",
-             grouped(r.n_tokens).c_str(), n_windows, n_decodes, r.n_batch, r.n_ubatch, r.n_seq, row_mode_name(r.rows),
-             r.n_ubatches, planner::format_size(r.expert_pool_bytes).c_str());
+             util::group_digits(r.n_tokens).c_str(), n_windows, n_decodes, r.n_batch, r.n_ubatch, r.n_seq, row_mode_name(r.rows),
+             r.n_ubatches, util::format_size(r.expert_pool_bytes).c_str());
     std::string out = line;
     if (mem && model_bytes > mem->bytes) {
         snprintf(line, sizeof(line),
                  "reap calibrate: warning: the model (%s) is larger than the memory available (%s, %s): it streams "
                  "from disk, about %s read for %zu ubatches; a larger -ub reads less, and more hosts over --rpc add "
                  "memory\n",
-                 planner::format_size(model_bytes).c_str(), planner::format_size(mem->bytes).c_str(), mem->source.c_str(),
-                 planner::format_size(r.expert_pool_bytes * r.n_ubatches).c_str(), r.n_ubatches);
+                 util::format_size(model_bytes).c_str(), util::format_size(mem->bytes).c_str(), mem->source.c_str(),
+                 util::format_size(r.expert_pool_bytes * r.n_ubatches).c_str(), r.n_ubatches);
         out += line;
     }
     return out;
