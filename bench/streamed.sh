@@ -216,7 +216,11 @@ measure() {
     local read_b=$(( (pg1 - pg0) * 1024 )) own_b=$(( inblk * 512 ))
     local ntok
     ntok=$(sed -n 's/^calibrated \([0-9]*\) tokens.*/\1/p' "$log" | head -1)
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" "$status" "$wall" "$read_b" "$own_b" "$rss" "${ntok:-}" >> "$results"
+    # calibrate's own count of ubatches, where it reports one ("decodes: ..., N ubatches")
+    local nub
+    nub=$(sed -n 's/^decodes: .*, \([0-9]*\) ubatches.*/\1/p' "$log" | head -1)
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" "$status" "$wall" "$read_b" "$own_b" "$rss" \
+        "${ntok:-}" "${nub:-}" >> "$results"
     if [ "$status" = ok ]; then
         awk -v w="$wall" -v r="$read_b" -v o="$own_b" -v m="$rss" \
             'BEGIN { printf "%8.1f s, read %6.2f GB (process %6.2f GB), peak RSS %7.1f MB\n", w, r/1e9, o/1e9, m/1024 }'
@@ -287,23 +291,22 @@ label = {
     "sweep": "reap sweep --keep 96,64,32 -b 4096 -ub 4096",
     "eval-mask": "reap eval --mask (keep 64) -b 4096 -ub 4096",
 }
-def sched(name, ntok):
-    # ubatches the run asks for: one window of 512 per decode, or packed into 4096
-    if name == "calibrate-np1":
-        return str(math.ceil(int(ntok or tokens) / 512))
-    if name.startswith("calibrate"):
-        return str(math.ceil(int(ntok or tokens) / 4096))
-    return ""
-print(f"| run | limit | wall s | read GB | read GB (process) | peak RSS MB | read ÷ expert pool | calibrate: tokens | ubatches scheduled |")
-print("|---|---|---|---|---|---|---|---|---|")
-for name, mode, status, wall, read_b, own_b, rss, ntok in rows:
+def needed(name, ntok):
+    # ubatches the tokens need at 512 (one window per decode) or 4096 tokens a ubatch
+    per = 512 if name == "calibrate-np1" else 4096
+    return str(math.ceil(int(ntok or tokens) / per))
+print("| run | limit | wall s | read GB | read GB (process) | peak RSS MB | read ÷ expert pool | "
+      "calibrate: tokens | ubatches needed | ubatches run |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for name, mode, status, wall, read_b, own_b, rss, ntok, nub in rows:
     lim = f"streamed ({limit_mib} MiB)" if mode == "streamed" else "none"
     if status != "ok":
-        print(f"| {label[name]} | {lim} | {status} | | | | | | |")
+        print(f"| {label[name]} | {lim} | {status} | | | | | | | |")
         continue
     cal = name.startswith("calibrate")
     print(f"| {label[name]} | {lim} | {float(wall):.1f} | {int(read_b)/1e9:.2f} | {int(own_b)/1e9:.2f} | "
-          f"{int(rss)/1024:.0f} | {int(read_b)/pool:.2f} | {ntok if cal else ''} | {sched(name, ntok)} |")
+          f"{int(rss)/1024:.0f} | {int(read_b)/pool:.2f} | {ntok if cal else ''} | "
+          f"{needed(name, ntok) if cal else ''} | {(nub or 'not reported') if cal else ''} |")
 
 # issue 28's acceptance, where these runs decide it
 get = {(r[0], r[1]): r for r in rows if r[2] == "ok"}
