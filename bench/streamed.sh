@@ -48,7 +48,7 @@ run_timeout=1200
 threads="$(nproc)"
 all_runs="imatrix imatrix-ub4096 ppl-ub4096 calibrate-np1 calibrate-ub4096 calibrate-jsonl sweep eval-mask"
 
-die() { echo "streamed.sh: $*" >&2; exit "${2:-1}"; }
+die() { echo "streamed.sh: $1" >&2; exit "${2:-1}"; }
 while [ $# -gt 0 ]; do
     case "$1" in
         -d) [ $# -ge 2 ] || die "-d wants a directory" 2; work="$2"; shift 2 ;;
@@ -58,7 +58,7 @@ while [ $# -gt 0 ]; do
         --limit-mib) [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--limit-mib wants a number of MiB" 2; limit_mib="$2"; shift 2 ;;
         --timeout) [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--timeout wants seconds" 2; run_timeout="$2"; shift 2 ;;
         -t) [[ "${2:-}" =~ ^[0-9]+$ ]] || die "-t wants a thread count" 2; threads="$2"; shift 2 ;;
-        -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" 2 ;;
     esac
 done
@@ -92,12 +92,14 @@ elif [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw memory /sys/fs/cgroup/
 else
     die "no memory cgroup: neither v1 (/sys/fs/cgroup/memory) nor v2 with the memory controller (/sys/fs/cgroup)"
 fi
+run_pid=""
 cleanup() {
+    [ -z "$run_pid" ] || kill -KILL "$run_pid" 2> /dev/null || true
     if [ -d "$cg" ]; then
         # only processes this script put there can be inside
         local pids
         pids="$(cat "$cg/cgroup.procs" 2> /dev/null || true)"
-        [ -z "$pids" ] || kill $pids 2> /dev/null || true
+        [ -z "$pids" ] || kill -KILL $pids 2> /dev/null || true
         for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$cg" 2> /dev/null && break; sleep 0.5; done
         [ ! -d "$cg" ] || echo "streamed.sh: could not remove the cgroup $cg" >&2
     fi
@@ -205,8 +207,12 @@ measure() {
     pg0=$(vm_pgpgin)
     printf '%-18s %-8s ... ' "$name" "$mode"
     # the child joins the cgroup, then becomes GNU time, which runs the command
+    # in the background and waited for, so that a signal reaches the trap at once
     timeout -s KILL "$run_timeout" bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$cg" \
-        /usr/bin/time -f '%e %M %I' -o "$tf" "$@" > "$log" 2>&1 || rc=$?
+        /usr/bin/time -f '%e %M %I' -o "$tf" "$@" > "$log" 2>&1 &
+    run_pid=$!
+    wait "$run_pid" || rc=$?
+    run_pid=""
     pg1=$(vm_pgpgin)
     if [ "$rc" = 137 ] && ! grep -q . "$tf" 2> /dev/null; then status="timeout after ${run_timeout} s"
     elif grep -q 'terminated by signal 9' "$tf" 2> /dev/null; then status="killed (signal 9; cgroup OOM?)"
