@@ -16,7 +16,13 @@
 //   * a 163,840-token vocabulary with -b/-ub 2048: the logits stay bounded (peak
 //     RSS) while every token still reaches the last layer's experts;
 //   * the project's trained model (when models/reap-moe-tiny.gguf exists) against
-//     tools/reference_forward.py's PyTorch computation, F32 KV cache, no flash attention.
+//     tools/reference_forward.py's PyTorch computation, F32 KV cache, no flash attention;
+//   * packing: many windows a decode = one window a decode (counts exact, sums
+//     within archive_compare.h's bound) on the trained model and every zoo arch,
+//     with the row mode llama.cpp's graph of each arch allows (calibrate.h);
+//   * kimi-k3 at a 163,840-token vocabulary and -b/-ub 4096: not lowered, peak RSS
+//     under 1 GiB, the same counts as -ub 256.
+#include "archive_compare.h"
 #include "llama_test_util.h"
 
 #include "llama/calibrate.h"
@@ -93,8 +99,8 @@ reap::calibrate_options opts(const std::string & model, const std::string & corp
     o.corpus_path = corpus;
     o.out_path    = out;
     o.llama.n_ctx    = 64;
-    o.llama.n_batch  = 64;
-    o.llama.n_ubatch = 64;
+    o.n_batch  = 64;
+    o.n_ubatch = 64;
     o.llama.cpuparams.n_threads = 2;
     o.llama.n_gpu_layers = 0;
     o.progress = false;
@@ -319,14 +325,18 @@ TEST(Calibrate, InterruptedAndResumedEqualsUninterrupted) {
     reap::calibrate_report rep;
     ASSERT_TRUE(reap::run_calibrate(opts(model, corpus, dir + "/full.gguf"), a, rep, err)) << err;
 
-    // stop requested from the start: one window, then a checkpoint
+    // the short samples of the corpus are packed: several windows a decode
+    ASSERT_LT(rep.n_decodes, rep.n_windows);
+
+    // stop requested from the start: one decode, then a checkpoint (at a decode's end)
     std::atomic<bool> stop{true};
     auto o = opts(model, corpus, dir + "/resumed.gguf");
     o.force = false;
     o.stop  = &stop;
     ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
     EXPECT_TRUE(rep.interrupted);
-    EXPECT_EQ(rep.n_windows_done, 1u);
+    EXPECT_GE(rep.n_windows_done, 1u);
+    EXPECT_LT(rep.n_windows_done, rep.n_windows);
     EXPECT_FALSE(file_exists(dir + "/resumed.gguf"));
     ASSERT_TRUE(file_exists(dir + "/resumed.gguf.checkpoint"));
 
@@ -342,7 +352,7 @@ TEST(Calibrate, InterruptedAndResumedEqualsUninterrupted) {
     // other options: refused
     auto other = o;
     other.llama.n_ctx = 32;
-    other.llama.n_batch = 32;
+    other.n_batch = 32;
     EXPECT_FALSE(reap::run_calibrate(other, a, rep, err));
     EXPECT_NE(err.find("other options"), std::string::npos) << err;
 
@@ -417,8 +427,8 @@ TEST(Calibrate, TrainedModelMatchesReferenceForward) {
     write_file(dir + "/one.jsonl", nlohmann::json({{"domain", "en"}, {"text", text}}).dump() + "\n");
     auto o = opts(model, dir + "/one.jsonl", dir + "/s.gguf");
     o.llama.n_ctx = 1024;
-    o.llama.n_batch = 1024;
-    o.llama.n_ubatch = 1024;
+    o.n_batch = 1024;
+    o.n_ubatch = 1024;
     o.llama.cache_type_k = GGML_TYPE_F32;
     o.llama.cache_type_v = GGML_TYPE_F32;
     o.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
@@ -498,7 +508,7 @@ TEST(CalibrateCli, SigintCheckpointResume) {
     }
     write_file(dir + "/c.jsonl", corpus_text);
     const std::string flags = " -m " + shell_quote(model) + " --corpus " + shell_quote(dir + "/c.jsonl") +
-                              " -c 64 -b 64 -ub 64 -t 1 -ctk f32 -ctv f32 -fa off --no-progress";
+                              " -c 64 -b 64 -ub 64 -np 1 -t 1 -ctk f32 -ctv f32 -fa off --no-progress";
     ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate" + flags + " -o " + shell_quote(dir + "/full.gguf"), out), 0) << out;
     EXPECT_NE(out.find("ffn_moe_weights_norm"), std::string::npos) << out;
     EXPECT_NE(out.find("(" + std::to_string(n_samples) + " windows"), std::string::npos) << out;
@@ -564,7 +574,7 @@ TEST(CalibrateCli, SigkillResumeEqualsUninterrupted) {
     }
     write_file(dir + "/c.jsonl", corpus_text);
     const std::string flags = " -m " + shell_quote(model) + " --corpus " + shell_quote(dir + "/c.jsonl") +
-                              " -c 64 -b 64 -ub 64 -t 1 -ctk f32 -ctv f32 -fa off --no-progress --checkpoint-every 10";
+                              " -c 64 -b 64 -ub 64 -np 1 -t 1 -ctk f32 -ctv f32 -fa off --no-progress --checkpoint-every 10";
     ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate" + flags + " -o " + shell_quote(dir + "/full.gguf"), out), 0) << out;
     const std::string log = dir + "/k.log";
     const pid_t pid = fork();
@@ -600,6 +610,70 @@ TEST(CalibrateCli, SigkillResumeEqualsUninterrupted) {
 }
 
 // `messages` samples go through the model's own chat template, reasoning_content included.
+// Packed decodes (up to 64 windows of one domain a decode, -b/-ub 1024)
+// against one window a decode (-np 1, -b = the window): the archive of the
+// same tokens (archive_compare.h), in fewer decodes and ubatches. The row mode
+// is what the probe finds in the pinned llama.cpp's graph of each arch:
+// kimi-k3 and gpt-oss narrow to the output rows after their last layer;
+// deepseek2 and glm4moe run their last layer on every row once nextn
+// embeddings are unmasked; the others narrow before it.
+struct packed_case { const char * model; reap::row_mode rows; double tol; };
+
+class PackedCalibrate : public ::testing::TestWithParam<packed_case> {};
+
+TEST_P(PackedCalibrate, EqualsOneWindowADecode) {
+    const packed_case pc = GetParam();
+    std::string err;
+    std::string model;
+    if (std::string(pc.model) == "trained") {
+        model = source_dir() + "/models/reap-moe-tiny.gguf";
+        ASSERT_TRUE(file_exists(model)) << model;
+    } else {
+        model = zoo_model(pc.model, err);
+        ASSERT_FALSE(model.empty()) << err;
+    }
+    const std::string dir = scratch(std::string("packed-") + pc.model);
+    const std::string corpus = small_corpus(dir);
+    auto one = opts(model, corpus, dir + "/one.gguf");
+    one.n_seq = 1;
+    one.llama.cache_type_k = one.llama.cache_type_v = GGML_TYPE_F32;
+    one.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    auto packed = one;
+    packed.out_path = dir + "/packed.gguf";
+    packed.n_seq    = 0;
+    packed.n_batch  = packed.n_ubatch = 1024;
+    sal::archive a, b;
+    reap::calibrate_report ra, rb;
+    ASSERT_TRUE(reap::run_calibrate(one, a, ra, err)) << err;
+    ASSERT_TRUE(reap::run_calibrate(packed, b, rb, err)) << err;
+    EXPECT_EQ(ra.n_decodes, ra.n_windows);
+    EXPECT_EQ(rb.rows, pc.rows) << reap::row_mode_name(rb.rows);
+    EXPECT_GT(rb.n_seq, 1);
+    EXPECT_LT(rb.n_decodes, ra.n_decodes);
+    EXPECT_LT(rb.n_ubatches, ra.n_ubatches);
+    // one ubatch a decode here (-ub = -b), one decode a domain: 4 domains
+    EXPECT_EQ(rb.n_decodes, a.domains.size());
+    const double worst = expect_same_calibration(a, b, pc.model, pc.tol);
+    printf("%s: %zu decodes -> %zu, %s, largest relative difference of a sum %.3g\n", pc.model, ra.n_decodes,
+           rb.n_decodes, reap::row_mode_name(rb.rows), worst);
+    ASSERT_TRUE(sal::check_count_invariant(b, err)) << err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, PackedCalibrate,
+                         ::testing::Values(packed_case{"trained", reap::row_mode::every_row, k_pack_rel_tol_f32},
+                                           packed_case{"qwen3moe", reap::row_mode::every_row, k_pack_rel_tol_f16},
+                                           packed_case{"qwen2moe", reap::row_mode::every_row, k_pack_rel_tol_f16},
+                                           packed_case{"deepseek2", reap::row_mode::nextn_unmasked, k_pack_rel_tol_f16},
+                                           packed_case{"gpt-oss", reap::row_mode::one_output, k_pack_rel_tol_f16},
+                                           packed_case{"glm4moe", reap::row_mode::nextn_unmasked, k_pack_rel_tol_f16},
+                                           packed_case{"llama4", reap::row_mode::every_row, k_pack_rel_tol_f16},
+                                           packed_case{"kimi-k3", reap::row_mode::one_output, k_pack_rel_tol_f16}),
+                         [](const auto & info) {
+                             std::string n = info.param.model;
+                             for (char & c : n) if (c == '-') c = '_';
+                             return n;
+                         });
+
 TEST(Corpus, MessagesRenderedWithChatTemplate) {
     const std::string model_path = source_dir() + "/models/reap-moe-tiny.gguf";
     if (!file_exists(model_path)) GTEST_SKIP() << "no " << model_path << " (make model)";
@@ -754,11 +828,11 @@ TEST(CalibrateCli, CorpusMemoryFlat) {
     ASSERT_TRUE(sal::check_count_invariant(big, err)) << err;
 }
 
-// Every token's logits are kept (else llama.cpp runs the last layer on the
-// output rows only), and llama.cpp sizes the logits buffer and the output
+// qwen3moe's graph narrows to the output rows before its last layer, so every
+// token's logits are kept, and llama.cpp sizes the logits buffer and the output
 // head's part of the compute buffer by vocabulary x batch: at Kimi-K3's
 // 163,840 tokens and -b/-ub 2048 that is 1.25 GiB each. calibrate lowers the
-// batch so that a batch's logits fit k_logits_budget: peak RSS stays under
+// batch so that both fit --batch-memory (512 MiB: 409 rows): peak RSS stays under
 // 768 MiB (model 45 MiB, two 256 MiB logits buffers, the rest of the compute
 // buffer), it says so, and Σ_e count = tokens × n_expert_used still holds in
 // every MoE layer, the last one included.
@@ -778,13 +852,13 @@ TEST(CalibrateCli, LargeVocabularyLogitsBounded) {
     int status = -1;
     const long rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "calibrate", "-m", model, "--corpus", dir + "/c.jsonl",
                                                   "-o", out, "-c", "2048", "-b", "2048", "-ub", "2048", "-t", "2",
-                                                  "--no-progress", "--force"},
+                                                  "--batch-memory", "512MiB", "--no-progress", "--force"},
                                                  out + ".log", status);
     const std::string log = read_bytes(out + ".log");
     ASSERT_EQ(status, 0) << log;
     printf("calibrate, 163,840-token vocabulary, -b/-ub 2048: peak RSS %ld KiB\n", rss);
     RecordProperty("calibrate_large_vocab_peak_rss_kib", std::to_string(rss));
-    EXPECT_NE(log.find("-b/-ub capped at"), std::string::npos) << log;
+    EXPECT_NE(log.find("-b/-ub lowered to 409 tokens"), std::string::npos) << log;
     EXPECT_LT(rss, 768l << 10);
 
     sal::archive a;
@@ -798,4 +872,126 @@ TEST(CalibrateCli, LargeVocabularyLogitsBounded) {
         for (int e = 0; e < (int) a.model.n_expert; ++e) sum += d.count[a.index(layer, e)];
         EXPECT_EQ(sum, (double) d.n_tokens * (double) a.model.n_expert_used) << "layer " << layer;
     }
+}
+
+// kimi-k3's graph narrows to the output rows only after its last layer, so a
+// decode needs one output row: at Kimi-K3's 163,840-token vocabulary, -b/-ub
+// 4096 stay as given (the log says nothing is lowered, the archive records
+// 4096), peak RSS stays under 1 GiB (every row an output would keep 2.5 GiB of
+// logits twice), and the counts equal a -ub 256 run's in every MoE layer.
+TEST(CalibrateCli, LargeVocabularyNotCappedWhereTheGraphAllows) {
+    std::string err;
+    const std::string model = zoo_model("kimi-k3-v163840", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("large-vocab-k3");
+    std::string text;
+    while (text.size() < 12000) text += "the experts of every layer see the tokens routed to them. ";
+    write_file(dir + "/c.txt", text);
+    const std::string out = dir + "/s.gguf";
+    int status = -1;
+    const long rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "calibrate", "-m", model, "--corpus", dir + "/c.txt",
+                                                  "-o", out, "-c", "512", "-b", "4096", "-ub", "4096", "-t", "2",
+                                                  "--no-progress", "--force"},
+                                                 out + ".log", status);
+    const std::string log = read_bytes(out + ".log");
+    ASSERT_EQ(status, 0) << log;
+    printf("calibrate kimi-k3, 163,840-token vocabulary, -b/-ub 4096: peak RSS %ld KiB\n", rss);
+    RecordProperty("calibrate_k3_large_vocab_peak_rss_kib", std::to_string(rss));
+    EXPECT_EQ(log.find("lowered"), std::string::npos) << log;
+    EXPECT_NE(log.find("-b 4096 -ub 4096"), std::string::npos) << log;
+    EXPECT_NE(log.find("one output row"), std::string::npos) << log;
+    EXPECT_LT(rss, 1l << 20);
+
+    sal::archive a, small;
+    ASSERT_TRUE(sal::read_archive(out, a, err)) << err;
+    ASSERT_GE(a.domains.at(0).n_tokens, 8192) << "the text must fill two ubatches";
+    auto o = opts(model, dir + "/c.txt", dir + "/ub256.gguf");
+    o.llama.n_ctx = 512;
+    o.n_batch = 4096;
+    o.n_ubatch = 256;
+    reap::calibrate_report rep;
+    ASSERT_TRUE(reap::run_calibrate(o, small, rep, err)) << err;
+    ASSERT_EQ(a.domains.size(), small.domains.size());
+    EXPECT_EQ(a.domains[0].n_tokens, small.domains[0].n_tokens);
+    ASSERT_TRUE(sal::check_count_invariant(a, err)) << err;
+    ASSERT_TRUE(sal::check_count_invariant(small, err)) << err;
+    // kimi-k3's KDA layers carry a recurrent state from ubatch to ubatch, so -ub 256
+    // computes other roundings than -ub 4096, and a token whose top-k ends in a
+    // near-tie may pick the other expert: measured 2 of 116,736 routings (one
+    // token, one layer). Every other routing is the same: at most 1 in 10,000 moves.
+    const auto & x = a.domains[0].count;
+    const auto & y = small.domains[0].count;
+    ASSERT_EQ(x.size(), y.size());
+    double moved = 0, all = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        moved += std::fabs(x[i] - y[i]) / 2;
+        all += x[i];
+    }
+    printf("-ub 4096 against -ub 256: %.0f of %.0f routings moved\n", moved, all);
+    EXPECT_LE(moved, all * 1e-4);
+}
+
+// eval and sweep choose -b/-ub themselves (settle_batches in src/llama/eval.h):
+// at Kimi-K3's 163,840-token vocabulary and -c 512, as large as --batch-memory
+// (1 GiB) allows for the scored rows' logits, held twice: 1536 (768 scored rows
+// x 640 KiB x 2 = 960 MiB), not llama.cpp's 2048 (1.25 GiB) nor 4096. A masked
+// eval with them stays under 1.5 GiB of peak RSS (the base's rows go to a temp
+// file), and its JSON says what it chose.
+TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
+    std::string err, out;
+    const std::string model = zoo_model("qwen3moe-v163840", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("eval-large-vocab");
+    std::string text;
+    while (text.size() < 5200) text += "the experts of every layer see the tokens routed to them. ";
+    write_file(dir + "/c.txt", text);
+    auto o = opts(model, dir + "/c.txt", dir + "/s.gguf");
+    o.llama.n_ctx = 512;
+    o.n_batch = o.n_ubatch = 256;
+    sal::archive a;
+    reap::calibrate_report rep;
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
+    ASSERT_EQ(run_cmd(shell_quote(gguf_test::reap_bin()) + " plan " + shell_quote(dir + "/s.gguf") + " -m " + shell_quote(model) +
+                          " --keep 4 -o " + shell_quote(dir + "/p.json") + " --force 2>&1", out), 0) << out;
+    int status = -1;
+    const std::string log = dir + "/eval.log";
+    const long rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "eval", "-m", model, "--mask", dir + "/p.json",
+                                                  "-f", dir + "/c.txt", "-c", "512", "-t", "2", "--tmp-dir", dir, "--json"},
+                                                 log, status);
+    const std::string text_log = read_bytes(log);
+    ASSERT_EQ(status, 0) << text_log;
+    printf("eval --mask, 163,840-token vocabulary, automatic -b/-ub: peak RSS %ld KiB\n", rss);
+    const size_t brace = text_log.find('{');
+    ASSERT_NE(brace, std::string::npos) << text_log;
+    const nlohmann::json j = nlohmann::json::parse(text_log.substr(brace), nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << text_log;
+    const auto & m = j["masked"][dir + "/p.json"];
+    EXPECT_EQ(m["n_batch"], 1536) << text_log;
+    EXPECT_EQ(m["n_ubatch"], 1536) << text_log;
+    EXPECT_LT(rss, 1536l << 10);
+}
+
+// The cost line, and the warning when the model is larger than the memory
+// available: the expected bytes are expert pool x ubatches (2,000,000,000 x 3).
+TEST(Calibrate, CostLineWarnsWhenTheModelStreams) {
+    reap::calibrate_report r;
+    r.n_tokens = 8192;
+    r.n_batch = r.n_ubatch = 4096;
+    r.n_seq = 8;
+    r.n_ubatches = 3;
+    r.rows = reap::row_mode::one_output;
+    r.expert_pool_bytes = 2000000000ull;
+    const std::string fits = reap::calibrate_cost_text(r, 16, 2, 2440000000ull,
+                                                       reap::util::memory_limit{8000000000ull, "MemAvailable"});
+    EXPECT_NE(fits.find("8,192 tokens, 16 windows in 2 decodes (-b 4096 -ub 4096, at most 8 windows a decode, "
+                        "one output row): 3 ubatches, each reading up to 2.00 GB"), std::string::npos) << fits;
+    EXPECT_EQ(fits.find("warning"), std::string::npos) << fits;
+    const std::string streams = reap::calibrate_cost_text(
+        r, 16, 2, 2440000000ull, reap::util::memory_limit{800000000ull, "/sys/fs/cgroup/memory/x/memory.limit_in_bytes"});
+    EXPECT_NE(streams.find("warning: the model (2.44 GB"), std::string::npos) << streams;
+    EXPECT_NE(streams.find("memory.limit_in_bytes"), std::string::npos) << streams;
+    EXPECT_NE(streams.find("about 6.00 GB"), std::string::npos) << streams;
+    EXPECT_NE(streams.find("for 3 ubatches"), std::string::npos) << streams;
+    // nothing known about memory: no warning
+    EXPECT_EQ(reap::calibrate_cost_text(r, 16, 2, 2440000000ull, std::nullopt).find("warning"), std::string::npos);
 }

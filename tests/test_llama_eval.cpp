@@ -326,6 +326,7 @@ TEST(Eval, BasePerplexityMatchesLlamaPerplexity) {
         std::string err;
         reap::eval_options o = options(fx().base, fx().pruned, fx().text, 128);
         o.rt.n_batch = batch;
+        o.rt.n_ubatch = std::min(batch, 512);   // llama-perplexity's default -ub
         ASSERT_TRUE(reap::run_eval(o, r, err)) << err;
         // The contract is 0.1%; the same batching gives the same logits, so in fact it is exact to print precision.
         EXPECT_NEAR(r.overall.ppl_base / lp, 1.0, 1e-3) << "reap " << r.overall.ppl_base << " llama-perplexity " << lp

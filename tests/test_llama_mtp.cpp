@@ -16,6 +16,7 @@
 // tokens equal those llama.cpp's driver proposes, position by position. Two
 // chained MTP heads (hy_v3 --variant mtp2) are checked the same way for calibrate,
 // plan, prune and the draft.
+#include "archive_compare.h"
 #include "llama_test_util.h"
 #include "prune_test_util.h"
 
@@ -298,7 +299,7 @@ reap::calibrate_options calibrate_options_for(const std::string & model, const s
     co.model_path = model;
     co.corpus_path = corpus;
     co.out_path = out;
-    co.llama.n_ctx = co.llama.n_batch = co.llama.n_ubatch = k_ctx;
+    co.llama.n_ctx = co.n_batch = co.n_ubatch = k_ctx;
     co.llama.cpuparams.n_threads = 1;
     co.llama.n_gpu_layers = 0;
     co.progress = false;
@@ -353,6 +354,28 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
     for (int64_t e = 0; e < lay.n_expert; ++e) sum += d.count[a.index(k_mtp_block, (int) e)];
     EXPECT_EQ(sum, (double) d.n_tokens * (double) lay.n_expert_used) << "MTP block: not every token routed top-k";
     ASSERT_GT(d.n_tokens, 0);
+
+    // ---- packed: four windows a decode (one for recurrent/hybrid models, whose rows
+    // llama.cpp may reorder), the MTP context's rows in slices of 40 (--batch-memory
+    // for 40 rows of logits, twice): the same archive as one window a decode
+    {
+        model_ptr vm = load_model(path);
+        ASSERT_TRUE(vm);
+        const uint64_t n_vocab = (uint64_t) llama_vocab_n_tokens(llama_model_get_vocab(vm.get()));
+        const bool recurrent = llama_model_is_recurrent(vm.get()) || llama_model_is_hybrid(vm.get());
+        auto packed = co;
+        packed.out_path     = dir + "/packed.gguf";
+        packed.n_seq        = 4;
+        packed.n_batch      = packed.n_ubatch = 4 * k_ctx;
+        packed.batch_memory = 40 * 2 * n_vocab * sizeof(float);
+        sal::archive b;
+        reap::calibrate_report rb;
+        ASSERT_TRUE(reap::run_calibrate(packed, b, rb, err)) << err;
+        ASSERT_GT(rep.n_windows, 1u);
+        EXPECT_EQ(rb.n_seq, recurrent ? 1 : (int) std::min<size_t>(4, rep.n_windows));
+        if (!recurrent) EXPECT_LT(rb.n_decodes, rep.n_decodes);
+        expect_same_calibration(a, b, arch + " packed", k_pack_rel_tol_f16);
+    }
 
     // ---- the same windows through llama.cpp's own MTP driver: the same routing, expert by expert
     {

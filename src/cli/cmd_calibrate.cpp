@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/llama_flags.h"
 #include "llama/calibrate.h"
+#include "plan/planners.h"
 
 #include "llama.h"
 
@@ -23,7 +24,8 @@ namespace {
 // The command's options, parsed and printed from one table; llama.cpp's
 // runtime flags are handed on to its own parser (forwarded()). `has_ctx`
 // tells whether -c was given.
-void declare(reap::cli::options & t, reap::calibrate_options & opt, bool & has_ctx) {
+void declare(reap::cli::options & t, reap::calibrate_options & opt, bool & has_ctx, bool & has_batch,
+             bool & has_ubatch) {
     t.about(
         "Runs the model in llama.cpp over a calibration corpus and writes a saliency archive\n"
         "(general.type = reap.saliency) with, per domain, layer and expert: routed-token count,\n"
@@ -38,7 +40,26 @@ void declare(reap::cli::options & t, reap::calibrate_options & opt, bool & has_c
         "are cut into windows of -c tokens, the last one shorter (none of a sample is dropped).\n"
         "Any other file is plain text, read as llama-imatrix reads -f:\n"
         "one token stream cut into windows of exactly -c tokens (BOS first), the remainder\n"
-        "dropped, one domain named after the file; its counts equal llama-imatrix's.\n");
+        "dropped, one domain named after the file; its counts equal llama-imatrix's.\n"
+        "\n"
+        "Cost: a model larger than memory streams from disk, and every ubatch reads nearly the\n"
+        "whole expert pool, so bytes read ≈ expert pool × ubatches. calibrate therefore packs\n"
+        "windows: up to -np windows of one domain share a decode, each its own sequence, so a\n"
+        "ubatch holds -ub tokens whatever the sample lengths; -b and -ub default to 4096. It\n"
+        "prints the cost model (tokens, ubatches, expert bytes per ubatch) before it starts,\n"
+        "and warns when the model is larger than the memory available (MemAvailable, or the\n"
+        "memory cgroup's limit). Fewer bytes read: a larger -ub; more memory: more hosts (--rpc).\n"
+        "\n"
+        "Memory that grows with the vocabulary: every MoE layer must see every token. Where\n"
+        "llama.cpp's graph narrows to the output rows only after the last layer (kimi-k3), or\n"
+        "after it once nextn embeddings are asked for unmasked (the archs with an MTP path:\n"
+        "deepseek2, glm4moe, gpt-oss, qwen3.5-moe, ...), a decode has one output row and the\n"
+        "vocabulary costs n_vocab × 4 bytes × windows per decode. Elsewhere (qwen3moe, mixtral,\n"
+        "...) every row must be an output, and llama.cpp keeps n_vocab × 4 bytes per row twice\n"
+        "(its output buffer, the output head's compute): -b/-ub are then lowered to fit\n"
+        "--batch-memory, and it says so. A probe decode of two tokens finds which, per model.\n"
+        "MTP blocks run in a second context whose rows are all outputs: its decodes are cut\n"
+        "into slices that fit --batch-memory (each slice reads only the MTP blocks' experts).\n");
     t.section("options:");
     t.forward("-m, --model", "FILE", "the model (first shard of a split model is fine)",
               [&opt](const std::string & v, std::string &) {
@@ -71,8 +92,23 @@ void declare(reap::cli::options & t, reap::calibrate_options & opt, bool & has_c
                  opt.shard_count = uint32_t(n);
                  return true;
              });
-    t.integer("--checkpoint-every", "N", "write a checkpoint every N windows (default 0: only on Ctrl-C)", 0, INT64_MAX,
-              opt.checkpoint_every);
+    t.integer("-np, --parallel", "N",
+              "windows per decode at most (default 0: automatic, as many as -b holds up to 64; full windows "
+              "only for recurrent/hybrid models); 1 = one window per decode",
+              0, (int64_t) llama_max_parallel_sequences(), opt.n_seq);
+    t.custom("--batch-memory", "SIZE",
+             "what the vocabulary-sized rows of a decode may take (default 1GiB; see above): lowers -b/-ub only "
+             "where every row must be an output",
+             [&opt](const std::string & v, std::string & err) {
+                 if (!reap::planner::parse_size(v, opt.batch_memory, err) || opt.batch_memory == 0) {
+                     if (err.empty()) err = "must be positive";
+                     err = "--batch-memory '" + v + "': " + err;
+                     return false;
+                 }
+                 return true;
+             });
+    t.integer("--checkpoint-every", "N", "write a checkpoint every N windows (default 0: only on Ctrl-C; written at "
+              "the end of the decode that reaches N)", 0, INT64_MAX, opt.checkpoint_every);
     t.text("--checkpoint", "FILE", "checkpoint path (default OUTPUT.checkpoint)", opt.checkpoint_path);
     t.flag("--resume", "continue from the checkpoint; the result is identical to an uninterrupted run's", opt.resume);
     t.flag("--force", "replace an existing output", opt.force);
@@ -83,10 +119,11 @@ void declare(reap::cli::options & t, reap::calibrate_options & opt, bool & has_c
     t.flag("--no-progress", "no progress line", opt.progress, false);
     t.flag("--verbose", "show llama.cpp's log", opt.verbose);
     t.help_row();
-    t.prose("Ctrl-C finishes the current window, writes the checkpoint and exits with status 130;\n"
+    t.prose("Ctrl-C finishes the current decode, writes the checkpoint and exits with status 130;\n"
             "rerun with --resume to continue.\n");
 
-    reap::cli::declare_llama_runtime(t, "window size in tokens (default 512)", has_ctx);
+    reap::cli::declare_llama_runtime(t, "window size in tokens (default 512)", has_ctx, &has_batch, &has_ubatch, "tokens per decode (default 4096, or -c when larger)",
+                                     "tokens per ubatch (default: -b)");
     t.exit_note(reap::cli::exit_interrupted, "interrupted by Ctrl-C (SIGINT); the checkpoint is written");
 }
 
@@ -99,7 +136,7 @@ extern "C" void on_sigint(int) {
         return;
     }
     g_stop.store(true);
-    const char msg[] = "\nreap calibrate: interrupted; finishing this window and writing a checkpoint (Ctrl-C again to abort)\n";
+    const char msg[] = "\nreap calibrate: interrupted; finishing this decode and writing a checkpoint (Ctrl-C again to abort)\n";
     ssize_t r = write(2, msg, sizeof(msg) - 1);
     (void) r;
 }
@@ -109,10 +146,10 @@ extern "C" void on_sigint(int) {
 int cmd_calibrate(int argc, char ** argv) {
     reap::calibrate_options opt;
     opt.progress = isatty(2);
-    bool has_ctx = false;
+    bool has_ctx = false, has_batch = false, has_ubatch = false;
     reap::cli::options t("calibrate",
                          "usage: reap calibrate -m MODEL.gguf --corpus CORPUS.jsonl -o SALIENCY.gguf [options] [llama.cpp flags]");
-    declare(t, opt, has_ctx);
+    declare(t, opt, has_ctx, has_batch, has_ubatch);
     int status = 0;
     if (!t.parse(argc, argv, status)) return status;
     if (opt.model_path.empty()) return t.usage_error("no model (-m)");
@@ -122,6 +159,8 @@ int cmd_calibrate(int argc, char ** argv) {
     // -m is forwarded as given: llama.cpp's parser sees the model path too.
     if (!reap::cli::parse_llama_flags(t, "calibrate", "", opt.llama, status)) return status;
     if (!has_ctx && opt.llama.n_ctx == 0) opt.llama.n_ctx = 512;
+    if (has_batch) opt.n_batch = opt.llama.n_batch;     // else the library's default (calibrate.h)
+    if (has_ubatch) opt.n_ubatch = opt.llama.n_ubatch;
     opt.stop = &g_stop;
     if (const char * s = std::getenv("REAP_CALIBRATE_PAUSE_AFTER")) opt.pause_after_windows = std::atoll(s);   // test hook
     std::signal(SIGINT, on_sigint);
@@ -148,6 +187,8 @@ int cmd_calibrate(int argc, char ** argv) {
            rep.seconds, rep.tokens_per_second, rep.resumed ? " (resumed)" : "");
     printf("nodes: ffn_moe_topk, %s, %s%s\n", rep.weights_node.c_str(), rep.down_node.c_str(),
            rep.weights_before_ffn ? " (gate applied before the experts)" : "");
+    printf("decodes: %zu (-b %d -ub %d, at most %d windows a decode, %s), %zu ubatches\n", rep.n_decodes, rep.n_batch,
+           rep.n_ubatch, rep.n_seq, reap::row_mode_name(rep.rows), rep.n_ubatches);
     if (!rep.mtp_layers.empty()) {
         std::string ls;
         for (int l : rep.mtp_layers) ls += (ls.empty() ? "" : ",") + std::to_string(l);

@@ -22,7 +22,8 @@ struct eval_params {
     reap::smoke_options               smoke;
     std::vector<std::string>          pruned;  // every -p, in order
     std::vector<reap::eval_candidate> cands;   // every -p and --mask, in order
-    bool json = false, quiet = false, do_smoke = false, has_ctx = false;
+    bool json = false, quiet = false, do_smoke = false;
+    reap::cli::runtime_given given;
 };
 
 void declare(reap::cli::options & t, eval_params & p) {
@@ -98,7 +99,7 @@ void declare(reap::cli::options & t, eval_params & p) {
     t.integer("-n, --n-predict", "N", "tokens to generate with --smoke (default 12)", 1, INT32_MAX, p.smoke.n_predict);
     t.text("--prompt", "TEXT", "prompt for --smoke", p.smoke.prompt);
     t.help_row();
-    reap::cli::declare_llama_runtime(t, "window size (default 512, or the --kld-base file's)", p.has_ctx);
+    reap::cli::declare_eval_runtime(t, "window size (default 512, or the --kld-base file's)", p.given, p.opt.rt);
 }
 
 } // namespace
@@ -111,7 +112,7 @@ int cmd_eval(int argc, char ** argv) {
     declare(t, p);
     int status = 0;
     if (!t.parse(argc, argv, status)) return status;
-    if (!reap::cli::parse_llama_runtime(t, "eval", p.opt.base_path, p.has_ctx, p.opt.rt, status)) return status;
+    if (!reap::cli::parse_llama_runtime(t, "eval", p.opt.base_path, p.given, p.opt.rt, status)) return status;
     reap::eval_options &               opt = p.opt;
     reap::smoke_options &              smoke = p.smoke;
     const std::vector<std::string> &   pruned = p.pruned;

@@ -37,7 +37,8 @@ namespace {
 
 struct sweep_params {
     std::string saliency, output, plot, plans_dir;
-    bool        force = false, quiet = false, method_given = false, has_ctx = false;
+    bool        force = false, quiet = false, method_given = false;
+    reap::cli::runtime_given given;
     int         n_kinds = 0;
     std::vector<pl::size_request> sizes;
     pl::rank_options rank;
@@ -96,7 +97,7 @@ void declare(reap::cli::options & t, sweep_params & p) {
         p.saliency = a;
         return true;
     });
-    reap::cli::declare_llama_runtime(t, "window size (default 512)", p.has_ctx);
+    reap::cli::declare_eval_runtime(t, "window size (default 512)", p.given, p.eval.rt);
 }
 
 const char * kind_name(pl::size_kind k) {
@@ -175,7 +176,7 @@ int cmd_sweep(int argc, char ** argv) {
         return t.usage_error(p.n_kinds == 0 ? "say which sizes: --keep N,N,..., --ratios R,R,... or --budgets SIZE,..."
                                             : "give one of --keep, --ratios and --budgets, once");
     }
-    if (!reap::cli::parse_llama_runtime(t, "sweep", p.eval.base_path, p.has_ctx, p.eval.rt, status)) return status;
+    if (!reap::cli::parse_llama_runtime(t, "sweep", p.eval.base_path, p.given, p.eval.rt, status)) return status;
     p.eval.progress = !p.quiet && isatty(fileno(stderr));
     if (p.plot.empty() && !p.output.empty()) p.plot = with_extension(p.output, ".svg");
     auto fail = [](const std::string & msg) { return reap::cli::fail("sweep", msg); };

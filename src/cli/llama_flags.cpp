@@ -1,6 +1,8 @@
 // llama.cpp's runtime flags for calibrate, eval and sweep (see llama_flags.h).
 #include "cli/llama_flags.h"
 
+#include "plan/planners.h"
+
 #include "arg.h"
 #include "llama.h"
 
@@ -29,14 +31,23 @@ int llama_flag_values(const std::string & flag) {
     return -1;
 }
 
-void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has_ctx) {
+void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has_ctx, bool * has_batch,
+                           bool * has_ubatch, const std::string & batch_help, const std::string & ubatch_help) {
     t.section("llama.cpp flags (handed to llama.cpp's own argument parser; the usual ones):");
     t.forward("-c, --ctx-size", "N", ctx_help, [&has_ctx](const std::string &, std::string &) {
         has_ctx = true;
         return true;
     });
-    t.forward("-b, --batch-size", "N", "logical batch (default 2048)");
-    t.forward("-ub, --ubatch-size", "N", "physical batch (default 512)");
+    t.forward("-b, --batch-size", "N", batch_help.empty() ? "logical batch (default 2048)" : batch_help,
+              [has_batch](const std::string &, std::string &) {
+                  if (has_batch) *has_batch = true;
+                  return true;
+              });
+    t.forward("-ub, --ubatch-size", "N", ubatch_help.empty() ? "physical batch (default 512)" : ubatch_help,
+              [has_ubatch](const std::string &, std::string &) {
+                  if (has_ubatch) *has_ubatch = true;
+                  return true;
+              });
     t.forward("-t, --threads", "N", "CPU threads (default: physical cores)");
     t.forward("-ngl, --n-gpu-layers", "N", "layers to offload to the GPU");
     t.forward("-ot, --override-tensor", "PATTERN=BUFTYPE,...", "e.g. -ot exps=CPU to keep experts in RAM");
@@ -130,13 +141,31 @@ bool parse_llama_flags(options & t, const char * cmd, const std::string & model,
     return true;
 }
 
-bool parse_llama_runtime(options & t, const char * cmd, const std::string & model, bool has_ctx, eval_runtime & rt,
-                         int & status) {
+void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, eval_runtime & rt) {
+    t.custom("--batch-memory", "SIZE",
+             "what the logits of one decode may take when -b is automatic (default 1GiB): about -b/2 scored rows "
+             "of n_vocab x 4 bytes, which llama.cpp holds twice (its output buffer and the output head's compute)",
+             [&rt](const std::string & v, std::string & err) {
+                 if (!planner::parse_size(v, rt.batch_memory, err) || rt.batch_memory == 0) {
+                     if (err.empty()) err = "must be positive";
+                     err = "--batch-memory '" + v + "': " + err;
+                     return false;
+                 }
+                 return true;
+             });
+    declare_llama_runtime(t, ctx_help, given.ctx, &given.batch, &given.ubatch,
+                          "tokens per decode, windows side by side as llama-perplexity packs them (default: -ub "
+                          "when given, else as large as --batch-memory allows, up to 4096)",
+                          "tokens per ubatch (default: -b); a model larger than memory is read once per ubatch");
+}
+
+bool parse_llama_runtime(options & t, const char * cmd, const std::string & model, const runtime_given & given,
+                         eval_runtime & rt, int & status) {
     // The parser requires a model even where the command has none (--kld-base alone).
     if (!parse_llama_flags(t, cmd, model.empty() ? "(none)" : model, rt.llama, status)) return false;
-    rt.n_ctx     = has_ctx ? rt.llama.n_ctx : 0;
-    rt.n_batch   = rt.llama.n_batch;
-    rt.n_ubatch  = rt.llama.n_ubatch;
+    rt.n_ctx     = given.ctx ? rt.llama.n_ctx : 0;
+    rt.n_batch   = given.batch ? rt.llama.n_batch : 0;    // 0: settle_batches chooses
+    rt.n_ubatch  = given.ubatch ? rt.llama.n_ubatch : 0;
     rt.n_threads = rt.llama.cpuparams.n_threads;
     return true;
 }

@@ -20,7 +20,12 @@ int llama_flag_values(const std::string & flag);
 // `has_ctx` records that it was given), -b, -ub, -t, -ngl, -ot, -fa, -ctk,
 // -ctv, --no-mmap, --rpc (when the build has RPC), and every other flag
 // llama.cpp knows, with its values.
-void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has_ctx);
+// has_batch / has_ubatch, when given, record that -b / -ub were given (a
+// command with defaults of its own for them); batch_help / ubatch_help replace
+// the default help texts.
+void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has_ctx, bool * has_batch = nullptr,
+                           bool * has_ubatch = nullptr, const std::string & batch_help = "",
+                           const std::string & ubatch_help = "");
 
 // Runs llama.cpp's parser over t.forwarded() into `params`, after checking
 // that every --rpc server answers. `model`, when not empty, goes first as -m
@@ -30,9 +35,20 @@ void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has
 // it itself and abort the process) and `status` is the exit status.
 bool parse_llama_flags(options & t, const char * cmd, const std::string & model, common_params & params, int & status);
 
+// Which of -c, -b, -ub a command line gave (eval and sweep choose their own
+// -b/-ub otherwise: settle_batches in src/llama/eval.h).
+struct runtime_given {
+    bool ctx = false, batch = false, ubatch = false;
+};
+
+// The llama.cpp section for eval and sweep: declare_llama_runtime with -b/-ub
+// help that says what eval does with them, and --batch-memory into rt.
+void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, eval_runtime & rt);
+
 // parse_llama_flags into rt.llama, then n_ctx (0 unless -c was given),
-// n_batch, n_ubatch and n_threads copied into rt's own fields.
-bool parse_llama_runtime(options & t, const char * cmd, const std::string & model, bool has_ctx, eval_runtime & rt,
-                         int & status);
+// n_batch and n_ubatch (0 unless given: automatic) and n_threads copied into
+// rt's own fields.
+bool parse_llama_runtime(options & t, const char * cmd, const std::string & model, const runtime_given & given,
+                         eval_runtime & rt, int & status);
 
 } // namespace reap::cli

@@ -8,13 +8,17 @@
 #include "llama/corpus.h"
 #include "llama/mtp.h"
 #include "llama/runtime.h"
+#include "moe/census.h"
+#include "plan/planners.h"
 #include "util/file.h"
 #include "util/json.h"
+#include "util/memory.h"
 #include "util/path.h"
 #include "util/sha256.h"
 
 #include "ggml-backend.h"
 #include "ggml.h"
+#include "llama-ext.h"   // llama.cpp's staging API: unmasked nextn embeddings (row_mode::nextn_unmasked)
 #include "llama.h"
 
 #include <nlohmann/json.hpp>
@@ -76,6 +80,7 @@ struct layer_state {
     int weights_node = -1;  // index into k_weight_chain; -1 = not an MoE layer
     int down_node    = -1;  // index into k_down_chain
     bool saw_topk    = false;
+    int64_t probe_rows = 0; // probe: the rows ffn_moe_topk-L has (its shape: nothing is computed for it)
     // per ubatch
     int64_t              n_tok = -1;
     std::vector<int32_t> ids;  // n_tok * n_used
@@ -88,7 +93,9 @@ struct collector {
     int64_t n_expert = 0, n_used = 0;
     bool    weights_before_ffn = false;
     std::vector<layer_state> layers;
-    saliency::domain_stats * dom = nullptr;   // where the current window's tokens go
+    saliency::domain_stats * dom = nullptr;   // where the current decode's tokens go (one domain a decode)
+    int     first_trunk_layer = -1;           // its ffn_moe_topk counts the main context's ubatches
+    size_t  n_ubatches = 0;
     std::string err;
     std::vector<uint8_t> host;   // staging for tensors not in host memory
     std::vector<double>  norms;
@@ -114,6 +121,7 @@ struct collector {
             return false;
         }
         L.n_tok = t->ne[1];
+        if (il == first_trunk_layer) ++n_ubatches;
         L.ids.resize((size_t) (L.n_tok * n_used));
         // a strided view into the full argsort (nb[1] = n_expert * 4): row by row
         const bool is_host = t->buffer && ggml_backend_buffer_is_host(t->buffer);
@@ -222,7 +230,10 @@ struct collector {
         if (strncmp(t->name, "ffn_moe_", 8) != 0 || !split_node_name(t->name, base, il)) return;
         if (il < 0 || il >= (int) layers.size()) return;
         layer_state & L = layers[il];
-        if (base == "ffn_moe_topk") L.saw_topk = true;
+        if (base == "ffn_moe_topk") {
+            L.saw_topk   = true;
+            L.probe_rows = t->ne[1];
+        }
         const int wp = chain_pos(k_weight_chain, std::size(k_weight_chain), base);
         if (wp >= 0) L.weights_node = std::max(L.weights_node, wp);
         const int dp = chain_pos(k_down_chain, std::size(k_down_chain), base);
@@ -255,7 +266,7 @@ struct collector {
     }
 };
 
-// ---- windows -------------------------------------------------------------------------
+// ---- windows and decodes -------------------------------------------------------------
 
 struct window {
     size_t  sample;
@@ -265,43 +276,128 @@ struct window {
     bool    bos_first;   // plain text: the first token is replaced by BOS
 };
 
+// Windows [first, first + count) of the run's order, decoded together: one
+// domain, at most n_seq windows and n_batch tokens, or one window longer than
+// n_batch (decoded n_batch tokens at a time).
+struct decode_group {
+    size_t  first = 0, count = 0;
+    int64_t tokens = 0;
+};
+
+std::vector<decode_group> plan_groups(const std::vector<window> & windows, int n_seq, int n_batch) {
+    std::vector<decode_group> groups;
+    for (size_t w = 0; w < windows.size();) {
+        decode_group g;
+        g.first = w;
+        while (w < windows.size() && g.count < (size_t) n_seq && windows[w].domain == windows[g.first].domain &&
+               (g.count == 0 || g.tokens + windows[w].len <= n_batch)) {
+            g.tokens += windows[w].len;
+            ++g.count;
+            ++w;
+        }
+        groups.push_back(g);
+    }
+    return groups;
+}
+
+// The ubatches llama.cpp makes of a group when it splits batches in order.
+size_t group_ubatches(const decode_group & g, int n_batch, int n_ubatch) {
+    if (g.tokens <= n_batch) return (size_t) ((g.tokens + n_ubatch - 1) / n_ubatch);
+    size_t n = 0;
+    for (int64_t b = 0; b < g.tokens; b += n_batch) n += (size_t) ((std::min<int64_t>(n_batch, g.tokens - b) + n_ubatch - 1) / n_ubatch);
+    return n;
+}
+
 using util::stem_of;
 
 const char * kv_type_name(ggml_type t) { return ggml_type_name(t); }
 
-}  // namespace
-
-std::string calibrate_options_json(const calibrate_options & opt, bool plain_text) {
-    nlohmann::ordered_json j;
-    j["input"]                 = plain_text ? "text" : "jsonl";
-    j["n_ctx"]                 = opt.llama.n_ctx > 0 ? opt.llama.n_ctx : 512;
-    j["n_batch"]               = opt.llama.n_batch;
-    j["n_ubatch"]              = opt.llama.n_ubatch;
-    j["cache_type_k"]          = kv_type_name(opt.llama.cache_type_k);
-    j["cache_type_v"]          = kv_type_name(opt.llama.cache_type_v);
-    j["flash_attn"]            = llama_flash_attn_type_name(opt.llama.flash_attn_type);
-    j["max_tokens"]            = opt.max_tokens;
-    j["max_tokens_per_domain"] = opt.max_tokens_per_domain;
-    j["shard"]                 = std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count);
-    return reap::util::json_text(j);
+std::string grouped(int64_t v) {
+    std::string s = std::to_string(v), out;
+    const size_t lead = s.size() % 3 == 0 ? 3 : s.size() % 3;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (i && (i - lead) % 3 == 0 && i >= lead) out += ',';
+        out += s[i];
+    }
+    return out;
 }
 
-bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, calibrate_report & report,
-                   std::string & err) {
-    calibrate_options opt = opt_in;
-    report = calibrate_report();
-    if (opt.llama.n_ctx <= 0) opt.llama.n_ctx = 512;
-    const int n_ctx = opt.llama.n_ctx;
+// ---- the run -------------------------------------------------------------------------
+
+// One calibration, in named stages (run_calibrate calls them in order).
+struct calibration {
+    const calibrate_options & opt;
+    saliency::archive &       out;
+    calibrate_report &        report;
+    std::string &             err;
+
+    int         n_ctx = 512;
+    std::string ckpt_path;
+    gguf::model gm;
+    saliency::fingerprint fp;
+    uint64_t    model_bytes = 0;
+    model_ptr   model;
+    corpus      cp;
+    std::string corpus_sha;
+    std::vector<window>       windows;   // domain by domain, corpus order within a domain
+    std::vector<decode_group> groups;
+    std::string options_json;
+    bool        has_mtp = false;
+    int         n_vocab = 1;
+
+    collector   col;
+    saliency::domain_stats scratch;   // forward-only: the callback is off, nothing lands here
+    ctx_ptr     ctx;
+    mtp_runner  mtp;
+    llama_batch batch{};
+    std::vector<llama_pos>    row_pos;   // the batch's rows, for the MTP feed
+    std::vector<llama_seq_id> row_seq;
+    size_t      next_window = 0;
+
+    ~calibration() {
+        if (batch.token) llama_batch_free(batch);
+    }
+
+    bool check_options();
+    bool load_model();
+    bool read_windows();
+    bool choose_decodes();
+    bool probe(bool nextn, collector & pc, bool & all_rows);
+    bool is_mtp_block(int l) const {
+        return std::find(report.mtp_layers.begin(), report.mtp_layers.end(), l) != report.mtp_layers.end();
+    }
+    bool make_contexts();
+    bool resume();
+    void print_cost() const;   // calibrate_cost_text on stderr
+    bool decode_group_rows(const decode_group & g);
+    bool decode_rows(int n, std::string & e);
+    bool decode_all();
+    bool finish();
+
+    bool write_checkpoint(size_t next, std::string & e);
+    void note_kept(std::string & e) const;
+    llama_context_params context_params(int n_batch, int n_ubatch, int n_seq, bool unified) const;
+};
+
+bool calibration::check_options() {
+    if (opt.llama.n_ctx > 0) n_ctx = opt.llama.n_ctx;
     if (n_ctx < 2) {
         err = "-c " + std::to_string(n_ctx) + " is too small";
         return false;
     }
-    if (opt.llama.n_batch <= 0 || opt.llama.n_ubatch <= 0) {
-        err = "-b and -ub must be positive";
+    if (opt.n_batch < 0 || opt.n_ubatch < 0) {
+        err = "-b and -ub must be positive (0: automatic)";
         return false;
     }
-    opt.llama.n_batch  = std::min(opt.llama.n_batch, n_ctx);
-    opt.llama.n_ubatch = std::min(opt.llama.n_ubatch, opt.llama.n_batch);
+    if (opt.n_seq < 0 || opt.n_seq > (int) llama_max_parallel_sequences()) {
+        err = "-np " + std::to_string(opt.n_seq) + ": windows per decode must be 0 (automatic) to " +
+              std::to_string(llama_max_parallel_sequences());
+        return false;
+    }
+    if (opt.batch_memory == 0) {
+        err = "--batch-memory must be positive";
+        return false;
+    }
     if (opt.shard_count == 0 || opt.shard_index >= opt.shard_count) {
         err = "--shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count) +
               ": need 0 <= i < n";
@@ -315,7 +411,7 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
         err = "no output path (-o)";
         return false;
     }
-    const std::string ckpt_path = opt.checkpoint_path.empty() ? opt.out_path + ".checkpoint" : opt.checkpoint_path;
+    ckpt_path = opt.checkpoint_path.empty() ? opt.out_path + ".checkpoint" : opt.checkpoint_path;
     struct stat st;
     if (opt.collect) {
         // the output rule (util/file.h): neither output is an input, nor the other output
@@ -333,9 +429,12 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
         err = "a checkpoint '" + ckpt_path + "' exists: continue it with --resume, or remove it";
         return false;
     }
+    return true;
+}
 
-    // The model as a GGUF: fingerprint (arch, experts, MoE layers, router hash).
-    gguf::model gm;
+// The model as a GGUF (fingerprint: arch, experts, MoE layers, router hash;
+// sizes for the cost model), then in llama.cpp.
+bool calibration::load_model() {
     if (!gguf::open_model(opt.model_path, gm, err)) return false;
     if (opt.collect) {
         for (const gguf::file_header & sh : gm.shards) {
@@ -345,33 +444,45 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
             }
         }
     }
-    saliency::fingerprint fp;
     if (!saliency::model_fingerprint(gm, fp, err)) return false;
     if (fp.n_expert_used == 0 || fp.n_expert_used > fp.n_expert) {
         err = "model '" + opt.model_path + "' has no usable expert_used_count";
         return false;
     }
+    moe::census cs;
+    if (!moe::take_census(gm, {}, cs, err)) return false;
+    report.expert_pool_bytes = cs.expert_pool_bytes;
+    model_bytes              = cs.file_bytes;
 
     runtime_init(opt.verbose);
-    llama_model_params mp = common_model_params_to_llama(opt.llama);
+    llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(opt.llama));
     mp.load_mtp = true;   // a model's MTP blocks are calibrated too (in an MTP context, below)
-    model_ptr model(llama_model_load_from_file(opt.model_path.c_str(), mp));
+    model.reset(llama_model_load_from_file(opt.model_path.c_str(), mp));
     if (!model) {
         err = "llama.cpp failed to load '" + opt.model_path + "'" + (opt.verbose ? "" : " (run with --verbose for its log)");
         return false;
     }
+    n_vocab = std::max<int32_t>(1, llama_vocab_n_tokens(llama_model_get_vocab(model.get())));
+    // (only MTP blocks with routed experts in the file: there is nothing else to measure)
+    for (int l : fp.moe_layers) {
+        if (l >= (int) fp.n_layer - mtp_heads(model.get())) report.mtp_layers.push_back(l);
+    }
+    has_mtp = !report.mtp_layers.empty();
+    return true;
+}
 
-    // The corpus.
+// The corpus, its windows with the caps applied in corpus order, then ordered
+// domain by domain (see calibrate.h: Packing).
+bool calibration::read_windows() {
     corpus_options copt;
-    copt.shard_index  = opt.shard_index;
-    copt.shard_count  = opt.shard_count;
+    copt.shard_index = opt.shard_index;
+    copt.shard_count = opt.shard_count;
     // The caps go to the reader, which tokenizes only what they let through;
     // the windows below apply them again (a no-op for JSONL, the cut for text).
     copt.max_tokens            = opt.max_tokens;
     copt.max_tokens_per_domain = opt.max_tokens_per_domain;
     copt.plain_domain = stem_of(opt.corpus_path);
     if (copt.plain_domain.empty() || copt.plain_domain.size() > saliency::k_max_domain_bytes) copt.plain_domain = "text";
-    corpus cp;
     if (!read_corpus_file(opt.corpus_path, model.get(), copt, cp, err)) return false;
     if (!cp.jsonl && opt.shard_count > 1) {
         err = "--shard needs a JSONL corpus (a plain text file is one sample)";
@@ -383,284 +494,406 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
             return false;
         }
     }
-    std::string corpus_sha;
     if (!util::sha256_file(opt.corpus_path, corpus_sha, err)) return false;
     report.n_samples       = cp.samples.size();
     report.n_samples_total = cp.n_lines_total;
 
-    // Windows, with the caps applied in corpus order.
-    std::vector<window> windows;
-    {
-        std::vector<int64_t> dom_used(cp.domains.size(), 0);
-        int64_t used = 0;
-        auto cap = [&](int dom, int64_t len) {
-            if (opt.max_tokens > 0) len = std::min(len, opt.max_tokens - used);
-            if (opt.max_tokens_per_domain > 0) len = std::min(len, opt.max_tokens_per_domain - dom_used[dom]);
-            return std::max<int64_t>(len, 0);
-        };
-        const llama_vocab * vocab = llama_model_get_vocab(model.get());
-        const bool plain_bos = !cp.jsonl && llama_vocab_get_add_bos(vocab) && llama_vocab_bos(vocab) != LLAMA_TOKEN_NULL;
-        for (size_t s = 0; s < cp.samples.size(); ++s) {
-            const auto & smp = cp.samples[s];
-            const int64_t n = (int64_t) smp.tokens.size();
-            const int64_t n_win = cp.jsonl ? (n + n_ctx - 1) / n_ctx : n / n_ctx;
-            for (int64_t c = 0; c < n_win; ++c) {
-                const int64_t len = cap(smp.domain, std::min<int64_t>(n_ctx, n - c * n_ctx));
-                if (len == 0) continue;
-                windows.push_back({s, c * n_ctx, (int) len, smp.domain, plain_bos});
-                used += len;
-                dom_used[smp.domain] += len;
-            }
-        }
-        if (!cp.jsonl && windows.empty()) {
-            err = "text '" + opt.corpus_path + "' tokenizes to " +
-                  std::to_string(cp.samples.empty() ? 0 : cp.samples[0].tokens.size()) + " tokens: one window needs -c " +
-                  std::to_string(n_ctx);
-            return false;
-        }
-        if (windows.empty()) {
-            err = "corpus '" + opt.corpus_path + "' has no tokens to calibrate on" +
-                  (opt.shard_count > 1 ? " in shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count) : "");
-            return false;
-        }
-        for (const auto & w : windows) report.n_tokens += w.len;
-    }
-    report.n_windows = windows.size();
-
-    // The archive: every domain of the corpus, in first-seen order.
-    out = saliency::make_archive(fp, saliency::metric_set::reap);
-    for (const auto & d : cp.domains) out.add_domain(d);
-    const std::string options_json = calibrate_options_json(opt, !cp.jsonl);
-    out.provenance.set_string(saliency::k_key_tool, std::string("reap calibrate"));
-    out.provenance.set_string(saliency::k_key_corpus_sha256, corpus_sha);
-    out.provenance.set_string(k_key_corpus, util::base_name(opt.corpus_path));
-    out.provenance.set_string(saliency::k_key_options, options_json);
-
-    // The context: one sequence, a window at a time, logits for every token.
-    collector col;
-    col.n_expert = fp.n_expert;
-    col.n_used   = fp.n_expert_used;
-    col.layers.resize(fp.n_layer);
-    llama_context_params cparams = common_context_params_to_llama(opt.llama);
-    cparams.n_ctx     = (uint32_t) n_ctx;
-    cparams.n_batch   = (uint32_t) opt.llama.n_batch;
-    cparams.n_ubatch  = (uint32_t) opt.llama.n_ubatch;
-    cparams.n_seq_max = 1;
-    cparams.n_threads = opt.llama.cpuparams.n_threads > 0 ? opt.llama.cpuparams.n_threads : (int) common_cpu_get_num_math();
-    cparams.n_threads_batch = opt.llama.cpuparams_batch.n_threads > 0 ? opt.llama.cpuparams_batch.n_threads : cparams.n_threads;
-    cparams.no_perf   = true;
-    cparams.embeddings = false;
-    cparams.cb_eval           = opt.collect ? collector::callback : nullptr;
-    cparams.cb_eval_user_data = opt.collect ? &col : nullptr;
-    // Every token is an output (see calibrate.h), and llama.cpp sizes both its
-    // logits buffer and the output head's part of the compute buffer for a
-    // whole batch: n_vocab floats per token, 2.7 GB at a 163,840-token
-    // vocabulary and -b 4096. Batches of at most k_logits_budget of logits
-    // bound both. An MTP context (below) keeps its own, for every row as well
-    // (some archs' MTP graphs run the MoE on output rows only): then each gets half.
-    // (only MTP blocks with routed experts in the file: there is nothing else to measure)
-    for (int l : fp.moe_layers) {
-        if (l >= (int) fp.n_layer - mtp_heads(model.get())) report.mtp_layers.push_back(l);
-    }
-    const bool has_mtp = !report.mtp_layers.empty();
-    {
-        const int64_t n_vocab = std::max<int32_t>(1, llama_vocab_n_tokens(llama_model_get_vocab(model.get())));
-        const int64_t cap     = std::max<int64_t>(1, (int64_t) (k_logits_budget / (has_mtp ? 2 : 1) /
-                                                                ((uint64_t) n_vocab * sizeof(float))));
-        if ((int64_t) cparams.n_batch > cap) {
-            fprintf(stderr, "reap calibrate: -b/-ub capped at %lld tokens: every token's logits are kept, and %lld "
-                    "tokens of a %lld-token vocabulary are %.0f MiB%s\n", (long long) cap, (long long) cap,
-                    (long long) n_vocab, (double) cap * n_vocab * sizeof(float) / (1 << 20),
-                    has_mtp ? " (in each of the main and the MTP context)" : "");
-            cparams.n_batch  = (uint32_t) cap;
-            cparams.n_ubatch = std::min<uint32_t>(cparams.n_ubatch, (uint32_t) cap);
+    std::vector<int64_t> dom_used(cp.domains.size(), 0);
+    int64_t used = 0;
+    auto cap = [&](int dom, int64_t len) {
+        if (opt.max_tokens > 0) len = std::min(len, opt.max_tokens - used);
+        if (opt.max_tokens_per_domain > 0) len = std::min(len, opt.max_tokens_per_domain - dom_used[dom]);
+        return std::max<int64_t>(len, 0);
+    };
+    const llama_vocab * vocab = llama_model_get_vocab(model.get());
+    const bool plain_bos = !cp.jsonl && llama_vocab_get_add_bos(vocab) && llama_vocab_bos(vocab) != LLAMA_TOKEN_NULL;
+    for (size_t s = 0; s < cp.samples.size(); ++s) {
+        const auto & smp = cp.samples[s];
+        const int64_t n = (int64_t) smp.tokens.size();
+        const int64_t n_win = cp.jsonl ? (n + n_ctx - 1) / n_ctx : n / n_ctx;
+        for (int64_t c = 0; c < n_win; ++c) {
+            const int64_t len = cap(smp.domain, std::min<int64_t>(n_ctx, n - c * n_ctx));
+            if (len == 0) continue;
+            windows.push_back({s, c * n_ctx, (int) len, smp.domain, plain_bos});
+            used += len;
+            dom_used[smp.domain] += len;
         }
     }
-    ctx_ptr ctx(llama_init_from_model(model.get(), cparams));
-    if (!ctx) {
-        err = "failed to create a llama.cpp context (-c " + std::to_string(n_ctx) + ", -b " +
-              std::to_string(cparams.n_batch) + ", -ub " + std::to_string(cparams.n_ubatch) + ")";
+    if (!cp.jsonl && windows.empty()) {
+        err = "text '" + opt.corpus_path + "' tokenizes to " +
+              std::to_string(cp.samples.empty() ? 0 : cp.samples[0].tokens.size()) + " tokens: one window needs -c " +
+              std::to_string(n_ctx);
         return false;
     }
-    // MTP blocks (calibrate.h): an MTP context over the same tokens, with the same callback.
-    mtp_runner mtp;
-    if (has_mtp && !mtp.init(model.get(), ctx.get(), cparams, err)) return false;
-    const llama_vocab * vocab = llama_model_get_vocab(model.get());
-    llama_batch batch = llama_batch_init((int32_t) cparams.n_batch, 0, 1);
-    struct batch_guard { llama_batch & b; ~batch_guard() { llama_batch_free(b); } } bg{batch};
+    if (windows.empty()) {
+        err = "corpus '" + opt.corpus_path + "' has no tokens to calibrate on" +
+              (opt.shard_count > 1 ? " in shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count) : "");
+        return false;
+    }
+    std::stable_sort(windows.begin(), windows.end(), [](const window & a, const window & b) { return a.domain < b.domain; });
+    for (const auto & w : windows) report.n_tokens += w.len;
+    report.n_windows = windows.size();
+    return true;
+}
 
-    auto decode_tokens = [&](const llama_token * toks, int n, int pos0, std::string & e) {
-        batch.n_tokens = n;
-        for (int k = 0; k < n; ++k) {
-            batch.token[k]     = toks[k];
-            batch.pos[k]       = pos0 + k;
-            batch.n_seq_id[k]  = 1;
-            batch.seq_id[k][0] = 0;
-            batch.logits[k]    = 1;  // every token: else the last layer runs on the outputs only
+llama_context_params calibration::context_params(int n_batch, int n_ubatch, int n_seq, bool unified) const {
+    llama_context_params cparams = common_context_params_to_llama(opt.llama);
+    // unified: a packed decode, or one whole window, in one cache; else a window per stream
+    cparams.n_ctx      = unified ? (uint32_t) std::max(n_ctx, n_batch) : (uint32_t) n_ctx * (uint32_t) n_seq;
+    cparams.n_batch    = (uint32_t) n_batch;
+    cparams.n_ubatch   = (uint32_t) n_ubatch;
+    cparams.n_seq_max  = (uint32_t) n_seq;
+    cparams.kv_unified = unified;
+    cparams.n_threads  = opt.llama.cpuparams.n_threads > 0 ? opt.llama.cpuparams.n_threads : (int) common_cpu_get_num_math();
+    cparams.n_threads_batch = opt.llama.cpuparams_batch.n_threads > 0 ? opt.llama.cpuparams_batch.n_threads : cparams.n_threads;
+    cparams.no_perf    = true;
+    cparams.embeddings = false;
+    return cparams;
+}
+
+// A two-token decode with one output row into a context of its own: which
+// build_moe_ffn nodes each layer's graph has, and whether every trunk MoE
+// layer runs on both rows (node shapes tell). nextn: with unmasked nextn
+// embeddings asked for. An MTP model's probe runs its MTP context too (its
+// blocks' nodes), which asks for unmasked nextn embeddings itself.
+bool calibration::probe(bool nextn, collector & pc, bool & all_rows) {
+    pc.n_expert = fp.n_expert;
+    pc.n_used   = fp.n_expert_used;
+    pc.layers.assign(fp.n_layer, layer_state());
+    llama_context_params cparams = context_params(2, 2, 1, true);
+    cparams.cb_eval           = collector::callback;
+    cparams.cb_eval_user_data = &pc;
+    ctx_ptr pctx(llama_init_from_model(model.get(), cparams));
+    if (!pctx) {
+        err = "failed to create a llama.cpp context for the probe decode";
+        return false;
+    }
+    if (nextn) llama_set_embeddings_nextn(pctx.get(), true, /*masked=*/false);
+    mtp_runner pm;
+    if (has_mtp && !pm.init(model.get(), pctx.get(), cparams, err)) return false;
+    const auto & w0   = windows[0];
+    const auto & toks = cp.samples[w0.sample].tokens;
+    llama_token  pt[2]   = {toks[(size_t) w0.offset], toks[(size_t) w0.offset + (w0.len > 1 ? 1 : 0)]};
+    llama_pos    pp[2]   = {0, 1};
+    int32_t      pn[2]   = {1, 1};
+    llama_seq_id ps0[2]  = {0, 0};
+    llama_seq_id * ps[2] = {&ps0[0], &ps0[1]};
+    int8_t       po[2]   = {0, 1};
+    llama_batch  b       = {2, pt, nullptr, pp, pn, ps, po};
+    if (llama_decode(pctx.get(), b) != 0) {
+        err = "the probe decode failed";
+        return false;
+    }
+    if (has_mtp && !pm.feed_rows(pt, pp, ps0, 2, err)) return false;
+    all_rows = true;
+    for (int l : fp.moe_layers) {
+        const layer_state & L = pc.layers[(size_t) l];
+        if (!is_mtp_block(l) && L.saw_topk && L.probe_rows < 2) all_rows = false;
+    }
+    return true;
+}
+
+// Row mode, -b/-ub and windows per decode (calibrate.h), from the probe.
+bool calibration::choose_decodes() {
+    collector seen;
+    bool all_rows = false;
+    if (!probe(false, seen, all_rows)) return false;
+    report.rows = all_rows ? (has_mtp ? row_mode::nextn_unmasked : row_mode::one_output) : row_mode::every_row;
+    if (!all_rows && !has_mtp) {
+        collector seen2;
+        bool all2 = false;
+        if (!probe(true, seen2, all2)) return false;
+        if (all2) report.rows = row_mode::nextn_unmasked;
+    }
+
+    // which nodes each MoE layer has: the collector asks for exactly those
+    std::vector<bool> is_moe(fp.n_layer, false);
+    for (int l : fp.moe_layers) is_moe[(size_t) l] = true;
+    col.n_expert = fp.n_expert;
+    col.n_used   = fp.n_expert_used;
+    col.weights_before_ffn = seen.weights_before_ffn;
+    col.layers.assign(fp.n_layer, layer_state());
+    for (int l = 0; l < (int) fp.n_layer; ++l) {
+        const layer_state & S = seen.layers[(size_t) l];
+        if (!is_moe[(size_t) l]) {
+            if (S.saw_topk) {
+                err = "llama.cpp routes experts in layer " + std::to_string(l) + ", which the GGUF layout says is dense";
+                return false;
+            }
+            continue;
         }
-        const int rc = llama_decode(ctx.get(), batch);
+        const char * missing = !S.saw_topk ? "ffn_moe_topk" : S.weights_node < 0 ? "ffn_moe_weights"
+                             : S.down_node < 0 ? "ffn_moe_down" : nullptr;
+        if (missing) {
+            err = "arch '" + fp.arch + "': llama.cpp's graph has no node " + missing + "-" + std::to_string(l) +
+                  " in MoE layer " + std::to_string(l) +
+                  ": reap calibrate cannot read this architecture's routing (it reads build_moe_ffn's nodes)";
+            return false;
+        }
+        col.layers[(size_t) l].weights_node = S.weights_node;
+        col.layers[(size_t) l].down_node    = S.down_node;
+        if (col.first_trunk_layer < 0 && !is_mtp_block(l)) col.first_trunk_layer = l;
+    }
+    col.md = collector::mode::collect;
+    const layer_state & L0 = col.layers[(size_t) fp.moe_layers.front()];
+    report.weights_node       = k_weight_chain[L0.weights_node];
+    report.down_node          = k_down_chain[L0.down_node];
+    report.weights_before_ffn = col.weights_before_ffn;
+
+    // -b / -ub: the user's, or as large as k_default_calibrate_batch (n_ctx when a window is longer)
+    int n_batch  = opt.n_batch > 0 ? opt.n_batch : std::max(k_default_calibrate_batch, n_ctx);
+    int n_ubatch = opt.n_ubatch > 0 ? opt.n_ubatch : n_batch;
+    n_ubatch = std::min(n_ubatch, n_batch);
+    if (report.rows == row_mode::every_row) {
+        const int64_t cap = std::max<int64_t>(1, (int64_t) (opt.batch_memory / (2ull * (uint64_t) n_vocab * sizeof(float))));
+        if (n_batch > cap) {
+            fprintf(stderr, "reap calibrate: -b/-ub lowered to %lld tokens: arch '%s' narrows to the output rows before "
+                    "its last MoE layer, so every row is an output, and %s tokens of a %s-token vocabulary keep %s of "
+                    "logits twice (--batch-memory %s)\n", (long long) cap, fp.arch.c_str(), grouped(cap).c_str(),
+                    grouped(n_vocab).c_str(), planner::format_size((uint64_t) cap * n_vocab * sizeof(float)).c_str(),
+                    planner::format_size(opt.batch_memory).c_str());
+            n_batch  = (int) cap;
+            n_ubatch = std::min(n_ubatch, n_batch);
+            report.batch_capped = true;
+        }
+    }
+    report.n_batch  = n_batch;
+    report.n_ubatch = n_ubatch;
+    // windows per decode: the user's; automatic: as many as -b holds (at most 64, each a row of
+    // llama.cpp's output buffer), full windows only for recurrent/hybrid memories (a state per
+    // sequence); one where an MTP context follows a recurrent/hybrid model (its rows must come
+    // back in batch order)
+    const bool recurrent = llama_model_is_recurrent(model.get()) || llama_model_is_hybrid(model.get());
+    int n_seq = opt.n_seq > 0 ? opt.n_seq
+              : recurrent     ? std::max(1, n_batch / n_ctx)
+                              : std::min(64, std::max(1, n_batch / 32));
+    if (has_mtp && recurrent) n_seq = 1;
+    groups = plan_groups(windows, n_seq, n_batch);
+    // the context holds exactly the most windows a decode has
+    size_t most = 1;
+    for (const auto & g : groups) most = std::max(most, g.count);
+    report.n_seq = (int) most;
+    // Windows of one length (plain text) get a KV stream each, as llama-perplexity
+    // and llama-imatrix lay them out (attention then costs Σ len², not (Σ len)²);
+    // windows of several lengths share one unified cache, which llama.cpp splits in
+    // batch order, so a ubatch holds -ub tokens (separate streams would be split
+    // into equal lengths per sequence: more ubatches). An MTP context needs the
+    // target's rows in batch order: unified.
+    const bool one_length = std::all_of(windows.begin(), windows.end(),
+                                        [&](const window & w) { return w.len == windows[0].len; });
+    report.kv_unified = has_mtp || !one_length;
+    for (const auto & g : groups) report.n_ubatches += group_ubatches(g, n_batch, n_ubatch);
+    return true;
+}
+
+// The main context (and the MTP context beside it) for the chosen decodes.
+bool calibration::make_contexts() {
+    llama_context_params cparams = context_params(report.n_batch, report.n_ubatch, report.n_seq, report.kv_unified);
+    cparams.cb_eval           = opt.collect ? collector::callback : nullptr;
+    cparams.cb_eval_user_data = opt.collect ? &col : nullptr;
+    ctx.reset(llama_init_from_model(model.get(), cparams));
+    if (!ctx) {
+        err = "failed to create a llama.cpp context (-c " + std::to_string(cparams.n_ctx) + ", -b " +
+              std::to_string(cparams.n_batch) + ", -ub " + std::to_string(cparams.n_ubatch) + ", " +
+              std::to_string(report.n_seq) + " sequences)";
+        return false;
+    }
+    if (report.rows == row_mode::nextn_unmasked && !has_mtp) llama_set_embeddings_nextn(ctx.get(), true, /*masked=*/false);
+    if (has_mtp) {
+        // every MTP row is an output (calibrate.h): slices of what batch_memory allows
+        const int64_t rows = std::max<int64_t>(1, (int64_t) (opt.batch_memory / (2ull * (uint64_t) n_vocab * sizeof(float))));
+        llama_context_params mp = cparams;
+        mp.n_batch  = (uint32_t) std::min<int64_t>(report.n_batch, rows);
+        mp.n_ubatch = std::min(mp.n_batch, (uint32_t) report.n_ubatch);
+        if (!mtp.init(model.get(), ctx.get(), mp, err, report.n_seq)) return false;
+    }
+    batch = llama_batch_init(report.n_batch, 0, 1);
+    row_pos.resize((size_t) report.n_batch);
+    row_seq.resize((size_t) report.n_batch);
+    return true;
+}
+
+// The options that decide the archive's bits; a checkpoint resumes only under the same.
+void add_decode_options(nlohmann::ordered_json & j, const calibrate_report & r) {
+    j["order"]    = "domain";
+    j["rows"]     = row_mode_name(r.rows);
+    j["n_batch"]  = r.n_batch;
+    j["n_ubatch"] = r.n_ubatch;
+    j["n_seq"]    = r.n_seq;
+    j["kv_unified"] = r.kv_unified;
+}
+
+bool calibration::resume() {
+    struct stat st;
+    saliency::archive ck;
+    if (stat(ckpt_path.c_str(), &st) != 0) {
+        err = "--resume: no checkpoint '" + ckpt_path + "'";
+        return false;
+    }
+    if (!saliency::read_archive(ckpt_path, ck, err)) return false;
+    if (!saliency::fingerprints_match(ck.model, fp, err)) return false;
+    std::string e2, ck_sha, ck_opts;
+    uint64_t ck_next = 0, ck_n = 0;
+    if (!ck.provenance.get_string(saliency::k_key_corpus_sha256, ck_sha, e2) ||
+        !ck.provenance.get_string(saliency::k_key_options, ck_opts, e2) ||
+        !ck.provenance.get_u64(k_key_next_window, ck_next, e2) || !ck.provenance.get_u64(k_key_n_windows, ck_n, e2)) {
+        err = "checkpoint '" + ckpt_path + "' is not a reap calibrate checkpoint: " + e2;
+        return false;
+    }
+    if (ck_sha != corpus_sha) {
+        err = "checkpoint '" + ckpt_path + "' was made on another corpus (sha256 " + ck_sha + ", now " + corpus_sha + ")";
+        return false;
+    }
+    if (ck_opts != options_json) {
+        err = "checkpoint '" + ckpt_path + "' was made with other options: " + ck_opts + " (now " + options_json + ")";
+        return false;
+    }
+    const bool at_group = std::any_of(groups.begin(), groups.end(), [&](const decode_group & g) { return g.first == ck_next; });
+    if (ck_n != windows.size() || ck_next > ck_n || (ck_next < ck_n && !at_group) || ck.domains.size() != out.domains.size()) {
+        err = "checkpoint '" + ckpt_path + "' does not match this run's windows/domains";
+        return false;
+    }
+    for (size_t d = 0; d < ck.domains.size(); ++d) {
+        if (ck.domains[d].name != out.domains[d].name) {
+            err = "checkpoint '" + ckpt_path + "' has domain '" + ck.domains[d].name + "' where this run has '" +
+                  out.domains[d].name + "'";
+            return false;
+        }
+        out.domains[d] = ck.domains[d];
+    }
+    next_window = (size_t) ck_next;
+    report.resumed = true;
+    return true;
+}
+
+void calibration::print_cost() const {
+    fputs(calibrate_cost_text(report, windows.size(), groups.size(), model_bytes, util::available_memory()).c_str(), stderr);
+}
+
+// Decodes the first n rows of `batch` (and the MTP context's the same).
+bool calibration::decode_rows(int n, std::string & e) {
+    batch.n_tokens = n;
+    const int rc = llama_decode(ctx.get(), batch);
+    if (!col.err.empty()) {
+        e = "calibration callback: " + col.err;
+        return false;
+    }
+    if (rc != 0) {
+        e = "llama_decode failed (" + std::to_string(rc) + ")";
+        return false;
+    }
+    if (has_mtp) {
+        const bool ok = mtp.feed_rows(batch.token, row_pos.data(), row_seq.data(), n, e);
         if (!col.err.empty()) {
-            e = "calibration callback: " + col.err;
+            e = "calibration callback (MTP context): " + col.err;
             return false;
         }
-        if (rc != 0) {
-            e = "llama_decode failed (" + std::to_string(rc) + ")";
+        if (!ok) return false;
+    }
+    return true;
+}
+
+// One group: its windows side by side (or one long window, -b tokens at a
+// time), one domain, the memory cleared first.
+bool calibration::decode_group_rows(const decode_group & g) {
+    llama_memory_clear(llama_get_memory(ctx.get()), true);
+    if (has_mtp) mtp.reset();
+    const llama_token bos = llama_vocab_bos(llama_model_get_vocab(model.get()));
+    const bool every_row  = report.rows == row_mode::every_row;
+    int n = 0;
+    auto add = [&](const window & w, int seq, int p) {
+        batch.token[n]     = (p == 0 && w.bos_first) ? bos : cp.samples[w.sample].tokens[(size_t) (w.offset + p)];
+        batch.pos[n]       = p;
+        batch.n_seq_id[n]  = 1;
+        batch.seq_id[n][0] = seq;
+        batch.logits[n]    = every_row;   // else one output row (the last), see calibrate.h
+        row_pos[(size_t) n] = p;
+        row_seq[(size_t) n] = seq;
+        ++n;
+    };
+    auto flush = [&]() {
+        batch.logits[n - 1] = 1;
+        std::string e;
+        if (!decode_rows(n, e)) {
+            err = "window " + std::to_string(g.first) + " (" + cp.domains[windows[g.first].domain] + "): " + e;
             return false;
         }
-        if (has_mtp) {
-            // outputs on every row, as the main context's: qwen3next's and nemotron-h-moe's MTP graphs run
-            // the MoE on output rows only (llama.cpp's own driver, which asks for none, routes nothing there)
-            const bool ok = mtp.feed(toks, n, pos0, /*outputs=*/nullptr, /*keep_logits=*/false, e);
-            if (!col.err.empty()) {
-                e = "calibration callback (MTP context): " + col.err;
-                return false;
-            }
-            if (!ok) return false;
-        }
+        ++report.n_decodes;
+        n = 0;
         return true;
     };
-    auto clear_memory = [&]() {
-        llama_memory_clear(llama_get_memory(ctx.get()), true);
-        if (has_mtp) mtp.reset();
-    };
-
-    // Probe: which build_moe_ffn nodes this model's graph has, per layer.
-    saliency::domain_stats scratch;
-    if (opt.collect) {
-        col.md = collector::mode::probe;
-        const auto & first = cp.samples[windows[0].sample].tokens[windows[0].offset];
-        if (!decode_tokens(&first, 1, 0, err)) return false;
-        clear_memory();
-        std::vector<bool> is_moe(fp.n_layer, false);
-        for (int l : fp.moe_layers) is_moe[l] = true;
-        for (int l = 0; l < (int) fp.n_layer; ++l) {
-            layer_state & L = col.layers[l];
-            if (!is_moe[l]) {
-                if (L.saw_topk) {
-                    err = "llama.cpp routes experts in layer " + std::to_string(l) + ", which the GGUF layout says is dense";
-                    return false;
-                }
-                L.weights_node = L.down_node = -1;
-                continue;
-            }
-            const char * missing = !L.saw_topk ? "ffn_moe_topk" : L.weights_node < 0 ? "ffn_moe_weights"
-                                 : L.down_node < 0 ? "ffn_moe_down" : nullptr;
-            if (missing) {
-                err = "arch '" + fp.arch + "': llama.cpp's graph has no node " + missing + "-" + std::to_string(l) +
-                      " in MoE layer " + std::to_string(l) +
-                      ": reap calibrate cannot read this architecture's routing (it reads build_moe_ffn's nodes)";
-                return false;
-            }
+    if (g.tokens > report.n_batch) {
+        const window & w = windows[g.first];
+        for (int b = 0; b < w.len; b += report.n_batch) {
+            for (int p = b; p < std::min(w.len, b + report.n_batch); ++p) add(w, 0, p);
+            if (!flush()) return false;
         }
-        const layer_state & L0 = col.layers[fp.moe_layers.front()];
-        report.weights_node       = k_weight_chain[L0.weights_node];
-        report.down_node          = k_down_chain[L0.down_node];
-        report.weights_before_ffn = col.weights_before_ffn;
-        out.provenance.set_string(k_key_nodes, "ffn_moe_topk, " + report.weights_node + ", " + report.down_node);
-        out.provenance.set_bool(k_key_before_ffn, col.weights_before_ffn);
-        col.md = collector::mode::collect;
+        return true;
     }
-
-    // Resume from a checkpoint.
-    size_t next_window = 0;
-    if (opt.collect && opt.resume) {
-        saliency::archive ck;
-        if (stat(ckpt_path.c_str(), &st) != 0) {
-            err = "--resume: no checkpoint '" + ckpt_path + "'";
-            return false;
-        }
-        if (!saliency::read_archive(ckpt_path, ck, err)) return false;
-        if (!saliency::fingerprints_match(ck.model, fp, err)) return false;
-        std::string e2, ck_sha, ck_opts;
-        uint64_t ck_next = 0, ck_n = 0;
-        if (!ck.provenance.get_string(saliency::k_key_corpus_sha256, ck_sha, e2) ||
-            !ck.provenance.get_string(saliency::k_key_options, ck_opts, e2) ||
-            !ck.provenance.get_u64(k_key_next_window, ck_next, e2) || !ck.provenance.get_u64(k_key_n_windows, ck_n, e2)) {
-            err = "checkpoint '" + ckpt_path + "' is not a reap calibrate checkpoint: " + e2;
-            return false;
-        }
-        if (ck_sha != corpus_sha) {
-            err = "checkpoint '" + ckpt_path + "' was made on another corpus (sha256 " + ck_sha + ", now " + corpus_sha + ")";
-            return false;
-        }
-        if (ck_opts != options_json) {
-            err = "checkpoint '" + ckpt_path + "' was made with other options: " + ck_opts + " (now " + options_json + ")";
-            return false;
-        }
-        if (ck_n != windows.size() || ck_next > ck_n || ck.domains.size() != out.domains.size()) {
-            err = "checkpoint '" + ckpt_path + "' does not match this run's windows/domains";
-            return false;
-        }
-        for (size_t d = 0; d < ck.domains.size(); ++d) {
-            if (ck.domains[d].name != out.domains[d].name) {
-                err = "checkpoint '" + ckpt_path + "' has domain '" + ck.domains[d].name + "' where this run has '" +
-                      out.domains[d].name + "'";
-                return false;
-            }
-            out.domains[d] = ck.domains[d];
-        }
-        next_window = (size_t) ck_next;
-        report.resumed = true;
+    for (size_t k = 0; k < g.count; ++k) {
+        const window & w = windows[g.first + k];
+        for (int p = 0; p < w.len; ++p) add(w, (int) k, p);
     }
+    return flush();
+}
 
+void calibration::note_kept(std::string & e) const {
     // A write that fails (a full disk) leaves the previous checkpoint as it was: say so.
-    auto note_kept = [&](std::string & e) {
-        struct stat ck_st;
-        if (stat(ckpt_path.c_str(), &ck_st) == 0) {
-            e += " (the checkpoint " + ckpt_path + " written before is kept: make room and rerun with --resume)";
-        }
-    };
-    auto write_checkpoint = [&](size_t next, std::string & e) {
-        saliency::archive ck = out;
-        ck.provenance.set_u64(k_key_next_window, (uint64_t) next);
-        ck.provenance.set_u64(k_key_n_windows, (uint64_t) windows.size());
-        if (!saliency::write_archive(ck, ckpt_path, e, /*force=*/true)) {
-            note_kept(e);
-            return false;
-        }
-        report.checkpoint_written = ckpt_path;
-        return true;
-    };
+    struct stat ck_st;
+    if (stat(ckpt_path.c_str(), &ck_st) == 0) {
+        e += " (the checkpoint " + ckpt_path + " written before is kept: make room and rerun with --resume)";
+    }
+}
 
-    // Decode.
+bool calibration::write_checkpoint(size_t next, std::string & e) {
+    saliency::archive ck = out;
+    ck.provenance.set_u64(k_key_next_window, (uint64_t) next);
+    ck.provenance.set_u64(k_key_n_windows, (uint64_t) windows.size());
+    if (!saliency::write_archive(ck, ckpt_path, e, /*force=*/true)) {
+        note_kept(e);
+        return false;
+    }
+    report.checkpoint_written = ckpt_path;
+    return true;
+}
+
+bool calibration::decode_all() {
     int64_t tokens_before = 0;
     for (size_t w = 0; w < next_window; ++w) tokens_before += windows[w].len;
+    size_t ubatches_before = 0, ubatches_total = 0;
+    for (const auto & g : groups) {
+        const size_t u = group_ubatches(g, report.n_batch, report.n_ubatch);
+        ubatches_total += u;
+        if (g.first < next_window) ubatches_before += u;
+    }
     progress_line prog;
     prog.enabled = opt.progress;
     prog.start("calibrate", report.n_tokens, tokens_before);
+    prog.set_steps("ubatch", (int64_t) ubatches_total, (int64_t) ubatches_before);
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<llama_token> buf;
-    const int n_batch = (int) cparams.n_batch;
     size_t since_ckpt = 0;
-    for (size_t w = next_window; w < windows.size(); ++w) {
-        const window & win = windows[w];
-        col.dom = opt.collect ? &out.domains[win.domain] : &scratch;
-        clear_memory();
-        const auto & toks = cp.samples[win.sample].tokens;
-        buf.assign(toks.begin() + win.offset, toks.begin() + win.offset + win.len);
-        if (win.bos_first) buf[0] = llama_vocab_bos(vocab);
-        for (int b = 0; b < win.len; b += n_batch) {
-            const int n = std::min(n_batch, win.len - b);
-            if (!decode_tokens(buf.data() + b, n, b, err)) {
-                err = "window " + std::to_string(w) + " (" + cp.domains[win.domain] + "): " + err;
-                return false;
-            }
-            prog.add(n);
-        }
-        if (opt.collect) out.domains[win.domain].n_tokens += win.len;
-        ++report.n_windows_done;
-        ++since_ckpt;
-        if (opt.pause_after_windows > 0 && opt.stop && report.n_windows_done == (size_t) opt.pause_after_windows) {
+    for (const decode_group & g : groups) {
+        if (g.first < next_window) continue;
+        col.dom = opt.collect ? &out.domains[(size_t) windows[g.first].domain] : &scratch;
+        if (!decode_group_rows(g)) return false;
+        if (opt.collect) out.domains[(size_t) windows[g.first].domain].n_tokens += g.tokens;
+        prog.add(g.tokens, (int64_t) group_ubatches(g, report.n_batch, report.n_ubatch));
+        const size_t done_before = report.n_windows_done;
+        report.n_windows_done += g.count;
+        since_ckpt += g.count;
+        const size_t next = g.first + g.count;
+        if (opt.pause_after_windows > 0 && opt.stop && done_before < (size_t) opt.pause_after_windows &&
+            report.n_windows_done >= (size_t) opt.pause_after_windows) {
             fprintf(stderr, "reap calibrate: paused after %zu windows\n", report.n_windows_done);
             for (int i = 0; i < 6000 && !opt.stop->load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
         const bool stop = opt.stop && opt.stop->load();
-        if (opt.collect && w + 1 < windows.size() &&
+        if (opt.collect && next < windows.size() &&
             (stop || (opt.checkpoint_every > 0 && since_ckpt >= (size_t) opt.checkpoint_every))) {
-            if (!write_checkpoint(w + 1, err)) return false;
+            if (!write_checkpoint(next, err)) return false;
             since_ckpt = 0;
         }
-        if (stop && w + 1 < windows.size()) {
+        if (stop && next < windows.size()) {
             report.interrupted = true;
             break;
         }
@@ -668,12 +901,12 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     report.tokens_per_second = report.seconds > 0 ? prog.done_here / report.seconds : 0;
     if (prog.enabled && prog.done < prog.total) fprintf(stderr, "\n");
-    for (const auto & d : out.domains) report.domain_tokens.emplace_back(d.name, d.n_tokens);
-    if (!opt.collect || report.interrupted) {
-        return true;
-    }
+    if (opt.collect) report.n_ubatches = col.n_ubatches;   // as llama.cpp split them (this invocation)
+    return true;
+}
 
-    // Self-check, then write.
+// Self-check, then write.
+bool calibration::finish() {
     if (!saliency::check_count_invariant(out, err)) {
         err = "internal check failed (please report): " + err;
         return false;
@@ -682,11 +915,82 @@ bool run_calibrate(const calibrate_options & opt_in, saliency::archive & out, ca
         note_kept(err);
         return false;
     }
-    if (stat(ckpt_path.c_str(), &st) == 0) {
-        unlink(ckpt_path.c_str());
-    }
+    struct stat st;
+    if (stat(ckpt_path.c_str(), &st) == 0) unlink(ckpt_path.c_str());
     report.checkpoint_written.clear();
     return true;
+}
+
+}  // namespace
+
+const char * row_mode_name(row_mode m) {
+    switch (m) {
+        case row_mode::one_output:     return "one output row";
+        case row_mode::nextn_unmasked: return "one output row, unmasked nextn";
+        case row_mode::every_row:      return "every row an output";
+    }
+    return "?";
+}
+
+std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, size_t n_decodes, uint64_t model_bytes,
+                                const std::optional<util::memory_limit> & mem) {
+    char line[1024];
+    snprintf(line, sizeof(line),
+             "reap calibrate: %s tokens, %zu windows in %zu decodes (-b %d -ub %d, at most %d windows a decode, %s): "
+             "%zu ubatches, each reading up to %s of experts\n",
+             grouped(r.n_tokens).c_str(), n_windows, n_decodes, r.n_batch, r.n_ubatch, r.n_seq, row_mode_name(r.rows),
+             r.n_ubatches, planner::format_size(r.expert_pool_bytes).c_str());
+    std::string out = line;
+    if (mem && model_bytes > mem->bytes) {
+        snprintf(line, sizeof(line),
+                 "reap calibrate: warning: the model (%s) is larger than the memory available (%s, %s): it streams "
+                 "from disk, about %s read for %zu ubatches; a larger -ub reads less, and more hosts over --rpc add "
+                 "memory\n",
+                 planner::format_size(model_bytes).c_str(), planner::format_size(mem->bytes).c_str(), mem->source.c_str(),
+                 planner::format_size(r.expert_pool_bytes * r.n_ubatches).c_str(), r.n_ubatches);
+        out += line;
+    }
+    return out;
+}
+
+std::string calibrate_options_json(const calibrate_options & opt, bool plain_text, const calibrate_report & decodes) {
+    nlohmann::ordered_json j;
+    j["input"]                 = plain_text ? "text" : "jsonl";
+    j["n_ctx"]                 = opt.llama.n_ctx > 0 ? opt.llama.n_ctx : 512;
+    add_decode_options(j, decodes);
+    j["cache_type_k"]          = kv_type_name(opt.llama.cache_type_k);
+    j["cache_type_v"]          = kv_type_name(opt.llama.cache_type_v);
+    j["flash_attn"]            = llama_flash_attn_type_name(opt.llama.flash_attn_type);
+    j["max_tokens"]            = opt.max_tokens;
+    j["max_tokens_per_domain"] = opt.max_tokens_per_domain;
+    j["shard"]                 = std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count);
+    return reap::util::json_text(j);
+}
+
+bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calibrate_report & report, std::string & err) {
+    report = calibrate_report();
+    calibration c{opt, out, report, err};
+    if (!c.check_options() || !c.load_model() || !c.read_windows() || !c.choose_decodes()) return false;
+
+    // The archive: every domain of the corpus, in first-seen order.
+    out = saliency::make_archive(c.fp, saliency::metric_set::reap);
+    for (const auto & d : c.cp.domains) out.add_domain(d);
+    c.options_json = calibrate_options_json(opt, !c.cp.jsonl, report);
+    out.provenance.set_string(saliency::k_key_tool, std::string("reap calibrate"));
+    out.provenance.set_string(saliency::k_key_corpus_sha256, c.corpus_sha);
+    out.provenance.set_string(k_key_corpus, util::base_name(opt.corpus_path));
+    out.provenance.set_string(saliency::k_key_options, c.options_json);
+    if (opt.collect) {
+        out.provenance.set_string(k_key_nodes, "ffn_moe_topk, " + report.weights_node + ", " + report.down_node);
+        out.provenance.set_bool(k_key_before_ffn, report.weights_before_ffn);
+    }
+    if (!c.make_contexts()) return false;
+    if (opt.collect && opt.resume && !c.resume()) return false;
+    c.print_cost();
+    if (!c.decode_all()) return false;
+    for (const auto & d : out.domains) report.domain_tokens.emplace_back(d.name, d.n_tokens);
+    if (!opt.collect || report.interrupted) return true;
+    return c.finish();
 }
 
 }  // namespace reap

@@ -51,15 +51,46 @@
 // routes top-k there too (the count invariant holds for it), and plans include
 // it. tests/test_llama_mtp.cpp checks the counts against llama.cpp's driver.
 //
-// Tokens: every sample is its own sequence (the KV cache is cleared between
-// windows, so no sample attends to another); a sample longer than the window
-// (-c) is cut into consecutive windows, the last one shorter. Logits are
-// requested for every token, or llama.cpp would run the last layer on the
-// output tokens only; -b and -ub are lowered where needed so that a batch's
-// logits stay within k_logits_budget. A plain text file instead follows llama-imatrix's
-// convention (one token stream, windows of exactly -c tokens, the first token
-// of each replaced by BOS when the vocabulary adds one, the remainder dropped),
-// so that its counts can be compared with llama-imatrix's.
+// Tokens: every sample is its own sequence (no sample attends to another); a
+// sample longer than the window (-c) is cut into consecutive windows, the last
+// one shorter. A plain text file instead follows llama-imatrix's convention
+// (one token stream, windows of exactly -c tokens, the first token of each
+// replaced by BOS when the vocabulary adds one, the remainder dropped), so that
+// its counts can be compared with llama-imatrix's.
+//
+// Packing. A source larger than memory streams from disk, and every ubatch
+// reads nearly the whole expert pool, so the number of ubatches is the cost.
+// Windows are therefore packed: up to n_seq windows of one domain go into one
+// llama_decode, each its own sequence (memory cleared between decodes), until
+// the decode holds -b tokens (llama-perplexity packs its chunks the same way).
+// Windows of one length (plain text) get a KV stream each, as llama-perplexity
+// lays them out; windows of several lengths share one unified cache, which
+// llama.cpp splits in batch order, so a ubatch holds -ub tokens whatever the
+// sample lengths.
+// Windows are decoded domain by domain (corpus order within a domain), so that
+// every row of a decode belongs to one domain whatever order llama.cpp gives
+// the rows in; the one-window-at-a-time run (n_seq = 1) takes the same order,
+// so both add the same tokens' values in the same order, and their archives
+// differ only by what llama.cpp's arithmetic gives for a row in a bigger batch.
+// A window longer than -b is decoded alone, -b tokens at a time.
+//
+// Rows and the vocabulary. Calibration needs every MoE layer, the last one
+// included, to run on every token, not the logits. Most of llama.cpp's graphs
+// narrow to the output rows (inp_out_ids) before the last layer's FFN; some
+// only after the last layer (kimi-k3), and the archs with an MTP path narrow
+// after it when nextn embeddings are requested unmasked. A two-token probe
+// decode with one output row finds which (the node shapes tell, nothing is
+// computed):
+//   one_output      every MoE layer sees every row anyway: one output row per
+//                   decode (llama.cpp keeps n_vocab floats per output row)
+//   nextn_unmasked  the same once llama_set_embeddings_nextn(unmasked) is on
+//                   (n_embd floats per row more, not n_vocab)
+//   every_row       neither: every row must be an output, and llama.cpp then
+//                   keeps n_vocab floats per row twice (its output buffer, and
+//                   the output head's share of the compute buffer): -b/-ub are
+//                   lowered so that this stays within batch_memory.
+// An MTP context (below) keeps every row as an output; its decodes are sliced
+// to batch_memory instead (each slice reads only the MTP blocks' experts).
 //
 // Accumulation is in double, in token order; a checkpoint stores the exact
 // accumulators and the next window, so a resumed run writes the same archive,
@@ -69,20 +100,29 @@
 #pragma once
 
 #include "saliency/archive.h"
+#include "util/memory.h"
 
 #include "common.h"
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace reap {
 
-// The most bytes of logits one batch may hold (every token's row is an
-// output): calibrate lowers -b / -ub rather than let them grow with the
-// vocabulary times the batch.
-constexpr size_t k_logits_budget = 256u << 20;
+// What the vocabulary-sized rows of a decode may take by default
+// (calibrate_options::batch_memory).
+constexpr uint64_t k_default_batch_memory = 1ull << 30;
+
+// The default -b and -ub when the user gives neither: as large as this, so
+// that a streamed source is read once per 4096 tokens rather than per 512.
+constexpr int k_default_calibrate_batch = 4096;
+
+// How a decode's rows are made to reach every MoE layer (see above).
+enum class row_mode { one_output, nextn_unmasked, every_row };
+const char * row_mode_name(row_mode m);
 
 struct calibrate_options {
     std::string model_path;    // -m
@@ -91,8 +131,14 @@ struct calibrate_options {
 
     // llama.cpp runtime settings, as common/arg.h parses them (-c -b -ub -t
     // -ngl -ot -fa --no-mmap --rpc -ctk -ctv ...). model.path is ignored
-    // (model_path is used). n_ctx is the window; 0 = 512.
+    // (model_path is used). n_ctx is the window; 0 = 512. Its n_batch and
+    // n_ubatch are not used: the two below are.
     common_params llama;
+    int n_batch  = 0;            // -b: tokens per decode; 0 = k_default_calibrate_batch (or the window, when longer)
+    int n_ubatch = 0;            // -ub; 0 = n_batch
+
+    int      n_seq        = 0;   // -np: windows per decode at most; 0 = automatic (see run_calibrate)
+    uint64_t batch_memory = k_default_batch_memory;   // --batch-memory: bytes of vocabulary-sized rows
 
     int64_t  max_tokens            = 0;  // --max-tokens: stop after this many tokens in all (0 = no cap)
     int64_t  max_tokens_per_domain = 0;  // --max-tokens-per-domain (0 = no cap)
@@ -113,8 +159,8 @@ struct calibrate_options {
     // SIGINT handler sets it).
     const std::atomic<bool> * stop = nullptr;
 
-    // Test hook (the CLI sets it from $REAP_CALIBRATE_PAUSE_AFTER): after this
-    // many windows of this invocation, say "paused after N windows" on stderr
+    // Test hook (the CLI sets it from $REAP_CALIBRATE_PAUSE_AFTER): after the
+    // decode that reaches this many windows of this invocation, say "paused after N windows" on stderr
     // and wait (at most 60 s) for *stop, so that a test can interrupt the run
     // at a known window instead of racing it. 0 = off.
     int64_t pause_after_windows = 0;
@@ -136,15 +182,35 @@ struct calibrate_report {
     std::string down_node;            // e.g. "ffn_moe_down_biased"
     bool    weights_before_ffn = false;
     std::vector<int> mtp_layers;      // MTP blocks measured in llama.cpp's MTP context (see above)
+
+    // how the run was decoded
+    row_mode rows = row_mode::every_row;
+    int      n_batch = 0, n_ubatch = 0, n_seq = 0;   // effective -b, -ub, windows per decode (the most any decode has)
+    bool     kv_unified = false;                     // one KV cache for a decode's windows (else a stream each)
+    bool     batch_capped = false;                   // -b/-ub lowered for batch_memory (every_row)
+    size_t   n_decodes = 0;                          // llama_decode calls of the run (main context)
+    size_t   n_ubatches = 0;                         // ubatches of the run (main context, as llama.cpp splits them)
+    uint64_t expert_pool_bytes = 0;                  // routed-expert bytes of the model
 };
 
 // Runs the whole calibration and writes the archive to opt.out_path (unless
-// opt.collect is false). `out` receives the archive.
+// opt.collect is false). `out` receives the archive. Before decoding it prints
+// the cost model on stderr (tokens, ubatches, expert bytes per ubatch) and,
+// when the model is larger than the memory available, the bytes it expects to
+// read from disk.
 bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calibrate_report & report, std::string & err);
 
+// The cost model run_calibrate prints before it decodes: one line (tokens,
+// windows, decodes, -b/-ub, ubatches, expert bytes per ubatch), and a second
+// when the model's bytes exceed the memory available (`mem`): it will stream
+// from disk, about expert pool x ubatches read.
+std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, size_t n_decodes, uint64_t model_bytes,
+                                const std::optional<util::memory_limit> & mem);
+
 // The provenance string of the options that determine the result (window,
-// batch sizes, KV cache types, flash attention, caps, shard, corpus kind), as
+// the decodes as run_calibrate chose them: order, row mode, -b, -ub, windows
+// per decode; KV cache types, flash attention, caps, shard, corpus kind), as
 // JSON. A checkpoint is resumed only under the same string.
-std::string calibrate_options_json(const calibrate_options & opt, bool plain_text);
+std::string calibrate_options_json(const calibrate_options & opt, bool plain_text, const calibrate_report & decodes);
 
 }  // namespace reap

@@ -450,8 +450,8 @@ bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands,
         err = "-c must be at least 3";
         return false;
     }
-    if (opt.rt.n_batch < 1 || opt.rt.n_ubatch < 1) {
-        err = "-b and -ub must be at least 1";
+    if (opt.rt.n_batch < 0 || opt.rt.n_ubatch < 0 || opt.rt.batch_memory == 0) {
+        err = "-b and -ub must be at least 1 (0: automatic), --batch-memory positive";
         return false;
     }
 
@@ -484,6 +484,27 @@ bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands,
         return false;
     }
     if (opt.rt.n_ctx == 0) opt.rt.n_ctx = 512;
+    {
+        // the vocabulary: the base file's, or the base model's token_embd rows
+        int64_t n_vocab = in.read_file_mode ? in.hdr.n_vocab : 0;
+        if (!in.read_file_mode) {
+            gguf::model gm;
+            if (!gguf::open_model(opt.base_path, gm, err)) return false;
+            for (const auto & t : gm.tensors) {
+                if (t.name == "token_embd.weight" && t.n_dims >= 2) n_vocab = t.ne[1];
+            }
+        }
+        n_vocab = std::max<int64_t>(n_vocab, 1);
+        settle_batches(opt.rt, opt.rt.n_ctx, n_vocab);
+        if (opt.progress) {
+            // what the vocabulary costs a decode: about half its rows are scored, each n_vocab floats, twice
+            const double logits = (double) (opt.rt.n_batch / 2) * (double) n_vocab * sizeof(float) * 2;
+            fprintf(stderr, "reap eval: -c %d -b %d -ub %d: %d windows a decode, logits of a decode about %.0f MiB "
+                    "(--batch-memory %.0f MiB)\n", opt.rt.n_ctx, opt.rt.n_batch, opt.rt.n_ubatch,
+                    std::max(1, opt.rt.n_batch / opt.rt.n_ctx), logits / (1 << 20),
+                    (double) opt.rt.batch_memory / (1 << 20));
+        }
+    }
 
     if (!opt.input_path.empty() && !util::read_file(opt.input_path, "input", in.text, err)) {
         return false;
@@ -845,6 +866,17 @@ static void candidate_identity(const eval_candidate & c, eval_report & r) {
     }
 }
 
+void settle_batches(eval_runtime & rt, int n_ctx, int64_t n_vocab) {
+    if (rt.n_batch <= 0 && rt.n_ubatch > 0) rt.n_batch = std::max(rt.n_ubatch, n_ctx);
+    if (rt.n_batch <= 0) {
+        const uint64_t row = 2ull * (uint64_t) std::max<int64_t>(n_vocab, 1) * sizeof(float);   // held twice
+        int n = std::max(n_ctx, k_default_eval_batch / n_ctx * n_ctx);
+        while (n > n_ctx && (uint64_t) (n / 2) * row > rt.batch_memory) n -= n_ctx;
+        rt.n_batch = n;
+    }
+    if (rt.n_ubatch <= 0) rt.n_ubatch = rt.n_batch;
+}
+
 bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_candidate> & cands,
                          std::vector<eval_report> & reports, std::string & err) {
     reports.clear();
@@ -895,6 +927,10 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
     model_ptr base;
     mask_hook hook;
     reports.assign(cands.size(), eval_report());
+    for (auto & r : reports) {
+        r.n_batch  = opt.rt.n_batch;    // as settle_batches chose them
+        r.n_ubatch = opt.rt.n_ubatch;
+    }
     std::string kld_mode = "none";
 
     // the base's MTP draft pass, on the workload the base was scored on
@@ -1164,6 +1200,8 @@ nlohmann::ordered_json report_json(const eval_report & r) {
     }
     j["domains"]           = d;
     j["n_ctx"]             = r.n_ctx;
+    j["n_batch"]           = r.n_batch;
+    j["n_ubatch"]          = r.n_ubatch;
     j["n_windows"]         = r.n_windows;
     j["corpus"]            = r.corpus;
     j["n_samples"]         = r.n_samples;

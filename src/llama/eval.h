@@ -49,9 +49,12 @@ struct plan;
 // --rpc, ...: model and context parameters come from common_params).
 struct eval_runtime {
     int  n_ctx        = 512;   // -c: window size; 0 = 512, or the --kld-base file's when it exists
-    int  n_batch      = 2048;  // -b: tokens per llama_decode; n_batch / n_ctx windows go side by side
-                               // as separate sequences, exactly as llama-perplexity batches them
-    int  n_ubatch     = 512;   // -ub
+    int  n_batch      = 0;     // -b: tokens per llama_decode; n_batch / n_ctx windows go side by side
+                               // as separate sequences, exactly as llama-perplexity batches them.
+                               // 0 = automatic: the -ub given, else as large as batch_memory allows
+                               // (settle_batches)
+    int  n_ubatch     = 0;     // -ub; 0 = n_batch
+    uint64_t batch_memory = 1ull << 30;   // --batch-memory: bytes of the vocabulary-sized rows of a decode
     int  n_threads    = -1;    // -t; -1 = number of physical cores
     common_params llama;       // the rest of llama.cpp's flags (its n_ctx, n_batch, ... are not used)
 };
@@ -70,6 +73,7 @@ struct eval_options {
 };
 
 struct eval_report {
+    int          n_batch = 0, n_ubatch = 0;   // -b, -ub as run (settle_batches)
     eval_metrics overall;
     std::vector<std::pair<std::string, eval_metrics>> domains;  // corpus only, in first-seen order
     bool        pruned_scored = false;  // false for a run that only wrote a base file (no -p)
@@ -125,6 +129,18 @@ struct eval_candidate {
     const plan * in_memory = nullptr;  // a mask from a plan not read from a file (reap sweep)
     bool masked() const { return mask; }
 };
+
+// -b and -ub where they are 0 (automatic). A decode's scored rows (positions
+// n_ctx/2 .. n_ctx-2 of each window: about half its tokens) each keep n_vocab
+// floats of logits in llama.cpp's output buffer and again in the output head's
+// share of the compute buffer; the base's rows then go to a temp file, not to
+// memory. So the logits a decode holds are about n_batch/2 x n_vocab x 4 bytes,
+// twice. Automatic: -b = the -ub given, else the largest multiple of n_ctx up
+// to k_default_eval_batch whose logits fit batch_memory (at least one window);
+// -ub = -b. A source larger than memory is read once per ubatch, so larger is
+// cheaper there.
+constexpr int k_default_eval_batch = 4096;
+void settle_batches(eval_runtime & rt, int n_ctx, int64_t n_vocab);
 
 // Runs the whole evaluation. Errors come back as false + a message that names
 // the problem; nothing here exits the process.

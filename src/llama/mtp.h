@@ -16,11 +16,19 @@
 // each head gets the same rows, in turn, with the positions of the batch removed
 // from the MTP context's memory first (what the driver does for chained heads).
 //
-// mtp_runner follows one sequence (seq 0) of a target context through its
-// decodes: after each target decode of tokens at positions pos0.., feed() decodes
-// the same positions in the MTP context; init() sets the target context to
-// output nextn embeddings for every token of a batch. Tested against llama.cpp's
-// own driver in tests/test_llama_mtp.cpp.
+// mtp_runner follows the sequences of a target context through its decodes:
+// after each target decode, feed() decodes the same rows (token, position,
+// sequence) in the MTP context; init() sets the target context to output nextn
+// embeddings for every token of a batch. h_{p-1} of a row is the target's h of
+// the row before it in the same sequence, or, for a sequence's first row in a
+// decode, the last h that sequence had in the previous one (zeros at position
+// 0). Tested against llama.cpp's own driver in tests/test_llama_mtp.cpp.
+//
+// The MTP context may take fewer rows per decode than the target (its n_batch):
+// feed() then decodes the rows in slices. Each slice reads only the MTP blocks'
+// experts, a few layers of the model, which is why calibrate bounds the MTP
+// context's logits (n_vocab floats per row) by slicing rather than by shrinking
+// the target's batch.
 #pragma once
 
 #include "gguf/gguf.h"
@@ -45,17 +53,25 @@ struct mtp_runner {
     // Creates the MTP context for `model` (loaded with load_mtp) with the
     // settings of `cparams` (n_ctx, n_batch, threads, eval callback ...),
     // against the target context `tgt`, and sets tgt to output nextn
-    // embeddings for every token of a batch.
-    bool init(llama_model * model, llama_context * tgt, llama_context_params cparams, std::string & err);
+    // embeddings for every token of a batch. n_seq > 1: that many sequences
+    // side by side in one unified KV cache (the target's must be unified too,
+    // so that its rows come back in batch order).
+    bool init(llama_model * model, llama_context * tgt, llama_context_params cparams, std::string & err, int n_seq = 1);
 
-    // A new sequence: the MTP context's memory is cleared, h before position 0 is zero.
+    // New sequences: the MTP context's memory is cleared, h before position 0 is zero.
     void reset();
 
     // After the target decoded toks[0..n) at positions pos0..pos0+n-1 of
     // sequence 0: decodes the same positions in the MTP context with
     // (h_{p-1}, x_p). outputs[i] != 0: row i is an output row of the MTP
-    // context; nullptr = every row. keep_logits: logits(i) is to be read.
+    // context; nullptr = every row. keep_logits: logits(i) is to be read
+    // (then n must not exceed the MTP context's n_batch).
     bool feed(const llama_token * toks, int n, int pos0, const int8_t * outputs, bool keep_logits, std::string & err);
+
+    // The same for a batch of several sequences: row i is token toks[i] at
+    // position pos[i] of sequence seq[i]; a sequence's rows are consecutive and
+    // in position order, as the target decoded them. Every row is an output.
+    bool feed_rows(const llama_token * toks, const llama_pos * pos, const llama_seq_id * seq, int n, std::string & err);
 
     // The first MTP head's logits for output row i of the latest feed (with
     // keep_logits): what the first draft step samples from. With several heads
@@ -72,14 +88,21 @@ struct mtp_runner {
     int                      n_embd = 0, n_heads = 0, n_batch = 0, n_vocab = 0;
     std::vector<float>       head0;    // the first head's logits of the output rows (several heads only)
     std::vector<int>         head0_row;  // batch row -> row of head0 (-1: not an output)
-    std::vector<float>       pending;  // h at the last position the target decoded (zeros at the start)
+    std::vector<float>       pending;  // per sequence: h at the last position the target decoded (zeros at the start)
     std::vector<llama_token> tok;
     std::vector<float>       embd;
     std::vector<llama_pos>   pos;
-    std::vector<int32_t>     n_seq;
-    std::vector<llama_seq_id> seq0;
+    std::vector<int32_t>     n_seq_id;   // 1 for every row
+    std::vector<llama_seq_id> seq_ids;
     std::vector<llama_seq_id *> seq;
     std::vector<int8_t>      out;
+    int                      n_seq_max = 1;
+
+    // Decodes rows [r0, r0+n) of the caller's arrays (n <= n_batch) through every head.
+    bool decode_slice(const llama_token * toks, const llama_pos * rpos, const llama_seq_id * rseq, const int8_t * outputs,
+                      const float * h, int r0, int n, bool keep_logits, std::string & err);
+    bool feed_any(const llama_token * toks, const llama_pos * rpos, const llama_seq_id * rseq, int n,
+                  const int8_t * outputs, bool keep_logits, std::string & err);
 };
 
 }  // namespace reap

@@ -45,9 +45,16 @@ void progress_line::start(const std::string & what, int64_t n_total, int64_t alr
     t0 = last = std::chrono::steady_clock::now();
 }
 
-void progress_line::add(int64_t n) {
+void progress_line::set_steps(const std::string & what, int64_t n_total, int64_t already) {
+    step_label  = what;
+    steps_total = n_total;
+    steps_done  = already;
+}
+
+void progress_line::add(int64_t n, int64_t steps) {
     done += n;
     done_here += n;
+    steps_done += steps;
     if (!enabled) return;
     const auto now = std::chrono::steady_clock::now();
     if (done < total && now - last < std::chrono::milliseconds(500)) return;
@@ -55,8 +62,11 @@ void progress_line::add(int64_t n) {
     const double  s   = std::chrono::duration<double>(now - t0).count();
     const double  tps = s > 0 ? done_here / s : 0;
     const int64_t eta = tps > 0 && done < total ? (int64_t) ((total - done) / tps) : 0;
-    fprintf(stderr, "\r%s: %lld/%lld tokens (%.1f%%), %.0f tok/s, ETA %lld:%02lld   ", label.c_str(), (long long) done,
-            (long long) total, total ? 100.0 * done / total : 100.0, tps, (long long) (eta / 60), (long long) (eta % 60));
+    const std::string step_text = step_label.empty() ? std::string()
+        : ", " + step_label + " " + std::to_string(steps_done) + "/" + std::to_string(steps_total);
+    fprintf(stderr, "\r%s: %lld/%lld tokens (%.1f%%)%s, %.0f tok/s, ETA %lld:%02lld   ", label.c_str(), (long long) done,
+            (long long) total, total ? 100.0 * done / total : 100.0, step_text.c_str(), tps, (long long) (eta / 60),
+            (long long) (eta % 60));
     if (done >= total) fprintf(stderr, "\n");
     fflush(stderr);
 }

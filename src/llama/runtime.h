@@ -26,7 +26,8 @@ void runtime_init(bool verbose);
 // --verbose for llama.cpp's log" when it is off).
 bool runtime_verbose();
 
-// A progress line on stderr, "LABEL: done/total tokens (p%), N tok/s, ETA m:ss",
+// A progress line on stderr, "LABEL: done/total tokens (p%), N tok/s, ETA m:ss"
+// (with ", ubatch d/t" when steps are counted too),
 // redrawn at most twice a second and ended with a newline once done reaches
 // total. Draws nothing unless enabled; the counts are kept either way.
 struct progress_line {
@@ -37,7 +38,12 @@ struct progress_line {
 
     // already: tokens done before this run (a resumed calibration).
     void start(const std::string & what, int64_t n_total, int64_t already = 0);
-    void add(int64_t n);
+    // Counts steps (e.g. "ubatch") beside the tokens: n_total in all, already done before.
+    void set_steps(const std::string & what, int64_t n_total, int64_t already = 0);
+    void add(int64_t n, int64_t steps = 0);
+
+    std::string step_label;
+    int64_t     steps_total = 0, steps_done = 0;
 
   private:
     std::chrono::steady_clock::time_point t0, last;
