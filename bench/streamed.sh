@@ -187,7 +187,8 @@ tokens=8192
 chunks=$(( tokens / 512 ))
 # today's binary has no -np (windows per decode): it decodes one window at a time anyway
 np1=()
-if "$reap" calibrate --help 2>&1 | grep -qE '(^|[ ,])-np([ ,]|$)'; then np1=(-np 1); fi
+calibrate_help="$("$reap" calibrate --help 2>&1 || true)"
+if grep -qE '(^|[ ,])-np([ ,]|$)' <<< "$calibrate_help"; then np1=(-np 1); fi
 
 # ---- one measured run ----------------------------------------------------------------
 results="$work/results.tsv"
