@@ -230,7 +230,7 @@ measure() {
         "${ntok:-}" "${nub:-}" >> "$results"
     if [ "$status" = ok ]; then
         awk -v w="$wall" -v r="$read_b" -v o="$own_b" -v m="$rss" \
-            'BEGIN { printf "%8.1f s, read %6.2f GB (process %6.2f GB), peak RSS %7.1f MB\n", w, r/1e9, o/1e9, m/1024 }'
+            'BEGIN { printf "%8.1f s, read %6.2f GB (process %6.2f GB), peak RSS %7.1f MB\n", w, r/1e9, o/1e9, m*1024/1e6 }'
     else
         echo "FAILED ($status); log $log:"; tail -5 "$log" | sed 's/^/    /'
         failed=1
@@ -312,7 +312,7 @@ for name, mode, status, wall, read_b, own_b, rss, ntok, nub in rows:
         continue
     cal = name.startswith("calibrate")
     print(f"| {label[name]} | {lim} | {float(wall):.1f} | {int(read_b)/1e9:.2f} | {int(own_b)/1e9:.2f} | "
-          f"{int(rss)/1024:.0f} | {int(read_b)/pool:.2f} | {ntok if cal else ''} | "
+          f"{int(rss)*1024/1e6:.0f} | {int(read_b)/pool:.2f} | {ntok if cal else ''} | "
           f"{needed(name, ntok) if cal else ''} | {(nub or 'not reported') if cal else ''} |")
 
 # issue 28's acceptance, where these runs decide it
