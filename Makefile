@@ -72,12 +72,15 @@ model: deps corpus
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PYTHON) tools/train_moe.py --corpus data/corpus --out models --steps 1200 --threads 1
 
 # Benchmarks against a baseline in the same run (not part of the tests).
+# bench/streamed.sh (last: about 20 minutes) needs root, for its memory cgroup and
+# drop_caches; it stops with status 2 and says so otherwise.
 bench: build
 	bench/prune_vs_cp.sh
 	bench/calibrate_vs_forward.sh
 	bench/sweep_vs_prune.sh
 	bench/memory.sh
 	bench/eval_vs_perplexity.sh
+	bench/streamed.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan
