@@ -965,9 +965,9 @@ TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
     ASSERT_NE(brace, std::string::npos) << text_log;
     const nlohmann::json j = nlohmann::json::parse(text_log.substr(brace), nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << text_log;
-    const auto & m = j["masked"][dir + "/p.json"];
-    EXPECT_EQ(m["n_batch"], 1536) << text_log;
-    EXPECT_EQ(m["n_ubatch"], 1536) << text_log;
+    // one candidate: its report is the object itself
+    EXPECT_EQ(j.value("n_batch", 0), 1536) << text_log;
+    EXPECT_EQ(j.value("n_ubatch", 0), 1536) << text_log;
     EXPECT_LT(rss, 1536l << 10);
 }
 

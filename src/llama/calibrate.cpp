@@ -96,6 +96,7 @@ struct collector {
     std::vector<layer_state> layers;
     saliency::domain_stats * dom = nullptr;   // where the current decode's tokens go (one domain a decode)
     int     first_trunk_layer = -1;           // its ffn_moe_topk counts the main context's ubatches
+    int     probe_until_layer = -1;           // probe: abort the compute once this layer's routing node is seen
     size_t  n_ubatches = 0;
     std::string err;
     std::vector<uint8_t> host;   // staging for tensors not in host memory
@@ -240,6 +241,16 @@ struct collector {
         const int dp = chain_pos(k_down_chain, std::size(k_down_chain), base);
         if (dp >= 0) L.down_node = std::max(L.down_node, dp);
         if (base == "ffn_moe_weighted" && L.down_node < 0) weights_before_ffn = true;
+    }
+
+    // The probe's abort callback (llama_context_params.abort_callback): the scheduler
+    // asks about every node of a split before it computes any (none is needed), so
+    // once the last MoE layer's routing node has been seen the probe knows the graph,
+    // and stopping there spares reading the model's weights (from disk, when it
+    // streams) for a decode whose results nobody reads.
+    static bool probe_seen_enough(void * user) {
+        const auto * self = static_cast<const collector *>(user);
+        return self->probe_until_layer >= 0 && self->layers[(size_t) self->probe_until_layer].saw_topk;
     }
 
     static bool callback(ggml_tensor * t, bool ask, void * user) {
@@ -457,7 +468,7 @@ bool calibration::load_model() {
     // MTP blocks with routed experts (the layout's rule), when llama.cpp loaded them: an MTP
     // context runs them; there is nothing else to measure
     moe::layout lay;
-    if (!moe::layout_of(gm, lay, err)) return false;
+    if (!moe::layout_of(gm, lay, err, moe::describe_options())) return false;
     if (mtp_heads(model.get()) > 0) {
         for (int l : fp.moe_layers) {
             if (lay.is_mtp(l)) report.mtp_layers.push_back(l);
@@ -559,6 +570,12 @@ bool calibration::probe(bool nextn, collector & pc, bool & all_rows) {
     llama_context_params cparams = context_params(2, 2, 1, true);
     cparams.cb_eval           = collector::callback;
     cparams.cb_eval_user_data = &pc;
+    if (!has_mtp) {
+        // (an MTP probe computes: its context needs the target's nextn embeddings)
+        for (int l : fp.moe_layers) pc.probe_until_layer = l;
+        cparams.abort_callback      = collector::probe_seen_enough;
+        cparams.abort_callback_data = &pc;
+    }
     ctx_ptr pctx(llama_init_from_model(model.get(), cparams));
     if (!pctx) {
         err = "failed to create a llama.cpp context for the probe decode";
@@ -576,8 +593,9 @@ bool calibration::probe(bool nextn, collector & pc, bool & all_rows) {
     llama_seq_id * ps[2] = {&ps0[0], &ps0[1]};
     int8_t       po[2]   = {0, 1};
     llama_batch  b       = {2, pt, nullptr, pp, pn, ps, po};
-    if (llama_decode(pctx.get(), b) != 0) {
-        err = "the probe decode failed";
+    const int rc = llama_decode(pctx.get(), b);
+    if (rc != 0 && !(rc == 2 && collector::probe_seen_enough(&pc))) {   // 2: aborted, as asked
+        err = "the probe decode failed (" + std::to_string(rc) + ")";
         return false;
     }
     if (has_mtp && !pm.feed_rows(pt, pp, ps0, 2, err)) return false;
