@@ -874,16 +874,26 @@ TEST(CalibrateCli, LargeVocabularyLogitsBounded) {
     }
 }
 
-// kimi-k3's graph narrows to the output rows only after its last layer, so a
-// decode needs one output row: at Kimi-K3's 163,840-token vocabulary, -b/-ub
-// 4096 stay as given (the log says nothing is lowered, the archive records
-// 4096), peak RSS stays under 1 GiB (every row an output would keep 2.5 GiB of
-// logits twice), and the counts equal a -ub 256 run's in every MoE layer.
-TEST(CalibrateCli, LargeVocabularyNotCappedWhereTheGraphAllows) {
+// kimi-k3 and gpt-oss narrow to the output rows only after their last layer, so
+// a decode needs one output row: at Kimi-K3's 163,840-token vocabulary, -b/-ub
+// 4096 stay as given (the log says nothing is lowered), peak RSS stays under
+// 1 GiB (every row an output would keep 2.5 GiB of logits twice), and the
+// counts equal a -ub 256 run's but for near-ties: -ub 256 computes other
+// roundings (other matmul kernels; kimi-k3's KDA layers carry a recurrent state
+// from ubatch to ubatch), and these random-weight routers have tokens whose
+// top-k ends in a near-tie, which then may pick the other expert. Measured:
+// kimi-k3 2 of 116,736 routings moved, gpt-oss 9 of 38,912; the bound is 1 in
+// 1,000 (a token whose rows were lost or read twice moves far more, and the
+// count invariant holds in both runs). The trained model's counts are exactly
+// equal across batch shapes (PackedCalibrate).
+class LargeVocabulary : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(LargeVocabulary, NotCappedWhereTheGraphAllows) {
+    const std::string name = GetParam();
     std::string err;
-    const std::string model = zoo_model("kimi-k3-v163840", err);
+    const std::string model = zoo_model(name, err);
     ASSERT_FALSE(model.empty()) << err;
-    const std::string dir = scratch("large-vocab-k3");
+    const std::string dir = scratch("large-vocab-" + name);
     std::string text;
     while (text.size() < 12000) text += "the experts of every layer see the tokens routed to them. ";
     write_file(dir + "/c.txt", text);
@@ -895,8 +905,8 @@ TEST(CalibrateCli, LargeVocabularyNotCappedWhereTheGraphAllows) {
                                                  out + ".log", status);
     const std::string log = read_bytes(out + ".log");
     ASSERT_EQ(status, 0) << log;
-    printf("calibrate kimi-k3, 163,840-token vocabulary, -b/-ub 4096: peak RSS %ld KiB\n", rss);
-    RecordProperty("calibrate_k3_large_vocab_peak_rss_kib", std::to_string(rss));
+    printf("calibrate %s, 163,840-token vocabulary, -b/-ub 4096: peak RSS %ld KiB\n", name.c_str(), rss);
+    RecordProperty("calibrate_large_vocab_one_output_peak_rss_kib", std::to_string(rss));
     EXPECT_EQ(log.find("lowered"), std::string::npos) << log;
     EXPECT_NE(log.find("-b 4096 -ub 4096"), std::string::npos) << log;
     EXPECT_NE(log.find("one output row"), std::string::npos) << log;
@@ -915,10 +925,6 @@ TEST(CalibrateCli, LargeVocabularyNotCappedWhereTheGraphAllows) {
     EXPECT_EQ(a.domains[0].n_tokens, small.domains[0].n_tokens);
     ASSERT_TRUE(sal::check_count_invariant(a, err)) << err;
     ASSERT_TRUE(sal::check_count_invariant(small, err)) << err;
-    // kimi-k3's KDA layers carry a recurrent state from ubatch to ubatch, so -ub 256
-    // computes other roundings than -ub 4096, and a token whose top-k ends in a
-    // near-tie may pick the other expert: measured 2 of 116,736 routings (one
-    // token, one layer). Every other routing is the same: at most 1 in 10,000 moves.
     const auto & x = a.domains[0].count;
     const auto & y = small.domains[0].count;
     ASSERT_EQ(x.size(), y.size());
@@ -927,9 +933,16 @@ TEST(CalibrateCli, LargeVocabularyNotCappedWhereTheGraphAllows) {
         moved += std::fabs(x[i] - y[i]) / 2;
         all += x[i];
     }
-    printf("-ub 4096 against -ub 256: %.0f of %.0f routings moved\n", moved, all);
-    EXPECT_LE(moved, all * 1e-4);
+    printf("%s, -ub 4096 against -ub 256: %.0f of %.0f routings moved\n", name.c_str(), moved, all);
+    EXPECT_LE(moved, all * 1e-3);
 }
+
+INSTANTIATE_TEST_SUITE_P(CalibrateCli, LargeVocabulary, ::testing::Values("kimi-k3-v163840", "gpt-oss-v163840"),
+                         [](const auto & info) {
+                             std::string n = info.param;
+                             for (char & ch : n) if (ch == '-') ch = '_';
+                             return n;
+                         });
 
 // eval and sweep choose -b/-ub themselves (settle_batches in src/llama/eval.h):
 // at Kimi-K3's 163,840-token vocabulary and -c 512, as large as --batch-memory

@@ -19,8 +19,8 @@ routing flavour without downloading anything:
                 MXFP4 expert slabs like the published builds
   qwen3moe-q256 qwen3moe with n_embd = expert ffn = 256, the base for K/IQ
                 quantised variants (ggml's k-quants need rows of 256)
-  qwen3moe-v163840, kimi-k3-v163840
-                the two at Kimi-K3's 163,840-token vocabulary (padded), for
+  qwen3moe-v163840, kimi-k3-v163840, gpt-oss-v163840
+                the three at Kimi-K3's 163,840-token vocabulary (padded), for
                 what grows with the vocabulary
 
 Weights are seeded per model (crc32 of its name), so the bytes are the same on
@@ -268,6 +268,12 @@ def build_kimi_k3_v163840(m: Model) -> None:
     build_kimi_k3(m)
 
 
+def build_gpt_oss_v163840(m: Model) -> None:
+    # gpt-oss narrows to the output rows after its last layer too, and has no
+    # recurrent state: its counts do not depend on the ubatch size
+    build_gpt_oss(m)
+
+
 def build_qwen3moe_wide(m: Model) -> None:
     # expert slabs (96 MiB) far larger than everything else: where peak memory
     # says whether one model or two are resident
@@ -507,11 +513,12 @@ ZOO = {
     "qwen3moe-v163840": ("qwen3moe", build_qwen3moe_v163840),
     "qwen3moe-wide": ("qwen3moe", build_qwen3moe_wide),
     "kimi-k3-v163840": ("kimi-k3", build_kimi_k3_v163840),
+    "gpt-oss-v163840": ("gpt-oss", build_gpt_oss_v163840),
 }
 # Zoo models with a vocabulary padded to a real model's size.
-VOCAB_SIZE = {"qwen3moe-v163840": 163840, "kimi-k3-v163840": 163840}
+VOCAB_SIZE = {"qwen3moe-v163840": 163840, "kimi-k3-v163840": 163840, "gpt-oss-v163840": 163840}
 # Large models (tens of MB), written only when named.
-LARGE = {"qwen3moe-v163840", "qwen3moe-wide", "kimi-k3-v163840"}
+LARGE = {"qwen3moe-v163840", "qwen3moe-wide", "kimi-k3-v163840", "gpt-oss-v163840"}
 
 
 def main() -> int:
