@@ -365,6 +365,11 @@ struct calibration {
     bool read_windows();
     bool choose_decodes();
     bool probe(bool nextn, collector & pc, bool & all_rows);
+    // Output rows whose logits fit --batch-memory: n_vocab floats a row, held twice
+    // (llama.cpp's output buffer and the output head's share of the compute buffer).
+    int64_t rows_within_batch_memory() const {
+        return std::max<int64_t>(1, (int64_t) (opt.batch_memory / (2ull * (uint64_t) n_vocab * sizeof(float))));
+    }
     bool is_mtp_block(int l) const {
         return std::find(report.mtp_layers.begin(), report.mtp_layers.end(), l) != report.mtp_layers.end();
     }
@@ -659,7 +664,7 @@ bool calibration::choose_decodes() {
     int n_ubatch = opt.n_ubatch > 0 ? opt.n_ubatch : n_batch;
     n_ubatch = std::min(n_ubatch, n_batch);
     if (report.rows == row_mode::every_row) {
-        const int64_t cap = std::max<int64_t>(1, (int64_t) (opt.batch_memory / (2ull * (uint64_t) n_vocab * sizeof(float))));
+        const int64_t cap = rows_within_batch_memory();
         if (n_batch > cap) {
             fprintf(stderr, "reap calibrate: -b/-ub lowered to %lld tokens: arch '%s' narrows to the output rows before "
                     "its last MoE layer, so every row is an output, and %s tokens of a %s-token vocabulary keep %s of "
@@ -715,7 +720,7 @@ bool calibration::make_contexts() {
     if (report.rows == row_mode::nextn_unmasked && !has_mtp) llama_set_embeddings_nextn(ctx.get(), true, /*masked=*/false);
     if (has_mtp) {
         // every MTP row is an output (calibrate.h): slices of what batch_memory allows
-        const int64_t rows = std::max<int64_t>(1, (int64_t) (opt.batch_memory / (2ull * (uint64_t) n_vocab * sizeof(float))));
+        const int64_t rows = rows_within_batch_memory();
         llama_context_params mp = cparams;
         mp.n_batch  = (uint32_t) std::min<int64_t>(report.n_batch, rows);
         mp.n_ubatch = std::min(mp.n_batch, (uint32_t) report.n_ubatch);
