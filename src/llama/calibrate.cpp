@@ -879,16 +879,14 @@ bool calibration::write_checkpoint(size_t next, std::string & e) {
 bool calibration::decode_all() {
     int64_t tokens_before = 0;
     for (size_t w = 0; w < next_window; ++w) tokens_before += windows[w].len;
-    size_t ubatches_before = 0, ubatches_total = 0;
+    size_t ubatches_before = 0;   // of a resumed run (report.n_ubatches: the whole run's, choose_decodes)
     for (const auto & g : groups) {
-        const size_t u = group_ubatches(g, report.n_batch, report.n_ubatch);
-        ubatches_total += u;
-        if (g.first < next_window) ubatches_before += u;
+        if (g.first < next_window) ubatches_before += group_ubatches(g, report.n_batch, report.n_ubatch);
     }
     progress_line prog;
     prog.enabled = opt.progress;
     prog.start("calibrate", report.n_tokens, tokens_before);
-    prog.set_steps("ubatch", (int64_t) ubatches_total, (int64_t) ubatches_before);
+    prog.set_steps("ubatch", (int64_t) report.n_ubatches, (int64_t) ubatches_before);
     const auto t0 = std::chrono::steady_clock::now();
     size_t since_ckpt = 0;
     for (const decode_group & g : groups) {
