@@ -598,9 +598,12 @@ bool calibration::probe(bool nextn, collector & pc, bool & all_rows) {
     llama_seq_id * ps[2] = {&ps0[0], &ps0[1]};
     int8_t       po[2]   = {0, 1};
     llama_batch  b       = {2, pt, nullptr, pp, pn, ps, po};
+    held_llama_errors held;   // the abort below is asked for: llama.cpp's errors about it are not news
     const int rc = llama_decode(pctx.get(), b);
     if (rc != 0 && !(rc == 2 && collector::probe_seen_enough(&pc))) {   // 2: aborted, as asked
         err = "the probe decode failed (" + std::to_string(rc) + ")";
+        const std::string said = held.take();
+        if (!said.empty()) err += ": llama.cpp said: " + said;
         return false;
     }
     if (has_mtp && !pm.feed_rows(pt, pp, ps0, 2, err)) return false;

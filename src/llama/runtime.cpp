@@ -14,9 +14,17 @@ namespace reap {
 namespace {
 
 std::atomic<bool> g_verbose{false};
+std::atomic<bool> g_hold{false};
+std::mutex        g_held_mutex;
+std::string       g_held;
 
 // llama.cpp is chatty on stderr; keep only its errors unless verbose.
 void log_filter(ggml_log_level level, const char * text, void *) {
+    if (g_hold && level == GGML_LOG_LEVEL_ERROR) {
+        std::lock_guard<std::mutex> lock(g_held_mutex);
+        g_held += text;
+        return;
+    }
     if (g_verbose || level == GGML_LOG_LEVEL_ERROR) {
         fputs(text, stderr);
     }
@@ -36,6 +44,25 @@ void runtime_init(bool verbose) {
 }
 
 bool runtime_verbose() { return g_verbose; }
+
+held_llama_errors::held_llama_errors() {
+    std::lock_guard<std::mutex> lock(g_held_mutex);
+    g_held.clear();
+    g_hold = true;
+}
+
+held_llama_errors::~held_llama_errors() {
+    g_hold = false;
+    std::lock_guard<std::mutex> lock(g_held_mutex);
+    g_held.clear();
+}
+
+std::string held_llama_errors::take() {
+    std::lock_guard<std::mutex> lock(g_held_mutex);
+    std::string s;
+    s.swap(g_held);
+    return s;
+}
 
 void progress_line::start(const std::string & what, int64_t n_total, int64_t already) {
     label     = what;

@@ -26,6 +26,18 @@ void runtime_init(bool verbose);
 // --verbose for llama.cpp's log" when it is off).
 bool runtime_verbose();
 
+// While one lives, llama.cpp's errors are kept rather than printed (a decode
+// stopped on purpose by an abort callback logs three of them); take() returns
+// them, for a failure that was not the expected one. Not nested; one at a time.
+class held_llama_errors {
+  public:
+    held_llama_errors();
+    ~held_llama_errors();
+    held_llama_errors(const held_llama_errors &) = delete;
+    held_llama_errors & operator=(const held_llama_errors &) = delete;
+    std::string take();
+};
+
 // A progress line on stderr, "LABEL: done/total tokens (p%), N tok/s, ETA m:ss"
 // (with ", ubatch d/t" when steps are counted too),
 // redrawn at most twice a second and ended with a newline once done reaches
