@@ -396,6 +396,17 @@ std::string journal_path(const std::string & target) {
     return dir_of(target) + "/." + base_name(target) + k_journal_suffix;
 }
 
+// The previous version of a set's first file, removed before the set's renames
+// (publish_together, complete_journal) so that old and new files never load
+// together. Absent already: nothing to do.
+static bool remove_first_of_set(const std::string & target, std::string & err) {
+    if (::unlink(target.c_str()) != 0 && errno != ENOENT) {
+        err = "cannot remove the previous " + target + ": " + strerror(errno);
+        return false;
+    }
+    return true;
+}
+
 bool publish_together(const std::vector<durable_file *> & files, std::string & err) {
     if (files.empty()) return true;
     if (files.size() == 1) return files[0]->publish(err);
@@ -427,7 +438,14 @@ bool publish_together(const std::vector<durable_file *> & files, std::string & e
     const std::string journal = journal_path(files[0]->target());
     if (!write_file_durably(journal, text, err, files[0]->sync())) return false;
     fault_point();   // committed: from here on the next run completes the set
-    for (durable_file * f : files) {
+    // Never a loadable mix: the first file (the shard a loader opens) leaves
+    // first and comes back last, so a kill between two renames leaves a set
+    // without its first shard, which llama.cpp refuses, never new shards
+    // beside old ones that load together.
+    if (!remove_first_of_set(files[0]->target(), err)) return false;
+    fault_point();
+    for (size_t i = 1; i <= files.size(); ++i) {
+        durable_file * f = files[i % files.size()];
         if (!f->publish(err)) {
             err += " (the journal " + journal + " stays: the next run on this output completes the set)";
             return false;
@@ -569,8 +587,14 @@ bool complete_journal(const std::string & dir, const std::string & journal, std:
         }
         renames.emplace_back(elsewhere ? tmp : dir + "/" + tmp, elsewhere ? target : dir + "/" + target);
     }
+    // as publish_together does: the first file's old version goes first (if its
+    // temp is still there, its rename is still to come), its new one last
+    struct stat st;
+    if (!renames.empty() && ::lstat(renames[0].first.c_str(), &st) == 0 && !remove_first_of_set(renames[0].second, err)) {
+        return false;
+    }
+    if (!renames.empty()) std::rotate(renames.begin(), renames.begin() + 1, renames.end());
     for (const auto & [from, to] : renames) {
-        struct stat st;
         if (::lstat(from.c_str(), &st) != 0) continue;   // renamed before the kill
         if (::rename(from.c_str(), to.c_str()) != 0) {
             err = "cannot rename " + from + " to " + to + ": " + strerror(errno);

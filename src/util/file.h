@@ -130,7 +130,10 @@ private:
 // the commit point; then every file is renamed into place and the journal
 // removed. A kill before the journal leaves the previous files untouched (the
 // temps are removed by the next run); a kill after it leaves a journal that
-// recover_dir() completes (roll forward), so the set appears whole. SIGINT and
+// recover_dir() completes (roll forward), so the set appears whole. The first
+// file's previous version is removed first and the new one renamed last, so
+// that while the journal is pending the set lacks its first file (llama.cpp
+// refuses to load it) rather than holding old and new shards. SIGINT and
 // SIGTERM are held back while it runs. Files lie in the journal's directory (the caller holds its dir_lock) or,
 // named by absolute path, elsewhere (a sliced imatrix in another folder). One file: a plain publish.
 bool publish_together(const std::vector<durable_file *> & files, std::string & err);
