@@ -125,6 +125,26 @@ inline bool for_each_ggml_tensor(const std::string & path,
     return true;
 }
 
+// The reap.source.expert_ids.L arrays of a GGUF file (its first shard), read
+// by ggml's own gguf reader: layer -> ids. Empty when the file has none or
+// ggml cannot read it.
+inline std::map<int, std::vector<int64_t>> ggml_kept_ids(const std::string & path) {
+    std::map<int, std::vector<int64_t>> out;
+    gguf_init_params ip = {/*no_alloc =*/ true, /*ctx =*/ nullptr};
+    gguf_context * g = gguf_init_from_file(path.c_str(), ip);
+    if (!g) return out;
+    const std::string prefix = "reap.source.expert_ids.";
+    for (int64_t i = 0; i < gguf_get_n_kv(g); ++i) {
+        const std::string key = gguf_get_key(g, i);
+        if (key.rfind(prefix, 0) != 0 || gguf_get_kv_type(g, i) != GGUF_TYPE_ARRAY ||
+            gguf_get_arr_type(g, i) != GGUF_TYPE_INT32) continue;
+        const auto * v = (const int32_t *) gguf_get_arr_data(g, i);
+        out[std::stoi(key.substr(prefix.size()))].assign(v, v + gguf_get_arr_n(g, i));
+    }
+    gguf_free(g);
+    return out;
+}
+
 inline std::string shell_quote(const std::string & s) {
     std::string r = "'";
     for (char c : s) {

@@ -430,6 +430,16 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
                 for (int32_t e : row) ASSERT_TRUE(e >= 0 && e < n_keep) << "layer " << il << " expert " << e;
             }
         }
+        // the file says which source experts it kept, as the plan lists them (read by ggml),
+        // split too; llama.cpp loads the split set
+        std::map<int, std::vector<int64_t>> want;
+        for (const reap::plan_layer & pl : p.layers) want[pl.layer] = pl.keep;
+        EXPECT_EQ(ggml_kept_ids(dir + "/half.gguf"), want);
+        std::vector<std::string> shards;
+        ASSERT_TRUE(prune_test::prune_to(m, p, dir + "/half.json", dir + "/split.gguf", shards, err, true, 0, 4)) << err;
+        ASSERT_GT(shards.size(), 1u);
+        EXPECT_EQ(ggml_kept_ids(shards[0]), want);
+        EXPECT_NE(load_model(shards[0]), nullptr) << "llama.cpp does not load the split set";
         r.prune = "pruned, verified, decodes (keep " + std::to_string(n_keep) + "/" + std::to_string(lay.n_expert) + ")";
         write_row(r);
     }

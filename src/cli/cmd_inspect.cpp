@@ -54,6 +54,24 @@ void declare(reap::cli::options & t, inspect_params & p) {
     });
 }
 
+// A reap-pruned file: where it came from, and which source experts each MoE
+// layer kept (the first few ids; --json lists them all).
+void print_pruned_from(const reap::moe::census & c) {
+    printf("pruned from      %u experts (plan sha256 %s)\n", c.source_expert_count,
+           c.plan_sha256.empty() ? "(none)" : c.plan_sha256.substr(0, 16).c_str());
+    if (c.kept_ids.empty()) {
+        printf("kept expert ids  not recorded (pruned by a reap older than reap.source.expert_ids)\n");
+        return;
+    }
+    printf("kept expert ids  per MoE layer, source ids in file order (reap.source.expert_ids.L; all in --json)\n");
+    for (const auto & [layer, ids] : c.kept_ids) {
+        std::string s;
+        for (size_t i = 0; i < ids.size() && i < 16; ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+        if (ids.size() > 16) s += ",... (" + std::to_string(ids.size()) + ")";
+        printf("  layer %-6u %s\n", layer, s.c_str());
+    }
+}
+
 } // namespace
 
 int cmd_inspect(int argc, char ** argv) {
@@ -98,6 +116,7 @@ int cmd_inspect(int argc, char ** argv) {
         else printf("fused top-k MoE  no: llama.cpp's CUDA kernel takes only %s experts\n", reap::planner::fused_counts_text().c_str());
     }
     if (c.expert_ff_length) printf("expert ff length %u\n", c.expert_ff_length);
+    if (c.source_expert_count > 0) print_pruned_from(c);
     printf("tensors          %llu in %u file%s, %s\n", (unsigned long long) c.n_tensors, c.n_shards,
            c.n_shards == 1 ? "" : "s", format_size(c.file_bytes).c_str());
     printf("\n%-10s %8s %16s\n", "type", "tensors", "bytes");

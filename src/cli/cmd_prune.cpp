@@ -86,7 +86,8 @@ void declare(reap::cli::options & t, prune_params & p) {
              });
     t.integer("--split-max-tensors", "N", "split the output: at most N tensors per shard", 1, INT64_MAX, p.split_max_tensors);
     t.flag("--no-stamp",
-           "do not record provenance (reap.plan.sha256, reap.source.expert_count, reap.version); an identity plan "
+           "do not record provenance (reap.plan.sha256, reap.source.expert_count, reap.version, and per MoE layer L "
+           "reap.source.expert_ids.L: the source expert ids kept, in the file's order); an identity plan "
            "then reproduces the source byte for byte",
            p.stamp, false);
     t.flag("--no-sums", "do not write SHA256SUMS", p.sums, false);

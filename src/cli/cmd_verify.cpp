@@ -34,7 +34,8 @@ void declare(reap::cli::options & t, verify_params & p) {
         "    expert i == source expert keep[i]); every other tensor is unchanged;\n"
         "  * KVs equal the source's, in order, except <arch>.expert_count (= n_keep),\n"
         "    split.* and the reap.* provenance keys (reap.plan.sha256 must be the hash\n"
-        "    of PLAN, reap.source.expert_count the source's expert count);\n"
+        "    of PLAN, reap.source.expert_count the source's expert count, and each\n"
+        "    reap.source.expert_ids.L the plan's keep list of layer L, in order);\n"
         "  * SHA256SUMS beside OUT lists every output file with its current hash.\n"
         "Memory: two 4 MiB buffers, whatever the model's size.\n");
     t.section("options:");

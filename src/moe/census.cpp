@@ -5,8 +5,10 @@
 
 #include "moe/layout_gguf.h"
 #include "util/json.h"
+#include "util/path.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -31,6 +33,49 @@ bool is_pool(tensor_kind k) {
     return k == tensor_kind::expert_weight || k == tensor_kind::expert_bias || k == tensor_kind::expert_scale;
 }
 
+// The reap.* stamp of a pruned file: each kept-id list checked against the
+// file's expert count and the source's (a hostile file names what is wrong).
+bool read_stamp(const gguf::model & m, census & c, std::string & err) {
+    if (!m.kvs.has(k_key_source_expert_count)) return true;
+    uint64_t n_source = 0;
+    if (!m.kvs.get_u64(k_key_source_expert_count, n_source, err)) return false;
+    if (n_source == 0 || n_source < c.n_expert || n_source > UINT32_MAX) {
+        err = std::string("KV '") + k_key_source_expert_count + "' is " + std::to_string(n_source) +
+              ", not a source of the file's " + std::to_string(c.n_expert) + " experts";
+        return false;
+    }
+    c.source_expert_count = (uint32_t) n_source;
+    if (!m.kvs.get_string_or(k_key_plan_sha256, "", c.plan_sha256, err)) return false;
+    for (const gguf::kv & e : m.kvs.entries) {
+        if (!util::starts_with(e.key, k_key_source_expert_ids)) continue;
+        const std::string suffix = e.key.substr(std::char_traits<char>::length(k_key_source_expert_ids));
+        uint32_t layer = 0;
+        const auto [end, ec] = std::from_chars(suffix.data(), suffix.data() + suffix.size(), layer);
+        if (suffix.empty() || ec != std::errc() || end != suffix.data() + suffix.size() || layer >= c.n_layer) {
+            err = "KV '" + e.key + "': not a block of the model's " + std::to_string(c.n_layer);
+            return false;
+        }
+        std::vector<int64_t> ids;
+        if (!m.kvs.get_i64_array(e.key, ids, err)) return false;
+        std::vector<bool> seen((size_t) n_source, false);
+        for (int64_t id : ids) {
+            if (id < 0 || (uint64_t) id >= n_source || seen[(size_t) id]) {
+                err = "KV '" + e.key + "': expert id " + std::to_string(id) + " is outside 0.." +
+                      std::to_string(n_source - 1) + " or repeated";
+                return false;
+            }
+            seen[(size_t) id] = true;
+        }
+        if (ids.size() != c.n_expert) {
+            err = "KV '" + e.key + "' lists " + std::to_string(ids.size()) + " experts, the file has " +
+                  std::to_string(c.n_expert);
+            return false;
+        }
+        c.kept_ids[layer] = std::move(ids);
+    }
+    return true;
+}
+
 } // namespace
 
 bool take_census(const gguf::model & m, const std::vector<uint32_t> & extra_keeps, census & c, std::string & err,
@@ -51,6 +96,7 @@ bool take_census(const gguf::model & m, const std::vector<uint32_t> & extra_keep
         !m.kvs.get_u32_or(kv_key(c.arch, "expert_feed_forward_length"), 0, c.expert_ff_length, err)) {
         return false;
     }
+    if (!read_stamp(m, c, err)) return false;
     c.n_shards = (uint32_t) m.shards.size();
     c.file_bytes = m.file_bytes();
     c.n_tensors = m.tensors.size();
@@ -145,6 +191,11 @@ std::string census_json(const census & c, int indent) {
         keeps.push_back({{"n_keep", k.n_keep}, {"file_bytes", k.file_bytes}, {"expert_pool_bytes", k.expert_pool_bytes}});
     }
     j["keep_sizes"] = keeps;
+    if (c.source_expert_count > 0) {
+        nlohmann::ordered_json kept = nlohmann::ordered_json::object();
+        for (const auto & [layer, ids] : c.kept_ids) kept[std::to_string(layer)] = ids;
+        j["pruned"] = {{"source_expert_count", c.source_expert_count}, {"plan_sha256", c.plan_sha256}, {"kept_ids", kept}};
+    }
     return reap::util::json_text(j, indent);
 }
 

@@ -53,6 +53,12 @@ struct census {
     uint32_t    n_shards = 1;
     uint64_t    decode_bytes_per_token = 0;// dense + n_expert_used experts of every MoE layer
     std::vector<keep_size> keep_sizes;     // ascending n_keep
+    // A file reap pruned (its reap.* stamp): the source's expert count, the
+    // plan's hash, and per MoE layer the source expert ids kept, in the order
+    // of the file's expert axis (empty for files pruned before reap wrote them).
+    uint32_t    source_expert_count = 0;   // reap.source.expert_count (0: not a reap-pruned file)
+    std::string plan_sha256;               // reap.plan.sha256
+    std::map<uint32_t, std::vector<int64_t>> kept_ids;   // reap.source.expert_ids.L
 };
 
 // Takes the census of `m`. `extra_keeps` are keep counts to size besides

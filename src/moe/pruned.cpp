@@ -53,6 +53,8 @@ bool set_expert_count(gguf::kv_store & kvs, const std::string & arch, int64_t n_
     return true;
 }
 
+std::string source_expert_ids_key(int layer) { return k_key_source_expert_ids + std::to_string(layer); }
+
 bool pruned_header(const gguf::model & m, const layout & lay, int64_t n_keep, const stamp_options & stamp,
                    gguf::output_spec & out, std::string & err) {
     if (n_keep < 1 || n_keep > lay.n_expert) {
@@ -88,6 +90,10 @@ bool pruned_header(const gguf::model & m, const layout & lay, int64_t n_keep, co
         spec.kvs.set_u32(k_key_source_expert_count, uint32_t(lay.n_expert));
         if (!stamp.version.empty()) spec.kvs.set_string(k_key_version, stamp.version);
         if (!stamp.other_model.empty()) spec.kvs.set_string(k_key_plan_other_model, stamp.other_model);
+        // the kept ids' places: the slicer (prune::make_pruned_spec) fills in the plan's ids
+        std::vector<int32_t> ids((size_t) n_keep);
+        for (int64_t e = 0; e < n_keep; ++e) ids[(size_t) e] = (int32_t) e;
+        for (int layer : lay.moe_layers) spec.kvs.set_i32_array(source_expert_ids_key(layer), ids);
     }
     out = std::move(spec);
     return true;

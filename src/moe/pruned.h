@@ -29,6 +29,13 @@ constexpr const char * k_key_version             = "reap.version";              
 // recorded, which is not the source's (plan::model_header_sha256).
 constexpr const char * k_key_plan_other_model    = "reap.plan.other_model";     // string
 
+// Per MoE layer L, "reap.source.expert_ids.L" (i32 array, n_keep long): the
+// source's expert ids the file keeps, in the order of its expert axis, so that
+// a reader maps experts back without the plan (prune writes the plan's keep
+// lists; pruned_header writes 0..n_keep-1 there, which sizes the same).
+constexpr const char * k_key_source_expert_ids   = "reap.source.expert_ids.";   // + block index
+std::string source_expert_ids_key(int layer);
+
 struct stamp_options {
     bool        stamp = true;       // append the reap.* provenance keys
     std::string plan_sha256;        // value of reap.plan.sha256 (the plan file's hash); required when stamp.

@@ -38,6 +38,16 @@ bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan
             }
         }
     }
+    if (opts.stamp) {
+        for (int layer : lay.moe_layers) {
+            const plan_layer * pl = p.find_layer(layer);
+            if (!pl) {
+                err = "MoE layer " + std::to_string(layer) + " is not in the plan";
+                return false;
+            }
+            spec.kvs.set_i32_array(moe::source_expert_ids_key(layer), std::vector<int32_t>(pl->keep.begin(), pl->keep.end()));
+        }
+    }
     out = std::move(spec);
     return true;
 }

@@ -39,6 +39,7 @@ using moe::k_key_plan_sha256;
 using moe::k_key_source_expert_count;
 using moe::k_key_version;
 using moe::k_key_plan_other_model;
+using moe::k_key_source_expert_ids;
 using prune_options = moe::stamp_options;
 using moe::set_expert_count;
 

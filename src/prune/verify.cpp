@@ -26,7 +26,7 @@ bool is_split_key(const std::string & key) { return util::starts_with(key, "spli
 
 bool is_provenance_key(const std::string & key) {
     return key == k_key_plan_sha256 || key == k_key_source_expert_count || key == k_key_version ||
-           key == k_key_plan_other_model;
+           key == k_key_plan_other_model || util::starts_with(key, k_key_source_expert_ids);
 }
 
 // Open file descriptors by path, closed together.
@@ -93,6 +93,39 @@ bool same_kv(const gguf::kv & x, const gguf::kv & y) {
 }
 
 std::string kv_desc(const gguf::kv & e) { return e.type_string() + " " + e.value_string(); }
+
+// The kept-id keys of a stamp (reap.source.expert_ids.L) equal the plan's keep
+// lists, layer by layer; a stamp of a reap that predates them has none (all
+// of them or none), and no other layer may have one.
+bool check_kept_ids(const gguf::model & out, const moe::layout & lay, const plan & p, verify_report & rep,
+                    std::string & err) {
+    size_t n_have = 0;
+    for (const gguf::kv & e : out.kvs.entries) {
+        if (util::starts_with(e.key, k_key_source_expert_ids)) ++n_have;
+    }
+    if (n_have == 0) return true;
+    if (n_have != lay.moe_layers.size()) {
+        err = "the output has " + std::to_string(n_have) + " " + k_key_source_expert_ids + "* keys for " +
+              std::to_string(lay.moe_layers.size()) + " MoE layers";
+        return false;
+    }
+    for (int layer : lay.moe_layers) {
+        const std::string key = moe::source_expert_ids_key(layer);
+        std::vector<int64_t> ids;
+        if (!out.kvs.has(key)) {
+            err = "KV '" + key + "' is missing (the other MoE layers have theirs)";
+            return false;
+        }
+        if (!out.kvs.get_i64_array(key, ids, err)) return false;
+        const plan_layer * pl = p.find_layer(layer);
+        if (!pl || ids != pl->keep) {
+            err = "KV '" + key + "' does not list the plan's kept experts of layer " + std::to_string(layer);
+            return false;
+        }
+        ++rep.n_kvs;
+    }
+    return true;
+}
 
 bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layout & lay, const plan & p,
                const verify_options & opts, verify_report & rep, std::string & err) {
@@ -176,7 +209,7 @@ bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layo
         if (!out.kvs.get_string(k_key_plan_other_model, v, err)) return false;
     }
     rep.n_kvs += 2 + (out.kvs.has(k_key_version) ? 1 : 0) + (out.kvs.has(k_key_plan_other_model) ? 1 : 0);
-    return true;
+    return check_kept_ids(out, lay, p, rep, err);
 }
 
 bool check_tensors(const gguf::model & src, const gguf::model & out, const moe::layout & lay, const plan & p,
