@@ -6,6 +6,7 @@
 // expert_count, a stale SHA256SUMS) makes verify fail naming it; the CLI's
 // refusals, dry run and messages.
 #include "gguf_test_util.h"
+#include "moe/census.h"
 #include "prune_test_util.h"
 
 #include <gtest/gtest.h>
@@ -338,6 +339,43 @@ TEST(PruneDamage, StaleExpertCount) {
     ASSERT_TRUE(g::write_output(spec, wo, f.out, written, err)) << err;
     ASSERT_TRUE(reap::prune::update_sha256sums(written, reap::prune::sums_path_for(f.out), err)) << err;
     expect_verify_fails(f, {"qwen3moe.expert_count", "n_keep"});
+}
+
+// The kept-id record of a layer that lists other experts than the plan kept
+// (two ids swapped, the slabs untouched), or an id the source never had:
+// verify names the key; inspect's census refuses the file, naming the key.
+TEST(PruneDamage, KeptIdsThatAreNotThePlans) {
+    damaged_fixture f;
+    std::string err;
+    if (!make_fixture("prune-damage-kept-ids", f, err)) GTEST_SKIP() << err;
+    const reap::plan_layer & first = f.plan.layers.at(0);
+    const std::string key = "reap.source.expert_ids." + std::to_string(first.layer);
+    auto write_with = [&](const std::vector<int32_t> & ids) {
+        reap::prune::prune_options po;
+        ASSERT_TRUE(reap::plan_file_sha256(f.plan_path, po.plan_sha256, err));
+        g::output_spec spec;
+        ASSERT_TRUE(reap::prune::make_pruned_spec(f.src, f.plan, po, spec, err)) << err;
+        ASSERT_TRUE(spec.kvs.has(key)) << "prune records no " << key;
+        spec.kvs.set_i32_array(key, ids);
+        g::write_options wo;
+        wo.force = true;
+        wo.sync = false;
+        std::vector<std::string> written;
+        ASSERT_TRUE(g::write_output(spec, wo, f.out, written, err)) << err;
+        ASSERT_TRUE(reap::prune::update_sha256sums(written, reap::prune::sums_path_for(f.out), err)) << err;
+    };
+    std::vector<int32_t> swapped(first.keep.begin(), first.keep.end());
+    std::swap(swapped[0], swapped[1]);
+    ASSERT_NO_FATAL_FAILURE(write_with(swapped));
+    expect_verify_fails(f, {key, "kept experts"});
+
+    std::vector<int32_t> foreign = swapped;
+    foreign[0] = (int32_t) f.plan.n_expert;   // one past the source's last expert
+    ASSERT_NO_FATAL_FAILURE(write_with(foreign));
+    g::model out = open(f.out);
+    reap::moe::census c;
+    EXPECT_FALSE(reap::moe::take_census(out, {}, c, err));
+    EXPECT_NE(err.find(key), std::string::npos) << err;
 }
 
 TEST(PruneDamage, StaleSumsWrongPlanChangedKv) {
