@@ -447,6 +447,33 @@ TEST(Sha256, KnownVectorsAndSumsFile) {
     }
 }
 
+// A file name holding a newline, a backslash or a carriage return is written
+// as sha256sum writes it (a leading backslash, the name escaped), so that GNU
+// `sha256sum -c` checks every line; reap reads the line back to the same name,
+// and a second update replaces it rather than adding another.
+TEST(Sha256, NamesWithNewlinesAndBackslashes) {
+    const std::string dir = scratch_dir("sha256-escaped");
+    const std::vector<std::string> names = {"a\nb.gguf", "back\\slash.gguf", "cr\r.gguf", "plain.gguf"};
+    std::vector<std::string> paths;
+    for (size_t i = 0; i < names.size(); ++i) {
+        paths.push_back(dir + "/" + names[i]);
+        write_all(paths.back(), {uint8_t('x'), uint8_t('0' + i)});
+    }
+    std::string err;
+    ASSERT_TRUE(reap::util::update_sha256sums(paths, dir + "/SHA256SUMS", err)) << err;
+    ASSERT_TRUE(reap::util::update_sha256sums(paths, dir + "/SHA256SUMS", err)) << err;
+    std::vector<std::pair<std::string, std::string>> entries;
+    ASSERT_TRUE(reap::util::read_sha256sums(dir + "/SHA256SUMS", entries, err)) << err;
+    ASSERT_EQ(entries.size(), names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+        EXPECT_EQ(entries[i].first, names[i]);
+        const std::vector<uint8_t> b = read_all(paths[i]);
+        EXPECT_EQ(entries[i].second, reap::util::sha256_bytes(b.data(), b.size()));
+    }
+    const std::string cmd = "cd '" + dir + "' && sha256sum -c --strict --quiet SHA256SUMS";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << "GNU sha256sum does not accept the file";
+}
+
 // The durable write every writer goes through: nothing under the target's name
 // until commit; an existing target stays as it was until then; a write
 // streamed through the descriptor counts; an abandoned or discarded file

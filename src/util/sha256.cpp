@@ -117,16 +117,50 @@ std::string listed_sha256(const std::string & file) {
 namespace {
 
 // Parses one line as "<64 hex>  name" (text mode) or "<64 hex> *name" (binary
-// mode); false when it is not a checksum line.
+// mode), or the same after a backslash, sha256sum's mark of a name with
+// escapes (\\ \n \r); false when it is not a checksum line.
 bool parse_sums_line(const std::string & line, std::string & name, std::string & hex) {
+    const bool escaped = !line.empty() && line[0] == '\\';
+    const size_t at = escaped ? 1 : 0;
     const size_t n = !line.empty() && line.back() == '\r' ? line.size() - 1 : line.size();
-    bool ok = n > 66 && line[64] == ' ' && (line[65] == ' ' || line[65] == '*');
-    for (size_t i = 0; ok && i < 64; ++i) ok = isxdigit((unsigned char) line[i]) != 0;
+    bool ok = n > at + 66 && line[at + 64] == ' ' && (line[at + 65] == ' ' || line[at + 65] == '*');
+    for (size_t i = 0; ok && i < 64; ++i) ok = isxdigit((unsigned char) line[at + i]) != 0;
     if (!ok) return false;
-    hex = line.substr(0, 64);
+    hex = line.substr(at, 64);
     for (char & c : hex) c = char(tolower((unsigned char) c));
-    name = line.substr(66, n - 66);
+    name = line.substr(at + 66, n - at - 66);
+    if (!escaped) return true;
+    std::string plain;
+    for (size_t i = 0; i < name.size(); ++i) {
+        if (name[i] != '\\') {
+            plain.push_back(name[i]);
+            continue;
+        }
+        if (++i == name.size()) return false;
+        switch (name[i]) {
+            case '\\': plain.push_back('\\'); break;
+            case 'n':  plain.push_back('\n'); break;
+            case 'r':  plain.push_back('\r'); break;
+            default:   return false;
+        }
+    }
+    name = plain;
     return true;
+}
+
+// One checksum line for `name`, as sha256sum writes it: a name holding a
+// backslash, newline or carriage return is escaped and the line marked with a
+// leading backslash, so that `sha256sum -c` reads it back.
+std::string sums_line(const std::string & hex, const std::string & name) {
+    if (name.find_first_of("\\\n\r") == std::string::npos) return hex + "  " + name + "\n";
+    std::string out = "\\" + hex + "  ";
+    for (char c : name) {
+        if (c == '\\') out += "\\\\";
+        else if (c == '\n') out += "\\n";
+        else if (c == '\r') out += "\\r";
+        else out.push_back(c);
+    }
+    return out + "\n";
 }
 
 } // namespace
@@ -180,7 +214,7 @@ struct sums_composer {
             for (size_t i = 0; i < entries.size(); ++i) {
                 if (entries[i].first != name) continue;
                 mine = true;
-                if (!done[i]) emit(entries[i].second + "  " + name + "\n");
+                if (!done[i]) emit(sums_line(entries[i].second, name));
                 done[i] = true;
             }
         }
@@ -192,7 +226,7 @@ struct sums_composer {
     std::string rest() {
         std::string out;
         for (size_t i = 0; i < entries.size(); ++i) {
-            if (!done[i]) out += entries[i].second + "  " + entries[i].first + "\n";
+            if (!done[i]) out += sums_line(entries[i].second, entries[i].first);
         }
         return out;
     }
