@@ -460,6 +460,10 @@ TEST(PruneCli, PruneVerifyRefusalsDryRun) {
     ASSERT_TRUE(exists(out));
     ASSERT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(dir + "/p.json") + " " + quote(out), log), 0) << log;
     EXPECT_NE(log.find("OK"), std::string::npos) << log;
+    // --sums naming a folder is a usage error (2), not an output that differs (1)
+    EXPECT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(dir + "/p.json") + " " + quote(out) + " --sums " +
+                       quote(dir), log), 2) << log;
+    EXPECT_NE(log.find("not a regular file"), std::string::npos) << log;
     std::string sha_log;
     if (prune_test::run("command -v sha256sum", sha_log) == 0) {
         EXPECT_EQ(prune_test::run("cd " + quote(dir) + " && sha256sum -c SHA256SUMS", sha_log), 0) << sha_log;

@@ -366,10 +366,20 @@ bool verify_pruned(const gguf::model & src, const plan & p, const std::string & 
     }
     if (!check_kvs(src, out, lay, p, opts, report, err)) return false;
     if (!check_tensors(src, out, lay, p, report, err)) return false;
-    if (opts.check_sums && !opts.sums_path.empty() && ::access(opts.sums_path.c_str(), R_OK) != 0) {
-        report.differs = false;
-        err = opts.sums_path + ": cannot open: " + strerror(errno);
-        return false;
+    // an explicit --sums that cannot be read (missing, a folder, ...) is a usage
+    // or I/O error (exit 2), not an output that differs
+    if (opts.check_sums && !opts.sums_path.empty()) {
+        struct stat st;
+        if (::stat(opts.sums_path.c_str(), &st) != 0 || ::access(opts.sums_path.c_str(), R_OK) != 0) {
+            report.differs = false;
+            err = opts.sums_path + ": cannot open: " + strerror(errno);
+            return false;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            report.differs = false;
+            err = "--sums " + opts.sums_path + " is not a regular file";
+            return false;
+        }
     }
     if (opts.check_sums && !check_sums(out, opts, report, err)) return false;
     report.differs = false;
