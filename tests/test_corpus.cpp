@@ -6,6 +6,8 @@
 // domain in every split, plain text rather than roff; and a manifest whose
 // hashes (recomputed here with OpenSSL directly, not reap's helper) and
 // per-domain counts match the files.
+#include "corpus/corpus_line.h"
+
 #include <openssl/evp.h>
 
 #include <gtest/gtest.h>
@@ -159,4 +161,23 @@ TEST(Corpus, ManifestMatchesTheFiles) {
     for (const char * p : {"manpages", "manpages-ja", "manpages-zh", "manpages-de", "manpages-fr", "libc6-dev", "libpython3.11-stdlib"}) {
         EXPECT_TRUE(m.at("packages").contains(p)) << "manifest lacks the version of " << p;
     }
+}
+
+// A corpus line is parsed as JSON once, and what is wrong is said: a line whose
+// bytes are not UTF-8 names the ill-formed byte (it used to read "not a JSON
+// object", which sent people looking for a missing brace), a JSON value that is
+// no object says so, and a good line parses.
+TEST(CorpusLine, SaysWhatIsWrongWithALine) {
+    reap::corpus_line line;
+    bool blank = false;
+    std::string err;
+    EXPECT_FALSE(reap::parse_corpus_line("{\"domain\": \"en\", \"text\": \"abc \xff def\"}", "c.jsonl:3", line, blank, err));
+    EXPECT_NE(err.find("c.jsonl:3"), std::string::npos) << err;
+    EXPECT_NE(err.find("UTF-8"), std::string::npos) << err;
+    EXPECT_FALSE(reap::parse_corpus_line("[1, 2]", "c.jsonl:4", line, blank, err));
+    EXPECT_NE(err.find("not a JSON object"), std::string::npos) << err;
+    EXPECT_FALSE(reap::parse_corpus_line("{\"domain\": \"en\", \"text\": ", "c.jsonl:5", line, blank, err));
+    EXPECT_NE(err.find("not valid JSON"), std::string::npos) << err;
+    ASSERT_TRUE(reap::parse_corpus_line("{\"domain\": \"en\", \"text\": \"abc\"}", "c.jsonl:6", line, blank, err)) << err;
+    EXPECT_FALSE(blank);
 }

@@ -42,7 +42,16 @@ bool parse_corpus_line(const std::string & raw, const std::string & where, corpu
         blank = true;
         return true;
     }
-    const auto j = nlohmann::json::parse(out.line, nullptr, false);
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(out.line);
+    } catch (const nlohmann::json::parse_error & e) {
+        // nlohmann's message names what is wrong (an ill-formed UTF-8 byte, ...) and its column
+        const std::string what = e.what();
+        const size_t at = what.find("parse error");
+        err = where + ": not valid JSON: " + (at == std::string::npos ? what : what.substr(at));
+        return false;
+    }
     if (!j.is_object()) {
         err = where + ": not a JSON object";
         return false;
