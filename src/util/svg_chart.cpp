@@ -1,5 +1,6 @@
 // Line charts and heatmaps as SVG text (see svg_chart.h).
 #include "util/svg_chart.h"
+#include "util/text_escape.h"
 
 #include "util/number_format.h"
 
@@ -68,19 +69,8 @@ std::vector<const char *> panel_colors(const chart_panel & p) {
     return out;
 }
 
-std::string esc(const std::string & s) {
-    std::string r;
-    for (char c : s) {
-        switch (c) {
-            case '&': r += "&amp;"; break;
-            case '<': r += "&lt;"; break;
-            case '>': r += "&gt;"; break;
-            case '"': r += "&quot;"; break;
-            default: r += c;
-        }
-    }
-    return r;
-}
+// text from inputs (series names, labels) is data: no markup, no control characters
+std::string esc(const std::string & s) { return xml_text(s); }
 
 std::string num(double v) {
     char buf[32];
