@@ -178,6 +178,10 @@ TEST(CorpusLine, SaysWhatIsWrongWithALine) {
     EXPECT_NE(err.find("not a JSON object"), std::string::npos) << err;
     EXPECT_FALSE(reap::parse_corpus_line("{\"domain\": \"en\", \"text\": ", "c.jsonl:5", line, blank, err));
     EXPECT_NE(err.find("not valid JSON"), std::string::npos) << err;
+    // a domain is shown everywhere: a control character in it (here an escape that clears a terminal) is refused
+    EXPECT_FALSE(reap::parse_corpus_line("{\"domain\": \"e\\u001b[2Jn\", \"text\": \"abc\"}", "c.jsonl:7", line, blank, err));
+    EXPECT_NE(err.find("control character"), std::string::npos) << err;
+    EXPECT_EQ(err.find('\x1b'), std::string::npos) << "the message itself carries the escape";
     ASSERT_TRUE(reap::parse_corpus_line("{\"domain\": \"en\", \"text\": \"abc\"}", "c.jsonl:6", line, blank, err)) << err;
     EXPECT_FALSE(blank);
 }

@@ -110,6 +110,20 @@ TEST(SaliencyArchive, RoundTripReapMetrics) {
     EXPECT_FALSE(s::write_archive(a, path, err));
 }
 
+// A domain name is shown in every table, figure and card: one with a control
+// character (an escape that clears the terminal, a newline that breaks a
+// Markdown table) is refused by validate, and so never written or read.
+TEST(SaliencyArchive, DomainNamesArePrintableLines) {
+    std::string err;
+    for (const std::string bad : {"e\x1b[2Jn", "two\nlines", "bad\xffutf8"}) {
+        s::archive a = make_archive({"en", bad});
+        EXPECT_FALSE(s::validate(a, err)) << "accepted domain of " << bad.size() << " bytes";
+        EXPECT_NE(err.find("control character or ill-formed UTF-8"), std::string::npos) << err;
+    }
+    s::archive ok = make_archive({"en", "日本語-ja"});
+    EXPECT_TRUE(s::validate(ok, err)) << err;
+}
+
 TEST(SaliencyArchive, RoundTripEnergyMetrics) {
     const std::string dir = gguf_test::scratch_dir("saliency_rt_energy");
     s::archive a = make_archive({"all"}, make_fingerprint(), s::metric_set::energy);

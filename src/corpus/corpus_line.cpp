@@ -1,6 +1,7 @@
 // reap corpus lines: parsing and checking one JSONL sample. See corpus_line.h.
 #include "corpus/corpus_line.h"
 #include "util/path.h"
+#include "util/text_escape.h"
 
 namespace reap {
 
@@ -59,6 +60,12 @@ bool parse_corpus_line(const std::string & raw, const std::string & where, corpu
     const auto dom = j.find("domain");
     if (dom == j.end() || !dom->is_string() || dom->get<std::string>().empty()) {
         err = where + ": no \"domain\" string";
+        return false;
+    }
+    // a domain is a name shown in every table, figure and card: one printable line
+    if (!util::is_printable_line(dom->get<std::string>())) {
+        err = where + ": the \"domain\" '" + util::terminal_text(dom->get<std::string>()) +
+              "' holds a control character (a newline, an escape, ...)";
         return false;
     }
     const auto text = j.find("text"), msgs = j.find("messages");

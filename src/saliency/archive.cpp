@@ -2,6 +2,7 @@
 // merging and domain sums of the saliency archive (see archive.h for the
 // format and the contracts).
 #include "saliency/archive.h"
+#include "util/text_escape.h"
 #include "moe/layout_gguf.h"
 #include "util/path.h"
 #include "util/sha256.h"
@@ -269,6 +270,10 @@ bool validate(const archive & a, std::string & err) {
             err = "saliency archive: " + dn + ": name longer than " + std::to_string(k_max_domain_bytes) + " bytes";
             return false;
         }
+        if (!util::is_printable_line(d.name)) {
+            err = "saliency archive: domain '" + util::terminal_text(d.name) + "': a control character or ill-formed UTF-8 in the name";
+            return false;
+        }
         if (!names.insert(d.name).second) { err = "saliency archive: " + dn + " appears twice"; return false; }
         if (d.n_tokens < 0) { err = "saliency archive: " + dn + ": n_tokens " + std::to_string(d.n_tokens) + " < 0"; return false; }
         for (const auto & m : all_metric_names()) {
@@ -406,6 +411,11 @@ bool read_archive(const std::string & path, archive & out, std::string & err) {
         const std::string & dn = names[i];
         if (dn.empty() || dn.size() > k_max_domain_bytes) {
             err = where + "domain " + std::to_string(i) + " has an empty name or one longer than " + std::to_string(k_max_domain_bytes) + " bytes";
+            return false;
+        }
+        if (!util::is_printable_line(dn)) {
+            err = where + "domain " + std::to_string(i) + " '" + util::terminal_text(dn) +
+                  "': a control character or ill-formed UTF-8 in the name";
             return false;
         }
         if (!seen.insert(dn).second) { err = where + "domain '" + dn + "' listed twice"; return false; }

@@ -50,6 +50,8 @@ std::string printable_utf8(const std::string & s, bool keep_newlines) {
     return out;
 }
 
+bool is_printable_line(const std::string & s) { return printable_utf8(s, false) == s; }
+
 std::string xml_text(const std::string & s) {
     std::string out;
     for (char c : printable_utf8(s)) {

@@ -12,6 +12,10 @@ namespace reap::util {
 // newline, DEL, and the C1 controls), replaced by U+FFFD.
 std::string printable_utf8(const std::string & s, bool keep_newlines = true);
 
+// Whether `s` is one line of printable UTF-8 (printable_utf8(s, false) == s):
+// names that are shown everywhere (corpus domains) must be.
+bool is_printable_line(const std::string & s);
+
 // XML/SVG character data and attribute values: printable_utf8, then & < > " '
 // as entities.
 std::string xml_text(const std::string & s);
