@@ -16,7 +16,7 @@ receipt_column column_of(const receipts & rc) {
     c.margin_null = m.n_layers == 0;
     c.margin = m.min;
     c.margin_median = m.median;
-    const reap::util::summary sh = summarize_share(rc);
+    const util::summary sh = summarize_share(rc);
     c.have_share = true;
     c.share = sh.mean;
     c.share_min = sh.min;
