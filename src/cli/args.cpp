@@ -131,6 +131,8 @@ int fail(const char * cmd, const std::string & msg) {
     return exit_error;
 }
 
+int fail(const char * cmd, const util::error & e) { return fail(cmd, e.message); }
+
 // ---- options ----
 
 options::options(const char * cmd, std::string usage) : cmd_(cmd), usage_(with_newline(std::move(usage))) {}

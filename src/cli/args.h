@@ -5,6 +5,7 @@
 // small helper for a command's output (same file; sizes: util/number_format.h).
 #pragma once
 
+#include "util/error.h"
 #include "util/file.h"
 
 #include <cstdint>
@@ -42,6 +43,8 @@ std::vector<std::string> split_list(const std::string & s);
 // after the arguments were accepted (unreadable or malformed inputs, writes
 // that failed).
 int fail(const char * cmd, const std::string & msg);
+// The same for a library call's error: every kind (usage, input, output) is exit_error.
+int fail(const char * cmd, const util::error & e);
 
 // One command's options: declared once, in the order --help lists them, and
 // both parsed and printed from this table. A command builds it, calls

@@ -14,6 +14,11 @@ namespace reap::planner {
 bool open_ranked_model(const std::string & model_path, const std::string & saliency_path, rank_options ro,
                        bool method_given, ranked_model & out, std::string & err) {
     if (!gguf::open_model(model_path, out.model, err)) return false;
+    return rank_opened_model(model_path, saliency_path, ro, method_given, out, err);
+}
+
+bool rank_opened_model(const std::string & model_path, const std::string & saliency_path, rank_options ro,
+                       bool method_given, ranked_model & out, std::string & err) {
     if (!model_layout(out.model, out.layout, err)) {
         err = model_path + ": " + err;
         return false;

@@ -39,6 +39,10 @@ struct ranked_model {
 // !method_given) and ranks. Messages name the file they are about.
 bool open_ranked_model(const std::string & model_path, const std::string & saliency_path, rank_options ro,
                        bool method_given, ranked_model & out, std::string & err);
+// The same for a model already opened into out.model (`reap plan` checks its
+// output against the model's files in between).
+bool rank_opened_model(const std::string & model_path, const std::string & saliency_path, rank_options ro,
+                       bool method_given, ranked_model & out, std::string & err);
 
 enum class size_kind { keep, ratio, budget };
 

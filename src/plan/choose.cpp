@@ -1,0 +1,120 @@
+// reap plan as a library call (choose.h): the inputs opened and ranked, N
+// chosen from --keep / --ratio / --budget, the plan made, sized and given its
+// provenance and receipts.
+#include "plan/choose.h"
+
+#include "util/file.h"
+#include "util/sha256.h"
+
+namespace reap::planner {
+
+using util::error_kind;
+using util::fail_with;
+
+namespace {
+
+// The model, the output rule for -o, the archive and the ranking.
+bool open_inputs(const plan_request & req, ranked_model & rm, util::error & err) {
+    std::string msg;
+    if (!gguf::open_model(req.model, rm.model, msg)) return fail_with(err, error_kind::input, msg);
+    if (!req.output.empty()) {   // the output rule (util/file.h)
+        std::vector<std::pair<std::string, std::string>> inputs = {{"saliency archive", req.saliency}};
+        for (const auto & sh : rm.model.shards) inputs.emplace_back("model file", sh.path);
+        if (!util::check_output(req.output, inputs, req.force, msg)) return fail_with(err, error_kind::output, msg);
+    }
+    if (!rank_opened_model(req.model, req.saliency, req.rank, req.method_given, rm, msg)) {
+        return fail_with(err, error_kind::input, msg);
+    }
+    return true;
+}
+
+// What reap prune will write, for sizing: its stamp and its split.
+size_context sizing_of(const plan_request & req, const ranked_model & rm) {
+    size_context sctx;
+    sctx.model = &rm.model;
+    sctx.layout = &rm.layout;
+    sctx.prune.stamp = req.stamp;
+    sctx.prune.version = req.version;
+    sctx.prune.plan_sha256 = std::string(64, '0');   // the real hash has the same length
+    sctx.write.split_max_bytes = req.split_max_bytes;
+    sctx.write.split_max_tensors = req.split_max_tensors;
+    return sctx;
+}
+
+// N from --keep, --ratio or --budget, narrowed by the count rule; the size
+// table with --budget or --dry-run.
+bool choose_n(const plan_request & req, const size_context & sctx, plan_choice & c, util::error & err) {
+    const plan_model_facts & facts = c.rm.facts;
+    const count_rule & rule = req.counts;
+    std::string msg;
+    if (req.keep >= 0) {
+        if (!keep_allowed(facts, req.keep, msg)) return fail_with(err, error_kind::usage, "--keep " + std::to_string(req.keep) + ": " + msg);
+        if (rule.any() && !rule.allows(req.keep)) {
+            return fail_with(err, error_kind::usage, "--keep " + std::to_string(req.keep) + " is not " + rule.describe());
+        }
+        c.n_keep = req.keep;
+    } else if (req.ratio >= 0) {
+        if (!keep_from_ratio(req.ratio, facts, c.n_keep, c.note, msg)) return fail_with(err, error_kind::usage, msg);
+        if (rule.any() && !rule.allows(c.n_keep)) {
+            const int64_t was = c.n_keep;
+            if (!largest_allowed(facts, rule, was, c.n_keep, msg)) return fail_with(err, error_kind::usage, "--ratio: " + msg);
+            c.note += (c.note.empty() ? "" : "; ") + std::string("N = ") + std::to_string(was) + " rounded down to " +
+                      std::to_string(c.n_keep) + ", " + rule.describe();
+        }
+    } else {
+        const bool fits = rule.any() ? fit_budget_rule(c.rm.rank, facts, sctx, req.budget, rule, req.dry_run, c.n_keep, c.table, msg)
+                                     : fit_budget(c.rm.rank, facts, sctx, req.budget, req.dry_run, c.n_keep, c.table, msg);
+        if (!fits) return fail_with(err, error_kind::usage, "--budget " + req.budget_text + ": " + msg);
+    }
+    if (req.dry_run && c.table.empty()) {
+        // the table around the chosen N, for --keep / --ratio too
+        const bool ok = rule.any() ? size_table_rule(c.rm.rank, facts, sctx, c.n_keep, rule, c.table, msg)
+                                   : size_table(c.rm.rank, facts, sctx, c.n_keep, c.table, msg);
+        if (!ok) return fail_with(err, error_kind::input, msg);
+    }
+    return true;
+}
+
+} // namespace
+
+bool choose_plan(const plan_request & req, plan_choice & c, util::error & err) {
+    if (!open_inputs(req, c.rm, err)) return false;
+    const size_context sctx = sizing_of(req, c.rm);
+    if (!choose_n(req, sctx, c, err)) return false;
+    std::string msg;
+    if (!make_plan(c.rm.rank, c.rm.facts, c.n_keep, c.p, msg)) return fail_with(err, error_kind::input, msg);
+    c.p.model_sha256 = model_header_sha256(c.rm.model);
+    if (!pruned_bytes(sctx, c.p, c.bytes, c.n_shards, msg)) return fail_with(err, error_kind::input, msg);
+    if (!add_plan_provenance(req, c.rm.archive, c.bytes, c.n_shards, c.p, msg)) return fail_with(err, error_kind::input, msg);
+    if (!plan_receipts(c.rm.rank, c.p, c.rc, msg)) return fail_with(err, error_kind::input, msg);
+    return true;
+}
+
+// Plan provenance, as reap plan has always recorded it (one function; issue
+// 24 makes it a typed file-format module).
+bool add_plan_provenance(const plan_request & req, const saliency::archive & arch, uint64_t bytes, uint32_t n_shards,
+                         plan & p, std::string & err) {
+    std::string archive_sha;
+    if (!util::sha256_file(req.saliency, archive_sha, err)) return false;
+    nlohmann::json & prov = p.provenance;
+    prov["tool"] = std::string("reap plan ") + req.version;
+    prov["saliency"] = {{"file", req.saliency}, {"sha256", archive_sha}, {"metric_set", saliency::metric_set_name(arch.metrics)}};
+    nlohmann::json r = nlohmann::json::object();
+    if (req.keep >= 0) r["keep"] = req.keep;
+    if (req.ratio >= 0) r["ratio"] = req.ratio;
+    if (!req.budget_text.empty()) {
+        r["budget"] = req.budget_text;
+        r["budget_bytes"] = req.budget;
+    }
+    if (req.split_max_bytes) r["split_max_bytes"] = req.split_max_bytes;
+    if (req.split_max_tensors) r["split_max_tensors"] = req.split_max_tensors;
+    r["stamp"] = req.stamp;
+    if (req.counts.multiple_of > 0) r["multiple_of"] = req.counts.multiple_of;
+    if (req.counts.fused) r["fused_kernel"] = true;
+    prov["request"] = r;
+    prov["predicted_bytes"] = bytes;
+    prov["predicted_shards"] = n_shards;
+    return true;
+}
+
+} // namespace reap::planner

@@ -1,0 +1,92 @@
+// reap compare as a library call (compare.h): two plans read and compared,
+// scored with an archive when one is given, and their receipts side by side.
+#include "plan/compare.h"
+
+#include "saliency/archive.h"
+
+namespace reap::planner {
+
+using util::error_kind;
+using util::fail_with;
+
+receipt_column column_of(const receipts & rc) {
+    receipt_column c;
+    const margin_summary m = summarize_margin(rc);
+    c.have_margin = true;
+    c.margin_null = m.n_layers == 0;
+    c.margin = m.min;
+    c.margin_median = m.median;
+    const util::summary sh = summarize_share(rc);
+    c.have_share = true;
+    c.share = sh.mean;
+    c.share_min = sh.min;
+    c.have_dead = c.have_super = true;
+    c.dead = (int64_t) rc.dead.size();
+    for (bool k : rc.dead_kept) c.dead_kept += k ? 1 : 0;
+    c.super = (int64_t) rc.super.size();
+    for (bool k : rc.super_kept) c.super_kept += k ? 1 : 0;
+    for (size_t d = 0; d < rc.domains.size(); ++d) {
+        c.per_domain.push_back({summarize_margin(rc, (int) d).min, summarize_share(rc, (int) d).mean});
+    }
+    return c;
+}
+
+receipt_column column_of(const recorded_receipts & r) {
+    receipt_column c;
+    c.have_margin = r.has_margin;
+    c.margin_null = r.margin_null;
+    c.margin = r.margin;
+    c.margin_median = r.margin_median;
+    c.have_share = r.has_share;
+    c.share = r.share_mean;
+    c.have_dead = r.has_dead;
+    c.dead = r.dead;
+    c.dead_kept = r.dead_kept;
+    c.have_super = r.has_super;
+    c.super = r.super;
+    c.super_kept = r.super_kept;
+    return c;
+}
+
+double oracle_ratio(double share, double oracle) { return oracle > 0 ? share / oracle : 1.0; }
+
+namespace {
+
+// With an archive: the ranking, the shares against the oracle, and both
+// plans' receipts from the same scoring.
+bool score_with_archive(const compare_request & req, plan_comparison & c, util::error & err) {
+    std::string msg;
+    saliency::archive arch;
+    if (!saliency::read_archive(req.saliency, arch, msg)) return fail_with(err, error_kind::input, msg);
+    if (!plan_matches_archive(c.a, arch, msg)) return fail_with(err, error_kind::input, req.plan_a + ": " + msg);
+    rank_options ro = req.rank;
+    if (!req.method_given) ro.how = default_method(arch.metrics);
+    ro.protect_super = false;
+    if (!rank_experts(arch, 1, ro, c.rank, msg)) return fail_with(err, error_kind::input, msg);
+    c.share_a = plan_share(c.rank, c.a);
+    c.share_b = plan_share(c.rank, c.b);
+    c.oracle_a = oracle_share(c.rank, c.a.n_keep);
+    c.oracle_b = oracle_share(c.rank, c.b.n_keep);
+    c.have_saliency = true;
+    receipts ra, rb;
+    if (!plan_receipts(c.rank, c.a, ra, msg)) return fail_with(err, error_kind::input, req.plan_a + ": " + msg);
+    if (!plan_receipts(c.rank, c.b, rb, msg)) return fail_with(err, error_kind::input, req.plan_b + ": " + msg);
+    c.receipts_a = column_of(ra);
+    c.receipts_b = column_of(rb);
+    return true;
+}
+
+} // namespace
+
+bool compare_plan_files(const compare_request & req, plan_comparison & c, util::error & err) {
+    std::string msg;
+    if (!read_plan(req.plan_a, c.a, msg) || !read_plan(req.plan_b, c.b, msg)) return fail_with(err, error_kind::input, msg);
+    if (!compare_plans(c.a, c.b, c.overlap, msg)) return fail_with(err, error_kind::input, req.plan_a + " vs " + req.plan_b + ": " + msg);
+    if (!req.saliency.empty()) return score_with_archive(req, c, err);
+    // receipts as each plan recorded them
+    c.receipts_a = column_of(recorded_of(c.a));
+    c.receipts_b = column_of(recorded_of(c.b));
+    return true;
+}
+
+} // namespace reap::planner

@@ -1,0 +1,73 @@
+// reap compare as a library call: two plan files in; their per-layer overlap,
+// and with a saliency archive the share of saliency each keeps against the
+// top-N oracle, and both plans' receipts side by side out (recomputed from the
+// archive when one is given, else as each plan recorded them). `reap compare`
+// (src/cli/cmd_compare.cpp) parses its options into a compare_request, calls
+// compare_plan_files and prints; tests call it in-process.
+//
+// Core library: no llama.cpp dependency. Errors carry a kind (util/error.h).
+#pragma once
+
+#include "plan/planners.h"
+#include "plan/receipts.h"
+#include "util/error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace reap::planner {
+
+struct compare_request {
+    std::string  plan_a, plan_b;     // the two plan files
+    std::string  saliency;           // archive of the plans' model ("" = none)
+    rank_options rank;               // domains and method of the scoring (with saliency)
+    bool         method_given = false;   // false: the archive's default method
+};
+
+// One plan's receipts, summarised for the side-by-side table and --json.
+struct receipt_column {
+    bool        have_margin = false, margin_null = false;
+    int64_t     margin = 0;
+    double      margin_median = 0;
+    bool        have_share = false;
+    double      share = 0, share_min = 0;
+    bool        have_dead = false, have_super = false;
+    int64_t     dead = 0, dead_kept = 0, super = 0, super_kept = 0;
+    std::vector<std::pair<int64_t, double>> per_domain;   // margin (0: none) and mean share, per archive domain
+};
+
+// From receipts computed with an archive, and from what a plan recorded.
+receipt_column column_of(const receipts & rc);
+receipt_column column_of(const recorded_receipts & r);
+
+struct plan_comparison {
+    plan          a, b;
+    plan_overlap  overlap;
+    bool          have_saliency = false;
+    ranking       rank;                  // with saliency: the scoring (rank.opts.how: the method used)
+    share_report  share_a, share_b;      // saliency kept by each plan, per layer and mean
+    share_report  oracle_a, oracle_b;    // the best any keep-list of the same size could keep
+    receipt_column receipts_a, receipts_b;
+};
+
+// Reads both plans, compares them (they must be for the same model), and with
+// a saliency archive (which must be of the plans' model) scores them.
+bool compare_plan_files(const compare_request & req, plan_comparison & out, util::error & err);
+
+// The share kept relative to the oracle's (1 when the oracle keeps nothing).
+double oracle_ratio(double share, double oracle);
+
+// ---- what `reap compare` prints ---------------------------------------------------------
+
+// The --json object (every layer).
+nlohmann::json comparison_json(const compare_request & req, const plan_comparison & c);
+// The table: every layer up to util::k_list_full layers, else a summary; the
+// means; the saliency kept; the receipts side by side.
+void print_comparison(FILE * out, const compare_request & req, const plan_comparison & c);
+
+} // namespace reap::planner
