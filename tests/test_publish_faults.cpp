@@ -10,6 +10,8 @@
 //   * fail: step k fails with ENOSPC, then with EIO, in-process; the run must
 //     report it, and after recovery the same holds (a failed write or temp
 //     creation leaves the previous files).
+// After a crash that left a journal, the recovery itself is crashed at each of
+// its steps too (the split set), then run again: the new set, whole.
 // Scenarios: one file (fresh and over a previous one); several files in two
 // folders (a report's figures, then its card); a split model with its
 // SHA256SUMS over a previous set; a model, its SHA256SUMS and a sliced
@@ -21,7 +23,7 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -58,6 +60,8 @@ struct scenario {
     // root): the state is groups [0, j) new and [j, n) old for some j. One
     // group: old or new.
     std::vector<std::vector<std::string>> groups;
+    // crash the recovery too, at each of its steps, after every crash that left a journal
+    bool crash_recovery = false;
 };
 
 std::string scratch(const std::string & name) {
@@ -143,16 +147,47 @@ std::string describe(const state & s, const state & old_files, const state & new
 
 struct tally {
     long steps = 0;
+    long recovery_crashes = 0;         // crashes of a recovery (all left the new set once recovered)
     std::map<int, int> crash_states;   // allowed-state index -> crashes that left it
     int failed_runs = 0;
 };
+
+// Runs `body` in a forked child whose disk crashes at step k; true when it did
+// (the child got that far).
+bool crash_in_child(long k, const std::function<void()> & body) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        fault_disk crash;
+        crash.mode = fault_disk::fault::crash;
+        crash.at = k;
+        u::use_disk(&crash);
+        body();
+        ::_exit(10);   // the step never came
+    }
+    int status = 0;
+    return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The steps `body` takes, counted in a forked child (what it changes stays).
+long count_in_child(const std::function<void()> & body) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        fault_disk counter;
+        u::use_disk(&counter);
+        body();
+        ::_exit(counter.steps < 255 ? (int) counter.steps : 255);
+    }
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+}
 
 // Runs the scenario: the clean run (counts the steps), a crash at every step,
 // a failure (ENOSPC, EIO) at every step.
 tally run_all(const scenario & sc) {
     tally t;
     reset(sc);
-    state old_files, new_files;
+    state old_files, new_files, crashed;
     std::vector<std::string> left;
     snapshot(sc, old_files, left);
     EXPECT_TRUE(left.empty());
@@ -183,22 +218,38 @@ tally run_all(const scenario & sc) {
         return j;
     };
 
+    auto publish = [&] {
+        std::string e;
+        sc.publish(sc.root, e);
+    };
+    auto recover = [&] { sc.recover(sc.root); };
     for (long k = 1; k <= t.steps; ++k) {
         reset(sc);
-        const pid_t pid = ::fork();
-        if (pid == 0) {
-            fault_disk crash;
-            crash.mode = fault_disk::fault::crash;
-            crash.at = k;
-            u::use_disk(&crash);
-            std::string child_err;
-            const bool ok = sc.publish(sc.root, child_err);
-            ::_exit(ok ? 10 : 11);   // the step never came
-        }
-        int status = 0;
-        if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            ADD_FAILURE() << "the run did not stop at step " << k << " (" << counter.trace[k - 1] << "): status " << status;
+        if (!crash_in_child(k, publish)) {
+            ADD_FAILURE() << "the run did not stop at step " << k << " (" << counter.trace[k - 1] << ")";
             continue;
+        }
+        snapshot(sc, crashed, left);
+        const bool journal = std::any_of(left.begin(), left.end(), [](const std::string & e) {
+            return e.size() > 13 && e.compare(e.size() - 13, 13, ".reap-journal") == 0;
+        });
+        if (sc.crash_recovery && journal) {
+            // the run that completes the journal is itself crashed, at each of its steps
+            const long r_steps = count_in_child(recover);
+            EXPECT_GT(r_steps, 0);
+            for (long r = 1; r <= r_steps; ++r) {
+                reset(sc);
+                if (!crash_in_child(k, publish) || !crash_in_child(r, recover)) {
+                    ADD_FAILURE() << "the recovery did not stop at step " << r;
+                    continue;
+                }
+                // committed before the first crash: the new set, whatever the recovery's crash left
+                EXPECT_EQ(check("a crash at step " + std::to_string(r) + " of the recovery after a crash", k),
+                          (int) sc.groups.size());
+                ++t.recovery_crashes;
+            }
+            reset(sc);
+            crash_in_child(k, publish);
         }
         const int j = check("a crash", k);
         if (j >= 0) ++t.crash_states[j];
@@ -278,7 +329,8 @@ void write_old_spec(const g::output_spec & spec, const std::string & path, uint6
 void report(const char * name, const tally & t) {
     std::string states;
     for (const auto & [j, n] : t.crash_states) states += " " + std::to_string(n) + " in state " + std::to_string(j) + ";";
-    printf("%s: %ld steps; crashes:%s %d failed runs (ENOSPC, EIO)\n", name, t.steps, states.c_str(), t.failed_runs);
+    printf("%s: %ld steps; crashes:%s %ld crashes of the recovery after one; %d failed runs (ENOSPC, EIO)\n", name,
+           t.steps, states.c_str(), t.recovery_crashes, t.failed_runs);
 }
 
 } // namespace
@@ -358,10 +410,12 @@ TEST(PublishFaults, SplitModelWithChecksums) {
     };
     sc.groups = {{"m/model-00001-of-00003.gguf", "m/model-00002-of-00003.gguf", "m/model-00003-of-00003.gguf",
                   "m/SHA256SUMS"}};
+    sc.crash_recovery = true;
     tally t = run_all(sc);
     report("split model and SHA256SUMS", t);
     EXPECT_GT(t.crash_states[0], 0);
     EXPECT_GT(t.crash_states[1], 0);
+    EXPECT_GT(t.recovery_crashes, 0);
 }
 
 // prune --imatrix --imatrix-out OTHER/...: the sliced imatrix is staged in

@@ -752,7 +752,9 @@ void write_imatrix_for(const g::model & m, const std::string & path) {
 // A sliced imatrix written to another folder (--imatrix-out elsewhere)
 // appears with its model or not at all: the model's journal names it by
 // absolute path. prune --force over a previous model and imatrix is SIGKILLed
-// at every one of its fault points; afterwards (the next run's recovery done)
+// (reap_killable) in the middle of its data, just after the journal, and
+// between the model's rename and the imatrix's; afterwards (the next run's
+// recovery done)
 // the two files are both the previous ones or both the new ones, byte for
 // byte, and the next run leaves no temp file in either folder. Before the
 // imatrix joined the journal, a kill between the two renames left the new
