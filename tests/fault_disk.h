@@ -1,8 +1,9 @@
 // Test disks for util::disk (src/util/disk.h): a stepping_disk numbers every
 // file-system step a publish takes (the real step is taken unless at_step says
-// otherwise); fault_disk fails one chosen step (ENOSPC, EIO) or crashes there
-// (_exit in a forked child, leaving the files as a killed process would, a
-// write torn in half). The whole-process tests' reap_killable binary
+// otherwise); fault_disk fails one chosen step (ENOSPC, EIO) or crashes there:
+// from that step on nothing reaches the disk (a write there torn in half), so
+// the files stay as a killed process would leave them while the run unwinds
+// in-process. The whole-process tests' reap_killable binary
 // (tests/killing_disk.cpp) uses stepping_disk too.
 #pragma once
 
@@ -72,18 +73,37 @@ public:
     long  at = 0;
     int   error = ENOSPC;                // errno of a failed step
     std::string failed_op;               // the op of the step that failed
+    bool  crashed = false;               // the crash came: no step since reached the disk
     std::vector<std::string> trace;      // "N op what", with record_trace
+    bool  record_trace = false;
+    // > 0: temps are named as this process's (.NAME.reap-tmp.OWNER.XXXXXX), a
+    // stand-in the test kills at the crash, so that recovery, here in the same
+    // process, finds them left by a run that is gone
+    long  owner_pid = 0;
 
-    bool record_trace = false;
+    int make_temp(std::string & path) override {
+        const std::string mine = ".reap-tmp." + std::to_string(::getpid()) + ".";
+        const size_t at_pid = path.rfind(mine);
+        if (owner_pid > 0 && at_pid != std::string::npos) {
+            path.replace(at_pid, mine.size(), ".reap-tmp." + std::to_string(owner_pid) + ".");
+        }
+        return stepping_disk::make_temp(path);
+    }
 
 protected:
     bool at_step(long step, const char * op, const std::string & what, int fd, const void * data, size_t n) override {
         if (record_trace) trace.push_back(std::to_string(step) + " " + op + " " + what);
+        if (crashed) {
+            errno = EIO;
+            return false;
+        }
         if (step != at || mode == fault::none) return true;
         if (mode == fault::crash) {
             // a write torn by the crash: its first half reached the file
             if (data && n > 1) real_disk::write(fd, data, n / 2);
-            ::_exit(0);   // no destructor, no cleanup: what a SIGKILL leaves
+            crashed = true;
+            errno = EIO;
+            return false;
         }
         failed_op = op;
         errno = error;

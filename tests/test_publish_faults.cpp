@@ -2,9 +2,10 @@
 // cut short, proved in-process at every step (no reap binary, no llama.cpp).
 // Each scenario lays down a previous output, then publishes a new one through
 // a fault_disk (tests/fault_disk.h):
-//   * crash: the publish runs in a forked child that _exits at step k (a write
-//     there torn in half), for every k; then what the next run does first
-//     (prepare_output / recover_dir) runs here; the folders must then hold
+//   * crash: from step k on nothing reaches the disk (a write there torn in
+//     half), for every k, the temps named after a stand-in process killed
+//     then; then what the next run does first (prepare_output / recover_dir)
+//     runs; the folders must then hold
 //     the previous files or the new ones, byte for byte, never a mix, and no
 //     temp file or journal;
 //   * fail: step k fails with ENOSPC, then with EIO, in-process; the run must
@@ -28,6 +29,8 @@
 #include <functional>
 #include <map>
 #include <sys/stat.h>
+#include <csignal>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,7 +58,7 @@ struct scenario {
     std::vector<std::string> folders;                  // watched, relative to root
     std::function<void(const std::string &)> make_old; // lays down the previous output (real disk)
     std::function<bool(const std::string &, std::string &)> publish;   // the run under test
-    std::function<void(const std::string &)> recover;  // what the next run does first
+    std::function<bool(const std::string &, std::string &)> recover;   // what the next run does first
     // The groups that appear one after another (their files, relative to
     // root): the state is groups [0, j) new and [j, n) old for some j. One
     // group: old or new.
@@ -152,34 +155,36 @@ struct tally {
     int failed_runs = 0;
 };
 
-// Runs `body` in a forked child whose disk crashes at step k; true when it did
-// (the child got that far).
-bool crash_in_child(long k, const std::function<void()> & body) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        fault_disk crash;
-        crash.mode = fault_disk::fault::crash;
-        crash.at = k;
-        u::use_disk(&crash);
-        body();
-        ::_exit(10);   // the step never came
+// Runs `body` with a disk that crashes at step k (temps named after a
+// stand-in process, killed at the end: the run is gone); true when the step
+// came.
+bool crash_at(long k, const std::function<void()> & body) {
+    char sleep_arg[] = "sleep", sixty[] = "60";
+    char * argv[] = {sleep_arg, sixty, nullptr};
+    pid_t owner = 0;
+    if (::posix_spawnp(&owner, "sleep", nullptr, nullptr, argv, environ) != 0) {
+        ADD_FAILURE() << "cannot start the stand-in process";
+        return false;
     }
-    int status = 0;
-    return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    fault_disk crash;
+    crash.mode = fault_disk::fault::crash;
+    crash.at = k;
+    crash.owner_pid = owner;
+    u::use_disk(&crash);
+    body();
+    u::use_disk(nullptr);
+    ::kill(owner, SIGKILL);
+    ::waitpid(owner, nullptr, 0);
+    return crash.crashed;
 }
 
-// The steps `body` takes, counted in a forked child (what it changes stays).
-long count_in_child(const std::function<void()> & body) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        fault_disk counter;
-        u::use_disk(&counter);
-        body();
-        ::_exit(counter.steps < 255 ? (int) counter.steps : 255);
-    }
-    int status = 0;
-    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-    return WEXITSTATUS(status);
+// The steps `body` takes.
+long count_steps(const std::function<void()> & body) {
+    fault_disk counter;
+    u::use_disk(&counter);
+    body();
+    u::use_disk(nullptr);
+    return counter.steps;
 }
 
 // Runs the scenario: the clean run (counts the steps), a crash at every step,
@@ -207,7 +212,8 @@ tally run_all(const scenario & sc) {
     EXPECT_EQ(which_state(allowed, new_files), (int) sc.groups.size()) << describe(new_files, old_files, new_files);
 
     auto check = [&](const std::string & what, long k) {
-        sc.recover(sc.root);
+        std::string recover_err;
+        EXPECT_TRUE(sc.recover(sc.root, recover_err)) << what << " at step " << k << ": " << recover_err;
         state now;
         snapshot(sc, now, left);
         const int j = which_state(allowed, now);
@@ -222,10 +228,13 @@ tally run_all(const scenario & sc) {
         std::string e;
         sc.publish(sc.root, e);
     };
-    auto recover = [&] { sc.recover(sc.root); };
+    auto recover = [&] {
+        std::string e;
+        sc.recover(sc.root, e);
+    };
     for (long k = 1; k <= t.steps; ++k) {
         reset(sc);
-        if (!crash_in_child(k, publish)) {
+        if (!crash_at(k, publish)) {
             ADD_FAILURE() << "the run did not stop at step " << k << " (" << counter.trace[k - 1] << ")";
             continue;
         }
@@ -235,11 +244,11 @@ tally run_all(const scenario & sc) {
         });
         if (sc.crash_recovery && journal) {
             // the run that completes the journal is itself crashed, at each of its steps
-            const long r_steps = count_in_child(recover);
+            const long r_steps = count_steps(recover);
             EXPECT_GT(r_steps, 0);
             for (long r = 1; r <= r_steps; ++r) {
                 reset(sc);
-                if (!crash_in_child(k, publish) || !crash_in_child(r, recover)) {
+                if (!crash_at(k, publish) || !crash_at(r, recover)) {
                     ADD_FAILURE() << "the recovery did not stop at step " << r;
                     continue;
                 }
@@ -249,7 +258,7 @@ tally run_all(const scenario & sc) {
                 ++t.recovery_crashes;
             }
             reset(sc);
-            crash_in_child(k, publish);
+            crash_at(k, publish);
         }
         const int j = check("a crash", k);
         if (j >= 0) ++t.crash_states[j];
@@ -286,7 +295,7 @@ tally run_all(const scenario & sc) {
                                           << ") changed the output:\n" << describe(now, old_files, new_files);
             }
             if (cleanup) {
-                sc.recover(sc.root);
+                recover();
                 continue;   // a temp it could not remove stays for the next run (this process is alive)
             }
             check(what, k);
@@ -348,9 +357,8 @@ TEST(PublishFaults, OneFile) {
         sc.publish = [](const std::string & root, std::string & err) {
             return u::write_file_durably(root + "/out/plan.json", std::string(10000, 'n') + "\n", err);
         };
-        sc.recover = [](const std::string & root) {
-            std::string err;
-            EXPECT_TRUE(u::prepare_output(root + "/out/plan.json", err)) << err;
+        sc.recover = [](const std::string & root, std::string & err) {
+            return u::prepare_output(root + "/out/plan.json", err);
         };
         sc.groups = {{"out/plan.json"}};
         tally t = run_all(sc);
@@ -378,10 +386,8 @@ TEST(PublishFaults, FilesOfTwoFoldersInOrder) {
                                        {root + "/card/README.md", "new card, longer\n"}},
                                       err);
     };
-    sc.recover = [](const std::string & root) {
-        std::string err;
-        EXPECT_TRUE(u::prepare_output(root + "/card/figures/a.svg", err)) << err;
-        EXPECT_TRUE(u::prepare_output(root + "/card/README.md", err)) << err;
+    sc.recover = [](const std::string & root, std::string & err) {
+        return u::prepare_output(root + "/card/figures/a.svg", err) && u::prepare_output(root + "/card/README.md", err);
     };
     sc.groups = {{"card/figures/a.svg", "card/figures/b.svg"}, {"card/README.md"}};
     tally t = run_all(sc);
@@ -404,9 +410,8 @@ TEST(PublishFaults, SplitModelWithChecksums) {
     sc.publish = [](const std::string & root, std::string & err) {
         return write_spec(model_spec(2, "new"), root + "/m/model.gguf", 6, root + "/m/SHA256SUMS", err);
     };
-    sc.recover = [](const std::string & root) {
-        std::string err;
-        EXPECT_TRUE(u::prepare_output(root + "/m/model-00001-of-00003.gguf", err)) << err;
+    sc.recover = [](const std::string & root, std::string & err) {
+        return u::prepare_output(root + "/m/model-00001-of-00003.gguf", err);
     };
     sc.groups = {{"m/model-00001-of-00003.gguf", "m/model-00002-of-00003.gguf", "m/model-00003-of-00003.gguf",
                   "m/SHA256SUMS"}};
@@ -447,12 +452,10 @@ TEST(PublishFaults, ModelWithSlicedImatrixElsewhere) {
         for (auto & f : staged) with.push_back(&f);
         return write_spec(model_spec(6, "new"), root + "/m/model.gguf", 0, root + "/m/SHA256SUMS", err, nullptr, with);
     };
-    sc.recover = [](const std::string & root) {
-        std::string err;
+    sc.recover = [](const std::string & root, std::string & err) {
         u::declare_output_elsewhere(root + "/i/out.imatrix.gguf");
-        EXPECT_GE(u::recover_dir(root + "/m", err), 0) << err;
-        EXPECT_TRUE(u::prepare_output(root + "/m/model.gguf", err)) << err;
-        EXPECT_TRUE(u::prepare_output(root + "/i/out.imatrix.gguf", err)) << err;
+        return u::recover_dir(root + "/m", err) >= 0 && u::prepare_output(root + "/m/model.gguf", err) &&
+               u::prepare_output(root + "/i/out.imatrix.gguf", err);
     };
     sc.groups = {{"m/model.gguf", "m/SHA256SUMS", "i/out.imatrix.gguf"}};
     tally t = run_all(sc);
