@@ -11,11 +11,13 @@
 //   * a plan records the model it was made for: prune and verify refuse
 //     another (unless --allow-other-model, which the output records);
 //   * SIGINT / SIGTERM during a prune: exit 130 / 143, a message, no temp file;
-//   * SIGKILL at 100+ seeded fault points of prune (single file and split,
-//     fresh and --force over a previous output): afterwards exactly one
-//     complete set verifies (the old or the new), nothing partial is visible,
-//     and the next run leaves no temp file; a sliced imatrix in another
-//     folder appears with its model or not at all (a kill at every point);
+//   * SIGKILL of prune (reap_killable, at chosen publish steps: in the middle
+//     of the data, just after the journal, between two renames; single file
+//     and split, fresh and --force over a previous output): afterwards
+//     exactly one complete set verifies (the old or the new), nothing partial
+//     is visible, and the next run leaves no temp file; a sliced imatrix in
+//     another folder appears with its model or not at all. Every step of
+//     every publish is crashed in-process by test_publish_faults.cpp;
 //   * a full disk (a small tmpfs) for every core command that writes: exit 2,
 //     a clear message, no output and no temp file;
 //   * issue 23: nothing takes the name SHA256SUMS of the output folder (an
@@ -133,11 +135,17 @@ void write_renamed(const std::string & src, const std::string & dst, const std::
 using diskfull_test::leftovers;
 using diskfull_test::visible;
 
-// Starts `reap ARGS` with extra environment `env` ("A=1 B=2"), output to `log`.
-pid_t spawn_reap(const std::string & env, const std::string & args, const std::string & log) {
+// reap with the test disk of tests/killing_disk.cpp: killed (REAP_TEST_KILL_AT)
+// or held (REAP_TEST_PAUSE_AT) at a numbered publish step, each step traced
+// with REAP_TEST_TRACE=1.
+std::string killable_bin() { return gguf_test::env_or("REAP_KILLABLE_BIN", gguf_test::own_bin_dir() + "/reap_killable"); }
+
+// Starts `BIN ARGS` (reap or reap_killable) with extra environment `env`
+// ("A=1 B=2"), output to `log`.
+pid_t spawn(const std::string & bin, const std::string & env, const std::string & args, const std::string & log) {
     const pid_t pid = fork();
     if (pid == 0) {
-        const std::string cmd = env + " exec " + quote(gguf_test::reap_bin()) + " " + args + " > " + quote(log) + " 2>&1";
+        const std::string cmd = env + " exec " + quote(bin) + " " + args + " > " + quote(log) + " 2>&1";
         execl("/bin/sh", "sh", "-c", cmd.c_str(), (char *) nullptr);
         _exit(127);
     }
@@ -166,18 +174,55 @@ void write_old_and_new_plans(const g::model & gm, uint32_t a, uint32_t b, const 
     ASSERT_TRUE(reap::write_plan(p_new, dir + "/new.json", true, err)) << err;
 }
 
-// How many fault points (util::fault_point) one `reap ARGS` run passes.
-int count_fault_points(const std::string & args) {
+// The publish steps (util::disk) of one run of ARGS, in order: "OP WHAT"
+// (step N is element N - 1).
+std::vector<std::string> trace_steps(const std::string & args) {
     std::string out;
-    EXPECT_EQ(prune_test::run("REAP_FAULT_TRACE=1 " + quote(gguf_test::reap_bin()) + " " + args, out), 0) << out;
-    int n = 0;
-    for (size_t pos = 0; (pos = out.find("reap: fault point ", pos)) != std::string::npos; ++pos) ++n;
-    return n;
+    EXPECT_EQ(prune_test::run("REAP_TEST_TRACE=1 " + quote(killable_bin()) + " " + args, out), 0) << out;
+    std::vector<std::string> steps;
+    const std::string tag = "reap-test: step ";
+    for (size_t pos = 0; (pos = out.find(tag, pos)) != std::string::npos;) {
+        pos += tag.size();
+        const size_t end = out.find('\n', pos);
+        const std::string line = out.substr(pos, end - pos);
+        steps.push_back(line.substr(line.find(' ') + 1));
+        if (std::stoul(line) != steps.size()) ADD_FAILURE() << "steps out of order: " << line;
+    }
+    return steps;
 }
 
-// Runs `reap ARGS` to be SIGKILLed at fault point `at`; false when it was not.
+// The kill points the whole-process tests use, found in a traced run:
+//   data:    the middle one of the steps that write a temp's bytes (every
+//            file still a temp: the previous output must stay);
+//   journal: the step after the journal is renamed into place (committed,
+//            nothing renamed yet: the next run completes the new set);
+//   renames: the step after the first file of the set is renamed into place.
+struct kill_points {
+    int data = 0, journal = 0, renames = 0;
+};
+
+kill_points find_kill_points(const std::vector<std::string> & steps) {
+    kill_points k;
+    std::vector<int> writes;
+    int journal_rename = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+        const std::string & s = steps[i];
+        const bool rename = s.rfind("rename ", 0) == 0;
+        if (!journal_rename && (s.rfind("write ", 0) == 0 || s.rfind("stream ", 0) == 0)) writes.push_back((int) i + 1);
+        if (rename && s.size() > 13 && s.compare(s.size() - 13, 13, ".reap-journal") == 0) {
+            journal_rename = (int) i + 1;
+        } else if (rename && journal_rename && !k.renames) {
+            k.renames = (int) i + 2;
+        }
+    }
+    if (!writes.empty()) k.data = writes[writes.size() / 2];
+    if (journal_rename) k.journal = journal_rename + 1;
+    return k;
+}
+
+// Runs reap_killable ARGS to be SIGKILLed at step `at`; false when it was not.
 bool run_killed_at(int at, const std::string & args, std::string & out) {
-    const int rc = prune_test::run("REAP_FAULT_KILL_AT=" + std::to_string(at) + " " + quote(gguf_test::reap_bin()) + " " + args, out);
+    const int rc = prune_test::run("REAP_TEST_KILL_AT=" + std::to_string(at) + " " + quote(killable_bin()) + " " + args, out);
     return rc == -1 || rc == 128 + SIGKILL;
 }
 
@@ -325,8 +370,8 @@ TEST(Sha256Sums, ConcurrentPrunesKeepBothLines) {
     int both = 0;
     for (int r = 0; r < rounds; ++r) {
         ::unlink((fx.dir + "/SHA256SUMS").c_str());
-        const pid_t a = spawn_reap("", "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " --force -o " + quote(fx.dir + "/a.gguf"), fx.dir + "/a.log");
-        const pid_t b = spawn_reap("", "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " --force -o " + quote(fx.dir + "/b.gguf"), fx.dir + "/b.log");
+        const pid_t a = spawn(gguf_test::reap_bin(), "", "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " --force -o " + quote(fx.dir + "/a.gguf"), fx.dir + "/a.log");
+        const pid_t b = spawn(gguf_test::reap_bin(), "", "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " --force -o " + quote(fx.dir + "/b.gguf"), fx.dir + "/b.log");
         int sa = 0, sb = 0;
         waitpid(a, &sa, 0);
         waitpid(b, &sb, 0);
@@ -472,12 +517,18 @@ TEST(Interrupt, SigintSigtermRemoveTemps) {
     ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
     const std::string args = "prune -m " + quote(m) + " --plan " + quote(fx.dir + "/p.json") + " -o " +
                              quote(fx.dir + "/out.gguf") + " --split-max-tensors 20";
+    // held in the middle of the data, every shard still a temp file
+    const int pause_at = find_kill_points(trace_steps(args)).data;
+    ASSERT_GT(pause_at, 0);
+    for (const std::string & e : visible(fx.dir)) {
+        if (e != "p.json") ::unlink((fx.dir + "/" + e).c_str());
+    }
     for (int sig : {SIGINT, SIGTERM}) {
         SCOPED_TRACE(sig);
         const std::string log = fx.dir + "/log";
         ::unlink(log.c_str());
-        const pid_t pid = spawn_reap("REAP_FAULT_PAUSE_AT=30", args, log);
-        ASSERT_TRUE(wait_for(log, "paused at fault point 30")) << text_of(log);
+        const pid_t pid = spawn(killable_bin(), "REAP_TEST_PAUSE_AT=" + std::to_string(pause_at), args, log);
+        ASSERT_TRUE(wait_for(log, "paused at step " + std::to_string(pause_at))) << text_of(log);
         EXPECT_FALSE(leftovers(fx.dir).empty()) << "the run holds no temp file at the pause";
         kill(pid, sig);
         int st = 0;
@@ -490,10 +541,12 @@ TEST(Interrupt, SigintSigtermRemoveTemps) {
     }
 }
 
-// Item 3: SIGKILL at 100+ seeded moments of prune (the fault points: every
-// tensor written, every finish, the journal, every rename). After each kill
+// Item 3, end to end: a prune process SIGKILLed at three publish steps (in
+// the middle of the data, just after the journal, between two renames),
+// single file and split, fresh and over a previous output. After each kill
 // exactly one complete set verifies, the old or the new, and nothing partial
-// is visible; the next run completes and leaves no temp file.
+// is visible; the next run completes and leaves no temp file. (Every step is
+// crashed in-process by test_publish_faults.cpp.)
 TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
     fixture fx;
     std::string why, out;
@@ -515,8 +568,6 @@ TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
                                              {"single-force", "", true},
                                              {"split", " --split-max-tensors 8", false},
                                              {"split-force", " --split-max-tensors 8", true}};
-    const int kills_per_scenario = 26;
-    std::mt19937 rng(20261130);   // the seed list is this generator's output: deterministic
     int n_kills = 0, n_old = 0, n_new = 0, n_nothing = 0, n_journal = 0;
     for (const scenario & sc : scenarios) {
         SCOPED_TRACE(sc.name);
@@ -543,19 +594,23 @@ TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
         ASSERT_TRUE(prune_test::exists(first)) << first;
         ASSERT_TRUE(std::find(new_files.begin(), new_files.end(), "SHA256SUMS") != new_files.end());
         if (!sc.split.empty()) ASSERT_GT(new_files.size(), 3u) << "the split output has one shard";
-        // how many fault points one run has
+        // the steps of one run, and the three to kill it at
         fresh();
-        const int n_points = count_fault_points(prune_args("new.json"));
-        ASSERT_GT(n_points, 10);
-        printf("fault injection, %s: %zu files in the new set, %d fault points per run\n", sc.name, new_files.size(), n_points);
+        const std::vector<std::string> steps = trace_steps(prune_args("new.json"));
+        const kill_points kp = find_kill_points(steps);
+        ASSERT_GT(kp.data, 0);
+        ASSERT_GT(kp.journal, kp.data);
+        ASSERT_GT(kp.renames, kp.journal);
+        printf("fault injection, %s: %zu files in the new set, %zu steps per run; killed at %d (%s), %d (%s), %d (%s)\n",
+               sc.name, new_files.size(), steps.size(), kp.data, steps[kp.data - 1].c_str(), kp.journal,
+               steps[kp.journal - 1].c_str(), kp.renames, steps[kp.renames - 1].c_str());
 
         auto verifies = [&](const reap::plan & p, const std::string & plan) {
             std::string e;
             return prune_test::verify(gm, p, plans + "/" + plan, first, e);
         };
-        for (int k = 0; k < kills_per_scenario; ++k) {
-            const int at = 1 + int(rng() % uint32_t(n_points));
-            SCOPED_TRACE("killed at fault point " + std::to_string(at) + " of " + std::to_string(n_points));
+        for (const int at : {kp.data, kp.journal, kp.renames}) {
+            SCOPED_TRACE("killed at step " + std::to_string(at) + " of " + std::to_string(steps.size()));
             fresh();
             EXPECT_TRUE(run_killed_at(at, prune_args("new.json"), out)) << "not killed: " << out;
             ++n_kills;
@@ -577,6 +632,7 @@ TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
             else if (is_old && sc.over_old) ++n_old;
             else if (is_old) ++n_nothing;
             if (journal) EXPECT_TRUE(is_new);
+            EXPECT_EQ(journal, at != kp.data) << "a journal is left exactly by a kill after it";
             // the next run: completes, verifies, leaves no temp file (the killed run's are gone too)
             ASSERT_EQ(run_reap(prune_args("new.json"), out), 0) << out;
             EXPECT_TRUE(verifies(p_new, "new.json"));
@@ -587,7 +643,8 @@ TEST(FaultInjection, SigkillAnywhereLeavesOneCompleteSet) {
     printf("fault injection: %d kills: %d left the old output, %d no output (fresh), %d the new one (%d of them "
            "through a journal the next run completed)\n",
            n_kills, n_old, n_nothing, n_new, n_journal);
-    EXPECT_GE(n_kills, 100);
+    EXPECT_EQ(n_kills, 12);
+    EXPECT_EQ(n_journal, 8);
     EXPECT_GT(n_new, 0);
     EXPECT_GT(n_old + n_nothing, 0);
     remove_tree(fx.dir);
@@ -695,7 +752,9 @@ void write_imatrix_for(const g::model & m, const std::string & path) {
 // A sliced imatrix written to another folder (--imatrix-out elsewhere)
 // appears with its model or not at all: the model's journal names it by
 // absolute path. prune --force over a previous model and imatrix is SIGKILLed
-// at every one of its fault points; afterwards (the next run's recovery done)
+// (reap_killable) in the middle of its data, just after the journal, and
+// between the model's rename and the imatrix's; afterwards (the next run's
+// recovery done)
 // the two files are both the previous ones or both the new ones, byte for
 // byte, and the next run leaves no temp file in either folder. Before the
 // imatrix joined the journal, a kill between the two renames left the new
@@ -736,12 +795,19 @@ TEST(FaultInjection, SlicedImatrixElsewhereAppearsWithItsModel) {
     ASSERT_EQ(read_all(model_out), new_model);
     ASSERT_EQ(read_all(imatrix_out), new_imatrix);
     fresh();
-    const int n_points = count_fault_points(prune_args("new.json"));
-    ASSERT_GT(n_points, 10);
+    const std::vector<std::string> steps = trace_steps(prune_args("new.json"));
+    const kill_points kp = find_kill_points(steps);
+    ASSERT_GT(kp.data, 0);
+    ASSERT_GT(kp.journal, kp.data);
+    ASSERT_GT(kp.renames, kp.journal);
+    // the first rename after the journal is the model's: the kill leaves the
+    // new model beside the previous imatrix until the journal is completed
+    ASSERT_NE(steps[kp.renames - 2].find(model_dir + "/out.gguf"), std::string::npos) << steps[kp.renames - 2];
 
-    int n_old = 0, n_new = 0, n_journal = 0;
-    for (int at = 1; at <= n_points; ++at) {
-        SCOPED_TRACE("killed at fault point " + std::to_string(at) + " of " + std::to_string(n_points));
+    int n_old = 0, n_new = 0, n_journal = 0, n_points = 0;
+    for (const int at : {kp.data, kp.journal, kp.renames}) {
+        ++n_points;
+        SCOPED_TRACE("killed at step " + std::to_string(at) + " of " + std::to_string(steps.size()) + ": " + steps[at - 1]);
         fresh();
         EXPECT_TRUE(run_killed_at(at, prune_args("new.json"), out)) << "not killed: " << out;
         const bool journal = has_journal(model_dir);
@@ -769,8 +835,9 @@ TEST(FaultInjection, SlicedImatrixElsewhereAppearsWithItsModel) {
     printf("sliced imatrix elsewhere: %d kills: %d left the previous pair, %d the new pair (%d through a journal the "
            "next run completed)\n",
            n_points, n_old, n_new, n_journal);
-    EXPECT_GT(n_old, 0);
-    EXPECT_GT(n_journal, 0);
+    EXPECT_EQ(n_old, 1);
+    EXPECT_EQ(n_new, 2);
+    EXPECT_EQ(n_journal, 2);
     remove_tree(fx.dir);
 }
 
@@ -1083,7 +1150,10 @@ TEST(Leftovers, NoLockAndNoStaleTempsAfterARun) {
     }
     // a prune to b.gguf killed while writing: its temp stays until the next run
     // in the folder, whatever that run writes
-    EXPECT_TRUE(run_killed_at(5, prune + quote(dir + "/b.gguf"), out)) << "not killed: " << out;
+    const int at = find_kill_points(trace_steps(prune + quote(dir + "/b.gguf"))).data;
+    ASSERT_GT(at, 0);
+    ASSERT_EQ(::unlink((dir + "/b.gguf").c_str()), 0);
+    EXPECT_TRUE(run_killed_at(at, prune + quote(dir + "/b.gguf"), out)) << "not killed: " << out;
     ASSERT_EQ(leftovers(dir).size(), 1u);
     const std::string killed = leftovers(dir)[0];
     const std::string dead = std::to_string(dead_pid()), live = std::to_string(::getpid());

@@ -297,7 +297,7 @@ int cmd_sweep(int argc, char ** argv) {
     }
     bool made_dir = false;
     if (!p.plans_dir.empty()) {
-        made_dir = mkdir(p.plans_dir.c_str(), 0755) == 0;
+        made_dir = reap::util::current_disk().mkdir(p.plans_dir, 0755);
         if (!made_dir && errno != EEXIST) return fail("cannot create --plans-dir '" + p.plans_dir + "': " + strerror(errno));
     }
     if (!reap::util::write_files_durably(files, err)) {

@@ -514,7 +514,7 @@ std::string hf_repo_of(const gguf::model & m) {
 
 // Ensures DIR (and DIR/figures) exist; `made`: this call created it.
 bool make_dir(const std::string & dir, bool & made, std::string & err) {
-    made = ::mkdir(dir.c_str(), 0755) == 0;
+    made = util::current_disk().mkdir(dir, 0755);
     if (!made && errno != EEXIST) {
         err = "cannot create '" + dir + "': " + strerror(errno);
         return false;

@@ -1,0 +1,465 @@
+// test_publish_faults.cpp: the promises of docs/reliability.md for a publish
+// cut short, proved in-process at every step (no reap binary, no llama.cpp).
+// Each scenario lays down a previous output, then publishes a new one through
+// a fault_disk (tests/fault_disk.h):
+//   * crash: from step k on nothing reaches the disk (a write there torn in
+//     half), for every k, the temps named after a stand-in process killed
+//     then; then what the next run does first (prepare_output / recover_dir)
+//     runs; the folders must then hold
+//     the previous files or the new ones, byte for byte, never a mix, and no
+//     temp file or journal;
+//   * fail: step k fails with ENOSPC, then with EIO, in-process; the run must
+//     report it, and after recovery the same holds (a failed write or temp
+//     creation leaves the previous files).
+// After a crash that left a journal, the recovery itself is crashed at each of
+// its steps too (the split set), then run again: the new set, whole.
+// Scenarios: one file (fresh and over a previous one); several files in two
+// folders (a report's figures, then its card); a split model with its
+// SHA256SUMS over a previous set; a model, its SHA256SUMS and a sliced
+// imatrix in another folder (prune --imatrix --imatrix-out OTHER).
+#include "fault_disk.h"
+#include "gguf/gguf.h"
+#include "gguf_test_util.h"
+#include "util/file.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <sys/stat.h>
+#include <csignal>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace g = reap::gguf;
+namespace u = reap::util;
+using fault_test::fault_disk;
+
+namespace {
+
+// The files of the watched folders: "FOLDER/NAME" -> bytes (visible files
+// only; reap's hidden files are leftovers).
+using state = std::map<std::string, std::string>;
+
+std::string read_text(const std::string & path) {
+    const std::vector<uint8_t> b = gguf_test::read_all(path);
+    return std::string(b.begin(), b.end());
+}
+
+void write_text(const std::string & path, const std::string & text) {
+    gguf_test::write_all(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+struct scenario {
+    std::string root;                                  // a fresh scratch folder
+    std::vector<std::string> folders;                  // watched, relative to root
+    std::function<void(const std::string &)> make_old; // lays down the previous output (real disk)
+    std::function<bool(const std::string &, std::string &)> publish;   // the run under test
+    std::function<bool(const std::string &, std::string &)> recover;   // what the next run does first
+    // The groups that appear one after another (their files, relative to
+    // root): the state is groups [0, j) new and [j, n) old for some j. One
+    // group: old or new.
+    std::vector<std::vector<std::string>> groups;
+    // crash the recovery too, at each of its steps, after every crash that left a journal
+    bool crash_recovery = false;
+};
+
+std::string scratch(const std::string & name) {
+    struct stat st;
+    const bool shm = ::stat("/dev/shm", &st) == 0 && ::access("/dev/shm", W_OK) == 0;   // fsync costs nothing there
+    const std::string dir = shm ? "/dev/shm/reap-test-faults-" + name + "-" + std::to_string(::getpid())
+                                : gguf_test::scratch_dir("faults-" + name);
+    return dir;
+}
+
+void remove_tree(const std::string & dir) {
+    for (const std::string & e : gguf_test::list_dir(dir)) {
+        const std::string p = dir + "/" + e;
+        struct stat st;
+        if (::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(p);
+        else ::unlink(p.c_str());
+    }
+    ::rmdir(dir.c_str());
+}
+
+// The visible files of the watched folders, and reap's hidden ones (temps,
+// journals; the lock file of a run killed while holding it is left out: the
+// next lock in that folder removes it).
+void snapshot(const scenario & sc, state & files, std::vector<std::string> & leftovers) {
+    files.clear();
+    leftovers.clear();
+    for (const std::string & f : sc.folders) {
+        for (const std::string & e : gguf_test::list_dir(sc.root + "/" + f)) {
+            const std::string rel = f + "/" + e, path = sc.root + "/" + rel;
+            struct stat st;
+            if (::lstat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) continue;
+            if (e[0] == '.') {
+                if (e != ".reap.lock") leftovers.push_back(rel);
+            } else {
+                files[rel] = read_text(path);
+            }
+        }
+    }
+}
+
+void reset(const scenario & sc) {
+    remove_tree(sc.root);
+    ::mkdir(sc.root.c_str(), 0755);
+    for (const std::string & f : sc.folders) ::mkdir((sc.root + "/" + f).c_str(), 0755);
+    sc.make_old(sc.root);
+}
+
+// The states the promises allow: for each j, groups [0, j) new, the rest old.
+std::vector<state> allowed_states(const scenario & sc, const state & old_files, const state & new_files) {
+    std::vector<state> allowed;
+    for (size_t j = 0; j <= sc.groups.size(); ++j) {
+        state s = old_files;
+        for (size_t gi = 0; gi < j; ++gi) {
+            for (const std::string & f : sc.groups[gi]) {
+                const auto it = new_files.find(f);
+                if (it == new_files.end()) s.erase(f);
+                else s[f] = it->second;
+            }
+        }
+        allowed.push_back(s);
+    }
+    return allowed;
+}
+
+// Which allowed state `s` is (0: all old, groups.size(): all new), or -1.
+int which_state(const std::vector<state> & allowed, const state & s) {
+    for (size_t j = 0; j < allowed.size(); ++j) {
+        if (allowed[j] == s) return (int) j;
+    }
+    return -1;
+}
+
+std::string describe(const state & s, const state & old_files, const state & new_files) {
+    std::string r;
+    for (const auto & [name, bytes] : s) {
+        const auto o = old_files.find(name), n = new_files.find(name);
+        const bool is_old = o != old_files.end() && o->second == bytes, is_new = n != new_files.end() && n->second == bytes;
+        r += "  " + name + " (" + std::to_string(bytes.size()) + " bytes: " +
+             (is_old && is_new ? "old = new" : is_old ? "old" : is_new ? "new" : "NEITHER") + ")\n";
+    }
+    return r;
+}
+
+struct tally {
+    long steps = 0;
+    long recovery_crashes = 0;         // crashes of a recovery (all left the new set once recovered)
+    std::map<int, int> crash_states;   // allowed-state index -> crashes that left it
+    int failed_runs = 0;
+};
+
+// Runs `body` with a disk that crashes at step k (temps named after a
+// stand-in process, killed at the end: the run is gone); true when the step
+// came.
+bool crash_at(long k, const std::function<void()> & body) {
+    char sleep_arg[] = "sleep", sixty[] = "60";
+    char * argv[] = {sleep_arg, sixty, nullptr};
+    pid_t owner = 0;
+    if (::posix_spawnp(&owner, "sleep", nullptr, nullptr, argv, environ) != 0) {
+        ADD_FAILURE() << "cannot start the stand-in process";
+        return false;
+    }
+    fault_disk crash;
+    crash.mode = fault_disk::fault::crash;
+    crash.at = k;
+    crash.owner_pid = owner;
+    u::use_disk(&crash);
+    body();
+    u::use_disk(nullptr);
+    ::kill(owner, SIGKILL);
+    ::waitpid(owner, nullptr, 0);
+    return crash.crashed;
+}
+
+// The steps `body` takes.
+long count_steps(const std::function<void()> & body) {
+    fault_disk counter;
+    u::use_disk(&counter);
+    body();
+    u::use_disk(nullptr);
+    return counter.steps;
+}
+
+// Runs the scenario: the clean run (counts the steps), a crash at every step,
+// a failure (ENOSPC, EIO) at every step.
+tally run_all(const scenario & sc) {
+    tally t;
+    reset(sc);
+    state old_files, new_files, crashed;
+    std::vector<std::string> left;
+    snapshot(sc, old_files, left);
+    EXPECT_TRUE(left.empty());
+
+    fault_disk counter;
+    counter.record_trace = true;
+    u::use_disk(&counter);
+    std::string err;
+    const bool clean_ok = sc.publish(sc.root, err);
+    u::use_disk(nullptr);
+    EXPECT_TRUE(clean_ok) << err;
+    snapshot(sc, new_files, left);
+    EXPECT_TRUE(left.empty()) << left.size() << " leftovers after a clean run, the first " << left[0];
+    EXPECT_NE(old_files, new_files);
+    t.steps = counter.steps;
+    const std::vector<state> allowed = allowed_states(sc, old_files, new_files);
+    EXPECT_EQ(which_state(allowed, new_files), (int) sc.groups.size()) << describe(new_files, old_files, new_files);
+
+    auto check = [&](const std::string & what, long k) {
+        std::string recover_err;
+        EXPECT_TRUE(sc.recover(sc.root, recover_err)) << what << " at step " << k << ": " << recover_err;
+        state now;
+        snapshot(sc, now, left);
+        const int j = which_state(allowed, now);
+        EXPECT_GE(j, 0) << what << " at step " << k << " (" << counter.trace[k - 1] << ") left a mix:\n"
+                        << describe(now, old_files, new_files);
+        EXPECT_TRUE(left.empty()) << what << " at step " << k << " (" << counter.trace[k - 1] << "): "
+                                  << left.size() << " leftovers after recovery, the first " << left[0];
+        return j;
+    };
+
+    auto publish = [&] {
+        std::string e;
+        sc.publish(sc.root, e);
+    };
+    auto recover = [&] {
+        std::string e;
+        sc.recover(sc.root, e);
+    };
+    for (long k = 1; k <= t.steps; ++k) {
+        reset(sc);
+        if (!crash_at(k, publish)) {
+            ADD_FAILURE() << "the run did not stop at step " << k << " (" << counter.trace[k - 1] << ")";
+            continue;
+        }
+        snapshot(sc, crashed, left);
+        const bool journal = std::any_of(left.begin(), left.end(), [](const std::string & e) {
+            return e.size() > 13 && e.compare(e.size() - 13, 13, ".reap-journal") == 0;
+        });
+        if (sc.crash_recovery && journal) {
+            // the run that completes the journal is itself crashed, at each of its steps
+            const long r_steps = count_steps(recover);
+            EXPECT_GT(r_steps, 0);
+            for (long r = 1; r <= r_steps; ++r) {
+                reset(sc);
+                if (!crash_at(k, publish) || !crash_at(r, recover)) {
+                    ADD_FAILURE() << "the recovery did not stop at step " << r;
+                    continue;
+                }
+                // committed before the first crash: the new set, whatever the recovery's crash left
+                EXPECT_EQ(check("a crash at step " + std::to_string(r) + " of the recovery after a crash", k),
+                          (int) sc.groups.size());
+                ++t.recovery_crashes;
+            }
+            reset(sc);
+            crash_at(k, publish);
+        }
+        const int j = check("a crash", k);
+        if (j >= 0) ++t.crash_states[j];
+    }
+
+    for (const int e : {ENOSPC, EIO}) {
+        for (long k = 1; k <= t.steps; ++k) {
+            reset(sc);
+            fault_disk fail;
+            fail.mode = fault_disk::fault::fail;
+            fail.at = k;
+            fail.error = e;
+            u::use_disk(&fail);
+            std::string run_err;
+            const bool ok = sc.publish(sc.root, run_err);
+            u::use_disk(nullptr);
+            const std::string what = std::string(strerror(e)) + " on " + fail.failed_op;
+            // a step whose failure the publish may ignore: removing what is
+            // no longer needed (a temp, a lock file, a finished journal)
+            const bool cleanup = fail.failed_op == "unlink" || fail.failed_op == "rmdir";
+            if (!ok) {
+                ++t.failed_runs;
+                EXPECT_FALSE(run_err.empty()) << what << " at step " << k;
+            }
+            // before anything is committed (every file written, the journal
+            // written): the failure is reported, and the previous files stay
+            const bool writing = fail.failed_op == "write" || fail.failed_op == "stream" || fail.failed_op == "mkstemp";
+            if (writing) {
+                EXPECT_FALSE(ok) << what << " at step " << k << " (" << counter.trace[k - 1] << ") was not reported";
+                EXPECT_NE(run_err.find(strerror(e)), std::string::npos) << run_err;
+                state now;
+                snapshot(sc, now, left);
+                EXPECT_EQ(now, old_files) << what << " at step " << k << " (" << counter.trace[k - 1]
+                                          << ") changed the output:\n" << describe(now, old_files, new_files);
+            }
+            if (cleanup) {
+                recover();
+                continue;   // a temp it could not remove stays for the next run (this process is alive)
+            }
+            check(what, k);
+        }
+    }
+    remove_tree(sc.root);
+    return t;
+}
+
+// A small model whose tensors live in memory, named `name` (seed: its bytes).
+g::output_spec model_spec(uint32_t seed, const std::string & name) {
+    gguf_test::model_options o;
+    o.seed = seed;
+    o.n_layer = 2;
+    g::output_spec spec = gguf_test::make_model_spec(o);
+    spec.kvs.set_string("general.name", name);
+    return spec;
+}
+
+bool write_spec(const g::output_spec & spec, const std::string & path, uint64_t split_tensors, const std::string & sums,
+                std::string & err, std::vector<u::durable_file> * stage = nullptr,
+                std::vector<u::durable_file *> publish_with = {}) {
+    g::write_options wo;
+    wo.force = true;
+    wo.sync = true;
+    wo.split_max_tensors = split_tensors;
+    wo.sums_path = sums;
+    wo.stage = stage;
+    wo.publish_with = std::move(publish_with);
+    std::vector<std::string> written;
+    return g::write_output(spec, wo, path, written, err);
+}
+
+void write_old_spec(const g::output_spec & spec, const std::string & path, uint64_t split_tensors,
+                    const std::string & sums) {
+    std::string err;
+    ASSERT_TRUE(write_spec(spec, path, split_tensors, sums, err)) << err;
+}
+
+void report(const char * name, const tally & t) {
+    std::string states;
+    for (const auto & [j, n] : t.crash_states) states += " " + std::to_string(n) + " in state " + std::to_string(j) + ";";
+    printf("%s: %ld steps; crashes:%s %ld crashes of the recovery after one; %d failed runs (ENOSPC, EIO)\n", name,
+           t.steps, states.c_str(), t.recovery_crashes, t.failed_runs);
+}
+
+} // namespace
+
+// One file, over a previous one and where there was none.
+TEST(PublishFaults, OneFile) {
+    for (const bool previous : {true, false}) {
+        scenario sc;
+        sc.root = scratch(previous ? "one-over" : "one-fresh");
+        sc.folders = {"out"};
+        sc.make_old = [previous](const std::string & root) {
+            if (previous) write_text(root + "/out/plan.json", "{\"previous\": true}\n");
+            write_text(root + "/out/other.txt", "another file of the folder\n");
+        };
+        sc.publish = [](const std::string & root, std::string & err) {
+            return u::write_file_durably(root + "/out/plan.json", std::string(10000, 'n') + "\n", err);
+        };
+        sc.recover = [](const std::string & root, std::string & err) {
+            return u::prepare_output(root + "/out/plan.json", err);
+        };
+        sc.groups = {{"out/plan.json"}};
+        tally t = run_all(sc);
+        report(previous ? "one file over a previous one" : "one file, fresh", t);
+        EXPECT_GT(t.steps, 5);
+        EXPECT_GT(t.crash_states[0], 0);
+        EXPECT_GT(t.crash_states[1], 0);
+    }
+}
+
+// Several files through write_files_durably: two figures together (a
+// journal), then the card that names them; over a previous card.
+TEST(PublishFaults, FilesOfTwoFoldersInOrder) {
+    scenario sc;
+    sc.root = scratch("card");
+    sc.folders = {"card", "card/figures"};
+    sc.make_old = [](const std::string & root) {
+        write_text(root + "/card/README.md", "old card\n");
+        write_text(root + "/card/figures/a.svg", "<svg>old a</svg>\n");
+        write_text(root + "/card/figures/b.svg", "<svg>old b</svg>\n");
+    };
+    sc.publish = [](const std::string & root, std::string & err) {
+        return u::write_files_durably({{root + "/card/figures/a.svg", "<svg>new a, longer</svg>\n"},
+                                       {root + "/card/figures/b.svg", "<svg>new b, longer</svg>\n"},
+                                       {root + "/card/README.md", "new card, longer\n"}},
+                                      err);
+    };
+    sc.recover = [](const std::string & root, std::string & err) {
+        return u::prepare_output(root + "/card/figures/a.svg", err) && u::prepare_output(root + "/card/README.md", err);
+    };
+    sc.groups = {{"card/figures/a.svg", "card/figures/b.svg"}, {"card/README.md"}};
+    tally t = run_all(sc);
+    report("two figures then the card", t);
+    EXPECT_GT(t.crash_states[0], 0);
+    EXPECT_GT(t.crash_states[1], 0);   // the figures in place, the card not yet
+    EXPECT_GT(t.crash_states[2], 0);
+}
+
+// A model split in three shards with its SHA256SUMS (a foreign line in it),
+// over a previous set of another model: one journal publishes the four.
+TEST(PublishFaults, SplitModelWithChecksums) {
+    scenario sc;
+    sc.root = scratch("split");
+    sc.folders = {"m"};
+    sc.make_old = [](const std::string & root) {
+        write_text(root + "/m/SHA256SUMS", "# kept as it is\n" + std::string(64, 'a') + "  notes.txt\n");
+        write_old_spec(model_spec(1, "previous"), root + "/m/model.gguf", 6, root + "/m/SHA256SUMS");
+    };
+    sc.publish = [](const std::string & root, std::string & err) {
+        return write_spec(model_spec(2, "new"), root + "/m/model.gguf", 6, root + "/m/SHA256SUMS", err);
+    };
+    sc.recover = [](const std::string & root, std::string & err) {
+        return u::prepare_output(root + "/m/model-00001-of-00003.gguf", err);
+    };
+    sc.groups = {{"m/model-00001-of-00003.gguf", "m/model-00002-of-00003.gguf", "m/model-00003-of-00003.gguf",
+                  "m/SHA256SUMS"}};
+    sc.crash_recovery = true;
+    tally t = run_all(sc);
+    report("split model and SHA256SUMS", t);
+    EXPECT_GT(t.crash_states[0], 0);
+    EXPECT_GT(t.crash_states[1], 0);
+    EXPECT_GT(t.recovery_crashes, 0);
+}
+
+// prune --imatrix --imatrix-out OTHER/...: the sliced imatrix is staged in
+// its own folder, then published in the model folder's journal with the model
+// and its SHA256SUMS. Its tensors are copied from a source file
+// (copy_file_range: one step per tensor), as prune copies them.
+TEST(PublishFaults, ModelWithSlicedImatrixElsewhere) {
+    scenario sc;
+    sc.root = scratch("imatrix");
+    sc.folders = {"m", "i", "src"};
+    sc.make_old = [](const std::string & root) {
+        write_old_spec(model_spec(3, "previous"), root + "/m/model.gguf", 0, root + "/m/SHA256SUMS");
+        write_old_spec(model_spec(4, "previous imatrix"), root + "/i/out.imatrix.gguf", 0, "");
+        write_old_spec(model_spec(5, "source"), root + "/src/source.gguf", 0, "");
+    };
+    sc.publish = [](const std::string & root, std::string & err) {
+        const std::string imatrix_out = root + "/i/out.imatrix.gguf";
+        // what prune does (cmd_prune.cpp): declare, recover the model folder,
+        // stage the imatrix, then write the model with it
+        u::declare_output_elsewhere(imatrix_out);
+        if (u::recover_dir(root + "/m", err) < 0) return false;
+        g::model source;
+        if (!g::open_model(root + "/src/source.gguf", source, err)) return false;
+        g::output_spec slice = g::spec_from_model(source);
+        slice.kvs.set_string("general.name", "new imatrix");
+        std::vector<u::durable_file> staged;
+        if (!write_spec(slice, imatrix_out, 0, "", err, &staged)) return false;
+        std::vector<u::durable_file *> with;
+        for (auto & f : staged) with.push_back(&f);
+        return write_spec(model_spec(6, "new"), root + "/m/model.gguf", 0, root + "/m/SHA256SUMS", err, nullptr, with);
+    };
+    sc.recover = [](const std::string & root, std::string & err) {
+        u::declare_output_elsewhere(root + "/i/out.imatrix.gguf");
+        return u::recover_dir(root + "/m", err) >= 0 && u::prepare_output(root + "/m/model.gguf", err) &&
+               u::prepare_output(root + "/i/out.imatrix.gguf", err);
+    };
+    sc.groups = {{"m/model.gguf", "m/SHA256SUMS", "i/out.imatrix.gguf"}};
+    tally t = run_all(sc);
+    report("model, SHA256SUMS and the sliced imatrix elsewhere", t);
+    EXPECT_GT(t.crash_states[0], 0);
+    EXPECT_GT(t.crash_states[1], 0);
+}
