@@ -4,8 +4,13 @@
 // llama.cpp's own errors name a bad value, and a flag neither reap nor
 // llama.cpp knows is refused by llama.cpp's parser, which names it. The JSON
 // names what was measured (reap report's receipts): the text by its sha256,
-// the pruned model by its files.
+// the pruned model by its files; the base by its fingerprint, a masked base
+// as such, and a plan made for another model is refused as prune refuses it.
 #include "llama_test_util.h"
+
+#include "formats/eval_file.h"
+#include "gguf/gguf.h"
+#include "plan/plan.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -129,4 +134,81 @@ TEST(EvalCli, OneModelResidentAtATime) {
     RecordProperty("eval_pair_peak_rss_kib", std::to_string(rss_eval));
     RecordProperty("perplexity_base_peak_rss_kib", std::to_string(rss_ppl));
     EXPECT_LT(rss_eval, rss_ppl + pruned_kib / 4);
+}
+
+// Issue 23, items 2-4: a claim names what it measured. The JSON records the
+// base (its fingerprint, as prune checks plans against it) and says when the
+// base itself was masked (--base-mask, with the hash of the plan bytes read);
+// a --mask or --base-mask plan made for another model (a copy of the base
+// with another general.name) is refused with prune's words. Against the
+// binary before this change the plans of another model ran (exit 0) and the
+// JSON had no "base" or "reference".
+TEST(EvalCli, ClaimsNameTheBaseAndTheMask) {
+    const std::string dir = test_tmp_dir() + "/eval-claims";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string text = dir + "/text.txt";
+    std::ofstream(text) << calibration_text() << calibration_text();
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    std::string err, out, sum;
+    reap::gguf::model m;
+    ASSERT_TRUE(reap::gguf::open_model(model, m, err)) << err;
+    const std::string model_sha = reap::model_header_sha256(m);
+    // another model of the same shape
+    const std::string other = dir + "/other.gguf";
+    {
+        reap::gguf::output_spec spec = reap::gguf::spec_from_model(m);
+        spec.kvs.set_string("general.name", "another model of the same shape");
+        reap::gguf::write_options wo;
+        wo.force = true;
+        wo.sync = false;
+        std::vector<std::string> written;
+        ASSERT_TRUE(reap::gguf::write_output(spec, wo, other, written, err)) << err;
+    }
+    // a plan for the model keeping its first half of experts, with the model's fingerprint
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " inspect --json " + shell_quote(model), out), 0) << out;
+    const nlohmann::json census = nlohmann::json::parse(out);
+    const int n_keep = census["n_expert"].get<int>() / 2;
+    nlohmann::json plan = {{"format", "reap-plan"}, {"version", 1},
+                           {"model", {{"arch", census["arch"]}, {"n_layer", census["n_layer"]}, {"n_expert", census["n_expert"]},
+                                      {"n_expert_used", census["n_expert_used"]}, {"header_sha256", model_sha}}},
+                           {"n_keep", n_keep}, {"layers", nlohmann::json::array()}};
+    std::vector<int> half(n_keep);
+    for (int e = 0; e < n_keep; ++e) half[e] = e;
+    for (const auto & l : census["moe_layers"]) plan["layers"].push_back({{"layer", l}, {"keep", half}});
+    const std::string plan_path = dir + "/half.json";
+    std::ofstream(plan_path) << plan.dump(1);
+    ASSERT_EQ(run_cmd("sha256sum " + shell_quote(plan_path), sum), 0) << sum;
+    const std::string plan_sha = sum.substr(0, 64);
+    const std::string tail = " -f " + shell_quote(text) + " -c 128 --chunks 2 -t 2 --json";
+
+    // another model's plan: refused for --mask and --base-mask
+    for (const std::string & how : {" --mask " + shell_quote(plan_path), " --base-mask " + shell_quote(plan_path) + " -p " + shell_quote(other)}) {
+        EXPECT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(other) + how + tail, out), 2) << how << "\n" << out;
+        EXPECT_NE(out.find("was made for another model"), std::string::npos) << out;
+    }
+    // a masked base: said so, with the plan's hash, and the base's fingerprint
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(model) + " --base-mask " + shell_quote(plan_path) + " -p " +
+                          shell_quote(model) + tail + " 2>/dev/null", out), 0) << out;
+    const nlohmann::json j = nlohmann::json::parse(out);
+    EXPECT_EQ(j.at("reference"), "masked_base") << j.dump();
+    EXPECT_EQ(j.at("base_mask"), plan_path);
+    EXPECT_EQ(j.at("base_mask_sha256"), plan_sha);
+    EXPECT_EQ(j.at("base").at("file"), model);
+    EXPECT_EQ(j.at("base").at("header_sha256"), model_sha);
+    reap::eval_document doc;
+    ASSERT_TRUE(reap::eval_document_from_json(j, "stdout", doc, err)) << err;
+    ASSERT_EQ(doc.entries.size(), 1u);
+    EXPECT_TRUE(doc.entries[0].report.base_masked());
+    // the mask of the right model runs, named by the hash of the plan's bytes
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(model) + " --mask " + shell_quote(plan_path) + tail + " 2>/dev/null", out), 0) << out;
+    const nlohmann::json mj = nlohmann::json::parse(out);
+    EXPECT_EQ(mj.at("candidate_sha256"), plan_sha);
+    EXPECT_EQ(mj.at("reference"), "base");
+    EXPECT_EQ(mj.at("base").at("header_sha256"), model_sha);
+    // a plan without a fingerprint runs, with prune's warning
+    plan["model"].erase("header_sha256");
+    std::ofstream(dir + "/old.json") << plan.dump();
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(other) + " --mask " + shell_quote(dir + "/old.json") + tail + " -q", out), 0) << out;
+    EXPECT_NE(out.find("warning: "), std::string::npos) << out;
+    EXPECT_NE(out.find("records no model fingerprint"), std::string::npos) << out;
 }

@@ -10,6 +10,7 @@
 #include "plan/kernel_counts.h"
 #include "plan/plan.h"
 #include "plan/planners.h"
+#include "plan/provenance.h"
 #include "plan/receipts.h"
 #include "saliency/archive.h"
 #include "util/json.h"
@@ -320,26 +321,24 @@ int cmd_plan(int argc, char ** argv) {
     uint32_t n_shards = 1;
     if (!pl::pruned_bytes(sctx, plan, bytes, n_shards, err)) return fail(err);
 
-    std::string archive_sha;
-    if (!reap::util::sha256_file(params.saliency, archive_sha, err)) return fail(err);
-    nlohmann::json & prov = plan.provenance;
-    prov["tool"] = std::string("reap plan ") + REAP_VERSION;
-    prov["saliency"] = {{"file", params.saliency}, {"sha256", archive_sha}, {"metric_set", reap::saliency::metric_set_name(arch.metrics)}};
-    nlohmann::json req = nlohmann::json::object();
-    if (params.keep >= 0) req["keep"] = params.keep;
-    if (params.ratio >= 0) req["ratio"] = params.ratio;
-    if (!params.budget_text.empty()) {
-        req["budget"] = params.budget_text;
-        req["budget_bytes"] = params.budget;
-    }
-    if (params.split_max_bytes) req["split_max_bytes"] = params.split_max_bytes;
-    if (params.split_max_tensors) req["split_max_tensors"] = params.split_max_tensors;
-    req["stamp"] = params.stamp;
-    if (rule.multiple_of > 0) req["multiple_of"] = rule.multiple_of;
-    if (rule.fused) req["fused_kernel"] = true;
-    prov["request"] = req;
-    prov["predicted_bytes"] = bytes;
-    prov["predicted_shards"] = n_shards;
+    pl::plan_origin origin;
+    origin.tool = "reap plan";
+    origin.saliency_path = params.saliency;
+    if (!reap::util::sha256_file(params.saliency, origin.saliency_sha256, err)) return fail(err);
+    origin.metric_set = reap::saliency::metric_set_name(arch.metrics);
+    pl::plan_request & req = origin.request;
+    if (params.keep >= 0) req.size = {pl::size_kind::keep, std::to_string(params.keep), params.keep};
+    if (params.ratio >= 0) req.size = {pl::size_kind::ratio, "", 0, params.ratio};
+    if (!params.budget_text.empty()) req.size = {pl::size_kind::budget, params.budget_text, 0, 0, params.budget};
+    req.split_max_bytes = params.split_max_bytes;
+    req.split_max_tensors = params.split_max_tensors;
+    req.stamp = params.stamp;
+    req.multiple_of = rule.multiple_of;
+    req.fused_kernel = rule.fused;
+    origin.predicted_bytes = bytes;
+    origin.predicted_shards = n_shards;
+    pl::record_origin(plan, origin, REAP_VERSION);
+    const nlohmann::json & prov = plan.provenance;
 
     pl::receipts rc;
     if (!pl::plan_receipts(rk, plan, rc, err)) return fail(err);

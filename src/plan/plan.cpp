@@ -282,18 +282,23 @@ std::string model_header_sha256(const gguf::model & m) {
     return h.hex();
 }
 
-bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, const std::string & plan_name,
-                      const std::string & model_name, std::string & warning, std::string & err) {
+std::string plan_model_mismatch(const plan & p, const gguf::model & m, const std::string & plan_name, const std::string & model_name,
+                                std::string & warning) {
     warning.clear();
     if (p.model_sha256.empty()) {
         warning = plan_name + " records no model fingerprint (written by an older reap plan): it cannot be checked to be " +
                   "for " + model_name;
-        return true;
+        return "";
     }
     const std::string have = model_header_sha256(m);
-    if (have == p.model_sha256) return true;
-    const std::string what = plan_name + " was made for another model (header sha256 " + p.model_sha256 + "), " +
-                             model_name + " has " + have;
+    if (have == p.model_sha256) return "";
+    return plan_name + " was made for another model (header sha256 " + p.model_sha256 + "), " + model_name + " has " + have;
+}
+
+bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, const std::string & plan_name,
+                      const std::string & model_name, std::string & warning, std::string & err) {
+    const std::string what = plan_model_mismatch(p, m, plan_name, model_name, warning);
+    if (what.empty()) return true;
     if (!allow_other) {
         err = what + "; pass --allow-other-model to use it anyway";
         return false;
@@ -303,6 +308,11 @@ bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, c
 }
 
 bool read_plan(const std::string & path, plan & out, std::string & err) {
+    std::string sha256;
+    return read_plan(path, out, sha256, err);
+}
+
+bool read_plan(const std::string & path, plan & out, std::string & sha256, std::string & err) {
     const int fd = util::open_input(path, err);   // a FIFO is refused, not waited on
     if (fd < 0) {
         err = "plan " + err;
@@ -331,6 +341,7 @@ bool read_plan(const std::string & path, plan & out, std::string & err) {
         err = "plan " + path + ": read error";
         return false;
     }
+    sha256 = util::sha256_bytes(text.data(), text.size());
     return parse_plan(text, path, out, err);
 }
 
