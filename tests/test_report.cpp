@@ -185,7 +185,7 @@ nlohmann::ordered_json sweep_json(const fixture & fx, const std::string & method
     sw["points"] = nlohmann::ordered_json::array();
     for (int n : {12, 6}) {
         sw["points"].push_back({{"n_keep", n}, {"request", {{"keep", std::to_string(n)}}}, {"removed_fraction", (16 - n) / 16.0},
-                                {"predicted_bytes", 1000 * n}, {"predicted_shards", 1}, {"saliency_share", 0.1 * n},
+                                {"predicted_bytes", 1000 * n}, {"predicted_shards", 1}, {"saliency_share", n / 16.0},
                                 {"safety_margin", 3}, {"safety_margin_median", 4.0}, {"overall", m(1.0 / n, 10)},
                                 {"domains", {{"en", m(2.0 / n, 5)}}}});
     }
@@ -708,7 +708,8 @@ TEST(ReportClaims, SweepOfAnotherModelOrMethodIsNotThisBuilds) {
     if (!setup("report_sweep_claims", fx, why)) GTEST_SKIP() << why;
     const std::string other = other_model_sha(fx);
     ASSERT_EQ(other.size(), 64u) << other;
-    const std::string sw = fx.dir + "/sweep.json", card_dir = fx.dir + "/card";
+    const std::string sw = fx.dir + "/sweep.json";
+    std::string card_dir = fx.dir + "/card-other";
     auto report = [&](const std::string & extra) {
         return run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --sweep " + quote(sw) +
                             " -o " + quote(card_dir) + extra, out);
@@ -718,6 +719,7 @@ TEST(ReportClaims, SweepOfAnotherModelOrMethodIsNotThisBuilds) {
     EXPECT_NE(out.find("measured another model"), std::string::npos) << out;
     EXPECT_FALSE(prune_test::exists(card_dir + "/README.md"));
 
+    card_dir = fx.dir + "/card";
     write_text(sw, sweep_json(fx, "random", source_sha(fx)).dump(2));
     ASSERT_EQ(report(""), 0) << out;
     std::string card = read_text(card_dir + "/README.md");

@@ -107,7 +107,7 @@ bool identity_from_json(json_fields & f, eval_report & r) {
         !f.opt_strings("warnings", r.warnings)) {
         return false;
     }
-    std::string reference = "base";
+    std::string reference = r.base_masked() ? "masked_base" : "base";   // version 1: said by base_mask alone
     if (!f.opt_str("reference", reference)) return false;
     if (reference != "base" && reference != "masked_base") return f.fail("reference", "must be \"base\" or \"masked_base\", not \"" + reference + "\"");
     if ((reference == "masked_base") != r.base_masked()) {
