@@ -195,8 +195,10 @@ TEST(EvalCli, ClaimsNameTheBaseAndTheMask) {
     EXPECT_EQ(j.at("base_mask_sha256"), plan_sha);
     EXPECT_EQ(j.at("base").at("file"), model);
     EXPECT_EQ(j.at("base").at("header_sha256"), model_sha);
+    // ... and reads back through the format module (a file: the module's JSON type is the core's)
+    std::ofstream(dir + "/masked-base.json") << out;
     reap::eval_document doc;
-    ASSERT_TRUE(reap::eval_document_from_json(j, "stdout", doc, err)) << err;
+    ASSERT_TRUE(reap::read_eval_document(dir + "/masked-base.json", doc, err)) << err;
     ASSERT_EQ(doc.entries.size(), 1u);
     EXPECT_TRUE(doc.entries[0].report.base_masked());
     // the mask of the right model runs, named by the hash of the plan's bytes
