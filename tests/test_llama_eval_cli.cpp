@@ -16,6 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <random>
 #include <sys/stat.h>
 
@@ -213,4 +216,95 @@ TEST(EvalCli, ClaimsNameTheBaseAndTheMask) {
     ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(other) + " --mask " + shell_quote(dir + "/old.json") + tail + " -q", out), 0) << out;
     EXPECT_NE(out.find("warning: "), std::string::npos) << out;
     EXPECT_NE(out.find("records no model fingerprint"), std::string::npos) << out;
+}
+
+namespace {
+
+// Starts `reap eval ARGS` with stdout to `out` and llama.cpp's log (--verbose)
+// to `log`; returns its pid.
+pid_t spawn_eval(const std::string & args, const std::string & out, const std::string & log) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const std::string cmd = "exec " + shell_quote(reap_bin()) + " eval " + args + " --verbose > " + shell_quote(out) + " 2> " + shell_quote(log);
+        execl("/bin/sh", "sh", "-c", cmd.c_str(), (char *) nullptr);
+        _exit(127);
+    }
+    return pid;
+}
+
+// Waits until `log` shows llama.cpp loading a model (the plans and the files'
+// identities are taken before that), at most 60 s.
+bool wait_for_model_load(const std::string & log) {
+    for (int i = 0; i < 6000; ++i) {
+        std::ifstream f(log);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        if (ss.str().find("llama_model_loader: ") != std::string::npos) return true;
+        ::usleep(10000);
+    }
+    return false;
+}
+
+} // namespace
+
+// Issue 23, item 4: eval names what it loaded, not what is at the path after
+// the run. A --mask plan replaced while the run is going is named by the
+// hash of the bytes that were parsed; a pruned file replaced while the run
+// is going is refused (its numbers would not be of the file it names).
+// Against the binary before this change the replaced plan's hash was
+// recorded, and the replaced pruned file's numbers were reported (exit 0).
+TEST(EvalCli, NamesWhatItLoadedNotWhatIsThereAfter) {
+    const std::string dir = test_tmp_dir() + "/eval-loaded";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string text = dir + "/text.txt";
+    {
+        std::ofstream t(text);
+        for (int i = 0; i < 4; ++i) t << calibration_text();
+    }
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    std::string out, sum;
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " inspect --json " + shell_quote(model), out), 0) << out;
+    const nlohmann::json census = nlohmann::json::parse(out);
+    auto plan_keeping = [&](int n_keep, const std::string & path) {
+        nlohmann::json plan = {{"format", "reap-plan"}, {"version", 1},
+                               {"model", {{"arch", census["arch"]}, {"n_layer", census["n_layer"]}, {"n_expert", census["n_expert"]},
+                                          {"n_expert_used", census["n_expert_used"]}}},
+                               {"n_keep", n_keep}, {"layers", nlohmann::json::array()}};
+        std::vector<int> keep(n_keep);
+        for (int e = 0; e < n_keep; ++e) keep[e] = e;
+        for (const auto & l : census["moe_layers"]) plan["layers"].push_back({{"layer", l}, {"keep", keep}});
+        std::ofstream(path) << plan.dump();
+    };
+    const std::string plan = dir + "/plan.json", next = dir + "/next.json";
+    plan_keeping(census["n_expert"].get<int>() * 3 / 4, plan);
+    plan_keeping(census["n_expert"].get<int>() / 2, next);
+    ASSERT_EQ(run_cmd("sha256sum " + shell_quote(plan), sum), 0) << sum;
+    const std::string parsed_sha = sum.substr(0, 64);
+    const std::string tail = " -f " + shell_quote(text) + " -c 128 -t 2 --json";
+
+    // the plan: replaced once the base model loads (after it was read)
+    const pid_t pid = spawn_eval("-m " + shell_quote(model) + " --mask " + shell_quote(plan) + tail, dir + "/mask.json", dir + "/mask.log");
+    ASSERT_TRUE(wait_for_model_load(dir + "/mask.log"));
+    ASSERT_EQ(::rename(next.c_str(), plan.c_str()), 0);
+    EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), 0) << "the run ended before the plan was replaced: the test proves nothing";
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "see " << dir << "/mask.log";
+    std::ifstream jf(dir + "/mask.json");
+    const nlohmann::json j = nlohmann::json::parse(jf);
+    EXPECT_EQ(j.at("candidate_sha256"), parsed_sha);
+
+    // a pruned file (here the model itself, copied): replaced while the base runs
+    const std::string cut = dir + "/cut.gguf", other = dir + "/other.gguf";
+    ASSERT_EQ(run_cmd("cp " + shell_quote(model) + " " + shell_quote(cut) + " && cp " + shell_quote(model) + " " + shell_quote(other), out), 0) << out;
+    const pid_t p2 = spawn_eval("-m " + shell_quote(model) + " -p " + shell_quote(cut) + tail, dir + "/pruned.json", dir + "/pruned.log");
+    ASSERT_TRUE(wait_for_model_load(dir + "/pruned.log"));
+    ASSERT_EQ(::rename(other.c_str(), cut.c_str()), 0);
+    EXPECT_EQ(::waitpid(p2, nullptr, WNOHANG), 0) << "the run ended before the file was replaced: the test proves nothing";
+    ASSERT_EQ(::waitpid(p2, &status, 0), p2);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << "see " << dir << "/pruned.log";
+    std::ifstream lf(dir + "/pruned.log");
+    std::stringstream log;
+    log << lf.rdbuf();
+    EXPECT_NE(log.str().find("changed while it was being evaluated"), std::string::npos) << log.str().substr(log.str().size() > 2000 ? log.str().size() - 2000 : 0);
 }
