@@ -210,11 +210,17 @@ TEST(EvalCli, ClaimsNameTheBaseAndTheMask) {
     EXPECT_EQ(mj.at("candidate_sha256"), plan_sha);
     EXPECT_EQ(mj.at("reference"), "base");
     EXPECT_EQ(mj.at("base").at("header_sha256"), model_sha);
-    // a plan without a fingerprint runs, with prune's warning
+    // a plan without a fingerprint runs, with prune's warning (in the JSON; on stderr without --json)
     plan["model"].erase("header_sha256");
     std::ofstream(dir + "/old.json") << plan.dump();
-    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(other) + " --mask " + shell_quote(dir + "/old.json") + tail + " -q", out), 0) << out;
-    EXPECT_NE(out.find("warning: "), std::string::npos) << out;
+    const std::string old_cmd = shell_quote(reap_bin()) + " eval -m " + shell_quote(other) + " --mask " + shell_quote(dir + "/old.json") +
+                                " -f " + shell_quote(text) + " -c 128 --chunks 2 -t 2";
+    ASSERT_EQ(run_cmd(old_cmd + " --json 2>/dev/null", out), 0) << out;
+    const nlohmann::json oj = nlohmann::json::parse(out);
+    ASSERT_EQ(oj.at("warnings").size(), 1u) << oj.dump();
+    EXPECT_NE(oj["warnings"][0].get<std::string>().find("records no model fingerprint"), std::string::npos) << oj.dump();
+    ASSERT_EQ(run_cmd(old_cmd + " -q", out), 0) << out;
+    EXPECT_NE(out.find("reap eval: warning: "), std::string::npos) << out;
     EXPECT_NE(out.find("records no model fingerprint"), std::string::npos) << out;
 }
 
@@ -282,7 +288,10 @@ TEST(EvalCli, NamesWhatItLoadedNotWhatIsThereAfter) {
     const std::string parsed_sha = sum.substr(0, 64);
     const std::string tail = " -f " + shell_quote(text) + " -c 128 -t 2 --json";
 
-    // the plan: replaced once the base model loads (after it was read)
+    // the plan: replaced once the base model loads (after it was read); no log
+    // of an earlier run may be taken for this run's
+    ::unlink((dir + "/mask.log").c_str());
+    ::unlink((dir + "/pruned.log").c_str());
     const pid_t pid = spawn_eval("-m " + shell_quote(model) + " --mask " + shell_quote(plan) + tail, dir + "/mask.json", dir + "/mask.log");
     ASSERT_TRUE(wait_for_model_load(dir + "/mask.log"));
     ASSERT_EQ(::rename(next.c_str(), plan.c_str()), 0);

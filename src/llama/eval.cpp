@@ -902,6 +902,63 @@ bool unchanged_since(const std::vector<file_signature> & sigs, std::string & err
     return true;
 }
 
+// What a run measured, taken before any pass: the base's fingerprint (the
+// one prune checks plans against), each plan read once (its bytes hashed as
+// parsed, checked against the base like prune checks it), each pruned file's
+// identity and stat signature.
+struct measured_inputs {
+    std::vector<expert_mask>    masks;       // [candidate], masked ones only
+    expert_mask                 base_mask;
+    size_t                      n_masks = 0;
+    std::string                 base_sha256;
+    std::vector<file_signature> pruned_sigs;
+};
+
+bool identify_inputs(const eval_options & opt, const std::vector<eval_candidate> & cands, std::vector<eval_report> & reports,
+                     measured_inputs & ids, std::string & err) {
+    ids.masks.assign(cands.size(), expert_mask());
+    if (!opt.base_path.empty()) {
+        gguf::model g;
+        if (!gguf::open_model(opt.base_path, g, err)) return false;
+        ids.base_sha256 = model_header_sha256(g);
+        const std::string base_name = "base '" + opt.base_path + "'";
+        if (!opt.base_mask_path.empty() && !load_mask(opt.base_mask_path, g, base_name, ids.base_mask, err)) {
+            err = "--base-mask " + err;
+            return false;
+        }
+        for (size_t i = 0; i < cands.size(); ++i) {
+            if (!cands[i].masked()) continue;
+            if (cands[i].in_memory ? !mask_from_plan(*cands[i].in_memory, cands[i].path, g, base_name, ids.masks[i], err)
+                                   : !load_mask(cands[i].path, g, base_name, ids.masks[i], err)) {
+                err = "--mask " + err;
+                return false;
+            }
+            ++ids.n_masks;
+        }
+    }
+    for (size_t i = 0; i < cands.size(); ++i) {
+        if (!cands[i].masked() && !pruned_identity(cands[i].path, reports[i], ids.pruned_sigs, err)) return false;
+    }
+    return true;
+}
+
+// The report's receipts: what candidate i was, against which base (masked or not), on which text.
+void name_measurement(const eval_options & opt, const eval_candidate & c, const measured_inputs & ids, size_t i,
+                      const std::string & input_sha, eval_report & r) {
+    r.candidate = c.path;
+    r.masked = c.masked();
+    r.base_mask = opt.base_mask_path;
+    r.base_mask_sha256 = ids.base_mask.plan_sha256;
+    r.base_path = opt.base_path;
+    r.base_sha256 = ids.base_sha256;
+    r.input_path = opt.input_path;
+    r.input_sha256 = input_sha;
+    if (c.masked()) r.candidate_sha256 = ids.masks[i].plan_sha256;
+    for (const std::string & w : {ids.base_mask.warning, ids.masks[i].warning}) {
+        if (!w.empty()) r.warnings.push_back(w);
+    }
+}
+
 } // namespace
 
 void settle_batches(eval_runtime & rt, int n_ctx, int64_t n_vocab) {
@@ -926,37 +983,13 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
 
     // Every plan is checked against the base file, and every pruned model's
     // vocabulary against the base's, before any pass runs.
-    // The base's identity (the fingerprint prune checks plans against) goes
-    // into every report; each plan is read once, its bytes hashed as parsed.
-    std::vector<expert_mask> masks(cands.size());
-    expert_mask base_mask;
-    size_t n_masks = 0;
-    std::string base_sha;
-    if (!opt.base_path.empty()) {
-        gguf::model g;
-        if (!gguf::open_model(opt.base_path, g, err)) return false;
-        base_sha = model_header_sha256(g);
-        const std::string base_name = "base '" + opt.base_path + "'";
-        if (!opt.base_mask_path.empty() && !load_mask(opt.base_mask_path, g, base_name, base_mask, err)) {
-            err = "--base-mask " + err;
-            return false;
-        }
-        for (size_t i = 0; i < cands.size(); ++i) {
-            if (!cands[i].masked()) continue;
-            if (cands[i].in_memory ? !mask_from_plan(*cands[i].in_memory, cands[i].path, g, base_name, masks[i], err)
-                                   : !load_mask(cands[i].path, g, base_name, masks[i], err)) {
-                err = "--mask " + err;
-                return false;
-            }
-            ++n_masks;
-        }
-    }
-    const size_t n_pruned = cands.size() - n_masks;
     reports.assign(cands.size(), eval_report());
-    std::vector<file_signature> pruned_sigs;
-    for (size_t i = 0; i < cands.size(); ++i) {
-        if (!cands[i].masked() && !pruned_identity(cands[i].path, reports[i], pruned_sigs, err)) return false;
-    }
+    measured_inputs ids;
+    if (!identify_inputs(opt, cands, reports, ids, err)) return false;
+    std::vector<expert_mask> & masks = ids.masks;
+    expert_mask & base_mask = ids.base_mask;
+    const size_t n_masks = ids.n_masks;
+    const size_t n_pruned = cands.size() - n_masks;
 
     // MTP blocks (eval.h): the base's acceptance once, each pruned file's after its scoring pass.
     const int base_mtp = opt.base_path.empty() ? 0 : file_mtp_blocks(opt.base_path);
@@ -1113,21 +1146,10 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
             if (!mtp_pass(pruned.get(), opt.rt, s, nullptr, prog, reports[i].mtp_pruned, err)) return false;
         }
     }
-    if (!unchanged_since(pruned_sigs, err)) return false;
+    if (!unchanged_since(ids.pruned_sigs, err)) return false;
     const std::string input_sha = in.text.empty() && opt.input_path.empty() ? "" : util::sha256_bytes(in.text.data(), in.text.size());
     for (size_t i = 0; i < cands.size(); ++i) {
-        reports[i].candidate = cands[i].path;
-        reports[i].masked    = cands[i].masked();
-        reports[i].base_mask = opt.base_mask_path;
-        reports[i].base_mask_sha256 = base_mask.plan_sha256;
-        reports[i].base_path = opt.base_path;
-        reports[i].base_sha256 = base_sha;
-        reports[i].input_path = opt.input_path;
-        reports[i].input_sha256 = input_sha;
-        if (cands[i].masked()) reports[i].candidate_sha256 = masks[i].plan_sha256;
-        for (const std::string & w : {base_mask.warning, masks[i].warning}) {
-            if (!w.empty()) reports[i].warnings.push_back(w);
-        }
+        name_measurement(opt, cands[i], ids, i, input_sha, reports[i]);
         reports[i].mtp_blocks = std::max(base_mtp, cand_mtp[i]);
         if (reports[i].mtp_blocks > 0) {
             reports[i].mtp_base = mtp_base;

@@ -5,6 +5,7 @@
 #include "moe/layout_gguf.h"
 #include "util/file.h"
 #include "util/json.h"
+#include "util/json_fields.h"
 #include "util/path.h"
 #include "util/sha256.h"
 
@@ -18,6 +19,7 @@
 namespace reap {
 
 using nlohmann::json;
+using util::json_type_name;
 
 namespace {
 
@@ -26,20 +28,6 @@ namespace {
 constexpr int64_t k_max_layers  = 1 << 20;
 constexpr int64_t k_max_experts = 1 << 24;
 constexpr uint64_t k_max_plan_bytes = 256ull << 20;
-
-const char * json_type_name(const json & v) {
-    switch (v.type()) {
-        case json::value_t::null: return "null";
-        case json::value_t::object: return "object";
-        case json::value_t::array: return "array";
-        case json::value_t::string: return "string";
-        case json::value_t::boolean: return "boolean";
-        case json::value_t::number_integer:
-        case json::value_t::number_unsigned: return "integer";
-        case json::value_t::number_float: return "number";
-        default: return "value";
-    }
-}
 
 // An integer field: a JSON integer (not a float, not a string) in [lo, hi].
 bool get_int(const json & v, const std::string & what, int64_t lo, int64_t hi, int64_t & out, std::string & err) {
