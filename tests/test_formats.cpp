@@ -199,6 +199,10 @@ TEST(EvalFormat, EachMalformedFieldIsRefusedByName) {
     EXPECT_FALSE(reap::eval_document_from_json(json::array(), "e.json", d, err));
     EXPECT_FALSE(reap::eval_document_from_json(json{{"pruned", {{"a.gguf", 1}}}}, "e.json", d, err));
     EXPECT_NE(err.find("pruned.\"a.gguf\" must be an object"), std::string::npos) << err;
+    json several = {{"format", "reap-eval"}, {"version", 2}, {"pruned", {{"a.gguf", good}}}};
+    several["pruned"]["a.gguf"]["format"] = "reap-sweep";
+    EXPECT_FALSE(reap::eval_document_from_json(several, "e.json", d, err));
+    EXPECT_NE(err.find("pruned.\"a.gguf\".format is \"reap-sweep\""), std::string::npos) << err;
     EXPECT_FALSE(reap::eval_document_from_json(json{{"something", 1}}, "e.json", d, err));
     EXPECT_NE(err.find("not a reap eval report"), std::string::npos) << err;
 }

@@ -20,7 +20,7 @@ constexpr int64_t  k_max_mtp_blocks = 1 << 20;
 
 ojson nullable(bool have, double v) { return have ? ojson(v) : ojson(nullptr); }
 
-// A report's fields, without "format" and "version" (the document's).
+// A report's fields, without "format" and "version" (stamped adds them).
 ojson report_body(const eval_report & r) {
     ojson j = eval_metrics_json(r.overall, r.pruned_scored);
     ojson d = ojson::object();
@@ -209,7 +209,8 @@ ojson eval_report_to_json(const eval_report & r) { return stamped(report_body(r)
 
 ojson eval_document_to_json(const eval_document & d) {
     ojson pruned = ojson::object(), masked = ojson::object();
-    for (const auto & e : d.entries) (e.masked ? masked : pruned)[e.key] = report_body(e.report);
+    // each report stamped too: an entry reads the same as that report run alone
+    for (const auto & e : d.entries) (e.masked ? masked : pruned)[e.key] = stamped(report_body(e.report));
     ojson j;
     j["format"]  = k_eval_format;
     j["version"] = k_eval_version;
@@ -257,6 +258,13 @@ bool eval_document_from_json(const nlohmann::json & j, const std::string & name,
             eval_entry_in_file e;
             e.key = key;
             e.masked = std::string(k) == "masked";
+            std::string entry_format = k_eval_format;
+            int64_t entry_version = out.version;
+            if (!r.opt_str("format", entry_format) || !r.opt_i64("version", entry_version, 1, k_eval_version)) break;
+            if (entry_format != k_eval_format) {
+                r.fail("format", "is \"" + entry_format + "\", not \"" + k_eval_format + "\"");
+                break;
+            }
             if (!report_from_json(r, e.report)) break;
             if (e.report.masked != e.masked && !e.report.candidate.empty()) {
                 r.fail("masked", std::string("is ") + (e.report.masked ? "true" : "false") + " under \"" + k + "\"");

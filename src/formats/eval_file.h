@@ -3,7 +3,9 @@
 // JSON both ways, in the core (no llama.cpp).
 //
 // A document is one report (`reap eval --json` with one model) or several:
-// {"format", "version", "pruned": {PATH: report}, "masked": {PLAN: report}}.
+// {"format", "version", "pruned": {PATH: report}, "masked": {PLAN: report}},
+// each report with its own "format" and "version" (the same object a run of
+// that model alone writes).
 // A report holds the metrics (eval_metrics keys; the pruned side null when
 // nothing was scored), per corpus domain too, how it ran, and what it
 // measured, so a claim names its object:
