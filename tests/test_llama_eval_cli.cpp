@@ -4,13 +4,21 @@
 // llama.cpp's own errors name a bad value, and a flag neither reap nor
 // llama.cpp knows is refused by llama.cpp's parser, which names it. The JSON
 // names what was measured (reap report's receipts): the text by its sha256,
-// the pruned model by its files.
+// the pruned model by its files; the base by its fingerprint, a masked base
+// as such, and a plan made for another model is refused as prune refuses it.
 #include "llama_test_util.h"
+
+#include "formats/eval_file.h"
+#include "gguf/gguf.h"
+#include "plan/plan.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <random>
 #include <sys/stat.h>
 
@@ -129,4 +137,183 @@ TEST(EvalCli, OneModelResidentAtATime) {
     RecordProperty("eval_pair_peak_rss_kib", std::to_string(rss_eval));
     RecordProperty("perplexity_base_peak_rss_kib", std::to_string(rss_ppl));
     EXPECT_LT(rss_eval, rss_ppl + pruned_kib / 4);
+}
+
+// Issue 23, items 2-4: a claim names what it measured. The JSON records the
+// base (its fingerprint, as prune checks plans against it) and says when the
+// base itself was masked (--base-mask, with the hash of the plan bytes read);
+// a --mask or --base-mask plan made for another model (a copy of the base
+// with another general.name) is refused with prune's words. Against the
+// binary before this change the plans of another model ran (exit 0) and the
+// JSON had no "base" or "reference".
+TEST(EvalCli, ClaimsNameTheBaseAndTheMask) {
+    const std::string dir = test_tmp_dir() + "/eval-claims";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string text = dir + "/text.txt";
+    std::ofstream(text) << calibration_text() << calibration_text();
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    std::string err, out, sum;
+    reap::gguf::model m;
+    ASSERT_TRUE(reap::gguf::open_model(model, m, err)) << err;
+    const std::string model_sha = reap::model_header_sha256(m);
+    // another model of the same shape
+    const std::string other = dir + "/other.gguf";
+    {
+        reap::gguf::output_spec spec = reap::gguf::spec_from_model(m);
+        spec.kvs.set_string("general.name", "another model of the same shape");
+        reap::gguf::write_options wo;
+        wo.force = true;
+        wo.sync = false;
+        std::vector<std::string> written;
+        ASSERT_TRUE(reap::gguf::write_output(spec, wo, other, written, err)) << err;
+    }
+    // a plan for the model keeping its first half of experts, with the model's fingerprint
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " inspect --json " + shell_quote(model), out), 0) << out;
+    const nlohmann::json census = nlohmann::json::parse(out);
+    const int n_keep = census["n_expert"].get<int>() / 2;
+    nlohmann::json plan = {{"format", "reap-plan"}, {"version", 1},
+                           {"model", {{"arch", census["arch"]}, {"n_layer", census["n_layer"]}, {"n_expert", census["n_expert"]},
+                                      {"n_expert_used", census["n_expert_used"]}, {"header_sha256", model_sha}}},
+                           {"n_keep", n_keep}, {"layers", nlohmann::json::array()}};
+    std::vector<int> half(n_keep);
+    for (int e = 0; e < n_keep; ++e) half[e] = e;
+    for (const auto & l : census["moe_layers"]) plan["layers"].push_back({{"layer", l}, {"keep", half}});
+    const std::string plan_path = dir + "/half.json";
+    std::ofstream(plan_path) << plan.dump(1);
+    ASSERT_EQ(run_cmd("sha256sum " + shell_quote(plan_path), sum), 0) << sum;
+    const std::string plan_sha = sum.substr(0, 64);
+    const std::string tail = " -f " + shell_quote(text) + " -c 128 --chunks 2 -t 2 --json";
+
+    // another model's plan: refused for --mask and --base-mask
+    for (const std::string & how : {" --mask " + shell_quote(plan_path), " --base-mask " + shell_quote(plan_path) + " -p " + shell_quote(other)}) {
+        EXPECT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(other) + how + tail, out), 2) << how << "\n" << out;
+        EXPECT_NE(out.find("was made for another model"), std::string::npos) << out;
+    }
+    // a masked base: said so, with the plan's hash, and the base's fingerprint
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(model) + " --base-mask " + shell_quote(plan_path) + " -p " +
+                          shell_quote(model) + tail + " 2>/dev/null", out), 0) << out;
+    const nlohmann::json j = nlohmann::json::parse(out);
+    EXPECT_EQ(j.at("reference"), "masked_base") << j.dump();
+    EXPECT_EQ(j.at("base_mask"), plan_path);
+    EXPECT_EQ(j.at("base_mask_sha256"), plan_sha);
+    EXPECT_EQ(j.at("base").at("file"), model);
+    EXPECT_EQ(j.at("base").at("header_sha256"), model_sha);
+    // ... and reads back through the format module (a file: the module's JSON type is the core's)
+    std::ofstream(dir + "/masked-base.json") << out;
+    reap::eval_document doc;
+    ASSERT_TRUE(reap::read_eval_document(dir + "/masked-base.json", doc, err)) << err;
+    ASSERT_EQ(doc.entries.size(), 1u);
+    EXPECT_TRUE(doc.entries[0].report.base_masked());
+    // the mask of the right model runs, named by the hash of the plan's bytes
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(model) + " --mask " + shell_quote(plan_path) + tail + " 2>/dev/null", out), 0) << out;
+    const nlohmann::json mj = nlohmann::json::parse(out);
+    EXPECT_EQ(mj.at("candidate_sha256"), plan_sha);
+    EXPECT_EQ(mj.at("reference"), "base");
+    EXPECT_EQ(mj.at("base").at("header_sha256"), model_sha);
+    // a plan without a fingerprint runs, with prune's warning (in the JSON; on stderr without --json)
+    plan["model"].erase("header_sha256");
+    std::ofstream(dir + "/old.json") << plan.dump();
+    const std::string old_cmd = shell_quote(reap_bin()) + " eval -m " + shell_quote(other) + " --mask " + shell_quote(dir + "/old.json") +
+                                " -f " + shell_quote(text) + " -c 128 --chunks 2 -t 2";
+    ASSERT_EQ(run_cmd(old_cmd + " --json 2>/dev/null", out), 0) << out;
+    const nlohmann::json oj = nlohmann::json::parse(out);
+    ASSERT_EQ(oj.at("warnings").size(), 1u) << oj.dump();
+    EXPECT_NE(oj["warnings"][0].get<std::string>().find("records no model fingerprint"), std::string::npos) << oj.dump();
+    ASSERT_EQ(run_cmd(old_cmd + " -q", out), 0) << out;
+    EXPECT_NE(out.find("reap eval: warning: "), std::string::npos) << out;
+    EXPECT_NE(out.find("records no model fingerprint"), std::string::npos) << out;
+}
+
+namespace {
+
+// Starts `reap eval ARGS` with stdout to `out` and llama.cpp's log (--verbose)
+// to `log`; returns its pid.
+pid_t spawn_eval(const std::string & args, const std::string & out, const std::string & log) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const std::string cmd = "exec " + shell_quote(reap_bin()) + " eval " + args + " --verbose > " + shell_quote(out) + " 2> " + shell_quote(log);
+        execl("/bin/sh", "sh", "-c", cmd.c_str(), (char *) nullptr);
+        _exit(127);
+    }
+    return pid;
+}
+
+// Waits until `log` shows llama.cpp loading a model (the plans and the files'
+// identities are taken before that), at most 60 s.
+bool wait_for_model_load(const std::string & log) {
+    for (int i = 0; i < 6000; ++i) {
+        std::ifstream f(log);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        if (ss.str().find("llama_model_loader: ") != std::string::npos) return true;
+        ::usleep(10000);
+    }
+    return false;
+}
+
+} // namespace
+
+// Issue 23, item 4: eval names what it loaded, not what is at the path after
+// the run. A --mask plan replaced while the run is going is named by the
+// hash of the bytes that were parsed; a pruned file replaced while the run
+// is going is refused (its numbers would not be of the file it names).
+// Against the binary before this change the replaced plan's hash was
+// recorded, and the replaced pruned file's numbers were reported (exit 0).
+TEST(EvalCli, NamesWhatItLoadedNotWhatIsThereAfter) {
+    const std::string dir = test_tmp_dir() + "/eval-loaded";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string text = dir + "/text.txt";
+    {
+        std::ofstream t(text);
+        for (int i = 0; i < 4; ++i) t << calibration_text();
+    }
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    std::string out, sum;
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " inspect --json " + shell_quote(model), out), 0) << out;
+    const nlohmann::json census = nlohmann::json::parse(out);
+    auto plan_keeping = [&](int n_keep, const std::string & path) {
+        nlohmann::json plan = {{"format", "reap-plan"}, {"version", 1},
+                               {"model", {{"arch", census["arch"]}, {"n_layer", census["n_layer"]}, {"n_expert", census["n_expert"]},
+                                          {"n_expert_used", census["n_expert_used"]}}},
+                               {"n_keep", n_keep}, {"layers", nlohmann::json::array()}};
+        std::vector<int> keep(n_keep);
+        for (int e = 0; e < n_keep; ++e) keep[e] = e;
+        for (const auto & l : census["moe_layers"]) plan["layers"].push_back({{"layer", l}, {"keep", keep}});
+        std::ofstream(path) << plan.dump();
+    };
+    const std::string plan = dir + "/plan.json", next = dir + "/next.json";
+    plan_keeping(census["n_expert"].get<int>() * 3 / 4, plan);
+    plan_keeping(census["n_expert"].get<int>() / 2, next);
+    ASSERT_EQ(run_cmd("sha256sum " + shell_quote(plan), sum), 0) << sum;
+    const std::string parsed_sha = sum.substr(0, 64);
+    const std::string tail = " -f " + shell_quote(text) + " -c 128 -t 2 --json";
+
+    // the plan: replaced once the base model loads (after it was read); no log
+    // of an earlier run may be taken for this run's
+    ::unlink((dir + "/mask.log").c_str());
+    ::unlink((dir + "/pruned.log").c_str());
+    const pid_t pid = spawn_eval("-m " + shell_quote(model) + " --mask " + shell_quote(plan) + tail, dir + "/mask.json", dir + "/mask.log");
+    ASSERT_TRUE(wait_for_model_load(dir + "/mask.log"));
+    ASSERT_EQ(::rename(next.c_str(), plan.c_str()), 0);
+    EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), 0) << "the run ended before the plan was replaced: the test proves nothing";
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "see " << dir << "/mask.log";
+    std::ifstream jf(dir + "/mask.json");
+    const nlohmann::json j = nlohmann::json::parse(jf);
+    EXPECT_EQ(j.at("candidate_sha256"), parsed_sha);
+
+    // a pruned file (here the model itself, copied): replaced while the base runs
+    const std::string cut = dir + "/cut.gguf", other = dir + "/other.gguf";
+    ASSERT_EQ(run_cmd("cp " + shell_quote(model) + " " + shell_quote(cut) + " && cp " + shell_quote(model) + " " + shell_quote(other), out), 0) << out;
+    const pid_t p2 = spawn_eval("-m " + shell_quote(model) + " -p " + shell_quote(cut) + tail, dir + "/pruned.json", dir + "/pruned.log");
+    ASSERT_TRUE(wait_for_model_load(dir + "/pruned.log"));
+    ASSERT_EQ(::rename(other.c_str(), cut.c_str()), 0);
+    EXPECT_EQ(::waitpid(p2, nullptr, WNOHANG), 0) << "the run ended before the file was replaced: the test proves nothing";
+    ASSERT_EQ(::waitpid(p2, &status, 0), p2);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << "see " << dir << "/pruned.log";
+    std::ifstream lf(dir + "/pruned.log");
+    std::stringstream log;
+    log << lf.rdbuf();
+    EXPECT_NE(log.str().find("changed while it was being evaluated"), std::string::npos) << log.str().substr(log.str().size() > 2000 ? log.str().size() - 2000 : 0);
 }

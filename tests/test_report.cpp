@@ -17,7 +17,10 @@
 //     the path of a figure or of README.md, or a hard link to one), with or
 //     without --force, nor a file that exists without --force;
 //   * the heatmap at K3 size (92 x 896) stays small, exact and drawable.
+#include "formats/eval_file.h"
+#include "formats/sweep_file.h"
 #include "gguf/gguf.h"
+#include "plan/plan.h"
 #include "prune_test_util.h"
 #include "saliency_test_util.h"
 #include "util/svg_chart.h"
@@ -163,6 +166,79 @@ std::string eval_json(const std::vector<std::string> & files, const std::string 
     return j.dump(2);
 }
 
+// A sweep of the zoo's qwen3moe, every field as `reap sweep -o` writes them: at
+// version 1 (no model fingerprint) when `model_sha` is empty, else version 2
+// recording it. Two points, N = 12 and the plan's 6; KLD 1/N overall.
+nlohmann::ordered_json sweep_json(const fixture & fx, const std::string & method, const std::string & model_sha) {
+    nlohmann::ordered_json sw;
+    auto m = [](double k, int n) {
+        return nlohmann::ordered_json{{"ppl_base", 10.0}, {"ppl_pruned", 11.0}, {"ppl_ratio", 1.1}, {"kld_mean", k}, {"kld_median", k / 2},
+                                      {"kld_p99", k * 2}, {"kld_max", k * 3}, {"argmax_agree", 0.9}, {"n_tokens", n}};
+    };
+    sw["format"] = "reap-sweep";
+    sw["version"] = model_sha.empty() ? 1 : 2;
+    sw["tool"] = "reap sweep 0.1.0";
+    sw["model"] = {{"path", fx.model}, {"arch", "qwen3moe"}, {"n_expert", 16}, {"n_expert_used", 2}, {"moe_layers", 2}, {"file_bytes", 100000}};
+    if (!model_sha.empty()) sw["model"]["header_sha256"] = model_sha;
+    sw["saliency"] = {{"file", fx.sal}, {"sha256", sha256sum(fx.sal)}, {"method", method}, {"domains", {"en", "code"}}};
+    sw["input"] = {{"file", "heldout.jsonl"}, {"n_ctx", 128}, {"n_windows", 3}, {"corpus", true}};
+    sw["points"] = nlohmann::ordered_json::array();
+    for (int n : {12, 6}) {
+        sw["points"].push_back({{"n_keep", n}, {"request", {{"keep", std::to_string(n)}}}, {"removed_fraction", (16 - n) / 16.0},
+                                {"predicted_bytes", 1000 * n}, {"predicted_shards", 1}, {"saliency_share", n / 16.0},
+                                {"safety_margin", 3}, {"safety_margin_median", 4.0}, {"overall", m(1.0 / n, 10)},
+                                {"domains", {{"en", m(2.0 / n, 5)}}}});
+    }
+    return sw;
+}
+
+// The fingerprint (plan::model_header_sha256) of the zoo's qwen3moe and of
+// another model of its shape: a copy written with another general.name.
+std::string source_sha(const fixture & fx) {
+    g::model m;
+    std::string err;
+    return g::open_model(fx.model, m, err) ? reap::model_header_sha256(m) : err;
+}
+
+std::string other_model_sha(const fixture & fx) {
+    g::model m;
+    std::string err;
+    if (!g::open_model(fx.model, m, err)) return err;
+    g::output_spec spec = g::spec_from_model(m);
+    spec.kvs.set_string("general.name", "another model of the same shape");
+    g::write_options wo;
+    wo.force = true;
+    wo.sync = false;
+    std::vector<std::string> written;
+    const std::string other = fx.dir + "/other-model.gguf";
+    if (!g::write_output(spec, wo, other, written, err)) return err;
+    g::model o;
+    return g::open_model(other, o, err) ? reap::model_header_sha256(o) : err;
+}
+
+// An eval of this build as `reap eval --json` writes it now (formats/eval_file.h):
+// its files by their SHA256SUMS hashes, the base by `base_sha`.
+reap::eval_report build_eval(const fixture & fx, const std::string & base_sha) {
+    reap::eval_report r;
+    r.pruned_scored = true;
+    r.overall.n_tokens = 1000;
+    r.overall.ppl_base = 10;
+    r.overall.ppl_pruned = 11;
+    r.overall.ppl_ratio = 1.1;
+    r.overall.kld_mean = 0.125;
+    r.overall.kld_median = 0.0625;
+    r.overall.kld_p99 = 0.5;
+    r.overall.kld_max = 1;
+    r.overall.argmax_agree = 0.9;
+    r.candidate = fx.cut;
+    r.base_path = fx.model;
+    r.base_sha256 = base_sha;
+    r.input_path = "heldout.jsonl";
+    r.input_sha256 = std::string(64, '2');
+    for (const auto & f : build_files(fx)) r.candidate_files.push_back({f.substr(f.rfind('/') + 1), prune_test::read_all(f).size(), sha256sum(f)});
+    return r;
+}
+
 // Width and height of a PNG, from its IHDR chunk.
 bool png_size(const std::string & path, uint32_t & w, uint32_t & h) {
     const std::vector<uint8_t> b = prune_test::read_all(path);
@@ -229,20 +305,8 @@ TEST(ReportCli, CardAndFiguresFromReceipts) {
     ASSERT_EQ(files.size(), 1u);
     const std::string ev = fx.dir + "/eval.json";
     write_text(ev, eval_json(files, std::string(64, '2'), {"en", "code", "fr"}));
-    // a sweep as `reap sweep -o` writes it (two points, the chosen N among them)
-    nlohmann::ordered_json sw;
-    sw["format"] = "reap-sweep";
-    sw["version"] = 1;
-    sw["model"] = {{"arch", "qwen3moe"}, {"n_expert", 16}};
-    sw["saliency"] = {{"sha256", sha256sum(fx.sal)}, {"method", "reap"}, {"domains", {"en", "code"}}};
-    sw["input"] = {{"file", "heldout.jsonl"}};
-    sw["points"] = nlohmann::ordered_json::array();
-    for (int n : {12, 6}) {
-        sw["points"].push_back({{"n_keep", n}, {"predicted_bytes", 1000 * n}, {"saliency_share", 0.1 * n},
-                                {"overall", {{"kld_mean", 1.0 / n}, {"argmax_agree", 0.9}, {"ppl_ratio", 1.1}, {"n_tokens", 10}}},
-                                {"domains", {{"en", {{"kld_mean", 2.0 / n}, {"n_tokens", 5}}}}}});
-    }
-    write_text(fx.dir + "/sweep.json", sw.dump(2));
+    // a sweep as `reap sweep -o` wrote it at version 1 (two points, the chosen N among them)
+    write_text(fx.dir + "/sweep.json", sweep_json(fx, "reap", "").dump(2));
     // a masked eval of this plan, in the format of several candidates: matched by the plan's hash
     nlohmann::json mk = nlohmann::json::parse(eval_json({}, std::string(64, '2'), {"en", "code"}));
     mk.erase("candidate_files");
@@ -577,6 +641,133 @@ TEST(ReportCli, NeverWritesOverItsInputs) {
 // The heatmap at the size of a K3 build (92 MoE layers x 896 experts): runs of
 // equal colour merge, so the file stays small; every value is still in it
 // exactly; a real renderer draws it at the declared size.
+// Issue 23, item 2: an eval run with --base-mask compares the build with a
+// masked base, not with the source; the card must not show it as the build's
+// quality. Against the binary before this change the eval (matched to the
+// build by its files' hashes) was listed under "Verified" with its table.
+TEST(ReportClaims, BaseMaskedEvalIsNotTheBuildsQuality) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_base_mask", fx, why)) GTEST_SKIP() << why;
+    reap::eval_report r = build_eval(fx, source_sha(fx));
+    r.base_mask = fx.plan;
+    r.base_mask_sha256 = sha256sum(fx.plan);
+    const std::string ev = fx.dir + "/masked-base.json";
+    write_text(ev, reap::eval_report_to_json(r).dump(2));
+    const std::string card_dir = fx.dir + "/card";
+    ASSERT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --eval " + quote(ev) +
+                           " -o " + quote(card_dir), out), 0) << out;
+    const std::string card = read_text(card_dir + "/README.md");
+    const std::string ver = section(card, "Verified"), nver = section(card, "Not verified");
+    EXPECT_EQ(ver.find("masked-base.json"), std::string::npos) << ver;
+    EXPECT_EQ(ver.find("KLD mean"), std::string::npos) << ver;
+    EXPECT_NE(nver.find("Eval `masked-base.json` is not counted"), std::string::npos) << nver;
+    EXPECT_NE(nver.find("a measurement of a masked base"), std::string::npos) << nver;
+    EXPECT_NE(nver.find("Quality unmeasured"), std::string::npos) << nver;
+    // the same eval without the mask is this build's measurement
+    r.base_mask.clear();
+    r.base_mask_sha256.clear();
+    write_text(ev, reap::eval_report_to_json(r).dump(2));
+    ASSERT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --eval " + quote(ev) +
+                           " -o " + quote(card_dir) + " --force", out), 0) << out;
+    EXPECT_NE(section(read_text(card_dir + "/README.md"), "Verified").find("**Eval `masked-base.json`**: measured on this build's files"),
+              std::string::npos);
+}
+
+// Issue 23, item 3: an eval records the base it compared with; one against
+// another model (a model of the same shape, its header differing) is not
+// counted for this build. Against the binary before this change it was
+// "Verified" (the build's files matched; the base was not looked at).
+TEST(ReportClaims, EvalAgainstAnotherBaseIsNotCounted) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_other_base", fx, why)) GTEST_SKIP() << why;
+    const std::string other = other_model_sha(fx), mine = source_sha(fx);
+    ASSERT_EQ(other.size(), 64u) << other;
+    ASSERT_NE(other, mine);
+    const std::string ev = fx.dir + "/other-base.json";
+    write_text(ev, reap::eval_report_to_json(build_eval(fx, other)).dump(2));
+    const std::string card_dir = fx.dir + "/card";
+    ASSERT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --eval " + quote(ev) +
+                           " -o " + quote(card_dir), out), 0) << out;
+    const std::string card = read_text(card_dir + "/README.md");
+    const std::string ver = section(card, "Verified"), nver = section(card, "Not verified");
+    EXPECT_EQ(ver.find("other-base.json"), std::string::npos) << ver;
+    EXPECT_NE(nver.find("Eval `other-base.json` is not counted"), std::string::npos) << nver;
+    EXPECT_NE(nver.find("against another base model (header sha256 " + other.substr(0, 12)), std::string::npos) << nver;
+}
+
+// Issue 23, item 3: a sweep records its model and its method. One of another
+// model is refused; a --method random sweep is not shown as this build's
+// method (no "(this N)", no mark on the chart, and said so). Against the
+// binary before this change the first made a card (exit 0) and the second
+// showed "6 (this N)".
+TEST(ReportClaims, SweepOfAnotherModelOrMethodIsNotThisBuilds) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_sweep_claims", fx, why)) GTEST_SKIP() << why;
+    const std::string other = other_model_sha(fx);
+    ASSERT_EQ(other.size(), 64u) << other;
+    const std::string sw = fx.dir + "/sweep.json";
+    std::string card_dir = fx.dir + "/card-other";
+    auto report = [&](const std::string & extra) {
+        return run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --sweep " + quote(sw) +
+                            " -o " + quote(card_dir) + extra, out);
+    };
+    write_text(sw, sweep_json(fx, "reap", other).dump(2));
+    EXPECT_EQ(report(""), 2) << out;
+    EXPECT_NE(out.find("measured another model"), std::string::npos) << out;
+    EXPECT_FALSE(prune_test::exists(card_dir + "/README.md"));
+
+    card_dir = fx.dir + "/card";
+    write_text(sw, sweep_json(fx, "random", source_sha(fx)).dump(2));
+    ASSERT_EQ(report(""), 0) << out;
+    std::string card = read_text(card_dir + "/README.md");
+    std::string sizes = section(card, "Other sizes");
+    EXPECT_NE(sizes.find("| 6 | "), std::string::npos) << sizes;
+    EXPECT_EQ(sizes.find("this N"), std::string::npos) << sizes;
+    EXPECT_NE(sizes.find("ranked by `random`, not this build's method"), std::string::npos) << sizes;
+    EXPECT_NE(section(card, "Not verified").find("ranked experts by `random`"), std::string::npos) << card;
+    EXPECT_EQ(read_text(card_dir + "/figures/sweep-kld.svg").find("this build"), std::string::npos);
+
+    // the plan's own method: this N, marked
+    write_text(sw, sweep_json(fx, "reap", source_sha(fx)).dump(2));
+    ASSERT_EQ(report(" --force"), 0) << out;
+    card = read_text(card_dir + "/README.md");
+    EXPECT_NE(section(card, "Other sizes").find("| 6 (this N) | "), std::string::npos) << card;
+    EXPECT_NE(read_text(card_dir + "/figures/sweep-kld.svg").find("this build: N = 6"), std::string::npos);
+    EXPECT_EQ(section(card, "Not verified").find("ranked experts by"), std::string::npos) << card;
+}
+
+// Issue 23, item 10: impossible numbers in an eval or sweep are refused with
+// the field named. Against the binary before this change each made a card.
+TEST(ReportClaims, ImpossibleNumbersAreRefused) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_impossible", fx, why)) GTEST_SKIP() << why;
+    struct bad { std::string flag, file, words; nlohmann::json doc; };
+    nlohmann::json kld = nlohmann::json::parse(eval_json(build_files(fx), std::string(64, '2'), {"en"}));
+    kld["kld_mean"] = -1.0;
+    nlohmann::json top1 = nlohmann::json::parse(eval_json(build_files(fx), std::string(64, '2'), {"en"}));
+    top1["argmax_agree"] = 2.5;
+    nlohmann::json huge = nlohmann::json::parse(eval_json(build_files(fx), std::string(64, '2'), {"en"}));
+    huge["n_tokens"] = 18446744073709551615ull;
+    nlohmann::json twice = nlohmann::json::parse(sweep_json(fx, "reap", "").dump());
+    twice["points"][1]["n_keep"] = 12;
+    const std::vector<bad> cases = {{"--eval", "kld.json", "kld_mean", kld},
+                                    {"--eval", "top1.json", "argmax_agree", top1},
+                                    {"--eval", "huge.json", "n_tokens", huge},
+                                    {"--sweep", "twice.json", "n_keep = 12 is scored twice", twice}};
+    for (const auto & b : cases) {
+        const std::string path = fx.dir + "/" + b.file;
+        write_text(path, b.doc.dump(2));
+        EXPECT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " " + b.flag + " " + quote(path) +
+                               " -o " + quote(fx.dir + "/card-" + b.file), out), 2) << b.file << ": " << out;
+        EXPECT_NE(out.find(b.words), std::string::npos) << b.file << ": " << out;
+        EXPECT_FALSE(prune_test::exists(fx.dir + "/card-" + b.file + "/README.md")) << b.file;
+    }
+}
+
 TEST(ReportFigures, HeatmapAtK3ScaleStaysSmallAndExact) {
     reap::util::heatmap h;
     h.title = "k3";

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,12 @@ int cmd_eval(int argc, char ** argv) {
     }
     std::vector<reap::eval_report> rs;
     if (!reap::run_eval_candidates(opt, cands, rs, err)) return reap::cli::fail("eval", err);
+    std::set<std::string> warned;   // with --json the JSON's "warnings" say it (stdout stays one document)
+    for (const auto & r : json ? std::vector<reap::eval_report>() : rs) {
+        for (const auto & w : r.warnings) {
+            if (warned.insert(w).second) fprintf(stderr, "reap eval: warning: %s\n", w.c_str());
+        }
+    }
     if (rs.size() == 1) {
         if (json) {
             printf("%s\n", reap::eval_report_json(rs[0]).c_str());

@@ -844,30 +844,122 @@ std::string temp_dir_of(const eval_options & opt) {
     return t && *t ? t : "/tmp";
 }
 
-} // namespace
+// The identity of a pruned candidate's files, taken before it is loaded:
+// each file's name, size and the hash its SHA256SUMS lists (metadata only,
+// never the weights), and the stat signature that after_scoring compares, so
+// the identity recorded is that of the bytes that were scored.
+struct file_signature {
+    std::string path;
+    dev_t       dev = 0;
+    ino_t       ino = 0;
+    off_t       size = 0;
+    int64_t     mtime_ns = 0, ctime_ns = 0;
+};
 
-// The identity of what a candidate was (eval_report::candidate_files /
-// candidate_sha256): metadata and SHA256SUMS lines only, never the weights.
-// Best effort: the scores are already computed when this runs, so a file that
-// cannot be read now leaves the identity out (reap report then does not count
-// the eval for any build) rather than failing the whole run.
-static void candidate_identity(const eval_candidate & c, eval_report & r) {
-    std::string err;
-    if (c.masked()) {
-        if (!c.in_memory && !util::sha256_file(c.path, r.candidate_sha256, err)) r.candidate_sha256.clear();
-        return;
+bool signature_of(const std::string & path, file_signature & s, std::string & err) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        err = "cannot stat '" + path + "': " + strerror(errno);
+        return false;
     }
+    s.path = path;
+    s.dev = st.st_dev;
+    s.ino = st.st_ino;
+    s.size = st.st_size;
+    s.mtime_ns = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    s.ctime_ns = (int64_t) st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+    return true;
+}
+
+bool pruned_identity(const std::string & path, eval_report & r, std::vector<file_signature> & sigs, std::string & err) {
     gguf::model m;
-    if (!gguf::open_model(c.path, m, err)) return;
+    if (!gguf::open_model(path, m, err)) return false;
     for (const auto & sh : m.shards) {
+        file_signature sig;
+        if (!signature_of(sh.path, sig, err)) return false;
         eval_report::file_id f;
         f.name = util::base_name(sh.path);
-        struct stat st {};
-        if (::stat(sh.path.c_str(), &st) == 0) f.bytes = (uint64_t) st.st_size;
+        f.bytes = (uint64_t) sig.size;
         f.listed_sha256 = util::listed_sha256(sh.path);
         r.candidate_files.push_back(f);
+        sigs.push_back(sig);
+    }
+    return true;
+}
+
+// A file scored must be the file identified: refuse numbers of a file that
+// was replaced or rewritten while the run read it.
+bool unchanged_since(const std::vector<file_signature> & sigs, std::string & err) {
+    for (const auto & before : sigs) {
+        file_signature now;
+        if (!signature_of(before.path, now, err)) return false;
+        if (now.dev != before.dev || now.ino != before.ino || now.size != before.size || now.mtime_ns != before.mtime_ns ||
+            now.ctime_ns != before.ctime_ns) {
+            err = "'" + before.path + "' changed while it was being evaluated: its numbers would not be of the file it names";
+            return false;
+        }
+    }
+    return true;
+}
+
+// What a run measured, taken before any pass: the base's fingerprint (the
+// one prune checks plans against), each plan read once (its bytes hashed as
+// parsed, checked against the base like prune checks it), each pruned file's
+// identity and stat signature.
+struct measured_inputs {
+    std::vector<expert_mask>    masks;       // [candidate], masked ones only
+    expert_mask                 base_mask;
+    size_t                      n_masks = 0;
+    std::string                 base_sha256;
+    std::vector<file_signature> pruned_sigs;
+};
+
+bool identify_inputs(const eval_options & opt, const std::vector<eval_candidate> & cands, std::vector<eval_report> & reports,
+                     measured_inputs & ids, std::string & err) {
+    ids.masks.assign(cands.size(), expert_mask());
+    if (!opt.base_path.empty()) {
+        gguf::model g;
+        if (!gguf::open_model(opt.base_path, g, err)) return false;
+        ids.base_sha256 = model_header_sha256(g);
+        const std::string base_name = "base '" + opt.base_path + "'";
+        if (!opt.base_mask_path.empty() && !load_mask(opt.base_mask_path, g, base_name, ids.base_mask, err)) {
+            err = "--base-mask " + err;
+            return false;
+        }
+        for (size_t i = 0; i < cands.size(); ++i) {
+            if (!cands[i].masked()) continue;
+            if (cands[i].in_memory ? !mask_from_plan(*cands[i].in_memory, cands[i].path, g, base_name, ids.masks[i], err)
+                                   : !load_mask(cands[i].path, g, base_name, ids.masks[i], err)) {
+                err = "--mask " + err;
+                return false;
+            }
+            ++ids.n_masks;
+        }
+    }
+    for (size_t i = 0; i < cands.size(); ++i) {
+        if (!cands[i].masked() && !pruned_identity(cands[i].path, reports[i], ids.pruned_sigs, err)) return false;
+    }
+    return true;
+}
+
+// The report's receipts: what candidate i was, against which base (masked or not), on which text.
+void name_measurement(const eval_options & opt, const eval_candidate & c, const measured_inputs & ids, size_t i,
+                      const std::string & input_sha, eval_report & r) {
+    r.candidate = c.path;
+    r.masked = c.masked();
+    r.base_mask = opt.base_mask_path;
+    r.base_mask_sha256 = ids.base_mask.plan_sha256;
+    r.base_path = opt.base_path;
+    r.base_sha256 = ids.base_sha256;
+    r.input_path = opt.input_path;
+    r.input_sha256 = input_sha;
+    if (c.masked()) r.candidate_sha256 = ids.masks[i].plan_sha256;
+    for (const std::string & w : {ids.base_mask.warning, ids.masks[i].warning}) {
+        if (!w.empty()) r.warnings.push_back(w);
     }
 }
+
+} // namespace
 
 void settle_batches(eval_runtime & rt, int n_ctx, int64_t n_vocab) {
     if (rt.n_batch <= 0 && rt.n_ubatch > 0) rt.n_batch = std::max(rt.n_ubatch, n_ctx);
@@ -891,26 +983,12 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
 
     // Every plan is checked against the base file, and every pruned model's
     // vocabulary against the base's, before any pass runs.
-    std::vector<expert_mask> masks(cands.size());
-    expert_mask base_mask;
-    size_t n_masks = 0;
-    if (!opt.base_mask_path.empty() || std::any_of(cands.begin(), cands.end(), [](const eval_candidate & c) { return c.masked(); })) {
-        gguf::model g;
-        if (!gguf::open_model(opt.base_path, g, err)) return false;
-        if (!opt.base_mask_path.empty() && !load_mask(opt.base_mask_path, g, base_mask, err)) {
-            err = "--base-mask " + err;
-            return false;
-        }
-        for (size_t i = 0; i < cands.size(); ++i) {
-            if (!cands[i].masked()) continue;
-            if (cands[i].in_memory ? !mask_from_plan(*cands[i].in_memory, cands[i].path, g, masks[i], err)
-                                   : !load_mask(cands[i].path, g, masks[i], err)) {
-                err = "--mask " + err;
-                return false;
-            }
-            ++n_masks;
-        }
-    }
+    reports.assign(cands.size(), eval_report());
+    measured_inputs ids;
+    if (!identify_inputs(opt, cands, reports, ids, err)) return false;
+    std::vector<expert_mask> & masks = ids.masks;
+    expert_mask & base_mask = ids.base_mask;
+    const size_t n_masks = ids.n_masks;
     const size_t n_pruned = cands.size() - n_masks;
 
     // MTP blocks (eval.h): the base's acceptance once, each pruned file's after its scoring pass.
@@ -929,7 +1007,6 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
     std::unique_ptr<base_source> base_rows;
     model_ptr base;
     mask_hook hook;
-    reports.assign(cands.size(), eval_report());
     for (auto & r : reports) {
         r.n_batch  = opt.rt.n_batch;    // as settle_batches chose them
         r.n_ubatch = opt.rt.n_ubatch;
@@ -1069,14 +1146,10 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
             if (!mtp_pass(pruned.get(), opt.rt, s, nullptr, prog, reports[i].mtp_pruned, err)) return false;
         }
     }
+    if (!unchanged_since(ids.pruned_sigs, err)) return false;
     const std::string input_sha = in.text.empty() && opt.input_path.empty() ? "" : util::sha256_bytes(in.text.data(), in.text.size());
     for (size_t i = 0; i < cands.size(); ++i) {
-        reports[i].candidate = cands[i].path;
-        reports[i].masked    = cands[i].masked();
-        reports[i].base_mask = opt.base_mask_path;
-        reports[i].input_path = opt.input_path;
-        reports[i].input_sha256 = input_sha;
-        candidate_identity(cands[i], reports[i]);
+        name_measurement(opt, cands[i], ids, i, input_sha, reports[i]);
         reports[i].mtp_blocks = std::max(base_mtp, cand_mtp[i]);
         if (reports[i].mtp_blocks > 0) {
             reports[i].mtp_base = mtp_base;
@@ -1174,85 +1247,12 @@ bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & e
 
 // ---- public: output --------------------------------------------------------------------------------
 
-nlohmann::ordered_json eval_metrics_json(const eval_metrics & m, bool have_pruned) {
-    nlohmann::ordered_json j;
-    auto num = [&](double v) { return have_pruned ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
-    j["ppl_base"]     = m.ppl_base;
-    j["ppl_pruned"]   = num(m.ppl_pruned);
-    j["ppl_ratio"]    = num(m.ppl_ratio);
-    j["kld_mean"]     = num(m.kld_mean);
-    j["kld_median"]   = num(m.kld_median);
-    j["kld_p99"]      = num(m.kld_p99);
-    j["kld_max"]      = num(m.kld_max);
-    j["argmax_agree"] = num(m.argmax_agree);
-    j["n_tokens"]     = m.n_tokens;
-    return j;
-}
-
-namespace {
-
-nlohmann::ordered_json report_json(const eval_report & r) {
-    nlohmann::ordered_json j = eval_metrics_json(r.overall, r.pruned_scored);
-    nlohmann::ordered_json d = nlohmann::ordered_json::object();
-    for (const auto & [name, m] : r.domains) {
-        d[name] = eval_metrics_json(m, m.n_tokens > 0);
-    }
-    j["domains"]           = d;
-    j["n_ctx"]             = r.n_ctx;
-    j["n_batch"]           = r.n_batch;
-    j["n_ubatch"]          = r.n_ubatch;
-    j["n_windows"]         = r.n_windows;
-    j["corpus"]            = r.corpus;
-    j["n_samples"]         = r.n_samples;
-    j["n_samples_skipped"] = r.n_samples_skipped;
-    j["kld_base"]          = r.kld_base_mode;
-    if (!r.candidate.empty()) {
-        j["candidate"] = r.candidate;
-        j["masked"]    = r.masked;
-    }
-    if (!r.base_mask.empty()) j["base_mask"] = r.base_mask;
-    if (!r.input_path.empty()) j["input"] = {{"file", r.input_path}, {"sha256", r.input_sha256}};
-    if (!r.candidate_files.empty()) {
-        nlohmann::ordered_json files = nlohmann::ordered_json::array();
-        for (const auto & f : r.candidate_files) {
-            files.push_back({{"file", f.name}, {"bytes", f.bytes},
-                             {"sha256", f.listed_sha256.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.listed_sha256)}});
-        }
-        j["candidate_files"] = files;
-    }
-    if (!r.candidate_sha256.empty()) j["candidate_sha256"] = r.candidate_sha256;
-    if (r.mtp_blocks > 0) {
-        using acceptance = std::optional<eval_report::mtp_acceptance>;
-        auto rate = [](const acceptance & a) {
-            return a && a->positions > 0 ? nlohmann::ordered_json(a->rate()) : nlohmann::ordered_json(nullptr);
-        };
-        auto accepted = [](const acceptance & a) { return a ? nlohmann::ordered_json(a->accepted) : nlohmann::ordered_json(nullptr); };
-        nlohmann::ordered_json m;
-        m["blocks"]            = r.mtp_blocks;
-        m["positions"]         = r.mtp_base ? r.mtp_base->positions : r.mtp_pruned ? r.mtp_pruned->positions : 0;
-        m["base_accepted"]     = accepted(r.mtp_base);
-        m["pruned_accepted"]   = accepted(r.mtp_pruned);
-        m["base_acceptance"]   = rate(r.mtp_base);
-        m["pruned_acceptance"] = rate(r.mtp_pruned);
-        if (!r.mtp_note.empty()) m["note"] = r.mtp_note;
-        j["mtp_draft"] = m;
-    }
-    return j;
-}
-
-} // namespace
-
-std::string eval_report_json(const eval_report & r) { return reap::util::json_text(report_json(r), 2); }
+std::string eval_report_json(const eval_report & r) { return reap::util::json_text(eval_report_to_json(r), 2); }
 
 std::string eval_candidates_json(const std::vector<eval_candidate> & cands, const std::vector<eval_report> & reports) {
-    nlohmann::ordered_json pruned = nlohmann::ordered_json::object(), masked = nlohmann::ordered_json::object();
-    for (size_t i = 0; i < reports.size() && i < cands.size(); ++i) {
-        (cands[i].masked() ? masked : pruned)[cands[i].path] = report_json(reports[i]);
-    }
-    nlohmann::ordered_json j;
-    if (!pruned.empty()) j["pruned"] = pruned;
-    if (!masked.empty()) j["masked"] = masked;
-    return reap::util::json_text(j, 2);
+    eval_document d;
+    for (size_t i = 0; i < reports.size() && i < cands.size(); ++i) d.entries.push_back({cands[i].path, cands[i].masked(), reports[i]});
+    return reap::util::json_text(eval_document_to_json(d), 2);
 }
 
 std::string smoke_report_json(const smoke_report & r) {
@@ -1278,6 +1278,7 @@ void eval_report_print(FILE * out, const eval_report & r) {
     if (r.corpus) {
         fprintf(out, " (%zu samples, %zu too short)", r.n_samples, r.n_samples_skipped);
     }
+    if (r.base_masked()) fprintf(out, "; reference: the base masked by %s (not the base)", r.base_mask.c_str());
     if (r.kld_base_mode != "none") {
         fprintf(out, "; base from KLD file (%s; 16-bit log-probs, llama-perplexity rules)", r.kld_base_mode.c_str());
     }

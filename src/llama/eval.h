@@ -28,6 +28,7 @@
 #pragma once
 
 #include "common.h"
+#include "formats/eval_file.h"
 #include "metrics/kld_record.h"
 #include "metrics/token_metrics.h"
 
@@ -72,55 +73,7 @@ struct eval_options {
     bool verbose  = false;      // let llama.cpp's log through
 };
 
-struct eval_report {
-    int          n_batch = 0, n_ubatch = 0;   // -b, -ub as run (settle_batches)
-    eval_metrics overall;
-    std::vector<std::pair<std::string, eval_metrics>> domains;  // corpus only, in first-seen order
-    bool        pruned_scored = false;  // false for a run that only wrote a base file (no -p)
-    bool        corpus    = false;
-    int         n_ctx     = 0;
-    size_t      n_windows = 0;
-    size_t      n_samples = 0;          // corpus samples read
-    size_t      n_samples_skipped = 0;  // too short to score a single token
-    std::string kld_base_mode = "none"; // "none" (exact base rows, exact KLD), "written", "read"
-    // With a base file the base distribution is llama-perplexity's 16-bit
-    // compressed form and KLD skips base log-probs <= -16, exactly as
-    // llama-perplexity --kl-divergence does; without one it is exact.
-    std::string candidate;              // the -p file or --mask plan scored
-    bool        masked = false;         // candidate is a --mask plan
-    std::string base_mask;              // --base-mask plan, if any
-    // What was measured, for receipts (`reap report` matches an eval to a build
-    // by these, not by path): the -f file and its sha256; for a pruned file each
-    // of its files with its size and the hash SHA256SUMS beside it lists ("" when
-    // none does); for a mask the plan file's sha256. Best effort: left empty when a
-    // file cannot be read after scoring (the scores are not thrown away for it).
-    std::string input_path, input_sha256;
-    struct file_id {
-        std::string name;
-        uint64_t    bytes = 0;
-        std::string listed_sha256;
-    };
-    std::vector<file_id> candidate_files;
-    std::string          candidate_sha256;
-
-    // MTP draft acceptance, for models with MTP blocks (src/llama/mtp.h): over
-    // the scored positions p, the share where the MTP head's argmax for
-    // (h_{p-1}, x_p) equals the same model's own argmax at p, the token its
-    // verification would sample greedily: the greedy acceptance rate of the first
-    // draft token, with the text as the accepted prefix (with several chained
-    // MTP heads, the first head's, which drafts the first token). Measured for the
-    // base (masked by --base-mask when given; not when its rows come from an
-    // existing --kld-base file), for a pruned file (-p) and for a --mask candidate
-    // (the base with the plan's experts masked in the trunk and the MTP blocks).
-    // Not measured: empty, and mtp_note says why.
-    struct mtp_acceptance {
-        int64_t positions = 0, accepted = 0;
-        double  rate() const { return positions > 0 ? (double) accepted / (double) positions : -1; }
-    };
-    int                           mtp_blocks = 0;   // MTP blocks in the base or pruned file (0: none, nothing below)
-    std::optional<mtp_acceptance> mtp_base, mtp_pruned;
-    std::string                   mtp_note;
-};
+// eval_report: formats/eval_file.h (the report and its JSON, in the core).
 
 // One model to score against the base.
 struct eval_candidate {
@@ -183,11 +136,8 @@ struct smoke_report {
 // Greedy-decodes n_predict tokens from both models after the same prompt.
 bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & err);
 
-// Metrics and report as JSON text (one object; keys as in eval_metrics).
+// Metrics and report as JSON text (one object; formats/eval_file.h).
 std::string eval_report_json(const eval_report & report);
-// One set of metrics as a JSON object (the keys of eval_metrics; the pruned
-// side null when !have_pruned), as every eval and sweep report writes it.
-nlohmann::ordered_json eval_metrics_json(const eval_metrics & m, bool have_pruned = true);
 // Any mix of candidates: {"pruned": {"<path>": ...}, "masked": {"<plan>": ...}}
 // (a key only when it has entries), each in the order given.
 std::string eval_candidates_json(const std::vector<eval_candidate> & cands, const std::vector<eval_report> & reports);

@@ -52,8 +52,14 @@ expert_mask mask_of_plan(const plan & p, const std::string & name, const moe::la
     return m;
 }
 
-bool mask_from_plan(const plan & p, const std::string & name, const gguf::model & model, expert_mask & out,
-                    std::string & err) {
+bool mask_from_plan(const plan & p, const std::string & name, const gguf::model & model, const std::string & model_name,
+                    expert_mask & out, std::string & err) {
+    std::string warning;
+    const std::string other = plan_model_mismatch(p, model, name, model_name, warning);
+    if (!other.empty()) {
+        err = other + ": a measurement under it would not be of " + model_name;
+        return false;
+    }
     moe::layout lay;
     if (!model_layout(model, lay, err)) return false;
     if (!validate_plan(p, facts_of(lay), err)) {
@@ -61,12 +67,17 @@ bool mask_from_plan(const plan & p, const std::string & name, const gguf::model 
         return false;
     }
     out = mask_of_plan(p, name, lay);
+    out.warning = warning;
     return true;
 }
 
-bool load_mask(const std::string & path, const gguf::model & model, expert_mask & out, std::string & err) {
+bool load_mask(const std::string & path, const gguf::model & model, const std::string & model_name, expert_mask & out,
+               std::string & err) {
     plan p;
-    return read_plan(path, p, err) && mask_from_plan(p, path, model, out, err);
+    std::string sha256;
+    if (!read_plan(path, p, sha256, err) || !mask_from_plan(p, path, model, model_name, out, err)) return false;
+    out.plan_sha256 = sha256;
+    return true;
 }
 
 bool mask_hook::callback(ggml_tensor * t, bool ask, void * user) {

@@ -58,18 +58,25 @@ struct expert_mask {
                                                    // (MTP / nextn blocks carry experts but run only in an
                                                    // MTP context: masked there, never required here)
     std::vector<int>                  mtp_layers;  // the plan's MTP blocks, ascending (src/llama/mtp.h)
+    std::string                       plan_sha256; // load_mask: SHA-256 of the plan bytes parsed
+    std::string                       warning;     // the plan records no model fingerprint
 };
 
 // The mask of plan `p`, already checked against the model whose layout is
 // `lay` (lay.is_mtp says which of the plan's blocks are MTP blocks).
 expert_mask mask_of_plan(const plan & p, const std::string & name, const moe::layout & lay);
 
-// Reads the plan at `path` and checks it against `model` with the rules of
-// reap prune (the same messages); the mask on success.
-bool load_mask(const std::string & path, const gguf::model & model, expert_mask & out, std::string & err);
+// Reads the plan at `path` once and checks it against `model` with the rules
+// of reap prune (the same messages): made for this model (its fingerprint,
+// plan_model_mismatch: another model's plan is refused, one without a
+// fingerprint accepted with out.warning) and fitting its layout. The mask on
+// success, with the hash of the bytes that were parsed. `model_name` names
+// the model in messages.
+bool load_mask(const std::string & path, const gguf::model & model, const std::string & model_name, expert_mask & out,
+               std::string & err);
 // The same for a plan in memory; `name` stands for it in messages.
-bool mask_from_plan(const plan & p, const std::string & name, const gguf::model & model, expert_mask & out,
-                    std::string & err);
+bool mask_from_plan(const plan & p, const std::string & name, const gguf::model & model, const std::string & model_name,
+                    expert_mask & out, std::string & err);
 
 // The eval callback that applies a mask. Set `active` (nullptr = run the model
 // as it is) and pass mask_hook::callback with the hook as user data in

@@ -2,6 +2,7 @@
 // chosen from --keep / --ratio / --budget, the plan made, sized and given its
 // provenance and receipts.
 #include "plan/choose.h"
+#include "plan/provenance.h"
 
 #include "util/file.h"
 #include "util/sha256.h"
@@ -90,30 +91,26 @@ bool choose_plan(const plan_request & req, plan_choice & c, util::error & err) {
     return true;
 }
 
-// Plan provenance, as reap plan has always recorded it (one function; issue
-// 24 makes it a typed file-format module).
+// Plan provenance: what the request was, through the one writer plan and sweep
+// share (provenance.h, record_origin).
 bool add_plan_provenance(const plan_request & req, const saliency::archive & arch, uint64_t bytes, uint32_t n_shards,
                          plan & p, std::string & err) {
-    std::string archive_sha;
-    if (!util::sha256_file(req.saliency, archive_sha, err)) return false;
-    nlohmann::json & prov = p.provenance;
-    prov["tool"] = std::string("reap plan ") + req.version;
-    prov["saliency"] = {{"file", req.saliency}, {"sha256", archive_sha}, {"metric_set", saliency::metric_set_name(arch.metrics)}};
-    nlohmann::json r = nlohmann::json::object();
-    if (req.keep >= 0) r["keep"] = req.keep;
-    if (req.ratio >= 0) r["ratio"] = req.ratio;
-    if (!req.budget_text.empty()) {
-        r["budget"] = req.budget_text;
-        r["budget_bytes"] = req.budget;
-    }
-    if (req.split_max_bytes) r["split_max_bytes"] = req.split_max_bytes;
-    if (req.split_max_tensors) r["split_max_tensors"] = req.split_max_tensors;
-    r["stamp"] = req.stamp;
-    if (req.counts.multiple_of > 0) r["multiple_of"] = req.counts.multiple_of;
-    if (req.counts.fused) r["fused_kernel"] = true;
-    prov["request"] = r;
-    prov["predicted_bytes"] = bytes;
-    prov["predicted_shards"] = n_shards;
+    plan_origin o;
+    o.tool = "reap plan";
+    o.saliency_path = req.saliency;
+    if (!util::sha256_file(req.saliency, o.saliency_sha256, err)) return false;
+    o.metric_set = saliency::metric_set_name(arch.metrics);
+    if (req.keep >= 0) o.request.size = {size_kind::keep, std::to_string(req.keep), req.keep};
+    if (req.ratio >= 0) o.request.size = {size_kind::ratio, "", 0, req.ratio};
+    if (!req.budget_text.empty()) o.request.size = {size_kind::budget, req.budget_text, 0, 0, req.budget};
+    o.request.split_max_bytes   = req.split_max_bytes;
+    o.request.split_max_tensors = req.split_max_tensors;
+    o.request.stamp             = req.stamp;
+    o.request.multiple_of       = req.counts.multiple_of;
+    o.request.fused_kernel      = req.counts.fused;
+    o.predicted_bytes  = bytes;
+    o.predicted_shards = n_shards;
+    record_origin(p, o, req.version.c_str());
     return true;
 }
 

@@ -5,6 +5,7 @@
 #include "moe/layout_gguf.h"
 #include "util/file.h"
 #include "util/json.h"
+#include "util/json_fields.h"
 #include "util/path.h"
 #include "util/sha256.h"
 
@@ -18,6 +19,7 @@
 namespace reap {
 
 using nlohmann::json;
+using util::json_type_name;
 
 namespace {
 
@@ -26,20 +28,6 @@ namespace {
 constexpr int64_t k_max_layers  = 1 << 20;
 constexpr int64_t k_max_experts = 1 << 24;
 constexpr uint64_t k_max_plan_bytes = 256ull << 20;
-
-const char * json_type_name(const json & v) {
-    switch (v.type()) {
-        case json::value_t::null: return "null";
-        case json::value_t::object: return "object";
-        case json::value_t::array: return "array";
-        case json::value_t::string: return "string";
-        case json::value_t::boolean: return "boolean";
-        case json::value_t::number_integer:
-        case json::value_t::number_unsigned: return "integer";
-        case json::value_t::number_float: return "number";
-        default: return "value";
-    }
-}
 
 // An integer field: a JSON integer (not a float, not a string) in [lo, hi].
 bool get_int(const json & v, const std::string & what, int64_t lo, int64_t hi, int64_t & out, std::string & err) {
@@ -282,18 +270,23 @@ std::string model_header_sha256(const gguf::model & m) {
     return h.hex();
 }
 
-bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, const std::string & plan_name,
-                      const std::string & model_name, std::string & warning, std::string & err) {
+std::string plan_model_mismatch(const plan & p, const gguf::model & m, const std::string & plan_name, const std::string & model_name,
+                                std::string & warning) {
     warning.clear();
     if (p.model_sha256.empty()) {
         warning = plan_name + " records no model fingerprint (written by an older reap plan): it cannot be checked to be " +
                   "for " + model_name;
-        return true;
+        return "";
     }
     const std::string have = model_header_sha256(m);
-    if (have == p.model_sha256) return true;
-    const std::string what = plan_name + " was made for another model (header sha256 " + p.model_sha256 + "), " +
-                             model_name + " has " + have;
+    if (have == p.model_sha256) return "";
+    return plan_name + " was made for another model (header sha256 " + p.model_sha256 + "), " + model_name + " has " + have;
+}
+
+bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, const std::string & plan_name,
+                      const std::string & model_name, std::string & warning, std::string & err) {
+    const std::string what = plan_model_mismatch(p, m, plan_name, model_name, warning);
+    if (what.empty()) return true;
     if (!allow_other) {
         err = what + "; pass --allow-other-model to use it anyway";
         return false;
@@ -303,6 +296,11 @@ bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, c
 }
 
 bool read_plan(const std::string & path, plan & out, std::string & err) {
+    std::string sha256;
+    return read_plan(path, out, sha256, err);
+}
+
+bool read_plan(const std::string & path, plan & out, std::string & sha256, std::string & err) {
     const int fd = util::open_input(path, err);   // a FIFO is refused, not waited on
     if (fd < 0) {
         err = "plan " + err;
@@ -331,6 +329,7 @@ bool read_plan(const std::string & path, plan & out, std::string & err) {
         err = "plan " + path + ": read error";
         return false;
     }
+    sha256 = util::sha256_bytes(text.data(), text.size());
     return parse_plan(text, path, out, err);
 }
 

@@ -99,8 +99,17 @@ std::string model_header_sha256(const gguf::model & m);
 bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, const std::string & plan_name,
                       const std::string & model_name, std::string & warning, std::string & err);
 
+// The rule check_plan_model applies: "" when `p` was made for `m` or records
+// no fingerprint (then `warning` says so), else the message that it was made
+// for another model (for callers with no --allow-other-model).
+std::string plan_model_mismatch(const plan & p, const gguf::model & m, const std::string & plan_name, const std::string & model_name,
+                                std::string & warning);
+
 // Reads and parses the plan at `path` (at most 256 MiB).
 bool read_plan(const std::string & path, plan & out, std::string & err);
+// The same, with the SHA-256 of the bytes parsed (what a run that reads the
+// plan once measured: the file may change after).
+bool read_plan(const std::string & path, plan & out, std::string & sha256, std::string & err);
 
 // The plan as a JSON document (fields in the order of the format above).
 nlohmann::json plan_to_json(const plan & p);

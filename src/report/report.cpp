@@ -3,10 +3,14 @@
 #include "report/report.h"
 #include "report/sweep_chart.h"
 
+#include "formats/eval_file.h"
+#include "formats/sweep_file.h"
+
 #include "gguf/gguf.h"
 #include "moe/census.h"
 #include "plan/planners.h"
 #include "plan/plan.h"
+#include "plan/provenance.h"
 #include "plan/receipts.h"
 #include "prune/prune.h"
 #include "saliency/archive.h"
@@ -37,7 +41,6 @@ namespace reap::report {
 namespace {
 
 namespace pl = reap::planner;
-using json = nlohmann::json;
 
 // ---- small formatting -----------------------------------------------------------------------
 
@@ -71,103 +74,55 @@ std::string yaml_str(const std::string & s) {
     return r + "\"";
 }
 
-// ---- reading JSON receipts --------------------------------------------------------------------
-
-bool read_json(const std::string & path, const char * what, json & out, std::string & err) {
-    std::string text;
-    if (!util::read_file(path, what, text, err)) return false;
-    out = json::parse(text, nullptr, false);
-    if (out.is_discarded()) {
-        err = std::string(what) + " '" + path + "' is not JSON";
-        return false;
-    }
-    return true;
-}
-
-std::string str_at(const json & j, const char * key) {
-    return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-}
-
-double num_at(const json & j, const char * key) {
-    return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
-}
 
 // ---- eval receipts --------------------------------------------------------------------------
-
-struct metrics {
-    double   ppl_ratio = NAN, kld_mean = NAN, kld_median = NAN, kld_p99 = NAN, top1 = NAN;
-    uint64_t n_tokens = 0;
-};
-
-metrics metrics_of(const json & j) {
-    metrics m;
-    m.ppl_ratio  = num_at(j, "ppl_ratio");
-    m.kld_mean   = num_at(j, "kld_mean");
-    m.kld_median = num_at(j, "kld_median");
-    m.kld_p99    = num_at(j, "kld_p99");
-    m.top1       = num_at(j, "argmax_agree");
-    const double n = num_at(j, "n_tokens");
-    m.n_tokens = std::isfinite(n) && n >= 0 ? (uint64_t) n : 0;
-    return m;
-}
 
 enum class eval_match { hashes, mask_plan, path_only, other, unidentified };
 
 struct eval_entry {
     std::string json_file;     // the --eval file
-    std::string candidate;     // what it says it measured
-    bool        masked = false;
     eval_match  match = eval_match::unidentified;
     std::string why;           // for other / unidentified
-    std::string input_file, input_sha256;
-    metrics     overall;
-    std::vector<std::pair<std::string, metrics>> domains;
-    bool        corpus = false;
+    eval_report r;             // what it says it measured, and the numbers
 };
 
-// The reports of one eval JSON: a single report (`reap eval --json` with one
-// model) or {"pruned": {PATH: report}, "masked": {PLAN: report}}.
-bool eval_reports(const std::string & path, const json & j, std::vector<std::pair<std::string, const json *>> & out,
-                  std::vector<bool> & masked, std::string & err) {
-    if (!j.is_object()) {
-        err = "eval '" + path + "' is not a JSON object";
+// What the report knows of this build, to match an eval against.
+struct build_identity {
+    std::string                        source_sha256;   // plan::model_header_sha256 of the source
+    std::map<std::string, std::string> sums;            // the build's files and their SHA256SUMS hashes
+    std::string                        plan_sha256, pruned_path, plan_path;
+};
+
+// The reference of a report: the source itself, not a masked base or another model.
+bool reference_is_source(const eval_report & r, const build_identity & b, eval_entry & e) {
+    if (r.base_masked()) {
+        e.match = eval_match::other;
+        e.why = "it compares with the source masked by " + code(util::base_name(r.base_mask)) +
+                " (`--base-mask`), not with the source: a measurement of a masked base, not of this build's quality";
         return false;
     }
-    if (j.contains("kld_mean")) {
-        // one report (its "masked" is a flag, not the map of several)
-        out.push_back({str_at(j, "candidate"), &j});
-        masked.push_back(j.contains("masked") && j["masked"].is_boolean() && j["masked"].get<bool>());
-    } else if (j.contains("pruned") || j.contains("masked")) {
-        for (const char * k : {"pruned", "masked"}) {
-            if (!j.contains(k)) continue;
-            if (!j[k].is_object()) {
-                err = "eval '" + path + "': \"" + k + "\" is not an object";
-                return false;
-            }
-            for (auto it = j[k].begin(); it != j[k].end(); ++it) {
-                out.push_back({it.key(), &it.value()});
-                masked.push_back(std::string(k) == "masked");
-            }
-        }
-    } else {
-        err = "eval '" + path + "' is not a reap eval report (no kld_mean, no \"pruned\" or \"masked\")";
+    if (!r.base_sha256.empty() && r.base_sha256 != b.source_sha256) {
+        e.match = eval_match::other;
+        e.why = "it was measured against another base model (header sha256 " + r.base_sha256.substr(0, 12) + "…; this source's is " +
+                b.source_sha256.substr(0, 12) + "…)";
         return false;
     }
     return true;
 }
 
-// Matches one report against the build: by the hashes of its files, by the
-// plan's hash for a mask, by the path as the last resort (older eval files).
-void match_eval(const json & r, bool masked, const std::string & candidate, const std::map<std::string, std::string> & build_sums,
-                const std::string & plan_sha, const std::string & pruned_path, const std::string & plan_path, eval_entry & e) {
-    e.candidate = candidate;
-    e.masked = masked;
-    if (masked) {
-        const std::string h = str_at(r, "candidate_sha256");
+// Matches one report against the build: the base first (reference_is_source),
+// then by the hashes of its files, by the plan's hash for a mask, by the path
+// as the last resort (older eval files).
+void match_eval(const eval_report & r, const build_identity & b, eval_entry & e) {
+    e.r = r;
+    if (!reference_is_source(r, b, e)) return;
+    const std::string & candidate = r.candidate;
+    if (r.masked) {
+        const std::string & h = r.candidate_sha256;
         if (!h.empty()) {
-            e.match = h == plan_sha ? eval_match::mask_plan : eval_match::other;
-            if (e.match == eval_match::other) e.why = "it masked another plan (sha256 " + h.substr(0, 12) + "…, this plan's is " + plan_sha.substr(0, 12) + "…)";
-        } else if (!candidate.empty() && util::same_file(candidate, plan_path)) {
+            e.match = h == b.plan_sha256 ? eval_match::mask_plan : eval_match::other;
+            if (e.match == eval_match::other) e.why = "it masked another plan (sha256 " + h.substr(0, 12) + "…, this plan's is " + b.plan_sha256.substr(0, 12) + "…)";
+        } else if (!candidate.empty() && util::same_file(candidate, b.plan_path)) {
             e.match = eval_match::path_only;
         } else {
             e.match = eval_match::unidentified;
@@ -175,32 +130,31 @@ void match_eval(const json & r, bool masked, const std::string & candidate, cons
         }
         return;
     }
-    if (r.contains("candidate_files") && r["candidate_files"].is_array() && !r["candidate_files"].empty()) {
+    if (!r.candidate_files.empty()) {
         std::set<std::string> seen;
-        for (const auto & f : r["candidate_files"]) {
-            const std::string name = str_at(f, "file"), h = str_at(f, "sha256");
-            seen.insert(name);
-            const auto it = build_sums.find(name);
-            if (h.empty()) {
+        for (const auto & f : r.candidate_files) {
+            seen.insert(f.name);
+            const auto it = b.sums.find(f.name);
+            if (f.listed_sha256.empty()) {
                 e.match = eval_match::unidentified;
-                e.why = "no SHA256SUMS listed a hash for '" + name + "' when it was measured";
+                e.why = "no SHA256SUMS listed a hash for '" + f.name + "' when it was measured";
                 return;
             }
-            if (it == build_sums.end() || it->second != h) {
+            if (it == b.sums.end() || it->second != f.listed_sha256) {
                 e.match = eval_match::other;
-                e.why = "it measured '" + name + "' with sha256 " + h.substr(0, 12) + "…, which is not a file of this build";
+                e.why = "it measured '" + f.name + "' with sha256 " + f.listed_sha256.substr(0, 12) + "…, which is not a file of this build";
                 return;
             }
         }
-        if (seen.size() != build_sums.size()) {
+        if (seen.size() != b.sums.size()) {
             e.match = eval_match::other;
-            e.why = "it measured " + std::to_string(seen.size()) + " file(s); this build has " + std::to_string(build_sums.size());
+            e.why = "it measured " + std::to_string(seen.size()) + " file(s); this build has " + std::to_string(b.sums.size());
             return;
         }
         e.match = eval_match::hashes;
         return;
     }
-    if (!candidate.empty() && util::same_file(candidate, pruned_path)) {
+    if (!candidate.empty() && util::same_file(candidate, b.pruned_path)) {
         e.match = eval_match::path_only;
         return;
     }
@@ -208,6 +162,7 @@ void match_eval(const json & r, bool masked, const std::string & candidate, cons
     e.why = candidate.empty() ? "it does not say which file it measured"
                               : "it measured '" + candidate + "', which is not this build, and records no hashes";
 }
+
 
 // ---- everything the card says -----------------------------------------------------------------
 
@@ -243,29 +198,24 @@ struct saliency_facts {
     std::string              invariant;          // "" or the count invariant's message
 };
 
+
 // The plan's ranking options from its provenance (what `reap plan` records).
-pl::rank_options rank_options_of(const plan & p, const saliency::archive & a, std::vector<std::string> & notes) {
+pl::rank_options rank_options_of(const pl::card_provenance & pv, const saliency::archive & a, std::vector<std::string> & notes) {
     pl::rank_options o;
     o.how = pl::default_method(a.metrics);
-    const json & pv = p.provenance;
-    const std::string m = str_at(pv, "method");
-    if (m.empty() || !pl::parse_method(m, o.how)) {
+    if (pv.method.empty() || !pl::parse_method(pv.method, o.how)) {
         notes.push_back("The plan does not record a known method; the saliency figures score with the archive's default (" +
                         std::string(pl::method_name(o.how)) + ").");
         o.how = pl::default_method(a.metrics);
     }
-    if (pv.contains("domains") && pv["domains"].is_array()) {
-        for (const auto & d : pv["domains"]) {
-            if (d.is_string()) o.domains.push_back(d.get<std::string>());
-        }
-    }
-    if (str_at(pv, "consensus") == "minrank") o.cons = pl::consensus::minrank;
-    if (pv.contains("seed") && pv["seed"].is_number_unsigned()) o.seed = pv["seed"].get<uint64_t>();
-    if (pv.contains("protect_super") && pv["protect_super"].is_boolean()) o.protect_super = pv["protect_super"].get<bool>();
+    o.domains = pv.domains;
+    if (pv.minrank) o.cons = pl::consensus::minrank;
+    if (pv.seed) o.seed = *pv.seed;
+    if (pv.protect_super) o.protect_super = *pv.protect_super;
     return o;
 }
 
-bool gather_saliency(const report_options & opt, const plan & p, const model_facts & src, saliency_facts & s,
+bool gather_saliency(const report_options & opt, const plan & p, const pl::card_provenance & pv, const model_facts & src, saliency_facts & s,
                      std::vector<std::string> & notes, std::string & err) {
     s.path = opt.saliency;
     if (!util::sha256_file(s.path, s.sha256, err)) return false;
@@ -276,7 +226,7 @@ bool gather_saliency(const report_options & opt, const plan & p, const model_fac
         err = s.path + ": " + err;
         return false;
     }
-    const std::string planned = p.provenance.contains("saliency") ? str_at(p.provenance["saliency"], "sha256") : "";
+    const std::string & planned = pv.saliency_sha256;
     if (!planned.empty() && planned != s.sha256) {
         err = "saliency archive '" + s.path + "' is not the one the plan was made from (the plan records sha256 " + planned +
               ", the file's is " + s.sha256 + ")";
@@ -292,7 +242,7 @@ bool gather_saliency(const report_options & opt, const plan & p, const model_fac
     moe::layout lay;
     if (!model_layout(src.m, lay, err)) return false;
     const int64_t n_group = lay.router.n_group > 1 ? lay.router.n_group : 1;
-    const pl::rank_options ro = rank_options_of(p, s.a, notes);
+    const pl::rank_options ro = rank_options_of(pv, s.a, notes);
     if (!pl::rank_experts(s.a, n_group, ro, s.rank, err)) {
         err = s.path + ": " + err;
         return false;
@@ -329,60 +279,33 @@ bool gather_saliency(const report_options & opt, const plan & p, const model_fac
 }
 
 struct sweep_facts {
-    bool        have = false;
-    std::string path, saliency_sha256, method, input_file;
-    std::vector<std::string> domains;
-    struct point {
-        int64_t  n_keep = 0;
-        uint64_t bytes = 0;
-        double   share = NAN;
-        metrics  overall;
-        std::vector<std::pair<std::string, metrics>> domains;
-    };
-    std::vector<point> points;
+    bool         have = false;
+    std::string  path;
+    sweep_record s;            // points largest n_keep first
+    bool         same_method = true;   // ranked as this build's plan was
 };
 
-bool gather_sweep(const std::string & path, const model_facts & src, sweep_facts & s, std::string & err) {
-    json j;
-    if (!read_json(path, "sweep", j, err)) return false;
-    if (str_at(j, "format") != "reap-sweep" || !j.contains("points") || !j["points"].is_array()) {
-        err = "sweep '" + path + "' is not a reap sweep (format \"reap-sweep\" with \"points\")";
-        return false;
-    }
-    s.path = path;
-    const json & mdl = j.contains("model") ? j["model"] : json::object();
-    if (str_at(mdl, "arch") != src.c.arch || num_at(mdl, "n_expert") != (double) src.c.n_expert) {
-        err = "sweep '" + path + "' is for another model (" + str_at(mdl, "arch") + ", " + fmt("%.0f", num_at(mdl, "n_expert")) +
+// Reads the sweep and checks it is of this source: the same model (its
+// fingerprint, when the sweep records one) and shape; another model's is refused.
+bool gather_sweep(const std::string & path, const model_facts & src, const std::string & source_sha256, sweep_facts & sw,
+                  std::string & err) {
+    sweep_record & s = sw.s;
+    if (!read_sweep(path, s, err)) return false;
+    sw.path = path;
+    if (s.model.arch != src.c.arch || s.model.n_expert != src.c.n_expert) {
+        err = "sweep '" + path + "' is for another model (" + s.model.arch + ", " + std::to_string(s.model.n_expert) +
               " experts; the source is " + src.c.arch + ", " + std::to_string(src.c.n_expert) + ")";
         return false;
     }
-    const json & sal = j.contains("saliency") ? j["saliency"] : json::object();
-    s.saliency_sha256 = str_at(sal, "sha256");
-    s.method = str_at(sal, "method");
-    if (sal.contains("domains") && sal["domains"].is_array()) {
-        for (const auto & d : sal["domains"]) if (d.is_string()) s.domains.push_back(d.get<std::string>());
-    }
-    if (j.contains("input")) s.input_file = str_at(j["input"], "file");
-    for (const auto & q : j["points"]) {
-        sweep_facts::point pt;
-        const double n = num_at(q, "n_keep"), b = num_at(q, "predicted_bytes");
-        if (!(n >= 1 && n <= (double) src.c.n_expert) || !(b >= 0)) {
-            err = "sweep '" + path + "': a point without a valid n_keep / predicted_bytes";
-            return false;
-        }
-        pt.n_keep = (int64_t) n;
-        pt.bytes = (uint64_t) b;
-        pt.share = num_at(q, "saliency_share");
-        if (q.contains("overall")) pt.overall = metrics_of(q["overall"]);
-        if (q.contains("domains") && q["domains"].is_object()) {
-            for (auto it = q["domains"].begin(); it != q["domains"].end(); ++it) pt.domains.push_back({it.key(), metrics_of(it.value())});
-        }
-        s.points.push_back(pt);
+    if (!s.model.header_sha256.empty() && s.model.header_sha256 != source_sha256) {
+        err = "sweep '" + path + "' measured another model (header sha256 " + s.model.header_sha256 + "; the source's is " + source_sha256 + ")";
+        return false;
     }
     std::sort(s.points.begin(), s.points.end(), [](const auto & a, const auto & b) { return a.n_keep > b.n_keep; });
-    s.have = !s.points.empty();
+    sw.have = !s.points.empty();
     return true;
 }
+
 
 // ---- figures ----------------------------------------------------------------------------------
 
@@ -450,38 +373,29 @@ util::chart usage_chart(const saliency_facts & s, const plan & p) {
     return c;
 }
 
-// The sweep's chart (sweep_chart.h) from a SWEEP.json, KLD only, this build's N marked.
-util::chart sweep_kld_chart(const sweep_facts & s, const plan & p) {
-    sweep_chart_input in;
+// The sweep's chart (sweep_chart.h) from a SWEEP.json, KLD only, this build's N
+// marked when the sweep ranked as this build's plan did.
+util::chart sweep_kld_chart(const sweep_facts & sw, const plan & p) {
+    sweep_chart_input in = sweep_chart_input_of(sw.s);
     in.title = "KL divergence from the source at each size (sweep, by masking)";
     in.top1_panel = false;
-    in.marks.push_back({(double) p.n_keep, "this build: N = " + std::to_string(p.n_keep)});
-    if (!s.points.empty()) {
-        for (const auto & d : s.points[0].domains) in.domains.push_back(d.first);
-    }
-    for (const auto & pt : s.points) {
-        sweep_chart_point q;
-        q.n_keep = pt.n_keep;
-        q.bytes = pt.bytes;
-        q.overall = {pt.overall.kld_mean, pt.overall.top1};
-        for (const auto & d : pt.domains) q.domains.push_back({d.second.kld_mean, d.second.top1});
-        in.points.push_back(q);
-    }
+    if (sw.same_method) in.marks.push_back({(double) p.n_keep, "this build: N = " + std::to_string(p.n_keep)});
     return sweep_chart(in);
 }
+
 
 // ---- the card -----------------------------------------------------------------------------------
 
 std::string eval_table(const eval_entry & e) {
     std::string o = "| domain | tokens | KLD mean | KLD median | KLD p99 | top-1 agreement | PPL ratio |\n|---|---:|---:|---:|---:|---:|---:|\n";
-    auto row = [&](const std::string & name, const metrics & m) {
+    auto row = [&](const std::string & name, const eval_metrics & m) {
         o += "| " + name + " | " + util::group_digits(m.n_tokens) + " | " + fmt("%.4f", m.kld_mean) + " | " + fmt("%.4f", m.kld_median) +
-             " | " + fmt("%.4f", m.kld_p99) + " | " + pct(m.top1, 2) + " | " + fmt("%.4f", m.ppl_ratio) + " |\n";
+             " | " + fmt("%.4f", m.kld_p99) + " | " + pct(m.argmax_agree, 2) + " | " + fmt("%.4f", m.ppl_ratio) + " |\n";
     };
-    for (const auto & [name, m] : e.domains) {
+    for (const auto & [name, m] : e.r.domains) {
         if (m.n_tokens) row(name, m);
     }
-    row("**all**", e.overall);
+    row("**all**", e.r.overall);
     return o;
 }
 
@@ -553,202 +467,201 @@ bool check_outputs(const std::vector<std::string> & files, const std::vector<std
     return true;
 }
 
-} // namespace
 
-bool write_report(const report_options & opt, report_result & out, std::string & err) {
-    out = report_result{};
-    if (opt.source.empty() || opt.plan.empty() || opt.pruned.empty() || opt.out_dir.empty()) {
-        err = "report needs the source, the plan, the build and the output directory";
-        return false;
-    }
-    const std::string readme = opt.out_dir + "/README.md";
-    const std::string fig_dir = opt.out_dir + "/figures";
-    // what this run may publish, checked before any work (again before writing,
-    // with the shards of the two models and the figures actually drawn)
-    {
-        std::vector<std::string> may_write = {readme};
-        if (!opt.saliency.empty()) {
-            for (const char * f : {"saliency-heatmap.svg", "retention.svg", "domain-usage.svg"}) may_write.push_back(fig_dir + "/" + f);
-        }
-        if (!opt.sweep.empty()) may_write.push_back(fig_dir + "/sweep-kld.svg");
-        if (!check_outputs(may_write, inputs_of(opt, nullptr, nullptr), opt.force, err)) return false;
-    }
-    std::vector<std::string> notes;   // method caveats
-    std::vector<std::string> & verified = out.verified;
-    std::vector<std::string> & unverified = out.not_verified;
+// ---- the card, stage by stage ---------------------------------------------------------------------
 
-    // ---- the build: re-audited here, or no card ----
-    model_facts src, cut;
-    if (!open_facts(opt.source, src, err)) return false;
-    plan p;
-    if (!read_plan(opt.plan, p, err)) return false;
-    std::string plan_sha;
-    if (!plan_file_sha256(opt.plan, plan_sha, err)) return false;
+// Everything the card is written from, filled stage by stage by write_report.
+struct card {
+    const report_options &   opt;
+    std::vector<std::string> & verified;
+    std::vector<std::string> & unverified;
+    std::string              readme, fig_dir;
+    model_facts              src, cut;
+    plan                     p;
+    pl::card_provenance      prov;
+    prune::verify_report     vr;
+    build_identity           build;
+    std::vector<std::pair<std::string, std::string>> sums_lines;   // (hash, file) of the build
+    saliency_facts           sal;
+    std::vector<eval_entry>  evals;          // the ones measured on this build
+    sweep_facts              sw;
+    std::vector<std::string> notes;          // method caveats
+};
+
+// The build: re-audited here, or no card; then the build's files with the hashes verify just checked.
+bool audit_build(card & c, bool & differs, std::string & err) {
+    const report_options & opt = c.opt;
+    if (!open_facts(opt.source, c.src, err)) return false;
+    std::string & plan_sha = c.build.plan_sha256;
+    if (!read_plan(opt.plan, c.p, plan_sha, err) || !pl::read_card_provenance(c.p.provenance, opt.plan, c.prov, err)) return false;
     prune::verify_options vo;
     vo.plan_sha256 = plan_sha;
-    prune::verify_report vr;
-    if (!prune::verify_pruned(src.m, p, opt.pruned, vo, vr, err)) {
-        out.differs = vr.differs;
-        if (vr.differs) err = "the build failed verification, no card written: " + opt.pruned + ": " + err;
+    if (!prune::verify_pruned(c.src.m, c.p, opt.pruned, vo, c.vr, err)) {
+        differs = c.vr.differs;
+        if (c.vr.differs) err = "the build failed verification, no card written: " + opt.pruned + ": " + err;
         return false;
     }
-    if (!open_facts(opt.pruned, cut, err)) return false;
-    // the build's files with the hashes verify just checked
-    std::map<std::string, std::string> build_sums;
-    std::vector<std::pair<std::string, std::string>> sums_lines;
-    {
-        std::vector<std::pair<std::string, std::string>> entries;
-        if (!util::read_sha256sums(util::sums_path_for(opt.pruned), entries, err)) return false;
-        for (const auto & sh : cut.m.shards) {
-            const std::string name = util::base_name(sh.path);
-            for (const auto & [n, h] : entries) {
-                if (n == name) {
-                    build_sums[name] = h;
-                    sums_lines.push_back({h, name});
-                }
+    if (!open_facts(opt.pruned, c.cut, err)) return false;
+    c.build.source_sha256 = model_header_sha256(c.src.m);
+    c.build.pruned_path = opt.pruned;
+    c.build.plan_path = opt.plan;
+    std::vector<std::pair<std::string, std::string>> entries;
+    if (!util::read_sha256sums(util::sums_path_for(opt.pruned), entries, err)) return false;
+    for (const auto & sh : c.cut.m.shards) {
+        const std::string name = util::base_name(sh.path);
+        for (const auto & [n, h] : entries) {
+            if (n == name) {
+                c.build.sums[name] = h;
+                c.sums_lines.push_back({h, name});
             }
         }
-        if (build_sums.size() != cut.m.shards.size()) {
-            err = "SHA256SUMS beside '" + opt.pruned + "' does not list every file of the build";
-            return false;
-        }
     }
-    verified.push_back("**The build is the source cut by the plan, byte for byte.** `reap verify`'s audit, re-run by this report: " +
-                       std::to_string(vr.n_shards) + " file(s), " + util::group_digits(vr.n_tensors) + " tensors (" + util::group_digits(vr.n_sliced) +
-                       " sliced along the expert axis), " + util::group_digits(vr.bytes_compared) + " bytes compared with the source, " +
-                       util::group_digits(vr.n_kvs) + " metadata keys; provenance " + (vr.stamped ? "stamped (reap.plan.sha256 = this plan's hash)" : "not stamped") + ".");
-    verified.push_back("**SHA256SUMS holds**: " + std::to_string(vr.n_sums_checked) + " file(s) re-hashed and equal to the list below.");
-    if (!vr.stamped) unverified.push_back("The build carries no `reap.*` stamp: nothing inside the files names the plan they were cut by (the audit above ties them to this plan).");
+    if (c.build.sums.size() != c.cut.m.shards.size()) {
+        err = "SHA256SUMS beside '" + opt.pruned + "' does not list every file of the build";
+        return false;
+    }
+    const prune::verify_report & vr = c.vr;
+    c.verified.push_back("**The build is the source cut by the plan, byte for byte.** `reap verify`'s audit, re-run by this report: " +
+                         std::to_string(vr.n_shards) + " file(s), " + util::group_digits(vr.n_tensors) + " tensors (" + util::group_digits(vr.n_sliced) +
+                         " sliced along the expert axis), " + util::group_digits(vr.bytes_compared) + " bytes compared with the source, " +
+                         util::group_digits(vr.n_kvs) + " metadata keys; provenance " + (vr.stamped ? "stamped (reap.plan.sha256 = this plan's hash)" : "not stamped") + ".");
+    c.verified.push_back("**SHA256SUMS holds**: " + std::to_string(vr.n_sums_checked) + " file(s) re-hashed and equal to the list below.");
+    if (!vr.stamped) c.unverified.push_back("The build carries no `reap.*` stamp: nothing inside the files names the plan they were cut by (the audit above ties them to this plan).");
+    return true;
+}
 
-    // ---- method ----
-    saliency_facts sal;
-    if (!opt.saliency.empty()) {
-        if (!gather_saliency(opt, p, src, sal, notes, err)) return false;
-        if (!sal.invariant.empty()) unverified.push_back("The archive's token counts are not those of a complete calibration: " + sal.invariant + ".");
+bool gather_method(card & c, std::string & err) {
+    if (!c.opt.saliency.empty()) {
+        if (!gather_saliency(c.opt, c.p, c.prov, c.src, c.sal, c.notes, err)) return false;
+        if (!c.sal.invariant.empty()) c.unverified.push_back("The archive's token counts are not those of a complete calibration: " + c.sal.invariant + ".");
     } else {
-        unverified.push_back("No saliency archive was given: the calibration corpus, its domains and token counts, and the saliency kept per domain are not shown; the method section repeats what the plan records.");
+        c.unverified.push_back("No saliency archive was given: the calibration corpus, its domains and token counts, and the saliency kept per domain are not shown; the method section repeats what the plan records.");
     }
-    const double share_recorded = p.provenance.contains("saliency_retained") ? num_at(p.provenance["saliency_retained"], "mean") : NAN;
-    if (sal.have && std::isfinite(share_recorded) && std::fabs(share_recorded - sal.share.mean) > 1e-9) {
-        unverified.push_back("The plan records a saliency share of " + pct(share_recorded, 3) + "; recomputed from the archive it is " + pct(sal.share.mean, 3) + ".");
+    const double recorded = c.prov.saliency_retained_mean;
+    if (c.sal.have && recorded >= 0 && std::fabs(recorded - c.sal.share.mean) > 1e-9) {
+        c.unverified.push_back("The plan records a saliency share of " + pct(recorded, 3) + "; recomputed from the archive it is " + pct(c.sal.share.mean, 3) + ".");
     }
-    std::vector<std::string> plan_domains;
-    if (p.provenance.contains("domains") && p.provenance["domains"].is_array()) {
-        for (const auto & d : p.provenance["domains"]) if (d.is_string()) plan_domains.push_back(d.get<std::string>());
-    }
-    std::set<std::string> calib_domains;
-    for (const auto & d : sal.a.domains) calib_domains.insert(d.name);
+    return true;
+}
 
-    // ---- evals ----
-    std::vector<eval_entry> evals;   // the ones measured on this build
-    for (const auto & path : opt.evals) {
-        json j;
-        if (!read_json(path, "eval", j, err)) return false;
-        std::vector<std::pair<std::string, const json *>> reps;
-        std::vector<bool> masked;
-        if (!eval_reports(path, j, reps, masked, err)) return false;
+// Every --eval file, each report matched against the build; what does not
+// measure this build is listed as not counted, with the reason.
+bool gather_evals(card & c, std::string & err) {
+    for (const auto & path : c.opt.evals) {
+        eval_document doc;
+        if (!read_eval_document(path, doc, err)) return false;
         bool found = false;
         std::vector<std::string> whys;
-        for (size_t i = 0; i < reps.size(); ++i) {
+        for (const auto & entry : doc.entries) {
             eval_entry e;
             e.json_file = path;
-            match_eval(*reps[i].second, masked[i], reps[i].first, build_sums, plan_sha, opt.pruned, opt.plan, e);
+            match_eval(entry.report, c.build, e);
             if (e.match == eval_match::other || e.match == eval_match::unidentified) {
                 whys.push_back(e.why);
                 continue;
             }
-            const json & r = *reps[i].second;
-            e.overall = metrics_of(r);
-            e.corpus = r.contains("corpus") && r["corpus"].is_boolean() && r["corpus"].get<bool>();
-            if (r.contains("domains") && r["domains"].is_object()) {
-                for (auto it = r["domains"].begin(); it != r["domains"].end(); ++it) e.domains.push_back({it.key(), metrics_of(it.value())});
-            }
-            if (r.contains("input")) {
-                e.input_file = str_at(r["input"], "file");
-                e.input_sha256 = str_at(r["input"], "sha256");
-            }
-            if (!std::isfinite(e.overall.kld_mean)) {
+            if (!e.r.pruned_scored) {
                 whys.push_back("it holds no pruned-model numbers (a base-only run)");
                 continue;
             }
-            evals.push_back(e);
+            c.evals.push_back(e);
             found = true;
         }
         if (!found) {
-            unverified.push_back("**Eval " + code(util::base_name(path)) + " is not counted: it is not a measurement of this build** (" +
-                                 util::join(whys, "; ") + "). Its numbers are not shown.");
+            c.unverified.push_back("**Eval " + code(util::base_name(path)) + " is not counted: it is not a measurement of this build** (" +
+                                   util::join(whys, "; ") + "). Its numbers are not shown.");
         }
     }
-    if (evals.empty()) {
-        unverified.push_back("**Quality unmeasured.** No eval of this build was given: nothing here says what the cut costs (run `reap eval -m SOURCE -p BUILD -f HELDOUT --json` and pass it with `--eval`).");
+    if (c.evals.empty()) {
+        c.unverified.push_back("**Quality unmeasured.** No eval of this build was given: nothing here says what the cut costs (run `reap eval -m SOURCE -p BUILD -f HELDOUT --json` and pass it with `--eval`).");
     }
-    for (const auto & e : evals) {
-        std::string what = e.masked ? "the plan's experts masked in the source (virtual pruning; the plan file's sha256 matches)" : "this build's files";
-        if (e.match == eval_match::path_only) what = e.masked ? "the plan at the same path" : "the file at this build's path";
-        verified.push_back("**Eval " + code(util::base_name(e.json_file)) + "**: measured on " + what + ", " +
-                           (e.input_file.empty() ? std::string("on a corpus it does not name") : "on " + code(util::base_name(e.input_file))) + ", " +
-                           util::group_digits(e.overall.n_tokens) + " tokens (table below).");
+    return true;
+}
+
+// What each counted eval does and does not establish.
+void judge_evals(card & c) {
+    std::set<std::string> calib_domains;
+    for (const auto & d : c.sal.a.domains) calib_domains.insert(d.name);
+    const std::vector<std::string> & plan_domains = c.prov.domains;
+    for (const auto & e : c.evals) {
+        const std::string file = code(util::base_name(e.json_file));
+        std::string what = e.r.masked ? "the plan's experts masked in the source (virtual pruning; the plan file's sha256 matches)" : "this build's files";
+        if (e.match == eval_match::path_only) what = e.r.masked ? "the plan at the same path" : "the file at this build's path";
+        c.verified.push_back("**Eval " + file + "**: measured on " + what + ", " +
+                             (e.r.input_path.empty() ? std::string("on a corpus it does not name") : "on " + code(util::base_name(e.r.input_path))) + ", " +
+                             util::group_digits(e.r.overall.n_tokens) + " tokens (table below).");
         if (e.match == eval_match::path_only) {
-            unverified.push_back("Eval " + code(util::base_name(e.json_file)) + " records no hashes of what it measured; it is matched to this build by its path only (re-run it with this version of `reap eval` to tie it to the files).");
+            c.unverified.push_back("Eval " + file + " records no hashes of what it measured; it is matched to this build by its path only (re-run it with this version of `reap eval` to tie it to the files).");
+        }
+        if (e.r.base_sha256.empty()) {
+            c.unverified.push_back("Eval " + file + " does not record which base model it compared with (written by an older `reap eval`): that it is this source is assumed, not checked.");
         }
         // overlap with the calibration corpus
-        if (e.input_sha256.empty()) {
-            unverified.push_back("Eval " + code(util::base_name(e.json_file)) + " does not record its corpus's hash: whether it overlaps the calibration corpus is unknown.");
-        } else if (!sal.have) {
-            unverified.push_back("Without the saliency archive, whether eval " + code(util::base_name(e.json_file)) + "'s corpus overlaps the calibration corpus is unknown.");
-        } else if (sal.corpus_sha256.empty()) {
-            unverified.push_back("The archive does not record its corpus's hash (an imatrix import?): whether the eval corpus overlaps it is unknown.");
-        } else if (sal.corpus_sha256 == e.input_sha256) {
-            unverified.push_back("**The eval corpus is the calibration corpus** (same sha256): eval " + code(util::base_name(e.json_file)) +
-                                 " measures the cut on the text it was chosen on, which flatters the cut. Measure on held-out text.");
+        if (e.r.input_sha256.empty()) {
+            c.unverified.push_back("Eval " + file + " does not record its corpus's hash: whether it overlaps the calibration corpus is unknown.");
+        } else if (!c.sal.have) {
+            c.unverified.push_back("Without the saliency archive, whether eval " + file + "'s corpus overlaps the calibration corpus is unknown.");
+        } else if (c.sal.corpus_sha256.empty()) {
+            c.unverified.push_back("The archive does not record its corpus's hash (an imatrix import?): whether the eval corpus overlaps it is unknown.");
+        } else if (c.sal.corpus_sha256 == e.r.input_sha256) {
+            c.unverified.push_back("**The eval corpus is the calibration corpus** (same sha256): eval " + file +
+                                   " measures the cut on the text it was chosen on, which flatters the cut. Measure on held-out text.");
         } else {
-            verified.push_back("Eval " + code(util::base_name(e.json_file)) + "'s corpus is not the calibration corpus file (the sha256 differ).");
-            unverified.push_back("The eval and calibration corpora are different files; whether they share samples was not checked.");
+            c.verified.push_back("Eval " + file + "'s corpus is not the calibration corpus file (the sha256 differ).");
+            c.unverified.push_back("The eval and calibration corpora are different files; whether they share samples was not checked.");
         }
         // domains measured but not calibrated on, or not scored by the plan
-        for (const auto & [name, m] : e.domains) {
+        for (const auto & [name, m] : e.r.domains) {
             if (!m.n_tokens) continue;
-            if (sal.have && !calib_domains.count(name)) {
-                unverified.push_back("**Pruned blind for " + code(name) + "**: the eval has it, the calibration corpus does not; the cut chose experts without seeing it (KLD " + fmt("%.4f", m.kld_mean) + ").");
+            if (c.sal.have && !calib_domains.count(name)) {
+                c.unverified.push_back("**Pruned blind for " + code(name) + "**: the eval has it, the calibration corpus does not; the cut chose experts without seeing it (KLD " + fmt("%.4f", m.kld_mean) + ").");
             } else if (!plan_domains.empty() && std::find(plan_domains.begin(), plan_domains.end(), name) == plan_domains.end()) {
-                unverified.push_back("**Pruned blind for " + code(name) + "**: calibrated, but the plan scored only " + util::join(plan_domains, ", ") + ".");
+                c.unverified.push_back("**Pruned blind for " + code(name) + "**: calibrated, but the plan scored only " + util::join(plan_domains, ", ") + ".");
             }
         }
-        if (sal.have) {
-            for (const auto & d : sal.a.domains) {
-                const bool measured = std::any_of(e.domains.begin(), e.domains.end(), [&](const auto & x) { return x.first == d.name && x.second.n_tokens; });
-                if (!measured) unverified.push_back("Calibrated on " + code(d.name) + " but eval " + code(util::base_name(e.json_file)) + " does not measure it.");
+        if (c.sal.have) {
+            for (const auto & d : c.sal.a.domains) {
+                const bool measured = std::any_of(e.r.domains.begin(), e.r.domains.end(), [&](const auto & x) { return x.first == d.name && x.second.n_tokens; });
+                if (!measured) c.unverified.push_back("Calibrated on " + code(d.name) + " but eval " + file + " does not measure it.");
             }
         }
     }
-    sweep_facts sw;
-    if (!opt.sweep.empty()) {
-        if (!gather_sweep(opt.sweep, src, sw, err)) return false;
-        const std::string planned = p.provenance.contains("saliency") ? str_at(p.provenance["saliency"], "sha256") : "";
-        if (!planned.empty() && sw.saliency_sha256 != planned) {
-            unverified.push_back("The sweep was planned from another archive than this build's plan (sha256 " + sw.saliency_sha256.substr(0, 12) + "…): its curve is about other keep lists.");
-        }
-    } else {
-        unverified.push_back("No sweep was given: other sizes were not scored, so nothing here says whether a smaller or larger cut would serve better.");
-    }
-    unverified.push_back("Task accuracy (benchmarks), long-context behaviour, tool use and safety behaviour: not measured by reap; KLD, top-1 agreement and perplexity are next-token measures against the source.");
+}
 
-    // ---- figures ----
-    std::vector<std::pair<std::string, std::string>> figures;   // file name, svg
-    if (sal.have) {
-        figures.push_back({"saliency-heatmap.svg", util::render_heatmap_svg(heatmap_of(sal, p))});
-        figures.push_back({"retention.svg", util::render_svg(retention_chart(sal, p, sal.share.mean))});
-        figures.push_back({"domain-usage.svg", util::render_svg(usage_chart(sal, p))});
+bool gather_sweep_stage(card & c, std::string & err) {
+    if (c.opt.sweep.empty()) {
+        c.unverified.push_back("No sweep was given: other sizes were not scored, so nothing here says whether a smaller or larger cut would serve better.");
+        return true;
     }
-    if (sw.have) figures.push_back({"sweep-kld.svg", util::render_svg(sweep_kld_chart(sw, p))});
+    sweep_facts & sw = c.sw;
+    if (!gather_sweep(c.opt.sweep, c.src, c.build.source_sha256, sw, err)) return false;
+    const std::string sweep_file = code(util::base_name(sw.path));
+    if (sw.s.model.header_sha256.empty()) {
+        c.unverified.push_back("The sweep " + sweep_file + " does not record which model it measured (written by an older `reap sweep`): that it is this source is assumed from its architecture and expert count.");
+    }
+    const std::string & planned = c.prov.saliency_sha256;
+    if (!planned.empty() && sw.s.saliency.sha256 != planned) {
+        c.unverified.push_back("The sweep was planned from another archive than this build's plan (sha256 " + sw.s.saliency.sha256.substr(0, 12) + "…): its curve is about other keep lists.");
+    }
+    sw.same_method = sw.s.saliency.method == c.prov.method;
+    if (!sw.same_method) {
+        c.unverified.push_back("**The sweep " + sweep_file + " ranked experts by " + code(sw.s.saliency.method) + "**, this build's plan by " +
+                               (c.prov.method.empty() ? std::string("a method it does not record") : code(c.prov.method)) +
+                               ": its points are cuts of another method, none of them this build's.");
+    }
+    return true;
+}
 
-    // ---- the text ----
-    std::string name;
-    src.m.kvs.get_string_or("general.name", "", name, err);
-    if (name.empty()) name = util::stem_of(opt.source);
+// ---- the text ----
+
+std::string front_matter_and_census(const card & c) {
+    const model_facts & src = c.src, & cut = c.cut;
+    const plan & p = c.p;
+    std::string name, license, ignored;
+    src.m.kvs.get_string_or("general.name", "", name, ignored);
+    if (name.empty()) name = util::stem_of(c.opt.source);
     const std::string repo = hf_repo_of(src.m);
-    std::string license;
-    src.m.kvs.get_string_or("general.license", "", license, err);
+    src.m.kvs.get_string_or("general.license", "", license, ignored);
     const double removed = 1.0 - (double) p.n_keep / (double) p.n_expert;
     std::string o;
     o += "---\n";
@@ -762,10 +675,9 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     o += "# " + name + ": " + std::to_string(p.n_keep) + " of " + std::to_string(p.n_expert) + " experts per MoE layer\n\n";
     o += "> Fields marked `" + std::string(k_fill_in) + "` could not be known from the files: fill them in before publishing.\n";
     o += "> Everything else on this card was written by `reap report` from the files and receipts named in it.\n\n";
-    o += "An expert-pruned build of " + code(util::base_name(opt.source)) + " (" + cut.c.arch + "): " + pct(removed) +
+    o += "An expert-pruned build of " + code(util::base_name(c.opt.source)) + " (" + cut.c.arch + "): " + pct(removed) +
          " of the routed experts removed from each of its " + std::to_string(p.layers.size()) + " MoE layers, every other weight unchanged and byte-identical. " +
          util::format_size(src.c.file_bytes) + " → " + util::format_size(cut.c.file_bytes) + ".\n\n";
-
     o += "## Source vs build\n\nFrom the files themselves (`reap inspect`).\n\n| | source | this build |\n|---|---:|---:|\n";
     census_row(o, "architecture", src.c.arch, cut.c.arch);
     census_row(o, "blocks (MoE)", std::to_string(src.c.n_layer) + " (" + std::to_string(src.c.moe_layers.size()) + ")",
@@ -784,21 +696,21 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     census_row(o, "bytes read per decoded token", util::format_size(src.c.decode_bytes_per_token), util::format_size(cut.c.decode_bytes_per_token));
     census_row(o, "tensor types", types_of(src.c), types_of(cut.c));
     o += "\n";
+    return o;
+}
 
-    o += "## Method\n\n";
-    const std::string method = str_at(p.provenance, "method");
-    o += "* **Criterion**: " + (method.empty() ? std::string("not recorded in the plan") : code(method) + (str_at(p.provenance, "method_description").empty() ? "" : ": " + str_at(p.provenance, "method_description"))) + ".\n";
+std::string method_section(const card & c) {
+    const plan & p = c.p;
+    const pl::card_provenance & pv = c.prov;
+    const saliency_facts & sal = c.sal;
+    std::string o = "## Method\n\n";
+    o += "* **Criterion**: " + (pv.method.empty() ? std::string("not recorded in the plan") : code(pv.method) + (pv.method_description.empty() ? "" : ": " + pv.method_description)) + ".\n";
     o += "* **Keep rule**: the " + std::to_string(p.n_keep) + " highest-ranked experts of every MoE layer" +
-         (src.c.n_expert_groups > 1 ? ", the same count in every expert group" : "") +
-         (str_at(p.provenance, "consensus") == "minrank" ? ", ranked by their best rank in any domain (consensus minrank)" : "") + ".";
-    if (p.provenance.contains("request") && p.provenance["request"].is_object()) {
-        std::vector<std::string> req;
-        for (auto it = p.provenance["request"].begin(); it != p.provenance["request"].end(); ++it) {
-            if (it.key() == "stamp") continue;
-            req.push_back(it.key() + " " + (it.value().is_string() ? it.value().get<std::string>() : it.value().dump()));
-        }
-        if (!req.empty()) o += " Requested as " + code(util::join(req, ", ")) + ".";
-    }
+         (c.src.c.n_expert_groups > 1 ? ", the same count in every expert group" : "") +
+         (pv.minrank ? ", ranked by their best rank in any domain (consensus minrank)" : "") + ".";
+    std::vector<std::string> req;
+    for (const auto & [k, v] : pv.request) req.push_back(k + " " + v);
+    if (!req.empty()) o += " Requested as " + code(util::join(req, ", ")) + ".";
     o += "\n";
     if (sal.have) {
         o += "* **Calibration**: " + (sal.corpus_name.empty() ? std::string("corpus not named in the archive") : code(sal.corpus_name)) +
@@ -837,36 +749,50 @@ bool write_report(const report_options & opt, report_result & out, std::string &
              ", of which " + std::to_string(dead_dropped) + " dropped and " + std::to_string(dead_kept) + " kept.\n";
         o += "\n![Saliency heatmap](figures/saliency-heatmap.svg)\n\n![Retention curve](figures/retention.svg)\n\n![Expert usage per domain](figures/domain-usage.svg)\n\n";
     } else {
-        if (!plan_domains.empty()) o += "* **Domains scored** (from the plan): " + util::join(plan_domains, ", ") + ".\n";
-        if (std::isfinite(share_recorded)) o += "* **Saliency kept** (as the plan records it): " + pct(share_recorded) + ".\n";
+        if (!pv.domains.empty()) o += "* **Domains scored** (from the plan): " + util::join(pv.domains, ", ") + ".\n";
+        if (pv.saliency_retained_mean >= 0) o += "* **Saliency kept** (as the plan records it): " + pct(pv.saliency_retained_mean) + ".\n";
         o += "\n";
     }
-    for (const auto & n : notes) o += "_" + n + "_\n\n";
+    for (const auto & n : c.notes) o += "_" + n + "_\n\n";
+    return o;
+}
 
-    o += "## Verified\n\n";
-    for (const auto & v : verified) o += "* " + v + "\n";
+
+std::string verified_sections(const card & c) {
+    std::string o = "## Verified\n\n";
+    for (const auto & v : c.verified) o += "* " + v + "\n";
     o += "\n";
-    for (const auto & e : evals) {
-        o += "**" + code(util::base_name(e.json_file)) + "**" + (e.input_file.empty() ? "" : " on " + code(util::base_name(e.input_file))) +
-             (e.input_sha256.empty() ? "" : " (sha256 " + code(e.input_sha256.substr(0, 16) + "…") + ")") +
+    for (const auto & e : c.evals) {
+        o += "**" + code(util::base_name(e.json_file)) + "**" + (e.r.input_path.empty() ? "" : " on " + code(util::base_name(e.r.input_path))) +
+             (e.r.input_sha256.empty() ? "" : " (sha256 " + code(e.r.input_sha256.substr(0, 16) + "…") + ")") +
              ": KL divergence of this build from the source, per token over the full vocabulary; top-1 agreement with the source; perplexity ratio (build / source).\n\n" +
              eval_table(e) + "\n";
     }
     o += "## Not verified\n\n";
-    for (const auto & v : unverified) o += "* " + v + "\n";
+    for (const auto & v : c.unverified) o += "* " + v + "\n";
     o += "\n";
+    return o;
+}
 
-    if (sw.have) {
-        o += "## Other sizes\n\nFrom the sweep " + code(util::base_name(sw.path)) + " (every size scored by masking its removed experts in the source" +
-             (sw.input_file.empty() ? "" : ", on " + code(util::base_name(sw.input_file))) + "; its plans are the sweep's own, not written or audited here):\n\n| N | file bytes | saliency kept | KLD mean | top-1 | PPL ratio |\n|---:|---:|---:|---:|---:|---:|\n";
-        for (const auto & pt : sw.points) {
-            o += "| " + std::to_string(pt.n_keep) + (pt.n_keep == p.n_keep ? " (this N)" : "") + " | " + util::format_size(pt.bytes) + " | " +
-                 (std::isfinite(pt.share) ? pct(pt.share) : "–") + " | " + fmt("%.4f", pt.overall.kld_mean) + " | " + pct(pt.overall.top1, 2) +
-                 " | " + fmt("%.4f", pt.overall.ppl_ratio) + " |\n";
-        }
-        o += "\n![KLD against N](figures/sweep-kld.svg)\n\n";
+std::string sweep_section(const card & c) {
+    const sweep_facts & sw = c.sw;
+    if (!sw.have) return "";
+    std::string o = "## Other sizes\n\nFrom the sweep " + code(util::base_name(sw.path)) + " (every size scored by masking its removed experts in the source" +
+                    (sw.s.input.file.empty() ? "" : ", on " + code(util::base_name(sw.s.input.file))) +
+                    (sw.same_method ? "" : ", ranked by " + code(sw.s.saliency.method) + ", not this build's method") +
+                    "; its plans are the sweep's own, not written or audited here):\n\n| N | file bytes | saliency kept | KLD mean | top-1 | PPL ratio |\n|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto & pt : sw.s.points) {
+        o += "| " + std::to_string(pt.n_keep) + (sw.same_method && pt.n_keep == c.p.n_keep ? " (this N)" : "") + " | " + util::format_size(pt.predicted_bytes) + " | " +
+             pct(pt.saliency_share) + " | " + fmt("%.4f", pt.overall.kld_mean) + " | " + pct(pt.overall.argmax_agree, 2) +
+             " | " + fmt("%.4f", pt.overall.ppl_ratio) + " |\n";
     }
+    return o + "\n![KLD against N](figures/sweep-kld.svg)\n\n";
+}
 
+std::string running_sections(const card & c) {
+    const model_facts & src = c.src, & cut = c.cut;
+    const report_options & opt = c.opt;
+    std::string o;
     const std::string first = util::base_name(cut.m.shards[0].path);
     o += "## How to run\n\nWith llama.cpp (any build that runs " + code(cut.c.arch) + "), pointing `-m` at the first file";
     o += cut.c.n_shards > 1 ? " (the other " + std::to_string(cut.c.n_shards - 1) + " are found beside it):\n\n" : ":\n\n";
@@ -892,32 +818,71 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     }
 
     o += "## SHA256SUMS\n\nChecked by this report against the files (`sha256sum -c SHA256SUMS`):\n\n```\n";
-    for (const auto & [h, n] : sums_lines) o += h + "  " + n + "\n";
+    for (const auto & [h, n] : c.sums_lines) o += h + "  " + n + "\n";
     o += "```\n\n";
-    o += "Plan: " + code(util::base_name(opt.plan)) + " (sha256 " + code(plan_sha) + ")" +
-         (sal.have ? "; saliency archive: " + code(util::base_name(sal.path)) + " (sha256 " + code(sal.sha256) + ")" : "") + ".\n\n";
+    o += "Plan: " + code(util::base_name(opt.plan)) + " (sha256 " + code(c.build.plan_sha256) + ")" +
+         (c.sal.have ? "; saliency archive: " + code(util::base_name(c.sal.path)) + " (sha256 " + code(c.sal.sha256) + ")" : "") + ".\n\n";
     o += "---\n_Written by `reap report`" + (opt.tool_version.empty() ? std::string() : " " + opt.tool_version) + " (reap.cpp)._\n";
+    return o;
+}
 
-    // ---- write: every file complete before any appears (a disk that fills part
-    // way leaves no half card), the figures published first, the card last (it
-    // names them); the directories this run made go again when it fails ----
+// Every file complete before any appears (a disk that fills part way leaves
+// no half card), the figures published first, the card last (it names them);
+// the directories this run made go again when it fails.
+bool publish_card(const card & c, const std::vector<std::pair<std::string, std::string>> & figures, const std::string & text,
+                  report_result & out, std::string & err) {
+    const report_options & opt = c.opt;
     bool made_out = false, made_fig = false;
     std::vector<std::pair<std::string, std::string>> files;
-    for (const auto & [file, svg] : figures) files.push_back({fig_dir + "/" + file, svg});
-    files.push_back({readme, o});
-    {
-        std::vector<std::string> paths;
-        for (const auto & f : files) paths.push_back(f.first);
-        if (!check_outputs(paths, inputs_of(opt, &src, &cut), opt.force, err)) return false;
-    }
+    for (const auto & [file, svg] : figures) files.push_back({c.fig_dir + "/" + file, svg});
+    files.push_back({c.readme, text});
+    std::vector<std::string> paths;
+    for (const auto & f : files) paths.push_back(f.first);
+    if (!check_outputs(paths, inputs_of(opt, &c.src, &c.cut), opt.force, err)) return false;
     if (!make_dir(opt.out_dir, made_out, err)) return false;
-    if (!make_dir(fig_dir, made_fig, err) || !util::write_files_durably(files, err, opt.sync)) {
-        if (made_fig) util::remove_made_dir(fig_dir);
+    if (!make_dir(c.fig_dir, made_fig, err) || !util::write_files_durably(files, err, opt.sync)) {
+        if (made_fig) util::remove_made_dir(c.fig_dir);
         if (made_out) util::remove_made_dir(opt.out_dir);
         return false;
     }
     for (const auto & f : files) out.written.push_back(f.first);
     return true;
+}
+
+} // namespace
+
+bool write_report(const report_options & opt, report_result & out, std::string & err) {
+    out = report_result{};
+    if (opt.source.empty() || opt.plan.empty() || opt.pruned.empty() || opt.out_dir.empty()) {
+        err = "report needs the source, the plan, the build and the output directory";
+        return false;
+    }
+    card c{opt, out.verified, out.not_verified};
+    c.readme = opt.out_dir + "/README.md";
+    c.fig_dir = opt.out_dir + "/figures";
+    // what this run may publish, checked before any work (again before writing,
+    // with the shards of the two models and the figures actually drawn)
+    std::vector<std::string> may_write = {c.readme};
+    if (!opt.saliency.empty()) {
+        for (const char * f : {"saliency-heatmap.svg", "retention.svg", "domain-usage.svg"}) may_write.push_back(c.fig_dir + "/" + f);
+    }
+    if (!opt.sweep.empty()) may_write.push_back(c.fig_dir + "/sweep-kld.svg");
+    if (!check_outputs(may_write, inputs_of(opt, nullptr, nullptr), opt.force, err)) return false;
+
+    if (!audit_build(c, out.differs, err) || !gather_method(c, err) || !gather_evals(c, err)) return false;
+    judge_evals(c);
+    if (!gather_sweep_stage(c, err)) return false;
+    c.unverified.push_back("Task accuracy (benchmarks), long-context behaviour, tool use and safety behaviour: not measured by reap; KLD, top-1 agreement and perplexity are next-token measures against the source.");
+
+    std::vector<std::pair<std::string, std::string>> figures;   // file name, svg
+    if (c.sal.have) {
+        figures.push_back({"saliency-heatmap.svg", util::render_heatmap_svg(heatmap_of(c.sal, c.p))});
+        figures.push_back({"retention.svg", util::render_svg(retention_chart(c.sal, c.p, c.sal.share.mean))});
+        figures.push_back({"domain-usage.svg", util::render_svg(usage_chart(c.sal, c.p))});
+    }
+    if (c.sw.have) figures.push_back({"sweep-kld.svg", util::render_svg(sweep_kld_chart(c.sw, c.p))});
+    const std::string text = front_matter_and_census(c) + method_section(c) + verified_sections(c) + sweep_section(c) + running_sections(c);
+    return publish_card(c, figures, text, out, err);
 }
 
 } // namespace reap::report

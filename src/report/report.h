@@ -15,7 +15,14 @@
 //   * an eval counts for this build only when the eval JSON names its files by
 //     the hashes SHA256SUMS lists for them (or, for a masked eval, the plan
 //     file's hash); an eval of another file, or one that does not say what it
-//     measured, is listed under "Not verified", never as verified;
+//     measured, is listed under "Not verified", never as verified; so is an
+//     eval against a masked base (--base-mask) or against another base model
+//     (the base fingerprint it records is not the source's);
+//   * a sweep of another model (its recorded fingerprint) is refused; one
+//     ranked by another method than the plan's is shown as such, its points
+//     never "this N";
+//   * eval and sweep files are read through src/formats/ (every field type-
+//     and range-checked: impossible values are refused, naming the field);
 //   * the overlap of eval and calibration corpora is the comparison of the two
 //     files' hashes (the archive's reap.saliency.corpus_sha256, the eval's input).
 // What cannot be known from the files (the Hugging Face id of the source, the

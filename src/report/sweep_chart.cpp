@@ -45,4 +45,22 @@ util::chart sweep_chart(const sweep_chart_input & in) {
     return c;
 }
 
+sweep_chart_input sweep_chart_input_of(const sweep_record & s) {
+    sweep_chart_input in;
+    if (!s.points.empty()) {
+        for (const auto & d : s.points[0].domains) in.domains.push_back(d.first);
+    }
+    for (const auto & pt : s.points) {
+        sweep_chart_point q;
+        q.n_keep = pt.n_keep;
+        q.bytes = pt.predicted_bytes;
+        q.overall = {pt.overall.kld_mean, pt.overall.argmax_agree};
+        for (const auto & d : pt.domains) {
+            q.domains.push_back(d.second.n_tokens ? sweep_chart_cost{d.second.kld_mean, d.second.argmax_agree} : sweep_chart_cost{});
+        }
+        in.points.push_back(q);
+    }
+    return in;
+}
+
 } // namespace reap::report

@@ -2,10 +2,11 @@
 // optionally, top-1 agreement) against the experts kept per MoE layer, per
 // domain (thin lines) and overall (bold), with the pruned file's size on a
 // second axis. `reap sweep --plot` and the model card's sweep-kld.svg are both
-// drawn by sweep_chart(); each caller only fills the points from its source
-// (the evaluations it ran, or a SWEEP.json).
+// drawn by sweep_chart() from the sweep record (sweep_chart_input_of); each
+// caller sets only the title, the panels and its marks.
 #pragma once
 
+#include "formats/sweep_file.h"
 #include "util/svg_chart.h"
 
 #include <cmath>
@@ -37,5 +38,9 @@ struct sweep_chart_input {
 };
 
 util::chart sweep_chart(const sweep_chart_input & in);
+
+// The points and domains of a sweep record (a domain without tokens at a
+// point is not measured there); title, panel and marks are the caller's.
+sweep_chart_input sweep_chart_input_of(const sweep_record & s);
 
 } // namespace reap::report

@@ -1,0 +1,164 @@
+// The sweep format (sweep_file.h): the one writer and the one checked reader
+// of what `reap sweep -o` writes.
+#include "formats/sweep_file.h"
+
+#include "plan/planners.h"
+#include "util/json_fields.h"
+
+#include <cfloat>
+#include <set>
+
+namespace reap {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+using util::json_fields;
+
+constexpr uint64_t k_max_sweep_bytes = 256ull << 20;
+constexpr int64_t  k_max_experts = 1 << 24;
+constexpr int64_t  k_max_shards = 99999;   // gguf-split's %05d
+
+ojson optional_rate(const std::optional<double> & v) { return v ? ojson(*v) : ojson(nullptr); }
+
+// A rate of version 1 (-1: not measured) or 2 (null).
+bool read_rate(json_fields & f, const char * key, int version, std::optional<double> & out) {
+    if (!f.has(key)) return f.ok();
+    double v = 0;
+    if (!f.num(key, v, version == 1 ? -1 : 0, 1)) return false;
+    if (v >= 0) out = v;
+    return true;
+}
+
+bool point_from_json(json_fields & q, const sweep_record & s, sweep_record_point & pt) {
+    int64_t shards = 1;
+    if (!q.i64("n_keep", pt.n_keep, 1, s.model.n_expert) || !q.u64("predicted_bytes", pt.predicted_bytes) ||
+        !q.i64("predicted_shards", shards, 1, k_max_shards) || !q.num("removed_fraction", pt.removed_fraction, 0, 1) ||
+        !q.num("saliency_share", pt.saliency_share, 0, 1) || !q.opt_i64("safety_margin", pt.safety_margin, 1, s.model.n_expert) ||
+        !q.opt_num("safety_margin_median", pt.safety_margin_median, 1, (double) s.model.n_expert) || !q.opt_str("plan", pt.plan)) {
+        return false;
+    }
+    pt.predicted_shards = (uint32_t) shards;
+    std::vector<std::pair<std::string, const nlohmann::json *>> req;
+    if (!q.members("request", req)) return false;
+    if (req.size() != 1 || (req[0].first != "keep" && req[0].first != "ratio" && req[0].first != "budget") || !req[0].second->is_string()) {
+        return q.fail("request", "must be one of {\"keep\"|\"ratio\"|\"budget\": \"AS GIVEN\"}");
+    }
+    pt.request_kind = req[0].first;
+    pt.request_text = req[0].second->get<std::string>();
+    bool scored = false;
+    if (!eval_metrics_from_json(q, "overall", pt.overall, scored)) return false;
+    if (!scored) return q.fail("overall", "has no pruned-side numbers: a sweep point is always scored");
+    std::vector<std::pair<std::string, const nlohmann::json *>> doms;
+    if (!q.members("domains", doms)) return false;
+    for (const auto & [name, v] : doms) {
+        json_fields d = q.nested(*v, "domains.\"" + name + "\"");
+        eval_metrics m;
+        if (!eval_metrics_from_json(d, "", m, scored)) return false;
+        pt.domains.push_back({name, m});
+    }
+    return read_rate(q, "mtp_acceptance", s.version, pt.mtp_acceptance);
+}
+
+bool header_from_json(json_fields & f, sweep_record & s) {
+    json_fields m = f.child("model");
+    if (!f.ok() || !m.str("path", s.model.path) || !m.str("arch", s.model.arch) ||
+        !m.i64("n_expert", s.model.n_expert, 1, k_max_experts) || !m.i64("n_expert_used", s.model.n_expert_used, 1, s.model.n_expert) ||
+        !m.u64("moe_layers", s.model.moe_layers, 1u << 20) || !m.u64("file_bytes", s.model.file_bytes)) {
+        return false;
+    }
+    if (s.version >= 2 ? !m.sha256("header_sha256", s.model.header_sha256) : !m.opt_sha256("header_sha256", s.model.header_sha256)) return false;
+    json_fields sal = f.child("saliency");
+    planner::method how;
+    if (!f.ok() || !sal.str("file", s.saliency.file) || !sal.sha256("sha256", s.saliency.sha256) || !sal.str("method", s.saliency.method) ||
+        !sal.opt_strings("domains", s.saliency.domains)) {
+        return false;
+    }
+    if (!planner::parse_method(s.saliency.method, how)) return sal.fail("method", "\"" + s.saliency.method + "\" is not a method reap plans with");
+    json_fields in = f.child("input");
+    return f.ok() && in.str("file", s.input.file) && in.opt_i64("n_ctx", s.input.n_ctx, 0, INT32_MAX) &&
+           in.opt_u64("n_windows", s.input.n_windows) && in.opt_boolean("corpus", s.input.corpus) && f.opt_str("tool", s.tool);
+}
+
+// Everything after "format": the version, the header, the points (each n_keep once).
+bool points_from_json(json_fields & f, sweep_record & out) {
+    int64_t version = 0;
+    if (!f.i64("version", version, 1, k_sweep_version)) return false;
+    out.version = (int) version;
+    if (!header_from_json(f, out) || !read_rate(f, "mtp_base_acceptance", out.version, out.mtp_base_acceptance)) return false;
+    std::vector<const nlohmann::json *> pts;
+    if (!f.elements("points", pts)) return false;
+    if (!f.has("points")) return f.fail("points", "is missing");
+    std::set<int64_t> seen;
+    for (size_t i = 0; i < pts.size(); ++i) {
+        json_fields q = f.nested(*pts[i], "points[" + std::to_string(i) + "]");
+        sweep_record_point pt;
+        if (!point_from_json(q, out, pt)) return false;
+        if (!seen.insert(pt.n_keep).second) return q.fail("n_keep", "= " + std::to_string(pt.n_keep) + " is scored twice");
+        out.points.push_back(pt);
+    }
+    return true;
+}
+
+} // namespace
+
+ojson sweep_to_json(const sweep_record & s) {
+    ojson j;
+    j["format"]  = k_sweep_format;
+    j["version"] = k_sweep_version;
+    j["tool"]    = s.tool;
+    j["model"]   = {{"path", s.model.path}, {"arch", s.model.arch}, {"header_sha256", s.model.header_sha256},
+                    {"n_expert", s.model.n_expert}, {"n_expert_used", s.model.n_expert_used},
+                    {"moe_layers", s.model.moe_layers}, {"file_bytes", s.model.file_bytes}};
+    j["saliency"] = {{"file", s.saliency.file}, {"sha256", s.saliency.sha256}, {"method", s.saliency.method},
+                     {"domains", s.saliency.domains}};
+    j["input"]   = {{"file", s.input.file}, {"n_ctx", s.input.n_ctx}, {"n_windows", s.input.n_windows}, {"corpus", s.input.corpus}};
+    ojson points = ojson::array();
+    for (const auto & pt : s.points) {
+        ojson q;
+        q["n_keep"]               = pt.n_keep;
+        q["request"]              = {{pt.request_kind, pt.request_text}};
+        q["removed_fraction"]     = pt.removed_fraction;
+        q["predicted_bytes"]      = pt.predicted_bytes;
+        q["predicted_shards"]     = pt.predicted_shards;
+        q["saliency_share"]       = pt.saliency_share;
+        q["safety_margin"]        = pt.safety_margin > 0 ? ojson(pt.safety_margin) : ojson(nullptr);
+        q["safety_margin_median"] = pt.safety_margin > 0 ? ojson(pt.safety_margin_median) : ojson(nullptr);
+        if (!pt.plan.empty()) q["plan"] = pt.plan;
+        q["overall"]              = eval_metrics_json(pt.overall);
+        ojson d = ojson::object();
+        for (const auto & [name, m] : pt.domains) d[name] = eval_metrics_json(m, m.n_tokens > 0);
+        q["domains"] = d;
+        if (s.mtp_base_acceptance) q["mtp_acceptance"] = optional_rate(pt.mtp_acceptance);
+        points.push_back(q);
+    }
+    if (s.mtp_base_acceptance) j["mtp_base_acceptance"] = *s.mtp_base_acceptance;
+    j["points"] = points;
+    return j;
+}
+
+bool sweep_from_json(const nlohmann::json & j, const std::string & name, sweep_record & out, std::string & err) {
+    out = sweep_record();
+    json_fields f(j, "sweep '" + name + "'");
+    std::string format;
+    if (!f.str("format", format)) {
+        err = "sweep '" + name + "' is not a reap sweep (format \"reap-sweep\" with \"points\"): " + f.error();
+        return false;
+    }
+    if (format != k_sweep_format) {
+        err = "sweep '" + name + "' is not a reap sweep (format \"" + format + "\", expected \"" + k_sweep_format + "\")";
+        return false;
+    }
+    if (!points_from_json(f, out)) {
+        err = f.error();
+        return false;
+    }
+    return true;
+}
+
+bool read_sweep(const std::string & path, sweep_record & out, std::string & err) {
+    nlohmann::json j;
+    return util::read_json_file(path, "sweep", k_max_sweep_bytes, j, err) && sweep_from_json(j, path, out, err);
+}
+
+} // namespace reap

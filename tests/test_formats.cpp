@@ -1,0 +1,381 @@
+// The file formats of src/formats/ (eval report, sweep) and the plan
+// provenance the model card reads (src/plan/provenance.h), in-process:
+//   * every field written reads back (to_json -> text -> from_json -> to_json
+//     is the same document; maps of domains read back in name order);
+//   * files written by the versions before the formats were named (fixtures
+//     under tests/fixtures/formats/: sweeps written by `reap sweep` and eval
+//     reports by `reap eval` at version 1, only their path values shortened)
+//     still read, each number equal to the one in the file as nlohmann reads
+//     it directly;
+//   * each malformed field is refused with a message naming that field
+//     (a table: the field, the bad value, the words expected).
+#include "formats/eval_file.h"
+#include "formats/sweep_file.h"
+#include "plan/provenance.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+using nlohmann::json;
+
+std::string fixture(const std::string & name) {
+    const char * src = getenv("REAP_SOURCE_DIR");
+    return std::string(src ? src : REAP_SOURCE_DIR) + "/tests/fixtures/formats/" + name;
+}
+
+json read_json(const std::string & path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return json::parse(ss.str());
+}
+
+const std::string k_sha_a(64, 'a'), k_sha_b(64, 'b'), k_sha_c(64, 'c');
+
+reap::eval_metrics metrics(double kld, size_t n) {
+    reap::eval_metrics m;
+    m.n_tokens = n;
+    m.ppl_base = 10.5;
+    m.ppl_pruned = 11.25;
+    m.ppl_ratio = 11.25 / 10.5;
+    m.kld_mean = kld;
+    m.kld_median = kld / 2;
+    m.kld_p99 = kld * 4;
+    m.kld_max = kld * 8;
+    m.argmax_agree = 0.875;
+    return m;
+}
+
+// A report with every field set.
+reap::eval_report full_report() {
+    reap::eval_report r;
+    r.n_batch = 1024;
+    r.n_ubatch = 512;
+    r.overall = metrics(0.125, 1000);
+    r.domains = {{"en", metrics(0.0625, 600)}, {"ja", metrics(0.25, 400)}, {"empty", reap::eval_metrics{}}};
+    r.domains[2].second.ppl_base = 0;
+    r.pruned_scored = true;
+    r.corpus = true;
+    r.n_ctx = 256;
+    r.n_windows = 17;
+    r.n_samples = 9;
+    r.n_samples_skipped = 1;
+    r.kld_base_mode = "written";
+    r.candidate = "cut.gguf";
+    r.base_mask = "mask.json";
+    r.base_mask_sha256 = k_sha_a;
+    r.base_path = "base.gguf";
+    r.base_sha256 = k_sha_b;
+    r.input_path = "heldout.jsonl";
+    r.input_sha256 = k_sha_c;
+    r.candidate_files = {{"cut-00001-of-00002.gguf", 123, k_sha_a}, {"cut-00002-of-00002.gguf", 456, ""}};
+    r.mtp_blocks = 1;
+    r.mtp_base = reap::eval_report::mtp_acceptance{640, 320};
+    r.mtp_pruned = reap::eval_report::mtp_acceptance{640, 300};
+    r.mtp_note = "a note";
+    r.warnings = {"mask.json records no model fingerprint"};
+    return r;
+}
+
+std::string eval_text(const reap::eval_report & r) { return reap::eval_report_to_json(r).dump(2); }
+
+TEST(EvalFormat, EveryFieldReadsBack) {
+    const reap::eval_report r = full_report();
+    reap::eval_document d;
+    std::string err;
+    ASSERT_TRUE(reap::eval_document_from_json(json::parse(eval_text(r)), "r.json", d, err)) << err;
+    ASSERT_EQ(d.entries.size(), 1u);
+    EXPECT_TRUE(d.single);
+    EXPECT_EQ(d.version, reap::k_eval_version);
+    // the same document (a domain map reads back in name order: compared as JSON objects)
+    EXPECT_EQ(json::parse(eval_text(d.entries[0].report)), json::parse(eval_text(r)));
+    EXPECT_TRUE(d.entries[0].report.base_masked());
+    EXPECT_EQ(d.entries[0].report.base_sha256, k_sha_b);
+    EXPECT_EQ(json::parse(eval_text(r))["reference"], "masked_base");
+
+    // several reports: a pruned file and a mask
+    reap::eval_report m = full_report();
+    m.masked = true;
+    m.candidate = "plan.json";
+    m.candidate_files.clear();
+    m.candidate_sha256 = k_sha_c;
+    reap::eval_document several;
+    several.entries = {{"cut.gguf", false, r}, {"plan.json", true, m}};
+    const std::string text = reap::eval_document_to_json(several).dump(2);
+    ASSERT_TRUE(reap::eval_document_from_json(json::parse(text), "s.json", d, err)) << err;
+    EXPECT_FALSE(d.single);
+    EXPECT_EQ(json::parse(reap::eval_document_to_json(d).dump(2)), json::parse(text));
+}
+
+// Version-1 reports as `reap eval --json` wrote them before the format was
+// named: one -p; a -p and a --mask; a --mask with --base-mask.
+TEST(EvalFormat, Version1FilesStillRead) {
+    for (const char * name : {"eval-v1.json", "eval-v1-several.json", "eval-v1-base-mask.json"}) {
+        SCOPED_TRACE(name);
+        const json raw = read_json(fixture(name));
+        reap::eval_document d;
+        std::string err;
+        ASSERT_TRUE(reap::eval_document_from_json(raw, name, d, err)) << err;
+        EXPECT_EQ(d.version, 1);
+        ASSERT_FALSE(d.entries.empty());
+        for (const auto & e : d.entries) {
+            const json & r = d.single ? raw : raw[e.masked ? "masked" : "pruned"][e.key];
+            EXPECT_EQ(e.report.overall.kld_mean, r["kld_mean"].get<double>());
+            EXPECT_EQ(e.report.overall.argmax_agree, r["argmax_agree"].get<double>());
+            EXPECT_EQ(e.report.overall.n_tokens, r["n_tokens"].get<size_t>());
+            EXPECT_EQ(e.report.n_windows, r["n_windows"].get<size_t>());
+            EXPECT_EQ(e.report.input_sha256, r["input"]["sha256"].get<std::string>());
+            EXPECT_EQ(e.report.base_mask, r.value("base_mask", std::string()));
+            EXPECT_TRUE(e.report.base_sha256.empty());   // version 1 does not record the base
+            EXPECT_EQ(e.report.masked, e.masked);
+            if (e.masked) EXPECT_EQ(e.report.candidate_sha256, r["candidate_sha256"].get<std::string>());
+            if (!e.masked) {
+                ASSERT_EQ(e.report.candidate_files.size(), r["candidate_files"].size());
+                EXPECT_EQ(e.report.candidate_files[0].bytes, r["candidate_files"][0]["bytes"].get<uint64_t>());
+            }
+        }
+    }
+}
+
+// One field at a time made wrong in a valid document: refused, the message naming the field.
+TEST(EvalFormat, EachMalformedFieldIsRefusedByName) {
+    const json good = json::parse(eval_text(full_report()));
+    struct bad_case { std::string pointer; json value; std::string words; };
+    const std::vector<bad_case> cases = {
+        {"/kld_mean", -1.0, "kld_mean"},
+        {"/kld_mean", "0.1", "kld_mean must be a number"},
+        {"/argmax_agree", 2.5, "argmax_agree"},
+        {"/n_tokens", 18446744073709551615ull, "n_tokens"},
+        {"/n_tokens", -5, "n_tokens must be a whole number"},
+        {"/n_tokens", 0, "n_tokens is 0"},
+        {"/ppl_base", -1.0, "ppl_base"},
+        {"/ppl_ratio", nullptr, "ppl_ratio is missing"},
+        {"/kld_max", 0.01, "kld_max is below"},
+        {"/domains/en/kld_p99", true, "domains.\"en\".kld_p99"},
+        {"/domains/en", 3, "domains.\"en\" must be an object"},
+        {"/n_ctx", -1, "n_ctx"},
+        {"/n_windows", 1.5, "n_windows"},
+        {"/corpus", "yes", "corpus must be true or false"},
+        {"/kld_base", "maybe", "kld_base must be"},
+        {"/reference", "base", "reference says \"base\" but base_mask is set"},
+        {"/reference", "elsewhere", "reference must be"},
+        {"/base/header_sha256", "abc", "base.header_sha256 must be a SHA-256"},
+        {"/base", "base.gguf", "base must be an object"},
+        {"/base_mask_sha256", std::string(64, 'G'), "base_mask_sha256"},
+        {"/candidate_sha256", 7, "candidate_sha256 must be a string"},
+        {"/input/sha256", nullptr, "input.sha256 is missing"},
+        {"/candidate_files/0/bytes", -3, "candidate_files[0].bytes"},
+        {"/candidate_files/1/sha256", "nothex", "candidate_files[1].sha256"},
+        {"/candidate_files", json::object(), "candidate_files must be an array"},
+        {"/mtp_draft/base_accepted", 641, "mtp_draft.base_accepted"},
+        {"/mtp_draft/blocks", 0, "mtp_draft.blocks"},
+        {"/warnings/0", 1, "warnings[0]"},
+        {"/format", "reap-plan", "not a reap eval report"},
+        {"/version", 3, "version"},
+        {"/version", nullptr, "version is missing"},
+    };
+    for (const auto & c : cases) {
+        json j = good;
+        if (c.value.is_null() && c.pointer != "/version") {
+            j[json::json_pointer(c.pointer).parent_pointer()].erase(json::json_pointer(c.pointer).back());
+        } else if (c.value.is_null()) {
+            j.erase("version");
+        } else {
+            j[json::json_pointer(c.pointer)] = c.value;
+        }
+        reap::eval_document d;
+        std::string err;
+        EXPECT_FALSE(reap::eval_document_from_json(j, "e.json", d, err)) << c.pointer << " = " << c.value.dump();
+        EXPECT_NE(err.find(c.words), std::string::npos) << c.pointer << ": " << err;
+        EXPECT_NE(err.find("eval 'e.json'"), std::string::npos) << err;
+    }
+    reap::eval_document d;
+    std::string err;
+    EXPECT_FALSE(reap::eval_document_from_json(json::array(), "e.json", d, err));
+    EXPECT_FALSE(reap::eval_document_from_json(json{{"pruned", {{"a.gguf", 1}}}}, "e.json", d, err));
+    EXPECT_NE(err.find("pruned.\"a.gguf\" must be an object"), std::string::npos) << err;
+    json several = {{"format", "reap-eval"}, {"version", 2}, {"pruned", {{"a.gguf", good}}}};
+    several["pruned"]["a.gguf"]["format"] = "reap-sweep";
+    EXPECT_FALSE(reap::eval_document_from_json(several, "e.json", d, err));
+    EXPECT_NE(err.find("pruned.\"a.gguf\".format is \"reap-sweep\""), std::string::npos) << err;
+    EXPECT_FALSE(reap::eval_document_from_json(json{{"something", 1}}, "e.json", d, err));
+    EXPECT_NE(err.find("not a reap eval report"), std::string::npos) << err;
+}
+
+reap::sweep_record full_sweep() {
+    reap::sweep_record s;
+    s.tool = "reap sweep test";
+    s.model.path = "m.gguf";
+    s.model.arch = "qwen3moe";
+    s.model.header_sha256 = k_sha_a;
+    s.model.n_expert = 32;
+    s.model.n_expert_used = 4;
+    s.model.moe_layers = 4;
+    s.model.file_bytes = 4000;
+    s.saliency = {"s.gguf", k_sha_b, "random", {"en", "ja"}};
+    s.input.file = "t.jsonl";
+    s.input.n_ctx = 128;
+    s.input.n_windows = 5;
+    s.input.corpus = true;
+    s.mtp_base_acceptance = 0.5;
+    for (int64_t n : {24, 16}) {
+        reap::sweep_record_point q;
+        q.n_keep = n;
+        q.request_kind = "keep";
+        q.request_text = std::to_string(n);
+        q.removed_fraction = (32.0 - n) / 32.0;
+        q.predicted_bytes = 100 * n;
+        q.predicted_shards = 1;
+        q.saliency_share = n / 40.0;
+        q.safety_margin = n == 24 ? 9 : 0;
+        q.safety_margin_median = n == 24 ? 11.5 : 0;
+        q.plan = n == 24 ? "plans/keep-24.json" : "";
+        q.overall = metrics(0.01 * (40 - n), 500);
+        q.domains = {{"en", metrics(0.02, 300)}, {"ja", reap::eval_metrics{}}};
+        if (n == 24) q.mtp_acceptance = 0.25;
+        s.points.push_back(q);
+    }
+    return s;
+}
+
+TEST(SweepFormat, EveryFieldReadsBack) {
+    const std::string text = reap::sweep_to_json(full_sweep()).dump(2);
+    reap::sweep_record s;
+    std::string err;
+    ASSERT_TRUE(reap::sweep_from_json(json::parse(text), "s.json", s, err)) << err;
+    EXPECT_EQ(s.version, reap::k_sweep_version);
+    EXPECT_EQ(json::parse(reap::sweep_to_json(s).dump(2)), json::parse(text));
+    EXPECT_EQ(s.model.header_sha256, k_sha_a);
+    EXPECT_EQ(s.saliency.method, "random");
+}
+
+// Sweeps written by `reap sweep` at version 1 (the trained model over a
+// corpus; an MTP model over plain text).
+TEST(SweepFormat, Version1FilesStillRead) {
+    for (const char * name : {"sweep-v1.json", "sweep-v1-mtp.json"}) {
+        SCOPED_TRACE(name);
+        const json raw = read_json(fixture(name));
+        reap::sweep_record s;
+        std::string err;
+        ASSERT_TRUE(reap::sweep_from_json(raw, name, s, err)) << err;
+        EXPECT_EQ(s.version, 1);
+        EXPECT_TRUE(s.model.header_sha256.empty());
+        EXPECT_EQ(s.model.n_expert, raw["model"]["n_expert"].get<int64_t>());
+        EXPECT_EQ(s.saliency.method, raw["saliency"]["method"].get<std::string>());
+        ASSERT_EQ(s.points.size(), raw["points"].size());
+        for (size_t i = 0; i < s.points.size(); ++i) {
+            const json & q = raw["points"][i];
+            EXPECT_EQ(s.points[i].n_keep, q["n_keep"].get<int64_t>());
+            EXPECT_EQ(s.points[i].predicted_bytes, q["predicted_bytes"].get<uint64_t>());
+            EXPECT_EQ(s.points[i].overall.kld_mean, q["overall"]["kld_mean"].get<double>());
+            EXPECT_EQ(s.points[i].domains.size(), q["domains"].size());
+            EXPECT_EQ(s.points[i].request_text, q["request"].begin().value().get<std::string>());
+        }
+        EXPECT_EQ(s.mtp_base_acceptance.has_value(), raw.contains("mtp_base_acceptance"));
+    }
+}
+
+TEST(SweepFormat, EachMalformedFieldIsRefusedByName) {
+    const json good = json::parse(reap::sweep_to_json(full_sweep()).dump());
+    struct bad_case { std::string pointer; json value; std::string words; };
+    const std::vector<bad_case> cases = {
+        {"/format", "reap-eval", "not a reap sweep"},
+        {"/version", 0, "version"},
+        {"/model/n_expert", 0, "model.n_expert"},
+        {"/model/n_expert_used", 33, "model.n_expert_used"},
+        {"/model/header_sha256", "", "model.header_sha256 must be a SHA-256"},
+        {"/model/file_bytes", -1, "model.file_bytes"},
+        {"/saliency/method", "bogus", "saliency.method"},
+        {"/saliency/sha256", 5, "saliency.sha256"},
+        {"/saliency/domains/1", 2, "saliency.domains[1]"},
+        {"/input/n_ctx", "128", "input.n_ctx"},
+        {"/points/0/n_keep", 33, "points[0].n_keep"},
+        {"/points/1/n_keep", 24, "points[1].n_keep = 24 is scored twice"},
+        {"/points/0/saliency_share", 1.5, "points[0].saliency_share"},
+        {"/points/0/removed_fraction", -0.5, "points[0].removed_fraction"},
+        {"/points/0/predicted_shards", 0, "points[0].predicted_shards"},
+        {"/points/0/safety_margin", 40, "points[0].safety_margin"},
+        {"/points/0/request", json{{"keep", "24"}, {"ratio", "0.25"}}, "points[0].request"},
+        {"/points/0/request", json{{"keep", 24}}, "points[0].request"},
+        {"/points/0/overall/kld_mean", -1.0, "points[0].overall.kld_mean"},
+        {"/points/0/overall/argmax_agree", 2.5, "points[0].overall.argmax_agree"},
+        {"/points/1/domains/en/n_tokens", 1.5, "points[1].domains.\"en\".n_tokens"},
+        {"/points/0/mtp_acceptance", 2, "points[0].mtp_acceptance"},
+        {"/mtp_base_acceptance", -1, "mtp_base_acceptance"},   // -1 meant "not measured" in version 1 only
+        {"/points", json::object(), "points must be an array"},
+    };
+    for (const auto & c : cases) {
+        json j = good;
+        j[json::json_pointer(c.pointer)] = c.value;
+        reap::sweep_record s;
+        std::string err;
+        EXPECT_FALSE(reap::sweep_from_json(j, "w.json", s, err)) << c.pointer << " = " << c.value.dump();
+        EXPECT_NE(err.find(c.words), std::string::npos) << c.pointer << ": " << err;
+    }
+    json j = good;
+    j.erase("points");
+    reap::sweep_record s;
+    std::string err;
+    EXPECT_FALSE(reap::sweep_from_json(j, "w.json", s, err));
+    EXPECT_NE(err.find("points is missing"), std::string::npos) << err;
+}
+
+// reap plan and reap sweep record a plan's origin through one function: the
+// same request gives the same provenance, whichever command asks.
+TEST(PlanProvenance, OneRecordForPlanAndSweep) {
+    reap::planner::plan_origin o;
+    o.tool = "reap sweep";
+    o.saliency_path = "s.gguf";
+    o.saliency_sha256 = k_sha_a;
+    o.metric_set = "reap";
+    o.request.size = {reap::planner::size_kind::keep, "16", 16};
+    o.request.split_max_bytes = 1000;
+    o.predicted_bytes = 12345;
+    o.predicted_shards = 2;
+    reap::plan p;
+    reap::planner::record_origin(p, o, "9.9");
+    const json & pv = p.provenance;
+    EXPECT_EQ(pv["tool"], "reap sweep 9.9");
+    EXPECT_EQ(pv["saliency"], json({{"file", "s.gguf"}, {"sha256", k_sha_a}, {"metric_set", "reap"}}));
+    EXPECT_EQ(pv["request"], json({{"keep", 16}, {"split_max_bytes", 1000}, {"stamp", true}}));
+    EXPECT_EQ(pv["predicted_bytes"], 12345);
+    EXPECT_EQ(pv["predicted_shards"], 2);
+    o.request.size = {reap::planner::size_kind::budget, "400G", 0, 0, 400000000000ull};
+    reap::planner::record_origin(p, o, "9.9");
+    EXPECT_EQ(pv["request"]["budget"], "400G");
+    EXPECT_EQ(pv["request"]["budget_bytes"], 400000000000ull);
+    EXPECT_FALSE(pv["request"].contains("keep"));
+}
+
+TEST(PlanProvenance, CardFieldsAreTypeChecked) {
+    const json good = {{"method", "reap"}, {"method_description", "d"}, {"domains", {"en", "ja"}}, {"consensus", "minrank"},
+                       {"seed", 7}, {"protect_super", false}, {"saliency", {{"sha256", k_sha_a}}},
+                       {"saliency_retained", {{"mean", 0.75}}}, {"request", {{"keep", 6}, {"stamp", true}}}, {"free", "form"}};
+    reap::planner::card_provenance c;
+    std::string err;
+    ASSERT_TRUE(reap::planner::read_card_provenance(good, "p.json", c, err)) << err;
+    EXPECT_EQ(c.method, "reap");
+    EXPECT_EQ(c.domains, (std::vector<std::string>{"en", "ja"}));
+    EXPECT_TRUE(c.minrank);
+    EXPECT_EQ(c.seed, 7u);
+    EXPECT_EQ(c.protect_super, false);
+    EXPECT_EQ(c.saliency_sha256, k_sha_a);
+    EXPECT_EQ(c.saliency_retained_mean, 0.75);
+    EXPECT_EQ(c.request, (std::vector<std::pair<std::string, std::string>>{{"keep", "6"}}));
+    const std::vector<std::pair<std::string, json>> bad = {
+        {"method", 5}, {"domains", {"en", 1}}, {"consensus", "vote"}, {"seed", -1}, {"protect_super", "no"},
+        {"saliency", {{"sha256", "x"}}}, {"saliency_retained", {{"mean", 1.5}}}, {"request", "keep 6"}};
+    for (const auto & [key, v] : bad) {
+        json j = good;
+        j[key] = v;
+        EXPECT_FALSE(reap::planner::read_card_provenance(j, "p.json", c, err)) << key;
+        EXPECT_NE(err.find("provenance." + key), std::string::npos) << key << ": " << err;
+    }
+}
+
+} // namespace
