@@ -41,17 +41,20 @@ test: build corpus
 	$(MAKE) test-fuzz
 
 # The core (GGUF, layout, saliency, plans, slicing) again under sanitizers, with
-# the reap binary (and the llama.cpp it links) instrumented too, so the core's CLI
-# tests run it under ASan+UBSan as well.
+# the reap binary instrumented too, so the core's CLI tests run it under
+# ASan+UBSan as well. Built without llama.cpp (REAP_WITH_LLAMA=OFF: no second
+# llama.cpp build): the tests that run a model or llama.cpp's tools ran in the
+# full build above, unsanitised; here calibrate, eval and sweep are refusals.
 test-asan: configure corpus
-	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREAP_SANITIZE=ON -DREAP_LLAMA_TESTS=OFF $(CMAKE_ARGS) > /dev/null
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREAP_SANITIZE=ON -DREAP_WITH_LLAMA=OFF $(CMAKE_ARGS) > /dev/null
 	cmake --build $(BUILD)-asan -j$(JOBS) --target reap reap_core_tests
 	cd $(BUILD)-asan && ctest --output-on-failure -j$(JOBS)
 
-# The libFuzzer harnesses (fuzz/), built by clang with ASan+UBSan; only the core.
+# The libFuzzer harnesses (fuzz/), built by clang with ASan+UBSan; only the core
+# (llama.cpp not even configured).
 fuzz-build: configure
 	cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-		-DREAP_FUZZ=ON -DREAP_BUILD_TESTS=OFF $(CMAKE_ARGS) > /dev/null
+		-DREAP_FUZZ=ON -DREAP_BUILD_TESTS=OFF -DREAP_WITH_LLAMA=OFF $(CMAKE_ARGS) > /dev/null
 	cmake --build $(BUILD)-fuzz -j$(JOBS) --target reap_fuzzers
 
 # Every kept crashing input and seed once, then each harness fuzzes briefly.

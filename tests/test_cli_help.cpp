@@ -11,11 +11,17 @@
 //   * exit statuses as cmp/diff: 0 success, 1 verify finds a difference,
 //     2 usage error, missing or malformed input; integers out of range
 //     (--shard 1/-2, 0/99999999999999999999) are usage errors, not wrapped.
+//   * a reap built without llama.cpp (REAP_WITH_LLAMA 0: the sanitizer phase)
+//     lists calibrate, eval and sweep apart, as not in this build, and each of
+//     them, whatever its arguments, exits 2 saying so and writes nothing; a
+//     full build has no such list. The checks above then cover the commands
+//     this build has.
 #include "gguf_test_util.h"
 #include "prune_test_util.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -72,20 +78,29 @@ std::vector<std::string> split_ws(const std::string & s) {
     return out;
 }
 
-// The commands `reap help` lists: the rows under "commands:".
-std::vector<std::string> commands() {
+// The command names of the rows under the line `heading` of `reap help`.
+std::vector<std::string> help_rows(const std::string & heading_start) {
     std::vector<std::string> out;
     bool in_list = false;
     for (const std::string & line : lines_of(reap("help").out)) {
-        if (line == "commands:") {
-            in_list = true;
-        } else if (in_list) {
+        if (!in_list) {
+            in_list = line.compare(0, heading_start.size(), heading_start) == 0;
+        } else {
             if (line.size() < 3 || line[0] != ' ' || line[2] == ' ') break;
             out.push_back(split_ws(line)[0]);
         }
     }
     return out;
 }
+
+// The commands `reap help` lists: the rows under "commands:".
+std::vector<std::string> commands() { return help_rows("commands:"); }
+
+// The commands it lists as not in this build (a build without llama.cpp).
+std::vector<std::string> missing_commands() { return help_rows("not in this build"); }
+
+// What a build without llama.cpp says for a command that runs a model.
+const char * k_without_llama = "this reap was built without llama.cpp";
 
 // The options an option row of a --help lists: a row starts with two blanks
 // and '-'; its names run up to the first double blank, separated by ", ",
@@ -205,7 +220,7 @@ class Cli : public ::testing::Test {
 
 TEST_F(Cli, HelpListsExactlyWhatTheParserAccepts) {
     const std::vector<std::string> cmds = commands();
-    ASSERT_GE(cmds.size(), 9u) << reap("help").out;
+    ASSERT_GE(cmds.size(), REAP_WITH_LLAMA ? 9u : 6u) << reap("help").out;
     const std::string dir = prune_test::scratch("cli_help");
     for (const std::string & cmd : cmds) {
         SCOPED_TRACE("reap " + cmd);
@@ -302,6 +317,9 @@ TEST_F(Cli, HelpListsExactlyWhatTheParserAccepts) {
 TEST_F(Cli, ReadmeNamesOnlyOptionsTheHelpLists) {
     std::map<std::string, std::string> help;
     for (const std::string & c : commands()) help[c] = reap(c + " --help").out;
+    // Documented, but without a --help in this build: their options are checked in a full build.
+    std::set<std::string> missing;
+    for (const std::string & c : missing_commands()) missing.insert(c);
     for (const char * doc : {"README.md", "docs/commands.md"}) {
         SCOPED_TRACE(doc);
         std::ifstream f(prune_test::env("REAP_SOURCE_DIR", REAP_SOURCE_DIR) + "/" + doc);
@@ -317,8 +335,12 @@ TEST_F(Cli, ReadmeNamesOnlyOptionsTheHelpLists) {
                 const size_t hashes = line.find_first_not_of('#');
                 if ((hashes == 2 || hashes == 3) && line.compare(hashes, 7, " `reap ") == 0) {
                     cmd = split_ws(line.substr(hashes + 7))[0];
-                    ASSERT_TRUE(help.count(cmd)) << "README documents an unknown command: " << line;
+                    ASSERT_TRUE(help.count(cmd) || missing.count(cmd)) << "README documents an unknown command: " << line;
                     sections.insert(cmd);
+                    if (missing.count(cmd)) {
+                        cmd.clear();
+                        continue;
+                    }
                     const std::string open = line.substr(hashes + 2);
                     const std::string span = open.substr(0, open.find('`'));
                     for (const std::string & o : option_words(span)) {
@@ -343,7 +365,8 @@ TEST_F(Cli, ReadmeNamesOnlyOptionsTheHelpLists) {
                 a = b;
             }
         }
-        EXPECT_EQ(sections.size(), help.size()) << doc << " documents " << sections.size() << " of " << help.size() << " commands";
+        EXPECT_EQ(sections.size(), help.size() + missing.size())
+            << doc << " documents " << sections.size() << " of " << help.size() + missing.size() << " commands";
         EXPECT_GT(n_checked, 30u);
     }
 }
@@ -370,6 +393,7 @@ TEST_F(Cli, ExitStatusLikeCmp) {
         EXPECT_TRUE(contains(r.out, "--keep: '" + bad + "'")) << r.out;
     }
     for (const std::string bad : {"1/-2", "0/99999999999999999999", "0/4294967296", "2/2", "-1/2", "1", "/2", "1/"}) {
+        if (!REAP_WITH_LLAMA) break;  // calibrate is a refusal there (CommandsThatRunAModel)
         const result r = reap("calibrate -m " + quote(model) + " --corpus x -o " + quote(dir + "/s.gguf") + " --shard " + bad);
         EXPECT_EQ(r.status, 2) << bad << "\n" << r.out;
         EXPECT_TRUE(contains(r.out, "--shard wants i/n")) << r.out;
@@ -427,6 +451,47 @@ TEST_F(Cli, ExitStatusLikeCmp) {
     v = reap(verify + quote(out));
     EXPECT_EQ(v.status, 1) << v.out;
     EXPECT_EQ(reap(verify + quote(out) + " --no-sums").status, 0);
+}
+
+// calibrate, eval and sweep run a model through llama.cpp: a full build lists
+// them among the commands; a build without llama.cpp lists them apart and
+// refuses them, with any arguments, exit 2 and no output written.
+TEST_F(Cli, CommandsThatRunAModelNeedLlama) {
+    const std::vector<std::string> runs_model = {"calibrate", "eval", "sweep"};
+    const std::vector<std::string> cmds = commands(), missing = missing_commands();
+    const std::string help = reap("help").out;
+    for (const std::string & c : runs_model) {
+        EXPECT_EQ(std::count(cmds.begin(), cmds.end(), c), REAP_WITH_LLAMA ? 1 : 0) << c << "\n" << help;
+    }
+    if (REAP_WITH_LLAMA) {
+        EXPECT_TRUE(missing.empty()) << help;
+        EXPECT_FALSE(contains(help, "not in this build")) << help;
+        EXPECT_FALSE(contains(reap("calibrate --help").out, k_without_llama));
+        return;
+    }
+    EXPECT_EQ(missing, runs_model) << help;
+    const std::string dir = prune_test::scratch("cli_without_llama");
+    const std::string model = dir + "/m.gguf", corpus = dir + "/c.jsonl", text = dir + "/t.txt";
+    gguf_test::model_options mo;
+    mo.n_layer = 1;
+    gguf_test::write_model(model, mo);
+    std::ofstream(corpus) << "{\"domain\": \"en\", \"text\": \"hello\"}\n";
+    std::ofstream(text) << "hello\n";
+    const std::map<std::string, std::string> real_args = {
+        {"calibrate", "-m " + quote(model) + " --corpus " + quote(corpus) + " -o " + quote(dir + "/out.gguf")},
+        {"eval", "-m " + quote(model) + " -p " + quote(model) + " -f " + quote(text) + " --json"},
+        {"sweep", quote(dir + "/sal.gguf") + " -m " + quote(model) + " -f " + quote(text) + " --keep 4 -o " + quote(dir + "/out.json")},
+    };
+    for (const std::string & c : runs_model) {
+        for (const std::string & args : {c, c + " --help", c + " --list-options", "help " + c, c + " " + real_args.at(c)}) {
+            SCOPED_TRACE("reap " + args);
+            const result r = reap(args);
+            EXPECT_EQ(r.status, 2) << r.out;
+            EXPECT_TRUE(contains(r.out, "reap " + c + ": " + k_without_llama)) << r.out;
+        }
+    }
+    EXPECT_FALSE(prune_test::exists(dir + "/out.gguf"));
+    EXPECT_FALSE(prune_test::exists(dir + "/out.json"));
 }
 
 } // namespace

@@ -768,6 +768,50 @@ TEST(ReportClaims, ImpossibleNumbersAreRefused) {
     }
 }
 
+// Text from inputs is data (issue 23 item 9): a build whose file name holds
+// Markdown, HTML and shell syntax gets a card whose "How to run" lines hand the
+// shell that name as one word (the shell itself says so, and runs nothing of
+// it), and whose tables keep their columns.
+TEST(ReportText, HostileFileNamesStayData) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_hostile", fx, why)) GTEST_SKIP() << why;
+    const std::string name = "m<script>alert(1)</script>|x`$(touch PWNED)`'q.gguf";
+    const std::string cut = fx.dir + "/build/" + name;
+    ASSERT_EQ(run_reap("prune -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " -o " + quote(cut), out), 0) << out;
+    const std::string card_dir = fx.dir + "/card";
+    ASSERT_EQ(run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(cut) + " -o " +
+                       quote(card_dir), out), 0) << out;
+    const std::string card = read_text(card_dir + "/README.md");
+    // the llama-server line, as a user would paste it: the shell sees the name as one word
+    const size_t at = card.find("llama-server -m ");
+    ASSERT_NE(at, std::string::npos) << card;
+    const std::string line = card.substr(at, card.find('\n', at) - at);
+    const std::string script = fx.dir + "/words.sh";
+    write_text(script, "cd " + quote(fx.dir) + " && set -- " + line.substr(std::string("llama-server ").size()) +
+                           " && printf '%s' \"$2\"\n");
+    ASSERT_EQ(prune_test::run("sh " + quote(script), out), 0) << out;
+    EXPECT_EQ(out, name) << line;
+    EXPECT_FALSE(prune_test::exists(fx.dir + "/PWNED")) << "the card's command ran part of the name";
+    // every table row has its header's columns (a pipe in a name is escaped)
+    auto cells = [](const std::string & row) {
+        int n = 0;
+        for (size_t i = 0; i < row.size(); ++i) {
+            if (row[i] == '\\') { ++i; continue; }
+            if (row[i] == '|') ++n;
+        }
+        return n;
+    };
+    std::istringstream is(card);
+    int header = -1;
+    for (std::string row; std::getline(is, row);) {
+        const size_t b = row.find_first_not_of(' ');
+        if (b == std::string::npos || row[b] != '|') { header = -1; continue; }
+        if (header < 0) header = cells(row);
+        else EXPECT_EQ(cells(row), header) << row;
+    }
+}
+
 TEST(ReportFigures, HeatmapAtK3ScaleStaysSmallAndExact) {
     reap::util::heatmap h;
     h.title = "k3";

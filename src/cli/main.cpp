@@ -31,8 +31,17 @@ static size_t edit_distance(const std::string & a, const std::string & b) {
 static void print_help(FILE * out) {
     fprintf(out, "reap: prune the experts of Mixture-of-Experts GGUF models, and prove what it cost\n\n");
     fprintf(out, "usage: reap COMMAND [ARGS...]     reap COMMAND --help for its options\n\ncommands:\n");
+    std::vector<const reap::command *> missing;  // run a model: not in a build without llama.cpp
     for (const reap::command & c : reap::commands()) {
-        fprintf(out, "  %-10s %s\n", c.name, c.summary);
+        if (c.runs_model && !reap::built_with_llama()) {
+            missing.push_back(&c);
+        } else {
+            fprintf(out, "  %-10s %s\n", c.name, c.summary);
+        }
+    }
+    if (!missing.empty()) {
+        fprintf(out, "\nnot in this build (reap was built without llama.cpp: cmake -DREAP_WITH_LLAMA=OFF):\n");
+        for (const reap::command * c : missing) fprintf(out, "  %-10s %s\n", c->name, c->summary);
     }
     fprintf(out,
             "\nexit status, as cmp and diff use theirs:\n"

@@ -20,6 +20,7 @@
 #include "util/sha256.h"
 #include "util/strings.h"
 #include "util/svg_chart.h"
+#include "util/text_escape.h"
 
 #include <nlohmann/json.hpp>
 
@@ -56,17 +57,23 @@ std::string pct(double v, int decimals = 1) {
     return buf;
 }
 
-// Markdown inline code with backticks that cannot break out.
+// Markdown inline code that text from inputs cannot break out of: one
+// printable line, no backtick, and a table's pipe escaped (GFM reads \| in a
+// code span inside a table as |).
 std::string code(const std::string & s) {
-    std::string t = s;
-    std::replace(t.begin(), t.end(), '`', '\'');
+    std::string t;
+    for (char ch : util::terminal_text(s)) {
+        if (ch == '`') t += '\'';
+        else if (ch == '|') t += "\\|";
+        else t += ch;
+    }
     return "`" + t + "`";
 }
 
 // A YAML scalar, double-quoted.
 std::string yaml_str(const std::string & s) {
     std::string r = "\"";
-    for (char c : s) {
+    for (char c : util::printable_utf8(s)) {
         if (c == '"' || c == '\\') r += '\\';
         if (c == '\n') { r += "\\n"; continue; }
         r += c;
@@ -401,7 +408,7 @@ std::string eval_table(const eval_entry & e) {
 
 // A census row: label, source value, build value.
 void census_row(std::string & o, const std::string & label, const std::string & a, const std::string & b) {
-    o += "| " + label + " | " + a + " | " + b + " |\n";
+    o += "| " + label + " | " + util::markdown_text(a) + " | " + util::markdown_text(b) + " |\n";
 }
 
 std::string types_of(const moe::census & c) {
@@ -672,10 +679,10 @@ std::string front_matter_and_census(const card & c) {
     o += "tags:\n  - moe\n  - expert-pruning\n  - reap\n  - gguf\n  - " + yaml_str(cut.c.arch) + "\n";
     for (const auto & [t, tc] : cut.c.types) o += "  - " + yaml_str(t) + "\n";
     o += "---\n\n";
-    o += "# " + name + ": " + std::to_string(p.n_keep) + " of " + std::to_string(p.n_expert) + " experts per MoE layer\n\n";
+    o += "# " + util::markdown_text(name) + ": " + std::to_string(p.n_keep) + " of " + std::to_string(p.n_expert) + " experts per MoE layer\n\n";
     o += "> Fields marked `" + std::string(k_fill_in) + "` could not be known from the files: fill them in before publishing.\n";
     o += "> Everything else on this card was written by `reap report` from the files and receipts named in it.\n\n";
-    o += "An expert-pruned build of " + code(util::base_name(c.opt.source)) + " (" + cut.c.arch + "): " + pct(removed) +
+    o += "An expert-pruned build of " + code(util::base_name(c.opt.source)) + " (" + util::markdown_text(cut.c.arch) + "): " + pct(removed) +
          " of the routed experts removed from each of its " + std::to_string(p.layers.size()) + " MoE layers, every other weight unchanged and byte-identical. " +
          util::format_size(src.c.file_bytes) + " → " + util::format_size(cut.c.file_bytes) + ".\n\n";
     o += "## Source vs build\n\nFrom the files themselves (`reap inspect`).\n\n| | source | this build |\n|---|---:|---:|\n";
@@ -720,7 +727,7 @@ std::string method_section(const card & c) {
         for (size_t i = 0; i < sal.a.domains.size(); ++i) {
             const auto & d = sal.a.domains[i];
             const bool scored = std::find(sal.rank.domains.begin(), sal.rank.domains.end(), d.name) != sal.rank.domains.end();
-            o += "  | " + d.name + " | " + util::group_digits((uint64_t) d.n_tokens) + " | " + (scored ? "yes" : "no") + " | " + pct(sal.share_by_domain[i].second) + " |\n";
+            o += "  | " + util::markdown_text(d.name) + " | " + util::group_digits((uint64_t) d.n_tokens) + " | " + (scored ? "yes" : "no") + " | " + pct(sal.share_by_domain[i].second) + " |\n";
         }
         o += "\n* **Saliency kept**: " + pct(sal.share.mean) + " of the " + std::string(pl::method_name(sal.rank.share_method)) +
              " saliency over the plan's domains (mean over MoE layers; per layer " +
@@ -749,7 +756,7 @@ std::string method_section(const card & c) {
              ", of which " + std::to_string(dead_dropped) + " dropped and " + std::to_string(dead_kept) + " kept.\n";
         o += "\n![Saliency heatmap](figures/saliency-heatmap.svg)\n\n![Retention curve](figures/retention.svg)\n\n![Expert usage per domain](figures/domain-usage.svg)\n\n";
     } else {
-        if (!pv.domains.empty()) o += "* **Domains scored** (from the plan): " + util::join(pv.domains, ", ") + ".\n";
+        if (!pv.domains.empty()) o += "* **Domains scored** (from the plan): " + util::markdown_text(util::join(pv.domains, ", ")) + ".\n";
         if (pv.saliency_retained_mean >= 0) o += "* **Saliency kept** (as the plan records it): " + pct(pv.saliency_retained_mean) + ".\n";
         o += "\n";
     }
@@ -796,7 +803,9 @@ std::string running_sections(const card & c) {
     const std::string first = util::base_name(cut.m.shards[0].path);
     o += "## How to run\n\nWith llama.cpp (any build that runs " + code(cut.c.arch) + "), pointing `-m` at the first file";
     o += cut.c.n_shards > 1 ? " (the other " + std::to_string(cut.c.n_shards - 1) + " are found beside it):\n\n" : ":\n\n";
-    o += "```\nllama-server -m " + first + " -c 8192 -ngl 99\nllama-cli    -m " + first + " -cnv\n```\n\n";
+    // a file name is one shell word here, whatever it holds
+    const std::string word = util::shell_word(util::terminal_text(first));
+    o += "```\nllama-server -m " + word + " -c 8192 -ngl 99\nllama-cli    -m " + word + " -cnv\n```\n\n";
     o += "The router picks " + std::to_string(cut.c.n_expert_used) + " of the " + std::to_string(cut.c.n_expert) +
          " remaining experts per token, as the source picked " + std::to_string(src.c.n_expert_used) + " of " + std::to_string(src.c.n_expert) +
          "; no flag is needed for that. `-c`, `-ngl` and offloading (`-ot \"ffn_.*_exps=CPU\"`) are yours to choose.\n\n";
@@ -818,7 +827,7 @@ std::string running_sections(const card & c) {
     }
 
     o += "## SHA256SUMS\n\nChecked by this report against the files (`sha256sum -c SHA256SUMS`):\n\n```\n";
-    for (const auto & [h, n] : c.sums_lines) o += h + "  " + n + "\n";
+    for (const auto & [h, n] : c.sums_lines) o += util::sums_line(h, n);   // as sha256sum writes it, escapes and all
     o += "```\n\n";
     o += "Plan: " + code(util::base_name(opt.plan)) + " (sha256 " + code(c.build.plan_sha256) + ")" +
          (c.sal.have ? "; saliency archive: " + code(util::base_name(c.sal.path)) + " (sha256 " + code(c.sal.sha256) + ")" : "") + ".\n\n";

@@ -103,6 +103,18 @@ std::string sha256_bytes(const void * data, size_t size) {
 
 std::string sums_path_for(const std::string & path) { return beside(path, "SHA256SUMS"); }
 
+std::string sums_line(const std::string & hex, const std::string & name) {
+    if (name.find_first_of("\\\n\r") == std::string::npos) return hex + "  " + name + "\n";
+    std::string out = "\\" + hex + "  ";
+    for (char c : name) {
+        if (c == '\\') out += "\\\\";
+        else if (c == '\n') out += "\\n";
+        else if (c == '\r') out += "\\r";
+        else out.push_back(c);
+    }
+    return out + "\n";
+}
+
 std::string listed_sha256(const std::string & file) {
     std::vector<std::pair<std::string, std::string>> entries;
     std::string err;
@@ -148,20 +160,6 @@ bool parse_sums_line(const std::string & line, std::string & name, std::string &
     return true;
 }
 
-// One checksum line for `name`, as sha256sum writes it: a name holding a
-// backslash, newline or carriage return is escaped and the line marked with a
-// leading backslash, so that `sha256sum -c` reads it back.
-std::string sums_line(const std::string & hex, const std::string & name) {
-    if (name.find_first_of("\\\n\r") == std::string::npos) return hex + "  " + name + "\n";
-    std::string out = "\\" + hex + "  ";
-    for (char c : name) {
-        if (c == '\\') out += "\\\\";
-        else if (c == '\n') out += "\\n";
-        else if (c == '\r') out += "\\r";
-        else out.push_back(c);
-    }
-    return out + "\n";
-}
 
 } // namespace
 

@@ -61,6 +61,11 @@ bool stage_sha256sums(const std::vector<std::pair<std::string, std::string>> & f
 bool update_sha256sums(const std::vector<std::string> & files, const std::string & sums_path, std::string & err);
 // "<dir of path>/SHA256SUMS" (or "SHA256SUMS" for a bare file name).
 std::string sums_path_for(const std::string & path);
+
+// One checksum line (with its newline) as sha256sum writes it: "HEX  NAME", or,
+// when NAME holds a backslash, newline or carriage return, "\\HEX  " and the
+// name escaped, so that `sha256sum -c` reads it back.
+std::string sums_line(const std::string & hex, const std::string & name);
 // The hash the SHA256SUMS beside `file` lists for it (by base name), or ""
 // when there is no such file, it cannot be read, or it has no line for `file`.
 // Reads the list only: nothing is hashed.
