@@ -45,8 +45,13 @@ test: build corpus
 # ASan+UBSan as well. Built without llama.cpp (REAP_WITH_LLAMA=OFF: no second
 # llama.cpp build): the tests that run a model or llama.cpp's tools ran in the
 # full build above, unsanitised; here calibrate, eval and sweep are refusals.
+# -O1 -g1 (line tables: enough for the sanitizers' stack traces) compiles each
+# file in less than half the CPU time of RelWithDebInfo's -O2 -g (measured on
+# src/report/report.cpp with ASan+UBSan: 26 s against 58 s).
+SAN_OPT ?= -O1 -g1 -DNDEBUG
 test-asan: configure corpus
-	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREAP_SANITIZE=ON -DREAP_WITH_LLAMA=OFF $(CMAKE_ARGS) > /dev/null
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREAP_SANITIZE=ON -DREAP_WITH_LLAMA=OFF \
+		-DCMAKE_C_FLAGS_RELWITHDEBINFO="$(SAN_OPT)" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SAN_OPT)" $(CMAKE_ARGS) > /dev/null
 	cmake --build $(BUILD)-asan -j$(JOBS) --target reap reap_core_tests
 	cd $(BUILD)-asan && ctest --output-on-failure -j$(JOBS)
 
@@ -54,6 +59,7 @@ test-asan: configure corpus
 # (llama.cpp not even configured).
 fuzz-build: configure
 	cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+		-DCMAKE_C_FLAGS_RELWITHDEBINFO="$(SAN_OPT)" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SAN_OPT)" \
 		-DREAP_FUZZ=ON -DREAP_BUILD_TESTS=OFF -DREAP_WITH_LLAMA=OFF $(CMAKE_ARGS) > /dev/null
 	cmake --build $(BUILD)-fuzz -j$(JOBS) --target reap_fuzzers
 

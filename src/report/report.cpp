@@ -479,6 +479,8 @@ bool check_outputs(const std::vector<std::string> & files, const std::vector<std
 
 // Everything the card is written from, filled stage by stage by write_report.
 struct card {
+    card(const report_options & o, std::vector<std::string> & v, std::vector<std::string> & u)
+        : opt(o), verified(v), unverified(u) {}
     const report_options &   opt;
     std::vector<std::string> & verified;
     std::vector<std::string> & unverified;
@@ -866,7 +868,7 @@ bool write_report(const report_options & opt, report_result & out, std::string &
         err = "report needs the source, the plan, the build and the output directory";
         return false;
     }
-    card c{opt, out.verified, out.not_verified};
+    card c(opt, out.verified, out.not_verified);
     c.readme = opt.out_dir + "/README.md";
     c.fig_dir = opt.out_dir + "/figures";
     // what this run may publish, checked before any work (again before writing,
