@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 
 namespace g = reap::gguf;
 using prune_test::exists;
@@ -289,6 +290,23 @@ void expect_verify_fails(const damaged_fixture & f, std::vector<std::string> nee
     for (const auto & n : needles) EXPECT_NE(err.find(n), std::string::npos) << "message: " << err << "\nexpected: " << n;
 }
 
+// f's build written with `edit` applied to its header first (a damaged build;
+// SHA256SUMS updated, so that only the edit differs).
+void write_edited(const damaged_fixture & f, const std::function<void(g::output_spec &)> & edit) {
+    std::string err;
+    reap::prune::prune_options po;
+    ASSERT_TRUE(reap::plan_file_sha256(f.plan_path, po.plan_sha256, err));
+    g::output_spec spec;
+    ASSERT_TRUE(reap::prune::make_pruned_spec(f.src, f.plan, po, spec, err)) << err;
+    edit(spec);
+    g::write_options wo;
+    wo.force = true;
+    wo.sync = false;
+    std::vector<std::string> written;
+    ASSERT_TRUE(g::write_output(spec, wo, f.out, written, err)) << err;
+    ASSERT_TRUE(reap::prune::update_sha256sums(written, reap::prune::sums_path_for(f.out), err)) << err;
+}
+
 } // namespace
 
 TEST(PruneDamage, FlippedSlabByte) {
@@ -327,17 +345,9 @@ TEST(PruneDamage, StaleExpertCount) {
     std::string err;
     if (!make_fixture("prune-damage-count", f, err)) GTEST_SKIP() << err;
     // the same output, but expert_count left at the source's value
-    reap::prune::prune_options po;
-    ASSERT_TRUE(reap::plan_file_sha256(f.plan_path, po.plan_sha256, err));
-    g::output_spec spec;
-    ASSERT_TRUE(reap::prune::make_pruned_spec(f.src, f.plan, po, spec, err)) << err;
-    spec.kvs.set_u32("qwen3moe.expert_count", uint32_t(f.plan.n_expert));
-    g::write_options wo;
-    wo.force = true;
-    wo.sync = false;
-    std::vector<std::string> written;
-    ASSERT_TRUE(g::write_output(spec, wo, f.out, written, err)) << err;
-    ASSERT_TRUE(reap::prune::update_sha256sums(written, reap::prune::sums_path_for(f.out), err)) << err;
+    ASSERT_NO_FATAL_FAILURE(write_edited(f, [&](g::output_spec & spec) {
+        spec.kvs.set_u32("qwen3moe.expert_count", uint32_t(f.plan.n_expert));
+    }));
     expect_verify_fails(f, {"qwen3moe.expert_count", "n_keep"});
 }
 
@@ -351,18 +361,10 @@ TEST(PruneDamage, KeptIdsThatAreNotThePlans) {
     const reap::plan_layer & first = f.plan.layers.at(0);
     const std::string key = "reap.source.expert_ids." + std::to_string(first.layer);
     auto write_with = [&](const std::vector<int32_t> & ids) {
-        reap::prune::prune_options po;
-        ASSERT_TRUE(reap::plan_file_sha256(f.plan_path, po.plan_sha256, err));
-        g::output_spec spec;
-        ASSERT_TRUE(reap::prune::make_pruned_spec(f.src, f.plan, po, spec, err)) << err;
-        ASSERT_TRUE(spec.kvs.has(key)) << "prune records no " << key;
-        spec.kvs.set_i32_array(key, ids);
-        g::write_options wo;
-        wo.force = true;
-        wo.sync = false;
-        std::vector<std::string> written;
-        ASSERT_TRUE(g::write_output(spec, wo, f.out, written, err)) << err;
-        ASSERT_TRUE(reap::prune::update_sha256sums(written, reap::prune::sums_path_for(f.out), err)) << err;
+        write_edited(f, [&](g::output_spec & spec) {
+            ASSERT_TRUE(spec.kvs.has(key)) << "prune records no " << key;
+            spec.kvs.set_i32_array(key, ids);
+        });
     };
     std::vector<int32_t> swapped(first.keep.begin(), first.keep.end());
     std::swap(swapped[0], swapped[1]);
