@@ -776,7 +776,7 @@ TEST(ReportText, HostileFileNamesStayData) {
     fixture fx;
     std::string why, out;
     if (!setup("report_hostile", fx, why)) GTEST_SKIP() << why;
-    const std::string name = "m<script>alert(1)</script>|x`$(touch PWNED)`'q.gguf";
+    const std::string name = "m<script>alert(1)<|x`$(touch PWNED)`'q.gguf";   // no slash: one file
     const std::string cut = fx.dir + "/build/" + name;
     ASSERT_EQ(run_reap("prune -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " -o " + quote(cut), out), 0) << out;
     const std::string card_dir = fx.dir + "/card";
