@@ -398,6 +398,11 @@ TEST_F(Cli, ExitStatusLikeCmp) {
         EXPECT_EQ(r.status, 2) << bad << "\n" << r.out;
         EXPECT_TRUE(contains(r.out, "--shard wants i/n")) << r.out;
     }
+    if (REAP_WITH_LLAMA) {   // one base, one mask: a second --base-mask is a usage error, not the last one winning
+        const result r = reap("eval -m " + quote(model) + " --base-mask a.json --base-mask b.json -p " + quote(model) + " -f x");
+        EXPECT_EQ(r.status, 2) << r.out;
+        EXPECT_TRUE(contains(r.out, "--base-mask given twice")) << r.out;
+    }
     // inputs that cannot be read: 2
     EXPECT_EQ(reap("inspect " + quote(dir + "/missing.gguf")).status, 2);
     EXPECT_EQ(reap("compare " + quote(dir + "/a.json") + " " + quote(dir + "/b.json")).status, 2);

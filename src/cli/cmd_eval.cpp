@@ -81,8 +81,16 @@ void declare(reap::cli::options & t, eval_params & p) {
                  p.cands.push_back({v, true});
                  return true;
              });
-    t.text("--base-mask", "PLAN.json", "mask the base itself (compare a masked base with -p, or with --mask)",
-           p.opt.base_mask_path);
+    // one base, one mask: a second --base-mask is refused rather than silently winning
+    t.custom("--base-mask", "PLAN.json", "mask the base itself (compare a masked base with -p, or with --mask); once",
+             [&p](const std::string & v, std::string & err) {
+                 if (!p.opt.base_mask_path.empty()) {
+                     err = "--base-mask given twice (" + p.opt.base_mask_path + ", " + v + "): the base is masked by one plan";
+                     return false;
+                 }
+                 p.opt.base_mask_path = v;
+                 return true;
+             });
     t.text("--tmp-dir", "DIR", "where the base's rows wait (default $TMPDIR or /tmp)", p.opt.tmp_dir);
     t.text("-f, --file", "FILE", "plain text or corpus JSONL", p.opt.input_path);
     t.text("--kld-base", "FILE",
