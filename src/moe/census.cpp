@@ -5,10 +5,8 @@
 
 #include "moe/layout_gguf.h"
 #include "util/json.h"
-#include "util/path.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -46,33 +44,9 @@ bool read_stamp(const gguf::model & m, census & c, std::string & err) {
     }
     c.source_expert_count = (uint32_t) n_source;
     if (!m.kvs.get_string_or(k_key_plan_sha256, "", c.plan_sha256, err)) return false;
-    for (const gguf::kv & e : m.kvs.entries) {
-        if (!util::starts_with(e.key, k_key_source_expert_ids)) continue;
-        const std::string suffix = e.key.substr(std::char_traits<char>::length(k_key_source_expert_ids));
-        uint32_t layer = 0;
-        const auto [end, ec] = std::from_chars(suffix.data(), suffix.data() + suffix.size(), layer);
-        if (suffix.empty() || ec != std::errc() || end != suffix.data() + suffix.size() || layer >= c.n_layer) {
-            err = "KV '" + e.key + "': not a block of the model's " + std::to_string(c.n_layer);
-            return false;
-        }
-        std::vector<int64_t> ids;
-        if (!m.kvs.get_i64_array(e.key, ids, err)) return false;
-        std::vector<bool> seen((size_t) n_source, false);
-        for (int64_t id : ids) {
-            if (id < 0 || (uint64_t) id >= n_source || seen[(size_t) id]) {
-                err = "KV '" + e.key + "': expert id " + std::to_string(id) + " is outside 0.." +
-                      std::to_string(n_source - 1) + " or repeated";
-                return false;
-            }
-            seen[(size_t) id] = true;
-        }
-        if (ids.size() != c.n_expert) {
-            err = "KV '" + e.key + "' lists " + std::to_string(ids.size()) + " experts, the file has " +
-                  std::to_string(c.n_expert);
-            return false;
-        }
-        c.kept_ids[layer] = std::move(ids);
-    }
+    std::map<int64_t, std::vector<int64_t>> kept;
+    if (!read_kept_ids(m.kvs, c.n_layer, n_source, c.n_expert, kept, err)) return false;
+    for (auto & [layer, ids] : kept) c.kept_ids[(uint32_t) layer] = std::move(ids);
     return true;
 }
 

@@ -1,6 +1,8 @@
 // The header and exact size of a pruned model (see pruned.h).
 #include "moe/pruned.h"
 
+#include <charconv>
+
 namespace reap::moe {
 
 namespace {
@@ -54,6 +56,39 @@ bool set_expert_count(gguf::kv_store & kvs, const std::string & arch, int64_t n_
 }
 
 std::string source_expert_ids_key(int layer) { return k_key_source_expert_ids + std::to_string(layer); }
+
+bool read_kept_ids(const gguf::kv_store & kvs, int64_t n_layer, uint64_t n_source, uint64_t n_keep,
+                   std::map<int64_t, std::vector<int64_t>> & out, std::string & err) {
+    out.clear();
+    const size_t prefix = std::char_traits<char>::length(k_key_source_expert_ids);
+    for (const gguf::kv & e : kvs.entries) {
+        if (e.key.compare(0, prefix, k_key_source_expert_ids) != 0) continue;
+        const std::string suffix = e.key.substr(prefix);
+        int64_t layer = -1;
+        const auto [end, ec] = std::from_chars(suffix.data(), suffix.data() + suffix.size(), layer);
+        if (suffix.empty() || ec != std::errc() || end != suffix.data() + suffix.size() || layer < 0 || layer >= n_layer) {
+            err = "KV '" + e.key + "': not a block of the model's " + std::to_string(n_layer);
+            return false;
+        }
+        std::vector<int64_t> ids;
+        if (!kvs.get_i64_array(e.key, ids, err)) return false;
+        std::vector<bool> seen((size_t) n_source, false);
+        for (int64_t id : ids) {
+            if (id < 0 || (uint64_t) id >= n_source || seen[(size_t) id]) {
+                err = "KV '" + e.key + "': expert id " + std::to_string(id) + " is outside 0.." +
+                      std::to_string(n_source - 1) + " or repeated";
+                return false;
+            }
+            seen[(size_t) id] = true;
+        }
+        if (ids.size() != n_keep) {
+            err = "KV '" + e.key + "' lists " + std::to_string(ids.size()) + " experts, the file has " + std::to_string(n_keep);
+            return false;
+        }
+        out[layer] = std::move(ids);
+    }
+    return true;
+}
 
 bool pruned_header(const gguf::model & m, const layout & lay, int64_t n_keep, const stamp_options & stamp,
                    gguf::output_spec & out, std::string & err) {

@@ -16,6 +16,7 @@
 #include "moe/layout.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,12 @@ constexpr const char * k_key_plan_other_model    = "reap.plan.other_model";     
 // lists; pruned_header writes 0..n_keep-1 there, which sizes the same).
 constexpr const char * k_key_source_expert_ids   = "reap.source.expert_ids.";   // + block index
 std::string source_expert_ids_key(int layer);
+
+// Every reap.source.expert_ids.L of `kvs`, checked as a hostile file's: L a
+// block below n_layer, each list n_keep distinct ids below n_source. out:
+// layer -> ids (empty when the file has none: pruned by an older reap).
+bool read_kept_ids(const gguf::kv_store & kvs, int64_t n_layer, uint64_t n_source, uint64_t n_keep,
+                   std::map<int64_t, std::vector<int64_t>> & out, std::string & err);
 
 struct stamp_options {
     bool        stamp = true;       // append the reap.* provenance keys

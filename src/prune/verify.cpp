@@ -99,26 +99,23 @@ std::string kv_desc(const gguf::kv & e) { return e.type_string() + " " + e.value
 // of them or none), and no other layer may have one.
 bool check_kept_ids(const gguf::model & out, const moe::layout & lay, const plan & p, verify_report & rep,
                     std::string & err) {
-    size_t n_have = 0;
-    for (const gguf::kv & e : out.kvs.entries) {
-        if (util::starts_with(e.key, k_key_source_expert_ids)) ++n_have;
-    }
-    if (n_have == 0) return true;
-    if (n_have != lay.moe_layers.size()) {
-        err = "the output has " + std::to_string(n_have) + " " + k_key_source_expert_ids + "* keys for " +
+    std::map<int64_t, std::vector<int64_t>> kept;
+    if (!moe::read_kept_ids(out.kvs, lay.n_layer, (uint64_t) lay.n_expert, (uint64_t) p.n_keep, kept, err)) return false;
+    if (kept.empty()) return true;
+    if (kept.size() != lay.moe_layers.size()) {
+        err = "the output has " + std::to_string(kept.size()) + " " + k_key_source_expert_ids + "* keys for " +
               std::to_string(lay.moe_layers.size()) + " MoE layers";
         return false;
     }
     for (int layer : lay.moe_layers) {
         const std::string key = moe::source_expert_ids_key(layer);
-        std::vector<int64_t> ids;
-        if (!out.kvs.has(key)) {
+        const auto it = kept.find(layer);
+        if (it == kept.end()) {
             err = "KV '" + key + "' is missing (the other MoE layers have theirs)";
             return false;
         }
-        if (!out.kvs.get_i64_array(key, ids, err)) return false;
         const plan_layer * pl = p.find_layer(layer);
-        if (!pl || ids != pl->keep) {
+        if (!pl || it->second != pl->keep) {
             err = "KV '" + key + "' does not list the plan's kept experts of layer " + std::to_string(layer);
             return false;
         }
