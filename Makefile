@@ -1,6 +1,6 @@
 # reap.cpp: the two commands of the README, and the steps they stand on.
 #   make demo   the whole pipeline on the project's own model (installs what is missing)
-#   make test   every test, then the core tests again under ASan+UBSan
+#   make test   every test, then the core tests again under ASan+UBSan, and the fuzz harnesses
 # Variables: JOBS (parallel build jobs), CMAKE_ARGS (e.g. -DREAP_LLAMA_DIR=... -DGGML_CUDA=ON)
 
 JOBS       ?= $(shell nproc)
@@ -10,7 +10,7 @@ CMAKE_ARGS ?=
 PYTHON     ?= /usr/bin/python3
 LLAMA_TOOLS = llama-imatrix llama-perplexity llama-gguf-split llama-quantize ggml-rpc-server
 
-.PHONY: all deps llama configure build test test-asan fuzz-build test-fuzz fuzz demo corpus model bench clean
+.PHONY: all deps llama configure build test san-build test-asan fuzz-build test-fuzz fuzz demo corpus model bench clean
 
 all: build
 
@@ -38,40 +38,41 @@ test: build corpus
 	if [ -n "$$skipped" ]; then echo "$$skipped"; \
 		echo "make test: the tests above were skipped in the full build"; exit 1; fi
 	$(MAKE) test-asan
-	$(MAKE) test-fuzz
 
 # The core (GGUF, layout, saliency, plans, slicing) again under sanitizers, with
 # the reap binary instrumented too, so the core's CLI tests run it under
-# ASan+UBSan as well. Built without llama.cpp (REAP_WITH_LLAMA=OFF: no second
-# llama.cpp build): the tests that run a model or llama.cpp's tools ran in the
-# full build above, unsanitised; here calibrate, eval and sweep are refusals.
+# ASan+UBSan as well; and in the same build the libFuzzer harnesses (fuzz/):
+# clang compiles the core once for both (REAP_SANITIZE and REAP_FUZZ together;
+# the coverage counters libFuzzer needs cost the tests little). Built without
+# llama.cpp (REAP_WITH_LLAMA=OFF: no second llama.cpp build): the tests that run
+# a model or llama.cpp's tools ran in the full build above, unsanitised; here
+# calibrate, eval and sweep are refusals.
 # -O1 -g1 (line tables: enough for the sanitizers' stack traces) compiles each
 # file in less than half the CPU time of RelWithDebInfo's -O2 -g (measured on
 # src/report/report.cpp with ASan+UBSan: 26 s against 58 s).
 SAN_OPT ?= -O1 -g1 -DNDEBUG
-test-asan: configure corpus
-	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREAP_SANITIZE=ON -DREAP_WITH_LLAMA=OFF \
+SAN_BUILD = $(BUILD)-san
+san-build: configure corpus
+	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+		-DREAP_SANITIZE=ON -DREAP_FUZZ=ON -DREAP_WITH_LLAMA=OFF \
 		-DCMAKE_C_FLAGS_RELWITHDEBINFO="$(SAN_OPT)" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SAN_OPT)" $(CMAKE_ARGS) > /dev/null
-	cmake --build $(BUILD)-asan -j$(JOBS) --target reap reap_core_tests
-	cd $(BUILD)-asan && ctest --output-on-failure -j$(JOBS)
+	cmake --build $(SAN_BUILD) -j$(JOBS) --target reap reap_core_tests reap_fuzzers
 
-# The libFuzzer harnesses (fuzz/), built by clang with ASan+UBSan; only the core
-# (llama.cpp not even configured).
-fuzz-build: configure
-	cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-		-DCMAKE_C_FLAGS_RELWITHDEBINFO="$(SAN_OPT)" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SAN_OPT)" \
-		-DREAP_FUZZ=ON -DREAP_BUILD_TESTS=OFF -DREAP_WITH_LLAMA=OFF $(CMAKE_ARGS) > /dev/null
-	cmake --build $(BUILD)-fuzz -j$(JOBS) --target reap_fuzzers
+# The core tests under the sanitizers, and every harness: each kept crashing
+# input and seed once, then a short fuzzing run (fuzz/CMakeLists.txt).
+test-asan: san-build
+	cd $(SAN_BUILD) && ctest --output-on-failure -j$(JOBS)
 
-# Every kept crashing input and seed once, then each harness fuzzes briefly.
-test-fuzz: fuzz-build
-	cd $(BUILD)-fuzz && ctest --output-on-failure -j$(JOBS)
+# The harnesses alone (their tests are part of test-asan).
+fuzz-build: san-build
+test-fuzz: san-build
+	cd $(SAN_BUILD) && ctest --output-on-failure -j$(JOBS) -R '^fuzz_'
 
 # Long runs: make fuzz FUZZ_SECONDS=1800 (each harness, wall time; corpus kept in
-# $(BUILD)-fuzz/corpus), or FUZZ_CPU_SECONDS=1800 (CPU time: on a shared machine).
+# $(SAN_BUILD)/corpus), or FUZZ_CPU_SECONDS=1800 (CPU time: on a shared machine).
 FUZZ_SECONDS ?= 300
 fuzz: fuzz-build
-	BUILD_FUZZ=$(BUILD)-fuzz scripts/fuzz.sh $(if $(FUZZ_CPU_SECONDS),--cpu $(FUZZ_CPU_SECONDS),$(FUZZ_SECONDS))
+	BUILD_FUZZ=$(SAN_BUILD) scripts/fuzz.sh $(if $(FUZZ_CPU_SECONDS),--cpu $(FUZZ_CPU_SECONDS),$(FUZZ_SECONDS))
 
 demo: build corpus
 	scripts/demo.sh
@@ -92,4 +93,4 @@ bench: build
 	bench/streamed.sh
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(SAN_BUILD) $(BUILD)-asan $(BUILD)-fuzz

@@ -20,7 +20,7 @@ fi
 seconds=${1:?$usage}
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "fuzz: SECONDS must be a whole number, not '$seconds' ($usage)" >&2; exit 2; }
 shift
-build=${BUILD_FUZZ:-build-fuzz}
+build=${BUILD_FUZZ:-build-san}
 here=$(cd "$(dirname "$0")/.." && pwd)
 harnesses=("$@")
 if [ ${#harnesses[@]} -eq 0 ]; then

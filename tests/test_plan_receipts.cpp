@@ -538,8 +538,8 @@ TEST(PlanReceipts, CompareSideBySide) {
     const auto [bmn, bmd] = min_median(rb.layer_margin);
     char row[200];
     snprintf(row, sizeof(row), "safety margin (best rank of a pruned expert) %-24s %s\n",
-             (std::to_string(amn) + " (median " + [&] { char b[32]; snprintf(b, sizeof(b), "%g", amd); return std::string(b); }() + ")").c_str(),
-             (std::to_string(bmn) + " (median " + [&] { char b[32]; snprintf(b, sizeof(b), "%g", bmd); return std::string(b); }() + ")").c_str());
+             (std::to_string(amn) + " (median " + [v = amd] { char b[32]; snprintf(b, sizeof(b), "%g", v); return std::string(b); }() + ")").c_str(),
+             (std::to_string(bmn) + " (median " + [v = bmd] { char b[32]; snprintf(b, sizeof(b), "%g", v); return std::string(b); }() + ")").c_str());
     EXPECT_NE(out.find(row), std::string::npos) << row << "\n" << out;
     ASSERT_EQ(run_reap("compare '" + pa + "' '" + pb + "' --saliency '" + f.sal + "' --json", out), 0) << out;
     const nlohmann::json j = nlohmann::json::parse(out);

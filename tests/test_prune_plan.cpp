@@ -321,8 +321,13 @@ void damage_tree(json & d, std::mt19937 & rng) {
                   if (rng() % 4) d["model"][k[rng() % 4]] = value; else d["model"].erase(k[rng() % 4]); break; }
         case 3: d["layers"][rng() % 2]["layer"] = value; break;
         case 4: d["layers"][rng() % 2]["keep"][rng() % 4] = value; break;
-        case 5: d["layers"][rng() % 2]["keep"][rng() % 4] = d["layers"][rng() % 2]["keep"][rng() % 4]; break;
-        case 6: std::swap(d["layers"][0], d["layers"][1]); break;
+        // The source is copied before the destination is made: making it may
+        // grow the array and move the source (C++17 evaluates the right side first).
+        case 5: { const json source = d["layers"][rng() % 2]["keep"][rng() % 4];
+                  d["layers"][rng() % 2]["keep"][rng() % 4] = source; break; }
+        case 6: { json & layers = d["layers"];
+                  layers[1];  // grows a shorter array first, so that layers[0] stays put
+                  std::swap(layers[0], layers[1]); break; }
         default: d["layers"][rng() % 2].erase(rng() % 2 ? "keep" : "layer"); break;
     }
 }
