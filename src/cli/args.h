@@ -101,27 +101,25 @@ class options {
     // An integer option in [min, max] (parse_integer).
     template <class T>
     options & integer(const std::string & names, std::string value, std::string help, int64_t min, int64_t max, T & target) {
-        static_assert(std::is_integral<T>::value, "integer options store integers");
-        check_range<T>(min, max);
-        const std::string opt = first_long_name(names);
-        return custom(names, std::move(value), std::move(help), [&target, min, max, opt](const std::string & v, std::string & err) {
-            int64_t x = 0;
-            if (!parse_integer(opt, v, min, max, x, err)) return false;
-            target = T(x);
-            return true;
-        });
+        return integer_option<T>(names, std::move(value), std::move(help), min, max, [&target](T x) { target = x; });
     }
     // A repeatable integer option: every value is appended to `target`.
     template <class T>
     options & integers(const std::string & names, std::string value, std::string help, int64_t min, int64_t max,
                        std::vector<T> & target) {
+        return integer_option<T>(names, std::move(value), std::move(help), min, max, [&target](T x) { target.push_back(x); });
+    }
+    // An integer option in [min, max] whose value `store` keeps (integer, integers).
+    template <class T, class Store>
+    options & integer_option(const std::string & names, std::string value, std::string help, int64_t min, int64_t max,
+                             Store store) {
         static_assert(std::is_integral<T>::value, "integer options store integers");
         check_range<T>(min, max);
         const std::string opt = first_long_name(names);
-        return custom(names, std::move(value), std::move(help), [&target, min, max, opt](const std::string & v, std::string & err) {
+        return custom(names, std::move(value), std::move(help), [store, min, max, opt](const std::string & v, std::string & err) {
             int64_t x = 0;
             if (!parse_integer(opt, v, min, max, x, err)) return false;
-            target.push_back(T(x));
+            store(T(x));
             return true;
         });
     }

@@ -134,6 +134,18 @@ void extent(const std::vector<double> & v, double & lo, double & hi) {
     }
 }
 
+// The opening of every figure: the <svg> element, a white page and the title.
+std::string svg_open(double height, const std::string & title) {
+    std::string o;
+    o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(k_width) + "\" height=\"" + num(height) +
+         "\" viewBox=\"0 0 " + num(k_width) + " " + num(height) +
+         "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
+    o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+    o += "<text x=\"" + num(k_width / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" +
+         esc(title) + "</text>\n";
+    return o;
+}
+
 } // namespace
 
 double chart_height(const chart & c) {
@@ -175,13 +187,7 @@ std::string render_svg(const chart & c) {
         return k_left + (c.x_descending ? 1 - t : t) * plot_w;
     };
 
-    std::string o;
-    o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(k_width) + "\" height=\"" + num(height) +
-         "\" viewBox=\"0 0 " + num(k_width) + " " + num(height) +
-         "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
-    o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-    o += "<text x=\"" + num(k_width / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" +
-         esc(c.title) + "</text>\n";
+    std::string o = svg_open(height, c.title);
 
     if (!c.panels.empty()) {
         double lx = k_left;
@@ -324,13 +330,7 @@ std::string render_heatmap_svg(const heatmap & h) {
         return (int) std::lround(t * 31);
     };
 
-    std::string o;
-    o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(k_width) + "\" height=\"" + num(height) +
-         "\" viewBox=\"0 0 " + num(k_width) + " " + num(height) +
-         "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
-    o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-    o += "<text x=\"" + num(k_width / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" +
-         esc(h.title) + "</text>\n";
+    std::string o = svg_open(height, h.title);
     // legend: the two ramps
     double lx = k_hm_left;
     for (int k = 1; k >= 0; --k) {
