@@ -11,6 +11,7 @@
 
 #include "util/disk.h"
 #include "util/json.h"
+#include "util/output_rule.h"
 #include "util/path.h"
 
 #include <cerrno>
@@ -159,7 +160,15 @@ bool plan_other_sources(const sweep_options & o, sweep_result & r, std::string &
     std::map<int64_t, const plan *> keep_sets;
     for (const auto & pt : r.points) keep_sets[pt.n_keep] = &pt.p;
     std::set<std::string> plan_names = {sweep_plan_path(o, o.eval.base_path, 0)};
-    for (const std::string & path : o.more_sources) {
+    for (size_t i = 0; i < o.more_sources.size(); ++i) {
+        const std::string & path = o.more_sources[i];
+        for (size_t k = 0; k <= i; ++k) {
+            const std::string & before = k == 0 ? o.eval.base_path : o.more_sources[k - 1];
+            if (util::same_entry(path, before)) {
+                err = "-m '" + path + "' is the source '" + before + "' again: give each source once";
+                return false;
+            }
+        }
         auto run = std::make_unique<sweep_source_run>();
         run->path = path;
         if (!pl::open_ranked_model(path, o.saliency, o.rank, o.method_given, run->rm, err)) return false;
