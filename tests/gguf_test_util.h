@@ -452,4 +452,28 @@ inline std::string plain_string(const plain_gguf & g, const std::string & key) {
     return std::string(it->second.value.begin() + 8, it->second.value.end());
 }
 
+// `dst`: the model at `src` with the low bit of the first byte of its first
+// router (ffn_gate_inp.weight) flipped: the same header, other router weights
+// (another model of the same shape, as another training run would be).
+inline bool write_with_other_router(const std::string & src, const std::string & dst, std::string & err) {
+    reap::gguf::model m;
+    if (!reap::gguf::open_model(src, m, err)) return false;
+    reap::gguf::output_spec spec = reap::gguf::spec_from_model(m);
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        if (m.tensors[i].name.find("ffn_gate_inp.weight") == std::string::npos) continue;
+        auto bytes = std::make_shared<std::vector<uint8_t>>(m.tensors[i].nbytes);
+        if (!reap::gguf::read_tensor_bytes(m, m.tensors[i], 0, bytes->size(), bytes->data(), err)) return false;
+        (*bytes)[0] ^= 1;
+        spec.tensors[i].pieces.clear();
+        spec.tensors[i].memory = bytes;
+        reap::gguf::write_options wo;
+        wo.force = true;
+        wo.sync = false;
+        std::vector<std::string> written;
+        return reap::gguf::write_output(spec, wo, dst, written, err);
+    }
+    err = src + " has no router";
+    return false;
+}
+
 } // namespace gguf_test

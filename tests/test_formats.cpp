@@ -248,10 +248,55 @@ TEST(SweepFormat, EveryFieldReadsBack) {
     reap::sweep_record s;
     std::string err;
     ASSERT_TRUE(reap::sweep_from_json(json::parse(text), "s.json", s, err)) << err;
-    EXPECT_EQ(s.version, reap::k_sweep_version);
+    EXPECT_EQ(s.version, reap::k_sweep_version_one_source);   // one source: written as before
     EXPECT_EQ(json::parse(reap::sweep_to_json(s).dump(2)), json::parse(text));
     EXPECT_EQ(s.model.header_sha256, k_sha_a);
     EXPECT_EQ(s.saliency.method, "random");
+}
+
+// Issue 26 item 2: several sources against one reference (version 3). The
+// frontier names, per request, the source with the lowest KLD mean and the
+// margin to the next; a file whose frontier is not what its sources give is refused.
+TEST(SweepFormat, SourcesAndFrontierReadBack) {
+    reap::sweep_record s = full_sweep();
+    s.reference.kld_base = "ref.kld";
+    for (const char * path : {"q8.gguf", "q4.gguf"}) {
+        reap::sweep_source src;
+        src.path = path;
+        src.header_sha256 = k_sha_a;
+        src.router_sha256 = k_sha_a;
+        src.file_bytes = 1000;
+        src.points = s.points;
+        s.sources.push_back(src);
+    }
+    // q4 is better at the first request, q8 at the second
+    s.sources[1].points[0].overall.kld_mean = s.sources[0].points[0].overall.kld_mean / 2;
+    s.sources[1].points[1].overall.kld_mean += 0.25;
+    const json j = json::parse(reap::sweep_to_json(s).dump(2));
+    EXPECT_EQ(j.at("version"), 3);
+    ASSERT_EQ(j.at("frontier").size(), s.points.size());
+    EXPECT_EQ(j["frontier"][0]["best"]["source"], "q4.gguf");
+    EXPECT_EQ(j["frontier"][0]["runner_up"]["source"], "q8.gguf");
+    EXPECT_DOUBLE_EQ(j["frontier"][0]["kld_margin"].get<double>(), s.sources[0].points[0].overall.kld_mean / 2);
+    EXPECT_EQ(j["frontier"][1]["best"]["source"], "q8.gguf");
+    EXPECT_NEAR(j["frontier"][1]["kld_margin"].get<double>(), 0.25, 1e-12);
+    reap::sweep_record r;
+    std::string err;
+    ASSERT_TRUE(reap::sweep_from_json(j, "s.json", r, err)) << err;
+    EXPECT_EQ(r.version, 3);
+    ASSERT_EQ(r.sources.size(), 2u);
+    EXPECT_EQ(r.reference.kld_base, "ref.kld");
+    EXPECT_EQ(r.frontier[0].best.source, 1u);
+    EXPECT_EQ(r.frontier[1].best.source, 0u);
+    EXPECT_EQ(json::parse(reap::sweep_to_json(r).dump(2)), j);
+    json bad = j;
+    bad["frontier"][0]["best"]["source"] = "q8.gguf";
+    EXPECT_FALSE(reap::sweep_from_json(bad, "s.json", r, err));
+    EXPECT_NE(err.find("is not the best point"), std::string::npos) << err;
+    bad = j;
+    bad.erase("reference");
+    EXPECT_FALSE(reap::sweep_from_json(bad, "s.json", r, err));
+    EXPECT_NE(err.find("reference"), std::string::npos) << err;
 }
 
 // Sweeps written by `reap sweep` at version 1 (the trained model over a

@@ -32,12 +32,14 @@
 #include "saliency/archive.h"
 #include "saliency_test_util.h"
 #include "util/file.h"
+#include "util/sha256.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <csignal>
 #include <fcntl.h>
+#include <fstream>
 #include <random>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -501,11 +503,81 @@ TEST(PlanFingerprint, PruneAndVerifyRefuseAnotherModel) {
     // the right model passes; an old plan without a fingerprint passes with a warning
     ASSERT_EQ(run_reap("prune -m " + quote(a) + " --plan " + quote(plan) + " -o " + quote(fx.dir + "/oa.gguf"), out), 0) << out;
     EXPECT_EQ(out.find("warning"), std::string::npos) << out;
-    p.model_sha256.clear();
+    p.model_sha256.clear();   // a plan of an older reap: no fingerprint at all (no identity either)
+    p.router_sha256.clear();
+    p.n_vocab = 0;
     ASSERT_TRUE(reap::write_plan(p, fx.dir + "/old.json", true, why)) << why;
     ASSERT_EQ(run_reap("prune -m " + quote(b) + " --plan " + quote(fx.dir + "/old.json") + " -o " + quote(fx.dir + "/oo.gguf"), out), 0) << out;
     EXPECT_NE(out.find("warning"), std::string::npos) << out;
     EXPECT_NE(out.find("no model fingerprint"), std::string::npos) << out;
+}
+
+// Issue 23 item 8: the fingerprint covers the weights that matter. A model
+// with the same header but other router weights has the same header hash, so
+// before the identity (moe/identity.h) its plans pruned it without a word.
+TEST(PlanFingerprint, PruneRefusesAnotherModelOfTheSameHeader) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("identity", fx, why)) GTEST_SKIP() << why;
+    const std::string a = fx.dir + "/a.gguf", c = fx.dir + "/c.gguf", sal = fx.dir + "/sal.gguf";
+    copy_file(fx.model("qwen3moe"), a);
+    ASSERT_TRUE(gguf_test::write_with_other_router(a, c, why)) << why;
+    write_archive_for(a, sal);
+    const std::string plan = fx.dir + "/p.json";
+    ASSERT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(a) + " --keep 6 --no-protect-super -o " + quote(plan), out), 0) << out;
+    reap::plan p;
+    ASSERT_TRUE(reap::read_plan(plan, p, why)) << why;
+    g::model ma, mc;
+    ASSERT_TRUE(g::open_model(a, ma, why)) << why;
+    ASSERT_TRUE(g::open_model(c, mc, why)) << why;
+    ASSERT_EQ(reap::model_header_sha256(mc), reap::model_header_sha256(ma));   // the header cannot tell them apart
+    // the plan records the routers' hash: sha256 of the router bytes in block order, computed here independently
+    std::string routers;
+    for (int l = 0; l < 64; ++l) {
+        for (const auto & t : ma.tensors) {
+            if (t.name != "blk." + std::to_string(l) + ".ffn_gate_inp.weight") continue;
+            std::vector<uint8_t> b(t.nbytes);
+            ASSERT_TRUE(g::read_tensor_bytes(ma, t, 0, b.size(), b.data(), why)) << why;
+            routers.append(b.begin(), b.end());
+        }
+    }
+    ASSERT_FALSE(routers.empty());
+    EXPECT_EQ(p.router_sha256, reap::util::sha256_bytes(routers.data(), routers.size()));
+    int64_t n_vocab = 0;
+    for (const auto & t : ma.tensors) {
+        if (t.name == "token_embd.weight") n_vocab = t.ne[1];
+    }
+    EXPECT_EQ(p.n_vocab, n_vocab);
+
+    EXPECT_EQ(run_reap("prune -m " + quote(c) + " --plan " + quote(plan) + " -o " + quote(fx.dir + "/oc.gguf"), out), 2) << out;
+    EXPECT_NE(out.find("was made for another model: router weights differ"), std::string::npos) << out;
+    EXPECT_NE(out.find("(" + plan + ")"), std::string::npos) << out;   // both named
+    EXPECT_NE(out.find("(" + c + ")"), std::string::npos) << out;
+    EXPECT_FALSE(prune_test::exists(fx.dir + "/oc.gguf"));
+    EXPECT_EQ(run_reap("verify -m " + quote(c) + " --plan " + quote(plan) + " " + quote(fx.dir + "/oc.gguf"), out), 2) << out;
+    EXPECT_NE(out.find("router weights differ"), std::string::npos) << out;
+    // with --allow-other-model it prunes and records the plan's model
+    ASSERT_EQ(run_reap("prune -m " + quote(c) + " --plan " + quote(plan) + " -o " + quote(fx.dir + "/oc.gguf") + " --allow-other-model", out), 0) << out;
+    g::model oc;
+    ASSERT_TRUE(g::open_model(fx.dir + "/oc.gguf", oc, why)) << why;
+    std::string recorded;
+    ASSERT_TRUE(oc.kvs.get_string("reap.plan.other_model", recorded, why)) << why;
+    EXPECT_EQ(recorded, p.model_sha256);
+    // the right model: no warning; a plan with the header fingerprint only (older reap): accepted with a warning
+    ASSERT_EQ(run_reap("prune -m " + quote(a) + " --plan " + quote(plan) + " -o " + quote(fx.dir + "/oa.gguf"), out), 0) << out;
+    EXPECT_EQ(out.find("warning"), std::string::npos) << out;
+    p.router_sha256.clear();
+    p.n_vocab = 0;
+    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/old.json", true, why)) << why;
+    ASSERT_EQ(run_reap("prune -m " + quote(c) + " --plan " + quote(fx.dir + "/old.json") + " -o " + quote(fx.dir + "/oo.gguf"), out), 0) << out;
+    EXPECT_NE(out.find("warning"), std::string::npos) << out;
+    EXPECT_NE(out.find("header fingerprint only"), std::string::npos) << out;
+    // a router hash without its vocabulary size is a malformed plan
+    nlohmann::json doc = nlohmann::json::parse(read_all(plan));
+    doc["model"].erase("n_vocab");
+    std::ofstream(fx.dir + "/half.json") << doc.dump();
+    EXPECT_EQ(run_reap("prune -m " + quote(a) + " --plan " + quote(fx.dir + "/half.json") + " -o " + quote(fx.dir + "/oh.gguf"), out), 2) << out;
+    EXPECT_NE(out.find("n_vocab"), std::string::npos) << out;
 }
 
 // Item 2: SIGINT / SIGTERM in the middle of a prune: exit 130 / 143, a

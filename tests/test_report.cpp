@@ -20,9 +20,11 @@
 #include "formats/eval_file.h"
 #include "formats/sweep_file.h"
 #include "gguf/gguf.h"
+#include "moe/identity.h"
 #include "plan/plan.h"
 #include "prune_test_util.h"
 #include "saliency_test_util.h"
+#include "util/path.h"
 #include "util/svg_chart.h"
 
 #include <gtest/gtest.h>
@@ -737,6 +739,58 @@ TEST(ReportClaims, SweepOfAnotherModelOrMethodIsNotThisBuilds) {
     EXPECT_NE(section(card, "Other sizes").find("| 6 (this N) | "), std::string::npos) << card;
     EXPECT_NE(read_text(card_dir + "/figures/sweep-kld.svg").find("this build: N = 6"), std::string::npos);
     EXPECT_EQ(section(card, "Not verified").find("ranked experts by"), std::string::npos) << card;
+}
+
+// Issue 26 item 3: a sweep of several sources (version 3) shows its frontier
+// on the card, and names the point this build is: the source with this
+// build's source's router weights and file size, at the plan's N. A source
+// list without this build's source says so.
+TEST(ReportCard, SweepFrontierNamesThisBuild) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_frontier", fx, why)) GTEST_SKIP() << why;
+    g::model m;
+    ASSERT_TRUE(g::open_model(fx.model, m, why)) << why;
+    reap::moe::model_identity id;
+    ASSERT_TRUE(reap::moe::identity_of(m, id, why)) << why;
+    const std::string sw = fx.dir + "/sweep.json", card_dir = fx.dir + "/card";
+    auto write_sweep = [&](uint64_t source_bytes) {
+        nlohmann::ordered_json j = sweep_json(fx, "reap", source_sha(fx));
+        j["version"] = 3;
+        j["reference"] = {{"model", "ref-f32.gguf"}, {"kld_base", ""}};
+        nlohmann::ordered_json other_points = j["points"];
+        for (auto & pt : other_points) pt["overall"]["kld_mean"] = 2 * pt["overall"]["kld_mean"].get<double>();
+        j["sources"] = {{{"path", "other-quant.gguf"}, {"header_sha256", source_sha(fx)}, {"router_sha256", id.router_sha256},
+                         {"file_bytes", 12345}, {"points", other_points}},
+                        {{"path", fx.model}, {"header_sha256", source_sha(fx)}, {"router_sha256", id.router_sha256},
+                         {"file_bytes", source_bytes}, {"points", j["points"]}}};
+        j["frontier"] = nlohmann::ordered_json::array();
+        for (int n : {12, 6}) {
+            j["frontier"].push_back({{"request", {{"keep", std::to_string(n)}}}, {"best", {{"source", fx.model}, {"n_keep", n}}}});
+        }
+        write_text(sw, j.dump(2));
+    };
+    auto report = [&](const std::string & extra) {
+        return run_reap("report -m " + quote(fx.model) + " --plan " + quote(fx.plan) + " " + quote(fx.cut) + " --sweep " + quote(sw) +
+                            " -o " + quote(card_dir) + extra, out);
+    };
+    write_sweep(m.file_bytes());
+    ASSERT_EQ(report(""), 0) << out;
+    std::string sizes = section(read_text(card_dir + "/README.md"), "Other sizes");
+    EXPECT_NE(sizes.find("### Which quantisation to cut"), std::string::npos) << sizes;
+    EXPECT_NE(sizes.find("| keep 6 | `" + reap::util::base_name(fx.model) + "` (this build) | 6 |"), std::string::npos) << sizes;
+    EXPECT_NE(sizes.find("| keep 12 | `" + reap::util::base_name(fx.model) + "` | 12 |"), std::string::npos) << sizes;   // not this N
+    EXPECT_NE(sizes.find("`other-quant.gguf` (N 6) | 0.1667 |"), std::string::npos) << sizes;   // the lead: 2/6 - 1/6
+    EXPECT_NE(sizes.find("This build is `" + reap::util::base_name(fx.model) + "` at N = 6, a point of the sweep."), std::string::npos) << sizes;
+    const std::string svg = read_text(card_dir + "/figures/sweep-frontier.svg");
+    EXPECT_NE(svg.find("other-quant.gguf"), std::string::npos);
+    EXPECT_NE(svg.find("best per request"), std::string::npos);
+    // another file size: another quantisation, so no point of the sweep is this build
+    write_sweep(m.file_bytes() + 1);
+    ASSERT_EQ(report(" --force"), 0) << out;
+    sizes = section(read_text(card_dir + "/README.md"), "Other sizes");
+    EXPECT_EQ(sizes.find("(this build)"), std::string::npos) << sizes;
+    EXPECT_NE(sizes.find("none of the sweep's sources"), std::string::npos) << sizes;
 }
 
 // Issue 23, item 10: impossible numbers in an eval or sweep are refused with

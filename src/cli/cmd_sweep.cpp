@@ -8,16 +8,13 @@
 #include "cli/plan_flags.h"
 #include "llama/sweep.h"
 #include "util/file.h"
-#include "util/json.h"
 #include "util/path.h"
-#include "util/svg_chart.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace pl = reap::planner;
@@ -49,9 +46,22 @@ void declare(reap::cli::options & t, sweep_params & p) {
     "a second axis (--plot, default SWEEP.svg beside the JSON). --plans-dir DIR also\n"
     "writes each plan as DIR/keep-N.json, ready for reap prune.\n"
     "\n"
+    "Several sources against one reference: -m Q1.gguf -m Q2.gguf ... with --reference\n"
+    "REF.gguf (run once) or --kld-base REF.kld (read as reap eval reads it; written from\n"
+    "--reference when missing). Every source and the reference must be one model (arch,\n"
+    "blocks, experts, vocabulary and router weights, which llama-quantize never changes);\n"
+    "each source is planned from the one ranking, sized for its own file, masked and scored\n"
+    "against the reference's rows (plain text -f). Output: a table request x source, the\n"
+    "winner of each request and by how much, the frontier in the JSON (reap-sweep version\n"
+    "3) and a chart of KLD against file size, one line per source; plans as\n"
+    "DIR/SOURCE-keep-N.json.\n"
+    "\n"
     );
     t.section("options:");
-    t.text("-m, --model", "FILE", "base model (first shard of a split model is fine)", p.sw.eval.base_path);
+    t.custom("-m, --model", "FILE", "base model or a source (first shard of a split model is fine); repeat for several sources",
+             [&p](const std::string & v, std::string &) { (p.sw.eval.base_path.empty() ? p.sw.eval.base_path : p.sw.more_sources.emplace_back()) = v; return true; });
+    t.text("--reference", "FILE", "the model every source is scored against (several sources)", p.sw.reference);
+    t.text("--kld-base", "FILE", "the reference's KLD base file (read; written from --reference when missing)", p.sw.kld_base);
     t.text("-f, --file", "FILE", "plain text or corpus JSONL, read as reap eval reads it", p.sw.eval.input_path);
     auto sizes = [&p](pl::size_kind kind) {
         return [&p, kind](const std::string & v, std::string & err) {
@@ -86,24 +96,13 @@ void declare(reap::cli::options & t, sweep_params & p) {
     reap::cli::declare_eval_runtime(t, "window size (default 512)", p.given, p.sw.eval.rt);
 }
 
-// The files of the run, published together: the plans first, then the chart, the JSON that names them last.
-std::vector<std::pair<std::string, std::string>> files_of(const sweep_params & p, const reap::sweep_result & r) {
-    std::vector<std::pair<std::string, std::string>> files;
-    if (!p.sw.plans_dir.empty()) {
-        for (const auto & pt : r.points) files.push_back({reap::sweep_plan_path(p.sw.plans_dir, pt.n_keep), reap::plan_text(pt.p)});
-    }
-    if (!p.plot.empty()) files.push_back({p.plot, reap::util::render_svg(reap::sweep_result_chart(r))});
-    if (!p.output.empty()) files.push_back({p.output, reap::util::json_text(reap::sweep_to_json(r.record), 2) + "\n"});
-    return files;
-}
-
 } // namespace
 
 int cmd_sweep(int argc, char ** argv) {
     sweep_params p;
     reap::cli::options t("sweep",
-                         "usage: reap sweep SALIENCY.gguf -m BASE.gguf -f TEXT_OR_CORPUS (--keep N,N,... | --ratios R,R,... |\n"
-                         "                  --budgets SIZE,SIZE,...) [-o SWEEP.json] [--plot SWEEP.svg] [options]");
+                         "usage: reap sweep SALIENCY.gguf -m BASE.gguf [-m Q2.gguf ...] [--reference REF.gguf | --kld-base REF.kld]\n"
+                         "                  -f TEXT (--keep N,... | --ratios R,... | --budgets SIZE,...) [-o SWEEP.json] [options]");
     declare(t, p);
     int status = 0;
     if (!t.parse(argc, argv, status)) return status;
@@ -121,8 +120,9 @@ int cmd_sweep(int argc, char ** argv) {
     if (p.plot.empty() && !p.output.empty()) p.plot = reap::util::beside(p.output, reap::util::stem_of(p.output) + ".svg");
     auto fail = [](const std::string & msg) { return reap::cli::fail("sweep", msg); };
     // the output rule (util/file.h): no output is an input, nor the other output
-    const std::vector<std::pair<std::string, std::string>> inputs = {
-        {"model", p.sw.eval.base_path}, {"saliency archive", p.sw.saliency}, {"input", p.sw.eval.input_path}};
+    std::vector<std::pair<std::string, std::string>> inputs = {{"model", p.sw.eval.base_path}, {"saliency archive", p.sw.saliency},
+        {"input", p.sw.eval.input_path}, {"reference", p.sw.reference}, {"KLD base", p.sw.kld_base}};
+    for (const std::string & m : p.sw.more_sources) inputs.push_back({"source", m});
     for (const std::string * out : {&p.output, &p.plot}) {
         if (!out->empty() && !reap::util::check_output(*out, inputs, p.force, err)) return fail(err);
     }
@@ -130,12 +130,12 @@ int cmd_sweep(int argc, char ** argv) {
 
     reap::sweep_result r;
     if (!reap::plan_sweep_points(p.sw, r, err)) return fail(err);
-    for (const auto & pt : r.points) {   // where the plans go, before the scoring
-        if (!p.sw.plans_dir.empty() && !reap::util::check_output(reap::sweep_plan_path(p.sw.plans_dir, pt.n_keep), inputs, p.force, err)) return fail(err);
+    for (const auto & f : reap::sweep_output_files(p.sw, r, "", "")) {   // where the plans go, before the scoring
+        if (!reap::util::check_output(f.first, inputs, p.force, err)) return fail(err);
     }
     if (!reap::score_sweep(p.sw, r, err)) return fail(err);
     reap::print_sweep(stdout, p.sw, r);
-    const auto files = files_of(p, r);
+    const auto files = reap::sweep_output_files(p.sw, r, p.plot, p.output);
     bool made_dir = false;
     if (!p.sw.plans_dir.empty()) {
         made_dir = reap::util::current_disk().mkdir(p.sw.plans_dir, 0755);

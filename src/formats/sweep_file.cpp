@@ -5,6 +5,7 @@
 #include "plan/planners.h"
 #include "util/json_fields.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <set>
 
@@ -80,12 +81,8 @@ bool header_from_json(json_fields & f, sweep_record & s) {
            in.opt_u64("n_windows", s.input.n_windows) && in.opt_boolean("corpus", s.input.corpus) && f.opt_str("tool", s.tool);
 }
 
-// Everything after "format": the version, the header, the points (each n_keep once).
-bool points_from_json(json_fields & f, sweep_record & out) {
-    int64_t version = 0;
-    if (!f.i64("version", version, 1, k_sweep_version)) return false;
-    out.version = (int) version;
-    if (!header_from_json(f, out) || !read_rate(f, "mtp_base_acceptance", out.version, out.mtp_base_acceptance)) return false;
+// The "points" array of `f` (each n_keep once).
+bool point_list_from_json(json_fields & f, const sweep_record & s, std::vector<sweep_record_point> & out) {
     std::vector<const nlohmann::json *> pts;
     if (!f.elements("points", pts)) return false;
     if (!f.has("points")) return f.fail("points", "is missing");
@@ -93,11 +90,96 @@ bool points_from_json(json_fields & f, sweep_record & out) {
     for (size_t i = 0; i < pts.size(); ++i) {
         json_fields q = f.nested(*pts[i], "points[" + std::to_string(i) + "]");
         sweep_record_point pt;
-        if (!point_from_json(q, out, pt)) return false;
+        if (!point_from_json(q, s, pt)) return false;
         if (!seen.insert(pt.n_keep).second) return q.fail("n_keep", "= " + std::to_string(pt.n_keep) + " is scored twice");
-        out.points.push_back(pt);
+        out.push_back(pt);
     }
     return true;
+}
+
+// Version 3: the reference, the sources and the frontier (recomputed from the
+// sources; a file whose frontier says otherwise is refused).
+bool sources_from_json(json_fields & f, sweep_record & out) {
+    json_fields ref = f.child("reference");
+    if (!f.ok() || !ref.opt_str("model", out.reference.model) || !ref.opt_str("kld_base", out.reference.kld_base)) return false;
+    if (out.reference.model.empty() && out.reference.kld_base.empty()) return ref.fail("model", "and kld_base are both missing");
+    std::vector<const nlohmann::json *> srcs;
+    if (!f.elements("sources", srcs)) return false;
+    if (srcs.empty()) return f.fail("sources", "is missing or empty");
+    for (size_t i = 0; i < srcs.size(); ++i) {
+        json_fields q = f.nested(*srcs[i], "sources[" + std::to_string(i) + "]");
+        sweep_source src;
+        if (!q.str("path", src.path) || !q.sha256("header_sha256", src.header_sha256) || !q.sha256("router_sha256", src.router_sha256) ||
+            !q.u64("file_bytes", src.file_bytes) || !point_list_from_json(q, out, src.points)) {
+            return false;
+        }
+        out.sources.push_back(std::move(src));
+    }
+    out.frontier = sweep_frontier(out.sources);
+    std::vector<const nlohmann::json *> fr;
+    if (!f.elements("frontier", fr)) return false;
+    if (fr.size() != out.frontier.size()) {
+        return f.fail("frontier", "has " + std::to_string(fr.size()) + " entries, the sources give " + std::to_string(out.frontier.size()));
+    }
+    for (size_t i = 0; i < fr.size(); ++i) {
+        json_fields q = f.nested(*fr[i], "frontier[" + std::to_string(i) + "]");
+        json_fields best = q.child("best");
+        std::string path;
+        int64_t n_keep = 0;
+        if (!q.ok() || !best.str("source", path) || !best.i64("n_keep", n_keep, 1, out.model.n_expert)) return false;
+        const sweep_frontier_point & want = out.frontier[i].best;
+        if (path != out.sources[want.source].path || n_keep != want.n_keep) {
+            return best.fail("source", "'" + path + "' N = " + std::to_string(n_keep) + " is not the best point of the sources ('" +
+                                           out.sources[want.source].path + "' N = " + std::to_string(want.n_keep) + ")");
+        }
+    }
+    return true;
+}
+
+// Everything after "format": the version, the header, the points, the sources (version 3).
+bool points_from_json(json_fields & f, sweep_record & out) {
+    int64_t version = 0;
+    if (!f.i64("version", version, 1, k_sweep_version)) return false;
+    out.version = (int) version;
+    if (!header_from_json(f, out) || !read_rate(f, "mtp_base_acceptance", out.version, out.mtp_base_acceptance)) return false;
+    if (!point_list_from_json(f, out, out.points)) return false;
+    return out.version < 3 || sources_from_json(f, out);
+}
+
+ojson point_to_json(const sweep_record_point & pt, bool mtp) {
+    ojson q;
+    q["n_keep"]               = pt.n_keep;
+    q["request"]              = {{pt.request_kind, pt.request_text}};
+    q["removed_fraction"]     = pt.removed_fraction;
+    q["predicted_bytes"]      = pt.predicted_bytes;
+    q["predicted_shards"]     = pt.predicted_shards;
+    q["saliency_share"]       = pt.saliency_share;
+    q["safety_margin"]        = pt.safety_margin > 0 ? ojson(pt.safety_margin) : ojson(nullptr);
+    q["safety_margin_median"] = pt.safety_margin > 0 ? ojson(pt.safety_margin_median) : ojson(nullptr);
+    if (!pt.plan.empty()) q["plan"] = pt.plan;
+    q["overall"]              = eval_metrics_json(pt.overall);
+    ojson d = ojson::object();
+    for (const auto & [name, m] : pt.domains) d[name] = eval_metrics_json(m, m.n_tokens > 0);
+    q["domains"] = d;
+    if (mtp) q["mtp_acceptance"] = optional_rate(pt.mtp_acceptance);
+    return q;
+}
+
+ojson point_list_json(const std::vector<sweep_record_point> & pts, bool mtp) {
+    ojson a = ojson::array();
+    for (const auto & pt : pts) a.push_back(point_to_json(pt, mtp));
+    return a;
+}
+
+// Better in the frontier's order: lower KLD mean, then higher top-1, then fewer bytes.
+bool better(const sweep_frontier_point & a, const sweep_frontier_point & b) {
+    if (a.kld_mean != b.kld_mean) return a.kld_mean < b.kld_mean;
+    if (a.top1 != b.top1) return a.top1 > b.top1;
+    return a.bytes < b.bytes;
+}
+
+ojson frontier_point_json(const std::vector<sweep_source> & sources, const sweep_frontier_point & p) {
+    return {{"source", sources[p.source].path}, {"n_keep", p.n_keep}, {"bytes", p.bytes}, {"kld_mean", p.kld_mean}, {"top1", p.top1}};
 }
 
 } // namespace
@@ -105,7 +187,7 @@ bool points_from_json(json_fields & f, sweep_record & out) {
 ojson sweep_to_json(const sweep_record & s) {
     ojson j;
     j["format"]  = k_sweep_format;
-    j["version"] = k_sweep_version;
+    j["version"] = k_sweep_version_one_source;
     j["tool"]    = s.tool;
     j["model"]   = {{"path", s.model.path}, {"arch", s.model.arch}, {"header_sha256", s.model.header_sha256},
                     {"n_expert", s.model.n_expert}, {"n_expert_used", s.model.n_expert_used},
@@ -113,28 +195,52 @@ ojson sweep_to_json(const sweep_record & s) {
     j["saliency"] = {{"file", s.saliency.file}, {"sha256", s.saliency.sha256}, {"method", s.saliency.method},
                      {"domains", s.saliency.domains}};
     j["input"]   = {{"file", s.input.file}, {"n_ctx", s.input.n_ctx}, {"n_windows", s.input.n_windows}, {"corpus", s.input.corpus}};
-    ojson points = ojson::array();
-    for (const auto & pt : s.points) {
-        ojson q;
-        q["n_keep"]               = pt.n_keep;
-        q["request"]              = {{pt.request_kind, pt.request_text}};
-        q["removed_fraction"]     = pt.removed_fraction;
-        q["predicted_bytes"]      = pt.predicted_bytes;
-        q["predicted_shards"]     = pt.predicted_shards;
-        q["saliency_share"]       = pt.saliency_share;
-        q["safety_margin"]        = pt.safety_margin > 0 ? ojson(pt.safety_margin) : ojson(nullptr);
-        q["safety_margin_median"] = pt.safety_margin > 0 ? ojson(pt.safety_margin_median) : ojson(nullptr);
-        if (!pt.plan.empty()) q["plan"] = pt.plan;
-        q["overall"]              = eval_metrics_json(pt.overall);
-        ojson d = ojson::object();
-        for (const auto & [name, m] : pt.domains) d[name] = eval_metrics_json(m, m.n_tokens > 0);
-        q["domains"] = d;
-        if (s.mtp_base_acceptance) q["mtp_acceptance"] = optional_rate(pt.mtp_acceptance);
-        points.push_back(q);
-    }
     if (s.mtp_base_acceptance) j["mtp_base_acceptance"] = *s.mtp_base_acceptance;
-    j["points"] = points;
+    j["points"] = point_list_json(s.points, s.mtp_base_acceptance.has_value());
+    if (s.sources.empty()) return j;
+    j["version"] = k_sweep_version;
+    j["reference"] = {{"model", s.reference.model}, {"kld_base", s.reference.kld_base}};
+    ojson sources = ojson::array();
+    for (const auto & src : s.sources) {
+        sources.push_back({{"path", src.path}, {"header_sha256", src.header_sha256}, {"router_sha256", src.router_sha256},
+                           {"file_bytes", src.file_bytes}, {"points", point_list_json(src.points, s.mtp_base_acceptance.has_value())}});
+    }
+    j["sources"] = sources;
+    ojson frontier = ojson::array();
+    for (const auto & e : sweep_frontier(s.sources)) {
+        ojson q;
+        q["request"] = {{e.request_kind, e.request_text}};
+        q["best"] = frontier_point_json(s.sources, e.best);
+        q["runner_up"] = e.runner_up ? frontier_point_json(s.sources, *e.runner_up) : ojson(nullptr);
+        q["kld_margin"] = e.runner_up ? ojson(e.runner_up->kld_mean - e.best.kld_mean) : ojson(nullptr);
+        q["top1_margin"] = e.runner_up ? ojson(e.best.top1 - e.runner_up->top1) : ojson(nullptr);
+        frontier.push_back(q);
+    }
+    j["frontier"] = frontier;
     return j;
+}
+
+std::vector<sweep_frontier_entry> sweep_frontier(const std::vector<sweep_source> & sources) {
+    std::vector<sweep_frontier_entry> out;
+    if (sources.empty()) return out;
+    for (const sweep_record_point & req : sources[0].points) {
+        sweep_frontier_entry e;
+        e.request_kind = req.request_kind;
+        e.request_text = req.request_text;
+        std::vector<sweep_frontier_point> cands;
+        for (size_t i = 0; i < sources.size(); ++i) {
+            for (const sweep_record_point & pt : sources[i].points) {
+                if (pt.request_kind != req.request_kind || pt.request_text != req.request_text) continue;
+                cands.push_back({i, pt.n_keep, pt.predicted_bytes, pt.overall.kld_mean, pt.overall.argmax_agree});
+                break;
+            }
+        }
+        std::stable_sort(cands.begin(), cands.end(), better);
+        e.best = cands[0];
+        if (cands.size() > 1) e.runner_up = cands[1];
+        out.push_back(e);
+    }
+    return out;
 }
 
 bool sweep_from_json(const nlohmann::json & j, const std::string & name, sweep_record & out, std::string & err) {

@@ -9,9 +9,20 @@
 // predicted file, the receipts and the eval metrics (eval_file.h's keys) of
 // the plan masked in the base.
 //
+// Several sources against one reference (version 3, `reap sweep -m Q1 -m Q2
+// --reference REF | --kld-base REF.kld`): the quantisations of one model, each
+// planned from the one ranking and sized for its own file, all scored against
+// the same reference rows. "reference" names it; "sources" holds every source
+// (path, header and router fingerprints, file size, its points); "model" and
+// "points" are the first source's (what a version-2 reader shows); "frontier"
+// says, per request (budget, keep or ratio), which source scores best and by
+// how much (sweep_frontier: the one rule; the reader recomputes it and
+// refuses a file whose frontier differs).
+//
 // Versions: 1 (no "model.header_sha256"; an MTP rate of -1 meant "not
-// measured") and 2 (null for that) both read. Every field read is type- and
-// range-checked (a message names the field); two points of one n_keep are
+// measured"), 2 (null for that) and 3 (sources, reference, frontier) all
+// read; one source is still written as version 2. Every field read is type-
+// and range-checked (a message names the field); two points of one n_keep are
 // refused.
 #pragma once
 
@@ -25,7 +36,8 @@
 namespace reap {
 
 constexpr const char * k_sweep_format  = "reap-sweep";
-constexpr int          k_sweep_version = 2;
+constexpr int          k_sweep_version = 3;   // the newest read; written for several sources
+constexpr int          k_sweep_version_one_source = 2;
 
 struct sweep_record_point {
     int64_t      n_keep = 0;
@@ -42,8 +54,33 @@ struct sweep_record_point {
     std::optional<double> mtp_acceptance;
 };
 
+// One source of a several-source sweep.
+struct sweep_source {
+    std::string                     path;
+    std::string                     header_sha256, router_sha256;   // moe/identity.h
+    uint64_t                        file_bytes = 0;
+    std::vector<sweep_record_point> points;   // largest n_keep first
+};
+
+// One point of the frontier: what source `source` (an index into
+// sweep_record::sources) scored for a request.
+struct sweep_frontier_point {
+    size_t   source = 0;
+    int64_t  n_keep = 0;
+    uint64_t bytes = 0;
+    double   kld_mean = 0, top1 = 0;
+};
+
+// Per request, the best source (lowest KLD mean; ties: higher top-1, then
+// fewer bytes) and the next best, when there is one.
+struct sweep_frontier_entry {
+    std::string                         request_kind, request_text;
+    sweep_frontier_point                best;
+    std::optional<sweep_frontier_point> runner_up;
+};
+
 struct sweep_record {
-    int         version = k_sweep_version;
+    int         version = k_sweep_version_one_source;
     std::string tool;
     struct {
         std::string path, arch;
@@ -63,7 +100,18 @@ struct sweep_record {
     } input;
     std::vector<sweep_record_point> points;     // as written: largest n_keep first
     std::optional<double>           mtp_base_acceptance;
+    // version 3 (several sources): empty otherwise
+    struct {
+        std::string model;      // --reference REF.gguf ("" when only the KLD file was given)
+        std::string kld_base;   // the KLD base file read ("" when the reference ran in this sweep)
+    } reference;
+    std::vector<sweep_source>         sources;
+    std::vector<sweep_frontier_entry> frontier;
 };
+
+// The frontier of the sources (above): one entry per request of the first
+// source, in its order, each over the sources that scored that request.
+std::vector<sweep_frontier_entry> sweep_frontier(const std::vector<sweep_source> & sources);
 
 nlohmann::ordered_json sweep_to_json(const sweep_record & s);
 // Parses and checks a sweep document; `name` stands for it in messages.

@@ -54,8 +54,8 @@ expert_mask mask_of_plan(const plan & p, const std::string & name, const moe::la
 
 bool mask_from_plan(const plan & p, const std::string & name, const gguf::model & model, const std::string & model_name,
                     expert_mask & out, std::string & err) {
-    std::string warning;
-    const std::string other = plan_model_mismatch(p, model, name, model_name, warning);
+    std::string warning, other;
+    if (!plan_model_mismatch(p, model, name, model_name, other, warning, err)) return false;
     if (!other.empty()) {
         err = other + ": a measurement under it would not be of " + model_name;
         return false;

@@ -9,7 +9,19 @@
 #include "util/sha256.h"
 #include "util/strings.h"
 
+#include "util/disk.h"
+#include "util/json.h"
+#include "util/output_rule.h"
+#include "util/path.h"
+
+#include <cerrno>
 #include <cinttypes>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace reap {
 
@@ -21,23 +33,27 @@ const char * kind_name(pl::size_kind k) {
     return k == pl::size_kind::keep ? "keep" : k == pl::size_kind::ratio ? "ratio" : "budget";
 }
 
-// The plans of every size, each with the provenance reap plan records.
-bool plan_points(const sweep_options & o, sweep_result & r, const std::string & archive_sha, std::string & err) {
+// The plans of every size of one source, each with the provenance reap plan records.
+bool plan_points(const sweep_options & o, const pl::ranked_model & rm, std::vector<pl::sweep_point> & points,
+                 const std::string & archive_sha, std::string & err) {
     pl::size_context sctx;
-    sctx.model = &r.rm.model;
-    sctx.layout = &r.rm.layout;
+    sctx.model = &rm.model;
+    sctx.layout = &rm.layout;
     sctx.prune.version = o.tool_version;
     sctx.prune.plan_sha256 = std::string(64, '0');  // the real hash has the same length
     sctx.write.split_max_bytes = o.split_max_bytes;
-    if (!pl::plan_sweep(r.rm, sctx, o.sizes, r.points, err)) return false;
-    const std::string model_sha = model_header_sha256(r.rm.model);
-    for (auto & pt : r.points) {
-        pt.p.model_sha256 = model_sha;
+    if (!pl::plan_sweep(rm, sctx, o.sizes, points, err)) return false;
+    plan stamp;   // the model's fingerprint, read once for every plan
+    if (!stamp_plan_model(stamp, rm.model, err)) return false;
+    for (auto & pt : points) {
+        pt.p.model_sha256 = stamp.model_sha256;
+        pt.p.router_sha256 = stamp.router_sha256;
+        pt.p.n_vocab = stamp.n_vocab;
         pl::plan_origin origin;
         origin.tool = "reap sweep";
         origin.saliency_path = o.saliency;
         origin.saliency_sha256 = archive_sha;
-        origin.metric_set = saliency::metric_set_name(r.rm.archive.metrics);
+        origin.metric_set = saliency::metric_set_name(rm.archive.metrics);
         origin.request.size = pt.req;
         origin.request.split_max_bytes = o.split_max_bytes;
         origin.predicted_bytes = pt.bytes;
@@ -45,6 +61,32 @@ bool plan_points(const sweep_options & o, sweep_result & r, const std::string & 
         pl::record_origin(pt.p, origin, o.tool_version.c_str());
     }
     return true;
+}
+
+// The record's points of one source: its plans and what they scored.
+std::vector<sweep_record_point> record_points(const sweep_options & o, const std::string & source, const moe::layout & lay,
+                                              const std::vector<pl::sweep_point> & points, const std::vector<eval_report> & reps,
+                                              bool mtp) {
+    std::vector<sweep_record_point> out;
+    for (size_t i = 0; i < points.size() && i < reps.size(); ++i) {
+        const pl::sweep_point & pt = points[i];
+        sweep_record_point q;
+        q.n_keep = pt.n_keep;
+        q.request_kind = kind_name(pt.req.kind);
+        q.request_text = pt.req.text;
+        q.removed_fraction = (double) (lay.n_expert - pt.n_keep) / (double) lay.n_expert;
+        q.predicted_bytes = pt.bytes;
+        q.predicted_shards = pt.n_shards;
+        q.saliency_share = pt.share;
+        q.safety_margin = pt.margin;
+        q.safety_margin_median = pt.margin_median;
+        if (!o.plans_dir.empty()) q.plan = sweep_plan_path(o, source, pt.n_keep);
+        q.overall = reps[i].overall;
+        q.domains = reps[i].domains;
+        if (mtp && reps[i].mtp_pruned) q.mtp_acceptance = reps[i].mtp_pruned->rate();
+        out.push_back(q);
+    }
+    return out;
 }
 
 void fill_record(const sweep_options & o, const std::string & archive_sha, sweep_result & r) {
@@ -70,24 +112,138 @@ void fill_record(const sweep_options & o, const std::string & archive_sha, sweep
     // a model with MTP blocks: each cut's MTP draft acceptance (every cut is a mask of the base: measured whenever the base's is)
     const bool mtp = !reps.empty() && reps[0].mtp_blocks > 0 && reps[0].mtp_base;
     if (mtp) s.mtp_base_acceptance = reps[0].mtp_base->rate();
-    for (size_t i = 0; i < r.points.size() && i < reps.size(); ++i) {
-        const pl::sweep_point & pt = r.points[i];
-        sweep_record_point q;
-        q.n_keep = pt.n_keep;
-        q.request_kind = kind_name(pt.req.kind);
-        q.request_text = pt.req.text;
-        q.removed_fraction = (double) (lay.n_expert - pt.n_keep) / (double) lay.n_expert;
-        q.predicted_bytes = pt.bytes;
-        q.predicted_shards = pt.n_shards;
-        q.saliency_share = pt.share;
-        q.safety_margin = pt.margin;
-        q.safety_margin_median = pt.margin_median;
-        if (!o.plans_dir.empty()) q.plan = sweep_plan_path(o.plans_dir, pt.n_keep);
-        q.overall = reps[i].overall;
-        q.domains = reps[i].domains;
-        if (mtp && reps[i].mtp_pruned) q.mtp_acceptance = reps[i].mtp_pruned->rate();
-        s.points.push_back(q);
+    s.points = record_points(o, o.eval.base_path, lay, r.points, reps, mtp);
+    if (!o.several_sources()) return;
+    s.reference.model = o.reference;
+    s.reference.kld_base = o.kld_base;
+    auto add_source = [&](const std::string & path, const pl::ranked_model & rm, const std::vector<pl::sweep_point> & points,
+                          const std::vector<eval_report> & reports) {
+        sweep_source src;
+        src.path = path;
+        src.header_sha256 = model_header_sha256(rm.model);
+        src.router_sha256 = r.identity.router_sha256;   // checked equal for every source
+        src.file_bytes = rm.model.file_bytes();
+        src.points = record_points(o, path, rm.layout, points, reports, mtp);
+        s.sources.push_back(std::move(src));
+    };
+    add_source(o.eval.base_path, r.rm, r.points, r.reports);
+    for (const auto & other : r.others) add_source(other->path, other->rm, other->points, other->reports);
+    s.frontier = sweep_frontier(s.sources);
+}
+
+// Several sources: each one the first's model (and the reference's), every N
+// the same keep-set in every source, and no two sources with one plan name.
+bool plan_other_sources(const sweep_options & o, sweep_result & r, std::string & err) {
+    if (o.reference.empty() && o.kld_base.empty()) {
+        err = "several sources (-m given " + std::to_string(1 + o.more_sources.size()) +
+              " times) are scored against one reference: give --reference REF.gguf or --kld-base REF.kld";
+        return false;
     }
+    if (!moe::identity_of(r.rm.model, r.identity, err)) {
+        err = o.eval.base_path + ": " + err;
+        return false;
+    }
+    auto same_model = [&](const std::string & path, const gguf::model & m, const char * what) {
+        moe::model_identity id;
+        if (!moe::identity_of(m, id, err)) {
+            err = path + ": " + err;
+            return false;
+        }
+        const std::string diff = moe::identity_difference(r.identity, o.eval.base_path, id, path);
+        if (!diff.empty()) err = std::string(what) + " '" + path + "' is not the model of -m '" + o.eval.base_path + "': " + diff;
+        return diff.empty();
+    };
+    if (!o.reference.empty()) {
+        gguf::model ref;
+        if (!gguf::open_model(o.reference, ref, err) || !same_model(o.reference, ref, "--reference")) return false;
+    }
+    std::map<int64_t, const plan *> keep_sets;
+    for (const auto & pt : r.points) keep_sets[pt.n_keep] = &pt.p;
+    std::set<std::string> plan_names = {sweep_plan_path(o, o.eval.base_path, 0)};
+    for (size_t i = 0; i < o.more_sources.size(); ++i) {
+        const std::string & path = o.more_sources[i];
+        for (size_t k = 0; k <= i; ++k) {
+            const std::string & before = k == 0 ? o.eval.base_path : o.more_sources[k - 1];
+            if (util::same_entry(path, before)) {
+                err = "-m '" + path + "' is the source '" + before + "' again: give each source once";
+                return false;
+            }
+        }
+        auto run = std::make_unique<sweep_source_run>();
+        run->path = path;
+        if (!pl::open_ranked_model(path, o.saliency, o.rank, o.method_given, run->rm, err)) return false;
+        if (!same_model(path, run->rm.model, "source")) return false;
+        if (!plan_points(o, run->rm, run->points, r.archive_sha256, err)) return false;
+        for (const auto & pt : run->points) {
+            auto [it, fresh] = keep_sets.emplace(pt.n_keep, &pt.p);
+            bool same = fresh || it->second->layers.size() == pt.p.layers.size();
+            for (size_t l = 0; same && !fresh && l < pt.p.layers.size(); ++l) same = it->second->layers[l].keep == pt.p.layers[l].keep;
+            if (!same) {
+                err = "N = " + std::to_string(pt.n_keep) + " keeps other experts in '" + path + "' than in another source: the ranking differs";
+                return false;
+            }
+        }
+        if (!o.plans_dir.empty() && !plan_names.insert(sweep_plan_path(o, path, 0)).second) {
+            err = "two sources named '" + util::stem_of(path) + "': their plans in --plans-dir would collide";
+            return false;
+        }
+        r.others.push_back(std::move(run));
+    }
+    return true;
+}
+
+// Removes a file on every way out of a scope (the temp KLD base of --reference).
+struct remove_on_exit {
+    std::string path;
+    ~remove_on_exit() {
+        if (!path.empty()) ::unlink(path.c_str());
+    }
+};
+
+// Several sources: the reference's rows once (the KLD base file, written from
+// --reference when missing), then every source's plans masked in it and
+// scored against them.
+bool score_sources(const sweep_options & o, sweep_result & r, std::string & err) {
+    remove_on_exit temp;
+    std::string kld = o.kld_base;
+    struct stat st;
+    const bool have_file = !kld.empty() && ::stat(kld.c_str(), &st) == 0;
+    if (!have_file) {
+        if (o.reference.empty()) {
+            err = "--kld-base '" + kld + "' does not exist and there is no --reference REF.gguf to write it from";
+            return false;
+        }
+        if (kld.empty()) {
+            const char * env = getenv("TMPDIR");
+            kld = (o.eval.tmp_dir.empty() ? (env && *env ? env : "/tmp") : o.eval.tmp_dir) + "/reap-sweep-reference-XXXXXX";
+            const int fd = util::current_disk().make_temp(kld);
+            if (fd < 0) {
+                err = "cannot create a temp file for the reference's rows in '" + kld + "': " + strerror(errno);
+                return false;
+            }
+            ::close(fd);
+            ::unlink(kld.c_str());   // eval writes it anew (and refuses to replace a file)
+            temp.path = kld;
+        }
+        eval_options ref = o.eval;
+        ref.base_path = o.reference;
+        ref.kld_base_path = kld;
+        std::vector<eval_report> none;
+        if (!run_eval_candidates(ref, {}, none, err)) return false;
+    }
+    auto score = [&](const std::string & path, const std::vector<pl::sweep_point> & points, std::vector<eval_report> & reports) {
+        eval_options e = o.eval;
+        e.base_path = path;
+        e.kld_base_path = kld;
+        std::vector<eval_candidate> cands;
+        for (const auto & pt : points) cands.push_back({"keep " + std::to_string(pt.n_keep) + " of " + path, true, &pt.p});
+        return run_eval_candidates(e, cands, reports, err);
+    };
+    if (!score(o.eval.base_path, r.points, r.reports)) return false;
+    for (auto & other : r.others) {
+        if (!score(other->path, other->points, other->reports)) return false;
+    }
+    return true;
 }
 
 } // namespace
@@ -96,12 +252,37 @@ std::string sweep_plan_path(const std::string & plans_dir, int64_t n_keep) {
     return plans_dir + "/keep-" + std::to_string(n_keep) + ".json";
 }
 
+std::string sweep_plan_path(const sweep_options & o, const std::string & source, int64_t n_keep) {
+    if (!o.several_sources()) return sweep_plan_path(o.plans_dir, n_keep);
+    return o.plans_dir + "/" + util::stem_of(source) + "-keep-" + std::to_string(n_keep) + ".json";
+}
+
+std::vector<std::pair<std::string, std::string>> sweep_output_files(const sweep_options & o, const sweep_result & r,
+                                                                    const std::string & plot, const std::string & output) {
+    std::vector<std::pair<std::string, std::string>> files;
+    if (!o.plans_dir.empty()) {
+        for (const auto & pt : r.points) files.push_back({sweep_plan_path(o, o.eval.base_path, pt.n_keep), plan_text(pt.p)});
+        for (const auto & other : r.others) {
+            for (const auto & pt : other->points) files.push_back({sweep_plan_path(o, other->path, pt.n_keep), plan_text(pt.p)});
+        }
+    }
+    if (!plot.empty()) files.push_back({plot, util::render_svg(sweep_result_chart(r))});
+    if (!output.empty()) files.push_back({output, util::json_text(sweep_to_json(r.record), 2) + "\n"});
+    return files;
+}
+
 bool plan_sweep_points(const sweep_options & o, sweep_result & r, std::string & err) {
     if (!pl::open_ranked_model(o.eval.base_path, o.saliency, o.rank, o.method_given, r.rm, err)) return false;
-    return util::sha256_file(o.saliency, r.archive_sha256, err) && plan_points(o, r, r.archive_sha256, err);
+    if (!util::sha256_file(o.saliency, r.archive_sha256, err) || !plan_points(o, r.rm, r.points, r.archive_sha256, err)) return false;
+    return !o.several_sources() || plan_other_sources(o, r, err);
 }
 
 bool score_sweep(const sweep_options & o, sweep_result & r, std::string & err) {
+    if (o.several_sources()) {
+        if (!score_sources(o, r, err)) return false;
+        fill_record(o, r.archive_sha256, r);
+        return true;
+    }
     std::vector<eval_candidate> cands;
     for (const auto & pt : r.points) {
         eval_candidate c;
@@ -116,13 +297,52 @@ bool score_sweep(const sweep_options & o, sweep_result & r, std::string & err) {
 }
 
 util::chart sweep_result_chart(const sweep_result & r) {
+    if (!r.record.sources.empty()) return report::sweep_frontier_chart(r.record);
     report::sweep_chart_input in = report::sweep_chart_input_of(r.record);
     in.title = r.record.model.arch + ": cost of each cut (" + r.record.saliency.method + ", " + util::join(r.record.saliency.domains, ",") + ")";
     return report::sweep_chart(in);
 }
 
+namespace {
+
+// Several sources: the table request x source, then the winner of each request.
+void print_sources(FILE * out, const sweep_record & s) {
+    fprintf(out, "reap sweep: %zu sources of %s (%" PRId64 " experts, top-%" PRId64 "), against %s%s%s\n", s.sources.size(),
+            s.model.arch.c_str(), s.model.n_expert, s.model.n_expert_used,
+            s.reference.model.empty() ? "" : ("reference " + s.reference.model).c_str(),
+            !s.reference.model.empty() && !s.reference.kld_base.empty() ? ", " : "",
+            s.reference.kld_base.empty() ? "" : ("KLD base " + s.reference.kld_base).c_str());
+    fprintf(out, "  saliency %s: method %s; scored on %s: %" PRIu64 " windows of %" PRId64 "\n\n", s.saliency.file.c_str(),
+            s.saliency.method.c_str(), s.input.file.c_str(), s.input.n_windows, s.input.n_ctx);
+    fprintf(out, "  %-18s %-32s %6s %22s %10s %8s\n", "request", "source", "N", "file size", "KLD mean", "top-1");
+    for (const sweep_frontier_entry & e : s.frontier) {
+        for (const sweep_source & src : s.sources) {
+            for (const sweep_record_point & q : src.points) {
+                if (q.request_kind != e.request_kind || q.request_text != e.request_text) continue;
+                fprintf(out, "  %-18s %-32s %6" PRId64 " %22s %10.6f %7.3f%%\n", (e.request_kind + " " + e.request_text).c_str(),
+                        src.path.c_str(), q.n_keep, util::format_size(q.predicted_bytes).c_str(), q.overall.kld_mean,
+                        100.0 * q.overall.argmax_agree);
+            }
+        }
+    }
+    fprintf(out, "\n");
+    for (const sweep_frontier_entry & e : s.frontier) {
+        fprintf(out, "  %s %s: %s wins with N = %" PRId64 " (KLD %.6f, top-1 %.3f%%)", e.request_kind.c_str(), e.request_text.c_str(),
+                s.sources[e.best.source].path.c_str(), e.best.n_keep, e.best.kld_mean, 100.0 * e.best.top1);
+        if (e.runner_up) {
+            fprintf(out, ", by %.6f nats of KLD and %+.3f points of top-1 over %s (N = %" PRId64 ")",
+                    e.runner_up->kld_mean - e.best.kld_mean, 100.0 * (e.best.top1 - e.runner_up->top1),
+                    s.sources[e.runner_up->source].path.c_str(), e.runner_up->n_keep);
+        }
+        fprintf(out, "\n");
+    }
+}
+
+} // namespace
+
 void print_sweep(FILE * out, const sweep_options & o, const sweep_result & r) {
     const sweep_record & s = r.record;
+    if (!s.sources.empty()) return print_sources(out, s);
     const eval_report * first = r.reports.empty() ? nullptr : &r.reports[0];
     fprintf(out, "reap sweep: %s (%s, %" PRIu64 " MoE layers, %" PRId64 " experts, top-%" PRId64 "), %s source\n", s.model.path.c_str(),
             s.model.arch.c_str(), s.model.moe_layers, s.model.n_expert, s.model.n_expert_used, util::format_size(s.model.file_bytes).c_str());

@@ -5,14 +5,28 @@
 // model resident), and turns the result into the sweep record
 // (formats/sweep_file.h), a table and the chart. src/cli/cmd_sweep.cpp parses,
 // calls and prints.
+//
+// Several sources against one reference (-m Q1 -m Q2 ... with --reference
+// REF.gguf or --kld-base REF.kld; also one -m with either): every source must
+// be the same model as the first (moe/identity.h: arch, blocks, experts,
+// vocabulary, router weights; the reference too), each is planned from the one
+// ranking and sized for its own file (so at a budget the N may differ, the
+// keep-set of an N never: checked), and every plan is masked in its source and
+// scored against the reference's rows: the KLD base file, read as reap eval
+// --kld-base reads it, or written once from --reference (into --kld-base when
+// given and missing, else a temp file removed after). Like --kld-base in reap
+// eval this needs plain text -f. The record gets every source and the
+// frontier (formats/sweep_file.h, version 3).
 #pragma once
 
 #include "formats/sweep_file.h"
 #include "llama/eval.h"
+#include "moe/identity.h"
 #include "plan/sweep.h"
 #include "util/svg_chart.h"
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,16 +40,30 @@ struct sweep_options {
     bool                                 method_given = false;   // else the archive's default method
     uint64_t                             split_max_bytes = 0;    // sizes predicted as prune --split-max-size writes
     std::string                          plans_dir;       // each plan's file as the record names it ("" = none)
-    eval_options                         eval;            // base_path, input_path, runtime
+    eval_options                         eval;            // base_path (the first -m), input_path, runtime
     std::string                          tool_version;    // recorded in the JSON and the plans
+    std::vector<std::string>             more_sources;    // every -m after the first
+    std::string                          reference;       // --reference REF.gguf
+    std::string                          kld_base;        // --kld-base REF.kld
+    bool several_sources() const { return !more_sources.empty() || !reference.empty() || !kld_base.empty(); }
+};
+
+// A source after the first, planned and scored.
+struct sweep_source_run {
+    std::string                        path;
+    planner::ranked_model              rm;
+    std::vector<planner::sweep_point>  points;
+    std::vector<eval_report>           reports;
 };
 
 struct sweep_result {
-    planner::ranked_model              rm;
+    planner::ranked_model              rm;        // the first source (-m)
     std::vector<planner::sweep_point>  points;    // largest n_keep first
     std::string                        archive_sha256;
     std::vector<eval_report>           reports;   // reports[i] scores points[i]
     sweep_record                       record;
+    moe::model_identity                identity;  // of the first source (several sources)
+    std::vector<std::unique_ptr<sweep_source_run>> others;
 };
 
 // The two steps of a sweep: plan every size (r.points; each plan's provenance
@@ -46,13 +74,21 @@ struct sweep_result {
 bool plan_sweep_points(const sweep_options & o, sweep_result & r, std::string & err);
 bool score_sweep(const sweep_options & o, sweep_result & r, std::string & err);
 
-// DIR/keep-N.json.
+// DIR/keep-N.json; with several sources DIR/STEM-keep-N.json (STEM: the
+// source's file name without .gguf; two sources of one name are refused).
 std::string sweep_plan_path(const std::string & plans_dir, int64_t n_keep);
+std::string sweep_plan_path(const sweep_options & o, const std::string & source, int64_t n_keep);
+
+// Every file the run writes, in publishing order (the plans, the chart, the
+// JSON that names them), as (path, contents); `plot` and `output` "" = none.
+std::vector<std::pair<std::string, std::string>> sweep_output_files(const sweep_options & o, const sweep_result & r,
+                                                                    const std::string & plot, const std::string & output);
 
 // The table on `out` (what the JSON holds, for a person).
 void print_sweep(FILE * out, const sweep_options & o, const sweep_result & r);
 
-// The chart of the sweep (report/sweep_chart.h), titled with the arch, method and domains.
+// The chart of the sweep (report/sweep_chart.h), titled with the arch, method
+// and domains; with several sources the frontier chart.
 util::chart sweep_result_chart(const sweep_result & r);
 
 } // namespace reap

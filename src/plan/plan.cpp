@@ -2,6 +2,7 @@
 // writing through temp + fsync + rename, and validation against a model.
 #include "plan/plan.h"
 
+#include "moe/identity.h"
 #include "moe/layout_gguf.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -151,16 +152,23 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
     if (!get_int(*v, mwho + ".n_expert", 1, k_max_experts, p.n_expert, err)) return false;
     if (!(v = field(*model, "n_expert_used", mwho, err))) return false;
     if (!get_int(*v, mwho + ".n_expert_used", 1, p.n_expert, p.n_expert_used, err)) return false;
-    if (auto h = model->find("header_sha256"); h != model->end()) {   // optional: older plans lack it
+    // optional: older plans lack them
+    for (auto [key, dest] : {std::pair<const char *, std::string *>{"header_sha256", &p.model_sha256}, {"router_sha256", &p.router_sha256}}) {
+        auto h = model->find(key);
+        if (h == model->end()) continue;
         bool ok = h->is_string() && h->get<std::string>().size() == 64;
         if (ok) {
             for (char c : h->get<std::string>()) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
         }
         if (!ok) {
-            err = mwho + ".header_sha256 must be 64 lowercase hex digits, got " + reap::util::json_text(*h);
+            err = mwho + "." + key + " must be 64 lowercase hex digits, got " + reap::util::json_text(*h);
             return false;
         }
-        p.model_sha256 = h->get<std::string>();
+        *dest = h->get<std::string>();
+    }
+    if (!p.router_sha256.empty()) {   // the identity: router hash and vocabulary size together (0: no token_embd)
+        if (!(v = field(*model, "n_vocab", mwho, err))) return false;
+        if (!get_int(*v, mwho + ".n_vocab", 0, INT64_MAX, p.n_vocab, err)) return false;
     }
 
     if (!(v = field(doc, "n_keep", who, err))) return false;
@@ -270,22 +278,57 @@ std::string model_header_sha256(const gguf::model & m) {
     return h.hex();
 }
 
-std::string plan_model_mismatch(const plan & p, const gguf::model & m, const std::string & plan_name, const std::string & model_name,
-                                std::string & warning) {
+bool stamp_plan_model(plan & p, const gguf::model & m, std::string & err) {
+    moe::model_identity id;
+    if (!moe::identity_of(m, id, err)) return false;
+    p.model_sha256 = model_header_sha256(m);
+    p.router_sha256 = id.router_sha256;
+    p.n_vocab = id.n_vocab;
+    return true;
+}
+
+bool plan_model_mismatch(const plan & p, const gguf::model & m, const std::string & plan_name, const std::string & model_name,
+                         std::string & mismatch, std::string & warning, std::string & err) {
     warning.clear();
-    if (p.model_sha256.empty()) {
+    mismatch.clear();
+    if (p.model_sha256.empty() && p.router_sha256.empty()) {
         warning = plan_name + " records no model fingerprint (written by an older reap plan): it cannot be checked to be " +
                   "for " + model_name;
-        return "";
+        return true;
     }
-    const std::string have = model_header_sha256(m);
-    if (have == p.model_sha256) return "";
-    return plan_name + " was made for another model (header sha256 " + p.model_sha256 + "), " + model_name + " has " + have;
+    if (!p.model_sha256.empty()) {
+        const std::string have = model_header_sha256(m);
+        if (have != p.model_sha256) {
+            mismatch = plan_name + " was made for another model (header sha256 " + p.model_sha256 + "), " + model_name + " has " + have;
+            return true;
+        }
+    }
+    if (p.router_sha256.empty()) {
+        warning = plan_name + " records the model's header fingerprint only (written by an older reap plan): its router " +
+                  "weights cannot be checked to be " + model_name + "'s";
+        return true;
+    }
+    moe::model_identity have;
+    if (!moe::identity_of(m, have, err)) {
+        err = model_name + ": " + err;
+        return false;
+    }
+    moe::model_identity want;
+    want.arch = p.arch;
+    want.n_layer = p.n_layer;
+    want.n_expert = p.n_expert;
+    want.n_vocab = p.n_vocab;
+    want.router_sha256 = p.router_sha256;
+    const std::string diff = moe::identity_difference(want, plan_name, have, model_name);
+    if (!diff.empty()) mismatch = plan_name + " was made for another model: " + diff;
+    return true;
 }
 
 bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, const std::string & plan_name,
-                      const std::string & model_name, std::string & warning, std::string & err) {
-    const std::string what = plan_model_mismatch(p, m, plan_name, model_name, warning);
+                      const std::string & model_name, std::string & warning, bool & other, std::string & err) {
+    std::string what;
+    if (!plan_model_mismatch(p, m, plan_name, model_name, what, warning, err)) return false;
+    other = !what.empty();
     if (what.empty()) return true;
     if (!allow_other) {
         err = what + "; pass --allow-other-model to use it anyway";
@@ -293,6 +336,12 @@ bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, c
     }
     warning = what + "; used anyway (--allow-other-model)";
     return true;
+}
+
+bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, const std::string & plan_name,
+                      const std::string & model_name, std::string & warning, std::string & err) {
+    bool other = false;
+    return check_plan_model(p, m, allow_other, plan_name, model_name, warning, other, err);
 }
 
 bool read_plan(const std::string & path, plan & out, std::string & err) {
@@ -339,6 +388,10 @@ json plan_to_json(const plan & p) {
     doc["version"] = k_plan_version;
     doc["model"] = {{"arch", p.arch}, {"n_layer", p.n_layer}, {"n_expert", p.n_expert}, {"n_expert_used", p.n_expert_used}};
     if (!p.model_sha256.empty()) doc["model"]["header_sha256"] = p.model_sha256;
+    if (!p.router_sha256.empty()) {
+        doc["model"]["router_sha256"] = p.router_sha256;
+        doc["model"]["n_vocab"] = p.n_vocab;
+    }
     doc["n_keep"] = p.n_keep;
     json layers = json::array();
     for (const plan_layer & l : p.layers) {
@@ -360,6 +413,9 @@ std::string plan_text(const plan & p) {
          ", \"n_expert\": " + reap::util::json_text(doc["model"]["n_expert"]) + ", \"n_expert_used\": " +
          reap::util::json_text(doc["model"]["n_expert_used"]) +
          (p.model_sha256.empty() ? std::string() : ", \"header_sha256\": " + reap::util::json_text(doc["model"]["header_sha256"])) +
+         (p.router_sha256.empty() ? std::string()
+                                  : ", \"router_sha256\": " + reap::util::json_text(doc["model"]["router_sha256"]) +
+                                        ", \"n_vocab\": " + reap::util::json_text(doc["model"]["n_vocab"])) +
          "},\n";
     s += "  \"n_keep\": " + reap::util::json_text(doc["n_keep"]) + ",\n";
     s += "  \"layers\": [\n";

@@ -60,6 +60,11 @@ struct plan {
     // "model.header_sha256": the fingerprint of the model the plan was made
     // for (model_header_sha256); "" in plans written before it existed.
     std::string model_sha256;
+    // "model.router_sha256" and "model.n_vocab": the rest of the model's
+    // identity (moe/identity.h: its router weights, the same in every
+    // quantisation of it); "" and 0 in plans written before they existed.
+    std::string router_sha256;
+    int64_t     n_vocab = 0;
 
     int64_t                 n_keep = 0;   // experts kept in every MoE layer
     std::vector<plan_layer> layers;       // ascending by layer
@@ -91,19 +96,31 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
 // share it.
 std::string model_header_sha256(const gguf::model & m);
 
-// Checks that plan `p` was made for model `m` (same model_header_sha256).
-// A plan without a fingerprint is accepted with a `warning`; another model's
-// plan is refused ("... was made for another model ...") unless
-// `allow_other`, when it is accepted with a `warning`. `plan_name` and
-// `model_name` name the two in messages.
+// Records in `p` which model it is for: model_header_sha256(m) and m's
+// identity (moe::identity_of: router hash, vocabulary size). Every writer of
+// plans calls it. Fails when the routers cannot be read.
+bool stamp_plan_model(plan & p, const gguf::model & m, std::string & err);
+
+// Checks that plan `p` was made for model `m`: the same
+// model_header_sha256 and the same identity (moe/identity.h: arch, blocks,
+// experts, vocabulary, router weights), each where the plan records it. A
+// plan without a fingerprint, or with the header one only (written before
+// the identity existed), is accepted with a `warning`; another model's plan
+// is refused ("... was made for another model ...", both values named) unless
+// `allow_other`, when it is accepted with a `warning` and `other` set.
+// `plan_name` and `model_name` name the two in messages.
 bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, const std::string & plan_name,
                       const std::string & model_name, std::string & warning, std::string & err);
+bool check_plan_model(const plan & p, const gguf::model & m, bool allow_other, const std::string & plan_name,
+                      const std::string & model_name, std::string & warning, bool & other, std::string & err);
 
-// The rule check_plan_model applies: "" when `p` was made for `m` or records
-// no fingerprint (then `warning` says so), else the message that it was made
-// for another model (for callers with no --allow-other-model).
-std::string plan_model_mismatch(const plan & p, const gguf::model & m, const std::string & plan_name, const std::string & model_name,
-                                std::string & warning);
+// The rule check_plan_model applies (prune and eval both use it): `mismatch`
+// "" when `p` was made for `m` or records no (or only part of its)
+// fingerprint (then `warning` says so), else the message that it was made for
+// another model (for callers with no --allow-other-model). False (with `err`)
+// only when m's identity cannot be read.
+bool plan_model_mismatch(const plan & p, const gguf::model & m, const std::string & plan_name, const std::string & model_name,
+                         std::string & mismatch, std::string & warning, std::string & err);
 
 // Reads and parses the plan at `path` (at most 256 MiB).
 bool read_plan(const std::string & path, plan & out, std::string & err);

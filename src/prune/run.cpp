@@ -24,7 +24,7 @@ bool read_inputs(prune_job & job, util::error & err) {
     if (!validate_plan(job.p, facts_of(job.lay), msg)) {
         return fail_with(err, error_kind::input, req.plan + " does not fit " + req.model + ": " + msg);
     }
-    if (!check_plan_model(job.p, job.model, req.allow_other_model, req.plan, req.model, job.warning, msg)) {
+    if (!check_plan_model(job.p, job.model, req.allow_other_model, req.plan, req.model, job.warning, job.other_model, msg)) {
         return fail_with(err, error_kind::input, msg);
     }
     return true;
@@ -36,9 +36,7 @@ bool lay_out_output(prune_job & job, util::error & err) {
     std::string msg;
     prune_options popts;
     popts.stamp = req.stamp;
-    if (req.allow_other_model && !job.p.model_sha256.empty() && job.p.model_sha256 != model_header_sha256(job.model)) {
-        popts.other_model = job.p.model_sha256;
-    }
+    if (job.other_model) popts.other_model = job.p.model_sha256.empty() ? job.p.router_sha256 : job.p.model_sha256;
     popts.version = req.version;
     if (req.stamp && !plan_file_sha256(req.plan, popts.plan_sha256, msg)) return fail_with(err, error_kind::input, msg);
     if (!make_pruned_spec(job.model, job.lay, job.p, popts, job.spec, msg)) return fail_with(err, error_kind::input, msg);

@@ -68,6 +68,7 @@ struct prune_job {
     plan                               p;
     moe::layout                        lay;
     std::string                        warning;     // a plan without a fingerprint, or another model's (allowed)
+    bool                               other_model = false;   // the plan is another model's (--allow-other-model)
     gguf::output_spec                  spec;
     gguf::write_options                wopts;
     std::vector<gguf::shard_layout>    shards;      // where the output goes, file by file

@@ -8,6 +8,7 @@
 
 #include "gguf/gguf.h"
 #include "moe/census.h"
+#include "moe/identity.h"
 #include "plan/planners.h"
 #include "plan/plan.h"
 #include "plan/provenance.h"
@@ -290,6 +291,11 @@ struct sweep_facts {
     std::string  path;
     sweep_record s;            // points largest n_keep first
     bool         same_method = true;   // ranked as this build's plan was
+    // several sources (sweep version 3): the one this build was cut from (its
+    // identity, moe/identity.h, and file size: quantisations of one model share
+    // the identity) and this build's point in it; -1 when none
+    int          this_source = -1;
+    int64_t      this_n_keep = -1;
 };
 
 // Reads the sweep and checks it is of this source: the same model (its
@@ -653,6 +659,18 @@ bool gather_sweep_stage(card & c, std::string & err) {
         c.unverified.push_back("The sweep was planned from another archive than this build's plan (sha256 " + sw.s.saliency.sha256.substr(0, 12) + "…): its curve is about other keep lists.");
     }
     sw.same_method = sw.s.saliency.method == c.prov.method;
+    if (!sw.s.sources.empty()) {
+        moe::model_identity id;
+        if (!moe::identity_of(c.src.m, id, err)) return false;
+        for (size_t i = 0; i < sw.s.sources.size(); ++i) {
+            const sweep_source & src = sw.s.sources[i];
+            if (src.router_sha256 != id.router_sha256 || src.file_bytes != c.src.c.file_bytes) continue;
+            sw.this_source = (int) i;
+            for (const auto & pt : src.points) {
+                if (sw.same_method && pt.n_keep == c.p.n_keep) sw.this_n_keep = pt.n_keep;
+            }
+        }
+    }
     if (!sw.same_method) {
         c.unverified.push_back("**The sweep " + sweep_file + " ranked experts by " + code(sw.s.saliency.method) + "**, this build's plan by " +
                                (c.prov.method.empty() ? std::string("a method it does not record") : code(c.prov.method)) +
@@ -795,7 +813,36 @@ std::string sweep_section(const card & c) {
              pct(pt.saliency_share) + " | " + fmt("%.4f", pt.overall.kld_mean) + " | " + pct(pt.overall.argmax_agree, 2) +
              " | " + fmt("%.4f", pt.overall.ppl_ratio) + " |\n";
     }
-    return o + "\n![KLD against N](figures/sweep-kld.svg)\n\n";
+    o += "\n![KLD against N](figures/sweep-kld.svg)\n\n";
+    if (sw.s.sources.empty()) return o;
+    const std::string against = sw.s.reference.model.empty() ? "the KLD base file " + code(util::base_name(sw.s.reference.kld_base))
+                                                             : code(util::base_name(sw.s.reference.model));
+    o += "### Which quantisation to cut\n\nThe sweep scored " + std::to_string(sw.s.sources.size()) +
+         " quantisations of this model (the same router weights), each cut to each request from the one ranking, against " + against +
+         ". Per request, the best source and its lead over the next:\n\n"
+         "| request | best source | N | file bytes | KLD mean | top-1 | next best | KLD lead | top-1 lead |\n"
+         "|---|---|---:|---:|---:|---:|---|---:|---:|\n";
+    for (const sweep_frontier_entry & e : sw.s.frontier) {
+        const bool mine = (int) e.best.source == sw.this_source && e.best.n_keep == sw.this_n_keep;
+        o += "| " + util::markdown_text(e.request_kind + " " + e.request_text) + " | " + code(util::base_name(sw.s.sources[e.best.source].path)) +
+             (mine ? " (this build)" : "") + " | " + std::to_string(e.best.n_keep) + " | " + util::format_size(e.best.bytes) + " | " +
+             fmt("%.4f", e.best.kld_mean) + " | " + pct(e.best.top1, 2) + " | " +
+             (e.runner_up ? code(util::base_name(sw.s.sources[e.runner_up->source].path)) + " (N " + std::to_string(e.runner_up->n_keep) +
+                                ") | " + fmt("%.4f", e.runner_up->kld_mean - e.best.kld_mean) + " | " +
+                                fmt("%+.2f", 100 * (e.best.top1 - e.runner_up->top1)) + " pts"
+                          : std::string("- | - | -")) +
+             " |\n";
+    }
+    if (sw.this_source < 0) {
+        o += "\nThis build's source is none of the sweep's sources (matched by router weights and file size).\n";
+    } else {
+        o += "\nThis build is " + code(util::base_name(sw.s.sources[(size_t) sw.this_source].path)) +
+             (sw.this_n_keep > 0 ? " at N = " + std::to_string(sw.this_n_keep) + ", a point of the sweep"
+                                 : ", but its N = " + std::to_string(c.p.n_keep) + " is none of the sweep's points" +
+                                       (sw.same_method ? "" : " (the sweep ranked by another method)")) +
+             ".\n";
+    }
+    return o + "\n![KLD against file size, one line per source](figures/sweep-frontier.svg)\n\n";
 }
 
 std::string running_sections(const card & c) {
@@ -877,7 +924,9 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     if (!opt.saliency.empty()) {
         for (const char * f : {"saliency-heatmap.svg", "retention.svg", "domain-usage.svg"}) may_write.push_back(c.fig_dir + "/" + f);
     }
-    if (!opt.sweep.empty()) may_write.push_back(c.fig_dir + "/sweep-kld.svg");
+    if (!opt.sweep.empty()) {
+        for (const char * f : {"sweep-kld.svg", "sweep-frontier.svg"}) may_write.push_back(c.fig_dir + "/" + f);
+    }
     if (!check_outputs(may_write, inputs_of(opt, nullptr, nullptr), opt.force, err)) return false;
 
     if (!audit_build(c, out.differs, err) || !gather_method(c, err) || !gather_evals(c, err)) return false;
@@ -892,6 +941,7 @@ bool write_report(const report_options & opt, report_result & out, std::string &
         figures.push_back({"domain-usage.svg", util::render_svg(usage_chart(c.sal, c.p))});
     }
     if (c.sw.have) figures.push_back({"sweep-kld.svg", util::render_svg(sweep_kld_chart(c.sw, c.p))});
+    if (c.sw.have && !c.sw.s.sources.empty()) figures.push_back({"sweep-frontier.svg", util::render_svg(sweep_frontier_chart(c.sw.s))});
     const std::string text = front_matter_and_census(c) + method_section(c) + verified_sections(c) + sweep_section(c) + running_sections(c);
     return publish_card(c, figures, text, out, err);
 }

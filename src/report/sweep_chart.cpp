@@ -1,6 +1,12 @@
 // The one builder of a sweep's chart (see sweep_chart.h).
 #include "report/sweep_chart.h"
 
+#include "plan/sweep.h"
+#include "util/number_format.h"
+#include "util/path.h"
+
+#include <algorithm>
+
 namespace reap::report {
 
 util::chart sweep_chart(const sweep_chart_input & in) {
@@ -42,6 +48,42 @@ util::chart sweep_chart(const sweep_chart_input & in) {
         top1.series.push_back(util::size_series(xs, bytes, top1));
         c.panels.push_back(top1);
     }
+    return c;
+}
+
+util::chart sweep_frontier_chart(const sweep_record & s) {
+    util::chart c;
+    c.title = s.model.arch + ": KLD against file size, " + std::to_string(s.sources.size()) + " sources (" + s.saliency.method + ")";
+    uint64_t largest = 1;
+    for (const auto & src : s.sources) {
+        for (const auto & pt : src.points) largest = std::max(largest, pt.predicted_bytes);
+    }
+    const util::size_unit unit = util::decimal_unit(largest);
+    c.x_label = std::string("pruned file size (") + unit.name + ")";
+    util::chart_panel kld;
+    kld.y_label = "KL divergence from the reference (nats/token, mean)";
+    for (const auto & src : s.sources) {
+        util::chart_series line{util::base_name(src.path), {}, {}};
+        for (const auto & pt : src.points) {
+            line.x.push_back((double) pt.predicted_bytes / unit.bytes);
+            line.y.push_back(pt.overall.kld_mean);
+        }
+        kld.series.push_back(line);
+    }
+    util::chart_series best{"best per request", {}, {}};
+    best.bold = true;
+    best.dashed = true;
+    for (const auto & e : s.frontier) {
+        best.x.push_back((double) e.best.bytes / unit.bytes);
+        best.y.push_back(e.best.kld_mean);
+        std::vector<planner::size_request> budget;
+        std::string err;
+        if (e.request_kind == "budget" && planner::parse_size_requests(planner::size_kind::budget, e.request_text, budget, err)) {
+            c.marks.push_back({(double) budget[0].budget / unit.bytes, "budget " + e.request_text});
+        }
+    }
+    kld.series.push_back(best);
+    c.panels.push_back(kld);
     return c;
 }
 

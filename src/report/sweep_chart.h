@@ -39,6 +39,12 @@ struct sweep_chart_input {
 
 util::chart sweep_chart(const sweep_chart_input & in);
 
+// The frontier of a several-source sweep (sweep_file.h, version 3): KLD mean
+// against the file's size, one line per source (one colour each), each
+// budget a vertical line, and the best point of every request marked (a
+// series of its own, "best per request").
+util::chart sweep_frontier_chart(const sweep_record & s);
+
 // The points and domains of a sweep record (a domain without tokens at a
 // point is not measured there); title, panel and marks are the caller's.
 sweep_chart_input sweep_chart_input_of(const sweep_record & s);

@@ -3,12 +3,11 @@
 // format and the contracts).
 #include "saliency/archive.h"
 #include "util/text_escape.h"
+#include "moe/identity.h"
 #include "moe/layout_gguf.h"
 #include "util/path.h"
 #include "util/sha256.h"
 #include "util/strings.h"
-
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -46,21 +45,6 @@ bool is_format_key(const std::string & k) {
         k_key_n_expert, k_key_n_expert_used, k_key_moe_layers, k_key_router_sha256,
     };
     return keys.count(k) != 0;
-}
-
-struct evp_ctx {
-    EVP_MD_CTX * ctx = EVP_MD_CTX_new();
-    ~evp_ctx() { EVP_MD_CTX_free(ctx); }
-};
-
-std::string hex_of(const unsigned char * d, unsigned n) {
-    static const char * digits = "0123456789abcdef";
-    std::string s;
-    for (unsigned i = 0; i < n; ++i) {
-        s += digits[d[i] >> 4];
-        s += digits[d[i] & 15];
-    }
-    return s;
 }
 
 bool is_hex64(const std::string & s) {
@@ -109,63 +93,15 @@ static const std::vector<std::string> & all_metric_names() {
 // ---- fingerprint ----------------------------------------------------------------------
 
 bool model_fingerprint(const gguf::model & m, fingerprint & out, std::string & err) {
+    moe::model_identity id;
+    if (!moe::identity_of(m, id, err)) return false;
     fingerprint fp;
-    if (!m.kvs.get_string(gguf::k_key_architecture, fp.arch, err)) return false;
-    const std::string & a = fp.arch;
-    // the MoE keys as the layout table reads them (expert_used_count may be a per-layer array)
-    moe::moe_kv kv;
-    if (!moe::read_moe_kv(m.kvs, a, kv, err)) return false;
-    if (!kv.block_count) {
-        err = "model has no '" + moe::kv_key(a, "block_count") + "'";
-        return false;
-    }
-    if (!kv.expert_count || *kv.expert_count < 1) {
-        err = "model has no '" + moe::kv_key(a, "expert_count") + "' >= 1: not a Mixture-of-Experts model";
-        return false;
-    }
-    if (*kv.block_count < 0 || *kv.block_count > int64_t(UINT32_MAX) || *kv.expert_count > int64_t(UINT32_MAX)) {
-        err = "model has '" + moe::kv_key(a, "block_count") + "' = " + std::to_string(*kv.block_count) + ", '" +
-              moe::kv_key(a, "expert_count") + "' = " + std::to_string(*kv.expert_count) + ": out of range";
-        return false;
-    }
-    fp.n_layer = uint32_t(*kv.block_count);
-    // the MoE blocks and their routers, as the layout table places them
-    moe::layout lay;
-    if (!moe::layout_of(m, lay, err, moe::describe_options())) return false;
-    fp.n_expert = uint32_t(lay.n_expert);
-    fp.n_expert_used = uint32_t(lay.n_expert_used);
-    std::map<int, const gguf::tensor_info *> routers;
-    for (size_t i = 0; i < m.tensors.size(); ++i) {
-        const moe::tensor_role & r = lay.roles[i];
-        if (r.kind != moe::tensor_kind::router_weight) continue;
-        if (r.layer < 0 || (uint32_t) r.layer >= fp.n_layer) {
-            err = "tensor '" + m.tensors[i].name + "': block " + std::to_string(r.layer) + " is outside block_count " +
-                  std::to_string(fp.n_layer);
-            return false;
-        }
-        routers[r.layer] = &m.tensors[i];
-    }
-    evp_ctx h;
-    if (!h.ctx || EVP_DigestInit_ex(h.ctx, EVP_sha256(), nullptr) != 1) {
-        err = "sha256: OpenSSL digest init failed";
-        return false;
-    }
-    std::vector<uint8_t> buf(1 << 20);
-    for (const auto & [l, t] : routers) {
-        fp.moe_layers.push_back(l);
-        for (uint64_t off = 0; off < t->nbytes; off += buf.size()) {
-            const uint64_t n = std::min<uint64_t>(buf.size(), t->nbytes - off);
-            if (!gguf::read_tensor_bytes(m, *t, off, n, buf.data(), err)) return false;
-            EVP_DigestUpdate(h.ctx, buf.data(), n);
-        }
-    }
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned md_len = 0;
-    if (EVP_DigestFinal_ex(h.ctx, md, &md_len) != 1) {
-        err = "sha256: OpenSSL digest final failed";
-        return false;
-    }
-    fp.router_sha256 = hex_of(md, md_len);
+    fp.arch = id.arch;
+    fp.n_layer = uint32_t(id.n_layer);
+    fp.n_expert = uint32_t(id.n_expert);
+    fp.n_expert_used = uint32_t(id.n_expert_used);
+    fp.moe_layers = id.moe_layers;
+    fp.router_sha256 = id.router_sha256;
     out = std::move(fp);
     return true;
 }
