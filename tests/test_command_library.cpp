@@ -68,7 +68,8 @@ reap::plan hand_plan(const g::model & m, int64_t n_keep, const std::vector<std::
     p.n_expert = k_experts;
     p.n_expert_used = 2;
     p.n_keep = n_keep;
-    p.model_sha256 = reap::model_header_sha256(m);
+    std::string err;
+    EXPECT_TRUE(reap::stamp_plan_model(p, m, err)) << err;  // header fingerprint and router identity, as `reap plan` writes
     for (size_t i = 0; i < keeps.size(); ++i) p.layers.push_back({k_moe_layers[i], keeps[i]});
     return p;
 }
