@@ -319,8 +319,15 @@ bool classify_one(const tensor_desc & t, int64_t n_expert, tensor_role & r, std:
             return false;
         }
         if (ends_with(b, "_chexps")) {
-            err = "tensor '" + t.name + "' holds chunk experts (grovemoe), which have their own count; "
-                  "not supported";
+            // llama.cpp's grovemoe graph (build_moe_ffn, second pass) sends every token to
+            // chunk expert e / experts_per_group of each selected expert e and weights it
+            // by the router probability of expert e / experts_per_group: renumbering the
+            // experts moves those weights to other experts, whatever the cut keeps.
+            err = "tensor '" + t.name + "' holds grovemoe chunk experts: llama.cpp routes every token to "
+                  "chunk expert e / experts_per_group of each expert e it selects, weighted by the router "
+                  "probability of expert e / experts_per_group, so any cut (which renumbers the experts) "
+                  "changes those weights; reap refuses grovemoe rather than write a model that computes "
+                  "something else";
             return false;
         }
         if (is_legacy_expert_base(b)) {
