@@ -10,7 +10,7 @@ CMAKE_ARGS ?=
 PYTHON     ?= /usr/bin/python3
 LLAMA_TOOLS = llama-imatrix llama-perplexity llama-gguf-split llama-quantize ggml-rpc-server
 
-.PHONY: all deps llama configure build test san-build test-asan fuzz-build test-fuzz fuzz demo corpus model bench clean
+.PHONY: all deps llama configure build test san-build test-asan fuzz-build test-fuzz fuzz demo corpus model bench clean arch-table
 
 all: build
 
@@ -38,6 +38,15 @@ test: build corpus
 	if [ -n "$$skipped" ]; then echo "$$skipped"; \
 		echo "make test: the tests above were skipped in the full build"; exit 1; fi
 	$(MAKE) test-asan
+
+# The architecture table of docs/architectures.md: a fresh run of ArchMatrix
+# (tests/test_llama_archs.cpp; one TSV row per arch under test-tmp/archs/table),
+# then scripts/arch_table.py writes those rows into the document. The table is
+# written even when an arch fails (its row says FAIL); the target then fails too.
+arch-table: build
+	rm -rf $(BUILD)/test-tmp/archs/table
+	cd $(BUILD) && ctest -R 'ArchMatrix\.' --output-on-failure -j$(JOBS); status=$$?; \
+		cd $(CURDIR) && $(PYTHON) scripts/arch_table.py --build $(BUILD) && exit $$status
 
 # The core (GGUF, layout, saliency, plans, slicing) again under sanitizers, with
 # the reap binary instrumented too, so the core's CLI tests run it under

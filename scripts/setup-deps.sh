@@ -11,6 +11,7 @@ packages=(
     man-db groff-base strace
     clang libclang-rt-dev
     time bc
+    universal-ctags # scripts/check_sizes.sh: function lengths for the size rule
     librsvg2-bin    # rsvg-convert: the tests draw reap report's SVG figures
 )
 

@@ -1,5 +1,5 @@
 // diskfull_test_util.h: the full disk of the disk-full tests (issue 11), shared
-// by test_reliability.cpp (the core commands) and test_llama_diskfull.cpp (the
+// by test_cli_reliability.cpp (the core commands) and test_llama_diskfull.cpp (the
 // commands that run a model): a small tmpfs mounted in the test's scratch
 // directory, filled to the last byte or to a chosen number of free bytes, and
 // the check that a command that ran into it failed cleanly: exit 2, the reason

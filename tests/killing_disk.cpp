@@ -1,6 +1,6 @@
 // reap_killable's test disk: the reap CLI (the same objects as reap) with a
 // stepping_disk (tests/fault_disk.h) installed before main, driven by the
-// environment of the whole-process fault tests (test_reliability.cpp):
+// environment of the whole-process fault tests (test_cli_reliability.cpp):
 //   REAP_TEST_TRACE=1     print "reap-test: step N OP WHAT" on stderr at each step
 //   REAP_TEST_KILL_AT=N   SIGKILL the process at step N, before taking it
 //   REAP_TEST_PAUSE_AT=N  print "reap-test: paused at step N" and wait there

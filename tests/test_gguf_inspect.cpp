@@ -1,13 +1,15 @@
-// Tests of `reap inspect` (the binary named by $REAP_BIN, else the reap beside
-// this test binary; skipped when it is not built): --json against numbers the
-// test computes from the files themselves with gguf_test_util.h's independent
-// reader (tensor bytes by type, the *_exps pool, dense bytes, per-expert and
-// per-token bytes, MoE blocks, file bytes = the sizes on disk), on a single file
-// and on a split set, and its predicted size at a keep count against the file
-// `reap prune` writes at that count; the human report and --help work, and bad
-// input ends with a clear message and exit status 2.
+// Tests of the census behind `reap inspect` (moe/census.h), in-process and
+// without the reap binary: its JSON against numbers the test computes from the
+// files themselves with gguf_test_util.h's independent reader (tensor bytes by
+// type, the *_exps pool, dense bytes, per-expert and per-token bytes, MoE
+// blocks, file bytes = the sizes on disk), on a single file and on a split
+// set, and its predicted size at a keep count against the file the prune
+// library (prune/run.h) writes at that count. The command's human report,
+// --help and errors: test_cli_inspect.cpp.
 #include "gguf/gguf.h"
 #include "gguf_test_util.h"
+#include "moe/census.h"
+#include "prune/run.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -23,25 +25,21 @@ using namespace gguf_test;
 
 namespace {
 
-struct run_result {
-    int         status = -1;
-    std::string out;   // stdout and stderr together
-};
+// What `reap inspect` stamps its sizes with and prune then records: any
+// 64-character plan hash gives the same layout; the version string is the same on both sides.
+const char * k_version = "census-test";
 
-run_result run_reap(const std::string & args) {
-    run_result r;
-    const std::string cmd = "'" + reap_bin() + "' " + args + " 2>&1";
-    FILE * p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-    const int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
+// The census of `path` at the extra keep count `keep`, as `reap inspect --json`
+// prints it (census_json), sized as a stamped prune writes.
+nlohmann::json census_of(const std::string & path, uint32_t keep) {
+    g::model m;
+    std::string err;
+    EXPECT_TRUE(g::open_model(path, m, err)) << err;
+    const reap::moe::stamp_options stamp{true, std::string(64, '0'), k_version, ""};
+    reap::moe::census c;
+    EXPECT_TRUE(reap::moe::take_census(m, {keep}, c, err, stamp)) << path << ": " << err;
+    return nlohmann::json::parse(reap::moe::census_json(c));
 }
-
-bool have_reap() { return exists(reap_bin()); }
 
 } // namespace
 
@@ -109,7 +107,7 @@ nlohmann::json census_from_files(const std::vector<std::string> & paths) {
 // Every key of `want` has the same value in `got`.
 void expect_agrees(const nlohmann::json & got, const nlohmann::json & want, const std::string & what) {
     for (const auto & [key, value] : want.items()) {
-        ASSERT_TRUE(got.contains(key)) << what << ": inspect --json lacks " << key;
+        ASSERT_TRUE(got.contains(key)) << what << ": the census JSON lacks " << key;
         EXPECT_EQ(got[key], value) << what << ": " << key;
     }
 }
@@ -117,14 +115,11 @@ void expect_agrees(const nlohmann::json & got, const nlohmann::json & want, cons
 } // namespace
 
 TEST(Inspect, JsonMatchesTheFileOnSingleAndSplitFiles) {
-    if (!have_reap()) GTEST_SKIP() << "reap binary not built ($REAP_BIN)";
     const std::string dir = scratch_dir("inspect_json");
     const std::string single = dir + "/model.gguf";
     write_model(single);
 
-    const run_result r = run_reap("inspect '" + single + "' --json --keep 3");
-    ASSERT_EQ(r.status, 0) << r.out;
-    const nlohmann::json j = nlohmann::json::parse(r.out);
+    const nlohmann::json j = census_of(single, 3);
     const nlohmann::json want = census_from_files({single});
     expect_agrees(j, want, "single file");
     // the fixture's shape, so that the numbers above are not vacuous
@@ -143,9 +138,7 @@ TEST(Inspect, JsonMatchesTheFileOnSingleAndSplitFiles) {
     one.n_layer = 1;
     const std::string one_path = dir + "/one.gguf";
     write_model(one_path, one);
-    const run_result r1 = run_reap("inspect '" + one_path + "' --json --keep 3");
-    ASSERT_EQ(r1.status, 0) << r1.out;
-    const nlohmann::json j1 = nlohmann::json::parse(r1.out);
+    const nlohmann::json j1 = census_of(one_path, 3);
     expect_agrees(j1, census_from_files({one_path}), "one block");
     nlohmann::json plan = {{"format", "reap-plan"}, {"version", 1},
                            {"model", {{"arch", "qwen3moe"}, {"n_layer", 1}, {"n_expert", 4}, {"n_expert_used", 2}}},
@@ -153,8 +146,16 @@ TEST(Inspect, JsonMatchesTheFileOnSingleAndSplitFiles) {
                            {"layers", {{{"layer", 0}, {"keep", {3, 0, 2}}}}}};
     const std::string plan_path = dir + "/keep3.json";
     std::ofstream(plan_path) << plan.dump();
-    const run_result pr = run_reap("prune -m '" + one_path + "' --plan '" + plan_path + "' -o '" + dir + "/keep3.gguf'");
-    ASSERT_EQ(pr.status, 0) << pr.out;
+    reap::prune::prune_request req;
+    req.model = one_path;
+    req.plan = plan_path;
+    req.output = dir + "/keep3.gguf";
+    req.sync = false;
+    req.version = k_version;
+    reap::prune::prune_job job;
+    reap::prune::prune_written written;
+    reap::util::error perr;
+    ASSERT_TRUE(reap::prune::prepare_prune(req, job, perr) && reap::prune::write_prune(job, written, perr)) << perr.message;
     const nlohmann::json pruned = census_from_files({dir + "/keep3.gguf"});
     EXPECT_EQ(pruned["n_expert"], 3);
     bool found = false;
@@ -176,52 +177,10 @@ TEST(Inspect, JsonMatchesTheFileOnSingleAndSplitFiles) {
     std::vector<std::string> shards;
     ASSERT_TRUE(g::write_output(g::spec_from_model(m), wo, dir + "/split.gguf", shards, err)) << err;
     ASSERT_GT(shards.size(), 1u);
-    const run_result rs = run_reap("inspect '" + shards[0] + "' --json --keep 3");
-    ASSERT_EQ(rs.status, 0) << rs.out;
-    const nlohmann::json js = nlohmann::json::parse(rs.out);
+    const nlohmann::json js = census_of(shards[0], 3);
     const nlohmann::json want_split = census_from_files(shards);
     expect_agrees(js, want_split, "split set");
     EXPECT_EQ(js["n_shards"], shards.size());
     EXPECT_GT(want_split["file_bytes"].get<uint64_t>(), want["file_bytes"].get<uint64_t>());   // a header per shard
     EXPECT_EQ(js["keep_sizes"], j["keep_sizes"]);   // the size of the pruned single file does not depend on the source's split
-}
-
-TEST(Inspect, HumanReportHelpAndErrors) {
-    if (!have_reap()) GTEST_SKIP() << "reap binary not built ($REAP_BIN)";
-    const std::string dir = scratch_dir("inspect_human");
-    const std::string model = dir + "/model.gguf";
-    write_model(model);
-
-    run_result r = run_reap("inspect '" + model + "'");
-    ASSERT_EQ(r.status, 0) << r.out;
-    for (const char * part : {"qwen3moe", "MoE blocks       2 [0,2]", "4 routed, 2 used", "q4_K", "expert pool",
-                              "read per decoded token"}) {
-        EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
-    }
-    r = run_reap("inspect --help");
-    EXPECT_EQ(r.status, 0);
-    EXPECT_NE(r.out.find("usage: reap inspect"), std::string::npos) << r.out;
-
-    r = run_reap("inspect '" + dir + "/missing.gguf'");
-    EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.out.find("missing.gguf: cannot open"), std::string::npos) << r.out;
-    r = run_reap("inspect");
-    EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.out.find("no model given"), std::string::npos) << r.out;
-    r = run_reap("inspect '" + model + "' --keep 0");
-    EXPECT_EQ(r.status, 2);
-    r = run_reap("inspect '" + model + "' --keep 9");
-    EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.out.find("--keep 9 is outside 1..4"), std::string::npos) << r.out;
-    r = run_reap("inspect '" + model + "' --frobnicate");
-    EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.out.find("unknown option --frobnicate"), std::string::npos) << r.out;
-
-    // A damaged file: the reader's message, exit 2.
-    std::vector<uint8_t> bytes = read_all(model);
-    bytes.resize(bytes.size() / 2);
-    write_all(dir + "/cut.gguf", bytes);
-    r = run_reap("inspect '" + dir + "/cut.gguf'");
-    EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.out.find("ends past end of file"), std::string::npos) << r.out;
 }

@@ -25,8 +25,10 @@
 //     base's renumbered, each of its gate weights the base's divided by the
 //     softmax mass of the kept experts (read from llama.cpp's ffn_moe_probs and
 //     ffn_moe_weights nodes), and the logits must move.
-// Each arch appends one row to $REAP_TEST_TMP/archs/table/<arch>.md; the table in
-// docs/architectures.md is those rows, from a run of this test.
+// Each arch writes its row to $REAP_TEST_TMP/archs/table/<arch>.tsv (one line,
+// tab-separated: arch, MoE blocks, inspect, calibrate, gate check, prune,
+// never-routed); scripts/arch_table.py turns those rows into the table of
+// docs/architectures.md (`make arch-table`).
 #include "llama_test_util.h"
 #include "prune_test_util.h"
 
@@ -105,12 +107,22 @@ struct row {
     std::string arch, moe_layers, inspect = "-", calibrate = "-", gate_check = "-", prune = "-", never_routed = "-";
 };
 
+// One TSV field: tabs and line breaks (an error message may hold them) become spaces.
+std::string tsv_field(std::string s) {
+    for (char & c : s) {
+        if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+    }
+    return s;
+}
+
 void write_row(const row & r) {
     const std::string dir = test_tmp_dir() + "/archs/table";
     ::mkdir((test_tmp_dir() + "/archs").c_str(), 0755);
     ::mkdir(dir.c_str(), 0755);
-    std::ofstream(dir + "/" + r.arch + ".md") << "| " << r.arch << " | " << r.moe_layers << " | " << r.inspect << " | "
-                                              << r.calibrate << " | " << r.gate_check << " | " << r.prune << " | " << r.never_routed << " |\n";
+    std::ofstream out(dir + "/" + r.arch + ".tsv");
+    const std::string fields[] = {r.arch, r.moe_layers, r.inspect, r.calibrate, r.gate_check, r.prune, r.never_routed};
+    for (size_t i = 0; i < std::size(fields); ++i) out << (i ? "\t" : "") << tsv_field(fields[i]);
+    out << "\n";
 }
 
 // Whether llama.cpp's naming makes `t` a routed-expert tensor: an _exps, router

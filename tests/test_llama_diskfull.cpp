@@ -1,7 +1,7 @@
 // test_llama_diskfull.cpp: a full disk (a small tmpfs, tests/diskfull_test_util.h)
 // for the commands that run a model (issue 11), through the reap binary on the
 // project's trained model with a few hundred tokens; the core commands are in
-// test_reliability.cpp. Every failure must be clean: exit 2, the reason, no
+// test_cli_reliability.cpp. Every failure must be clean: exit 2, the reason, no
 // output and no temp file on the full disk.
 //   * calibrate: its -o, and its --checkpoint, on the full disk; a disk with
 //     room for one checkpoint only (the second fails): the first stays whole

@@ -1,14 +1,19 @@
-// test_plan_receipts.cpp: the receipts `reap plan` records, prints and gives
-// in --json, and `reap compare` shows side by side, at the dims of the public
+// test_plan_receipts.cpp: the receipts the plan library (plan/choose.h) records,
+// prints (print_plan_report) and gives as JSON (plan_choice_json, what
+// `reap plan --json` prints), and the comparison (plan/compare.h) shows side by side, at the dims of the public
 // K3-class builds: 92 MoE layers x 896 experts, 5 domains, a generated archive
 // and a sparse model (~60 MB apparent, a few MB on disk). Every number is
 // checked against one computed here from the archive itself (ranks, shares,
 // dead experts, super-expert ratios: no library call), and the terminal
 // output stays a screenful (under 40 lines) however many layers and experts.
-// Links only reap_core (to write the fixtures); runs the `reap` binary.
+// In-process: links only reap_core, runs no binary (the commands' own parsing
+// and exit statuses: test_cli_plan.cpp).
 #include "gguf_test_util.h"
 
 #include "gguf/gguf.h"
+#include "plan/choose.h"
+#include "plan/compare.h"
+#include "plan/plan.h"
 #include "saliency/archive.h"
 
 #include <gtest/gtest.h>
@@ -23,6 +28,7 @@
 #include <unistd.h>
 
 namespace g  = reap::gguf;
+namespace pl = reap::planner;
 namespace sl = reap::saliency;
 using gguf_test::scratch_dir;
 
@@ -37,16 +43,72 @@ std::string read_text(const std::string & path) {
     return std::string(b.begin(), b.end());
 }
 
-std::string g_log;   // the current test's scratch file for reap's output
+// What `f` writes to a FILE *, as a string.
+template <typename F> std::string printed(F f) {
+    char * buf = nullptr;
+    size_t len = 0;
+    FILE * mem = open_memstream(&buf, &len);
+    if (!mem) return "";
+    f(mem);
+    fclose(mem);
+    std::string s(buf, len);
+    free(buf);
+    return s;
+}
 
-// Runs reap with `args`; its output to `out`, the status returned.
-int run_reap(const std::string & args, std::string & out, double * seconds = nullptr) {
-    const std::string & log = g_log;
+// `reap plan` as library calls: choose_plan, then the report print_plan_report
+// prints (or with `json` the document plan_choice_json gives) into `out`, and
+// the plan written to req.output unless a dry run. The command prints one line
+// more after the report ("wrote PLAN.json"). On failure `out` holds the error.
+bool run_plan(const pl::plan_request & req, bool json, std::string & out, double * seconds = nullptr) {
     const auto t0 = std::chrono::steady_clock::now();
-    const int rc = system(("'" + gguf_test::reap_bin() + "' " + args + " > '" + log + "' 2>&1").c_str());
+    pl::plan_choice c;
+    reap::util::error err;
+    if (!pl::choose_plan(req, c, err)) {
+        out = err.message;
+        return false;
+    }
+    out = json ? pl::plan_choice_json(req, c).dump(2) + "\n"
+               : printed([&](FILE * f) { pl::print_plan_report(f, req, c); });
+    std::string werr;
+    if (!req.dry_run && !reap::write_plan(c.p, req.output, req.force, werr)) {
+        out = werr;
+        return false;
+    }
     if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    out = read_text(log);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return true;
+}
+
+// A plan request for `sal` on `model` written to `output` (keep, ratio or budget left to the caller).
+pl::plan_request plan_req(const std::string & sal, const std::string & model, const std::string & output) {
+    pl::plan_request req;
+    req.saliency = sal;
+    req.model = model;
+    req.output = output;
+    req.force = true;
+    req.version = "receipts-test";
+    return req;
+}
+
+// `reap compare` as library calls: compare_plan_files, then print_comparison
+// (or with `json` comparison_json) into `out`.
+bool run_compare(const std::string & a, const std::string & b, const std::string & sal, bool json, std::string & out,
+                 double * seconds = nullptr) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pl::compare_request req;
+    req.plan_a = a;
+    req.plan_b = b;
+    req.saliency = sal;
+    pl::plan_comparison c;
+    reap::util::error err;
+    if (!pl::compare_plan_files(req, c, err)) {
+        out = err.message;
+        return false;
+    }
+    out = json ? pl::comparison_json(req, c).dump(2) + "\n"
+               : printed([&](FILE * f) { pl::print_comparison(f, req, c); });
+    if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return true;
 }
 
 size_t lines_of(const std::string & s) { return (size_t) std::count(s.begin(), s.end(), '\n'); }
@@ -302,7 +364,6 @@ const fixture & fx() {
     if (made) return f;
     made = true;
     f.dir = scratch_dir(std::string("plan-receipts-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    g_log = f.dir + "/reap.out";
     const auto t0 = std::chrono::steady_clock::now();
     const std::string blank = f.dir + "/blank";
     const int fd = ::open(blank.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -333,15 +394,16 @@ nlohmann::json read_json(const std::string & path) { return nlohmann::json::pars
 }  // namespace
 
 TEST(PlanReceipts, K3DimsRecordedPrintedAndShort) {
-    if (!gguf_test::exists(gguf_test::reap_bin())) GTEST_SKIP() << "no reap binary";
     const fixture & f = fx();
     ASSERT_LT(gguf_test::allocated_bytes(f.model), 8ull << 20) << "the model should be sparse";
     std::string out;
     double secs = 0;
     const std::string plan = f.dir + "/reap720.json";
-    ASSERT_EQ(run_reap("plan '" + f.sal + "' -m '" + f.model + "' --keep 720 --force -o '" + plan + "'", out, &secs), 0) << out;
-    printf("  reap plan 896 x 92: %.2f s, %zu lines\n", secs, lines_of(out));
-    EXPECT_LT(lines_of(out), 40u) << out;
+    pl::plan_request req = plan_req(f.sal, f.model, plan);
+    req.keep = 720;
+    ASSERT_TRUE(run_plan(req, false, out, &secs)) << out;
+    printf("  plan 896 x 92: %.2f s, %zu lines\n", secs, lines_of(out));
+    EXPECT_LT(lines_of(out) + 1, 40u) << out;   // + the command's "wrote" line
     const nlohmann::json j = read_json(plan);
     check_receipts(f.a, j, "reap", kDomains);
 
@@ -424,17 +486,25 @@ TEST(PlanReceipts, K3DimsRecordedPrintedAndShort) {
 // --json prints the document it writes, receipts included; with --dry-run it
 // writes nothing and adds the size table.
 TEST(PlanReceipts, JsonIsTheWrittenDocument) {
-    if (!gguf_test::exists(gguf_test::reap_bin())) GTEST_SKIP() << "no reap binary";
     const fixture & f = fx();
     std::string out;
     const std::string plan = f.dir + "/j.json";
-    ASSERT_EQ(run_reap("plan '" + f.sal + "' -m '" + f.model + "' --keep 720 --json -o '" + plan + "'", out), 0) << out;
+    pl::plan_request req = plan_req(f.sal, f.model, plan);
+    req.keep = 720;
+    req.force = false;
+    ASSERT_TRUE(run_plan(req, true, out)) << out;
     const nlohmann::json js = nlohmann::json::parse(out), j = read_json(plan);
     EXPECT_EQ(js.at("layers"), j.at("layers"));
     EXPECT_EQ(js.at("provenance"), j.at("provenance"));
     EXPECT_EQ(js.at("output"), plan);
     check_receipts(f.a, js, "reap", kDomains);
-    ASSERT_EQ(run_reap("plan '" + f.sal + "' -m '" + f.model + "' --budget 50M --dry-run --json -o '" + f.dir + "/dry.json'", out), 0) << out;
+    pl::plan_request dry = plan_req(f.sal, f.model, f.dir + "/dry.json");
+    dry.budget_text = "50M";
+    std::string perr;
+    ASSERT_TRUE(pl::parse_size(dry.budget_text, dry.budget, perr)) << perr;
+    dry.dry_run = true;
+    dry.force = false;
+    ASSERT_TRUE(run_plan(dry, true, out)) << out;
     const nlohmann::json jd = nlohmann::json::parse(out);
     EXPECT_TRUE(jd.at("output").is_null());
     EXPECT_FALSE(gguf_test::exists(f.dir + "/dry.json"));
@@ -445,20 +515,31 @@ TEST(PlanReceipts, JsonIsTheWrittenDocument) {
 // Every method records a margin, not only --consensus minrank: frequency over
 // a subset of domains, minrank, and the seeded random baseline.
 TEST(PlanReceipts, EveryMethodHasAMargin) {
-    if (!gguf_test::exists(gguf_test::reap_bin())) GTEST_SKIP() << "no reap binary";
     const fixture & f = fx();
-    struct cse { std::string args, method; std::vector<std::string> domains; };
+    // args: the options of `reap plan` each case stands for
+    struct cse { std::string args, method; std::vector<std::string> domains; pl::rank_options rank; bool method_given; };
+    pl::rank_options freq, minrank, random;
+    freq.how = pl::method::frequency;
+    freq.domains = {"en", "code"};
+    minrank.cons = pl::consensus::minrank;
+    minrank.protect_super = false;
+    random.how = pl::method::random;
+    random.seed = 4;
     const std::vector<cse> cases = {
-        {"--method frequency --domains en,code", "frequency", {"en", "code"}},
-        {"--consensus minrank --no-protect-super", "reap", kDomains},
-        {"--method random --seed 4", "reap", kDomains},
+        {"--method frequency --domains en,code", "frequency", {"en", "code"}, freq, true},
+        {"--consensus minrank --no-protect-super", "reap", kDomains, minrank, false},
+        {"--method random --seed 4", "reap", kDomains, random, true},
     };
     std::vector<int64_t> margins;
     for (const auto & c : cases) {
         std::string out;
         const std::string plan = f.dir + "/m.json";
-        ASSERT_EQ(run_reap("plan '" + f.sal + "' -m '" + f.model + "' --ratio 0.5 " + c.args + " --force -o '" + plan + "'", out), 0) << out;
-        EXPECT_LT(lines_of(out), 40u) << out;
+        pl::plan_request req = plan_req(f.sal, f.model, plan);
+        req.ratio = 0.5;
+        req.rank = c.rank;
+        req.method_given = c.method_given;
+        ASSERT_TRUE(run_plan(req, false, out)) << c.args << ": " << out;
+        EXPECT_LT(lines_of(out) + 1, 40u) << out;
         const nlohmann::json j = read_json(plan);
         SCOPED_TRACE(c.args);
         check_receipts(f.a, j, c.method, c.domains);
@@ -475,7 +556,6 @@ TEST(PlanReceipts, EveryMethodHasAMargin) {
 
 // 880 never-routed experts in every one of 92 layers: still a screenful.
 TEST(PlanReceipts, ManyDeadExpertsStayShort) {
-    if (!gguf_test::exists(gguf_test::reap_bin())) GTEST_SKIP() << "no reap binary";
     const fixture & f = fx();
     const sl::archive sparse = make_archive(f.fp, true);
     const std::string sparse_sal = f.dir + "/sparse.gguf";
@@ -483,8 +563,11 @@ TEST(PlanReceipts, ManyDeadExpertsStayShort) {
     ASSERT_TRUE(sl::write_archive(sparse, sparse_sal, err, true)) << err;
     std::string out;
     const std::string plan = f.dir + "/sparse.json";
-    ASSERT_EQ(run_reap("plan '" + sparse_sal + "' -m '" + f.model + "' --keep 720 --domains en,code --force -o '" + plan + "'", out), 0) << out;
-    EXPECT_LT(lines_of(out), 40u) << out;
+    pl::plan_request req = plan_req(sparse_sal, f.model, plan);
+    req.keep = 720;
+    req.rank.domains = {"en", "code"};
+    ASSERT_TRUE(run_plan(req, false, out)) << out;
+    EXPECT_LT(lines_of(out) + 1, 40u) << out;
     size_t longest = 0;
     for (size_t at = 0, nl; at < out.size(); at = nl + 1) {
         nl = out.find('\n', at);
@@ -520,15 +603,21 @@ TEST(PlanReceipts, ManyDeadExpertsStayShort) {
 // reap compare: the margins of two plans side by side, from the archive (and as
 // recorded), equal to the reference; the per-layer table is summarised.
 TEST(PlanReceipts, CompareSideBySide) {
-    if (!gguf_test::exists(gguf_test::reap_bin())) GTEST_SKIP() << "no reap binary";
     const fixture & f = fx();
     std::string out;
     const std::string pa = f.dir + "/ca.json", pb = f.dir + "/cb.json";
-    ASSERT_EQ(run_reap("plan '" + f.sal + "' -m '" + f.model + "' --keep 640 --force -o '" + pa + "'", out), 0) << out;
-    ASSERT_EQ(run_reap("plan '" + f.sal + "' -m '" + f.model + "' --keep 576 --method frequency --domains ja --force -o '" + pb + "'", out), 0) << out;
+    pl::plan_request ra_req = plan_req(f.sal, f.model, pa);
+    ra_req.keep = 640;
+    ASSERT_TRUE(run_plan(ra_req, false, out)) << out;
+    pl::plan_request rb_req = plan_req(f.sal, f.model, pb);
+    rb_req.keep = 576;
+    rb_req.rank.how = pl::method::frequency;
+    rb_req.rank.domains = {"ja"};
+    rb_req.method_given = true;
+    ASSERT_TRUE(run_plan(rb_req, false, out)) << out;
     double secs = 0;
-    ASSERT_EQ(run_reap("compare '" + pa + "' '" + pb + "' --saliency '" + f.sal + "'", out, &secs), 0) << out;
-    printf("  reap compare 896 x 92: %.2f s, %zu lines\n", secs, lines_of(out));
+    ASSERT_TRUE(run_compare(pa, pb, f.sal, false, out, &secs)) << out;
+    printf("  compare 896 x 92: %.2f s, %zu lines\n", secs, lines_of(out));
     EXPECT_LT(lines_of(out), 40u) << out;
     EXPECT_NE(out.find("92 MoE layers"), std::string::npos) << out;
     const nlohmann::json ja = read_json(pa), jb = read_json(pb);
@@ -541,7 +630,7 @@ TEST(PlanReceipts, CompareSideBySide) {
              (std::to_string(amn) + " (median " + [v = amd] { char b[32]; snprintf(b, sizeof(b), "%g", v); return std::string(b); }() + ")").c_str(),
              (std::to_string(bmn) + " (median " + [v = bmd] { char b[32]; snprintf(b, sizeof(b), "%g", v); return std::string(b); }() + ")").c_str());
     EXPECT_NE(out.find(row), std::string::npos) << row << "\n" << out;
-    ASSERT_EQ(run_reap("compare '" + pa + "' '" + pb + "' --saliency '" + f.sal + "' --json", out), 0) << out;
+    ASSERT_TRUE(run_compare(pa, pb, f.sal, true, out)) << out;
     const nlohmann::json j = nlohmann::json::parse(out);
     const auto & rc = j.at("receipts");
     EXPECT_EQ(rc.at("source"), "saliency");
@@ -557,7 +646,7 @@ TEST(PlanReceipts, CompareSideBySide) {
     EXPECT_EQ(rc["a"]["super_experts_kept"].get<int64_t>(), 2);
     EXPECT_EQ(j.at("layers").size(), (size_t) kLayers);
     // without the archive: as each plan recorded it (B: frequency over ja)
-    ASSERT_EQ(run_reap("compare '" + pa + "' '" + pb + "' --json", out), 0) << out;
+    ASSERT_TRUE(run_compare(pa, pb, "", true, out)) << out;
     const nlohmann::json jr = nlohmann::json::parse(out);
     EXPECT_EQ(jr["receipts"]["source"], "plans");
     EXPECT_EQ(jr["receipts"]["b"]["safety_margin"].get<int64_t>(),
@@ -568,11 +657,11 @@ TEST(PlanReceipts, CompareSideBySide) {
     old["provenance"]["saliency_retained"].erase("per_domain");
     for (auto & x : old["provenance"]["super_experts"]) x.erase("kept");
     gguf_test::write_all(f.dir + "/old.json", [&] { const std::string s = old.dump(); return std::vector<uint8_t>(s.begin(), s.end()); }());
-    ASSERT_EQ(run_reap("compare '" + f.dir + "/old.json' '" + pb + "' --json", out), 0) << out;
+    ASSERT_TRUE(run_compare(f.dir + "/old.json", pb, "", true, out)) << out;
     const nlohmann::json jo = nlohmann::json::parse(out);
     EXPECT_TRUE(jo["receipts"]["a"]["safety_margin"].is_null());
     EXPECT_TRUE(jo["receipts"]["a"]["super_experts_kept"].is_null());
     EXPECT_NEAR(jo["receipts"]["a"]["saliency_retained"].get<double>(), ja["provenance"]["saliency_retained"]["mean"].get<double>(), 1e-15);
-    ASSERT_EQ(run_reap("compare '" + f.dir + "/old.json' '" + pb + "'", out), 0) << out;
+    ASSERT_TRUE(run_compare(f.dir + "/old.json", pb, "", false, out)) << out;
     EXPECT_NE(out.find("safety margin (best rank of a pruned expert) -"), std::string::npos) << out;
 }

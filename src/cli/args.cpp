@@ -70,6 +70,25 @@ std::string with_newline(std::string s) {
 
 } // namespace
 
+bool parse_part_of(const std::string & option, const std::string & v, uint32_t & i, uint32_t & n, std::string & err) {
+    const size_t slash = v.find('/');
+    int64_t index = 0, count = 0;
+    std::string why;
+    if (slash == std::string::npos) {
+        why = "no '/'";
+    } else if (parse_integer("n", v.substr(slash + 1), 1, UINT32_MAX, count, why) &&
+               parse_integer("i", v.substr(0, slash), 0, UINT32_MAX, index, why) && index >= count) {
+        why = "i is not below n";
+    }
+    if (!why.empty()) {
+        err = option + " wants i/n with 0 <= i < n, got '" + v + "' (" + why + ")";
+        return false;
+    }
+    i = uint32_t(index);
+    n = uint32_t(count);
+    return true;
+}
+
 bool parse_integer(const std::string & option, const std::string & s, int64_t min, int64_t max, int64_t & out,
                    std::string & err) {
     const std::string what = option + ": '" + s + "' ";

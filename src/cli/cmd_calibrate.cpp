@@ -7,15 +7,14 @@
 #include "cli/args.h"
 #include "cli/llama_flags.h"
 #include "llama/calibrate.h"
-#include "plan/planners.h"
+#include "util/stop_request.h"
 
 #include "llama.h"
 
 #include <atomic>
-#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
-#include <vector>
 
 #include <unistd.h>
 
@@ -75,38 +74,16 @@ void declare(reap::cli::options & t, reap::calibrate_options & opt, bool & has_c
              "only the samples whose hash is i mod n (0 <= i < n): disjoint shards for split-half studies or for "
              "calibrating on several machines; `reap merge` of all n shards = the whole corpus",
              [&opt](const std::string & v, std::string & err) {
-                 const size_t slash = v.find('/');
-                 int64_t i = 0, n = 0;
-                 std::string why;
-                 if (slash == std::string::npos) {
-                     why = "no '/'";
-                 } else if (reap::cli::parse_integer("n", v.substr(slash + 1), 1, UINT32_MAX, n, why) &&
-                            reap::cli::parse_integer("i", v.substr(0, slash), 0, UINT32_MAX, i, why) && i >= n) {
-                     why = "i is not below n";
-                 }
-                 if (!why.empty()) {
-                     err = "--shard wants i/n with 0 <= i < n, got '" + v + "' (" + why + ")";
-                     return false;
-                 }
-                 opt.shard_index = uint32_t(i);
-                 opt.shard_count = uint32_t(n);
-                 return true;
+                 return reap::cli::parse_part_of("--shard", v, opt.shard_index, opt.shard_count, err);
              });
     t.integer("-np, --parallel", "N",
               "windows per decode at most (default 0: automatic, as many as -b holds up to 64; full windows "
               "only for recurrent/hybrid models); 1 = one window per decode",
               0, (int64_t) llama_max_parallel_sequences(), opt.n_seq);
-    t.custom("--batch-memory", "SIZE",
-             "what the vocabulary-sized rows of a decode may take (default 1GiB; see above): lowers -b/-ub only "
-             "where every row must be an output",
-             [&opt](const std::string & v, std::string & err) {
-                 if (!reap::planner::parse_size(v, opt.batch_memory, err) || opt.batch_memory == 0) {
-                     if (err.empty()) err = "must be positive";
-                     err = "--batch-memory '" + v + "': " + err;
-                     return false;
-                 }
-                 return true;
-             });
+    reap::cli::declare_batch_memory(t,
+                                    "what the vocabulary-sized rows of a decode may take (default 1GiB; see above): "
+                                    "lowers -b/-ub only where every row must be an output",
+                                    opt.batch_memory);
     t.integer("--checkpoint-every", "N", "write a checkpoint every N windows (default 0: only on Ctrl-C; written at "
               "the end of the decode that reaches N)", 0, INT64_MAX, opt.checkpoint_every);
     t.text("--checkpoint", "FILE", "checkpoint path (default OUTPUT.checkpoint)", opt.checkpoint_path);
@@ -128,18 +105,6 @@ void declare(reap::cli::options & t, reap::calibrate_options & opt, bool & has_c
 }
 
 std::atomic<bool> g_stop{false};
-
-extern "C" void on_sigint(int) {
-    if (g_stop.load()) {
-        std::signal(SIGINT, SIG_DFL);
-        std::raise(SIGINT);
-        return;
-    }
-    g_stop.store(true);
-    const char msg[] = "\nreap calibrate: interrupted; finishing this decode and writing a checkpoint (Ctrl-C again to abort)\n";
-    ssize_t r = write(2, msg, sizeof(msg) - 1);
-    (void) r;
-}
 
 } // namespace
 
@@ -163,40 +128,20 @@ int cmd_calibrate(int argc, char ** argv) {
     if (has_ubatch) opt.n_ubatch = opt.llama.n_ubatch;
     opt.stop = &g_stop;
     if (const char * s = std::getenv("REAP_CALIBRATE_PAUSE_AFTER")) opt.pause_after_windows = std::atoll(s);   // test hook
-    std::signal(SIGINT, on_sigint);
+    reap::util::install_stop_on_sigint(&g_stop, "\nreap calibrate: interrupted; finishing this decode and writing a "
+                                                "checkpoint (Ctrl-C again to abort)\n");
 
     reap::saliency::archive arch;
     reap::calibrate_report rep;
     std::string err;
     const bool ok = reap::run_calibrate(opt, arch, rep, err);
-    std::signal(SIGINT, SIG_DFL);
+    reap::util::restore_default_sigint();
     if (!ok) return reap::cli::fail("calibrate", err);
-    if (!opt.collect) {
-        printf("forward-only: %lld tokens (%zu windows) in %.3f s, %.1f tok/s\n", (long long) rep.n_tokens,
-               rep.n_windows, rep.seconds, rep.tokens_per_second);
-        return 0;
-    }
-    if (rep.interrupted) {
+    if (rep.interrupted && opt.collect) {   // forward-only writes no checkpoint
         fprintf(stderr, "reap calibrate: interrupted after %zu windows; checkpoint %s (rerun with --resume)\n",
                 rep.n_windows_done, rep.checkpoint_written.c_str());
         return reap::cli::exit_interrupted;
     }
-    printf("calibrated %lld tokens (%zu windows, %zu of %zu samples%s) in %.3f s, %.1f tok/s%s\n",
-           (long long) rep.n_tokens, rep.n_windows, rep.n_samples, rep.n_samples_total,
-           opt.shard_count > 1 ? (", shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count)).c_str() : "",
-           rep.seconds, rep.tokens_per_second, rep.resumed ? " (resumed)" : "");
-    printf("nodes: ffn_moe_topk, %s, %s%s\n", rep.weights_node.c_str(), rep.down_node.c_str(),
-           rep.weights_before_ffn ? " (gate applied before the experts)" : "");
-    printf("decodes: %zu (-b %d -ub %d, at most %d windows a decode, %s), %zu ubatches\n", rep.n_decodes, rep.n_batch,
-           rep.n_ubatch, rep.n_seq, reap::row_mode_name(rep.rows), rep.n_ubatches);
-    if (!rep.mtp_layers.empty()) {
-        std::string ls;
-        for (int l : rep.mtp_layers) ls += (ls.empty() ? "" : ",") + std::to_string(l);
-        printf("MTP blocks %s: measured in llama.cpp's MTP context (token x_p with the model's h_{p-1})\n", ls.c_str());
-    }
-    for (const auto & d : rep.domain_tokens) {
-        printf("  %-16s %lld tokens\n", d.first.c_str(), (long long) d.second);
-    }
-    printf("wrote %s\n", opt.out_path.c_str());
+    reap::print_calibrate_result(stdout, opt, rep);
     return 0;
 }

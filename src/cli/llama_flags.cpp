@@ -141,18 +141,23 @@ bool parse_llama_flags(options & t, const char * cmd, const std::string & model,
     return true;
 }
 
+void declare_batch_memory(options & t, const std::string & help, uint64_t & target) {
+    t.custom("--batch-memory", "SIZE", help, [&target](const std::string & v, std::string & err) {
+        if (!planner::parse_size(v, target, err) || target == 0) {
+            if (err.empty()) err = "must be positive";
+            err = "--batch-memory '" + v + "': " + err;
+            return false;
+        }
+        return true;
+    });
+}
+
 void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, eval_runtime & rt) {
-    t.custom("--batch-memory", "SIZE",
-             "what the logits of one decode may take when -b is automatic (default 1GiB): about -b/2 scored rows "
-             "of n_vocab x 4 bytes, which llama.cpp holds twice (its output buffer and the output head's compute)",
-             [&rt](const std::string & v, std::string & err) {
-                 if (!planner::parse_size(v, rt.batch_memory, err) || rt.batch_memory == 0) {
-                     if (err.empty()) err = "must be positive";
-                     err = "--batch-memory '" + v + "': " + err;
-                     return false;
-                 }
-                 return true;
-             });
+    declare_batch_memory(t,
+                         "what the logits of one decode may take when -b is automatic (default 1GiB): about -b/2 "
+                         "scored rows of n_vocab x 4 bytes, which llama.cpp holds twice (its output buffer and the "
+                         "output head's compute)",
+                         rt.batch_memory);
     declare_llama_runtime(t, ctx_help, given.ctx, &given.batch, &given.ubatch,
                           "tokens per decode, windows side by side as llama-perplexity packs them (default: -ub "
                           "when given, else as large as --batch-memory allows, up to 4096)",

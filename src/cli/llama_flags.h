@@ -35,6 +35,9 @@ void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has
 // it itself and abort the process) and `status` is the exit status.
 bool parse_llama_flags(options & t, const char * cmd, const std::string & model, common_params & params, int & status);
 
+// Adds --batch-memory SIZE (a positive size, planner::parse_size) into `target`.
+void declare_batch_memory(options & t, const std::string & help, uint64_t & target);
+
 // Which of -c, -b, -ub a command line gave (eval and sweep choose their own
 // -b/-ub otherwise: settle_batches in src/llama/eval.h).
 struct runtime_given {

@@ -128,6 +128,13 @@ public:
     uint64_t position() const { return cur_.pos(); }
 
 private:
+    // The stages of parse, in file order.
+    bool parse_preamble(file_header & out, uint64_t & n_tensors, uint64_t & n_kv);
+    bool parse_kvs(file_header & out, uint64_t n_kv);
+    bool parse_tensor_infos(file_header & out, uint64_t n_tensors);
+    bool parse_alignment(file_header & out);
+    bool check_data_ranges(file_header & out);
+
     bool fail(const std::string & msg) {
         err_ = name_ + ": " + msg;
         return false;
@@ -210,7 +217,13 @@ bool parser::read_value(const std::string & key, value_type type, kv & e) {
 
 bool parser::parse(file_header & out) {
     out.file_size = cur_.size();
+    uint64_t n_tensors = 0, n_kv = 0;
+    return parse_preamble(out, n_tensors, n_kv) && parse_kvs(out, n_kv) && parse_tensor_infos(out, n_tensors) &&
+           parse_alignment(out) && check_data_ranges(out);
+}
 
+// Magic, version and the two counts, checked against the bytes left.
+bool parser::parse_preamble(file_header & out, uint64_t & n_tensors, uint64_t & n_kv) {
     char magic[4];
     if (!cur_.read(magic, 4)) return truncated("magic", 4);
     if (std::memcmp(magic, "GGUF", 4) != 0) {
@@ -226,7 +239,6 @@ bool parser::parse(file_header & out) {
         }
         return fail("unsupported GGUF version " + std::to_string(out.version) + " (only versions 2 and 3 are read)");
     }
-    uint64_t n_tensors = 0, n_kv = 0;
     if (!read_num(n_tensors, "tensor count")) return false;
     if (!read_num(n_kv, "kv count")) return false;
     const uint64_t left = cur_.remaining();
@@ -238,8 +250,10 @@ bool parser::parse(file_header & out) {
         return fail("n_kv = " + std::to_string(n_kv) + " cannot fit in the " + std::to_string(left) +
                     " bytes left after the header (each kv takes at least " + std::to_string(k_min_kv_bytes) + ")");
     }
+    return true;
+}
 
-    // ---- KVs
+bool parser::parse_kvs(file_header & out, uint64_t n_kv) {
     std::unordered_map<std::string, uint64_t> key_index;
     out.kvs.entries.clear();
     out.kvs.entries.reserve((size_t) n_kv);
@@ -266,8 +280,10 @@ bool parser::parse(file_header & out) {
         if (!ok) return false;
         out.kvs.entries.push_back(std::move(e));
     }
+    return true;
+}
 
-    // ---- tensor infos
+bool parser::parse_tensor_infos(file_header & out, uint64_t n_tensors) {
     std::unordered_map<std::string, uint64_t> tensor_index;
     out.tensors.clear();
     out.tensors.reserve((size_t) n_tensors);
@@ -311,8 +327,11 @@ bool parser::parse(file_header & out) {
         out.tensors.push_back(std::move(t));
     }
     out.header_bytes = cur_.pos();
+    return true;
+}
 
-    // ---- alignment
+// general.alignment (a u32 power of two, at most k_max_alignment) and the data offset it gives.
+bool parser::parse_alignment(file_header & out) {
     out.alignment = k_default_alignment;
     if (const kv * a = out.kvs.find(k_key_alignment)) {
         if (a->type != value_type::U32) {
@@ -330,8 +349,11 @@ bool parser::parse(file_header & out) {
         out.alignment = v;
     }
     out.data_offset = detail::align_up(out.header_bytes, out.alignment);
+    return true;
+}
 
-    // ---- tensor data ranges
+// Every tensor's data aligned, in order, non-overlapping and inside the file.
+bool parser::check_data_ranges(file_header & out) {
     if (!out.tensors.empty() && out.data_offset > out.file_size) {
         return fail("data section starts at offset " + std::to_string(out.data_offset) + ", past end of file (size " +
                     std::to_string(out.file_size) + ")");

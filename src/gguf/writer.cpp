@@ -351,26 +351,10 @@ bool layout_output(const output_spec & spec, const write_options & opts, const s
     return true;
 }
 
-bool write_output(const output_spec & spec, const write_options & opts, const std::string & target,
-                  std::vector<std::string> & written, std::string & err) {
-    std::vector<std::string> hashes;
-    return write_output(spec, opts, target, written, hashes, err);
-}
+namespace {
 
-bool write_output(const output_spec & spec, const write_options & opts, const std::string & target,
-                  std::vector<std::string> & written, std::vector<std::string> & hashes, std::string & err) {
-    written.clear();
-    hashes.clear();
-    std::vector<shard_layout> layout;
-    if (!layout_output(spec, opts, target, layout, err)) return false;
-    uint32_t alignment = 0;
-    std::vector<uint64_t> nbytes;
-    validate_spec(spec, alignment, nbytes, err);   // cannot fail: layout_output checked it
-    const bool split = opts.split_max_bytes > 0 || opts.split_max_tensors > 0;
-
-    write_session session;
-
-    // Open every source file once and check each piece lies inside its file.
+// Opens every source file once and checks each piece lies inside its file.
+bool open_sources(const output_spec & spec, write_session & session, std::string & err) {
     for (const output_tensor & t : spec.tensors) {
         for (const data_piece & p : t.pieces) {
             auto it = session.sources.find(p.path);
@@ -396,97 +380,166 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
             }
         }
     }
+    return true;
+}
 
-    // Check every target before writing anything, by the one output rule (util/file.h).
+// Checks every target before writing anything, by the one output rule (util/file.h).
+bool check_targets(const std::vector<shard_layout> & layout, const write_session & session,
+                   const write_options & opts, std::string & err) {
     std::vector<std::pair<std::string, std::string>> inputs;
     for (const auto & source : session.sources) inputs.emplace_back("input file", source.first);
     for (const shard_layout & l : layout) {
         if (!util::check_output(l.path, inputs, opts.force, err)) return false;
     }
-    const bool sums = !opts.sums_path.empty();
-    if (sums) {
+    if (!opts.sums_path.empty()) {
         if (util::dir_of(opts.sums_path) != util::dir_of(layout[0].path)) {
             err = opts.sums_path + ": SHA256SUMS must lie beside the output";
             return false;
         }
         if (!util::check_not_input(opts.sums_path, inputs, err)) return false;   // updated in place, never an input
     }
+    return true;
+}
+
+// The header of one shard (KVs, tensor infos), padded to its data offset.
+std::vector<uint8_t> shard_header(const output_spec & spec, const std::vector<const kv *> & kvs,
+                                  const shard_layout & l, const std::vector<uint64_t> & nbytes, uint32_t alignment) {
+    std::vector<uint8_t> header = {'G', 'G', 'U', 'F'};
+    put<uint32_t>(header, spec.version);
+    put<uint64_t>(header, l.n_tensors);
+    put<uint64_t>(header, kvs.size());
+    for (const kv * e : kvs) {
+        put_string(header, e->key);
+        put<uint32_t>(header, (uint32_t) e->type);
+        header.insert(header.end(), e->raw.begin(), e->raw.end());
+    }
+    uint64_t offset = 0;
+    for (size_t i = l.first_tensor; i < l.first_tensor + l.n_tensors; ++i) {
+        const output_tensor & t = spec.tensors[i];
+        put_string(header, t.name);
+        put<uint32_t>(header, t.n_dims);
+        for (uint32_t d = 0; d < t.n_dims; ++d) put<int64_t>(header, t.ne[d]);
+        put<uint32_t>(header, (uint32_t) t.type);
+        put<uint64_t>(header, offset);
+        offset += align_up(nbytes[i], alignment);
+    }
+    header.resize(l.data_offset, 0);
+    return header;
+}
+
+// What writing one shard needs besides its layout.
+struct shard_writer {
+    const output_spec &           spec;
+    const std::vector<uint64_t> & nbytes;
+    uint32_t                      alignment;
+    write_session &               session;
+    std::vector<uint8_t>          buffer;
+    bool                          try_copy_file_range;
+};
+
+// Writes shard `l` (header, then every tensor's data and padding) to `fd`,
+// hashing as it goes when `hash` is set, and checks the file's final size.
+bool write_shard(shard_writer & w, const shard_layout & l, const std::vector<uint8_t> & header, int fd,
+                 util::sha256_stream * hash, std::string & err) {
+    auto fail_io = [&](const std::string & what, int e) {
+        err = l.path + ": " + what + ": " + errno_text(e);
+        return false;
+    };
+    if (!write_hashed(fd, header.data(), header.size(), hash)) return fail_io("write header", errno);
+    for (size_t i = l.first_tensor; i < l.first_tensor + l.n_tensors; ++i) {
+        const output_tensor & t = w.spec.tensors[i];
+        // one step of the publish (util::disk): copy_file_range below writes fd itself
+        if (!util::current_disk().will_write(fd)) return fail_io("write tensor " + quoted(t.name), errno);
+        if (t.memory) {
+            if (!write_hashed(fd, t.memory->data(), t.memory->size(), hash)) {
+                return fail_io("write tensor " + quoted(t.name), errno);
+            }
+        } else {
+            for (const data_piece & p : t.pieces) {
+                int e = 0;
+                if (!copy_range(w.session.sources[p.path].fd, p.offset, p.length, fd, w.buffer, w.try_copy_file_range,
+                                e, hash)) {
+                    return fail_io("copy tensor " + quoted(t.name) + " from " + p.path, e);
+                }
+            }
+        }
+        if (!write_zeros(fd, align_up(w.nbytes[i], w.alignment) - w.nbytes[i], hash)) {
+            return fail_io("write padding", errno);
+        }
+    }
+    // A hole copied last leaves the size short of the position: set it.
+    const off_t end = ::lseek(fd, 0, SEEK_CUR);
+    if (end < 0) return fail_io("seek", errno);
+    struct stat st;
+    if (fstat(fd, &st) != 0) return fail_io("stat", errno);
+    if (st.st_size < end && ::ftruncate(fd, end) != 0) return fail_io("set the size", errno);
+    if (fstat(fd, &st) != 0) return fail_io("stat", errno);
+    if ((uint64_t) st.st_size != l.file_bytes) {
+        err = l.path + ": wrote " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(l.file_bytes);
+        return false;
+    }
+    return true;
+}
+
+// Publish: the shards (and SHA256SUMS) appear together or not at all
+// (util::publish_together: a journal, then the renames), under the
+// directory's lock, which also keeps two runs from losing each other's
+// SHA256SUMS lines.
+bool publish_shards(const std::vector<shard_layout> & layout, std::vector<util::durable_file> & files,
+                    const std::vector<std::string> & hashes, const write_options & opts, std::string & err) {
+    const bool sums = !opts.sums_path.empty();
+    util::dir_lock lock;
+    if ((sums || files.size() > 1 || !opts.publish_with.empty()) && !lock.lock(util::dir_of(layout[0].path), err)) return false;
+    std::vector<util::durable_file *> set;
+    for (auto & f : files) set.push_back(&f);
+    set.insert(set.end(), opts.publish_with.begin(), opts.publish_with.end());
+    util::durable_file sums_file;
+    if (sums) {
+        std::vector<std::pair<std::string, std::string>> entries;
+        for (size_t s = 0; s < layout.size(); ++s) entries.emplace_back(layout[s].path, hashes[s]);
+        if (!util::stage_sha256sums(entries, opts.sums_path, sums_file, err, opts.sync)) return false;
+        set.push_back(&sums_file);
+    }
+    return util::publish_together(set, err);
+}
+
+} // namespace
+
+bool write_output(const output_spec & spec, const write_options & opts, const std::string & target,
+                  std::vector<std::string> & written, std::string & err) {
+    std::vector<std::string> hashes;
+    return write_output(spec, opts, target, written, hashes, err);
+}
+
+bool write_output(const output_spec & spec, const write_options & opts, const std::string & target,
+                  std::vector<std::string> & written, std::vector<std::string> & hashes, std::string & err) {
+    written.clear();
+    hashes.clear();
+    std::vector<shard_layout> layout;
+    if (!layout_output(spec, opts, target, layout, err)) return false;
+    uint32_t alignment = 0;
+    std::vector<uint64_t> nbytes;
+    validate_spec(spec, alignment, nbytes, err);   // cannot fail: layout_output checked it
+    const bool split = opts.split_max_bytes > 0 || opts.split_max_tensors > 0;
+
+    write_session session;
+    if (!open_sources(spec, session, err)) return false;
+    if (!check_targets(layout, session, opts, err)) return false;
+    const bool sums = !opts.sums_path.empty();
     // temps of a killed run that wrote this output with another shard count
     if (split) util::remove_stale_temps(util::dir_of(target), util::base_name(prefix_of(target)) + "-", true);
 
-    std::vector<uint8_t> buffer;
-    bool try_copy_file_range = opts.copy_file_range;
+    shard_writer w{spec, nbytes, alignment, session, {}, opts.copy_file_range};
     // every shard is written to its temp file first, then all are renamed into place
     std::vector<util::durable_file> files(layout.size());
     for (size_t s = 0; s < layout.size(); ++s) {
         const shard_layout & l = layout[s];
         util::durable_file & out = files[s];
         if (!out.open(l.path, err, opts.sync, opts.stage != nullptr)) return false;
-        const int fd = out.fd();
-        auto fail_io = [&](const std::string & what, int e) {
-            err = l.path + ": " + what + ": " + errno_text(e);
-            return false;
-        };
-
-        // Header.
         std::vector<kv> owned = split ? split_keys(s, layout.size(), spec.tensors.size()) : std::vector<kv>{};
         const std::vector<const kv *> kvs = shard_kvs(spec, split, s, alignment, owned);
-        std::unique_ptr<util::sha256_stream> hash_owner(sums ? new util::sha256_stream() : nullptr);
-        util::sha256_stream * hash = hash_owner.get();
-        std::vector<uint8_t> header;
-        header.insert(header.end(), {'G', 'G', 'U', 'F'});
-        put<uint32_t>(header, spec.version);
-        put<uint64_t>(header, l.n_tensors);
-        put<uint64_t>(header, kvs.size());
-        for (const kv * e : kvs) {
-            put_string(header, e->key);
-            put<uint32_t>(header, (uint32_t) e->type);
-            header.insert(header.end(), e->raw.begin(), e->raw.end());
-        }
-        uint64_t offset = 0;
-        for (size_t i = l.first_tensor; i < l.first_tensor + l.n_tensors; ++i) {
-            const output_tensor & t = spec.tensors[i];
-            put_string(header, t.name);
-            put<uint32_t>(header, t.n_dims);
-            for (uint32_t d = 0; d < t.n_dims; ++d) put<int64_t>(header, t.ne[d]);
-            put<uint32_t>(header, (uint32_t) t.type);
-            put<uint64_t>(header, offset);
-            offset += align_up(nbytes[i], alignment);
-        }
-        header.resize(l.data_offset, 0);
-        if (!write_hashed(fd, header.data(), header.size(), hash)) return fail_io("write header", errno);
-        header = {};
-
-        // Data.
-        for (size_t i = l.first_tensor; i < l.first_tensor + l.n_tensors; ++i) {
-            const output_tensor & t = spec.tensors[i];
-            // one step of the publish (util::disk): copy_file_range below writes fd itself
-            if (!util::current_disk().will_write(fd)) return fail_io("write tensor " + quoted(t.name), errno);
-            if (t.memory) {
-                if (!write_hashed(fd, t.memory->data(), t.memory->size(), hash)) {
-                    return fail_io("write tensor " + quoted(t.name), errno);
-                }
-            } else {
-                for (const data_piece & p : t.pieces) {
-                    int e = 0;
-                    if (!copy_range(session.sources[p.path].fd, p.offset, p.length, fd, buffer, try_copy_file_range, e, hash)) {
-                        return fail_io("copy tensor " + quoted(t.name) + " from " + p.path, e);
-                    }
-                }
-            }
-            if (!write_zeros(fd, align_up(nbytes[i], alignment) - nbytes[i], hash)) return fail_io("write padding", errno);
-        }
-        // A hole copied last leaves the size short of the position: set it.
-        const off_t end = ::lseek(fd, 0, SEEK_CUR);
-        if (end < 0) return fail_io("seek", errno);
-        struct stat st;
-        if (fstat(fd, &st) != 0) return fail_io("stat", errno);
-        if (st.st_size < end && ::ftruncate(fd, end) != 0) return fail_io("set the size", errno);
-        if (fstat(fd, &st) != 0) return fail_io("stat", errno);
-        if ((uint64_t) st.st_size != l.file_bytes) {
-            err = l.path + ": wrote " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(l.file_bytes);
-            return false;
-        }
+        std::unique_ptr<util::sha256_stream> hash(sums ? new util::sha256_stream() : nullptr);
+        if (!write_shard(w, l, shard_header(spec, kvs, l, nbytes, alignment), out.fd(), hash.get(), err)) return false;
         if (!out.finish(err)) return false;
         hashes.push_back(hash ? hash->hex() : std::string());
     }
@@ -502,24 +555,7 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
         }
         return true;
     }
-
-    // Publish: the shards (and SHA256SUMS) appear together or not at all
-    // (util::publish_together: a journal, then the renames), under the
-    // directory's lock, which also keeps two runs from losing each other's
-    // SHA256SUMS lines.
-    util::dir_lock lock;
-    if ((sums || files.size() > 1 || !opts.publish_with.empty()) && !lock.lock(util::dir_of(layout[0].path), err)) return false;
-    std::vector<util::durable_file *> set;
-    for (auto & f : files) set.push_back(&f);
-    set.insert(set.end(), opts.publish_with.begin(), opts.publish_with.end());
-    util::durable_file sums_file;
-    if (sums) {
-        std::vector<std::pair<std::string, std::string>> entries;
-        for (size_t s = 0; s < layout.size(); ++s) entries.emplace_back(layout[s].path, hashes[s]);
-        if (!util::stage_sha256sums(entries, opts.sums_path, sums_file, err, opts.sync)) return false;
-        set.push_back(&sums_file);
-    }
-    if (!util::publish_together(set, err)) return false;
+    if (!publish_shards(layout, files, hashes, opts, err)) return false;
     for (const shard_layout & l : layout) written.push_back(l.path);
     return true;
 }

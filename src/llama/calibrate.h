@@ -106,6 +106,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -212,5 +213,10 @@ std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, si
 // per decode; KV cache types, flash attention, caps, shard, corpus kind), as
 // JSON. A checkpoint is resumed only under the same string.
 std::string calibrate_options_json(const calibrate_options & opt, bool plain_text, const calibrate_report & decodes);
+
+// What `reap calibrate` prints after a run that was not interrupted (calibrate_print.cpp):
+// the forward-only timing line, or the tokens, nodes, decodes, MTP blocks, per-domain
+// tokens and the file written.
+void print_calibrate_result(FILE * out, const calibrate_options & opt, const calibrate_report & rep);
 
 }  // namespace reap

@@ -319,8 +319,15 @@ bool classify_one(const tensor_desc & t, int64_t n_expert, tensor_role & r, std:
             return false;
         }
         if (ends_with(b, "_chexps")) {
-            err = "tensor '" + t.name + "' holds chunk experts (grovemoe), which have their own count; "
-                  "not supported";
+            // llama.cpp's grovemoe graph (build_moe_ffn, second pass) sends every token to
+            // chunk expert e / experts_per_group of each selected expert e and weights it
+            // by the router probability of expert e / experts_per_group: renumbering the
+            // experts moves those weights to other experts, whatever the cut keeps.
+            err = "tensor '" + t.name + "' holds grovemoe chunk experts: llama.cpp routes every token to "
+                  "chunk expert e / experts_per_group of each expert e it selects, weighted by the router "
+                  "probability of expert e / experts_per_group, so any cut (which renumbers the experts) "
+                  "changes those weights; reap refuses grovemoe rather than write a model that computes "
+                  "something else";
             return false;
         }
         if (is_legacy_expert_base(b)) {
@@ -462,16 +469,9 @@ void pruned_shape(const tensor_desc & t, const tensor_role & role, int64_t n_kee
 
 namespace {
 
-bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vector<tensor_desc> & tensors,
-                   layout & out, std::string & err, const classify_options & opt) {
-    out = layout{};
-    out.arch = arch;
-    const arch_entry * a = find_arch(arch);
-    if (!a && !opt.allow_unknown_arch) {
-        err = "architecture '" + arch + "' is not in the MoE layout table (src/moe/layout.cpp); "
-              "its per-expert tensors are unverified";
-        return false;
-    }
+// The expert, layer and group counts from the KVs, each checked.
+bool read_counts(const std::string & arch, const moe_kv & kv, const std::vector<tensor_desc> & tensors,
+                 layout & out, std::string & err) {
     if (!kv.expert_count || *kv.expert_count < 1) {
         err = "'" + kv_key(arch, "expert_count") + "' is missing or < 1: not a Mixture-of-Experts model";
         return false;
@@ -496,15 +496,24 @@ bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vecto
             return false;
         }
     }
+    return true;
+}
 
-    // per block: which MoE parts it has
-    struct block_parts {
-        bool router = false, down = false, up = false, any_slab = false, any_expert = false, any = false;
-        std::string first_expert_tensor;
-    };
+// Which MoE parts one block has.
+struct block_parts {
+    bool router = false, down = false, up = false, any_slab = false, any_expert = false, any = false;
+    std::string first_expert_tensor;
+};
+
+// What the tensors say, block by block, and the router extras seen anywhere.
+struct tensor_census {
     std::map<int, block_parts> blocks;
     bool has_shexp = false, has_sel_bias = false, has_router_bias = false;
+};
 
+// Classifies every tensor into out.roles and tallies its block's parts.
+bool classify_tensors(const std::vector<tensor_desc> & tensors, layout & out, tensor_census & census,
+                      std::string & err) {
     out.roles.resize(tensors.size());
     std::set<std::string> seen;
     for (size_t i = 0; i < tensors.size(); ++i) {
@@ -514,7 +523,7 @@ bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vecto
             return false;
         }
         tensor_role & r = out.roles[i];
-        if (!classify_one(t, n_expert, r, err)) {
+        if (!classify_one(t, out.n_expert, r, err)) {
             return false;
         }
         if (r.layer < 0) {
@@ -524,7 +533,7 @@ bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vecto
             }
             continue;
         }
-        block_parts & bp = blocks[r.layer];
+        block_parts & bp = census.blocks[r.layer];
         bp.any = true;
         const parsed_name p = parse_name(t.name);
         switch (r.kind) {
@@ -534,9 +543,9 @@ bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vecto
                 bp.down = bp.down || p.base == "ffn_down_exps";
                 bp.up = bp.up || p.base == "ffn_up_exps" || p.base == "ffn_gate_up_exps";
                 break;
-            case tensor_kind::shared_expert:  has_shexp = true; break;
-            case tensor_kind::selection_bias: has_sel_bias = true; break;
-            case tensor_kind::router_bias:    has_router_bias = true; break;
+            case tensor_kind::shared_expert:  census.has_shexp = true; break;
+            case tensor_kind::selection_bias: census.has_sel_bias = true; break;
+            case tensor_kind::router_bias:    census.has_router_bias = true; break;
             default: break;
         }
         if (r.slice != slice_kind::none) {
@@ -546,8 +555,12 @@ bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vecto
             }
         }
     }
+    return true;
+}
 
-    for (const auto & [il, bp] : blocks) {
+// The MoE blocks (a router with down and up slabs) into out.moe_layers.
+bool find_moe_layers(const std::string & arch, const tensor_census & census, layout & out, std::string & err) {
+    for (const auto & [il, bp] : census.blocks) {
         const std::string blk = "block " + std::to_string(il);
         if (!bp.router && !bp.any_slab) {
             if (bp.any_expert) {
@@ -576,44 +589,64 @@ bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vecto
               " = " + std::to_string(out.n_layer);
         return false;
     }
+    return true;
+}
 
-    // the blocks the arch says are MoE must be the ones the tensors say
-    if (a && opt.check_block_rule) {
-        const std::set<int> moe(out.moe_layers.begin(), out.moe_layers.end());
-        for (const auto & [il, bp] : blocks) {
-            if (!bp.any) {
-                continue;
-            }
-            bool want = moe.count(il) > 0;
-            const char * why = nullptr;
-            switch (a->layers) {
-                case layer_rule::all:
-                    want = true;
-                    why = "every block of this arch is MoE";
-                    break;
-                case layer_rule::leading_dense:
-                    want = il >= kv.leading_dense_block_count.value_or(0);
-                    why = "leading_dense_block_count";
-                    break;
-                case layer_rule::interleave: {
-                    const int64_t step = kv.interleave_moe_layer_step.value_or(0);
-                    want = step > 0 && (il + 1) % step == 0;
-                    why = "interleave_moe_layer_step";
-                } break;
-                case layer_rule::unchecked: break;
-            }
-            if (want != (moe.count(il) > 0)) {
-                err = "block " + std::to_string(il) + (want ? " should be MoE" : " should be dense") + " (" + why +
-                      ") but its tensors say otherwise";
-                return false;
-            }
+// The blocks the arch says are MoE must be the ones the tensors say.
+bool check_block_rule(const arch_entry & a, const moe_kv & kv, const tensor_census & census, const layout & out,
+                      std::string & err) {
+    const std::set<int> moe(out.moe_layers.begin(), out.moe_layers.end());
+    for (const auto & [il, bp] : census.blocks) {
+        if (!bp.any) {
+            continue;
+        }
+        bool want = moe.count(il) > 0;
+        const char * why = nullptr;
+        switch (a.layers) {
+            case layer_rule::all:
+                want = true;
+                why = "every block of this arch is MoE";
+                break;
+            case layer_rule::leading_dense:
+                want = il >= kv.leading_dense_block_count.value_or(0);
+                why = "leading_dense_block_count";
+                break;
+            case layer_rule::interleave: {
+                const int64_t step = kv.interleave_moe_layer_step.value_or(0);
+                want = step > 0 && (il + 1) % step == 0;
+                why = "interleave_moe_layer_step";
+            } break;
+            case layer_rule::unchecked: break;
+        }
+        if (want != (moe.count(il) > 0)) {
+            err = "block " + std::to_string(il) + (want ? " should be MoE" : " should be dense") + " (" + why +
+                  ") but its tensors say otherwise";
+            return false;
         }
     }
+    return true;
+}
+
+bool classify_impl(const std::string & arch, const moe_kv & kv, const std::vector<tensor_desc> & tensors,
+                   layout & out, std::string & err, const classify_options & opt) {
+    out = layout{};
+    out.arch = arch;
+    const arch_entry * a = find_arch(arch);
+    if (!a && !opt.allow_unknown_arch) {
+        err = "architecture '" + arch + "' is not in the MoE layout table (src/moe/layout.cpp); "
+              "its per-expert tensors are unverified";
+        return false;
+    }
+    if (!read_counts(arch, kv, tensors, out, err)) return false;
+    tensor_census census;
+    if (!classify_tensors(tensors, out, census, err)) return false;
+    if (!find_moe_layers(arch, census, out, err)) return false;
+    if (a && opt.check_block_rule && !check_block_rule(*a, kv, census, out, err)) return false;
 
     out.router = router_facts_for(arch, kv);
-    out.router.selection_bias = has_sel_bias;
-    out.router.router_bias = has_router_bias;
-    if (out.router.n_expert_shared == 0 && has_shexp) {
+    out.router.selection_bias = census.has_sel_bias;
+    out.router.router_bias = census.has_router_bias;
+    if (out.router.n_expert_shared == 0 && census.has_shexp) {
         out.router.n_expert_shared = 1;
     }
     return true;

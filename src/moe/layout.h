@@ -26,7 +26,8 @@
 //     ffn_latent_*, gemma4's ffn_gate_inp.scale, norms, attention, ...) are copied.
 //   * Names llama.cpp gives to per-expert data that this table cannot slice
 //     (deepseek4's ffn_gate_tid2eid holds expert ids, grovemoe's *_chexps are chunk
-//     experts with their own count, legacy per-expert ffn_gate.E tensors) are errors.
+//     experts weighted by the router probability of expert e / experts_per_group,
+//     which a renumbering cut moves to other experts; legacy per-expert ffn_gate.E tensors) are errors.
 //   * Any other tensor with a dimension equal to n_expert is an error unless its
 //     base name is one llama.cpp uses for a dense tensor (so attn_sinks of
 //     n_head == n_expert heads is fine, an unknown "ffn_foo" of n_expert rows is not).

@@ -104,20 +104,10 @@ const plan_layer * plan::find_layer(int layer) const {
     return nullptr;
 }
 
-bool parse_plan(const std::string & text, const std::string & name, plan & out, std::string & err) {
-    const std::string who = "plan " + name;
-    json doc;
-    try {
-        doc = json::parse(text);
-    } catch (const json::exception & e) {  // parse_error, and out_of_range for a number too large for a double
-        err = who + ": not valid JSON: " + e.what();
-        return false;
-    }
-    if (!doc.is_object()) {
-        err = who + ": top level must be an object, not " + std::string(json_type_name(doc));
-        return false;
-    }
-    plan p;
+namespace {
+
+// "format" and "version" of the document.
+bool parse_format(const json & doc, const std::string & who, std::string & err) {
     const json * v;
     if (!(v = field(doc, "format", who, err))) return false;
     if (!v->is_string() || v->get<std::string>() != k_plan_format) {
@@ -132,7 +122,11 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
               std::to_string(k_plan_version) + ")";
         return false;
     }
+    return true;
+}
 
+// The "model" object: arch, counts and the optional header hash.
+bool parse_model(const json & doc, const std::string & who, plan & p, std::string & err) {
     const json * model = field(doc, "model", who, err);
     if (!model) return false;
     if (!model->is_object()) {
@@ -140,6 +134,7 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
         return false;
     }
     const std::string mwho = who + ": model";
+    const json * v;
     if (!(v = field(*model, "arch", mwho, err))) return false;
     if (!v->is_string() || v->get<std::string>().empty()) {
         err = mwho + ".arch must be a non-empty string, got " + reap::util::json_text(*v);
@@ -170,10 +165,54 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
         if (!(v = field(*model, "n_vocab", mwho, err))) return false;
         if (!get_int(*v, mwho + ".n_vocab", 0, INT64_MAX, p.n_vocab, err)) return false;
     }
+    return true;
+}
 
-    if (!(v = field(doc, "n_keep", who, err))) return false;
-    if (!get_int(*v, who + ": \"n_keep\"", 1, p.n_expert, p.n_keep, err)) return false;
+// layers[i]: its block index (ascending, after the layers before it) and
+// n_keep expert ids, each in range and listed once (`seen` is scratch).
+bool parse_layer(const json & l, const std::string & who, size_t i, const plan & p, std::vector<uint8_t> & seen,
+                 plan_layer & pl, std::string & err) {
+    const std::string lwho = who + ": layers[" + std::to_string(i) + "]";
+    if (!l.is_object()) {
+        err = lwho + " must be an object, not " + std::string(json_type_name(l));
+        return false;
+    }
+    const json * v;
+    int64_t layer = 0;
+    if (!(v = field(l, "layer", lwho, err))) return false;
+    if (!get_int(*v, lwho + ".layer", 0, p.n_layer - 1, layer, err)) return false;
+    pl.layer = int(layer);
+    const std::string kwho = who + ": layer " + std::to_string(layer);
+    if (!p.layers.empty() && p.layers.back().layer >= pl.layer) {
+        err = p.layers.back().layer == pl.layer
+                  ? kwho + " is listed twice"
+                  : kwho + " comes after layer " + std::to_string(p.layers.back().layer) +
+                        " (layers must be in ascending order)";
+        return false;
+    }
+    if (!(v = field(l, "keep", kwho, err))) return false;
+    if (!v->is_array()) {
+        err = kwho + ": \"keep\" must be an array, not " + std::string(json_type_name(*v));
+        return false;
+    }
+    if (int64_t(v->size()) != p.n_keep) {
+        err = kwho + ": keeps " + std::to_string(v->size()) + " experts, n_keep is " + std::to_string(p.n_keep) +
+              " (every MoE layer keeps the same count)";
+        return false;
+    }
+    seen.assign(size_t(p.n_expert), 0);
+    pl.keep.reserve(v->size());
+    for (size_t k = 0; k < v->size(); ++k) {
+        int64_t e = 0;
+        if (!get_int((*v)[k], kwho + ": keep[" + std::to_string(k) + "]", INT64_MIN, INT64_MAX, e, err)) return false;
+        if (!check_keep_id(kwho, k, e, p.n_expert, seen, err)) return false;
+        pl.keep.push_back(e);
+    }
+    return true;
+}
 
+// The "layers" array, every entry through parse_layer.
+bool parse_layers(const json & doc, const std::string & who, plan & p, std::string & err) {
     const json * layers = field(doc, "layers", who, err);
     if (!layers) return false;
     if (!layers->is_array()) {
@@ -186,45 +225,34 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
     }
     std::vector<uint8_t> seen;
     for (size_t i = 0; i < layers->size(); ++i) {
-        const json & l = (*layers)[i];
-        const std::string lwho = who + ": layers[" + std::to_string(i) + "]";
-        if (!l.is_object()) {
-            err = lwho + " must be an object, not " + std::string(json_type_name(l));
-            return false;
-        }
         plan_layer pl;
-        int64_t layer = 0;
-        if (!(v = field(l, "layer", lwho, err))) return false;
-        if (!get_int(*v, lwho + ".layer", 0, p.n_layer - 1, layer, err)) return false;
-        pl.layer = int(layer);
-        const std::string kwho = who + ": layer " + std::to_string(layer);
-        if (!p.layers.empty() && p.layers.back().layer >= pl.layer) {
-            err = p.layers.back().layer == pl.layer
-                      ? kwho + " is listed twice"
-                      : kwho + " comes after layer " + std::to_string(p.layers.back().layer) +
-                            " (layers must be in ascending order)";
-            return false;
-        }
-        if (!(v = field(l, "keep", kwho, err))) return false;
-        if (!v->is_array()) {
-            err = kwho + ": \"keep\" must be an array, not " + std::string(json_type_name(*v));
-            return false;
-        }
-        if (int64_t(v->size()) != p.n_keep) {
-            err = kwho + ": keeps " + std::to_string(v->size()) + " experts, n_keep is " + std::to_string(p.n_keep) +
-                  " (every MoE layer keeps the same count)";
-            return false;
-        }
-        seen.assign(size_t(p.n_expert), 0);
-        pl.keep.reserve(v->size());
-        for (size_t k = 0; k < v->size(); ++k) {
-            int64_t e = 0;
-            if (!get_int((*v)[k], kwho + ": keep[" + std::to_string(k) + "]", INT64_MIN, INT64_MAX, e, err)) return false;
-            if (!check_keep_id(kwho, k, e, p.n_expert, seen, err)) return false;
-            pl.keep.push_back(e);
-        }
+        if (!parse_layer((*layers)[i], who, i, p, seen, pl, err)) return false;
         p.layers.push_back(std::move(pl));
     }
+    return true;
+}
+
+}  // namespace
+
+bool parse_plan(const std::string & text, const std::string & name, plan & out, std::string & err) {
+    const std::string who = "plan " + name;
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::exception & e) {  // parse_error, and out_of_range for a number too large for a double
+        err = who + ": not valid JSON: " + e.what();
+        return false;
+    }
+    if (!doc.is_object()) {
+        err = who + ": top level must be an object, not " + std::string(json_type_name(doc));
+        return false;
+    }
+    plan p;
+    if (!parse_format(doc, who, err) || !parse_model(doc, who, p, err)) return false;
+    const json * v;
+    if (!(v = field(doc, "n_keep", who, err))) return false;
+    if (!get_int(*v, who + ": \"n_keep\"", 1, p.n_expert, p.n_keep, err)) return false;
+    if (!parse_layers(doc, who, p, err)) return false;
 
     auto prov = doc.find("provenance");
     if (prov != doc.end()) {

@@ -127,6 +127,138 @@ method default_method(saliency::metric_set ms) {
 
 // ---- ranking ----------------------------------------------------------------------------
 
+namespace {
+
+// Consensus: each expert's best rank in any domain of the plan's set.
+std::vector<int64_t> best_domain_ranks(const saliency::archive & a, const ranking & r, method how) {
+    const int64_t E = a.model.n_expert;
+    std::vector<int64_t> minrank(a.n_cells(), E);
+    for (const auto & name : r.domains) {
+        const saliency::domain_stats * d = a.find_domain(name);
+        const std::vector<double> s = scores_of(*d, how, a.n_cells());
+        for (int l : a.model.moe_layers) {
+            const std::vector<int64_t> rk = ranks_of(&s[a.index(l, 0)], E);
+            for (int64_t e = 0; e < E; ++e) minrank[a.index(l, (int) e)] = std::min(minrank[a.index(l, (int) e)], rk[e]);
+        }
+    }
+    return minrank;
+}
+
+// Super experts: max_norm over every domain of the archive; sets r.super_threshold.
+std::vector<double> super_expert_norms(const saliency::archive & a, const rank_options & o, ranking & r) {
+    const int64_t E = a.model.n_expert;
+    std::vector<double> max_norm(a.n_cells(), 0.0);
+    for (const auto & d : a.domains) {
+        for (size_t i = 0; i < a.n_cells(); ++i) max_norm[i] = std::max(max_norm[i], d.max_norm[i]);
+    }
+    // over the experts that were measured: a never-routed one has no max_norm
+    // (0), and counting those would pull the percentile down in an archive
+    // whose experts are mostly dead
+    std::vector<double> vals;
+    for (int l : a.model.moe_layers) {
+        for (int64_t e = 0; e < E; ++e) {
+            if (max_norm[a.index(l, (int) e)] > 0) vals.push_back(max_norm[a.index(l, (int) e)]);
+        }
+    }
+    std::sort(vals.begin(), vals.end());
+    if (!vals.empty() && vals.back() > 0) {
+        const double pos = o.super_percentile / 100.0 * double(vals.size() - 1);
+        const size_t lo = (size_t) std::floor(pos), hi = std::min(vals.size() - 1, lo + 1);
+        const double pct = vals[lo] + (vals[hi] - vals[lo]) * (pos - double(lo));
+        r.super_threshold = std::max(pct, o.super_min_fraction * vals.back());
+    }
+    return max_norm;
+}
+
+// What every layer's ranking reads, computed once over the archive.
+struct rank_inputs {
+    const saliency::archive &        a;
+    const rank_options &             o;
+    const saliency::domain_stats &   sum;         // the plan's domains summed
+    std::vector<double>              score;       // the share method's score over `sum`
+    std::vector<int64_t>             minrank;     // empty unless consensus::minrank
+    std::vector<double>              max_norm;    // empty unless a reap archive
+    std::vector<std::vector<double>> dom_score;   // per archive domain
+};
+
+// Each archive domain's score and rank (1-based; empty where the domain routed nothing) in layer l.
+void add_domain_scores(const rank_inputs & in, int l, layer_ranking & lr) {
+    const saliency::archive & a = in.a;
+    const int64_t E = a.model.n_expert;
+    for (size_t di = 0; di < a.domains.size(); ++di) {
+        const double * s = &in.dom_score[di][a.index(l, 0)];
+        lr.domain_score.emplace_back(s, s + E);
+        double routed = 0;
+        for (int64_t e = 0; e < E; ++e) routed += a.domains[di].count[a.index(l, (int) e)];
+        std::vector<int64_t> rk;
+        if (routed > 0) {
+            rk = ranks_of(s, E);
+            for (int64_t & x : rk) ++x;
+        }
+        lr.domain_rank.push_back(std::move(rk));
+    }
+}
+
+// Layer l's ranking: protected super experts first, never-routed experts last,
+// the rest by the method's key; records dead, super and never-routed experts in r.
+layer_ranking rank_layer(const rank_inputs & in, int l, ranking & r) {
+    const saliency::archive & a = in.a;
+    const rank_options & o = in.o;
+    const int64_t E = a.model.n_expert;
+    layer_ranking lr;
+    lr.layer = l;
+    lr.score.assign(in.score.begin() + (ptrdiff_t) a.index(l, 0), in.score.begin() + (ptrdiff_t) a.index(l, 0) + E);
+    double layer_total = 0;
+    for (double x : lr.score) layer_total += x;
+    add_domain_scores(in, l, lr);
+    std::vector<double> routed_norms;   // max_norm of the experts routed in some domain
+    for (int64_t e = 0; e < E; ++e) {
+        const size_t i = a.index(l, (int) e);
+        bool any = false;
+        for (const auto & d : a.domains) any = any || d.count[i] > 0;
+        if (!any) r.dead.push_back({l, e, 0.0});
+        else if (!in.max_norm.empty()) routed_norms.push_back(in.max_norm[i]);
+    }
+    const double norm_median = util::summarize(std::move(routed_norms)).median;
+    std::vector<int> tier(E, 1);
+    std::vector<double> key(E, 0.0);
+    for (int64_t e = 0; e < E; ++e) {
+        const size_t i = a.index(l, (int) e);
+        if (o.how == method::random) {
+            // a key from (seed, layer, expert) alone: the same on every platform
+            key[e] = -double(splitmix64(o.seed ^ splitmix64((uint64_t) l * 0x100000001b3ull + (uint64_t) e)) >> 11);
+        } else if (!in.minrank.empty()) {
+            key[e] = -double(in.minrank[i]);
+        } else {
+            key[e] = in.score[i];
+        }
+        const bool is_super = r.super_threshold > 0 && in.max_norm[i] > r.super_threshold;
+        if (is_super) {
+            expert_ref x{l, e, in.max_norm[i]};
+            x.norm_ratio = norm_median > 0 ? in.max_norm[i] / norm_median : 0.0;
+            x.score_share = layer_total > 0 ? in.score[i] / layer_total : 0.0;
+            r.super_candidates.push_back(x);
+            if (o.protect_super) r.super_experts.push_back(x);
+        }
+        if (in.sum.count[i] == 0) {
+            r.never_routed.push_back({l, e, 0.0});
+            tier[e] = 2;
+            key[e] = 0;
+        }
+        if (is_super && o.protect_super) tier[e] = 0;
+    }
+    lr.order.resize(E);
+    for (int64_t e = 0; e < E; ++e) lr.order[e] = e;
+    std::sort(lr.order.begin(), lr.order.end(), [&](int64_t x, int64_t y) {
+        if (tier[x] != tier[y]) return tier[x] < tier[y];
+        if (key[x] != key[y]) return key[x] > key[y];
+        return x < y;
+    });
+    return lr;
+}
+
+}  // namespace
+
 bool rank_experts(const saliency::archive & a, int64_t n_group, const rank_options & o, ranking & out, std::string & err) {
     if (!method_fits(o.how, a.metrics, err)) return false;
     const int64_t E = a.model.n_expert;
@@ -151,118 +283,18 @@ bool rank_experts(const saliency::archive & a, int64_t n_group, const rank_optio
             if (seen.insert(d).second) r.domains.push_back(d);
         }
     }
-    const std::vector<double> score = scores_of(sum, r.share_method, a.n_cells());
-
-    // consensus: best rank in any domain of S
-    std::vector<int64_t> minrank;
-    if (o.cons == consensus::minrank && o.how != method::random) {
-        minrank.assign(a.n_cells(), E);
-        for (const auto & name : r.domains) {
-            const saliency::domain_stats * d = a.find_domain(name);
-            const std::vector<double> s = scores_of(*d, o.how, a.n_cells());
-            for (int l : a.model.moe_layers) {
-                const std::vector<int64_t> rk = ranks_of(&s[a.index(l, 0)], E);
-                for (int64_t e = 0; e < E; ++e) minrank[a.index(l, (int) e)] = std::min(minrank[a.index(l, (int) e)], rk[e]);
-            }
-        }
-    }
-
-    // super experts: max_norm over every domain of the archive
-    std::vector<double> max_norm;
-    if (a.metrics == saliency::metric_set::reap) {
-        max_norm.assign(a.n_cells(), 0.0);
-        for (const auto & d : a.domains) {
-            for (size_t i = 0; i < a.n_cells(); ++i) max_norm[i] = std::max(max_norm[i], d.max_norm[i]);
-        }
-        // over the experts that were measured: a never-routed one has no max_norm
-        // (0), and counting those would pull the percentile down in an archive
-        // whose experts are mostly dead
-        std::vector<double> vals;
-        for (int l : a.model.moe_layers) {
-            for (int64_t e = 0; e < E; ++e) {
-                if (max_norm[a.index(l, (int) e)] > 0) vals.push_back(max_norm[a.index(l, (int) e)]);
-            }
-        }
-        std::sort(vals.begin(), vals.end());
-        if (!vals.empty() && vals.back() > 0) {
-            const double pos = o.super_percentile / 100.0 * double(vals.size() - 1);
-            const size_t lo = (size_t) std::floor(pos), hi = std::min(vals.size() - 1, lo + 1);
-            const double pct = vals[lo] + (vals[hi] - vals[lo]) * (pos - double(lo));
-            r.super_threshold = std::max(pct, o.super_min_fraction * vals.back());
-        }
-    }
+    rank_inputs in{a, o, sum, scores_of(sum, r.share_method, a.n_cells()), {}, {}, {}};
+    if (o.cons == consensus::minrank && o.how != method::random) in.minrank = best_domain_ranks(a, r, o.how);
+    if (a.metrics == saliency::metric_set::reap) in.max_norm = super_expert_norms(a, o, r);
 
     // per domain of the archive: the share method's score over that domain alone (receipts.h)
     for (const auto & d : a.domains) {
         r.archive_domains.push_back(d.name);
         r.in_plan.push_back(std::find(r.domains.begin(), r.domains.end(), d.name) != r.domains.end());
     }
-    std::vector<std::vector<double>> dom_score;
-    for (const auto & d : a.domains) dom_score.push_back(scores_of(d, r.share_method, a.n_cells()));
+    for (const auto & d : a.domains) in.dom_score.push_back(scores_of(d, r.share_method, a.n_cells()));
 
-    for (int l : a.model.moe_layers) {
-        layer_ranking lr;
-        lr.layer = l;
-        lr.score.assign(score.begin() + (ptrdiff_t) a.index(l, 0), score.begin() + (ptrdiff_t) a.index(l, 0) + E);
-        double layer_total = 0;
-        for (double x : lr.score) layer_total += x;
-        std::vector<double> routed_norms;   // max_norm of the experts routed in some domain
-        for (size_t di = 0; di < a.domains.size(); ++di) {
-            const double * s = &dom_score[di][a.index(l, 0)];
-            lr.domain_score.emplace_back(s, s + E);
-            double routed = 0;
-            for (int64_t e = 0; e < E; ++e) routed += a.domains[di].count[a.index(l, (int) e)];
-            std::vector<int64_t> rk;
-            if (routed > 0) {
-                rk = ranks_of(s, E);
-                for (int64_t & x : rk) ++x;
-            }
-            lr.domain_rank.push_back(std::move(rk));
-        }
-        for (int64_t e = 0; e < E; ++e) {
-            const size_t i = a.index(l, (int) e);
-            bool any = false;
-            for (const auto & d : a.domains) any = any || d.count[i] > 0;
-            if (!any) r.dead.push_back({l, e, 0.0});
-            else if (!max_norm.empty()) routed_norms.push_back(max_norm[i]);
-        }
-        const double norm_median = util::summarize(std::move(routed_norms)).median;
-        std::vector<int> tier(E, 1);
-        std::vector<double> key(E, 0.0);
-        for (int64_t e = 0; e < E; ++e) {
-            const size_t i = a.index(l, (int) e);
-            if (o.how == method::random) {
-                // a key from (seed, layer, expert) alone: the same on every platform
-                key[e] = -double(splitmix64(o.seed ^ splitmix64((uint64_t) l * 0x100000001b3ull + (uint64_t) e)) >> 11);
-            } else if (!minrank.empty()) {
-                key[e] = -double(minrank[i]);
-            } else {
-                key[e] = score[i];
-            }
-            const bool is_super = r.super_threshold > 0 && max_norm[i] > r.super_threshold;
-            if (is_super) {
-                expert_ref x{l, e, max_norm[i]};
-                x.norm_ratio = norm_median > 0 ? max_norm[i] / norm_median : 0.0;
-                x.score_share = layer_total > 0 ? score[i] / layer_total : 0.0;
-                r.super_candidates.push_back(x);
-                if (o.protect_super) r.super_experts.push_back(x);
-            }
-            if (sum.count[i] == 0) {
-                r.never_routed.push_back({l, e, 0.0});
-                tier[e] = 2;
-                key[e] = 0;
-            }
-            if (is_super && o.protect_super) tier[e] = 0;
-        }
-        lr.order.resize(E);
-        for (int64_t e = 0; e < E; ++e) lr.order[e] = e;
-        std::sort(lr.order.begin(), lr.order.end(), [&](int64_t x, int64_t y) {
-            if (tier[x] != tier[y]) return tier[x] < tier[y];
-            if (key[x] != key[y]) return key[x] > key[y];
-            return x < y;
-        });
-        r.layers.push_back(std::move(lr));
-    }
+    for (int l : a.model.moe_layers) r.layers.push_back(rank_layer(in, l, r));
     out = std::move(r);
     return true;
 }

@@ -269,20 +269,11 @@ bool check_count_invariant(const archive & a, std::string & err, double rel_tol)
 
 // ---- reading ------------------------------------------------------------------------
 
-bool read_archive(const std::string & path, archive & out, std::string & err) {
-    gguf::model m;
-    std::string e;
-    if (!gguf::open_model(path, m, e)) {
-        err = "cannot read saliency archive: " + e;
-        return false;
-    }
-    const std::string where = "saliency archive " + path + ": ";
-    if (m.shards.size() != 1) {
-        err = where + "is a split set; archives are single files";
-        return false;
-    }
-    const gguf::kv_store & kv = m.kvs;
-    std::string type;
+namespace {
+
+// general.type and the format version.
+bool check_type_and_version(const gguf::kv_store & kv, const std::string & where, std::string & err) {
+    std::string type, e;
     if (!kv.has(k_key_type)) {
         err = where + "no general.type: not a saliency archive";
         return false;
@@ -298,15 +289,12 @@ bool read_archive(const std::string & path, archive & out, std::string & err) {
         err = where + "format version " + std::to_string(version) + " is not supported (this reap reads version " + std::to_string(k_version) + ")";
         return false;
     }
+    return true;
+}
 
-    archive a;
-    std::string metrics;
-    if (!kv.get_string(k_key_metrics, metrics, e)) { err = where + e; return false; }
-    if (!parse_metric_set(metrics, a.metrics)) {
-        err = where + "'" + k_key_metrics + "' = '" + metrics + "', expected 'reap' or 'energy'";
-        return false;
-    }
-    fingerprint & fp = a.model;
+// The model fingerprint: arch, counts (bounded) and the MoE layers (in range).
+bool read_fingerprint(const gguf::kv_store & kv, const std::string & where, fingerprint & fp, std::string & err) {
+    std::string e;
     std::vector<int64_t> layers;
     if (!kv.get_string(k_key_arch, fp.arch, e) || !kv.get_u32(k_key_n_layer, fp.n_layer, e) ||
         !kv.get_u32(k_key_n_expert, fp.n_expert, e) || !kv.get_u32(k_key_n_expert_used, fp.n_expert_used, e) ||
@@ -329,7 +317,54 @@ bool read_archive(const std::string & path, archive & out, std::string & err) {
         }
         fp.moe_layers.push_back((int) l);
     }
+    return true;
+}
 
+// Domain d's tensors of archive a's metric set (`metrics` names it), each
+// checked for type, shape and size, and no tensor of the other set.
+bool read_domain_tensors(const gguf::model & m, const std::string & where, const archive & a,
+                         const std::string & metrics, domain_stats & d, std::string & err) {
+    const fingerprint & fp = a.model;
+    const std::string & dn = d.name;
+    const auto & wanted = metric_names(a.metrics);
+    std::string e;
+    for (const auto & mn : wanted) {
+        const std::string tn = dn + "." + mn;
+        const gguf::tensor_info * t = m.find_tensor(tn);
+        if (!t) { err = where + "domain '" + dn + "': tensor '" + tn + "' is missing"; return false; }
+        if (t->type != gguf::tensor_type::F64) {
+            err = where + "tensor '" + tn + "' has type " + gguf::type_name(t->type) + ", expected f64";
+            return false;
+        }
+        const bool shape_ok = t->ne[0] == (int64_t) fp.n_expert && t->ne[1] == (int64_t) fp.n_layer && t->ne[2] == 1 && t->ne[3] == 1;
+        if (!shape_ok) {
+            err = where + "tensor '" + tn + "' has shape " + t->shape_string() + ", expected [" + std::to_string(fp.n_expert) +
+                  ", " + std::to_string(fp.n_layer) + "] (n_expert, n_layer)";
+            return false;
+        }
+        if (t->nbytes != a.n_cells() * sizeof(double)) {
+            err = where + "tensor '" + tn + "' has " + std::to_string(t->nbytes) + " bytes, expected " + std::to_string(a.n_cells() * sizeof(double));
+            return false;
+        }
+        std::vector<double> & v = *metric_data(d, mn);
+        v.resize(a.n_cells());   // bounded: the reader checked that the data lie inside the file
+        if (!gguf::read_tensor_bytes(m, *t, 0, t->nbytes, v.data(), e)) { err = where + e; return false; }
+    }
+    // Tensors of this domain that belong to the other metric set are a contradiction.
+    for (const auto & mn : all_metric_names()) {
+        if (std::find(wanted.begin(), wanted.end(), mn) == wanted.end() && m.find_tensor(dn + "." + mn)) {
+            err = where + "tensor '" + dn + "." + mn + "' does not belong to metric set '" + metrics + "'";
+            return false;
+        }
+    }
+    return true;
+}
+
+// The domains (names checked, each listed once) and their tensors into a.domains.
+bool read_domains(const gguf::model & m, const std::string & where, const std::string & metrics, archive & a,
+                  std::string & err) {
+    const gguf::kv_store & kv = m.kvs;
+    std::string e;
     std::vector<std::string> names;
     std::vector<int64_t> n_tokens;
     if (!kv.get_string_array(k_key_domains, names, e) || !kv.get_i64_array(k_key_n_tokens, n_tokens, e)) {
@@ -341,7 +376,6 @@ bool read_archive(const std::string & path, archive & out, std::string & err) {
               std::to_string(n_tokens.size()) + " counts";
         return false;
     }
-    const auto & wanted = metric_names(a.metrics);
     std::set<std::string> seen;
     for (size_t i = 0; i < names.size(); ++i) {
         const std::string & dn = names[i];
@@ -358,37 +392,38 @@ bool read_archive(const std::string & path, archive & out, std::string & err) {
         domain_stats d;
         d.name = dn;
         d.n_tokens = n_tokens[i];
-        for (const auto & mn : wanted) {
-            const std::string tn = dn + "." + mn;
-            const gguf::tensor_info * t = m.find_tensor(tn);
-            if (!t) { err = where + "domain '" + dn + "': tensor '" + tn + "' is missing"; return false; }
-            if (t->type != gguf::tensor_type::F64) {
-                err = where + "tensor '" + tn + "' has type " + gguf::type_name(t->type) + ", expected f64";
-                return false;
-            }
-            const bool shape_ok = t->ne[0] == (int64_t) fp.n_expert && t->ne[1] == (int64_t) fp.n_layer && t->ne[2] == 1 && t->ne[3] == 1;
-            if (!shape_ok) {
-                err = where + "tensor '" + tn + "' has shape " + t->shape_string() + ", expected [" + std::to_string(fp.n_expert) +
-                      ", " + std::to_string(fp.n_layer) + "] (n_expert, n_layer)";
-                return false;
-            }
-            if (t->nbytes != a.n_cells() * sizeof(double)) {
-                err = where + "tensor '" + tn + "' has " + std::to_string(t->nbytes) + " bytes, expected " + std::to_string(a.n_cells() * sizeof(double));
-                return false;
-            }
-            std::vector<double> & v = *metric_data(d, mn);
-            v.resize(a.n_cells());   // bounded: the reader checked that the data lie inside the file
-            if (!gguf::read_tensor_bytes(m, *t, 0, t->nbytes, v.data(), e)) { err = where + e; return false; }
-        }
-        // Tensors of this domain that belong to the other metric set are a contradiction.
-        for (const auto & mn : all_metric_names()) {
-            if (std::find(wanted.begin(), wanted.end(), mn) == wanted.end() && m.find_tensor(dn + "." + mn)) {
-                err = where + "tensor '" + dn + "." + mn + "' does not belong to metric set '" + metrics + "'";
-                return false;
-            }
-        }
+        if (!read_domain_tensors(m, where, a, metrics, d, err)) return false;
         a.domains.push_back(std::move(d));
     }
+    return true;
+}
+
+}  // namespace
+
+bool read_archive(const std::string & path, archive & out, std::string & err) {
+    gguf::model m;
+    std::string e;
+    if (!gguf::open_model(path, m, e)) {
+        err = "cannot read saliency archive: " + e;
+        return false;
+    }
+    const std::string where = "saliency archive " + path + ": ";
+    if (m.shards.size() != 1) {
+        err = where + "is a split set; archives are single files";
+        return false;
+    }
+    const gguf::kv_store & kv = m.kvs;
+    if (!check_type_and_version(kv, where, err)) return false;
+
+    archive a;
+    std::string metrics;
+    if (!kv.get_string(k_key_metrics, metrics, e)) { err = where + e; return false; }
+    if (!parse_metric_set(metrics, a.metrics)) {
+        err = where + "'" + k_key_metrics + "' = '" + metrics + "', expected 'reap' or 'energy'";
+        return false;
+    }
+    if (!read_fingerprint(kv, where, a.model, err)) return false;
+    if (!read_domains(m, where, metrics, a, err)) return false;
     for (const auto & entry : kv.entries) {
         if (starts_with(entry.key, "reap.saliency.") && !is_format_key(entry.key)) a.provenance.entries.push_back(entry);
     }

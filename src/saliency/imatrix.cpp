@@ -318,6 +318,171 @@ bool parse_imatrix_input(const std::string & arg, bool named, imatrix_input & ou
     return true;
 }
 
+namespace {
+
+// The fingerprint of a model-less import, inferred from the first file: its
+// down_exps entries name the MoE layers and the expert count.
+bool infer_fingerprint(const imatrix_file & f, fingerprint & fp, std::string & err) {
+    if (f.legacy) {
+        err = "imatrix '" + f.path + "' is in the legacy format, which does not record the number of experts: "
+              "pass the model with -m";
+        return false;
+    }
+    int max_layer = -1;
+    for (const auto & kv : f.entries) {
+        const int l = down_exps_layer(kv.first);
+        if (l < 0) continue;
+        max_layer = std::max(max_layer, l);
+        fp.moe_layers.push_back(l);
+        if (fp.n_expert == 0) fp.n_expert = (uint32_t) kv.second.n_mat;
+    }
+    if (max_layer < 0) {
+        err = "imatrix '" + f.path + "' has no blk.N.ffn_down_exps.weight entry: not from a MoE model";
+        return false;
+    }
+    std::sort(fp.moe_layers.begin(), fp.moe_layers.end());
+    fp.arch    = "unknown";
+    fp.n_layer = (uint32_t) max_layer + 1;
+    // the highest layer may be a dense one the imatrix shows other tensors of
+    for (const auto & kv : f.entries) {
+        if (util::starts_with(kv.first, "blk.")) {
+            const long l = strtol(kv.first.c_str() + 4, nullptr, 10);
+            if (l >= (long) fp.n_layer && l < 1000000) fp.n_layer = (uint32_t) l + 1;
+        }
+    }
+    return true;
+}
+
+// Every entry of `f` names a tensor of `model` with a matching size.
+bool check_belongs_to_model(const imatrix_file & f, const gguf::model & model, const std::string & head,
+                            std::string & err) {
+    for (const auto & kv : f.entries) {
+        const gguf::tensor_info * t = model.find_tensor(kv.first);
+        if (!t) {
+            err = head + " is from another model: entry '" + kv.first + "' names no tensor of '" +
+                  model.shards[0].path + "'";
+            return false;
+        }
+        const bool exps = is_expert_weight(kv.first) && t->n_dims >= 3;
+        const int64_t n_mat = exps ? t->ne[2] : 1;
+        const uint64_t nvals = (uint64_t) kv.second.n_values;
+        if (!f.legacy && exps && kv.second.n_mat != n_mat) {
+            err = head + " is from another model: entry '" + kv.first + "' has " + std::to_string(kv.second.n_mat) +
+                  " experts, the model's tensor " + std::to_string(n_mat);
+            return false;
+        }
+        const uint64_t want = exps ? (uint64_t) t->ne[0] * (uint64_t) n_mat : 0;
+        if ((exps && nvals != want) || (!exps && (t->ne[0] <= 0 || nvals % (uint64_t) t->ne[0] != 0))) {
+            err = head + " is from another model: entry '" + kv.first + "' has " + std::to_string(nvals) +
+                  " values, the model's tensor has shape " + t->shape_string();
+            return false;
+        }
+    }
+    return true;
+}
+
+// The message for a MoE layer the file has no down_exps entry for, with the
+// reason when the layer is an MTP block.
+std::string missing_layer_message(const imatrix_file & f, const gguf::model * model, const fingerprint & fp,
+                                  const std::string & head, const std::string & name, int l) {
+    std::string msg = head + " has no entry '" + name + "' (MoE layer " + std::to_string(l) + ")" +
+                      (f.legacy ? ": legacy files leave out tensors that saw no data" : "");
+    moe::layout lay;
+    std::string e2;
+    if (model && moe::layout_of(*model, lay, e2, moe::describe_options()) && lay.is_mtp(l)) {
+        msg += ": it is an MTP block (" + fp.arch + ".nextn_predict_layers = " + std::to_string(lay.n_mtp) +
+               "), which llama.cpp's main graph, and so "
+               "llama-imatrix, never runs; reap calibrate measures MTP blocks (in llama.cpp's MTP context)";
+    }
+    return msg;
+}
+
+// Adds layer `l`'s per-expert counts and energies from `en` to the domain `d`;
+// `layer_count` receives the layer's total count, `rep` its unused experts.
+bool add_layer(const imatrix_file & f, const imatrix_entry & en, const std::string & head, const std::string & name,
+               int l, int64_t E, archive & out, domain_stats & d, imatrix_domain_report & rep, double & layer_count,
+               std::string & err) {
+    if (en.n_values % E != 0 || (!f.legacy && en.n_mat != E) || en.mat_sum.size() != (size_t) E) {
+        err = head + " entry '" + name + "': " + std::to_string(en.n_values) + " values in " +
+              std::to_string(f.legacy ? 0 : en.n_mat) + " matrices do not split into " + std::to_string(E) +
+              " experts: the file is from another model";
+        return false;
+    }
+    std::vector<int> unused;
+    layer_count = 0;
+    for (int64_t e = 0; e < E; ++e) {
+        double energy = en.mat_sum[(size_t) e];
+        double cnt;
+        if (f.legacy) {
+            const bool placeholder = en.ncall > 0 && en.mat_all_ncall[(size_t) e];
+            cnt = (placeholder || en.ncall == 0) ? 0 : (double) en.ncall;
+            if (cnt == 0) energy = 0;
+        } else {
+            cnt = en.counts[(size_t) e];
+            if (cnt == 0 && energy != 0) {
+                err = head + " entry '" + name + "': expert " + std::to_string(e) + " has no count but a non-zero sum";
+                return false;
+            }
+        }
+        const size_t c = out.index(l, (int) e);
+        d.count[c] += cnt;
+        d.energy_sum[c] += energy;
+        layer_count += cnt;
+        if (cnt == 0) unused.push_back((int) e);
+    }
+    if (!unused.empty()) {
+        rep.n_unused += unused.size();
+        rep.unused.emplace_back(l, std::move(unused));
+    }
+    return true;
+}
+
+// Adds one read file to the archive as domain `domain`: checks it against the
+// model (when given) and the MoE layers, then sums every layer's experts.
+bool add_file(const imatrix_file & f, const std::string & domain, const gguf::model * model, const fingerprint & fp,
+              archive & out, imatrix_domain_report & rep, std::string & err) {
+    const std::string head = "imatrix '" + f.path + "'";
+    if (model && !check_belongs_to_model(f, *model, head, err)) return false;
+    const std::set<int> moe(fp.moe_layers.begin(), fp.moe_layers.end());
+    // Find the down_exps entry of every MoE layer.
+    for (const auto & kv : f.entries) {
+        const int l = down_exps_layer(kv.first);
+        if (l >= 0 && !moe.count(l)) {
+            err = head + ": entry '" + kv.first + "' is for layer " + std::to_string(l) +
+                  ", not an MoE layer of the " + (model ? "model" : "first file");
+            return false;
+        }
+    }
+    domain_stats & d = out.find_domain(domain) ? *out.find_domain(domain) : out.add_domain(domain);
+    rep.domain = domain;
+    rep.path   = f.path;
+    rep.legacy = f.legacy;
+    double first_layer_count = -1;
+    for (int l : fp.moe_layers) {
+        const std::string name = "blk." + std::to_string(l) + ".ffn_down_exps.weight";
+        auto it = f.entries.find(name);
+        if (it == f.entries.end()) {
+            err = missing_layer_message(f, model, fp, head, name, l);
+            return false;
+        }
+        double layer_count = 0;
+        if (!add_layer(f, it->second, head, name, l, fp.n_expert, out, d, rep, layer_count, err)) return false;
+        if (first_layer_count < 0) first_layer_count = layer_count;
+    }
+    if (!f.legacy) {
+        if (fp.n_expert_used > 0 && first_layer_count >= 0 &&
+            std::fmod(first_layer_count, (double) fp.n_expert_used) == 0) {
+            rep.n_tokens = (int64_t) (first_layer_count / fp.n_expert_used);
+        } else if (f.chunk_count > 0 && f.chunk_size > 0) {
+            rep.n_tokens = f.chunk_count * f.chunk_size;
+        }
+    }
+    d.n_tokens += rep.n_tokens;
+    return true;
+}
+
+}  // namespace
+
 bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model * model, archive & out,
                     std::vector<imatrix_domain_report> & reports, std::string & err) {
     reports.clear();
@@ -335,38 +500,10 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
         if (!model_fingerprint(*model, fp, err)) return false;
     } else {
         if (!read_imatrix(inputs[0].path, first, err)) return false;
-        const imatrix_file & f = first;
-        if (f.legacy) {
-            err = "imatrix '" + f.path + "' is in the legacy format, which does not record the number of experts: "
-                  "pass the model with -m";
-            return false;
-        }
-        int max_layer = -1;
-        for (const auto & kv : f.entries) {
-            const int l = down_exps_layer(kv.first);
-            if (l < 0) continue;
-            max_layer = std::max(max_layer, l);
-            fp.moe_layers.push_back(l);
-            if (fp.n_expert == 0) fp.n_expert = (uint32_t) kv.second.n_mat;
-        }
-        if (max_layer < 0) {
-            err = "imatrix '" + f.path + "' has no blk.N.ffn_down_exps.weight entry: not from a MoE model";
-            return false;
-        }
-        std::sort(fp.moe_layers.begin(), fp.moe_layers.end());
-        fp.arch    = "unknown";
-        fp.n_layer = (uint32_t) max_layer + 1;
-        // the highest layer may be a dense one the imatrix shows other tensors of
-        for (const auto & kv : f.entries) {
-            if (util::starts_with(kv.first, "blk.")) {
-                const long l = strtol(kv.first.c_str() + 4, nullptr, 10);
-                if (l >= (long) fp.n_layer && l < 1000000) fp.n_layer = (uint32_t) l + 1;
-            }
-        }
+        if (!infer_fingerprint(first, fp, err)) return false;
     }
     out = make_archive(fp, metric_set::energy);
     bool any_legacy = false;
-    const std::set<int> moe(fp.moe_layers.begin(), fp.moe_layers.end());
 
     for (size_t i = 0; i < inputs.size(); ++i) {
         imatrix_file cur;
@@ -375,112 +512,10 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
         } else if (!read_imatrix(inputs[i].path, cur, err, (int64_t) fp.n_expert)) {
             return false;
         }
-        const imatrix_file & f = cur;
-        names.push_back(util::base_name(f.path));
-        const std::string head = "imatrix '" + f.path + "'";
-        any_legacy = any_legacy || f.legacy;
-        // Belongs to this model?
-        if (model) {
-            for (const auto & kv : f.entries) {
-                const gguf::tensor_info * t = model->find_tensor(kv.first);
-                if (!t) {
-                    err = head + " is from another model: entry '" + kv.first + "' names no tensor of '" +
-                          model->shards[0].path + "'";
-                    return false;
-                }
-                const bool exps = is_expert_weight(kv.first) && t->n_dims >= 3;
-                const int64_t n_mat = exps ? t->ne[2] : 1;
-                const uint64_t nvals = (uint64_t) kv.second.n_values;
-                if (!f.legacy && exps && kv.second.n_mat != n_mat) {
-                    err = head + " is from another model: entry '" + kv.first + "' has " + std::to_string(kv.second.n_mat) +
-                          " experts, the model's tensor " + std::to_string(n_mat);
-                    return false;
-                }
-                const uint64_t want = exps ? (uint64_t) t->ne[0] * (uint64_t) n_mat : 0;
-                if ((exps && nvals != want) || (!exps && (t->ne[0] <= 0 || nvals % (uint64_t) t->ne[0] != 0))) {
-                    err = head + " is from another model: entry '" + kv.first + "' has " + std::to_string(nvals) +
-                          " values, the model's tensor has shape " + t->shape_string();
-                    return false;
-                }
-            }
-        }
-        // Find the down_exps entry of every MoE layer.
-        for (const auto & kv : f.entries) {
-            const int l = down_exps_layer(kv.first);
-            if (l >= 0 && !moe.count(l)) {
-                err = head + ": entry '" + kv.first + "' is for layer " + std::to_string(l) +
-                      ", not an MoE layer of the " + (model ? "model" : "first file");
-                return false;
-            }
-        }
-        domain_stats & d = out.find_domain(inputs[i].domain) ? *out.find_domain(inputs[i].domain)
-                                                              : out.add_domain(inputs[i].domain);
+        names.push_back(util::base_name(cur.path));
+        any_legacy = any_legacy || cur.legacy;
         imatrix_domain_report rep;
-        rep.domain = inputs[i].domain;
-        rep.path   = f.path;
-        rep.legacy = f.legacy;
-        double first_layer_count = -1;
-        for (int l : fp.moe_layers) {
-            const std::string name = "blk." + std::to_string(l) + ".ffn_down_exps.weight";
-            auto it = f.entries.find(name);
-            if (it == f.entries.end()) {
-                err = head + " has no entry '" + name + "' (MoE layer " + std::to_string(l) + ")" +
-                      (f.legacy ? ": legacy files leave out tensors that saw no data" : "");
-                moe::layout lay;
-                std::string e2;
-                if (model && moe::layout_of(*model, lay, e2, moe::describe_options()) && lay.is_mtp(l)) {
-                    err += ": it is an MTP block (" + fp.arch + ".nextn_predict_layers = " +
-                           std::to_string(lay.n_mtp) + "), which llama.cpp's main graph, and so "
-                           "llama-imatrix, never runs; reap calibrate measures MTP blocks (in llama.cpp's MTP context)";
-                }
-                return false;
-            }
-            const imatrix_entry & en = it->second;
-            const int64_t E = fp.n_expert;
-            if (en.n_values % E != 0 || (!f.legacy && en.n_mat != E) || en.mat_sum.size() != (size_t) E) {
-                err = head + " entry '" + name + "': " + std::to_string(en.n_values) + " values in " +
-                      std::to_string(f.legacy ? 0 : en.n_mat) + " matrices do not split into " + std::to_string(E) +
-                      " experts: the file is from another model";
-                return false;
-            }
-            std::vector<int> unused;
-            double layer_count = 0;
-            for (int64_t e = 0; e < E; ++e) {
-                double energy = en.mat_sum[(size_t) e];
-                double cnt;
-                if (f.legacy) {
-                    const bool placeholder = en.ncall > 0 && en.mat_all_ncall[(size_t) e];
-                    cnt = (placeholder || en.ncall == 0) ? 0 : (double) en.ncall;
-                    if (cnt == 0) energy = 0;
-                } else {
-                    cnt = en.counts[(size_t) e];
-                    if (cnt == 0 && energy != 0) {
-                        err = head + " entry '" + name + "': expert " + std::to_string(e) +
-                              " has no count but a non-zero sum";
-                        return false;
-                    }
-                }
-                const size_t c = out.index(l, (int) e);
-                d.count[c] += cnt;
-                d.energy_sum[c] += energy;
-                layer_count += cnt;
-                if (cnt == 0) unused.push_back((int) e);
-            }
-            if (first_layer_count < 0) first_layer_count = layer_count;
-            if (!unused.empty()) {
-                rep.n_unused += unused.size();
-                rep.unused.emplace_back(l, std::move(unused));
-            }
-        }
-        if (!f.legacy) {
-            if (fp.n_expert_used > 0 && first_layer_count >= 0 &&
-                std::fmod(first_layer_count, (double) fp.n_expert_used) == 0) {
-                rep.n_tokens = (int64_t) (first_layer_count / fp.n_expert_used);
-            } else if (f.chunk_count > 0 && f.chunk_size > 0) {
-                rep.n_tokens = f.chunk_count * f.chunk_size;
-            }
-        }
-        d.n_tokens += rep.n_tokens;
+        if (!add_file(cur, inputs[i].domain, model, fp, out, rep, err)) return false;
         reports.push_back(std::move(rep));
     }
 

@@ -1,6 +1,7 @@
 // The interrupt handlers of interrupt.h and the registry of live temp files
-// they remove.
+// they remove; calibrate's stop-on-SIGINT (stop_request.h).
 #include "util/interrupt.h"
+#include "util/stop_request.h"
 
 #include <algorithm>
 #include <atomic>
@@ -90,6 +91,36 @@ void install_interrupt_handlers(const char * cmd) {
     sigaddset(&sa.sa_mask, SIGTERM);
     ::sigaction(SIGINT, &sa, nullptr);
     ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+namespace {
+
+std::atomic<bool> * g_stop = nullptr;
+const char *        g_stop_message = "";
+size_t              g_stop_message_len = 0;
+
+extern "C" void on_stop_request(int) {
+    if (g_stop->load()) {
+        std::signal(SIGINT, SIG_DFL);
+        std::raise(SIGINT);
+        return;
+    }
+    g_stop->store(true);
+    ssize_t r = ::write(2, g_stop_message, g_stop_message_len);
+    (void) r;
+}
+
+} // namespace
+
+void install_stop_on_sigint(std::atomic<bool> * stop, const char * message) {
+    g_stop = stop;
+    g_stop_message = message;
+    g_stop_message_len = std::strlen(message);
+    std::signal(SIGINT, on_stop_request);
+}
+
+void restore_default_sigint() {
+    std::signal(SIGINT, SIG_DFL);
 }
 
 } // namespace reap::util

@@ -1,4 +1,4 @@
-// test_reliability.cpp: reap never loses a byte (issue 11), through the reap
+// test_cli_reliability.cpp: reap never loses a byte (issue 11), through the reap
 // binary ($REAP_BIN) on zoo models:
 //   * no command writes over one of its inputs or over its other output, with
 //     or without --force (calibrate's checkpoint, plan, imatrix, merge, prune
