@@ -8,6 +8,10 @@
 #      from the sweep, checked against the pruned files' rows)
 #   -> calibrating on quantised copies (F32, Q8_0, Q4_K_M, IQ2_XXS): how far their
 #      keep lists move from the F32 ones (appended to docs/results.md)
+#   -> which quantisation to cut for a budget: Q8_0, Q5_0, Q4_0 and IQ4_NL copies
+#      (llama-quantize) swept at three budgets against the F32 model's rows
+#      (reap sweep with several sources; appended to docs/results.md, chart
+#      docs/frontier.svg)
 #   -> the model card of the main cut, reap-50 (reap report: docs/demo-card/)
 #
 # Everything goes to out/demo (git-ignored); the corpus comes from `make corpus`.
@@ -18,6 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REAP=${REAP:-build/bin/reap}
+QUANTIZE=${QUANTIZE:-build/bin/llama-quantize}
 PY=${PYTHON:-/usr/bin/python3}
 MODEL=${MODEL:-models/reap-moe-tiny.gguf}
 CORPUS=${CORPUS:-data/corpus}
@@ -127,6 +132,38 @@ step "does calibrating on a quantised copy change the cut? (scripts/calibrate_on
 "$PY" scripts/calibrate_on_quants.py "$OUT/quants" --bin "$(dirname "$REAP")" --bytes "$QUANT_BYTES" > /dev/null
 { echo; sed 's/^# /## /' "$OUT/quants/calibrate_on_quants.md"; } >> docs/results.md
 echo "  appended to docs/results.md"
+
+step "which quantisation to cut for a budget (reap sweep, several sources; appended to docs/results.md)"
+# llama-quantize's k-quants need rows of 256: this model's 192- and 128-wide rows
+# make it fall back, so the sources are the types that apply as they are.
+mkdir -p "$OUT/frontier"
+for t in Q8_0 Q5_0 Q4_0 IQ4_NL; do
+    [ -f "$OUT/frontier/$t.gguf" ] || "$QUANTIZE" "$MODEL" "$OUT/frontier/$t.gguf" $t > "$OUT/frontier/$t.log" 2>&1
+done
+# Scored against the reference's rows, so the text is plain (no domains).
+"$PY" -c 'import json, sys; print("\n\n".join(json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")))' \
+    "$OUT/heldout-eval.jsonl" > "$OUT/frontier/heldout.txt"
+"$REAP" sweep "$OUT/saliency.gguf" $(for t in Q8_0 Q5_0 Q4_0 IQ4_NL; do printf -- '-m %s ' "$OUT/frontier/$t.gguf"; done) \
+    --reference "$MODEL" -f "$OUT/frontier/heldout.txt" --budgets 3MB,4.5MB,6MB -c $CTX \
+    -o "$OUT/frontier/frontier.json" --plot docs/frontier.svg --force --quiet > "$OUT/frontier/table.txt"
+{
+    echo
+    echo "## Which quantisation to cut for a budget"
+    echo
+    echo "The same model as four llama-quantize copies (Q8_0, Q5_0, Q4_0, IQ4_NL; the"
+    echo "k-quants do not apply to its 192- and 128-wide rows), each cut by one REAP"
+    echo "ranking to fit three file-size budgets and scored by masking against the F32"
+    echo "model's own rows on the held-out text (\`reap sweep -m Q8_0.gguf -m ... --reference"
+    echo "F32.gguf --budgets 3MB,4.5MB,6MB\`). At a budget a smaller type keeps more"
+    echo "experts; the last lines name the winner of each budget and its lead."
+    echo
+    echo '```'
+    cat "$OUT/frontier/table.txt"
+    echo '```'
+    echo
+    echo '![KLD against file size, one line per source](frontier.svg)'
+} >> docs/results.md
+echo "  appended to docs/results.md; chart docs/frontier.svg"
 
 step "the model card of the main cut (reap-50), written and checked from its receipts: docs/demo-card/"
 "$REAP" report -m "$MODEL" --plan "$OUT/plans/reap-50.json" "$OUT/cuts/reap-50.gguf" --saliency "$OUT/saliency.gguf" \
