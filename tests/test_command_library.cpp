@@ -60,7 +60,8 @@ std::string write_test_model(const std::string & dir) {
     return path;
 }
 
-// A plan for the test model with the model's fingerprint: keeps[i] for MoE layer i.
+// A plan for the test model with the model's fingerprint (header and identity,
+// as reap plan records them): keeps[i] for MoE layer i.
 reap::plan hand_plan(const g::model & m, int64_t n_keep, const std::vector<std::vector<int64_t>> & keeps) {
     reap::plan p;
     p.arch = "qwen3moe";
@@ -68,7 +69,8 @@ reap::plan hand_plan(const g::model & m, int64_t n_keep, const std::vector<std::
     p.n_expert = k_experts;
     p.n_expert_used = 2;
     p.n_keep = n_keep;
-    p.model_sha256 = reap::model_header_sha256(m);
+    std::string err;
+    EXPECT_TRUE(reap::stamp_plan_model(p, m, err)) << err;
     for (size_t i = 0; i < keeps.size(); ++i) p.layers.push_back({k_moe_layers[i], keeps[i]});
     return p;
 }
