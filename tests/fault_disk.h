@@ -25,9 +25,9 @@ public:
         if (!enter("mkstemp", path, -1)) return -1;
         return real_disk::make_temp(path);
     }
-    int open_lock_file(const std::string & path) override {
-        if (!enter("open-lock", path, -1)) return -1;
-        return real_disk::open_lock_file(path);
+    int open_dir_for_lock(const std::string & dir) override {
+        if (!enter("open-lock", dir, -1)) return -1;
+        return real_disk::open_dir_for_lock(dir);
     }
     bool chmod(int fd, mode_t mode) override { return enter("chmod", "", fd) && real_disk::chmod(fd, mode); }
     bool write(int fd, const void * data, size_t n) override {
@@ -46,6 +46,9 @@ public:
     }
     bool rename(const std::string & from, const std::string & to) override {
         return enter("rename", from + " -> " + to, -1) && real_disk::rename(from, to);
+    }
+    bool rename_noreplace(const std::string & from, const std::string & to) override {
+        return enter("rename", from + " -> " + to, -1) && real_disk::rename_noreplace(from, to);
     }
     bool unlink(const std::string & path) override { return enter("unlink", path, -1) && real_disk::unlink(path); }
     bool fsync_dir(const std::string & dir) override { return enter("fsync-dir", dir, -1) && real_disk::fsync_dir(dir); }

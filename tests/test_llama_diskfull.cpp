@@ -12,7 +12,11 @@
 //     --tmp-dir (the base's rows) on it, and --json on a standard output
 //     redirected to it;
 //   * sweep: -o (JSON and chart) and --plans-dir on the full disk, and a disk
-//     with room for some of its files only: none of them appears.
+//     with room for some of its files only: none of them appears;
+//   * a read-only output folder (a read-only bind mount, else an immutable
+//     folder: root writes anywhere otherwise): sweep -o or --plans-dir there,
+//     and prune and plan -o there, exit 2 naming the folder before any work
+//     (sweep scores nothing); where neither can be set up the test fails.
 #include "diskfull_test_util.h"
 #include "llama_test_util.h"
 
@@ -20,6 +24,14 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 using namespace reap_test;
 using diskfull_test::expect_clean_failure;
@@ -212,4 +224,91 @@ TEST(DiskFull, CalibrateEvalSweep) {
         sweep_case(in, mnt);
         run_cmd("rm -rf " + shell_quote(mnt) + "/*", out);
     }
+}
+
+namespace {
+
+// A folder nothing can be written in, even by root, while this lives: a
+// read-only bind mount of itself, or, where mounting is not allowed, the
+// immutable attribute (chattr +i). `how` says which; empty when neither could
+// be set up (`why`).
+struct read_only_dir {
+    std::string dir, how;
+    ~read_only_dir() {
+        if (how == "bind mount") ::umount2(dir.c_str(), MNT_DETACH);
+        if (how == "immutable") set_immutable(false);
+    }
+    bool set_immutable(bool on) {
+        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+        if (fd < 0) return false;
+        int flags = 0;
+        bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+        flags = on ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
+        ok = ok && ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+        ::close(fd);
+        return ok;
+    }
+    bool make(const std::string & d, std::string & why) {
+        dir = d;
+        if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) == 0) {
+            if (::mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0) {
+                how = "bind mount";
+                return true;
+            }
+            why = std::string("read-only remount: ") + strerror(errno);
+            ::umount2(dir.c_str(), MNT_DETACH);
+        } else {
+            why = std::string("bind mount: ") + strerror(errno);
+        }
+        if (set_immutable(true)) {
+            how = "immutable";
+            return true;
+        }
+        why += std::string("; chattr +i: ") + strerror(errno);
+        return false;
+    }
+};
+
+} // namespace
+
+// Issue 23 item 11: an output folder that cannot be written is refused before
+// any work. Against the binary before this change sweep scored every size
+// first (its table printed), then failed to create its temp file.
+TEST(ReadOnly, OutputFolderIsRefusedBeforeAnyWork) {
+    const inputs in = get_inputs();
+    ASSERT_FALSE(HasFailure());
+    const std::string ro = in.dir + "/read-only";
+    ASSERT_EQ(::mkdir(ro.c_str(), 0755), 0) << strerror(errno);
+    write_text(ro + "/kept.txt", "was here before\n");
+    read_only_dir guard;
+    std::string why;
+    if (!guard.make(ro, why)) {
+        FAIL() << "READ-ONLY TEST NOT RUN: cannot make " << ro << " read-only (" << why
+               << "); needs root with CAP_SYS_ADMIN or CAP_LINUX_IMMUTABLE";
+    }
+    // the condition holds: root itself cannot create a file there
+    const std::string probe = ro + "/probe";
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd >= 0) {
+        ::close(fd);
+        ::unlink(probe.c_str());
+        FAIL() << ro << " (" << guard.how << ") is still writable";
+    }
+    const std::string sweep = "sweep " + shell_quote(in.sal) + " -m " + shell_quote(model()) + " -f " + shell_quote(in.text) +
+                              k_flags + " --chunks 1 -q --keep 8,16";
+    const std::string cases[] = {
+        reap_cmd(sweep + " -o " + shell_quote(ro + "/sweep.json")),
+        reap_cmd(sweep + " -o " + shell_quote(in.dir + "/sweep.json") + " --plans-dir " + shell_quote(ro + "/plans")),
+        reap_cmd("prune -m " + shell_quote(model()) + " --plan " + shell_quote(in.plan) + " -o " + shell_quote(ro + "/cut.gguf")),
+        reap_cmd("plan " + shell_quote(in.sal) + " -m " + shell_quote(model()) + " --keep 8 -o " + shell_quote(ro + "/p.json")),
+    };
+    for (const std::string & cmd : cases) {
+        SCOPED_TRACE(cmd + " (" + guard.how + ")");
+        std::string out;
+        EXPECT_EQ(run_cmd(cmd, out), 2) << out;
+        EXPECT_NE(out.find("the folder " + ro + " is not writable"), std::string::npos) << out;
+        EXPECT_EQ(out.find("predicted size"), std::string::npos) << "scored before refusing: " << out;   // the sweep's table
+    }
+    EXPECT_EQ(visible(ro), std::vector<std::string>{"kept.txt"});
+    EXPECT_FALSE(gguf_test::exists(in.dir + "/sweep.json"));
 }

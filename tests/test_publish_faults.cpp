@@ -17,6 +17,8 @@
 // folders (a report's figures, then its card); a split model with its
 // SHA256SUMS over a previous set; a model, its SHA256SUMS and a sliced
 // imatrix in another folder (prune --imatrix --imatrix-out OTHER).
+// And a race: another run publishes the same new output while this one writes
+// it; without --force this one must not replace it (issue 23 item 12).
 #include "fault_disk.h"
 #include "gguf/gguf.h"
 #include "gguf_test_util.h"
@@ -86,8 +88,7 @@ void remove_tree(const std::string & dir) {
 }
 
 // The visible files of the watched folders, and reap's hidden ones (temps,
-// journals; the lock file of a run killed while holding it is left out: the
-// next lock in that folder removes it).
+// journals; the folder's lock is a flock on the folder itself, no file).
 void snapshot(const scenario & sc, state & files, std::vector<std::string> & leftovers) {
     files.clear();
     leftovers.clear();
@@ -97,7 +98,7 @@ void snapshot(const scenario & sc, state & files, std::vector<std::string> & lef
             struct stat st;
             if (::lstat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) continue;
             if (e[0] == '.') {
-                if (e != ".reap.lock") leftovers.push_back(rel);
+                leftovers.push_back(rel);
             } else {
                 files[rel] = read_text(path);
             }
@@ -462,4 +463,81 @@ TEST(PublishFaults, ModelWithSlicedImatrixElsewhere) {
     report("model, SHA256SUMS and the sliced imatrix elsewhere", t);
     EXPECT_GT(t.crash_states[0], 0);
     EXPECT_GT(t.crash_states[1], 0);
+}
+
+namespace {
+
+// A disk on which another run's file appears at `target` just before the
+// first step `op` of this run: that run published the same output meanwhile.
+class racing_disk : public fault_test::stepping_disk {
+public:
+    std::string op, target;
+    bool        raced = false;
+
+protected:
+    bool at_step(long, const char * o, const std::string &, int, const void *, size_t) override {
+        if (!raced && op == o) {
+            raced = true;
+            write_text(target, "the other run's output\n");
+        }
+        return true;
+    }
+};
+
+} // namespace
+
+// Two runs write one new output, without --force: the one that publishes
+// second fails naming the file that appeared, which stays as it is, and
+// leaves nothing of its own (no temp, no journal, no SHA256SUMS line). With
+// --force it replaces it, as asked. The other run appears where a real one
+// would: while this run waits for the folder's lock (a journal publish:
+// SHA256SUMS or a split set), or just before its rename (a single file
+// without SHA256SUMS, which takes no lock). Against the code before this
+// change, every case without --force replaced the other run's file.
+TEST(PublishFaults, AnOutputThatAppearedMeanwhileIsNotReplaced) {
+    struct race {
+        const char * what;
+        uint64_t     split;
+        bool         sums;
+        const char * op;
+        const char * appears;   // relative to the folder
+        bool         force;
+    };
+    const race races[] = {
+        {"one file and SHA256SUMS", 0, true, "open-lock", "model.gguf", false},
+        {"a split set and SHA256SUMS", 6, true, "open-lock", "model-00002-of-00003.gguf", false},
+        {"a split set, first shard", 6, false, "open-lock", "model-00001-of-00003.gguf", false},
+        {"one file, no SHA256SUMS", 0, false, "rename", "model.gguf", false},
+        {"one file and SHA256SUMS, --force", 0, true, "open-lock", "model.gguf", true},
+    };
+    for (const race & r : races) {
+        SCOPED_TRACE(r.what);
+        const std::string dir = scratch("race");
+        remove_tree(dir);
+        ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+        racing_disk disk;
+        disk.op = r.op;
+        disk.target = dir + "/" + r.appears;
+        g::write_options wo;
+        wo.force = r.force;
+        wo.sync = false;
+        wo.split_max_tensors = r.split;
+        if (r.sums) wo.sums_path = dir + "/SHA256SUMS";
+        std::vector<std::string> written;
+        std::string err;
+        u::use_disk(&disk);
+        const bool ok = g::write_output(model_spec(9, "this run"), wo, dir + "/model.gguf", written, err);
+        u::use_disk(nullptr);
+        ASSERT_TRUE(disk.raced) << "the other run never came (no step " << r.op << ")";
+        if (r.force) {
+            EXPECT_TRUE(ok) << err;
+            EXPECT_TRUE(read_text(disk.target) != "the other run's output\n") << "--force did not replace it";
+        } else {
+            EXPECT_FALSE(ok) << "published over the other run's " << disk.target;
+            EXPECT_NE(err.find(disk.target + " appeared"), std::string::npos) << err;
+            EXPECT_TRUE(read_text(disk.target) == "the other run's output\n") << "the other run's file was replaced";
+            EXPECT_EQ(gguf_test::list_dir(dir), std::vector<std::string>{r.appears}) << "this run left files behind";
+        }
+        remove_tree(dir);
+    }
 }

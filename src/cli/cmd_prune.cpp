@@ -78,8 +78,11 @@ void declare(reap::cli::options & t, prune_params & pp) {
     t.section("importance matrix (prune, then quantise):");
     t.text("--imatrix", "IMATRIX",
            "the source model's llama-imatrix file (GGUF or legacy .dat): also write the pruned model's, every "
-           "ffn_*_exps entry cut to the plan's keep lists, the rest unchanged, same format; refused when it is for "
-           "another model or lacks expert entries",
+           "ffn_*_exps entry cut to the plan's keep lists, the rest unchanged, same format (listed in SHA256SUMS "
+           "when beside it); refused when its entries do not fit MODEL (an entry naming no tensor of MODEL, a value "
+           "count that is not the tensor's row size times its expert count) or it lacks expert entries. An imatrix "
+           "records no model identity (llama-imatrix writes only its datasets and chunk count), so one made on "
+           "another model with the same tensor names and shapes cannot be told apart and is accepted",
            p.imatrix);
     t.text("--imatrix-out", "PATH", "where the sliced imatrix goes (default: OUT.imatrix.gguf, OUT.imatrix.dat for a legacy input)",
            p.imatrix_out);

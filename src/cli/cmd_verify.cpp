@@ -2,16 +2,24 @@
 // reap::prune::verify_pruned: exit 0 only when the output is exactly the
 // source pruned by the plan and SHA256SUMS agrees; 1 and the first difference
 // when it is not; 2 when the check cannot be made (usage, unreadable inputs).
+// It reads under the output folder's shared lock, so a publish into that
+// folder (prune --force over OUT) is never seen half done.
 #include "cli/args.h"
 #include "gguf/gguf.h"
 #include "plan/plan.h"
 #include "prune/prune.h"
+#include "util/path.h"
+#include "util/publish.h"
 
 #include <cinttypes>
 #include <cstdio>
 #include <string>
 
 namespace {
+
+// How long verify waits for a publish into OUT's folder (its journal and
+// renames: seconds, whatever the model's size) before giving up.
+constexpr double k_publish_wait_s = 120;
 
 struct verify_params {
     std::string model;
@@ -37,6 +45,8 @@ void declare(reap::cli::options & t, verify_params & p) {
         "    of PLAN, reap.source.expert_count the source's expert count, and each\n"
         "    reap.source.expert_ids.L the plan's keep list of layer L, in order);\n"
         "  * SHA256SUMS beside OUT lists every output file with its current hash.\n"
+        "OUT's folder is read under its shared lock: a publish into it in progress\n"
+        "(prune --force over OUT) is waited for (at most 2 minutes), never seen half done.\n"
         "Memory: two 4 MiB buffers, whatever the model's size.\n");
     t.section("options:");
     t.text("-m, --model", "MODEL.gguf", "the source model (or first shard of a split set)", p.model);
@@ -83,6 +93,14 @@ int cmd_verify(int argc, char ** argv) {
     vopts.check_sums = params.check_sums;
     vopts.sums_path = params.sums;
     if (!reap::plan_file_sha256(params.plan, vopts.plan_sha256, err)) return reap::cli::fail("verify", err);
+    // a whole set: no publish into OUT's folder while it is read
+    reap::util::dir_lock reading;
+    auto waiting = [](const std::string & dir) {
+        fprintf(stderr, "reap verify: waiting for the publish in progress in %s to finish\n", dir.c_str());
+    };
+    if (!reading.lock_shared(reap::util::dir_of(params.output), k_publish_wait_s, err, waiting)) {
+        return reap::cli::fail("verify", err);
+    }
     reap::prune::verify_report rep;
     if (!reap::prune::verify_pruned(model, plan, params.output, vopts, rep, err)) {
         if (!rep.differs) return reap::cli::fail("verify", err);

@@ -300,9 +300,16 @@ struct write_options {
     // are moved into *stage (still temp files, removed unless published) for
     // the caller to publish with another output (no sums_path then).
     std::vector<util::durable_file> * stage = nullptr;
+    // with stage: the SHA-256 (hex) of each staged file, hashed as written,
+    // appended here in the order of *stage.
+    std::vector<std::string> * stage_sha256 = nullptr;
     // finished files that appear together with the output, in the same
     // publish (its sliced imatrix, beside it or in another folder).
     std::vector<util::durable_file *> publish_with;
+    // per publish_with file (same order; shorter or "": not listed): its
+    // SHA-256, listed in SHA256SUMS when the file lies beside it (every file
+    // written in the folder is listed).
+    std::vector<std::string> publish_with_sha256;
 };
 
 // Where an output goes, shard by shard.

@@ -497,6 +497,13 @@ bool publish_shards(const std::vector<shard_layout> & layout, std::vector<util::
     if (sums) {
         std::vector<std::pair<std::string, std::string>> entries;
         for (size_t s = 0; s < layout.size(); ++s) entries.emplace_back(layout[s].path, hashes[s]);
+        // its companions written in the same folder (a sliced imatrix beside the model)
+        for (size_t i = 0; i < opts.publish_with.size() && i < opts.publish_with_sha256.size(); ++i) {
+            const std::string & target = opts.publish_with[i]->target();
+            if (!opts.publish_with_sha256[i].empty() && util::dir_of(target) == util::dir_of(opts.sums_path)) {
+                entries.emplace_back(target, opts.publish_with_sha256[i]);
+            }
+        }
         if (!util::stage_sha256sums(entries, opts.sums_path, sums_file, err, opts.sync)) return false;
         set.push_back(&sums_file);
     }
@@ -536,9 +543,10 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
         const shard_layout & l = layout[s];
         util::durable_file & out = files[s];
         if (!out.open(l.path, err, opts.sync, opts.stage != nullptr)) return false;
+        if (!opts.force) out.keep_existing();   // nor a file another run published meanwhile
         std::vector<kv> owned = split ? split_keys(s, layout.size(), spec.tensors.size()) : std::vector<kv>{};
         const std::vector<const kv *> kvs = shard_kvs(spec, split, s, alignment, owned);
-        std::unique_ptr<util::sha256_stream> hash(sums ? new util::sha256_stream() : nullptr);
+        std::unique_ptr<util::sha256_stream> hash(sums || opts.stage_sha256 ? new util::sha256_stream() : nullptr);
         if (!write_shard(w, l, shard_header(spec, kvs, l, nbytes, alignment), out.fd(), hash.get(), err)) return false;
         if (!out.finish(err)) return false;
         hashes.push_back(hash ? hash->hex() : std::string());
@@ -551,6 +559,7 @@ bool write_output(const output_spec & spec, const write_options & opts, const st
         }
         for (size_t s = 0; s < layout.size(); ++s) {
             opts.stage->push_back(std::move(files[s]));
+            if (opts.stage_sha256) opts.stage_sha256->push_back(hashes[s]);
             written.push_back(layout[s].path);
         }
         return true;

@@ -4,6 +4,7 @@
 #include "moe/layout_gguf.h"
 #include "util/file.h"
 #include "util/path.h"
+#include "util/sha256.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -171,7 +172,7 @@ std::string default_imatrix_out(const std::string & model_out, bool legacy) {
 namespace {
 
 bool write_gguf_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync, std::string & err,
-                      std::vector<util::durable_file> * stage) {
+                      std::vector<util::durable_file> * stage, std::vector<std::string> * stage_sha256) {
     gguf::model src;
     if (!gguf::open_model(s.source_path, src, err)) return false;
     gguf::output_spec spec = gguf::spec_from_model(src);
@@ -195,12 +196,13 @@ bool write_gguf_slice(const imatrix_slice & s, const std::string & path, bool fo
     wo.force = force;
     wo.sync = sync;
     wo.stage = stage;
+    wo.stage_sha256 = stage ? stage_sha256 : nullptr;
     std::vector<std::string> written;
     return gguf::write_output(spec, wo, path, written, err);
 }
 
 bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync, std::string & err,
-                        std::vector<util::durable_file> * stage) {
+                        std::vector<util::durable_file> * stage, std::vector<std::string> * stage_sha256) {
     const saliency::imatrix_file & f = s.file;
     if (!force && access(path.c_str(), F_OK) == 0) {
         err = "'" + path + "' exists (use --force to replace it)";
@@ -214,6 +216,12 @@ bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool 
     struct fd_guard { int fd; ~fd_guard() { ::close(fd); } } guard{fd};
     util::durable_file out;
     if (!out.open(path, err, sync, stage != nullptr)) return false;
+    if (!force) out.keep_existing();
+    util::sha256_stream hash;   // hashed as written, for SHA256SUMS
+    auto put = [&](const void * data, size_t n) {
+        hash.update(data, n);
+        return out.write(data, n, err);
+    };
     std::vector<char> buf(1 << 20);
     // copies n bytes at `off` of the source to the output
     auto copy = [&](uint64_t off, uint64_t n) {
@@ -223,13 +231,13 @@ bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool 
                 err = "imatrix '" + s.source_path + "': read error at offset " + std::to_string(off);
                 return false;
             }
-            if (!out.write(buf.data(), k, err)) return false;
+            if (!put(buf.data(), k)) return false;
             off += k;
             n -= k;
         }
         return true;
     };
-    auto i32 = [&](int32_t v) { return out.write(&v, sizeof v, err); };
+    auto i32 = [&](int32_t v) { return put(&v, sizeof v); };
     std::map<std::string, const std::vector<int64_t> *> keep_of;
     for (size_t i = 0; i < s.sliced.size(); ++i) keep_of[s.sliced[i]] = s.keep[i];
     if (!i32((int32_t) f.order.size())) return false;
@@ -237,7 +245,7 @@ bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool 
         const saliency::imatrix_entry & en = f.entries.at(name);
         const auto it = keep_of.find(name);
         const uint64_t nval = (uint64_t) en.n_values;
-        if (!i32((int32_t) name.size()) || !out.write(name.data(), name.size(), err) || !i32((int32_t) en.ncall)) return false;
+        if (!i32((int32_t) name.size()) || !put(name.data(), name.size()) || !i32((int32_t) en.ncall)) return false;
         if (it == keep_of.end()) {
             if (!i32((int32_t) nval) || !copy(en.values_offset, nval * sizeof(float))) return false;
             continue;
@@ -258,19 +266,21 @@ bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool 
     if (!stage) return out.commit(err);
     if (!out.finish(err)) return false;
     stage->push_back(std::move(out));
+    if (stage_sha256) stage_sha256->push_back(hash.hex());
     return true;
 }
 
 }  // namespace
 
 bool write_imatrix_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync,
-                         std::string & err, std::vector<util::durable_file> * stage) {
+                         std::string & err, std::vector<util::durable_file> * stage,
+                         std::vector<std::string> * stage_sha256) {
     if (util::same_file(path, s.source_path)) {
         err = "refusing to write the sliced imatrix over its source '" + s.source_path + "'";
         return false;
     }
-    return s.file.legacy ? write_legacy_slice(s, path, force, sync, err, stage)
-                         : write_gguf_slice(s, path, force, sync, err, stage);
+    return s.file.legacy ? write_legacy_slice(s, path, force, sync, err, stage, stage_sha256)
+                         : write_gguf_slice(s, path, force, sync, err, stage, stage_sha256);
 }
 
 nlohmann::json coverage_json(const coverage_receipt & c, int64_t threshold) {

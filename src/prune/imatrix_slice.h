@@ -94,9 +94,11 @@ std::string default_imatrix_out(const std::string & model_out, bool legacy);
 // Writes the sliced imatrix to `path` (same format as the source). Refuses an
 // existing file unless `force`, and always the source itself. With `stage`
 // the file is finished but not published: it is moved into *stage for the
-// caller to publish together with the pruned model.
+// caller to publish together with the pruned model, and its SHA-256 (hashed
+// as written) is appended to *stage_sha256 when given (for SHA256SUMS).
 bool write_imatrix_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync,
-                         std::string & err, std::vector<util::durable_file> * stage = nullptr);
+                         std::string & err, std::vector<util::durable_file> * stage = nullptr,
+                         std::vector<std::string> * stage_sha256 = nullptr);
 
 // The receipt as JSON: totals, every layer's counts, the experts at or below `threshold`.
 nlohmann::json coverage_json(const coverage_receipt & c, int64_t threshold);

@@ -118,19 +118,23 @@ bool write_prune(prune_job & job, prune_written & out, util::error & err) {
     // earlier run's journal is completed first, before this run's imatrix
     // clears that run's temps (the journal may name one of them).
     std::vector<util::durable_file> imatrix_staged;
+    std::vector<std::string> imatrix_sha256;   // listed in SHA256SUMS when beside the model
     if (!job.imatrix_out.empty()) {
         // the model folder's journal names it (in another folder: a declared output)
         util::declare_output_elsewhere(job.imatrix_out);
         if (util::recover_dir(util::dir_of(job.shards[0].path), msg) < 0) return fail_with(err, error_kind::output, msg);
-        if (!write_imatrix_slice(job.islice, job.imatrix_out, job.req.force, job.req.sync, msg, &imatrix_staged)) {
+        if (!write_imatrix_slice(job.islice, job.imatrix_out, job.req.force, job.req.sync, msg, &imatrix_staged,
+                                 &imatrix_sha256)) {
             return fail_with(err, error_kind::output, msg);
         }
         for (auto & f : imatrix_staged) job.wopts.publish_with.push_back(&f);
+        job.wopts.publish_with_sha256 = imatrix_sha256;
     }
     // the shards, their SHA256SUMS lines and the imatrix appear together (hashed as written)
     out.files.clear();
     const bool ok = gguf::write_output(job.spec, job.wopts, job.req.output, out.files, msg);
     job.wopts.publish_with.clear();   // the staged files end here
+    job.wopts.publish_with_sha256.clear();
     if (!ok) return fail_with(err, error_kind::output, msg);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - job.started).count();
     return true;

@@ -4,6 +4,8 @@
 #include "prune/run.h"
 
 #include "util/number_format.h"
+#include "util/path.h"
+#include "util/recovery.h"
 
 #include <sys/stat.h>
 
@@ -94,6 +96,18 @@ void print_dry_run(FILE * out, const prune_job & job) {
         fprintf(out, "  %s (sliced imatrix, %zu of %zu entries cut)%s\n", job.imatrix_out.c_str(), job.islice.sliced.size(),
                 job.islice.file.order.size(), exists_note(job.imatrix_out, job.req.force));
     }
+    // what killed runs left in the output folders, which the real run cleans first
+    std::set<std::string> journals, temps;
+    std::vector<std::string> outputs;
+    for (const auto & sh : job.shards) outputs.push_back(sh.path);
+    if (!job.imatrix_out.empty()) outputs.push_back(job.imatrix_out);
+    for (const std::string & o : outputs) {
+        const util::pending_cleanup c = util::cleanup_before(o);
+        for (const std::string & j : c.journals) journals.insert(util::dir_of(o) + "/" + j);
+        for (const std::string & t : c.temps) temps.insert(util::dir_of(o) + "/" + t);
+    }
+    for (const std::string & j : journals) fprintf(out, "would first complete the journal of a killed run %s\n", j.c_str());
+    for (const std::string & t : temps) fprintf(out, "would first remove the stale temp file %s\n", t.c_str());
 }
 
 void print_written(FILE * out, const prune_job & job, const prune_written & w) {

@@ -5,6 +5,7 @@
 #include "util/file.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,7 +21,7 @@ int real_disk::make_temp(std::string & path) {
     return fd;
 }
 
-int real_disk::open_lock_file(const std::string & path) { return ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644); }
+int real_disk::open_dir_for_lock(const std::string & dir) { return ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); }
 
 bool real_disk::chmod(int fd, mode_t mode) { return ::fchmod(fd, mode) == 0; }
 
@@ -33,6 +34,15 @@ bool real_disk::fsync(int fd) { return ::fsync(fd) == 0; }
 bool real_disk::close(int fd) { return ::close(fd) == 0; }
 
 bool real_disk::rename(const std::string & from, const std::string & to) { return ::rename(from.c_str(), to.c_str()) == 0; }
+
+bool real_disk::rename_noreplace(const std::string & from, const std::string & to) {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
+    if (errno != EINVAL && errno != ENOSYS) return false;
+    // no RENAME_NOREPLACE here: a hard link refuses an existing name too
+    if (::link(from.c_str(), to.c_str()) != 0) return false;
+    ::unlink(from.c_str());
+    return true;
+}
 
 bool real_disk::unlink(const std::string & path) { return ::unlink(path.c_str()) == 0; }
 

@@ -1,7 +1,7 @@
 // The write side of the file system, as reap's publish path uses it: every
 // step that changes what a folder holds (create a temp file, write it, fsync,
-// close, rename, unlink, fsync a directory, make or remove a folder, create a
-// lock file) goes through one small interface, so that tests can put a disk
+// close, rename, unlink, fsync a directory, make or remove a folder, open a
+// folder to lock it) goes through one small interface, so that tests can put a disk
 // in its place that fails (ENOSPC, EIO) or stops as a crash would at any
 // chosen step, in-process. Production code uses the real one; nothing here
 // reads the environment.
@@ -20,9 +20,9 @@ public:
     // mkstemp: creates a new file from `path`, whose name ends in XXXXXX (the
     // six letters are replaced in place), and returns its descriptor.
     virtual int make_temp(std::string & path) = 0;
-    // Opens (creating it, mode 0644, when missing) the lock file `path` for
-    // reading and writing.
-    virtual int open_lock_file(const std::string & path) = 0;
+    // Opens the folder `dir` itself (read-only) for its lock (flock on the
+    // folder's own descriptor: no lock file is created in it).
+    virtual int open_dir_for_lock(const std::string & dir) = 0;
     virtual bool chmod(int fd, mode_t mode) = 0;
     // Writes exactly n bytes at the descriptor's position (retrying short
     // writes and EINTR).
@@ -34,6 +34,10 @@ public:
     virtual bool fsync(int fd) = 0;
     virtual bool close(int fd) = 0;
     virtual bool rename(const std::string & from, const std::string & to) = 0;
+    // rename that never replaces: fails with EEXIST when `to` exists
+    // (renameat2 RENAME_NOREPLACE; where the file system lacks it, link then
+    // unlink, which refuses an existing name as well).
+    virtual bool rename_noreplace(const std::string & from, const std::string & to) = 0;
     virtual bool unlink(const std::string & path) = 0;
     // fsyncs the directory `dir` (after a rename or an unlink in it).
     virtual bool fsync_dir(const std::string & dir) = 0;
@@ -45,13 +49,14 @@ public:
 class real_disk : public disk {
 public:
     int make_temp(std::string & path) override;
-    int open_lock_file(const std::string & path) override;
+    int open_dir_for_lock(const std::string & dir) override;
     bool chmod(int fd, mode_t mode) override;
     bool write(int fd, const void * data, size_t n) override;
     bool will_write(int fd) override;
     bool fsync(int fd) override;
     bool close(int fd) override;
     bool rename(const std::string & from, const std::string & to) override;
+    bool rename_noreplace(const std::string & from, const std::string & to) override;
     bool unlink(const std::string & path) override;
     bool fsync_dir(const std::string & dir) override;
     bool mkdir(const std::string & path, mode_t mode) override;

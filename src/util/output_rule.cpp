@@ -4,8 +4,11 @@
 
 #include "util/path.h"
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace reap::util {
 
@@ -37,9 +40,25 @@ bool check_not_input(const std::string & output, const std::vector<std::pair<std
     return true;
 }
 
+bool check_writable_dir(const std::string & output, std::string & err) {
+    // the nearest folder that exists: the output's own, or the one a command
+    // will create its folder in (report -o DIR, sweep --plans-dir)
+    std::string dir = dir_of(output);
+    struct stat st;
+    while (::stat(dir.c_str(), &st) != 0 && dir != "/" && dir != ".") dir = dir_of(dir);
+    // access() says EROFS for a read-only mount and EPERM/EACCES for an
+    // immutable folder even to root, whose permission bits it otherwise skips
+    if (::access(dir.c_str(), W_OK) != 0) {
+        err = "cannot write " + output + ": the folder " + dir + " is not writable (" + strerror(errno) + ")";
+        return false;
+    }
+    return true;
+}
+
 bool check_output(const std::string & output, const std::vector<std::pair<std::string, std::string>> & inputs,
                   bool force, std::string & err) {
     if (!check_not_input(output, inputs, err)) return false;
+    if (!check_writable_dir(output, err)) return false;
     struct stat st;
     if (::lstat(output.c_str(), &st) != 0) return true;   // nothing there yet
     if (::stat(output.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {

@@ -23,7 +23,13 @@ bool same_entry(const std::string & a, const std::string & b);
 bool check_not_input(const std::string & output, const std::vector<std::pair<std::string, std::string>> & inputs,
                      std::string & err);
 
-// check_not_input, then: an existing `output` is refused without `force`
+// Refuses `output` ("cannot write OUTPUT: the folder DIR is not writable
+// (reason)") when the nearest existing folder on its path (its own, or where a
+// command will make its folder) cannot be written: a read-only mount, an
+// immutable folder, no permission. Checked before any work, not at the end.
+bool check_writable_dir(const std::string & output, std::string & err);
+
+// check_not_input, then check_writable_dir, then: an existing `output` is refused without `force`
 // ("OUTPUT exists (use --force to replace it)") and always when it is not a
 // regular file.
 bool check_output(const std::string & output, const std::vector<std::pair<std::string, std::string>> & inputs,

@@ -10,9 +10,11 @@
 #include "util/recovery.h"
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <map>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -23,6 +25,16 @@ namespace reap::util {
 bool fsync_dir_of(const std::string & path) { return current_disk().fsync_dir(dir_of(path)); }
 
 // ---- durable_file ------------------------------------------------------------------
+
+namespace {
+
+// Why an output written without --force was not published.
+std::string appeared_meanwhile(const std::string & target) {
+    return target + " appeared while this run was writing it (another run's output?): it is left as it is and "
+                    "nothing of this run is published (use --force to replace it)";
+}
+
+} // namespace
 
 durable_file::~durable_file() { discard(); }
 
@@ -38,6 +50,7 @@ durable_file & durable_file::operator=(durable_file && o) noexcept {
         fd_ = o.fd_;
         sync_ = o.sync_;
         published_ = o.published_;
+        keep_existing_ = o.keep_existing_;
         o.temp_.clear();
         o.fd_ = -1;
         o.published_ = false;
@@ -50,6 +63,7 @@ bool durable_file::open(const std::string & target, std::string & err, bool sync
     target_ = target;
     sync_ = sync;
     published_ = false;
+    keep_existing_ = false;
     // what a killed run left for this target: its journal completed, its temp removed
     if (!prepare_output(target, err)) return false;
     // hidden, unique (mkstemp) and in the target's directory: the rename stays
@@ -110,8 +124,10 @@ bool durable_file::publish(std::string & err) {
         err = target_ + ": nothing finished to publish";
         return false;
     }
-    if (!current_disk().rename(temp_, target_)) {
-        err = "cannot rename " + temp_ + " to " + target_ + ": " + strerror(errno);
+    disk & d = current_disk();
+    if (keep_existing_ ? !d.rename_noreplace(temp_, target_) : !d.rename(temp_, target_)) {
+        err = keep_existing_ && errno == EEXIST ? appeared_meanwhile(target_)
+                                                 : "cannot rename " + temp_ + " to " + target_ + ": " + strerror(errno);
         return false;
     }
     published_ = true;
@@ -206,6 +222,15 @@ bool publish_together(const std::vector<durable_file *> & files, std::string & e
     hold_signals hold;
     dir_lock lk;
     if (!lk.lock(dir, err)) return false;
+    // every publisher into the folder holds its lock: a target checked absent
+    // here stays absent until this publish is done
+    for (const durable_file * f : files) {
+        struct stat st;
+        if (f->keeps_existing() && ::lstat(f->target().c_str(), &st) == 0) {
+            err = appeared_meanwhile(f->target());
+            return false;
+        }
+    }
     const std::string journal = journal_path(files[0]->target());
     if (!write_file_durably(journal, text, err, files[0]->sync())) return false;
     // committed: from here on the next run completes the set. Never a loadable
@@ -246,14 +271,11 @@ std::map<std::string, held_lock> g_held;
 } // namespace
 
 dir_lock::~dir_lock() {
+    if (shared_fd_ >= 0) ::close(shared_fd_);   // closing releases the flock
     if (key_.empty()) return;
     auto it = g_held.find(key_);
     if (it != g_held.end() && --it->second.count == 0) {
-        // the lock file goes with the lock (nothing of reap's stays in a
-        // published folder): unlinked while held, so a waiter that then gets
-        // the old file's lock sees it is no longer the folder's and retries
-        current_disk().unlink(key_ + k_lock_file);
-        current_disk().close(it->second.fd);   // closing releases the flock
+        current_disk().close(it->second.fd);
         g_held.erase(it);
     }
 }
@@ -272,31 +294,51 @@ bool dir_lock::lock(const std::string & dir, std::string & err) {
         key_ = key;
         return true;
     }
-    const std::string path = key + k_lock_file;
-    int fd = -1;
-    for (;;) {
-        fd = current_disk().open_lock_file(path);
-        if (fd < 0) {
-            err = "cannot create the lock file " + path + ": " + strerror(errno);
-            return false;
-        }
-        while (::flock(fd, LOCK_EX) != 0) {
-            if (errno == EINTR) continue;
-            err = "cannot lock " + path + ": " + strerror(errno);
-            current_disk().close(fd);
-            return false;
-        }
-        // held; but the holder before us unlinks the file when it is done:
-        // the lock is the folder's only if the name still leads to this file
-        struct stat held, named;
-        if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
-            held.st_ino == named.st_ino) {
-            break;
-        }
+    const int fd = current_disk().open_dir_for_lock(key);
+    if (fd < 0) {
+        err = "cannot open the folder " + key + " to lock it: " + strerror(errno);
+        return false;
+    }
+    while (::flock(fd, LOCK_EX) != 0) {
+        if (errno == EINTR) continue;
+        err = "cannot lock the folder " + key + ": " + strerror(errno);
         current_disk().close(fd);
+        return false;
     }
     g_held[key] = held_lock{fd, 1};
     key_ = key;
+    return true;
+}
+
+bool dir_lock::lock_shared(const std::string & dir, double timeout_s, std::string & err,
+                           void (*on_wait)(const std::string & dir)) {
+    if (char * real = ::realpath(dir.c_str(), nullptr)) {
+        const bool ours = g_held.count(real) != 0;   // this process publishes there: held already
+        free(real);
+        if (ours) return true;
+    }
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return true;   // nothing there to publish into: the reader's own open says what is wrong
+    const auto start = std::chrono::steady_clock::now();
+    bool waited = false;
+    while (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            err = "cannot lock the folder " + dir + ": " + strerror(errno);
+            ::close(fd);
+            return false;
+        }
+        const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (waited_s >= timeout_s) {
+            err = dir + ": a publish there has held the folder's lock for over " + std::to_string((long) timeout_s) +
+                  " s (another reap run writing into it?): try again when it is done";
+            ::close(fd);
+            return false;
+        }
+        if (!waited && on_wait) on_wait(dir);
+        waited = true;
+        ::usleep(20 * 1000);
+    }
+    shared_fd_ = fd;
     return true;
 }
 
@@ -305,10 +347,7 @@ bool write_file_durably(const std::string & path, const std::string & text, std:
     return f.open(path, err, sync) && f.write(text, err) && f.commit(err);
 }
 
-void remove_made_dir(const std::string & dir) {
-    current_disk().unlink(dir + k_lock_file);
-    current_disk().rmdir(dir);
-}
+void remove_made_dir(const std::string & dir) { current_disk().rmdir(dir); }
 
 bool write_files_durably(const std::vector<std::pair<std::string, std::string>> & files, std::string & err, bool sync) {
     std::vector<durable_file> out(files.size());

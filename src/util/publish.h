@@ -1,6 +1,8 @@
 // Publishing outputs: a file appears under its name only when complete
 // (durable_file), files that belong together appear together (a journal:
-// publish_together), and one lock per folder orders the publishes into it
+// publish_together), an output written without --force never replaces a file
+// that appeared meanwhile (another run's), and one lock per folder orders the
+// publishes into it and keeps readers (verify) from seeing half a publish
 // (dir_lock). Every step that changes the folder goes through util::disk.
 #pragma once
 
@@ -12,10 +14,10 @@
 namespace reap::util {
 
 // The names reap gives its own files in an output folder: temps
-// (.NAME.reap-tmp.PID.XXXXXX), journals (.NAME.reap-journal) and the lock.
+// (.NAME.reap-tmp.PID.XXXXXX) and journals (.NAME.reap-journal). The lock is
+// the folder's own (flock on its descriptor): no file.
 inline constexpr const char * k_temp_marker = ".reap-tmp.";
 inline constexpr const char * k_journal_suffix = ".reap-journal";
-inline constexpr const char * k_lock_file = "/.reap.lock";   // appended to the folder
 
 // A file that appears under its name only when complete. Every writer of reap
 // (GGUF models and archives, plans, SHA256SUMS, records) uses it:
@@ -34,7 +36,10 @@ inline constexpr const char * k_lock_file = "/.reap.lock";   // appended to the 
 // (fsync + close), then publish() each (rename + directory fsync); if one
 // publish fails, the caller removes the targets already published. With
 // `sync` off (tests, scratch output) nothing is fsynced.
-// Refusing to replace an existing target (--force) is the caller's decision.
+// Refusing to replace an existing target (--force) is the caller's decision,
+// checked before writing (util::check_output); keep_existing() makes the
+// publish refuse as well, so that a target another run published meanwhile is
+// never replaced (the last step then fails: "TARGET appeared while ...").
 class durable_file {
 public:
     durable_file() = default;
@@ -58,6 +63,11 @@ public:
     bool sync() const { return sync_; }
     // Whether the rename over the target happened (even if the directory fsync then failed).
     bool published() const { return published_; }
+    // The publish never replaces an existing target (an output written without
+    // --force): rename without replace, and publish_together checks every
+    // such target under the folder's lock before its commit point.
+    void keep_existing() { keep_existing_ = true; }
+    bool keeps_existing() const { return keep_existing_; }
 
     // Appends n bytes ("TARGET: write: reason" on failure).
     bool write(const void * data, size_t n, std::string & err);
@@ -82,6 +92,7 @@ private:
     int         fd_ = -1;
     bool        sync_ = true;
     bool        published_ = false;
+    bool        keep_existing_ = false;
     void *      slot_ = nullptr;   // the temp's entry in the interrupt registry
 };
 
@@ -112,18 +123,29 @@ bool remove_first_of_set(const std::string & target, std::string & err);
 // set is committed but not all in place (the next run on the output completes it).
 std::string journal_path(const std::string & target);
 
-// An exclusive lock (flock) on DIR/.reap.lock, the lock of every multi-file
-// publish and SHA256SUMS update in DIR; released when destroyed.
+// The lock of a folder: flock on the folder's own descriptor, so that it
+// leaves no file behind and a reader needs no write permission. Exclusive:
+// every multi-file publish, SHA256SUMS update and recovery in DIR. Shared:
+// a reader that must see whole sets (verify), never half a publish.
+// Released when destroyed.
 class dir_lock {
 public:
     dir_lock() = default;
     ~dir_lock();
     dir_lock(const dir_lock &) = delete;
     dir_lock & operator=(const dir_lock &) = delete;
-    // Blocks until the lock is held. Fails when DIR is not writable.
+    // Blocks until the exclusive lock is held.
     bool lock(const std::string & dir, std::string & err);
+    // Takes the shared lock, waiting at most `timeout_s` seconds for a
+    // publish in progress (`on_wait` is called once when it has to wait);
+    // then fails ("DIR: a publish there has held its lock for over N s"). A
+    // folder that cannot be opened is not locked (true: the reader's own open
+    // then says what is wrong).
+    bool lock_shared(const std::string & dir, double timeout_s, std::string & err,
+                     void (*on_wait)(const std::string & dir) = nullptr);
 private:
     std::string key_;   // the directory, resolved; empty when not held
+    int         shared_fd_ = -1;
 };
 
 // Writes `text` as the whole content of `path` through a durable_file.
@@ -138,8 +160,7 @@ bool write_files_durably(const std::vector<std::pair<std::string, std::string>> 
                          bool sync = true);
 
 // Removes the folder `dir` that this run created for its outputs when writing
-// them then failed: its lock file (all that a failed publish leaves there),
-// then the folder itself if it is empty.
+// them then failed, if it is empty.
 void remove_made_dir(const std::string & dir);
 
 // fsyncs the directory holding `path` (after a rename or an unlink in it).

@@ -173,6 +173,19 @@ int remove_stale_temps(const std::string & dir, const std::string & name, bool p
     return removed;
 }
 
+pending_cleanup cleanup_before(const std::string & output) {
+    // the same tests as prepare_output's two clean_dir calls
+    pending_cleanup c;
+    const std::string name = base_name(output);
+    for (const std::string & e : list_dir(dir_of(output))) {
+        if (is_journal(e)) c.journals.push_back(e);
+        else if (is_stale_temp(e, name, false) || is_stale_temp(e, "", false, true)) c.temps.push_back(e);
+    }
+    std::sort(c.journals.begin(), c.journals.end());
+    std::sort(c.temps.begin(), c.temps.end());
+    return c;
+}
+
 bool prepare_output(const std::string & output, std::string & err) {
     // the stale temps of this output (staged ones too), then those of every
     // other output of the folder (not staged ones)

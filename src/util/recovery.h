@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace reap::util {
 
@@ -27,6 +28,14 @@ void declare_output_elsewhere(const std::string & path);
 // `name` or, with `prefix`, starts with `name`. Temps of live runs are left.
 // Returns how many were removed.
 int remove_stale_temps(const std::string & dir, const std::string & name, bool prefix = false);
+
+// What prepare_output(output) would do there, without doing it (a dry run
+// lists it): the journals of killed runs it would complete and the stale temps
+// it would remove, as names in the output's folder, sorted.
+struct pending_cleanup {
+    std::vector<std::string> journals, temps;
+};
+pending_cleanup cleanup_before(const std::string & output);
 
 // What every command does before writing `output` (after check_output):
 // completes the journals of killed runs in its directory (recover_dir), then
