@@ -1,0 +1,29 @@
+// reap eval --generate: free greedy generation after every prompt of a corpus
+// (text or `messages`, the latter rendered through the chat template with its
+// generation prompt), on the base and every candidate (pruned files and masks,
+// one model resident, as eval scores them), up to max_new tokens or an
+// end-of-generation token. The numbers (loops, termination, distinct-4,
+// length, agreement with the base) are src/metrics/generation.h's.
+#pragma once
+
+#include "llama/eval.h"
+#include "metrics/generation.h"
+
+#include <string>
+#include <vector>
+
+namespace reap {
+
+struct generate_options {
+    std::string  base_path;
+    std::string  base_mask_path;   // --base-mask: the base runs masked
+    std::string  prompts_path;     // --generate PROMPTS
+    int          max_new = 128;    // --max-new
+    eval_runtime rt;
+    bool         verbose = false;
+};
+
+bool run_generate(const generate_options & opt, const std::vector<eval_candidate> & cands,
+                  generation_report & report, std::string & err);
+
+} // namespace reap
