@@ -9,7 +9,8 @@
 //     and the printed table must equal it;
 //   * the chat-template path (the trained model has ChatML) and the completion
 //     path (the same model with tokenizer.chat_template removed by the GGUF
-//     writer) both run; an -f shorter than a length is an error naming it.
+//     writer) both run; an -f shorter than a length is an error naming it;
+//   * sampled generation (--temp, --seed) is reproducible by its seed.
 #include "llama_test_util.h"
 #include "prune_test_util.h"
 
@@ -208,7 +209,7 @@ void expect_mask_equals_file(const json & doc, size_t masked, size_t pruned) {
 
 // One model (with or without its chat template): cut it, run the mask and
 // the file, check them against each other and the tables against the JSON.
-void run_case(const std::string & model, const std::string & dir, bool expect_chat) {
+void run_case(const std::string & model, const std::string & dir, bool expect_chat, json & doc_out) {
     std::string err, out;
     reap::gguf::model m;
     ASSERT_TRUE(reap::gguf::open_model(model, m, err)) << err;
@@ -243,6 +244,7 @@ void run_case(const std::string & model, const std::string & dir, bool expect_ch
 
     ASSERT_EQ(run_cmd(cmd + " 2>/dev/null", out), 0) << out;
     expect_tables_from_json(doc, out);
+    doc_out = doc;
 }
 
 } // namespace
@@ -251,7 +253,32 @@ TEST(EvalBehaviour, ChatTemplateModelMaskEqualsFileAndTablesFromJson) {
     const std::string dir = prune_test::scratch("behaviour-chat");
     std::string err;
     ASSERT_TRUE(make_inputs(dir, err)) << err;
-    run_case(trained(), dir, true);
+    json greedy;
+    ASSERT_NO_FATAL_FAILURE(run_case(trained(), dir, true, greedy));
+
+    // sampled, seeded: the same seed draws the same tokens again, another seed others, and
+    // not the greedy ones. (A mask and its file are not compared here: their logits agree
+    // to rounding, which a draw can tell apart; greedy decoding is the comparison above.)
+    std::string out;
+    const std::string sample = shell_quote(reap_test::reap_bin()) + " eval -m " + shell_quote(trained()) + " --generate " +
+                               shell_quote(dir + "/prompts.jsonl") + " --max-new 48 --temp 0.8 -t 1 --json 2>/dev/null --seed ";
+    ASSERT_EQ(run_cmd(sample + "3", out), 0) << out;
+    const json sampled = json::parse(out);
+    ASSERT_EQ(run_cmd(sample + "3", out), 0) << out;
+    const json again = json::parse(out);
+    ASSERT_EQ(run_cmd(sample + "4", out), 0) << out;
+    const json other = json::parse(out);
+    EXPECT_FALSE(sampled.contains("needle"));
+    EXPECT_DOUBLE_EQ(sampled.at("generate").at("temperature").get<double>(), 0.8);
+    EXPECT_EQ(sampled.at("generate").at("seed"), 3);
+    const auto & s3 = sampled.at("generate").at("models")[0].at("outputs");
+    EXPECT_EQ(s3, again.at("generate").at("models")[0].at("outputs"));
+    EXPECT_NE(s3, other.at("generate").at("models")[0].at("outputs"));
+    size_t differ = 0;
+    for (size_t i = 0; i < s3.size(); ++i) {
+        differ += s3[i].at("tokens") != greedy.at("generate").at("models")[0].at("outputs")[i].at("tokens");
+    }
+    EXPECT_GT(differ, 0u) << "sampling at T 0.8 gave the greedy output for every prompt";
 }
 
 TEST(EvalBehaviour, CompletionFormWithoutTemplate) {
@@ -274,7 +301,8 @@ TEST(EvalBehaviour, CompletionFormWithoutTemplate) {
         if (line.find("\"messages\"") == std::string::npos) kept += line + "\n";
     }
     ASSERT_TRUE(write_file(dir + "/prompts.jsonl", kept));
-    run_case(plain, dir, false);
+    json doc;
+    run_case(plain, dir, false, doc);
 }
 
 TEST(EvalBehaviour, HaystackShorterThanALengthIsNamed) {

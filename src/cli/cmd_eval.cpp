@@ -67,6 +67,7 @@ int run_behaviour(eval_params & p, const std::function<int(const std::string &)>
         o.base_mask_path = p.opt.base_mask_path;
         o.rt = p.opt.rt;
         o.verbose = p.opt.verbose;
+        o.seed = p.needle.seed;   // one --seed
         if (!reap::run_generate(o, p.cands, gen, err)) return reap::cli::fail("eval", err);
     }
     if (p.json) {

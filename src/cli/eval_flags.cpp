@@ -34,11 +34,23 @@ void declare_behaviour(options & t, eval_params & p) {
                  return true;
              });
     t.integer("--needles", "N", "needles (values) per length x depth cell (default 1)", 1, INT32_MAX, p.needle.needles);
-    t.integer("--seed", "S", "seed of the needles' values (default 0; recorded in --json)", 0, INT64_MAX, p.needle.seed);
+    t.integer("--seed", "S", "seed of the needles' values and of --temp's draws (default 0; recorded in --json)", 0,
+              INT64_MAX, p.needle.seed);
     t.text("--generate", "PROMPTS", "free greedy generation after every prompt of a corpus (see above)",
            p.generate.prompts_path);
     t.integer("--max-new", "N", "tokens --generate writes at most per prompt (default 128)", 1, INT32_MAX,
               p.generate.max_new);
+    t.custom("--temp", "T", "--generate samples at temperature T, seeded (default 0: greedy)",
+             [&p](const std::string & v, std::string & err) {
+                 char * end = nullptr;
+                 const double x = strtod(v.c_str(), &end);
+                 if (v.empty() || *end || !(x >= 0 && x <= 100)) {
+                     err = "--temp: '" + v + "' is not a number within 0..100";
+                     return false;
+                 }
+                 p.generate.temperature = x;
+                 return true;
+             });
 }
 
 } // namespace
@@ -91,8 +103,9 @@ void declare_eval(options & t, eval_params & p) {
     "lead-in \"The secret code is\" repeated at the end. Greedy decoding of V's length in tokens\n"
     "(or to end of generation); a cell is exact when the answer, trimmed, is V. An -f shorter\n"
     "than a length is an error naming the length. Table: a mark per cell and model, \"n/m\".\n"
-    "--generate PROMPTS: greedy continuations (up to --max-new tokens) of every prompt of a\n"
-    "corpus (`messages` end with the template's assistant turn); per domain: loop rate (an\n"
+    "--generate PROMPTS: continuations (up to --max-new tokens; greedy, or sampled with --temp,\n"
+    "prompt i seeded with --seed + i for every model) of every prompt of a corpus (`messages`\n"
+    "end with the template's assistant turn); per domain: loop rate (an\n"
     "output whose last r x p tokens repeat with a period p >= k: a span of at least k = 8\n"
     "tokens said r = 3 times back to back; shorter repeats count through their multiples, so\n"
     "a doubled word or a 20-character rule line does not, a phrase said three times does),\n"

@@ -1152,8 +1152,8 @@ bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & e
     const int n_ctx = (int) prompt.size() + opt.n_predict;
 
     auto generate = [&](llama_model * model, std::vector<int32_t> & out) {
-        ctx_ptr ctx = greedy_context(model, opt.rt, n_ctx, nullptr, err);
-        return ctx && greedy_decode(ctx.get(), nullptr, prompt, opt.n_predict, "--smoke", out, err);
+        ctx_ptr ctx = continuation_context(model, opt.rt, n_ctx, nullptr, err);
+        return ctx && decode_continuation(ctx.get(), nullptr, prompt, opt.n_predict, "--smoke", out, err);
     };
     if (!generate(base.get(), report.base_tokens) || !generate(pruned.get(), report.pruned_tokens)) {
         return false;

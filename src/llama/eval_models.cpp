@@ -164,15 +164,15 @@ bool visit_models(const std::string & base_path, const std::string & base_mask_p
     return true;
 }
 
-ctx_ptr greedy_context(llama_model * model, const eval_runtime & rt_in, int n_ctx, mask_hook * hook, std::string & err) {
+ctx_ptr continuation_context(llama_model * model, const eval_runtime & rt_in, int n_ctx, mask_hook * hook, std::string & err) {
     eval_runtime rt = rt_in;
     rt.n_batch = std::max(rt.n_batch, n_ctx);  // the prompt goes in one decode
     rt.n_ubatch = std::min(rt.n_ubatch, rt.n_batch);
     return make_context(model, rt, n_ctx, 1, err, hook);
 }
 
-bool greedy_decode(llama_context * ctx, mask_hook * hook, const std::vector<int32_t> & prompt, int n_max,
-                   const std::string & what, std::vector<int32_t> & out, std::string & err) {
+bool decode_continuation(llama_context * ctx, mask_hook * hook, const std::vector<int32_t> & prompt, int n_max,
+                         const std::string & what, std::vector<int32_t> & out, std::string & err, llama_sampler * sampler) {
     out.clear();
     llama_memory_clear(llama_get_memory(ctx), true);
     const llama_vocab * vocab = llama_model_get_vocab(llama_get_model(ctx));
@@ -185,7 +185,8 @@ bool greedy_decode(llama_context * ctx, mask_hook * hook, const std::vector<int3
             return false;
         }
         if (hook && !hook->check(true, err)) return false;
-        const llama_token t = argmax_first(llama_get_logits_ith(ctx, -1), n_vocab);
+        const llama_token t = sampler ? llama_sampler_sample(sampler, ctx, -1)
+                                      : argmax_first(llama_get_logits_ith(ctx, -1), n_vocab);
         out.push_back(t);
         if (llama_vocab_is_eog(vocab, t)) break;
         cur.assign(1, t);

@@ -58,15 +58,17 @@ bool visit_models(const std::string & base_path, const std::string & base_mask_p
                   const std::vector<eval_candidate> & cands, const eval_runtime & rt, const model_visit & visit,
                   std::string & err);
 
-// A context for greedy decoding of up to n_ctx tokens in one sequence, the
-// prompt in one decode (-b at least n_ctx).
-ctx_ptr greedy_context(llama_model * model, const eval_runtime & rt, int n_ctx, mask_hook * hook, std::string & err);
+// A context for decoding up to n_ctx tokens in one sequence, the prompt in
+// one decode (-b at least n_ctx).
+ctx_ptr continuation_context(llama_model * model, const eval_runtime & rt, int n_ctx, mask_hook * hook, std::string & err);
 
-// Greedy decoding after `prompt` in ctx (its memory cleared first): the
-// prompt in one decode, then a token a decode, up to n_max tokens or an
-// end-of-generation token (kept as the last of out). `what` names the run in
-// errors; with a hook its check runs after every decode.
-bool greedy_decode(llama_context * ctx, mask_hook * hook, const std::vector<int32_t> & prompt, int n_max,
-                   const std::string & what, std::vector<int32_t> & out, std::string & err);
+// The continuation of `prompt` in ctx (its memory cleared first): the prompt
+// in one decode, then a token a decode, up to n_max tokens or an
+// end-of-generation token (kept as the last of out). Each token is the
+// argmax (the first on a tie), or drawn by `sampler` when one is given.
+// `what` names the run in errors; with a hook its check runs after every decode.
+bool decode_continuation(llama_context * ctx, mask_hook * hook, const std::vector<int32_t> & prompt, int n_max,
+                         const std::string & what, std::vector<int32_t> & out, std::string & err,
+                         llama_sampler * sampler = nullptr);
 
 } // namespace reap

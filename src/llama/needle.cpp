@@ -94,12 +94,12 @@ bool answer_all(llama_model * model, mask_hook * hook, const eval_runtime & rt,
                 std::string & err) {
     size_t longest = 0;
     for (size_t c = 0; c < prompts.size(); ++c) longest = std::max(longest, prompts[c].size() + r.cells[c].n_answer);
-    ctx_ptr ctx = greedy_context(model, rt, (int) longest, hook, err);
+    ctx_ptr ctx = continuation_context(model, rt, (int) longest, hook, err);
     if (!ctx) return false;
     const llama_vocab * vocab = llama_model_get_vocab(model);
     for (size_t c = 0; c < prompts.size(); ++c) {
         std::vector<int32_t> toks;
-        if (!greedy_decode(ctx.get(), hook, prompts[c], r.cells[c].n_answer, "--needle", toks, err)) return false;
+        if (!decode_continuation(ctx.get(), hook, prompts[c], r.cells[c].n_answer, "--needle", toks, err)) return false;
         if (!toks.empty() && llama_vocab_is_eog(vocab, toks.back())) toks.pop_back();
         needle_answer a;
         a.text = common_detokenize(vocab, std::vector<llama_token>(toks.begin(), toks.end()), false);

@@ -74,6 +74,8 @@ nlohmann::ordered_json generation_report_to_json(const generation_report & r) {
     nlohmann::ordered_json j;
     j["prompts"] = r.prompts_path;
     j["max_new"] = r.max_new;
+    j["temperature"] = r.temperature;
+    j["seed"] = r.seed;
     j["loop_span"] = k_loop_span;
     j["loop_repeats"] = k_loop_repeats;
     j["models"] = nlohmann::ordered_json::array();
@@ -99,8 +101,10 @@ nlohmann::ordered_json generation_report_to_json(const generation_report & r) {
 }
 
 void generation_report_print(FILE * out, const generation_report & r) {
-    fprintf(out, "free generation: %zu prompts, greedy, at most %d new tokens; a loop is a span of >= %d tokens "
-            "repeated >= %d times at the end\n", r.prompt_domain.size(), r.max_new, k_loop_span, k_loop_repeats);
+    char how[64] = "greedy";
+    if (r.temperature > 0) snprintf(how, sizeof how, "sampled at T %.2f, seed %llu", r.temperature, (unsigned long long) r.seed);
+    fprintf(out, "free generation: %zu prompts, %s, at most %d new tokens; a loop is a span of >= %d tokens "
+            "repeated >= %d times at the end\n", r.prompt_domain.size(), how, r.max_new, k_loop_span, k_loop_repeats);
     for (size_t m = 0; m < r.models.size(); ++m) {
         const generation_model & gm = r.models[m];
         fprintf(out, "\n== %s%s\n", gm.masked ? "masked by " : "", gm.name.c_str());

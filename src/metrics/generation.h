@@ -62,6 +62,8 @@ struct generation_model {
 struct generation_report {
     std::string                   prompts_path;
     int                           max_new = 0;
+    double                        temperature = 0;  // 0: greedy
+    uint64_t                      seed = 0;         // of the draws when sampled
     std::vector<std::string>      domains;        // first-seen order
     std::vector<int>              prompt_domain;  // [prompt] index into domains
     std::vector<size_t>           prompt_line;    // [prompt] line in the file (0: plain text)
@@ -71,7 +73,7 @@ struct generation_report {
     generation_stats stats(size_t m, int domain) const;
 };
 
-// {"prompts", "max_new", "loop_span", "loop_repeats", "models": [{"name", "masked",
+// {"prompts", "max_new", "temperature", "seed", "loop_span", "loop_repeats", "models": [{"name", "masked",
 //  "outputs": [{"domain", "line", "tokens", "text", "terminated"}],
 //  "domains": {"D": {stats}}, "overall": {stats}}]}
 nlohmann::ordered_json generation_report_to_json(const generation_report & r);
