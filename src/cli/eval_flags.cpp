@@ -36,7 +36,7 @@ void declare_behaviour(options & t, eval_params & p) {
     t.integer("--needles", "N", "needles (values) per length x depth cell (default 1)", 1, INT32_MAX, p.needle.needles);
     t.integer("--seed", "S", "seed of the needles' values and of --temp's draws (default 0; recorded in --json)", 0,
               INT64_MAX, p.needle.seed);
-    t.text("--generate", "PROMPTS", "free greedy generation after every prompt of a corpus (see above)",
+    t.text("--generate", "PROMPTS", "free generation after every prompt of a corpus (see above)",
            p.generate.prompts_path);
     t.integer("--max-new", "N", "tokens --generate writes at most per prompt (default 128)", 1, INT32_MAX,
               p.generate.max_new);
@@ -105,12 +105,12 @@ void declare_eval(options & t, eval_params & p) {
     "than a length is an error naming the length. Table: a mark per cell and model, \"n/m\".\n"
     "--generate PROMPTS: continuations (up to --max-new tokens; greedy, or sampled with --temp,\n"
     "prompt i seeded with --seed + i for every model) of every prompt of a corpus (`messages`\n"
-    "end with the template's assistant turn); per domain: loop rate (an\n"
-    "output whose last r x p tokens repeat with a period p >= k: a span of at least k = 8\n"
-    "tokens said r = 3 times back to back; shorter repeats count through their multiples, so\n"
-    "a doubled word or a 20-character rule line does not, a phrase said three times does),\n"
-    "termination rate (an end-of-generation token before the cap), distinct-4 (distinct token\n"
-    "4-grams / all), mean length and the mean leading tokens that agree with the base's output.\n"
+    "end with the template's assistant turn); per domain: loop rate (an output whose last\n"
+    "r x p tokens repeat with a period p >= k: a span of at least k = 8 tokens said r = 3\n"
+    "times back to back; shorter repeats count through their multiples, so a doubled word or\n"
+    "a 20-character rule line does not, a phrase said three times does), termination rate\n"
+    "(an end-of-generation token before the cap), distinct-4 (distinct token 4-grams / all),\n"
+    "mean length and the mean leading tokens that agree with the base's output.\n"
     "--json: {\"needle\": ...} or {\"generate\": ...} with every decoded text.\n"
     "\n"
     );
