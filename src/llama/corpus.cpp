@@ -31,6 +31,42 @@ static int domain_index(corpus & out, std::map<std::string, int> & index, const 
     return it->second;
 }
 
+struct chat_renderer::impl {
+    common_chat_templates_ptr tmpls;
+};
+
+chat_renderer::chat_renderer(const llama_model * model) : model_(model) {}
+chat_renderer::~chat_renderer() = default;
+
+bool chat_renderer::init(std::string & err) {
+    p_ = std::make_unique<impl>();
+    p_->tmpls = common_chat_templates_init(model_, "");
+    if (!p_->tmpls) {
+        p_.reset();
+        err = "cannot initialise the model's chat template";
+        return false;
+    }
+    return true;
+}
+
+bool chat_renderer::render(const nlohmann::json & messages, bool add_generation_prompt, std::string & out,
+                           std::string & err) {
+    if (!ready() && !init(err)) return false;
+    try {
+        common_chat_templates_inputs in;
+        in.messages              = common_chat_msgs_parse_oaicompat(common_json::parse(messages.dump()));
+        in.add_generation_prompt = add_generation_prompt;
+        in.use_jinja             = true;
+        out = common_chat_templates_apply(p_->tmpls.get(), in).prompt;
+    } catch (const std::exception & e) {
+        err = std::string("cannot render messages through the chat template: ") + e.what();
+        return false;
+    }
+    return true;
+}
+
+bool model_has_chat_template(const llama_model * model) { return llama_model_chat_template(model, nullptr) != nullptr; }
+
 // The JSONL reader over a source of lines: next(line) gives the next line
 // (without its '\n') and false at the end; read_error is checked at the end.
 using line_source = std::function<bool(std::string &)>;
@@ -49,7 +85,7 @@ static bool read_jsonl_lines(const std::string & path, const line_source & next,
     out = corpus();
     out.jsonl = true;
     const llama_vocab * vocab = llama_model_get_vocab(model);
-    common_chat_templates_ptr tmpls;
+    chat_renderer chat(model);
     std::map<std::string, int> index;
     std::vector<int64_t> dom_used;  // tokens kept per domain (for the caps)
     int64_t used = 0;
@@ -87,22 +123,13 @@ static bool read_jsonl_lines(const std::string & path, const line_source & next,
         if (cl.has_text) {
             s.tokens = common_tokenize(vocab, cl.text, true, false);
         } else {
-            if (!tmpls) {
-                tmpls = common_chat_templates_init(model, "");
-                if (!tmpls) {
-                    err = "cannot initialise the model's chat template (needed by " + where + ")";
-                    return false;
-                }
-            }
             std::string rendered;
-            try {
-                common_chat_templates_inputs in;
-                in.messages              = common_chat_msgs_parse_oaicompat(common_json::parse(cl.messages.dump()));
-                in.add_generation_prompt = false;
-                in.use_jinja             = true;
-                rendered = common_chat_templates_apply(tmpls.get(), in).prompt;
-            } catch (const std::exception & e) {
-                err = where + ": cannot render messages through the chat template: " + e.what();
+            if (!chat.ready() && !chat.init(err)) {
+                err += " (needed by " + where + ")";
+                return false;
+            }
+            if (!chat.render(cl.messages, opt.add_generation_prompt, rendered, err)) {
+                err = where + ": " + err;
                 return false;
             }
             // The template writes special tokens as text: parse them as such.

@@ -30,6 +30,7 @@
 #include "corpus/corpus_line.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,33 @@ struct corpus_options {
     // dropped. A plain text file is one sample and is never cut here.
     int64_t max_tokens            = 0;
     int64_t max_tokens_per_domain = 0;
+    // `messages` rendered with the template's generation prompt after them
+    // (the samples are prompts to continue: reap eval --generate)
+    bool add_generation_prompt = false;
 };
+
+// The model's own chat template (tokenizer.chat_template) through llama.cpp's
+// common/chat.h, initialised once: every `messages` sample is rendered here.
+class chat_renderer {
+  public:
+    explicit chat_renderer(const llama_model * model);
+    ~chat_renderer();
+    chat_renderer(const chat_renderer &) = delete;
+    chat_renderer & operator=(const chat_renderer &) = delete;
+    bool ready() const { return p_ != nullptr; }
+    bool init(std::string & err);
+    // messages: an array of {"role", "content", ...}; out: the template's text,
+    // special tokens written as text (tokenize it with them parsed).
+    bool render(const nlohmann::json & messages, bool add_generation_prompt, std::string & out, std::string & err);
+
+  private:
+    struct impl;
+    std::unique_ptr<impl> p_;
+    const llama_model *   model_;
+};
+
+// Whether the model carries a chat template.
+bool model_has_chat_template(const llama_model * model);
 
 // Reads a JSONL corpus already in memory (text = the whole file), tokenizing
 // the selected samples (within the caps) with BOS added as the vocabulary asks.

@@ -5,6 +5,7 @@
 #include "llama/eval.h"
 
 #include "llama/corpus.h"
+#include "llama/eval_models.h"
 #include "llama/mask.h"
 #include "llama/mtp.h"
 #include "metrics/kld_record.h"
@@ -44,20 +45,6 @@ namespace {
 
 // ---- small utilities ----------------------------------------------------------
 
-// what names the file's role in messages ("base model", "input", ...).
-bool file_size_of(const std::string & what, const std::string & path, uint64_t & size, std::string & err) {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) {
-        err = "cannot open " + what + " '" + path + "': " + strerror(errno);
-        return false;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        err = what + " '" + path + "' is not a regular file";
-        return false;
-    }
-    size = (uint64_t) st.st_size;
-    return true;
-}
 
 bool mul_u64(uint64_t a, uint64_t b, uint64_t & out) { return !__builtin_mul_overflow(a, b, &out); }
 
@@ -78,93 +65,6 @@ void parallel_for(int n, int n_threads, const std::function<void(int)> & fn) {
     for (auto & th : pool) th.join();
 }
 
-int resolve_threads(int n) { return n > 0 ? n : std::max(1, (int) common_cpu_get_num_math()); }
-
-// ---- llama.cpp handles ----------------------------------------------------------
-
-model_ptr load_model(const std::string & what, const std::string & path, const eval_runtime & rt, bool vocab_only,
-                     std::string & err) {
-    uint64_t size = 0;
-    if (!file_size_of(what, path, size, err)) {
-        return nullptr;
-    }
-    llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(rt.llama));
-    mp.vocab_only = vocab_only;
-    mp.load_mtp   = true;   // MTP blocks, where a model has them: the draft acceptance runs them
-    model_ptr m(llama_model_load_from_file(path.c_str(), mp));
-    if (!m) {
-        err = "failed to load " + what + " '" + path + "'" + (runtime_verbose() ? "" : " (run with --verbose for llama.cpp's log)");
-    }
-    return m;
-}
-
-// A context for n_seq windows of n_ctx tokens side by side (one KV sequence
-// each, not unified), as llama-perplexity sets up its own.
-llama_context_params context_params(const eval_runtime & rt, int n_ctx, int n_seq) {
-    llama_context_params cp = common_context_params_to_llama(rt.llama);  // -fa, -ctk, -ctv, ...
-    cp.n_ctx           = (uint32_t) n_ctx * (uint32_t) n_seq;
-    cp.n_batch         = (uint32_t) std::min(rt.n_batch, (int) cp.n_ctx);
-    cp.n_ubatch        = (uint32_t) std::min(rt.n_ubatch, (int) cp.n_batch);
-    cp.n_seq_max       = (uint32_t) n_seq;
-    cp.kv_unified      = false;
-    cp.n_threads       = resolve_threads(rt.n_threads);
-    cp.n_threads_batch = cp.n_threads;
-    cp.no_perf = true;
-    return cp;
-}
-
-ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, int n_seq, std::string & err,
-                     mask_hook * hook = nullptr) {
-    llama_context_params cp = context_params(rt, n_ctx, n_seq);
-    if (hook) {
-        cp.cb_eval           = mask_hook::callback;
-        cp.cb_eval_user_data = hook;
-    }
-    ctx_ptr c(llama_init_from_model(model, cp));
-    if (!c) {
-        err = "failed to create a llama.cpp context (n_ctx " + std::to_string(n_ctx) + " x " + std::to_string(n_seq) +
-              " sequences)";
-    }
-    return c;
-}
-
-// Base and pruned must tokenize and index identically, or nothing compares.
-bool check_same_vocab(const llama_model * a, const llama_model * b, const std::string & name_a,
-                      const std::string & name_b, std::string & err) {
-    const llama_vocab * va = llama_model_get_vocab(a);
-    const llama_vocab * vb = llama_model_get_vocab(b);
-    const int na = llama_vocab_n_tokens(va), nb = llama_vocab_n_tokens(vb);
-    if (na != nb) {
-        err = "vocabulary mismatch: " + name_a + " has " + std::to_string(na) + " tokens, " + name_b + " has " +
-              std::to_string(nb);
-        return false;
-    }
-    for (int i = 0; i < na; ++i) {
-        const char * ta = llama_vocab_get_text(va, i);
-        const char * tb = llama_vocab_get_text(vb, i);
-        if (strcmp(ta ? ta : "", tb ? tb : "") != 0) {
-            err = "vocabulary mismatch: token " + std::to_string(i) + " is '" + (ta ? ta : "") + "' in " + name_a +
-                  " but '" + (tb ? tb : "") + "' in " + name_b;
-            return false;
-        }
-    }
-    if (llama_vocab_bos(va) != llama_vocab_bos(vb) || llama_vocab_get_add_bos(va) != llama_vocab_get_add_bos(vb)) {
-        err = "vocabulary mismatch: " + name_a + " and " + name_b + " differ in their BOS token or whether they add it";
-        return false;
-    }
-    return true;
-}
-
-// Loads a pruned model (only its vocabulary when vocab_only) and checks that
-// its vocabulary is the base's; null + err otherwise.
-model_ptr load_pruned(const std::string & path, const llama_model * base, const std::string & base_path,
-                      const eval_runtime & rt, bool vocab_only, std::string & err) {
-    model_ptr m = load_model("pruned model", path, rt, vocab_only, err);
-    if (m && !check_same_vocab(base, m.get(), "base '" + base_path + "'", "pruned '" + path + "'", err)) {
-        m.reset();
-    }
-    return m;
-}
 
 // ---- windows ----------------------------------------------------------------------
 
@@ -972,63 +872,79 @@ void settle_batches(eval_runtime & rt, int n_ctx, int64_t n_vocab) {
     if (rt.n_ubatch <= 0) rt.n_ubatch = rt.n_batch;
 }
 
-bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_candidate> & cands,
-                         std::vector<eval_report> & reports, std::string & err) {
-    reports.clear();
-    eval_options opt = opt_in;
-    runtime_init(opt.verbose);
-    eval_input in;
-    if (!eval_prepare(opt, cands, in, err)) return false;
-    const int n_ctx = opt.rt.n_ctx;
+namespace {
 
-    // Every plan is checked against the base file, and every pruned model's
-    // vocabulary against the base's, before any pass runs.
-    reports.assign(cands.size(), eval_report());
+// One run of run_eval_candidates, in named stages: the inputs checked and
+// identified, the base's side (its rows in a temp file, or a KLD base file
+// written or read), every candidate scored against it, the receipts.
+struct eval_run {
+    eval_options                        opt;
+    const std::vector<eval_candidate> & cands;
+    std::vector<eval_report> &          reports;
+    std::string &                       err;
+
+    eval_input      in;
     measured_inputs ids;
-    if (!identify_inputs(opt, cands, reports, ids, err)) return false;
-    std::vector<expert_mask> & masks = ids.masks;
-    expert_mask & base_mask = ids.base_mask;
-    const size_t n_masks = ids.n_masks;
-    const size_t n_pruned = cands.size() - n_masks;
-
-    // MTP blocks (eval.h): the base's acceptance once, each pruned file's after its scoring pass.
-    const int base_mtp = opt.base_path.empty() ? 0 : file_mtp_blocks(opt.base_path);
-    std::vector<int> cand_mtp(cands.size(), 0);
-    int64_t n_mtp_passes = 0;
-    for (size_t i = 0; i < cands.size(); ++i) {
-        cand_mtp[i] = cands[i].masked() ? base_mtp : file_mtp_blocks(cands[i].path);
-        n_mtp_passes += cand_mtp[i] > 0;
-    }
+    int             n_ctx = 0;
+    int             base_mtp = 0;              // MTP blocks of the base (eval.h)
+    std::vector<int> cand_mtp;                 // [candidate] MTP blocks of what it runs
+    int64_t         n_mtp_passes = 0;
     std::optional<eval_report::mtp_acceptance> mtp_base;
-
-    progress_line prog;
-    prog.enabled = opt.progress;
-    workload wl;
+    progress_line   prog;
+    workload        wl;
     std::unique_ptr<base_source> base_rows;
-    model_ptr base;
-    mask_hook hook;
-    for (auto & r : reports) {
-        r.n_batch  = opt.rt.n_batch;    // as settle_batches chose them
-        r.n_ubatch = opt.rt.n_ubatch;
-    }
-    std::string kld_mode = "none";
+    model_ptr       base;
+    mask_hook       hook;
+    std::string     kld_mode = "none";
+    bool            base_only_done = false;    // a --kld-base run without candidates: the file was the product
 
-    // the base's MTP draft pass, on the workload the base was scored on
-    auto base_mtp_pass = [&](const pass_setup & s) {
-        prog.label = "base, MTP draft";
-        return mtp_pass(base.get(), opt.rt, s, hook.active, prog, mtp_base, err);
-    };
-    auto load_base = [&](bool vocab_only) {
+    eval_run(const eval_options & o, const std::vector<eval_candidate> & c, std::vector<eval_report> & r, std::string & e)
+        : opt(o), cands(c), reports(r), err(e) {}
+
+    // Options, input, plans and pruned files' identities, before any pass runs:
+    // every plan is checked against the base file, every pruned model's
+    // vocabulary against the base's (load_base).
+    bool prepare() {
+        if (!eval_prepare(opt, cands, in, err)) return false;
+        n_ctx = opt.rt.n_ctx;
+        reports.assign(cands.size(), eval_report());
+        if (!identify_inputs(opt, cands, reports, ids, err)) return false;
+        base_mtp = opt.base_path.empty() ? 0 : file_mtp_blocks(opt.base_path);
+        cand_mtp.assign(cands.size(), 0);
+        for (size_t i = 0; i < cands.size(); ++i) {
+            cand_mtp[i] = cands[i].masked() ? base_mtp : file_mtp_blocks(cands[i].path);
+            n_mtp_passes += cand_mtp[i] > 0;
+        }
+        prog.enabled = opt.progress;
+        for (auto & r : reports) {
+            r.n_batch  = opt.rt.n_batch;    // as settle_batches chose them
+            r.n_ubatch = opt.rt.n_ubatch;
+        }
+        return true;
+    }
+
+    bool load_base(bool vocab_only) {
         base = load_model("base model", opt.base_path, opt.rt, vocab_only, err);
         if (!base) return false;
         for (const auto & c : cands) {
             if (!c.masked() && !load_pruned(c.path, base.get(), opt.base_path, opt.rt, true, err)) return false;
         }
         return true;
-    };
+    }
 
-    if (opt.kld_base_path.empty()) {
-        // Exact: the base runs once, its rows go to a temp file.
+    // the base's MTP draft pass, on the workload the base was scored on
+    bool base_mtp_pass(const pass_setup & s) {
+        prog.label = "base, MTP draft";
+        return mtp_pass(base.get(), opt.rt, s, hook.active, prog, mtp_base, err);
+    }
+
+    mask_hook * base_hook() {
+        hook.active = ids.base_mask.name.empty() ? nullptr : &ids.base_mask;
+        return hook.active ? &hook : nullptr;
+    }
+
+    // Exact: the base runs once, its rows go to a temp file.
+    bool exact_base() {
         if (!load_base(false)) return false;
         if (in.is_corpus ? !corpus_workload(opt.input_path, in.text, base.get(), n_ctx, wl, err)
                          : !plain_workload(opt.input_path, in.text, base.get(), n_ctx, opt.max_chunks, wl, err)) {
@@ -1037,128 +953,152 @@ bool run_eval_candidates(const eval_options & opt_in, const std::vector<eval_can
         const pass_setup s = make_pass_setup(base.get(), wl, opt.rt, n_ctx);
         auto rows = std::make_unique<float_rows>();
         if (!rows->open(temp_dir_of(opt), s.n_vocab, scored_rows(wl), err)) return false;
-        prog.start(base_mask.name.empty() ? "base" : "base, masked by " + base_mask.name,
-                   (int64_t) (1 + cands.size() + n_mtp_passes + (base_mtp > 0)) *
-                       (int64_t) wl.n_decode_tokens);
-        hook.active = base_mask.name.empty() ? nullptr : &base_mask;
-        if (!base_pass(base.get(), opt.rt, s, hook.active ? &hook : nullptr, *rows, prog, err)) return false;
+        prog.start(ids.base_mask.name.empty() ? "base" : "base, masked by " + ids.base_mask.name,
+                   (int64_t) (1 + cands.size() + n_mtp_passes + (base_mtp > 0)) * (int64_t) wl.n_decode_tokens);
+        if (!base_pass(base.get(), opt.rt, s, base_hook(), *rows, prog, err)) return false;
         base_rows = std::move(rows);
-        if (base_mtp > 0 && !base_mtp_pass(s)) return false;
-    } else {
+        return base_mtp == 0 || base_mtp_pass(s);
+    }
+
+    // --kld-base FILE that does not exist yet: the base runs over -f and writes
+    // it; without candidates the file is the product and the base's own
+    // perplexity the report.
+    bool write_kld_base() {
+        if (!load_base(false)) return false;
+        if (!plain_workload(opt.input_path, in.text, base.get(), n_ctx, opt.max_chunks, wl, err)) return false;
+        double nll = 0;
+        size_t n_scored = 0;
+        if (!write_base_file(base.get(), wl, opt, n_ctx, prog, base_hook(), nll, n_scored, err)) return false;
+        if (base_mtp > 0 && !cands.empty() && !base_mtp_pass(make_pass_setup(base.get(), wl, opt.rt, n_ctx))) return false;
+        if (cands.empty()) {
+            eval_report r;
+            r.kld_base_mode        = "written";
+            r.overall.n_tokens     = n_scored;
+            r.overall.ppl_base     = n_scored ? std::exp(nll / n_scored) : 0;
+            r.n_ctx                = n_ctx;
+            r.n_windows            = wl.windows.size();
+            r.n_samples            = wl.n_samples;
+            reports.push_back(r);
+            base_only_done = true;
+        }
+        return true;
+    }
+
+    // The text, if given with an existing base file, must give the tokens the file was made from.
+    bool check_text_gives_file_tokens() {
+        model_ptr tok_model = base ? nullptr : load_model("pruned model", cands[0].path, opt.rt, true, err);
+        if (!base && !tok_model) return false;
+        corpus text;
+        if (!read_plain_text(opt.input_path, in.text, base ? base.get() : tok_model.get(), corpus_options(), text, err)) {
+            return false;
+        }
+        static const std::vector<int32_t> none;
+        const auto & toks = text.samples.empty() ? none : text.samples[0].tokens;
+        const size_t need = in.hdr.tokens.size();
+        for (size_t i = 0; i < need; ++i) {
+            if (i >= toks.size()) {
+                err = "'" + opt.input_path + "' tokenizes to " + std::to_string(toks.size()) +
+                      " tokens, but KLD base file '" + opt.kld_base_path + "' holds " + std::to_string(need) + " (" +
+                      std::to_string(in.hdr.n_chunk) + " chunks of " + std::to_string(in.hdr.n_ctx) +
+                      "): not the text it was made from";
+                return false;
+            }
+            if (toks[i] != in.hdr.tokens[i]) {
+                err = "token " + std::to_string(i) + " of '" + opt.input_path + "' is " + std::to_string(toks[i]) +
+                      " but KLD base file '" + opt.kld_base_path + "' has " + std::to_string(in.hdr.tokens[i]) +
+                      ": not the text (or tokenizer) the file was made from";
+                return false;
+            }
+        }
+        return true;
+    }
+
+    // With --kld-base: the file (written first when missing) is the base's side.
+    bool file_base() {
         kld_mode = in.read_file_mode ? "read" : "written";
         if (!in.read_file_mode) {
-            if (!load_base(false)) return false;
-            if (!plain_workload(opt.input_path, in.text, base.get(), n_ctx, opt.max_chunks, wl, err)) return false;
-            hook.active = base_mask.name.empty() ? nullptr : &base_mask;
-            double nll = 0;
-            size_t n_scored = 0;
-            if (!write_base_file(base.get(), wl, opt, n_ctx, prog, hook.active ? &hook : nullptr, nll, n_scored, err)) {
-                return false;
-            }
-            if (base_mtp > 0 && !cands.empty() && !base_mtp_pass(make_pass_setup(base.get(), wl, opt.rt, n_ctx))) return false;
-            if (cands.empty()) {
-                // base-only run: the file is the product; report the base's own perplexity
-                eval_report r;
-                r.kld_base_mode        = "written";
-                r.overall.n_tokens     = n_scored;
-                r.overall.ppl_base     = n_scored ? std::exp(nll / n_scored) : 0;
-                r.n_ctx                = n_ctx;
-                r.n_windows            = wl.windows.size();
-                r.n_samples            = wl.n_samples;
-                reports.push_back(r);
-                return true;
-            }
+            if (!write_kld_base()) return false;
+            if (base_only_done) return true;
         }
         if (!kld_base_read_header(opt.kld_base_path, in.hdr, err)) return false;
-        if (!base && !opt.base_path.empty() && !load_base(n_masks == 0)) return false;
-        // The text, if given, must give the tokens the file was made from.
-        if (in.read_file_mode && !opt.input_path.empty()) {
-            model_ptr tok_model = base ? nullptr : load_model("pruned model", cands[0].path, opt.rt, true, err);
-            if (!base && !tok_model) return false;
-            corpus text;
-            if (!read_plain_text(opt.input_path, in.text, base ? base.get() : tok_model.get(), corpus_options(), text, err)) {
-                return false;
-            }
-            static const std::vector<int32_t> none;
-            const auto & toks = text.samples.empty() ? none : text.samples[0].tokens;
-            const size_t need = in.hdr.tokens.size();
-            for (size_t i = 0; i < need; ++i) {
-                if (i >= toks.size()) {
-                    err = "'" + opt.input_path + "' tokenizes to " + std::to_string(toks.size()) +
-                          " tokens, but KLD base file '" + opt.kld_base_path + "' holds " + std::to_string(need) + " (" +
-                          std::to_string(in.hdr.n_chunk) + " chunks of " + std::to_string(in.hdr.n_ctx) +
-                          "): not the text it was made from";
-                    return false;
-                }
-                if (toks[i] != in.hdr.tokens[i]) {
-                    err = "token " + std::to_string(i) + " of '" + opt.input_path + "' is " + std::to_string(toks[i]) +
-                          " but KLD base file '" + opt.kld_base_path + "' has " + std::to_string(in.hdr.tokens[i]) +
-                          ": not the text (or tokenizer) the file was made from";
-                    return false;
-                }
-            }
-        }
+        if (!base && !opt.base_path.empty() && !load_base(ids.n_masks == 0)) return false;
+        if (in.read_file_mode && !opt.input_path.empty() && !check_text_gives_file_tokens()) return false;
         wl = workload();
         file_workload(in.hdr, wl, opt.max_chunks);
         auto rows = std::make_unique<kld_file_rows>();
         if (!rows->open(opt.kld_base_path, in.hdr, resolve_threads(opt.rt.n_threads), err)) return false;
         base_rows = std::move(rows);
-        const int64_t per_pass = (int64_t) wl.n_decode_tokens;
-        prog.start("eval", (int64_t) (cands.size() + n_mtp_passes) * per_pass);
+        prog.start("eval", (int64_t) (cands.size() + n_mtp_passes) * (int64_t) wl.n_decode_tokens);
+        return true;
     }
 
-    // Masked passes reuse the loaded base model: one model resident.
-    for (size_t i = 0; i < cands.size(); ++i) {
-        if (!cands[i].masked()) continue;
-        const pass_setup s = make_pass_setup(base.get(), wl, opt.rt, n_ctx);
+    // Candidate i (a pruned file, or the base under masks[i]) scored against the base's rows.
+    bool score(size_t i, llama_model * model, const std::string & label) {
+        const pass_setup s = make_pass_setup(model, wl, opt.rt, n_ctx);
         if (base_rows->clip16 && in.hdr.n_vocab != s.n_vocab) {
             err = "KLD base file '" + opt.kld_base_path + "' was written for a vocabulary of " +
-                  std::to_string(in.hdr.n_vocab) + " tokens, base '" + opt.base_path + "' has " + std::to_string(s.n_vocab);
-            return false;
-        }
-        hook.active = &masks[i];
-        prog.label = "masked by " + cands[i].path;
-        if (!score_pass(base.get(), opt.rt, s, &hook, *base_rows, prog, reports[i], err)) return false;
-        reports[i].kld_base_mode = kld_mode;
-        if (cand_mtp[i] > 0) {
-            prog.label = "masked by " + cands[i].path + ", MTP draft";
-            if (!mtp_pass(base.get(), opt.rt, s, &masks[i], prog, reports[i].mtp_pruned, err)) return false;
-        }
-    }
-    hook.active = nullptr;
-    if (n_pruned > 0) base.reset();  // free the base before the first pruned model loads
-    for (size_t i = 0; i < cands.size(); ++i) {
-        if (cands[i].masked()) continue;
-        model_ptr pruned = load_model("pruned model", cands[i].path, opt.rt, false, err);
-        if (!pruned) return false;
-        const pass_setup s = make_pass_setup(pruned.get(), wl, opt.rt, n_ctx);
-        if (base_rows->clip16 && in.hdr.n_vocab != s.n_vocab) {
-            err = "KLD base file '" + opt.kld_base_path + "' was written for a vocabulary of " +
-                  std::to_string(in.hdr.n_vocab) + " tokens, pruned '" + cands[i].path + "' has " +
+                  std::to_string(in.hdr.n_vocab) + " tokens, " +
+                  (cands[i].masked() ? "base '" + opt.base_path + "'" : "pruned '" + cands[i].path + "'") + " has " +
                   std::to_string(s.n_vocab);
             return false;
         }
-        prog.label = cands[i].path;
-        if (!score_pass(pruned.get(), opt.rt, s, nullptr, *base_rows, prog, reports[i], err)) return false;
+        const expert_mask * mask = cands[i].masked() ? &ids.masks[i] : nullptr;
+        hook.active = mask;
+        prog.label = label;
+        if (!score_pass(model, opt.rt, s, mask ? &hook : nullptr, *base_rows, prog, reports[i], err)) return false;
         reports[i].kld_base_mode = kld_mode;
         if (cand_mtp[i] > 0) {
-            prog.label = cands[i].path + ", MTP draft";
-            if (!mtp_pass(pruned.get(), opt.rt, s, nullptr, prog, reports[i].mtp_pruned, err)) return false;
+            prog.label = label + ", MTP draft";
+            if (!mtp_pass(model, opt.rt, s, mask, prog, reports[i].mtp_pruned, err)) return false;
+        }
+        return true;
+    }
+
+    // Masked passes reuse the loaded base model, which is then freed before
+    // the first pruned file loads: one model resident.
+    bool score_candidates() {
+        for (size_t i = 0; i < cands.size(); ++i) {
+            if (cands[i].masked() && !score(i, base.get(), "masked by " + cands[i].path)) return false;
+        }
+        hook.active = nullptr;
+        if (ids.n_masks < cands.size()) base.reset();
+        for (size_t i = 0; i < cands.size(); ++i) {
+            if (cands[i].masked()) continue;
+            model_ptr pruned = load_model("pruned model", cands[i].path, opt.rt, false, err);
+            if (!pruned || !score(i, pruned.get(), cands[i].path)) return false;
+        }
+        return unchanged_since(ids.pruned_sigs, err);
+    }
+
+    void write_receipts() {
+        const std::string input_sha =
+            in.text.empty() && opt.input_path.empty() ? "" : util::sha256_bytes(in.text.data(), in.text.size());
+        for (size_t i = 0; i < cands.size(); ++i) {
+            name_measurement(opt, cands[i], ids, i, input_sha, reports[i]);
+            reports[i].mtp_blocks = std::max(base_mtp, cand_mtp[i]);
+            if (reports[i].mtp_blocks > 0) {
+                reports[i].mtp_base = mtp_base;
+                std::string why;
+                if (!mtp_base) why = "the base's rows come from the KLD base file: its MTP head is not run";
+                if (why.empty() && cand_mtp[i] == 0) why = "the pruned file has no MTP blocks";
+                reports[i].mtp_note = why;
+            }
         }
     }
-    if (!unchanged_since(ids.pruned_sigs, err)) return false;
-    const std::string input_sha = in.text.empty() && opt.input_path.empty() ? "" : util::sha256_bytes(in.text.data(), in.text.size());
-    for (size_t i = 0; i < cands.size(); ++i) {
-        name_measurement(opt, cands[i], ids, i, input_sha, reports[i]);
-        reports[i].mtp_blocks = std::max(base_mtp, cand_mtp[i]);
-        if (reports[i].mtp_blocks > 0) {
-            reports[i].mtp_base = mtp_base;
-            std::string why;
-            if (!mtp_base) why = "the base's rows come from the KLD base file: its MTP head is not run";
-            if (why.empty() && cand_mtp[i] == 0) why = "the pruned file has no MTP blocks";
-            reports[i].mtp_note = why;
-        }
-    }
+};
+
+} // namespace
+
+bool run_eval_candidates(const eval_options & opt, const std::vector<eval_candidate> & cands,
+                         std::vector<eval_report> & reports, std::string & err) {
+    reports.clear();
+    runtime_init(opt.verbose);
+    eval_run run(opt, cands, reports, err);
+    if (!run.prepare()) return false;
+    if (!(run.opt.kld_base_path.empty() ? run.exact_base() : run.file_base())) return false;
+    if (run.base_only_done) return true;
+    if (!run.score_candidates()) return false;
+    run.write_receipts();
     return true;
 }
 
@@ -1212,26 +1152,8 @@ bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & e
     const int n_ctx = (int) prompt.size() + opt.n_predict;
 
     auto generate = [&](llama_model * model, std::vector<int32_t> & out) {
-        eval_runtime rt = opt.rt;
-        rt.n_batch = std::max(rt.n_batch, n_ctx);  // the prompt goes in one decode
-        rt.n_ubatch = std::min(rt.n_ubatch, rt.n_batch);
-        ctx_ptr ctx = make_context(model, rt, n_ctx, 1, err);
-        if (!ctx) return false;
-        std::vector<llama_token> cur(prompt.begin(), prompt.end());
-        llama_batch batch = llama_batch_get_one(cur.data(), (int32_t) cur.size());
-        const int n_vocab = llama_vocab_n_tokens(vocab);
-        for (int i = 0; i < opt.n_predict; ++i) {
-            if (llama_decode(ctx.get(), batch) != 0) {
-                err = "llama_decode failed during --smoke";
-                return false;
-            }
-            llama_token t = argmax_first(llama_get_logits_ith(ctx.get(), -1), n_vocab);
-            out.push_back(t);
-            if (llama_vocab_is_eog(vocab, t)) break;
-            cur.assign(1, t);
-            batch = llama_batch_get_one(cur.data(), 1);
-        }
-        return true;
+        ctx_ptr ctx = continuation_context(model, opt.rt, n_ctx, nullptr, err);
+        return ctx && decode_continuation(ctx.get(), nullptr, prompt, opt.n_predict, "--smoke", out, err);
     };
     if (!generate(base.get(), report.base_tokens) || !generate(pruned.get(), report.pruned_tokens)) {
         return false;

@@ -1,0 +1,162 @@
+// The options of reap eval (eval_flags.h): the table and --help's prose.
+#include "cli/eval_flags.h"
+
+#include <cstdint>
+#include <cstdlib>
+
+namespace reap::cli {
+
+namespace {
+
+// --needle and --generate: what next-token KLD does not show.
+void declare_behaviour(options & t, eval_params & p) {
+    t.flag("--needle", "the needle-in-a-haystack grid over -f (see above); with -p / --mask", p.do_needle);
+    t.custom("--needle-lengths", "L,...", "haystack lengths in tokens (default 64, 128, ... up to half the trained "
+             "context, the largest five)", [&p](const std::string & v, std::string & err) {
+                 for (const auto & s : split_list(v)) {
+                     int64_t x = 0;
+                     if (!parse_integer("--needle-lengths", s, 1, INT32_MAX, x, err)) return false;
+                     p.needle.lengths.push_back((int) x);
+                 }
+                 return true;
+             });
+    t.custom("--needle-depths", "D,...", "where the needle goes, 0..1 of the haystack (default 0.15,0.5,0.85)",
+             [&p](const std::string & v, std::string & err) {
+                 for (const auto & s : split_list(v)) {
+                     char * end = nullptr;
+                     const double d = strtod(s.c_str(), &end);
+                     if (s.empty() || *end || !(d >= 0 && d <= 1)) {
+                         err = "--needle-depths: '" + s + "' is not a number within 0..1";
+                         return false;
+                     }
+                     p.needle.depths.push_back(d);
+                 }
+                 return true;
+             });
+    t.integer("--needles", "N", "needles (values) per length x depth cell (default 1)", 1, INT32_MAX, p.needle.needles);
+    t.integer("--seed", "S", "seed of the needles' values and of --temp's draws (default 0; recorded in --json)", 0,
+              INT64_MAX, p.needle.seed);
+    t.text("--generate", "PROMPTS", "free generation after every prompt of a corpus (see above)",
+           p.generate.prompts_path);
+    t.integer("--max-new", "N", "tokens --generate writes at most per prompt (default 128)", 1, INT32_MAX,
+              p.generate.max_new);
+    t.custom("--temp", "T", "--generate samples at temperature T, seeded (default 0: greedy)",
+             [&p](const std::string & v, std::string & err) {
+                 char * end = nullptr;
+                 const double x = strtod(v.c_str(), &end);
+                 if (v.empty() || *end || !(x >= 0 && x <= 100)) {
+                     err = "--temp: '" + v + "' is not a number within 0..100";
+                     return false;
+                 }
+                 p.generate.temperature = x;
+                 return true;
+             });
+}
+
+} // namespace
+
+void declare_eval(options & t, eval_params & p) {
+    t.about(
+    "Runs both models over the same tokens and reports perplexity of each and their\n"
+    "ratio, KL(base || pruned) of the next-token distributions over the full vocabulary\n"
+    "(mean, median, p99, max) and top-1 agreement. Windows of -c tokens; the second\n"
+    "half of each window is scored, as llama-perplexity does, so the base PPL equals\n"
+    "llama-perplexity's on the same file and -c (and -b). Without --kld-base KLD uses\n"
+    "full-precision log-probabilities.\n"
+    "\n"
+    "A -f ending in .jsonl (or whose first line is {\"domain\": ..., \"text\"|\"messages\": ...})\n"
+    "is a corpus, read as reap calibrate reads it (`messages` go through the model's chat\n"
+    "template; a line without a domain, or with both or neither of text and messages, is\n"
+    "an error): every sample is windowed on its own (a sample shorter than -c is one\n"
+    "shorter window, longer ones lose their remainder; samples under 3 tokens are skipped\n"
+    "as too short), and the report is per domain and overall.\n"
+    "A plain text needs at least -c tokens (llama-perplexity asks for 2 x -c).\n"
+    "\n"
+    "Virtual pruning: --mask PLAN.json scores a plan without writing the pruned file. The\n"
+    "base model runs with the plan's removed experts made unselectable in every MoE\n"
+    "layer's router (-inf on the router logits and on the selection score, after any\n"
+    "exp_probs_b bias and before group scoring and top-k), which computes what the model\n"
+    "reap prune writes from that plan would compute. The plan must fit the base exactly\n"
+    "as reap prune requires. --base-mask PLAN masks the base itself: with -p PRUNED made\n"
+    "from the same plan, KLD ~ 0 shows the two agree.\n"
+    "\n"
+    "Several -p / --mask: the base runs once; each model is scored against it with the\n"
+    "same numbers as separate runs. One model is resident at a time: masks run on the\n"
+    "loaded base, which is then freed before each pruned file loads in turn. The base's\n"
+    "log-softmax rows wait in an unlinked temp file in --tmp-dir: scored tokens x\n"
+    "(4 x n_vocab + 4) bytes (259-token vocabulary: ~1 KiB per token; 163,840: 640 KiB\n"
+    "per token, 10k tokens ~ 6.5 GB); a run needing more than the disk has is refused\n"
+    "up front. Output: a table per model under a \"== PATH\" line, or with --json one\n"
+    "object {\"pruned\": {\"PATH\": ...}, \"masked\": {\"PLAN\": ...}} in the order given\n"
+    "(a single -p or --mask prints its object alone).\n"
+    "\n"
+    "MTP blocks (<arch>.nextn_predict_layers > 0): the MTP draft's greedy acceptance for\n"
+    "base and pruned, over the scored positions p: the share where the MTP head's argmax\n"
+    "for (h_{p-1}, x_p) equals the same model's own argmax at p (\"mtp_draft\" in --json).\n"
+    "--mask and --base-mask mask the MTP blocks too; not for a base read from --kld-base.\n"
+    "\n"
+    "Behaviour (on the base and every -p / --mask, one model resident; no KLD run):\n"
+    "--needle: for each length x depth cell, a haystack of exactly L tokens of -f (plain text,\n"
+    "or a corpus's samples joined by blank lines), the sentence \"The secret code is V.\" with a\n"
+    "seeded random V (\"KVX-7391\") put in at depth D at the nearest sentence boundary, then\n"
+    "the question: a user turn through the model's chat template when it has one, else the\n"
+    "lead-in \"The secret code is\" repeated at the end. Greedy decoding of V's length in tokens\n"
+    "(or to end of generation); a cell is exact when the answer, trimmed, is V. An -f shorter\n"
+    "than a length is an error naming the length. Table: a mark per cell and model, \"n/m\".\n"
+    "--generate PROMPTS: continuations (up to --max-new tokens; greedy, or sampled with --temp,\n"
+    "prompt i seeded with --seed + i for every model) of every prompt of a corpus (`messages`\n"
+    "end with the template's assistant turn); per domain: loop rate (an output whose last\n"
+    "r x p tokens repeat with a period p >= k: a span of at least k = 8 tokens said r = 3\n"
+    "times back to back; shorter repeats count through their multiples, so a doubled word or\n"
+    "a 20-character rule line does not, a phrase said three times does), termination rate\n"
+    "(an end-of-generation token before the cap), distinct-4 (distinct token 4-grams / all),\n"
+    "mean length and the mean leading tokens that agree with the base's output.\n"
+    "--json: {\"needle\": ...} or {\"generate\": ...} with every decoded text.\n"
+    "\n"
+    );
+    t.section("options:");
+    t.text("-m, --model", "FILE", "base model", p.opt.base_path);
+    t.custom("-p, --pruned", "FILE", "pruned model (same vocabulary); repeat for several",
+             [&p](const std::string & v, std::string &) {
+                 p.pruned.push_back(v);
+                 p.cands.push_back({v, false});
+                 return true;
+             });
+    t.custom("--mask", "PLAN.json", "the base with this plan's removed experts masked; repeat for several",
+             [&p](const std::string & v, std::string &) {
+                 p.cands.push_back({v, true});
+                 return true;
+             });
+    // one base, one mask: a second --base-mask is refused rather than silently winning
+    t.custom("--base-mask", "PLAN.json", "mask the base itself (compare a masked base with -p, or with --mask); once",
+             [&p](const std::string & v, std::string & err) {
+                 if (!p.opt.base_mask_path.empty()) {
+                     err = "--base-mask given twice (" + p.opt.base_mask_path + ", " + v + "): the base is masked by one plan";
+                     return false;
+                 }
+                 p.opt.base_mask_path = v;
+                 return true;
+             });
+    t.text("--tmp-dir", "DIR", "where the base's rows wait (default $TMPDIR or /tmp)", p.opt.tmp_dir);
+    t.text("-f, --file", "FILE", "plain text or corpus JSONL", p.opt.input_path);
+    t.text("--kld-base", "FILE",
+           "llama-perplexity --kl-divergence-base file: if FILE is missing, run the base over -f and write it "
+           "(without -p only the file is written); if it exists, use it instead of running the base (-m may be "
+           "omitted; -f, if given, must give the file's tokens). Plain text only. KLD against the file uses its "
+           "16-bit log-probs, like llama-perplexity. With several -p each is scored through the file in turn.",
+           p.opt.kld_base_path);
+    t.integer("--chunks", "N", "score at most N windows (plain text)", 1, INT32_MAX, p.opt.max_chunks);
+    t.flag("--json", "print one JSON object instead of the table (see several -p)", p.json);
+    t.flag("-q, --quiet", "no progress line (it only shows when stderr is a terminal)", p.quiet);
+    t.flag("--verbose", "show llama.cpp's log", p.opt.verbose);
+    t.flag("--smoke", "greedy-decode both models after --prompt and report how many leading tokens agree (one -p)",
+           p.do_smoke);
+    declare_behaviour(t, p);
+    t.integer("-n, --n-predict", "N", "tokens to generate with --smoke (default 12)", 1, INT32_MAX, p.smoke.n_predict);
+    t.text("--prompt", "TEXT", "prompt for --smoke", p.smoke.prompt);
+    t.help_row();
+    declare_eval_runtime(t, "window size (default 512, or the --kld-base file's)", p.given, p.opt.rt);
+}
+
+
+} // namespace reap::cli

@@ -1,0 +1,74 @@
+// The llama.cpp handles every pass of reap eval opens (KLD scoring, the MTP
+// draft, the smoke test, the needle grid, free generation): models loaded
+// with eval's runtime flags, contexts of n_seq sequences side by side with an
+// optional mask hook, and the check that a pruned model's vocabulary is the
+// base's, so that each rule lives once.
+#pragma once
+
+#include "llama/eval.h"
+#include "llama/mask.h"
+#include "llama/runtime.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace reap {
+
+// Size of a regular file; `what` names the file's role in messages ("base model", "input", ...).
+bool file_size_of(const std::string & what, const std::string & path, uint64_t & size, std::string & err);
+
+// -t as given, or the number of physical cores when not positive.
+int resolve_threads(int n);
+
+// Loads a model with eval's runtime flags (only its vocabulary when vocab_only); null + err otherwise.
+model_ptr load_model(const std::string & what, const std::string & path, const eval_runtime & rt, bool vocab_only,
+                     std::string & err);
+
+// The parameters of such a context (-fa, -ctk, ... from llama.cpp's flags;
+// n_batch and n_ubatch capped by the context).
+llama_context_params context_params(const eval_runtime & rt, int n_ctx, int n_seq);
+
+// A context for n_seq sequences of n_ctx tokens side by side (not unified), as
+// llama-perplexity sets up its own; with a hook, its mask applies in every decode.
+ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, int n_seq, std::string & err,
+                     mask_hook * hook = nullptr);
+
+// Base and pruned must tokenize and index identically, or nothing compares.
+bool check_same_vocab(const llama_model * a, const llama_model * b, const std::string & name_a,
+                      const std::string & name_b, std::string & err);
+
+// Loads a pruned model (only its vocabulary when vocab_only) and checks that
+// its vocabulary is the base's; null + err otherwise.
+model_ptr load_pruned(const std::string & path, const llama_model * base, const std::string & base_path,
+                      const eval_runtime & rt, bool vocab_only, std::string & err);
+
+// One model of a behaviour run (needle grid, free generation): index -1 is
+// the base, else the candidate's index; hook is null or the mask to check
+// after every decode.
+using model_visit = std::function<bool(llama_model * model, mask_hook * hook, int index)>;
+
+// Visits the base (under base_mask_path when given), then every masked
+// candidate on the same loaded base, then frees the base and loads each pruned
+// file in turn: one model resident, as reap eval scores them. Plans are
+// checked against the base as prune checks them, and every pruned file's
+// vocabulary against the base's, before the first visit.
+bool visit_models(const std::string & base_path, const std::string & base_mask_path,
+                  const std::vector<eval_candidate> & cands, const eval_runtime & rt, const model_visit & visit,
+                  std::string & err);
+
+// A context for decoding up to n_ctx tokens in one sequence, the prompt in
+// one decode (-b at least n_ctx).
+ctx_ptr continuation_context(llama_model * model, const eval_runtime & rt, int n_ctx, mask_hook * hook, std::string & err);
+
+// The continuation of `prompt` in ctx (its memory cleared first): the prompt
+// in one decode, then a token a decode, up to n_max tokens or an
+// end-of-generation token (kept as the last of out). Each token is the
+// argmax (the first on a tie), or drawn by `sampler` when one is given.
+// `what` names the run in errors; with a hook its check runs after every decode.
+bool decode_continuation(llama_context * ctx, mask_hook * hook, const std::vector<int32_t> & prompt, int n_max,
+                         const std::string & what, std::vector<int32_t> & out, std::string & err,
+                         llama_sampler * sampler = nullptr);
+
+} // namespace reap
