@@ -92,6 +92,19 @@ std::string fast_scratch(const std::string & name) {
     return dir;
 }
 
+// The prelude of the tests below that prune the gpt-oss zoo model: fx.dir
+// moved to a fast scratch folder `name`, and a random half-keep plan (seeded)
+// of the model written to fx.dir/p.json. `model` gets the model's path.
+void gpt_oss_half_plan(fixture & fx, const std::string & name, uint64_t seed, std::string & model, reap::plan & p) {
+    std::string why;
+    fx.dir = fast_scratch(name);
+    model = fx.model("gpt-oss");
+    g::model gm;
+    ASSERT_TRUE(g::open_model(model, gm, why)) << why;
+    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), seed, p, why)) << why;
+    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
+}
+
 void remove_tree(const std::string & dir) {
     std::string out;
     if (dir.rfind("/dev/shm/", 0) == 0) prune_test::run("rm -rf " + quote(dir), out);
@@ -318,7 +331,7 @@ TEST(Sha256Sums, KeepsEveryForeignLineAnySize) {
     if (!setup("sums", fx, why)) GTEST_SKIP() << why;
     fx.dir = fast_scratch("sums");
     const std::string m = fx.model("gpt-oss");
-    g::model gm;
+    g::model gm;   // a second plan of it below
     ASSERT_TRUE(g::open_model(m, gm, why)) << why;
     reap::plan p;
     ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 5, p, why)) << why;
@@ -369,13 +382,9 @@ TEST(Sha256Sums, ConcurrentPrunesKeepBothLines) {
     fixture fx;
     std::string why, out;
     if (!setup("concurrent", fx, why)) GTEST_SKIP() << why;
-    fx.dir = fast_scratch("concurrent");
-    const std::string m = fx.model("gpt-oss");
-    g::model gm;
-    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    std::string m;
     reap::plan p;
-    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 7, p, why)) << why;
-    ASSERT_TRUE(reap::write_plan(p, fx.dir + "/p.json", true, why)) << why;
+    ASSERT_NO_FATAL_FAILURE(gpt_oss_half_plan(fx, "concurrent", 7, m, p));
     const int rounds = 12;
     int both = 0;
     for (int r = 0; r < rounds; ++r) {
@@ -467,14 +476,10 @@ TEST(Concurrency, VerifyDuringARepublishSeesAWholeSet) {
     fixture fx;
     std::string why, out;
     if (!setup("republish", fx, why)) GTEST_SKIP() << why;
-    fx.dir = fast_scratch("republish");
-    const std::string m = fx.model("gpt-oss");
-    g::model gm;
-    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    std::string m;
     reap::plan p;
-    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 21, p, why)) << why;
+    ASSERT_NO_FATAL_FAILURE(gpt_oss_half_plan(fx, "republish", 21, m, p));
     const std::string plan = fx.dir + "/p.json", target = fx.dir + "/cut.gguf";
-    ASSERT_TRUE(reap::write_plan(p, plan, true, why)) << why;
     const std::string prune = "prune -m " + quote(m) + " --plan " + quote(plan) + " --split-max-tensors 8 --force -o " + quote(target);
     ASSERT_EQ(run_reap(prune, out), 0) << out;
     std::string shard1;
@@ -1442,14 +1447,10 @@ TEST(Leftovers, DryRunListsTheStaleTempsAndAKillLeavesNoLock) {
     fixture fx;
     std::string why, out;
     if (!setup("dry-run", fx, why)) GTEST_SKIP() << why;
-    fx.dir = fast_scratch("dry-run");
-    const std::string m = fx.model("gpt-oss");
-    g::model gm;
-    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    std::string m;
     reap::plan p;
-    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 41, p, why)) << why;
+    ASSERT_NO_FATAL_FAILURE(gpt_oss_half_plan(fx, "dry-run", 41, m, p));
     const std::string plan = fx.dir + "/p.json", dir = fx.dir + "/out";
-    ASSERT_TRUE(reap::write_plan(p, plan, true, why)) << why;
     ::mkdir(dir.c_str(), 0755);
     const std::string dead = std::to_string(dead_pid()), live = std::to_string(::getpid());
     const std::string own_dead = ".a.gguf.reap-tmp." + dead + ".abcdef";
