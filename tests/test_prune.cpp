@@ -8,6 +8,7 @@
 #include "gguf_test_util.h"
 #include "moe/census.h"
 #include "prune_test_util.h"
+#include "prune_zoo_fixture.h"
 
 #include <gtest/gtest.h>
 
@@ -22,15 +23,8 @@ using prune_test::write_all;
 
 namespace {
 
-std::string zoo_or_skip(std::string & err) { return prune_test::zoo_dir("prune-zoo", err); }
-
-// Opens `path` as a model, failing the test on error.
-g::model open(const std::string & path) {
-    g::model m;
-    std::string err;
-    EXPECT_TRUE(g::open_model(path, m, err)) << err;
-    return m;
-}
+using prune_test::open;
+using prune_test::zoo_or_skip;
 
 const g::tensor_info * find(const g::model & m, const std::string & name) { return m.find_tensor(name); }
 
