@@ -44,7 +44,7 @@ bool plan_points(const sweep_options & o, const pl::ranked_model & rm, std::vect
     sctx.write.split_max_bytes = o.split_max_bytes;
     if (!pl::plan_sweep(rm, sctx, o.sizes, points, err)) return false;
     plan stamp;   // the model's fingerprint, read once for every plan
-    if (!stamp_plan_model(stamp, rm.model, err)) return false;
+    stamp_plan_model(stamp, rm.model, rm.identity);
     for (auto & pt : points) {
         pt.p.model_sha256 = stamp.model_sha256;
         pt.p.router_sha256 = stamp.router_sha256;
@@ -139,23 +139,21 @@ bool plan_other_sources(const sweep_options & o, sweep_result & r, std::string &
               " times) are scored against one reference: give --reference REF.gguf or --kld-base REF.kld";
         return false;
     }
-    if (!moe::identity_of(r.rm.model, r.identity, err)) {
-        err = o.eval.base_path + ": " + err;
-        return false;
-    }
-    auto same_model = [&](const std::string & path, const gguf::model & m, const char * what) {
-        moe::model_identity id;
-        if (!moe::identity_of(m, id, err)) {
-            err = path + ": " + err;
-            return false;
-        }
+    r.identity = r.rm.identity;
+    auto same_model = [&](const std::string & path, const moe::model_identity & id, const char * what) {
         const std::string diff = moe::identity_difference(r.identity, o.eval.base_path, id, path);
         if (!diff.empty()) err = std::string(what) + " '" + path + "' is not the model of -m '" + o.eval.base_path + "': " + diff;
         return diff.empty();
     };
     if (!o.reference.empty()) {
         gguf::model ref;
-        if (!gguf::open_model(o.reference, ref, err) || !same_model(o.reference, ref, "--reference")) return false;
+        moe::model_identity ref_id;
+        if (!gguf::open_model(o.reference, ref, err)) return false;
+        if (!moe::identity_of(ref, ref_id, err)) {
+            err = o.reference + ": " + err;
+            return false;
+        }
+        if (!same_model(o.reference, ref_id, "--reference")) return false;
     }
     std::map<int64_t, const plan *> keep_sets;
     for (const auto & pt : r.points) keep_sets[pt.n_keep] = &pt.p;
@@ -172,7 +170,7 @@ bool plan_other_sources(const sweep_options & o, sweep_result & r, std::string &
         auto run = std::make_unique<sweep_source_run>();
         run->path = path;
         if (!pl::open_ranked_model(path, o.saliency, o.rank, o.method_given, run->rm, err)) return false;
-        if (!same_model(path, run->rm.model, "source")) return false;
+        if (!same_model(path, run->rm.identity, "source")) return false;
         if (!plan_points(o, run->rm, run->points, r.archive_sha256, err)) return false;
         for (const auto & pt : run->points) {
             auto [it, fresh] = keep_sets.emplace(pt.n_keep, &pt.p);

@@ -84,7 +84,7 @@ bool choose_plan(const plan_request & req, plan_choice & c, util::error & err) {
     if (!choose_n(req, sctx, c, err)) return false;
     std::string msg;
     if (!make_plan(c.rm.rank, c.rm.facts, c.n_keep, c.p, msg)) return fail_with(err, error_kind::input, msg);
-    if (!stamp_plan_model(c.p, c.rm.model, msg)) return fail_with(err, error_kind::input, msg);
+    stamp_plan_model(c.p, c.rm.model, c.rm.identity);
     if (!pruned_bytes(sctx, c.p, c.bytes, c.n_shards, msg)) return fail_with(err, error_kind::input, msg);
     if (!add_plan_provenance(req, c.rm.archive, c.bytes, c.n_shards, c.p, msg)) return fail_with(err, error_kind::input, msg);
     if (!plan_receipts(c.rm.rank, c.p, c.rc, msg)) return fail_with(err, error_kind::input, msg);

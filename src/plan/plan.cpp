@@ -309,10 +309,14 @@ std::string model_header_sha256(const gguf::model & m) {
 bool stamp_plan_model(plan & p, const gguf::model & m, std::string & err) {
     moe::model_identity id;
     if (!moe::identity_of(m, id, err)) return false;
+    stamp_plan_model(p, m, id);
+    return true;
+}
+
+void stamp_plan_model(plan & p, const gguf::model & m, const moe::model_identity & id) {
     p.model_sha256 = model_header_sha256(m);
     p.router_sha256 = id.router_sha256;
     p.n_vocab = id.n_vocab;
-    return true;
 }
 
 bool plan_model_mismatch(const plan & p, const gguf::model & m, const std::string & plan_name, const std::string & model_name,

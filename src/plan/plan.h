@@ -32,6 +32,7 @@
 #pragma once
 
 #include "gguf/gguf.h"
+#include "moe/identity.h"
 #include "moe/layout.h"
 
 #include <nlohmann/json.hpp>
@@ -100,6 +101,8 @@ std::string model_header_sha256(const gguf::model & m);
 // identity (moe::identity_of: router hash, vocabulary size). Every writer of
 // plans calls it. Fails when the routers cannot be read.
 bool stamp_plan_model(plan & p, const gguf::model & m, std::string & err);
+// The same from m's identity already read (moe::identity_of), reading no tensor.
+void stamp_plan_model(plan & p, const gguf::model & m, const moe::model_identity & id);
 
 // Checks that plan `p` was made for model `m`: the same
 // model_header_sha256 and the same identity (moe/identity.h: arch, blocks,

@@ -24,11 +24,11 @@ bool rank_opened_model(const std::string & model_path, const std::string & salie
         return false;
     }
     out.facts = facts_of(out.layout);
-    saliency::fingerprint fp;
-    if (!saliency::model_fingerprint(out.model, fp, err)) {
+    if (!moe::identity_of(out.model, out.identity, err)) {
         err = model_path + ": " + err;
         return false;
     }
+    const saliency::fingerprint fp = saliency::fingerprint_of(out.identity);
     if (!saliency::read_archive(saliency_path, out.archive, err)) return false;
     if (!saliency::fingerprints_match(out.archive.model, fp, err)) {
         err = saliency_path + " vs " + model_path + ": " + err;

@@ -32,6 +32,7 @@ struct ranked_model {
     plan_model_facts   facts;
     saliency::archive  archive;
     ranking            rank;
+    moe::model_identity identity;   // of `model`, read once (its routers hashed)
 };
 
 // Opens the model and the archive, checks that the archive was measured on the

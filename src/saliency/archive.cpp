@@ -95,6 +95,11 @@ static const std::vector<std::string> & all_metric_names() {
 bool model_fingerprint(const gguf::model & m, fingerprint & out, std::string & err) {
     moe::model_identity id;
     if (!moe::identity_of(m, id, err)) return false;
+    out = fingerprint_of(id);
+    return true;
+}
+
+fingerprint fingerprint_of(const moe::model_identity & id) {
     fingerprint fp;
     fp.arch = id.arch;
     fp.n_layer = uint32_t(id.n_layer);
@@ -102,8 +107,7 @@ bool model_fingerprint(const gguf::model & m, fingerprint & out, std::string & e
     fp.n_expert_used = uint32_t(id.n_expert_used);
     fp.moe_layers = id.moe_layers;
     fp.router_sha256 = id.router_sha256;
-    out = std::move(fp);
-    return true;
+    return fp;
 }
 
 bool fingerprints_match(const fingerprint & archived, const fingerprint & model, std::string & err) {

@@ -33,6 +33,7 @@
 #pragma once
 
 #include "gguf/gguf.h"
+#include "moe/identity.h"
 
 #include <cstdint>
 #include <string>
@@ -86,6 +87,8 @@ struct fingerprint {
 // (moe::layout_of with moe::describe_options()). Fails, naming the key or
 // tensor, when the model is not an MoE model the table can place.
 bool model_fingerprint(const gguf::model & m, fingerprint & out, std::string & err);
+// The same from an identity already read (moe::identity_of), reading nothing.
+fingerprint fingerprint_of(const moe::model_identity & id);
 
 // Checks that an archive measured on `archived` may be used for a model with
 // fingerprint `model`: same arch, n_layer, n_expert, MoE layers; same
