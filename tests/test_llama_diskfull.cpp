@@ -52,7 +52,8 @@ std::string reap_cmd(const std::string & args) { return shell_quote(reap_bin()) 
 // waiting for each other on a loaded machine, at no gain for 64 tokens).
 const char * k_flags = " -c 64 -t 1";
 
-// A scratch directory with a small two-domain corpus (7 windows of -c 64), a
+// A scratch directory of its own (ctest runs this file's tests in parallel, and
+// each empties its directory first) with a small two-domain corpus (7 windows of -c 64), a
 // plain text, the archive calibrated from the corpus and a plan made from it.
 struct inputs {
     std::string dir, corpus, text, sal, plan;
@@ -61,7 +62,7 @@ struct inputs {
 
 inputs get_inputs() {
     inputs in;
-    in.dir = test_tmp_dir() + "/llama-diskfull";
+    in.dir = test_tmp_dir() + "/llama-diskfull-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::string out;
     run_cmd("rm -rf " + shell_quote(in.dir) + " && mkdir -p " + shell_quote(in.dir), out);
     in.corpus = in.dir + "/corpus.jsonl";
