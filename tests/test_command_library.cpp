@@ -299,7 +299,7 @@ TEST(CompareLibrary, OverlapAndSharesAsCountedByHand) {
     reap::util::error e;
     ASSERT_TRUE(pl::compare_plan_files(req, c, e)) << e.message;
     EXPECT_FALSE(c.have_saliency);
-    EXPECT_FALSE(c.receipts_a.have_margin);   // hand-made plans record no receipts
+    EXPECT_FALSE(c.receipts_a.has_margin);   // hand-made plans record no receipts
     ASSERT_EQ(c.overlap.layers.size(), 3u);
     double sum_shared = 0, sum_jaccard = 0;
     for (size_t i = 0; i < 3; ++i) {
@@ -327,7 +327,7 @@ TEST(CompareLibrary, OverlapAndSharesAsCountedByHand) {
         EXPECT_NEAR(cs.oracle_a.share[i], share_of(a, k_moe_layers[i], top_by_score(a, k_moe_layers[i], 4)), 1e-12);
         EXPECT_NEAR(cs.oracle_b.share[i], share_of(a, k_moe_layers[i], top_by_score(a, k_moe_layers[i], 5)), 1e-12);
     }
-    EXPECT_TRUE(cs.receipts_a.have_margin && cs.receipts_b.have_dead);
+    EXPECT_TRUE(cs.receipts_a.has_margin && cs.receipts_b.has_dead);
 
     // a plan of another model: an input error naming both plans
     reap::plan other = hand_plan(m, 4, ka);

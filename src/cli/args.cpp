@@ -283,6 +283,12 @@ const options::row * options::find(const std::string & name) const {
     return nullptr;
 }
 
+std::string options::or_list(const std::vector<std::string> & words) {
+    std::string s;
+    for (size_t i = 0; i < words.size(); ++i) s += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
+    return s;
+}
+
 std::string options::first_long_name(const std::string & names) {
     std::string best;
     for (std::string n : split_list(names)) {
@@ -367,6 +373,12 @@ bool options::parse(int argc, char ** argv, int & status) {
         }
         if (r->set && !r->set(v, err)) {
             status = usage_error(err);
+            return false;
+        }
+    }
+    for (const auto & [given, missing] : required_) {
+        if (!given()) {
+            status = usage_error(missing);
             return false;
         }
     }

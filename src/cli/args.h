@@ -126,6 +126,27 @@ class options {
             return true;
         });
     }
+    // An option whose value is one of the words of `choices`, each standing
+    // for the value stored in `target`; any other word is refused ("<option>:
+    // unknown '<word>' (a, b or c)", the words in the order given).
+    template <class T>
+    options & choice(const std::string & names, std::string value, std::string help,
+                     std::vector<std::pair<std::string, T>> choices, T & target) {
+        const std::string opt = first_long_name(names);
+        return custom(names, std::move(value), std::move(help),
+                      [choices = std::move(choices), &target, opt](const std::string & v, std::string & err) {
+                          std::vector<std::string> words;
+                          for (const auto & [word, x] : choices) {
+                              if (word == v) {
+                                  target = x;
+                                  return true;
+                              }
+                              words.push_back(word);
+                          }
+                          err = opt + ": unknown '" + v + "' (" + or_list(words) + ")";
+                          return false;
+                      });
+    }
     // An option whose value `set` checks and stores; `value` empty: a flag
     // (`set` then receives "").
     options & custom(const std::string & names, std::string value, std::string help, handler set);
@@ -153,6 +174,15 @@ class options {
     // alone, for the wrapped parser to refuse.
     options & forward_unknown(std::string help, std::function<int(const std::string &)> n_values);
 
+    // What the command cannot run without: after the arguments are parsed,
+    // the first of these (in the order required) that is still empty is a
+    // usage error saying `missing` ("no model given (-m MODEL.gguf)").
+    template <class Value>
+    options & require(const Value & value, std::string missing) {
+        required_.emplace_back([&value] { return !value.empty(); }, std::move(missing));
+        return *this;
+    }
+
     // What a non-option argument means (MODEL.gguf, input files...). Without
     // one, a non-option argument is a usage error. After "--" every argument
     // is a non-option.
@@ -161,7 +191,8 @@ class options {
     // Parses argv[1..argc). Returns true when the command should go on;
     // otherwise false with `status` set: exit_ok after printing the help
     // (-h/--help) or the option list (--list-options), exit_error after a
-    // usage error (reported as usage_error() does).
+    // usage error (reported as usage_error() does), a missing required value
+    // (require()) included.
     bool parse(int argc, char ** argv, int & status);
 
     // The arguments handed on (forward(), forward_unknown()), argv[0] first,
@@ -197,6 +228,7 @@ class options {
     const row * find(const std::string & name) const;
     std::function<int(const std::string &)> unknown_values_;
     static std::string first_long_name(const std::string & names);
+    static std::string or_list(const std::vector<std::string> & words);   // "a, b or c"
     template <class T> static void check_range(int64_t min, int64_t max) {
         (void) min;
         (void) max;
@@ -215,6 +247,7 @@ class options {
     std::vector<row>    rows_;
     std::vector<std::pair<int, std::string>> exit_notes_;
     handler             positional_;
+    std::vector<std::pair<std::function<bool()>, std::string>> required_;   // given?, the message when not
     bool                forward_unknown_ = false;
     std::vector<char *> forwarded_;
 };

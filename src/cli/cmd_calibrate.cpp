@@ -102,6 +102,8 @@ void declare(reap::cli::options & t, reap::calibrate_options & opt, bool & has_c
     reap::cli::declare_llama_runtime(t, "window size in tokens (default 512)", has_ctx, &has_batch, &has_ubatch, "tokens per decode (default 4096, or -c when larger)",
                                      "tokens per ubatch (default: -b)");
     t.exit_note(reap::cli::exit_interrupted, "interrupted by Ctrl-C (SIGINT); the checkpoint is written");
+    t.require(opt.model_path, "no model (-m)")
+     .require(opt.corpus_path, "no corpus (--corpus)");
 }
 
 std::atomic<bool> g_stop{false};
@@ -117,8 +119,6 @@ int cmd_calibrate(int argc, char ** argv) {
     declare(t, opt, has_ctx, has_batch, has_ubatch);
     int status = 0;
     if (!t.parse(argc, argv, status)) return status;
-    if (opt.model_path.empty()) return t.usage_error("no model (-m)");
-    if (opt.corpus_path.empty()) return t.usage_error("no corpus (--corpus)");
     if (opt.collect && opt.out_path.empty()) return t.usage_error("no output (-o)");
 
     // -m is forwarded as given: llama.cpp's parser sees the model path too.

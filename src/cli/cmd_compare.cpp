@@ -81,8 +81,7 @@ int cmd_compare(int argc, char ** argv) {
     reap::cli::options t("compare",
                          "usage: reap compare PLAN_A.json PLAN_B.json [--saliency SALIENCY.gguf [--domains a,b] [--method M]] [--json]");
     declare(t, p);
-    int status = 0;
-    if (!t.parse(argc, argv, status)) return status;
+    if (int status = 0; !t.parse(argc, argv, status)) return status;
     if (p.plans.size() != 2) return t.usage_error("give exactly two plans (got " + std::to_string(p.plans.size()) + ")");
     if (p.saliency.empty() && (p.domains_given || p.method_given)) return t.usage_error("--domains and --method need --saliency");
     pl::compare_request req;

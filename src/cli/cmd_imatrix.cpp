@@ -57,6 +57,8 @@ void declare(reap::cli::options & t, imatrix_params & p) {
         p.inputs.push_back(in);
         return true;
     });
+    t.require(p.inputs, "no imatrix files")
+     .require(p.out_path, "no output (-o)");
 }
 
 } // namespace
@@ -65,10 +67,7 @@ int cmd_imatrix(int argc, char ** argv) {
     imatrix_params p;
     reap::cli::options t("imatrix", "usage: reap imatrix [--domain NAME=]IMATRIX ... -o SALIENCY.gguf [-m MODEL.gguf] [--force]");
     declare(t, p);
-    int status = 0;
-    if (!t.parse(argc, argv, status)) return status;
-    if (p.inputs.empty()) return t.usage_error("no imatrix files");
-    if (p.out_path.empty()) return t.usage_error("no output (-o)");
+    if (int status = 0; !t.parse(argc, argv, status)) return status;
     const std::vector<reap::saliency::imatrix_input> & inputs = p.inputs;
     const std::string & out_path = p.out_path;
     const std::string & model_path = p.model_path;

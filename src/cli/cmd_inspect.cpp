@@ -52,6 +52,7 @@ void declare(reap::cli::options & t, inspect_params & p) {
         p.model = a;
         return true;
     });
+    t.require(p.model, "no model given");
 }
 
 // A reap-pruned file: where it came from, and which source experts each MoE
@@ -78,9 +79,7 @@ int cmd_inspect(int argc, char ** argv) {
     inspect_params params;
     reap::cli::options t("inspect", "usage: reap inspect MODEL.gguf [--json] [--keep N]...");
     declare(t, params);
-    int status = 0;
-    if (!t.parse(argc, argv, status)) return status;
-    if (params.model.empty()) return t.usage_error("no model given");
+    if (int status = 0; !t.parse(argc, argv, status)) return status;
     std::string err;
     reap::gguf::model model;
     if (!reap::gguf::open_model(params.model, model, err)) return reap::cli::fail("inspect", err);

@@ -49,6 +49,7 @@ void declare(reap::cli::options & t, merge_params & p) {
         p.inputs.push_back(a);
         return true;
     });
+    t.require(p.output, "no output given (-o OUT.gguf)");
 }
 
 } // namespace
@@ -57,9 +58,7 @@ int cmd_merge(int argc, char ** argv) {
     merge_params p;
     reap::cli::options t("merge", "usage: reap merge A.gguf B.gguf [...] -o OUT.gguf [--force]");
     declare(t, p);
-    int status = 0;
-    if (!t.parse(argc, argv, status)) return status;
-    if (p.output.empty()) return t.usage_error("no output given (-o OUT.gguf)");
+    if (int status = 0; !t.parse(argc, argv, status)) return status;
     if (p.inputs.size() < 2) return t.usage_error("give at least two archives to merge (got " + std::to_string(p.inputs.size()) + ")");
     const std::vector<std::string> & inputs = p.inputs;
     const std::string & output = p.output;

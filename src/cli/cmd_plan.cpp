@@ -99,6 +99,8 @@ void declare(reap::cli::options & t, plan_params & pp, int & n_how) {
         p.saliency = a;
         return true;
     });
+    t.require(p.saliency, "no saliency archive given")
+     .require(p.model, "no model given (-m MODEL.gguf)");
 }
 
 } // namespace
@@ -110,10 +112,7 @@ int cmd_plan(int argc, char ** argv) {
     reap::cli::options t("plan",
                          "usage: reap plan SALIENCY.gguf -m MODEL.gguf (--keep N | --ratio R | --budget SIZE) [options] -o PLAN.json");
     declare(t, params, n_how);
-    int status = 0;
-    if (!t.parse(argc, argv, status)) return status;
-    if (req.saliency.empty()) return t.usage_error("no saliency archive given");
-    if (req.model.empty()) return t.usage_error("no model given (-m MODEL.gguf)");
+    if (int status = 0; !t.parse(argc, argv, status)) return status;
     if (n_how != 1) {
         return t.usage_error(n_how == 0 ? "say how many experts to keep: --keep N, --ratio R or --budget SIZE"
                                         : "give only one of --keep, --ratio and --budget");

@@ -99,6 +99,9 @@ void declare(reap::cli::options & t, prune_params & pp) {
     t.prose("environment:\n"
             "  REAP_NO_COPY_FILE_RANGE=1   copy through the pread/write buffer only (never\n"
             "                              copy_file_range), e.g. to test that path\n");
+    t.require(p.model, "no model given (-m MODEL.gguf)")
+     .require(p.plan, "no plan given (--plan PLAN.json)")
+     .require(p.output, "no output given (-o OUT.gguf)");
 }
 
 } // namespace
@@ -110,9 +113,6 @@ int cmd_prune(int argc, char ** argv) {
     declare(t, params);
     int status = 0;
     if (!t.parse(argc, argv, status)) return status;
-    if (req.model.empty()) return t.usage_error("no model given (-m MODEL.gguf)");
-    if (req.plan.empty()) return t.usage_error("no plan given (--plan PLAN.json)");
-    if (req.output.empty()) return t.usage_error("no output given (-o OUT.gguf)");
     if (req.imatrix.empty() && (!req.imatrix_out.empty() || req.require_coverage > 0)) {
         return t.usage_error("--imatrix-out and --require-coverage need --imatrix");
     }

@@ -52,6 +52,10 @@ void declare(reap::cli::options & t, reap::report::report_options & p) {
         return true;
     });
     t.exit_note(reap::cli::exit_differs, "BUILD is not SOURCE pruned by PLAN (the audit of reap verify fails): no card is written");
+    t.require(p.source, "no source model given (-m SOURCE.gguf)")
+     .require(p.plan, "no plan given (--plan PLAN.json)")
+     .require(p.pruned, "no build given (BUILD.gguf)")
+     .require(p.out_dir, "no output directory given (-o DIR)");
 }
 
 } // namespace
@@ -63,12 +67,7 @@ int cmd_report(int argc, char ** argv) {
                          "usage: reap report -m SOURCE.gguf --plan PLAN.json BUILD.gguf [--saliency S.gguf] [--eval EVAL.json ...] "
                          "[--sweep SWEEP.json] -o DIR");
     declare(t, params);
-    int status = 0;
-    if (!t.parse(argc, argv, status)) return status;
-    if (params.source.empty()) return t.usage_error("no source model given (-m SOURCE.gguf)");
-    if (params.plan.empty()) return t.usage_error("no plan given (--plan PLAN.json)");
-    if (params.pruned.empty()) return t.usage_error("no build given (BUILD.gguf)");
-    if (params.out_dir.empty()) return t.usage_error("no output directory given (-o DIR)");
+    if (int status = 0; !t.parse(argc, argv, status)) return status;
     reap::report::report_result res;
     std::string err;
     if (!reap::report::write_report(params, res, err)) {

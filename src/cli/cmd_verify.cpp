@@ -66,6 +66,9 @@ void declare(reap::cli::options & t, verify_params & p) {
     t.exit_note(reap::cli::exit_differs,
                 "OUT is not MODEL pruned by PLAN: a byte, shape or KV differs, OUT is damaged or incomplete, or "
                 "SHA256SUMS beside it is missing or disagrees (the first difference is printed)");
+    t.require(p.model, "no model given (-m MODEL.gguf)")
+     .require(p.plan, "no plan given (--plan PLAN.json)")
+     .require(p.output, "no output given (OUT.gguf)");
 }
 
 } // namespace
@@ -74,11 +77,7 @@ int cmd_verify(int argc, char ** argv) {
     verify_params params;
     reap::cli::options t("verify", "usage: reap verify -m MODEL.gguf --plan PLAN.json OUT.gguf [options]");
     declare(t, params);
-    int status = 0;
-    if (!t.parse(argc, argv, status)) return status;
-    if (params.model.empty()) return t.usage_error("no model given (-m MODEL.gguf)");
-    if (params.plan.empty()) return t.usage_error("no plan given (--plan PLAN.json)");
-    if (params.output.empty()) return t.usage_error("no output given (OUT.gguf)");
+    if (int status = 0; !t.parse(argc, argv, status)) return status;
     std::string err;
     reap::gguf::model model;
     if (!reap::gguf::open_model(params.model, model, err)) return reap::cli::fail("verify", err);

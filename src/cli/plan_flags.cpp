@@ -31,18 +31,10 @@ void declare_ranking(options & t, pl::rank_options & rank, bool & method_given) 
                  }
                  return true;
              });
-    t.custom("--consensus", "M",
+    t.choice("--consensus", "M",
              "sum (default): one score over the summed domains; minrank: rank the experts within each domain "
              "separately and order them by their best rank in any domain (keeps what any domain needs most)",
-             [&rank](const std::string & v, std::string & err) {
-                 if (v == "minrank") rank.cons = pl::consensus::minrank;
-                 else if (v == "sum") rank.cons = pl::consensus::sum;
-                 else {
-                     err = "--consensus: unknown '" + v + "' (sum or minrank)";
-                     return false;
-                 }
-                 return true;
-             });
+             {{"sum", pl::consensus::sum}, {"minrank", pl::consensus::minrank}}, rank.cons);
     t.integer("--seed", "S", "seed of --method random (default 0)", 0, INT64_MAX, rank.seed);
     t.flag("--no-protect-super",
            "do not force-keep super experts. A super expert has a max output norm (max over all domains) above the "

@@ -96,15 +96,10 @@ nlohmann::ordered_json needle_report_to_json(const needle_report & r) {
     j["cells"] = nlohmann::ordered_json::array();
     for (size_t c = 0; c < r.cells.size(); ++c) {
         const needle_cell & cell = r.cells[c];
-        nlohmann::ordered_json jc;
-        jc["length"] = cell.length;
-        jc["depth"] = cell.depth;
-        jc["trial"] = cell.trial;
-        jc["value"] = cell.value;
-        jc["insert_at"] = cell.insert_at;
-        jc["prompt_tokens"] = cell.n_prompt;
-        jc["answer_tokens"] = cell.n_answer;
-        jc["models"] = nlohmann::ordered_json::array();
+        nlohmann::ordered_json jc = {{"length", cell.length}, {"depth", cell.depth}, {"trial", cell.trial},
+                                     {"value", cell.value}, {"insert_at", cell.insert_at},
+                                     {"prompt_tokens", cell.n_prompt}, {"answer_tokens", cell.n_answer},
+                                     {"models", nlohmann::ordered_json::array()}};
         for (const auto & m : r.models) {
             if (c >= m.answers.size()) continue;
             jc["models"].push_back({{"name", m.name}, {"masked", m.masked}, {"text", m.answers[c].text},

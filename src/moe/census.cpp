@@ -137,26 +137,15 @@ bool take_census(const gguf::model & m, const std::vector<uint32_t> & extra_keep
 }
 
 std::string census_json(const census & c, int indent) {
-    nlohmann::ordered_json j;
-    j["arch"] = c.arch;
-    j["n_layer"] = c.n_layer;
-    j["moe_layers"] = c.moe_layers;
-    j["mtp_layers"] = c.mtp_layers;
-    j["n_expert"] = c.n_expert;
-    j["n_expert_used"] = c.n_expert_used;
-    j["n_expert_groups"] = c.n_expert_groups;
-    j["n_expert_groups_used"] = c.n_expert_groups_used;
-    j["n_expert_shared"] = c.n_expert_shared;
-    j["n_shexp_tensors"] = c.n_shexp_tensors;
-    j["expert_ff_length"] = c.expert_ff_length;
-    j["n_tensors"] = c.n_tensors;
-    j["tensor_bytes"] = c.tensor_bytes;
-    j["expert_pool_bytes"] = c.expert_pool_bytes;
-    j["expert_bytes_per_layer"] = c.expert_bytes_per_layer;
-    j["dense_bytes"] = c.dense_bytes;
-    j["file_bytes"] = c.file_bytes;
-    j["n_shards"] = c.n_shards;
-    j["decode_bytes_per_token"] = c.decode_bytes_per_token;
+    // the scalars, in the order --json prints them
+    nlohmann::ordered_json j = {
+        {"arch", c.arch}, {"n_layer", c.n_layer}, {"moe_layers", c.moe_layers}, {"mtp_layers", c.mtp_layers},
+        {"n_expert", c.n_expert}, {"n_expert_used", c.n_expert_used}, {"n_expert_groups", c.n_expert_groups},
+        {"n_expert_groups_used", c.n_expert_groups_used}, {"n_expert_shared", c.n_expert_shared},
+        {"n_shexp_tensors", c.n_shexp_tensors}, {"expert_ff_length", c.expert_ff_length}, {"n_tensors", c.n_tensors},
+        {"tensor_bytes", c.tensor_bytes}, {"expert_pool_bytes", c.expert_pool_bytes},
+        {"expert_bytes_per_layer", c.expert_bytes_per_layer}, {"dense_bytes", c.dense_bytes},
+        {"file_bytes", c.file_bytes}, {"n_shards", c.n_shards}, {"decode_bytes_per_token", c.decode_bytes_per_token}};
     nlohmann::ordered_json types = nlohmann::ordered_json::object();
     for (const auto & [name, tc] : c.types) types[name] = {{"count", tc.count}, {"bytes", tc.bytes}};
     j["types"] = types;

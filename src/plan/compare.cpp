@@ -12,15 +12,15 @@ using util::fail_with;
 receipt_column column_of(const receipts & rc) {
     receipt_column c;
     const margin_summary m = summarize_margin(rc);
-    c.have_margin = true;
+    c.has_margin = true;
     c.margin_null = m.n_layers == 0;
     c.margin = m.min;
     c.margin_median = m.median;
     const util::summary sh = summarize_share(rc);
-    c.have_share = true;
-    c.share = sh.mean;
+    c.has_share = true;
+    c.share_mean = sh.mean;
     c.share_min = sh.min;
-    c.have_dead = c.have_super = true;
+    c.has_dead = c.has_super = true;
     c.dead = (int64_t) rc.dead.size();
     for (bool k : rc.dead_kept) c.dead_kept += k ? 1 : 0;
     c.super = (int64_t) rc.super.size();
@@ -33,18 +33,7 @@ receipt_column column_of(const receipts & rc) {
 
 receipt_column column_of(const recorded_receipts & r) {
     receipt_column c;
-    c.have_margin = r.has_margin;
-    c.margin_null = r.margin_null;
-    c.margin = r.margin;
-    c.margin_median = r.margin_median;
-    c.have_share = r.has_share;
-    c.share = r.share_mean;
-    c.have_dead = r.has_dead;
-    c.dead = r.dead;
-    c.dead_kept = r.dead_kept;
-    c.have_super = r.has_super;
-    c.super = r.super;
-    c.super_kept = r.super_kept;
+    static_cast<recorded_receipts &>(c) = r;   // a plan records the totals only
     return c;
 }
 

@@ -29,15 +29,11 @@ struct compare_request {
     bool         method_given = false;   // false: the archive's default method
 };
 
-// One plan's receipts, summarised for the side-by-side table and --json.
-struct receipt_column {
-    bool        have_margin = false, margin_null = false;
-    int64_t     margin = 0;
-    double      margin_median = 0;
-    bool        have_share = false;
-    double      share = 0, share_min = 0;
-    bool        have_dead = false, have_super = false;
-    int64_t     dead = 0, dead_kept = 0, super = 0, super_kept = 0;
+// One plan's receipts, summarised for the side-by-side table and --json: the
+// totals a plan records (recorded_receipts: margin, mean share, dead and super
+// experts, each with whether it is known), and what only an archive gives.
+struct receipt_column : recorded_receipts {
+    double      share_min = 0;
     std::vector<std::pair<int64_t, double>> per_domain;   // margin (0: none) and mean share, per archive domain
 };
 

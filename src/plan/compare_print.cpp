@@ -15,13 +15,13 @@ namespace {
 nlohmann::json column_json(const receipt_column & c, const std::vector<std::string> & domains) {
     nlohmann::json j = nlohmann::json::object();
     const nlohmann::json null(nullptr);
-    j["safety_margin"] = c.have_margin && !c.margin_null ? nlohmann::json(c.margin) : null;
-    j["safety_margin_median"] = c.have_margin && !c.margin_null ? nlohmann::json(c.margin_median) : null;
-    j["saliency_retained"] = c.have_share ? nlohmann::json(c.share) : null;
-    j["dead_experts"] = c.have_dead ? nlohmann::json(c.dead) : null;
-    j["dead_experts_kept"] = c.have_dead ? nlohmann::json(c.dead_kept) : null;
-    j["super_experts"] = c.have_super ? nlohmann::json(c.super) : null;
-    j["super_experts_kept"] = c.have_super ? nlohmann::json(c.super_kept) : null;
+    j["safety_margin"] = c.has_margin && !c.margin_null ? nlohmann::json(c.margin) : null;
+    j["safety_margin_median"] = c.has_margin && !c.margin_null ? nlohmann::json(c.margin_median) : null;
+    j["saliency_retained"] = c.has_share ? nlohmann::json(c.share_mean) : null;
+    j["dead_experts"] = c.has_dead ? nlohmann::json(c.dead) : null;
+    j["dead_experts_kept"] = c.has_dead ? nlohmann::json(c.dead_kept) : null;
+    j["super_experts"] = c.has_super ? nlohmann::json(c.super) : null;
+    j["super_experts_kept"] = c.has_super ? nlohmann::json(c.super_kept) : null;
     if (!c.per_domain.empty()) {
         nlohmann::json pd = nlohmann::json::array();
         for (size_t d = 0; d < c.per_domain.size(); ++d) {
@@ -34,7 +34,7 @@ nlohmann::json column_json(const receipt_column & c, const std::vector<std::stri
 }
 
 std::string cell_margin(const receipt_column & c) {
-    if (!c.have_margin) return "-";
+    if (!c.has_margin) return "-";
     if (c.margin_null) return "none";
     char buf[64];
     snprintf(buf, sizeof(buf), "%" PRId64 " (median %g)", c.margin, c.margin_median);
@@ -134,12 +134,12 @@ void print_receipt_columns(FILE * out, const plan_comparison & c) {
             fprintf(out, "    ... (+%zu more domains: --json)\n", rk.archive_domains.size() - util::k_list_full);
         }
     }
-    fprintf(out, "  %-44s %-24s %s\n", "saliency retained (mean over layers)", cell_pct(ca.have_share, ca.share).c_str(),
-            cell_pct(cb.have_share, cb.share).c_str());
-    fprintf(out, "  %-44s %-24s %s\n", "dead experts kept", cell_of(ca.have_dead, ca.dead_kept, ca.dead).c_str(),
-            cell_of(cb.have_dead, cb.dead_kept, cb.dead).c_str());
-    fprintf(out, "  %-44s %-24s %s\n", "super experts kept", cell_of(ca.have_super, ca.super_kept, ca.super).c_str(),
-            cell_of(cb.have_super, cb.super_kept, cb.super).c_str());
+    fprintf(out, "  %-44s %-24s %s\n", "saliency retained (mean over layers)", cell_pct(ca.has_share, ca.share_mean).c_str(),
+            cell_pct(cb.has_share, cb.share_mean).c_str());
+    fprintf(out, "  %-44s %-24s %s\n", "dead experts kept", cell_of(ca.has_dead, ca.dead_kept, ca.dead).c_str(),
+            cell_of(cb.has_dead, cb.dead_kept, cb.dead).c_str());
+    fprintf(out, "  %-44s %-24s %s\n", "super experts kept", cell_of(ca.has_super, ca.super_kept, ca.super).c_str(),
+            cell_of(cb.has_super, cb.super_kept, cb.super).c_str());
 }
 
 } // namespace
