@@ -27,6 +27,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace gguf_test {
@@ -214,14 +215,19 @@ inline g::output_spec make_model_spec(const model_options & o = {}) {
     return spec;
 }
 
-// Writes the test model to `path` (force); aborts the test binary on failure.
-inline void write_model(const std::string & path, const model_options & o = {}) {
+// Writes `spec` to `path` as a test's fixture: replacing a file there, no fsync.
+inline bool write_fixture(const g::output_spec & spec, const std::string & path, std::string & err) {
     std::vector<std::string> written;
-    std::string err;
     g::write_options wo;
     wo.force = true;
     wo.sync = false;
-    if (!g::write_output(make_model_spec(o), wo, path, written, err)) {
+    return g::write_output(spec, wo, path, written, err);
+}
+
+// Writes the test model to `path` (force); aborts the test binary on failure.
+inline void write_model(const std::string & path, const model_options & o = {}) {
+    std::string err;
+    if (!write_fixture(make_model_spec(o), path, err)) {
         fprintf(stderr, "write_model: %s\n", err.c_str());
         abort();
     }
@@ -256,10 +262,14 @@ struct raw_file {
     std::vector<uint8_t> serialize() const;
 };
 
+// Appends the integer v as GGUF stores it, least significant byte first, one
+// shift at a time: the byte order spelled out from the format's definition,
+// not the library's host-order copy (src/gguf/internal.h), so a reader that
+// got the order wrong would fail on these files.
 template <typename T> void put(std::vector<uint8_t> & b, T v) {
-    const size_t at = b.size();
-    b.resize(at + sizeof(T));
-    std::memcpy(b.data() + at, &v, sizeof(T));
+    static_assert(std::is_integral<T>::value, "GGUF headers are integers");
+    const auto u = static_cast<std::make_unsigned_t<T>>(v);
+    for (size_t i = 0; i < sizeof(T); ++i) b.push_back(static_cast<uint8_t>(u >> (8 * i)));
 }
 
 inline void put_string(std::vector<uint8_t> & b, const std::string & s) {

@@ -7,6 +7,7 @@
 // must fail with a message, never crash (this also runs under ASan).
 // llama-imatrix's own files are checked in test_llama_calibrate.cpp.
 #include "gguf_test_util.h"
+#include "imatrix_test_util.h"
 #include "plan/plan.h"
 #include "moe/layout_gguf.h"
 #include "prune/imatrix_slice.h"
@@ -24,66 +25,9 @@
 namespace g  = reap::gguf;
 namespace sl = reap::saliency;
 using gguf_test::scratch_dir;
+using namespace imatrix_test;
 
 namespace {
-
-constexpr int64_t kE = 4, kF = 32, kD = 64;  // the test model's experts, down input (n_ff_exp), n_embd
-
-g::output_tensor f32_tensor(const std::string & name, std::vector<int64_t> ne, const std::vector<float> & v) {
-    g::output_tensor t;
-    t.name = name;
-    t.type = g::tensor_type::F32;
-    t.n_dims = (uint32_t) ne.size();
-    for (size_t d = 0; d < ne.size(); ++d) t.ne[d] = ne[d];
-    auto bytes = std::make_shared<std::vector<uint8_t>>(v.size() * sizeof(float));
-    memcpy(bytes->data(), v.data(), bytes->size());
-    t.memory = bytes;
-    return t;
-}
-
-struct fake_entry {
-    std::string name;
-    int64_t n_values, n_mat;
-    std::vector<float> sums, counts;
-};
-
-// in_sum2 value of (matrix m, channel j) for counts c: deterministic, > 0 when c > 0.
-float sum_value(int64_t m, int64_t j, float c) { return c == 0 ? 0.f : c * (0.25f + 0.01f * (float) j + 0.5f * (float) m); }
-
-std::vector<fake_entry> default_entries(const std::vector<float> & counts0, const std::vector<float> & counts2) {
-    std::vector<fake_entry> es;
-    auto exps = [&](const std::string & name, int64_t nv, const std::vector<float> & c) {
-        fake_entry e{name, nv, kE, {}, c};
-        for (int64_t m = 0; m < kE; ++m)
-            for (int64_t j = 0; j < nv; ++j) e.sums.push_back(sum_value(m, j, c[m]));
-        es.push_back(e);
-    };
-    exps("blk.0.ffn_down_exps.weight", kF, counts0);
-    exps("blk.0.ffn_up_exps.weight", kD, counts0);
-    exps("blk.2.ffn_down_exps.weight", kF, counts2);
-    fake_entry dense{"blk.1.ffn_up.weight", kD, 1, std::vector<float>(kD, 3.f), {12.f}};
-    es.push_back(dense);
-    return es;
-}
-
-void write_gguf_imatrix(const std::string & path, const std::vector<fake_entry> & es, uint32_t chunk_count = 3,
-                        uint32_t chunk_size = 4) {
-    g::output_spec spec;
-    spec.kvs.set_string("general.type", "imatrix");
-    spec.kvs.set_string_array("imatrix.datasets", {"calib.txt"});
-    spec.kvs.set_u32("imatrix.chunk_count", chunk_count);
-    spec.kvs.set_u32("imatrix.chunk_size", chunk_size);
-    for (const auto & e : es) {
-        spec.tensors.push_back(f32_tensor(e.name + ".in_sum2", {e.n_values, e.n_mat}, e.sums));
-        spec.tensors.push_back(f32_tensor(e.name + ".counts", {1, e.n_mat}, e.counts));
-    }
-    std::vector<std::string> written;
-    std::string err;
-    g::write_options wo;
-    wo.force = true;
-    wo.sync = false;
-    ASSERT_TRUE(g::write_output(spec, wo, path, written, err)) << err;
-}
 
 void put_i32(std::vector<uint8_t> & b, int32_t v) {
     uint8_t x[4];
@@ -121,18 +65,6 @@ std::vector<float> legacy_values(const std::vector<float> & counts, int32_t ncal
             v.push_back(counts[m] == 0 ? (float) ncall : sum_value(m, j, counts[m]) / counts[m] * (float) ncall);
     return v;
 }
-
-struct ImatrixTest : ::testing::Test {
-    std::string dir, model_path;
-    g::model model;
-    void SetUp() override {
-        dir = scratch_dir(std::string("imatrix-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        model_path = dir + "/model.gguf";
-        gguf_test::write_model(model_path);
-        std::string err;
-        ASSERT_TRUE(g::open_model(model_path, model, err)) << err;
-    }
-};
 
 TEST_F(ImatrixTest, GgufImportCountsAndEnergy) {
     const std::vector<float> c0 = {5, 0, 2, 1}, c2 = {3, 3, 2, 0};
@@ -402,33 +334,6 @@ TEST_F(ImatrixTest, DamagedLegacyDat) {
                 for (double v : kv.second.mat_sum) ASSERT_TRUE(std::isfinite(v) && v >= 0);
         }
     }
-}
-
-TEST_F(ImatrixTest, Cli) {
-    const std::string bin = gguf_test::reap_bin();
-    if (!gguf_test::exists(bin)) GTEST_SKIP() << "no " << bin;
-    write_gguf_imatrix(dir + "/en.gguf", default_entries({5, 0, 2, 1}, {3, 3, 2, 0}));
-    write_gguf_imatrix(dir + "/b.gguf", default_entries({1, 1, 1, 1}, {1, 1, 1, 1}));
-    const std::string cmd = "'" + bin + "' imatrix -m '" + model_path + "' '" + dir + "/en.gguf' --domain code='" + dir +
-                            "/b.gguf' -o '" + dir + "/s.gguf' > '" + dir + "/out.txt' 2>&1";
-    ASSERT_EQ(std::system(cmd.c_str()), 0);
-    const auto out = gguf_test::read_all(dir + "/out.txt");
-    const std::string text(out.begin(), out.end());
-    EXPECT_NE(text.find("layer 0: no tokens for expert 1"), std::string::npos) << text;
-    sl::archive a;
-    std::string err;
-    ASSERT_TRUE(sl::read_archive(dir + "/s.gguf", a, err)) << err;
-    ASSERT_EQ(a.domains.size(), 2u);
-    EXPECT_EQ(a.domains[0].name, "en");
-    EXPECT_EQ(a.domains[1].name, "code");
-    // refuses to overwrite; a file from another model fails with status 2
-    EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2);
-    gguf_test::model_options mo;
-    mo.n_expert = 8;
-    gguf_test::write_model(dir + "/other.gguf", mo);
-    const std::string cmd2 = "'" + bin + "' imatrix -m '" + dir + "/other.gguf' '" + dir + "/en.gguf' -o '" + dir +
-                             "/t.gguf' > /dev/null 2>&1";
-    EXPECT_EQ(WEXITSTATUS(std::system(cmd2.c_str())), 2);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// test_hostile_inputs.cpp: the table of hostile inputs (issue 23). Each row
+// test_cli_hostile_inputs.cpp: the table of hostile inputs (issue 23). Each row
 // is one damaged or hostile input (a GGUF model, plan, saliency archive,
 // imatrix, eval record, path or option) given to one reap command; every row
 // must exit with its code (2: a usage, I/O or format error) and print a
@@ -475,7 +475,7 @@ TEST(HostileInputs, DocsHoldTheTable) {
     const std::string docs = gguf_test::env_or("REAP_SOURCE_DIR", REAP_SOURCE_DIR) + "/docs/reliability.md";
     const std::vector<uint8_t> d = gguf_test::read_all(docs);
     const std::string text(d.begin(), d.end());
-    const std::string begin = "<!-- hostile-table: begin (tests/test_hostile_inputs.cpp) -->\n", end = "<!-- hostile-table: end -->";
+    const std::string begin = "<!-- hostile-table: begin (tests/test_cli_hostile_inputs.cpp) -->\n", end = "<!-- hostile-table: end -->";
     const size_t a = text.find(begin), z = text.find(end);
     ASSERT_NE(a, std::string::npos) << docs << " lacks " << begin;
     ASSERT_NE(z, std::string::npos) << docs << " lacks " << end;
