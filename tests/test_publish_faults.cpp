@@ -12,16 +12,28 @@
 //     report it, and after recovery the same holds (a failed write or temp
 //     creation leaves the previous files).
 // After a crash that left a journal, the recovery itself is crashed at each of
-// its steps too (the split set), then run again: the new set, whole.
+// its steps too (the split set, the sweep), then run again: what a recovery
+// that was not crashed leaves (the journal's set whole).
 // Scenarios: one file (fresh and over a previous one); several files in two
 // folders (a report's figures, then its card); a split model with its
 // SHA256SUMS over a previous set; a model, its SHA256SUMS and a sliced
 // imatrix in another folder (prune --imatrix --imatrix-out OTHER).
 // And a race: another run publishes the same new output while this one writes
 // it; without --force this one must not replace it (issue 23 item 12).
+// The commands' own publishes, through the core function each command calls:
+// sweep's plans, chart and JSON (planner::publish_sweep_files), over a
+// previous sweep and into a plans folder it makes; report's figures and card
+// (report::write_report, the whole library call); calibrate's checkpoint,
+// replaced, and its finished archive, after which the checkpoint goes
+// (saliency/checkpoint.h).
 #include "fault_disk.h"
 #include "gguf/gguf.h"
 #include "gguf_test_util.h"
+#include "plan/sweep.h"
+#include "report/report.h"
+#include "report_test_util.h"
+#include "saliency/checkpoint.h"
+#include "saliency_test_util.h"
 #include "util/file.h"
 
 #include <gtest/gtest.h>
@@ -210,6 +222,10 @@ tally run_all(const scenario & sc) {
     EXPECT_NE(old_files, new_files);
     t.steps = counter.steps;
     const std::vector<state> allowed = allowed_states(sc, old_files, new_files);
+    long first_rename = t.steps + 1;   // the first step that puts a file in place
+    for (long k = t.steps; k >= 1; --k) {
+        if (counter.trace[k - 1].find(" rename ") != std::string::npos) first_rename = k;
+    }
     EXPECT_EQ(which_state(allowed, new_files), (int) sc.groups.size()) << describe(new_files, old_files, new_files);
 
     auto check = [&](const std::string & what, long k) {
@@ -243,8 +259,15 @@ tally run_all(const scenario & sc) {
         const bool journal = std::any_of(left.begin(), left.end(), [](const std::string & e) {
             return e.size() > 13 && e.compare(e.size() - 13, 13, ".reap-journal") == 0;
         });
+        const int j = check("a crash", k);
+        if (j >= 0) ++t.crash_states[j];
+        // a journal is a commit: at least its group is new once recovered
+        if (journal) EXPECT_GE(j, 1) << "a crash at step " << k << " left a journal, and the recovery rolled back";
         if (sc.crash_recovery && journal) {
-            // the run that completes the journal is itself crashed, at each of its steps
+            // the run that completes the journal is itself crashed, at each of
+            // its steps: then run again, it must leave what it leaves uncrashed
+            reset(sc);
+            crash_at(k, publish);
             const long r_steps = count_steps(recover);
             EXPECT_GT(r_steps, 0);
             for (long r = 1; r <= r_steps; ++r) {
@@ -253,16 +276,10 @@ tally run_all(const scenario & sc) {
                     ADD_FAILURE() << "the recovery did not stop at step " << r;
                     continue;
                 }
-                // committed before the first crash: the new set, whatever the recovery's crash left
-                EXPECT_EQ(check("a crash at step " + std::to_string(r) + " of the recovery after a crash", k),
-                          (int) sc.groups.size());
+                EXPECT_EQ(check("a crash at step " + std::to_string(r) + " of the recovery after a crash", k), j);
                 ++t.recovery_crashes;
             }
-            reset(sc);
-            crash_at(k, publish);
         }
-        const int j = check("a crash", k);
-        if (j >= 0) ++t.crash_states[j];
     }
 
     for (const int e : {ENOSPC, EIO}) {
@@ -284,12 +301,18 @@ tally run_all(const scenario & sc) {
                 ++t.failed_runs;
                 EXPECT_FALSE(run_err.empty()) << what << " at step " << k;
             }
-            // before anything is committed (every file written, the journal
-            // written): the failure is reported, and the previous files stay
+            // a failed write, stream or temp is reported; before the first
+            // rename (every file written, the journal written) it leaves the
+            // previous files. After it (the journal of a later group of
+            // write_files_durably, written once the earlier group is in
+            // place) the earlier groups may be new: check() below allows
+            // exactly the states of groups in order.
             const bool writing = fail.failed_op == "write" || fail.failed_op == "stream" || fail.failed_op == "mkstemp";
             if (writing) {
                 EXPECT_FALSE(ok) << what << " at step " << k << " (" << counter.trace[k - 1] << ") was not reported";
                 EXPECT_NE(run_err.find(strerror(e)), std::string::npos) << run_err;
+            }
+            if (writing && k < first_rename) {
                 state now;
                 snapshot(sc, now, left);
                 EXPECT_EQ(now, old_files) << what << " at step " << k << " (" << counter.trace[k - 1]
@@ -540,4 +563,191 @@ TEST(PublishFaults, AnOutputThatAppearedMeanwhileIsNotReplaced) {
         }
         remove_tree(dir);
     }
+}
+
+// ---- the publishes of the commands: sweep, report, calibrate ------------------------------
+// Each through the core function the command itself calls (the command only
+// decides what to write), so that every step of it can fail or crash here.
+
+namespace {
+
+// What a sweep publishes: its plans in --plans-dir, then the chart and the
+// JSON that names them (src/llama/sweep.h sweep_output_files), as strings;
+// `n_keeps` says which plans, `tag` makes the contents differ between runs.
+std::vector<std::pair<std::string, std::string>> sweep_files(const std::string & root, const std::vector<int> & n_keeps,
+                                                             const std::string & tag) {
+    std::vector<std::pair<std::string, std::string>> files;
+    for (int n : n_keeps) {
+        files.push_back({root + "/plans/keep-" + std::to_string(n) + ".json",
+                         "{\"format\": \"reap-plan\", \"n_keep\": " + std::to_string(n) + ", \"run\": \"" + tag + "\"}\n"});
+    }
+    files.push_back({root + "/out/sweep.svg", "<svg><!-- " + tag + " --></svg>\n"});
+    files.push_back({root + "/out/sweep.json", "{\"format\": \"reap-sweep\", \"run\": \"" + tag + "\"}\n"});
+    return files;
+}
+
+bool recover_sweep(const std::string & root, std::string & err) {
+    return u::prepare_output(root + "/plans/keep-8.json", err) && u::prepare_output(root + "/out/sweep.json", err);
+}
+
+} // namespace
+
+// reap sweep -o OUT/sweep.json --plans-dir PLANS over a previous sweep (its
+// plans for other sizes stay), and into a --plans-dir that does not exist yet
+// (made by the publish, and removed again when the publish fails): the plans
+// appear together, then the chart and the JSON together.
+TEST(PublishFaults, SweepPlansChartAndJson) {
+    for (const bool previous : {true, false}) {
+        SCOPED_TRACE(previous ? "over a previous sweep" : "a new plans folder");
+        scenario sc;
+        sc.root = scratch(previous ? "sweep-over" : "sweep-fresh");
+        sc.folders = {"plans", "out"};
+        sc.make_old = [previous](const std::string & root) {
+            if (!previous) {
+                ::rmdir((root + "/plans").c_str());
+                return;
+            }
+            for (const auto & [path, text] : sweep_files(root, {8, 4}, "previous")) write_text(path, text);
+        };
+        sc.publish = [](const std::string & root, std::string & err) {
+            return reap::planner::publish_sweep_files(root + "/plans", sweep_files(root, {8, 6}, "new, longer"), err);
+        };
+        sc.recover = recover_sweep;
+        sc.groups = {{"plans/keep-8.json", "plans/keep-6.json"}, {"out/sweep.svg", "out/sweep.json"}};
+        sc.crash_recovery = true;
+        tally t = run_all(sc);
+        report(previous ? "sweep over a previous one" : "sweep into a new plans folder", t);
+        EXPECT_GT(t.crash_states[0], 0);
+        EXPECT_GT(t.crash_states[1], 0);   // the plans in place, the JSON not yet
+        EXPECT_GT(t.crash_states[2], 0);
+    }
+}
+
+// reap report over a previous card: write_report (report/report.h) audits the
+// build and draws the figures, then publishes the figures together and the
+// card last. The fixture is report_test_util.h's (the zoo's qwen3moe, an
+// archive, a plan and its build).
+TEST(PublishFaults, ReportCardOverAPreviousOne) {
+    report_test::fixture fx;
+    std::string why;
+    if (!report_test::setup("faults_report", fx, why)) GTEST_SKIP() << why;
+    const std::vector<std::string> figures = {"saliency-heatmap.svg", "retention.svg", "domain-usage.svg"};
+    scenario sc;
+    sc.root = scratch("report");
+    sc.folders = {"card", "card/figures"};
+    sc.make_old = [&figures](const std::string & root) {
+        write_text(root + "/card/README.md", "the previous card\n");
+        for (const auto & f : figures) write_text(root + "/card/figures/" + f, "<svg>previous " + f + "</svg>\n");
+    };
+    sc.publish = [&fx](const std::string & root, std::string & err) {
+        reap::report::report_options o;
+        o.source = fx.model;
+        o.plan = fx.plan;
+        o.pruned = fx.cut;
+        o.saliency = fx.sal;
+        o.out_dir = root + "/card";
+        o.force = true;
+        o.tool_version = report_test::k_tool_version;
+        reap::report::report_result res;
+        return reap::report::write_report(o, res, err);
+    };
+    sc.recover = [&figures](const std::string & root, std::string & err) {
+        return u::prepare_output(root + "/card/figures/" + figures[0], err) && u::prepare_output(root + "/card/README.md", err);
+    };
+    for (const auto & f : figures) {
+        if (sc.groups.empty()) sc.groups.emplace_back();
+        sc.groups[0].push_back("card/figures/" + f);
+    }
+    sc.groups.push_back({"card/README.md"});
+    tally t = run_all(sc);
+    report("report card over a previous one", t);
+    EXPECT_GT(t.crash_states[0], 0);
+    EXPECT_GT(t.crash_states[1], 0);   // the figures in place, the card not yet
+    EXPECT_GT(t.crash_states[2], 0);
+}
+
+namespace {
+
+// A saliency archive of the calibration, `tokens` routed per domain so far.
+reap::saliency::archive calibration_so_far(int64_t tokens) {
+    return saliency_test::make_archive({"en", "code"}, saliency_test::make_fingerprint(), reap::saliency::metric_set::reap,
+                                       tokens);
+}
+
+// A calibration stopped after 3 windows of 9: its checkpoint in out/, where
+// the archive goes too; what the next run does first is prepare both names.
+scenario calibration_scenario(const std::string & name) {
+    scenario sc;
+    sc.root = scratch(name);
+    sc.folders = {"out"};
+    sc.make_old = [](const std::string & root) {
+        std::string err;
+        ASSERT_TRUE(reap::saliency::write_checkpoint(calibration_so_far(40), 3, 9, root + "/out/sal.gguf.checkpoint", err)) << err;
+    };
+    sc.recover = [](const std::string & root, std::string & err) {
+        return u::prepare_output(root + "/out/sal.gguf", err) && u::prepare_output(root + "/out/sal.gguf.checkpoint", err);
+    };
+    return sc;
+}
+
+} // namespace
+
+// reap calibrate --checkpoint-every N: every save replaces the checkpoint
+// whole (saliency/checkpoint.h write_checkpoint); a crash or a full disk at
+// any step leaves the previous one, which --resume can still read.
+TEST(PublishFaults, CalibrateCheckpointReplacesThePreviousOne) {
+    scenario sc = calibration_scenario("checkpoint");
+    sc.publish = [](const std::string & root, std::string & err) {
+        return reap::saliency::write_checkpoint(calibration_so_far(80), 6, 9, root + "/out/sal.gguf.checkpoint", err);
+    };
+    sc.groups = {{"out/sal.gguf.checkpoint"}};
+    tally t = run_all(sc);
+    report("calibrate checkpoint over the previous one", t);
+    EXPECT_GT(t.crash_states[0], 0);
+    EXPECT_GT(t.crash_states[1], 0);
+    // what was published is a checkpoint --resume reads: the archive so far and where to go on
+    reset(sc);
+    std::string err;
+    ASSERT_TRUE(sc.publish(sc.root, err)) << err;
+    reap::saliency::archive back;
+    ASSERT_TRUE(reap::saliency::read_archive(sc.root + "/out/sal.gguf.checkpoint", back, err)) << err;
+    uint64_t next = 0, n = 0;
+    ASSERT_TRUE(back.provenance.get_u64(reap::saliency::k_key_checkpoint_next_window, next, err)) << err;
+    ASSERT_TRUE(back.provenance.get_u64(reap::saliency::k_key_checkpoint_n_windows, n, err)) << err;
+    EXPECT_EQ(next, 6u);
+    EXPECT_EQ(n, 9u);
+    EXPECT_EQ(back.domains[0].n_tokens, calibration_so_far(80).domains[0].n_tokens);
+    remove_tree(sc.root);
+}
+
+// The end of reap calibrate: the finished archive is published, then the
+// checkpoint removed (saliency/checkpoint.h publish_calibration). A crash in
+// between leaves both (the archive whole); before, the checkpoint alone; a
+// failed write reports it and keeps the checkpoint, naming it.
+TEST(PublishFaults, CalibrateArchiveThenTheCheckpointGoes) {
+    scenario sc = calibration_scenario("calibrated");
+    sc.publish = [](const std::string & root, std::string & err) {
+        return reap::saliency::publish_calibration(calibration_so_far(120), root + "/out/sal.gguf", false,
+                                                   root + "/out/sal.gguf.checkpoint", err);
+    };
+    sc.groups = {{"out/sal.gguf"}, {"out/sal.gguf.checkpoint"}};
+    tally t = run_all(sc);
+    report("calibrate archive, then the checkpoint removed", t);
+    // no crash leaves state 2: removing the checkpoint is the last step
+    EXPECT_GT(t.crash_states[0], 0);
+    EXPECT_GT(t.crash_states[1], 0);   // the archive published, the checkpoint not yet removed
+    // a full disk while writing the archive: reported, naming the checkpoint kept for --resume
+    reset(sc);
+    fault_disk full;
+    full.mode = fault_disk::fault::fail;
+    full.at = 3;
+    full.error = ENOSPC;
+    u::use_disk(&full);
+    std::string err;
+    const bool ok = sc.publish(sc.root, err);
+    u::use_disk(nullptr);
+    EXPECT_FALSE(ok);
+    EXPECT_NE(err.find("the checkpoint " + sc.root + "/out/sal.gguf.checkpoint written before is kept"), std::string::npos)
+        << full.failed_op << ": " << err;
+    remove_tree(sc.root);
 }

@@ -1,7 +1,8 @@
 // reap sweep: how much each cut size costs, without writing a single pruned
 // model. Parses the options, calls the sweep (src/llama/sweep.h: plans every
 // size from one ranking, scores each by masking), prints its table and
-// publishes the plans, the chart and the JSON (formats/sweep_file.h).
+// publishes the plans, the chart and the JSON (formats/sweep_file.h) through
+// planner::publish_sweep_files (plan/sweep.h).
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/llama_flags.h"
@@ -10,9 +11,7 @@
 #include "util/file.h"
 #include "util/path.h"
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 #include <unistd.h>
@@ -94,6 +93,9 @@ void declare(reap::cli::options & t, sweep_params & p) {
         return true;
     });
     reap::cli::declare_eval_runtime(t, "window size (default 512)", p.given, p.sw.eval.rt);
+    t.require(p.sw.saliency, "no saliency archive given")
+     .require(p.sw.eval.base_path, "no model given (-m BASE.gguf)")
+     .require(p.sw.eval.input_path, "no input given (-f TEXT_OR_CORPUS)");
 }
 
 } // namespace
@@ -107,9 +109,6 @@ int cmd_sweep(int argc, char ** argv) {
     int status = 0;
     if (!t.parse(argc, argv, status)) return status;
     std::string err;
-    if (p.sw.saliency.empty()) return t.usage_error("no saliency archive given");
-    if (p.sw.eval.base_path.empty()) return t.usage_error("no model given (-m BASE.gguf)");
-    if (p.sw.eval.input_path.empty()) return t.usage_error("no input given (-f TEXT_OR_CORPUS)");
     if (p.n_kinds != 1) {
         return t.usage_error(p.n_kinds == 0 ? "say which sizes: --keep N,N,..., --ratios R,R,... or --budgets SIZE,..."
                                             : "give one of --keep, --ratios and --budgets, once");
@@ -136,15 +135,7 @@ int cmd_sweep(int argc, char ** argv) {
     if (!reap::score_sweep(p.sw, r, err)) return fail(err);
     reap::print_sweep(stdout, p.sw, r);
     const auto files = reap::sweep_output_files(p.sw, r, p.plot, p.output);
-    bool made_dir = false;
-    if (!p.sw.plans_dir.empty()) {
-        made_dir = reap::util::current_disk().mkdir(p.sw.plans_dir, 0755);
-        if (!made_dir && errno != EEXIST) return fail("cannot create --plans-dir '" + p.sw.plans_dir + "': " + strerror(errno));
-    }
-    if (!reap::util::write_files_durably(files, err)) {
-        if (made_dir) reap::util::remove_made_dir(p.sw.plans_dir);
-        return fail(err);
-    }
+    if (!pl::publish_sweep_files(p.sw.plans_dir, files, err)) return fail(err);
     for (size_t i = 0; i < files.size(); ++i) printf("%s  wrote %s\n", i ? "" : "\n", files[i].first.c_str());
     return 0;
 }

@@ -10,6 +10,7 @@
 #include "llama/runtime.h"
 #include "moe/census.h"
 #include "moe/layout_gguf.h"
+#include "saliency/checkpoint.h"
 #include "util/number_format.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -40,8 +41,6 @@ namespace reap {
 
 namespace {
 
-constexpr const char * k_key_next_window = "reap.saliency.checkpoint.next_window";
-constexpr const char * k_key_n_windows   = "reap.saliency.checkpoint.n_windows";
 constexpr const char * k_key_before_ffn  = "reap.saliency.weights_before_ffn";
 constexpr const char * k_key_nodes       = "reap.saliency.calibrate.nodes";
 constexpr const char * k_key_corpus      = "reap.saliency.corpus";
@@ -382,7 +381,6 @@ struct calibration {
     bool finish();
 
     bool write_checkpoint(size_t next, std::string & e);
-    void note_kept(std::string & e) const;
     llama_context_params context_params(int n_batch, int n_ubatch, int n_seq, bool unified) const;
 };
 
@@ -758,7 +756,8 @@ bool calibration::resume() {
     uint64_t ck_next = 0, ck_n = 0;
     if (!ck.provenance.get_string(saliency::k_key_corpus_sha256, ck_sha, e2) ||
         !ck.provenance.get_string(saliency::k_key_options, ck_opts, e2) ||
-        !ck.provenance.get_u64(k_key_next_window, ck_next, e2) || !ck.provenance.get_u64(k_key_n_windows, ck_n, e2)) {
+        !ck.provenance.get_u64(saliency::k_key_checkpoint_next_window, ck_next, e2) ||
+        !ck.provenance.get_u64(saliency::k_key_checkpoint_n_windows, ck_n, e2)) {
         err = "checkpoint '" + ckpt_path + "' is not a reap calibrate checkpoint: " + e2;
         return false;
     }
@@ -859,22 +858,8 @@ bool calibration::decode_group_rows(const decode_group & g) {
     return flush();
 }
 
-void calibration::note_kept(std::string & e) const {
-    // A write that fails (a full disk) leaves the previous checkpoint as it was: say so.
-    struct stat ck_st;
-    if (stat(ckpt_path.c_str(), &ck_st) == 0) {
-        e += " (the checkpoint " + ckpt_path + " written before is kept: make room and rerun with --resume)";
-    }
-}
-
 bool calibration::write_checkpoint(size_t next, std::string & e) {
-    saliency::archive ck = out;
-    ck.provenance.set_u64(k_key_next_window, (uint64_t) next);
-    ck.provenance.set_u64(k_key_n_windows, (uint64_t) windows.size());
-    if (!saliency::write_archive(ck, ckpt_path, e, /*force=*/true)) {
-        note_kept(e);
-        return false;
-    }
+    if (!saliency::write_checkpoint(out, (uint64_t) next, (uint64_t) windows.size(), ckpt_path, e)) return false;
     report.checkpoint_written = ckpt_path;
     return true;
 }
@@ -931,12 +916,7 @@ bool calibration::finish() {
         err = "internal check failed (please report): " + err;
         return false;
     }
-    if (!saliency::write_archive(out, opt.out_path, err, opt.force)) {
-        note_kept(err);
-        return false;
-    }
-    struct stat st;
-    if (stat(ckpt_path.c_str(), &st) == 0) unlink(ckpt_path.c_str());
+    if (!saliency::publish_calibration(out, opt.out_path, opt.force, ckpt_path, err)) return false;
     report.checkpoint_written.clear();
     return true;
 }

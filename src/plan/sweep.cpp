@@ -2,11 +2,14 @@
 // ranking, and the model + archive setup that reap plan shares.
 #include "plan/sweep.h"
 #include "plan/receipts.h"
+#include "util/disk.h"
+#include "util/publish.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 
 namespace reap::planner {
@@ -152,6 +155,23 @@ bool plan_sweep(const ranked_model & rm, const size_context & sctx, const std::v
             err = "internal error: the sweep's plans are not nested: " + why;
             return false;
         }
+    }
+    return true;
+}
+
+bool publish_sweep_files(const std::string & plans_dir, const std::vector<std::pair<std::string, std::string>> & files,
+                         std::string & err) {
+    bool made_dir = false;
+    if (!plans_dir.empty()) {
+        made_dir = util::current_disk().mkdir(plans_dir, 0755);
+        if (!made_dir && errno != EEXIST) {
+            err = "cannot create --plans-dir '" + plans_dir + "': " + strerror(errno);
+            return false;
+        }
+    }
+    if (!util::write_files_durably(files, err)) {
+        if (made_dir) util::remove_made_dir(plans_dir);
+        return false;
     }
     return true;
 }

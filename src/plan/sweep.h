@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace reap::planner {
@@ -81,5 +82,14 @@ bool plan_sweep(const ranked_model & rm, const size_context & sctx, const std::v
 // Whether every layer's keep set of `smaller` is inside that of `larger`
 // (same model); `why` names the first layer and expert that is not.
 bool plans_nested(const plan & smaller, const plan & larger, std::string & why);
+
+// Publishes what a sweep writes, as (path, contents) in publishing order (the
+// plans, then the chart and the JSON that names them; src/llama/sweep.h
+// sweep_output_files): `plans_dir` ("" = no plans) is made first when missing;
+// every file is complete before the first appears (util::write_files_durably:
+// the files of one folder appear together, the folders in order); when that
+// fails nothing new appears and a plans_dir this call made goes again.
+bool publish_sweep_files(const std::string & plans_dir, const std::vector<std::pair<std::string, std::string>> & files,
+                         std::string & err);
 
 } // namespace reap::planner
