@@ -293,3 +293,28 @@ TEST(EvalBehaviour, HaystackShorterThanALengthIsNamed) {
     EXPECT_NE(out.find("needle length 4096"), std::string::npos) << out;
     EXPECT_EQ(out.find("needle length 16:"), std::string::npos) << out;
 }
+
+// Issue 25, item 4: long needle / generate runs draw eval's progress line
+// (tokens, rate, ETA) on a terminal's stderr, naming the model it is on; not
+// with -q, and never on stdout with --json.
+TEST(EvalBehaviour, ProgressLineOnATerminalNotWithQuiet) {
+    const std::string dir = prune_test::scratch("behaviour-progress");
+    std::string err, out;
+    ASSERT_TRUE(make_inputs(dir, err)) << err;
+    if (run_cmd("script -qec true /dev/null", out) != 0) GTEST_SKIP() << "no script(1) to give the run a terminal";
+    const std::string run = shell_quote(reap_test::reap_bin()) + " eval -m " + shell_quote(trained()) + " --needle -f " +
+                            shell_quote(dir + "/hay.txt") + " --needle-lengths 64 --generate " + shell_quote(dir + "/prompts.jsonl") +
+                            " --max-new 8 -t 1";
+    // stderr on the terminal script(1) makes, stdout to a file
+    ASSERT_EQ(run_cmd("script -qec " + shell_quote(run + " --json > " + shell_quote(dir + "/out.json")) + " /dev/null", out), 0) << out;
+    EXPECT_NE(out.find("--needle, base: "), std::string::npos) << out;
+    EXPECT_NE(out.find("--generate, base: "), std::string::npos) << out;
+    EXPECT_NE(out.find("ETA"), std::string::npos) << out;
+    std::ifstream j(dir + "/out.json");
+    std::stringstream doc;
+    doc << j.rdbuf();
+    EXPECT_EQ(doc.str().find("ETA"), std::string::npos);
+    EXPECT_NO_THROW((void) json::parse(doc.str()));
+    ASSERT_EQ(run_cmd("script -qec " + shell_quote(run + " -q --json > /dev/null") + " /dev/null", out), 0) << out;
+    EXPECT_EQ(out.find("ETA"), std::string::npos) << out;
+}

@@ -5,6 +5,7 @@
 // (src/llama/needle.h, generate.h); prints a table or one JSON object on stdout. Errors go to stderr with exit
 // status 2.
 #include "cli/eval_flags.h"
+#include "llama/eval_models.h"
 #include "util/file.h"
 #include "util/json.h"
 
@@ -53,22 +54,13 @@ int run_behaviour(eval_params & p, const std::function<int(const std::string &)>
     reap::behaviour_document doc;
     if (p.do_needle) {
         reap::needle_options & o = p.needle;
-        o.base_path = p.opt.base_path;
-        o.base_mask_path = p.opt.base_mask_path;
+        reap::share_eval_options(o, p.opt, p.needle.seed);
         o.haystack_path = p.opt.input_path;
-        o.rt = p.opt.rt;
-        o.verbose = p.opt.verbose;
-        o.progress = p.opt.progress;
         if (!reap::run_needle(o, p.cands, doc.needle.emplace(), err)) return reap::cli::fail("eval", err);
     }
     if (!p.generate.prompts_path.empty()) {
         reap::generate_options & o = p.generate;
-        o.base_path = p.opt.base_path;
-        o.base_mask_path = p.opt.base_mask_path;
-        o.rt = p.opt.rt;
-        o.verbose = p.opt.verbose;
-        o.progress = p.opt.progress;
-        o.seed = p.needle.seed;   // one --seed
+        reap::share_eval_options(o, p.opt, p.needle.seed);   // one --seed
         if (!reap::run_generate(o, p.cands, doc.generate.emplace(), err)) return reap::cli::fail("eval", err);
     }
     if (p.json) {

@@ -109,7 +109,13 @@ void declare_eval(options & t, eval_params & p) {
     "a 20-character rule line does not, a phrase said three times does), termination rate\n"
     "(an end-of-generation token before the cap), distinct-4 (distinct token 4-grams / all),\n"
     "mean length and the mean leading tokens that agree with the base's output.\n"
-    "--json: {\"needle\": ...} or {\"generate\": ...} with every decoded text.\n"
+    "Reading them: the base's n/m is the ceiling a cut is held to; a loop rate above the\n"
+    "base's is runaway repetition, a termination rate below it outputs that no longer stop\n"
+    "on their own, a distinct-4 far from it changed wording.\n"
+    "--json: {\"format\": \"reap-behaviour\", \"needle\": ..., \"generate\": ...}, every decoded text\n"
+    "and token, and per section \"measured\": the input's sha256, the base's fingerprint, each\n"
+    "mask's plan hash and each pruned file's SHA256SUMS hash (reap report --eval reads it).\n"
+    "A progress line with ETA shows on a terminal's stderr (not with -q).\n"
     "\n"
     );
     t.section("options:");

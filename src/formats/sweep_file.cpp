@@ -137,6 +137,8 @@ bool sources_from_json(json_fields & f, sweep_record & out) {
     return true;
 }
 
+bool behaviour_from_json(json_fields & f, sweep_record & s);
+
 // Everything after "format": the version, the header, the points, the sources (version 3).
 bool points_from_json(json_fields & f, sweep_record & out) {
     int64_t version = 0;

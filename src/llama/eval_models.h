@@ -65,6 +65,19 @@ bool pruned_identity(const std::string & path, std::vector<eval_report::file_id>
 // was replaced or rewritten while the run read it.
 bool unchanged_since(const std::vector<file_signature> & sigs, std::string & err);
 
+// What a behaviour run (needle_options, generate_options) takes from the KLD
+// eval's options: the base and its mask, the runtime, the log and progress
+// switches; and the one seed.
+template <class behaviour_options>
+void share_eval_options(behaviour_options & o, const eval_options & e, uint64_t seed) {
+    o.base_path = e.base_path;
+    o.base_mask_path = e.base_mask_path;
+    o.rt = e.rt;
+    o.verbose = e.verbose;
+    o.progress = e.progress;
+    o.seed = seed;
+}
+
 // One model of a behaviour run (needle grid, free generation): index -1 is
 // the base, else the candidate's index; hook is null or the mask to check
 // after every decode.

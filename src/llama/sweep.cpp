@@ -2,6 +2,8 @@
 // plan by masking, and describe the result as the sweep record and a table.
 #include "llama/sweep.h"
 
+#include "llama/eval_models.h"
+
 #include "plan/provenance.h"
 #include "report/sweep_chart.h"
 #include "saliency/archive.h"
@@ -251,21 +253,13 @@ bool score_behaviour(const sweep_options & o, const std::vector<eval_candidate> 
                      std::optional<generate_section> & generate, std::string & err) {
     if (o.do_needle) {
         needle_options n = o.needle;
-        n.base_path = o.eval.base_path;
+        share_eval_options(n, o.eval, o.rank.seed);
         n.haystack_path = o.eval.input_path;
-        n.rt = o.eval.rt;
-        n.verbose = o.eval.verbose;
-        n.progress = o.eval.progress;
-        n.seed = o.rank.seed;
         if (!run_needle(n, cands, needle.emplace(), err)) return false;
     }
     if (!o.generate.prompts_path.empty()) {
         generate_options g = o.generate;
-        g.base_path = o.eval.base_path;
-        g.rt = o.eval.rt;
-        g.verbose = o.eval.verbose;
-        g.progress = o.eval.progress;
-        g.seed = o.rank.seed;
+        share_eval_options(g, o.eval, o.rank.seed);
         if (!run_generate(g, cands, generate.emplace(), err)) return false;
     }
     return true;
