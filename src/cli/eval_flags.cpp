@@ -155,7 +155,7 @@ void declare_eval(options & t, eval_params & p) {
     t.flag("--verbose", "show llama.cpp's log", p.opt.verbose);
     t.flag("--smoke", "greedy-decode both models after --prompt and report how many leading tokens agree (one -p)",
            p.do_smoke);
-    declare_behaviour(t, p.needle, p.generate, p.do_needle, true, "see above");
+    declare_behaviour(t, p.needle, p.generate, p.do_needle, true, "see above; with -p / --mask");
     t.integer("-n, --n-predict", "N", "tokens to generate with --smoke (default 12)", 1, INT32_MAX, p.smoke.n_predict);
     t.text("--prompt", "TEXT", "prompt for --smoke", p.smoke.prompt);
     t.help_row();
