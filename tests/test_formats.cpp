@@ -254,6 +254,75 @@ TEST(SweepFormat, EveryFieldReadsBack) {
     EXPECT_EQ(s.saliency.method, "random");
 }
 
+// Issue 25 item 3: a sweep with --needle / --generate keeps both sections
+// (every text and token) and each point's numbers; it reads back field for
+// field, and a point whose stated numbers are not its model's texts' and
+// tokens' is refused, naming the field.
+TEST(SweepFormat, BehaviourSectionsReadBackAndPointsAreRecomputed) {
+    reap::sweep_record s = full_sweep();
+    reap::needle_section n;
+    n.report.seed = 5;
+    n.report.haystack_path = "t.jsonl";
+    n.report.cells = reap::needle_cells({64}, {0.5}, 2, 5);
+    n.measured.input_path = "t.jsonl";
+    n.measured.input_sha256 = k_sha_a;
+    n.measured.base_path = "m.gguf";
+    n.measured.base_sha256 = k_sha_b;
+    reap::generate_section g;
+    g.report.prompts_path = "p.jsonl";
+    g.report.max_new = 30;
+    g.report.domains = {"en"};
+    g.report.prompt_domain = {0, 0};
+    g.report.prompt_line = {1, 2};
+    for (const std::string name : {"base", "keep 24", "keep 16"}) {
+        reap::needle_model m{name, name != "base", {}};
+        for (const auto & cell : n.report.cells) m.answers.push_back({name == "keep 16" ? "nope" : " " + cell.value, name != "keep 16"});
+        n.report.models.push_back(m);
+        reap::generation_model gm;
+        gm.name = name;
+        gm.masked = name != "base";
+        std::vector<int32_t> t = {1, 2, 3, 4, 5};
+        if (name == "keep 16") t = std::vector<int32_t>(24, 7);   // one token 24 times: a loop
+        gm.outputs = {{t, true}, {{1, 2}, false}};
+        gm.texts = {"a", "b"};
+        g.report.models.push_back(gm);
+        if (name == "base") continue;
+        n.measured.candidates.push_back({name, true, 100, k_sha_a, {}});
+    }
+    g.measured = n.measured;
+    g.measured.input_path = "p.jsonl";
+    s.needle = n;
+    s.generate = g;
+    const json j = json::parse(reap::sweep_to_json(s).dump(2));
+    EXPECT_EQ(j.at("points")[0].at("needle").at("n_exact"), 2);
+    EXPECT_EQ(j.at("points")[1].at("needle").at("n_exact"), 0);
+    EXPECT_EQ(j.at("points")[1].at("generate").at("loop_rate"), 0.5);   // 1 of 2 outputs: 7 x 24
+    EXPECT_EQ(j.at("points")[1].at("generate").at("mean_agreement"), 1.0);   // 0 and 2 tokens agree
+    reap::sweep_record r;
+    std::string err;
+    ASSERT_TRUE(reap::sweep_from_json(j, "s.json", r, err)) << err;
+    EXPECT_EQ(json::parse(reap::sweep_to_json(r).dump(2)), j);
+    ASSERT_TRUE(r.needle && r.generate);
+    EXPECT_EQ(r.generate->measured.candidates[1].plan_sha256, k_sha_a);
+
+    json bad = j;
+    bad["points"][1]["needle"]["n_exact"] = 1;
+    EXPECT_FALSE(reap::sweep_from_json(bad, "s.json", r, err));
+    EXPECT_NE(err.find("points[1].needle.n_exact"), std::string::npos) << err;
+    bad = j;
+    bad["points"][0]["generate"]["distinct_4"] = 0.25;
+    EXPECT_FALSE(reap::sweep_from_json(bad, "s.json", r, err));
+    EXPECT_NE(err.find("points[0].generate.distinct_4"), std::string::npos) << err;
+    bad = j;
+    bad["needle"]["cells"][0]["models"][2]["text"] = bad["needle"]["cells"][0]["value"];   // now exact, yet "match": false
+    EXPECT_FALSE(reap::sweep_from_json(bad, "s.json", r, err));
+    EXPECT_NE(err.find("needle.cells[0].models[2].match"), std::string::npos) << err;
+    bad = j;
+    bad["generate"]["models"][2]["name"] = "keep 15";
+    EXPECT_FALSE(reap::sweep_from_json(bad, "s.json", r, err));
+    EXPECT_NE(err.find("keep 16"), std::string::npos) << err;
+}
+
 // Issue 26 item 2: several sources against one reference (version 3). The
 // frontier names, per request, the source with the lowest KLD mean and the
 // margin to the next; a file whose frontier is not what its sources give is refused.

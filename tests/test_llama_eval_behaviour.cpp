@@ -11,6 +11,7 @@
 //     path (the same model with tokenizer.chat_template removed by the GGUF
 //     writer) both run; an -f shorter than a length is an error naming it;
 //   * sampled generation (--temp, --seed) is reproducible by its seed.
+#include "behaviour_test_rules.h"
 #include "llama_test_util.h"
 #include "prune_test_util.h"
 
@@ -28,6 +29,7 @@
 namespace {
 
 using nlohmann::json;
+using namespace behaviour_test;
 using reap_test::run_cmd;
 using reap_test::shell_quote;
 
@@ -46,76 +48,13 @@ bool make_inputs(const std::string & dir, std::string & err) {
         err = "no data/corpus/heldout.jsonl: run `make corpus`";
         return false;
     }
-    std::string hay, prompts, line;
-    std::map<std::string, int> per;
+    std::string hay, line;
     while (std::getline(in, line)) {
         const json j = json::parse(line);
-        const std::string d = j.at("domain"), t = j.at("text");
-        if (d == "en" && hay.size() < 4000) hay += t;
-        if ((d == "en" || d == "code" || d == "ja") && t.size() > 300 && per[d] < 3) {
-            ++per[d];
-            prompts += json{{"domain", d}, {"text", t.substr(0, 120)}}.dump() + "\n";
-        }
+        if (j.at("domain") == "en" && hay.size() < 4000) hay += j.at("text").get<std::string>();
     }
-    prompts += json{{"domain", "chat"}, {"messages", {{{"role", "user"}, {"content", "What does ls do?"}}}}}.dump() + "\n";
-    return write_file(dir + "/hay.txt", hay) && write_file(dir + "/prompts.jsonl", prompts);
-}
-
-// ---- the test's own rules ----------------------------------------------------
-
-std::string trim(const std::string & s) {
-    size_t b = 0, e = s.size();
-    while (b < e && isspace((unsigned char) s[b])) ++b;
-    while (e > b && isspace((unsigned char) s[e - 1])) --e;
-    return s.substr(b, e - b);
-}
-
-bool exact(const std::string & text, const std::string & value) {
-    const std::string t = trim(text);
-    return t == value || t == value + ".";
-}
-
-// the last r copies of a p-token block are equal, for some p >= k
-bool loops(const std::vector<int> & t, size_t k, size_t r) {
-    for (size_t p = k; p * r <= t.size(); ++p) {
-        const std::vector<int> last(t.end() - p, t.end());
-        bool all = true;
-        for (size_t c = 2; c <= r && all; ++c) all = std::vector<int>(t.end() - c * p, t.end() - (c - 1) * p) == last;
-        if (all) return true;
-    }
-    return false;
-}
-
-struct gen_row {
-    size_t n = 0;
-    double loop = 0, ended = 0, d4 = 0, len = 0, agree = 0;
-};
-
-gen_row recompute(const json & outs, const json & base, const std::string & domain, size_t k, size_t r) {
-    gen_row g;
-    std::set<std::vector<int>> grams;
-    size_t n_grams = 0;
-    for (size_t i = 0; i < outs.size(); ++i) {
-        if (!domain.empty() && outs[i].at("domain") != domain) continue;
-        const auto t = outs[i].at("tokens").get<std::vector<int>>();
-        const auto b = base[i].at("tokens").get<std::vector<int>>();
-        ++g.n;
-        g.loop += loops(t, k, r);
-        g.ended += outs[i].at("terminated").get<bool>();
-        g.len += t.size();
-        size_t a = 0;
-        while (a < t.size() && a < b.size() && t[a] == b[a]) ++a;
-        g.agree += a;
-        for (size_t j = 0; j + 4 <= t.size(); ++j, ++n_grams) grams.insert({t[j], t[j + 1], t[j + 2], t[j + 3]});
-    }
-    g.d4 = n_grams ? (double) grams.size() / n_grams : 0;
-    if (g.n) {
-        g.loop /= g.n;
-        g.ended /= g.n;
-        g.len /= g.n;
-        g.agree /= g.n;
-    }
-    return g;
+    return write_file(dir + "/hay.txt", hay) &&
+           write_file(dir + "/prompts.jsonl", prompts_from(reap_test::source_dir() + "/data/corpus/heldout.jsonl"));
 }
 
 std::string gen_line(const std::string & name, const gen_row & g) {
@@ -207,6 +146,39 @@ void expect_mask_equals_file(const json & doc, size_t masked, size_t pruned) {
     }
 }
 
+std::string sha256sum(const std::string & path) {
+    std::string out;
+    return run_cmd("sha256sum " + shell_quote(path), out) == 0 ? out.substr(0, 64) : out;
+}
+
+uint64_t size_of(const std::string & path) { return (uint64_t) std::ifstream(path, std::ios::binary | std::ios::ate).tellg(); }
+
+// What a section says it measured (issue 25, item 3), against sha256sum and
+// the files' sizes: the input's bytes, the base, the plan masked, the pruned
+// file by the hash prune listed in SHA256SUMS.
+void expect_receipts(const json & section, const std::string & input, const std::string & model, const std::string & plan,
+                     const std::string & cut) {
+    const json & m = section.at("measured");
+    EXPECT_EQ(m.at("input").at("file"), input);
+    EXPECT_EQ(m.at("input").at("sha256"), sha256sum(input));
+    EXPECT_EQ(m.at("base").at("file"), model);
+    EXPECT_EQ(m.at("base").at("bytes").get<uint64_t>(), size_of(model));
+    EXPECT_EQ(m.at("base").at("header_sha256").get<std::string>().size(), 64u);
+    EXPECT_TRUE(m.at("base_mask").is_null());
+    ASSERT_EQ(m.at("candidates").size(), 2u);
+    const json & mask = m.at("candidates")[0], & file = m.at("candidates")[1];
+    EXPECT_EQ(mask.at("name"), plan);
+    EXPECT_TRUE(mask.at("masked").get<bool>());
+    EXPECT_EQ(mask.at("plan_sha256"), sha256sum(plan));
+    EXPECT_EQ(mask.at("plan_bytes").get<uint64_t>(), size_of(plan));
+    EXPECT_EQ(file.at("name"), cut);
+    EXPECT_FALSE(file.at("masked").get<bool>());
+    ASSERT_EQ(file.at("files").size(), 1u);
+    EXPECT_EQ(file.at("files")[0].at("file"), "cut.gguf");
+    EXPECT_EQ(file.at("files")[0].at("bytes").get<uint64_t>(), size_of(cut));
+    EXPECT_EQ(file.at("files")[0].at("sha256"), sha256sum(cut));
+}
+
 // One model (with or without its chat template): cut it, run the mask and
 // the file, check them against each other and the tables against the JSON.
 void run_case(const std::string & model, const std::string & dir, bool expect_chat, json & doc_out) {
@@ -233,6 +205,12 @@ void run_case(const std::string & model, const std::string & dir, bool expect_ch
         EXPECT_GT(cell.at("prompt_tokens").get<int>(), cell.at("length").get<int>() + 20);
         EXPECT_LE(cell.at("insert_at").get<int>(), cell.at("length").get<int>());
     }
+    EXPECT_EQ(doc.at("format"), "reap-behaviour");
+    expect_receipts(doc.at("needle"), dir + "/hay.txt", model, plan, cut);
+    expect_receipts(doc.at("generate"), dir + "/prompts.jsonl", model, plan, cut);
+    EXPECT_EQ(doc.at("generate").at("seed"), 7);
+    EXPECT_EQ(doc.at("generate").at("loop_span"), 8);
+    EXPECT_EQ(doc.at("generate").at("loop_repeats"), 3);
     ASSERT_EQ(doc.at("generate").at("models").size(), 3u);
     EXPECT_EQ(doc.at("generate").at("models")[0].at("name"), "base");
     expect_mask_equals_file(doc, 1, 2);
@@ -314,4 +292,29 @@ TEST(EvalBehaviour, HaystackShorterThanALengthIsNamed) {
     EXPECT_EQ(rc, 2) << out;
     EXPECT_NE(out.find("needle length 4096"), std::string::npos) << out;
     EXPECT_EQ(out.find("needle length 16:"), std::string::npos) << out;
+}
+
+// Issue 25, item 4: long needle / generate runs draw eval's progress line
+// (tokens, rate, ETA) on a terminal's stderr, naming the model it is on; not
+// with -q, and never on stdout with --json.
+TEST(EvalBehaviour, ProgressLineOnATerminalNotWithQuiet) {
+    const std::string dir = prune_test::scratch("behaviour-progress");
+    std::string err, out;
+    ASSERT_TRUE(make_inputs(dir, err)) << err;
+    if (run_cmd("script -qec true /dev/null", out) != 0) GTEST_SKIP() << "no script(1) to give the run a terminal";
+    const std::string run = shell_quote(reap_test::reap_bin()) + " eval -m " + shell_quote(trained()) + " --needle -f " +
+                            shell_quote(dir + "/hay.txt") + " --needle-lengths 64 --generate " + shell_quote(dir + "/prompts.jsonl") +
+                            " --max-new 8 -t 1";
+    // stderr on the terminal script(1) makes, stdout to a file
+    ASSERT_EQ(run_cmd("script -qec " + shell_quote(run + " --json > " + shell_quote(dir + "/out.json")) + " /dev/null", out), 0) << out;
+    EXPECT_NE(out.find("--needle, base: "), std::string::npos) << out;
+    EXPECT_NE(out.find("--generate, base: "), std::string::npos) << out;
+    EXPECT_NE(out.find("ETA"), std::string::npos) << out;
+    std::ifstream j(dir + "/out.json");
+    std::stringstream doc;
+    doc << j.rdbuf();
+    EXPECT_EQ(doc.str().find("ETA"), std::string::npos);
+    EXPECT_NO_THROW((void) json::parse(doc.str()));
+    ASSERT_EQ(run_cmd("script -qec " + shell_quote(run + " -q --json > /dev/null") + " /dev/null", out), 0) << out;
+    EXPECT_EQ(out.find("ETA"), std::string::npos) << out;
 }

@@ -6,6 +6,11 @@
 // of that file gives the point's numbers (perplexity within 1e-4 relative,
 // mean KLD within 1e-5, top-1 within 0.1%, overall and per domain). The chart
 // is an SVG with one line per domain and the overall one in each panel.
+// With --needle and --generate, each size's needle cells, decoded texts and
+// generated tokens are those of `reap eval --mask keep-N.json`, and the
+// numbers it prints and records per size are the ones this file recomputes
+// from the JSON's texts, tokens and expected values.
+#include "behaviour_test_rules.h"
 #include "llama_test_util.h"
 
 #include <gtest/gtest.h>
@@ -25,6 +30,11 @@ std::string slurp(const std::string & path) {
     std::stringstream ss;
     ss << f.rdbuf();
     return ss.str();
+}
+
+std::string slurp_sha256(const std::string & path) {
+    std::string out;
+    return run_cmd("sha256sum " + shell_quote(path), out) == 0 ? out.substr(0, 64) : out;
 }
 
 void expect_same_numbers(const nlohmann::json & sweep, const nlohmann::json & eval, const std::string & what) {
@@ -108,4 +118,101 @@ TEST(Sweep, TrainedModelMatchesRealPrunes) {
     EXPECT_NE(run_cmd(shell_quote(reap_bin()) + " sweep " + shell_quote(sal) + " -m " + shell_quote(model) + " -f " +
                       shell_quote(heldout) + " --keep 16,2", out), 0);
     EXPECT_NE(out.find("--keep 2"), std::string::npos) << out;
+}
+
+namespace {
+
+// The sweep's behaviour row of a size, as this test recomputes it from the JSON.
+std::string behaviour_row(const std::string & n, const nlohmann::json & sw, size_t m) {
+    using namespace behaviour_test;
+    const auto & cells = sw.at("needle").at("cells");
+    size_t n_exact = 0;
+    for (const auto & c : cells) n_exact += exact(c.at("models")[m].at("text"), c.at("value"));
+    const auto & g = sw.at("generate");
+    const gen_row r = recompute(g.at("models")[m].at("outputs"), g.at("models")[0].at("outputs"), "", g.at("loop_span"), g.at("loop_repeats"));
+    char buf[160];
+    snprintf(buf, sizeof buf, "  %6s %9s %7.1f%% %7.1f%% %10.4f %9.2f", n.c_str(),
+             (std::to_string(n_exact) + "/" + std::to_string(cells.size())).c_str(), 100 * r.loop, 100 * r.ended, r.d4, r.agree);
+    return buf;
+}
+
+} // namespace
+
+// Issue 25, item 3: `reap sweep --needle --generate` measures each size as
+// `reap eval --mask` measures its plan: the same cells and values, the same
+// decoded texts, the same generated tokens; the base runs once. Every number
+// printed and recorded per size is recomputed here from the JSON.
+TEST(Sweep, NeedleAndGenerateEqualEvalMask) {
+    const std::string dir = test_tmp_dir() + "/sweep-behaviour";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    std::string err, out;
+    const std::string calib = dir + "/calib.jsonl", heldout = dir + "/heldout.jsonl", prompts = dir + "/prompts.jsonl";
+    ASSERT_TRUE(corpus_subset("calib", calib, {}, 2000, err)) << err;
+    ASSERT_TRUE(corpus_subset("heldout", heldout, {"en"}, 2500, err)) << err;
+    std::ofstream(prompts) << behaviour_test::prompts_from(source_dir() + "/data/corpus/heldout.jsonl");
+    const std::string sal = dir + "/saliency.gguf";
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate -m " + shell_quote(model) + " --corpus " + shell_quote(calib) +
+                      " -o " + shell_quote(sal) + " -c 256 -t 1 --force --no-progress", out), 0) << out;
+    const std::string behaviour = " --needle --needle-lengths 64,128 --needle-depths 0.2,0.8 --generate " + shell_quote(prompts) +
+                                  " --max-new 32 --seed 5 -t 1";
+    const std::string json = dir + "/sweep.json", plans = dir + "/plans";
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " sweep " + shell_quote(sal) + " -m " + shell_quote(model) + " -f " + shell_quote(heldout) +
+                      " --keep 16,8 -c 128 -o " + shell_quote(json) + " --plans-dir " + shell_quote(plans) + behaviour + " --force 2>/dev/null",
+                      out), 0) << out;
+    const nlohmann::json sw = nlohmann::json::parse(slurp(json));
+    const auto & nd = sw.at("needle"), & gd = sw.at("generate");
+    ASSERT_EQ(nd.at("cells").size(), 4u);
+    ASSERT_EQ(nd.at("exact").size(), 3u);   // the base once, then each size
+    ASSERT_EQ(gd.at("models").size(), 3u);
+    EXPECT_EQ(gd.at("models")[0].at("name"), "base");
+    const auto & pts = sw.at("points");
+    ASSERT_EQ(pts.size(), 2u);
+    EXPECT_NE(out.find(behaviour_row("base", sw, 0)), std::string::npos) << behaviour_row("base", sw, 0) << "\n" << out;
+    for (size_t i = 0; i < pts.size(); ++i) {
+        const int n = pts[i].at("n_keep");
+        const size_t m = i + 1;
+        ASSERT_EQ(gd.at("models")[m].at("name"), "keep " + std::to_string(n));
+        EXPECT_NE(out.find(behaviour_row(std::to_string(n), sw, m)), std::string::npos) << behaviour_row(std::to_string(n), sw, m) << "\n" << out;
+        // the point's own numbers, against the sections' texts and tokens
+        size_t n_exact = 0;
+        for (const auto & c : nd.at("cells")) n_exact += behaviour_test::exact(c.at("models")[m].at("text"), c.at("value"));
+        EXPECT_EQ(pts[i].at("needle").at("n_exact").get<size_t>(), n_exact);
+        EXPECT_EQ(pts[i].at("needle").at("n_cells").get<size_t>(), 4u);
+        const behaviour_test::gen_row r = behaviour_test::recompute(gd.at("models")[m].at("outputs"), gd.at("models")[0].at("outputs"), "", 8, 3);
+        EXPECT_NEAR(pts[i].at("generate").at("loop_rate").get<double>(), r.loop, 1e-12);
+        EXPECT_NEAR(pts[i].at("generate").at("termination_rate").get<double>(), r.ended, 1e-12);
+        EXPECT_NEAR(pts[i].at("generate").at("distinct_4").get<double>(), r.d4, 1e-12);
+        EXPECT_NEAR(pts[i].at("generate").at("mean_agreement").get<double>(), r.agree, 1e-12);
+        // the mask it measured is the plan --plans-dir wrote
+        EXPECT_EQ(gd.at("measured").at("candidates")[i].at("plan_sha256"), slurp_sha256(pts[i].at("plan")));
+    }
+
+    // the smaller size against reap eval --mask of its plan file
+    const std::string plan8 = pts[1].at("plan");
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(model) + " --mask " + shell_quote(plan8) + " -f " +
+                      shell_quote(heldout) + behaviour + " --json 2>/dev/null", out), 0) << out;
+    const nlohmann::json ev = nlohmann::json::parse(out);
+    ASSERT_EQ(ev.at("needle").at("cells").size(), nd.at("cells").size());
+    for (size_t c = 0; c < nd.at("cells").size(); ++c) {
+        const auto & a = nd.at("cells")[c], & b = ev.at("needle").at("cells")[c];
+        for (const char * k : {"length", "depth", "trial", "value", "insert_at", "prompt_tokens"}) EXPECT_EQ(a.at(k), b.at(k)) << k << " of cell " << c;
+        EXPECT_EQ(a.at("models")[0].at("text"), b.at("models")[0].at("text")) << "base, cell " << c;
+        EXPECT_EQ(a.at("models")[2].at("text"), b.at("models")[1].at("text")) << "keep 8, cell " << c;
+    }
+    const auto & eo = ev.at("generate").at("models");
+    ASSERT_EQ(eo.size(), 2u);
+    for (size_t m : {0, 1}) {
+        const auto & a = gd.at("models")[m == 0 ? 0 : 2].at("outputs"), & b = eo[m].at("outputs");
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+            EXPECT_EQ(a[i].at("tokens"), b[i].at("tokens")) << "model " << m << " prompt " << i;
+            EXPECT_EQ(a[i].at("text"), b[i].at("text")) << "model " << m << " prompt " << i;
+            EXPECT_EQ(a[i].at("terminated"), b[i].at("terminated")) << "model " << m << " prompt " << i;
+        }
+    }
+    // the cut writes something else than the base (a mask that did nothing would not)
+    size_t differ = 0;
+    for (size_t i = 0; i < eo[0].at("outputs").size(); ++i) differ += eo[0].at("outputs")[i].at("tokens") != eo[1].at("outputs")[i].at("tokens");
+    EXPECT_GT(differ, 0u);
 }

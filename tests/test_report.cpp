@@ -189,6 +189,100 @@ TEST(ReportCard, SweepFrontierNamesThisBuild) {
     EXPECT_NE(sizes.find("none of the sweep's sources"), std::string::npos) << sizes;
 }
 
+// A behaviour eval (`reap eval --needle --generate --json`) of one candidate,
+// written by hand as the format says (formats/behaviour_file.h): two needle
+// cells (the source exact on both, the candidate on the first only) and two
+// prompts (the candidate's second output a loop: 8 tokens said 3 times).
+nlohmann::ordered_json behaviour_doc(const std::string & base_sha, const nlohmann::ordered_json & candidate) {
+    using oj = nlohmann::ordered_json;
+    const std::string name = candidate.at("name");
+    const bool masked = candidate.at("masked");
+    oj measured = {{"input", {{"file", "hay.txt"}, {"sha256", std::string(64, '3')}}},
+                   {"base", {{"file", "source.gguf"}, {"bytes", 1000}, {"header_sha256", base_sha}}},
+                   {"base_mask", nullptr}, {"candidates", oj::array({candidate})}};
+    oj needle = {{"seed", 7}, {"chat", true}, {"haystack", "hay.txt"}, {"cells", oj::array()}};
+    const char * values[2] = {"KVX-7391", "ABC-1234"};
+    for (int c = 0; c < 2; ++c) {
+        const std::string got = c == 0 ? std::string(" ") + values[c] + "." : " XYZ-0000";
+        needle["cells"].push_back({{"length", 64}, {"depth", c ? 0.8 : 0.2}, {"trial", 0}, {"value", values[c]}, {"insert_at", 10},
+                                   {"prompt_tokens", 90}, {"answer_tokens", 5},
+                                   {"models", {{{"name", "base"}, {"masked", false}, {"text", values[c]}, {"match", true}},
+                                               {{"name", name}, {"masked", masked}, {"text", got}, {"match", c == 0}}}}});
+    }
+    needle["exact"] = {{{"name", "base"}, {"masked", false}, {"n_exact", 2}, {"n_cells", 2}},
+                       {{"name", name}, {"masked", masked}, {"n_exact", 1}, {"n_cells", 2}}};
+    needle["measured"] = measured;
+    std::vector<int> loop;
+    for (int r = 0; r < 3; ++r) for (int t = 0; t < 8; ++t) loop.push_back(100 + t);
+    const std::vector<int> plain = {5, 6, 7, 8, 9}, other = {5, 6, 1};
+    auto out = [](const std::vector<int> & t, bool ended, int line) {
+        return oj{{"domain", "en"}, {"line", line}, {"tokens", t}, {"text", "..."}, {"terminated", ended}};
+    };
+    // the statistics as the writer states them (recomputed by the reader; these are this test's own sums)
+    auto stats = [](int n, double loop_rate, double ended, double d4, double len, double agree) {
+        return oj{{"outputs", n}, {"loop_rate", loop_rate}, {"termination_rate", ended}, {"distinct_4", d4}, {"mean_length", len},
+                  {"mean_agreement", agree}};
+    };
+    const oj base_stats = stats(2, 0, 1, 0.5, 5, 5), cand_stats = stats(2, 0.5, 0.5, 8.0 / 21.0, 13.5, 1.0);
+    oj generate = {{"prompts", "prompts.jsonl"}, {"max_new", 24}, {"temperature", 0.0}, {"seed", 7}, {"loop_span", 8}, {"loop_repeats", 3},
+                   {"models", {{{"name", "base"}, {"masked", false}, {"outputs", {out(plain, true, 1), out(plain, true, 2)}},
+                                {"domains", {{"en", base_stats}}}, {"overall", base_stats}},
+                               {{"name", name}, {"masked", masked}, {"outputs", {out(other, true, 1), out(loop, false, 2)}},
+                                {"domains", {{"en", cand_stats}}}, {"overall", cand_stats}}}},
+                   {"measured", measured}};
+    generate["measured"]["input"]["file"] = "prompts.jsonl";
+    return {{"format", "reap-behaviour"}, {"version", 1}, {"needle", needle}, {"generate", generate}};
+}
+
+// Issue 25, item 3: a needle grid or free generation measured on this build's
+// files (its SHA256SUMS hashes) is under Verified with the numbers its texts
+// and tokens give; one measured on the plan as a mask is a masked estimate
+// under Not verified, never the build's own measurement; one of another plan
+// is not counted; a file whose stated numbers are not its texts' is refused.
+TEST(ReportClaims, BehaviourOnFilesIsVerifiedAMaskIsAnEstimate) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_behaviour", fx, why)) GTEST_SKIP() << why;
+    nlohmann::ordered_json files = nlohmann::ordered_json::array();
+    for (const auto & f : build_files(fx)) {
+        files.push_back({{"file", reap::util::base_name(f)}, {"bytes", prune_test::read_all(f).size()}, {"sha256", sha256sum(f)}});
+    }
+    const std::string on_files = fx.dir + "/on-files.json", on_mask = fx.dir + "/on-mask.json", other = fx.dir + "/other-plan.json";
+    write_text(on_files, behaviour_doc(source_sha(fx), {{"name", fx.cut}, {"masked", false}, {"files", files}}).dump(2));
+    write_text(on_mask, behaviour_doc(source_sha(fx), {{"name", fx.plan}, {"masked", true}, {"plan_bytes", 10}, {"plan_sha256", sha256sum(fx.plan)}}).dump(2));
+    write_text(other, behaviour_doc(source_sha(fx), {{"name", "x.json"}, {"masked", true}, {"plan_bytes", 10}, {"plan_sha256", std::string(64, '4')}}).dump(2));
+    const std::string card_dir = fx.dir + "/card";
+    ASSERT_EQ(run_report(fx, fx.cut, {on_files, on_mask, other}, "", card_dir, false, out), 0) << out;
+    const std::string card = read_text(card_dir + "/README.md");
+    const std::string ver = section(card, "Verified"), nver = section(card, "Not verified");
+    EXPECT_NE(ver.find("**Needle grid `on-files.json`**: measured on this build's files"), std::string::npos) << ver;
+    EXPECT_NE(ver.find("**1/2 exact**, the source 2/2"), std::string::npos) << ver;
+    EXPECT_NE(ver.find("**Free generation `on-files.json`**: measured on this build's files"), std::string::npos) << ver;
+    EXPECT_NE(ver.find("loop rate 50.0% (source 0.0%)"), std::string::npos) << ver;
+    EXPECT_NE(ver.find("termination rate 50.0% (source 100.0%)"), std::string::npos) << ver;
+    EXPECT_NE(ver.find("distinct-4 0.3810 (source 0.5000)"), std::string::npos) << ver;
+    EXPECT_NE(ver.find("the first 1.0 tokens agree"), std::string::npos) << ver;
+    EXPECT_EQ(ver.find("on-mask.json"), std::string::npos) << ver;
+    EXPECT_EQ(ver.find("other-plan.json"), std::string::npos) << ver;
+    EXPECT_NE(nver.find("**Needle grid `on-mask.json`, a masked estimate**"), std::string::npos) << nver;
+    EXPECT_NE(nver.find("**Free generation `on-mask.json`, a masked estimate**"), std::string::npos) << nver;
+    EXPECT_NE(nver.find("**Needle grid `other-plan.json` is not counted"), std::string::npos) << nver;
+    EXPECT_NE(nver.find("it masked another plan"), std::string::npos) << nver;
+    EXPECT_EQ(nver.find("long-context behaviour"), std::string::npos) << nver;
+
+    // a stated number its texts do not give is refused, the field named
+    nlohmann::json bad = nlohmann::json::parse(read_text(on_files));
+    bad["needle"]["cells"][1]["models"][1]["match"] = true;
+    write_text(on_files, bad.dump(2));
+    EXPECT_EQ(run_report(fx, fx.cut, {on_files}, "", card_dir, true, out), 2);
+    EXPECT_NE(out.find("needle.cells[1].models[1].match"), std::string::npos) << out;
+    bad = nlohmann::json::parse(read_text(on_mask));
+    bad["generate"]["models"][1]["overall"]["loop_rate"] = 0.0;
+    write_text(on_mask, bad.dump(2));
+    EXPECT_EQ(run_report(fx, fx.cut, {on_mask}, "", card_dir, true, out), 2);
+    EXPECT_NE(out.find("generate.models[1].overall.loop_rate"), std::string::npos) << out;
+}
+
 // Issue 23, item 10: impossible numbers in an eval or sweep are refused with
 // the field named. Against the binary before this change each made a card.
 TEST(ReportClaims, ImpossibleNumbersAreRefused) {

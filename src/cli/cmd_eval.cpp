@@ -5,6 +5,7 @@
 // (src/llama/needle.h, generate.h); prints a table or one JSON object on stdout. Errors go to stderr with exit
 // status 2.
 #include "cli/eval_flags.h"
+#include "llama/eval_models.h"
 #include "util/file.h"
 #include "util/json.h"
 
@@ -50,36 +51,25 @@ int run_behaviour(eval_params & p, const std::function<int(const std::string &)>
     if (!p.opt.kld_base_path.empty()) return usage_error("--needle and --generate decode the models: no --kld-base");
     if (p.do_needle && p.opt.input_path.empty()) return usage_error("--needle takes its haystack from -f TEXT_OR_CORPUS");
     std::string err;
-    reap::needle_report needle;
-    reap::generation_report gen;
+    reap::behaviour_document doc;
     if (p.do_needle) {
         reap::needle_options & o = p.needle;
-        o.base_path = p.opt.base_path;
-        o.base_mask_path = p.opt.base_mask_path;
+        reap::share_eval_options(o, p.opt, p.needle.seed);
         o.haystack_path = p.opt.input_path;
-        o.rt = p.opt.rt;
-        o.verbose = p.opt.verbose;
-        if (!reap::run_needle(o, p.cands, needle, err)) return reap::cli::fail("eval", err);
+        if (!reap::run_needle(o, p.cands, doc.needle.emplace(), err)) return reap::cli::fail("eval", err);
     }
     if (!p.generate.prompts_path.empty()) {
         reap::generate_options & o = p.generate;
-        o.base_path = p.opt.base_path;
-        o.base_mask_path = p.opt.base_mask_path;
-        o.rt = p.opt.rt;
-        o.verbose = p.opt.verbose;
-        o.seed = p.needle.seed;   // one --seed
-        if (!reap::run_generate(o, p.cands, gen, err)) return reap::cli::fail("eval", err);
+        reap::share_eval_options(o, p.opt, p.needle.seed);   // one --seed
+        if (!reap::run_generate(o, p.cands, doc.generate.emplace(), err)) return reap::cli::fail("eval", err);
     }
     if (p.json) {
-        nlohmann::ordered_json j;
-        if (p.do_needle) j["needle"] = reap::needle_report_to_json(needle);
-        if (!p.generate.prompts_path.empty()) j["generate"] = reap::generation_report_to_json(gen);
-        printf("%s\n", reap::util::json_text(j, 2).c_str());
+        printf("%s\n", reap::util::json_text(reap::behaviour_document_to_json(doc), 2).c_str());
         return 0;
     }
-    if (p.do_needle) reap::needle_report_print(stdout, needle);
-    if (p.do_needle && !p.generate.prompts_path.empty()) printf("\n");
-    if (!p.generate.prompts_path.empty()) reap::generation_report_print(stdout, gen);
+    if (doc.needle) reap::needle_report_print(stdout, doc.needle->report);
+    if (doc.needle && doc.generate) printf("\n");
+    if (doc.generate) reap::generation_report_print(stdout, doc.generate->report);
     return 0;
 }
 

@@ -6,22 +6,20 @@
 
 namespace reap::cli {
 
-namespace {
-
-// --needle and --generate: what next-token KLD does not show.
-void declare_behaviour(options & t, eval_params & p) {
-    t.flag("--needle", "the needle-in-a-haystack grid over -f (see above); with -p / --mask", p.do_needle);
+void declare_behaviour(options & t, needle_options & needle, generate_options & generate, bool & do_needle, bool with_seed,
+                       const std::string & see) {
+    t.flag("--needle", "the needle-in-a-haystack grid over -f (" + see + ")", do_needle);
     t.custom("--needle-lengths", "L,...", "haystack lengths in tokens (default 64, 128, ... up to half the trained "
-             "context, the largest five)", [&p](const std::string & v, std::string & err) {
+             "context, the largest five)", [&needle](const std::string & v, std::string & err) {
                  for (const auto & s : split_list(v)) {
                      int64_t x = 0;
                      if (!parse_integer("--needle-lengths", s, 1, INT32_MAX, x, err)) return false;
-                     p.needle.lengths.push_back((int) x);
+                     needle.lengths.push_back((int) x);
                  }
                  return true;
              });
     t.custom("--needle-depths", "D,...", "where the needle goes, 0..1 of the haystack (default 0.15,0.5,0.85)",
-             [&p](const std::string & v, std::string & err) {
+             [&needle](const std::string & v, std::string & err) {
                  for (const auto & s : split_list(v)) {
                      char * end = nullptr;
                      const double d = strtod(s.c_str(), &end);
@@ -29,31 +27,31 @@ void declare_behaviour(options & t, eval_params & p) {
                          err = "--needle-depths: '" + s + "' is not a number within 0..1";
                          return false;
                      }
-                     p.needle.depths.push_back(d);
+                     needle.depths.push_back(d);
                  }
                  return true;
              });
-    t.integer("--needles", "N", "needles (values) per length x depth cell (default 1)", 1, INT32_MAX, p.needle.needles);
-    t.integer("--seed", "S", "seed of the needles' values and of --temp's draws (default 0; recorded in --json)", 0,
-              INT64_MAX, p.needle.seed);
-    t.text("--generate", "PROMPTS", "free generation after every prompt of a corpus (see above)",
-           p.generate.prompts_path);
+    t.integer("--needles", "N", "needles (values) per length x depth cell (default 1)", 1, INT32_MAX, needle.needles);
+    if (with_seed) {
+        t.integer("--seed", "S", "seed of the needles' values and of --temp's draws (default 0; recorded in --json)", 0,
+                  INT64_MAX, needle.seed);
+    }
+    t.text("--generate", "PROMPTS", "free generation after every prompt of a corpus (" + see + ")",
+           generate.prompts_path);
     t.integer("--max-new", "N", "tokens --generate writes at most per prompt (default 128)", 1, INT32_MAX,
-              p.generate.max_new);
+              generate.max_new);
     t.custom("--temp", "T", "--generate samples at temperature T, seeded (default 0: greedy)",
-             [&p](const std::string & v, std::string & err) {
+             [&generate](const std::string & v, std::string & err) {
                  char * end = nullptr;
                  const double x = strtod(v.c_str(), &end);
                  if (v.empty() || *end || !(x >= 0 && x <= 100)) {
                      err = "--temp: '" + v + "' is not a number within 0..100";
                      return false;
                  }
-                 p.generate.temperature = x;
+                 generate.temperature = x;
                  return true;
              });
 }
-
-} // namespace
 
 void declare_eval(options & t, eval_params & p) {
     t.about(
@@ -111,7 +109,13 @@ void declare_eval(options & t, eval_params & p) {
     "a 20-character rule line does not, a phrase said three times does), termination rate\n"
     "(an end-of-generation token before the cap), distinct-4 (distinct token 4-grams / all),\n"
     "mean length and the mean leading tokens that agree with the base's output.\n"
-    "--json: {\"needle\": ...} or {\"generate\": ...} with every decoded text.\n"
+    "Reading them: the base's n/m is the ceiling a cut is held to; a loop rate above the\n"
+    "base's is runaway repetition, a termination rate below it outputs that no longer stop\n"
+    "on their own, a distinct-4 far from it changed wording.\n"
+    "--json: {\"format\": \"reap-behaviour\", \"needle\": ..., \"generate\": ...}, every decoded text\n"
+    "and token, and per section \"measured\": the input's sha256, the base's fingerprint, each\n"
+    "mask's plan hash and each pruned file's SHA256SUMS hash (reap report --eval reads it).\n"
+    "A progress line with ETA shows on a terminal's stderr (not with -q).\n"
     "\n"
     );
     t.section("options:");
@@ -151,7 +155,7 @@ void declare_eval(options & t, eval_params & p) {
     t.flag("--verbose", "show llama.cpp's log", p.opt.verbose);
     t.flag("--smoke", "greedy-decode both models after --prompt and report how many leading tokens agree (one -p)",
            p.do_smoke);
-    declare_behaviour(t, p);
+    declare_behaviour(t, p.needle, p.generate, p.do_needle, true, "see above; with -p / --mask");
     t.integer("-n, --n-predict", "N", "tokens to generate with --smoke (default 12)", 1, INT32_MAX, p.smoke.n_predict);
     t.text("--prompt", "TEXT", "prompt for --smoke", p.smoke.prompt);
     t.help_row();

@@ -26,4 +26,11 @@ struct eval_params {
 
 void declare_eval(options & t, eval_params & p);
 
+// --needle, --needle-lengths, --needle-depths, --needles, --generate,
+// --max-new, --temp and (with_seed) --seed, as reap eval declares them; reap
+// sweep declares them too (its --seed is its own). `see`: where the help
+// explains them.
+void declare_behaviour(options & t, needle_options & needle, generate_options & generate, bool & do_needle, bool with_seed,
+                       const std::string & see);
+
 } // namespace reap::cli

@@ -45,14 +45,7 @@ ojson report_body(const eval_report & r) {
         if (!r.base_mask_sha256.empty()) j["base_mask_sha256"] = r.base_mask_sha256;
     }
     if (!r.input_path.empty()) j["input"] = {{"file", r.input_path}, {"sha256", r.input_sha256}};
-    if (!r.candidate_files.empty()) {
-        ojson files = ojson::array();
-        for (const auto & f : r.candidate_files) {
-            files.push_back({{"file", f.name}, {"bytes", f.bytes},
-                             {"sha256", f.listed_sha256.empty() ? ojson(nullptr) : ojson(f.listed_sha256)}});
-        }
-        j["candidate_files"] = files;
-    }
+    if (!r.candidate_files.empty()) j["candidate_files"] = file_ids_json(r.candidate_files);
     if (!r.candidate_sha256.empty()) j["candidate_sha256"] = r.candidate_sha256;
     if (!r.warnings.empty()) j["warnings"] = r.warnings;
     if (r.mtp_blocks > 0) {
@@ -117,15 +110,7 @@ bool identity_from_json(json_fields & f, eval_report & r) {
         json_fields in = f.child("input");
         if (!in.str("file", r.input_path) || !in.sha256("sha256", r.input_sha256)) return false;
     }
-    std::vector<const nlohmann::json *> files;
-    if (!f.elements("candidate_files", files)) return false;
-    for (size_t i = 0; i < files.size(); ++i) {
-        json_fields cf = f.nested(*files[i], "candidate_files[" + std::to_string(i) + "]");
-        eval_report::file_id id;
-        if (!cf.str("file", id.name) || !cf.u64("bytes", id.bytes) || !cf.opt_sha256("sha256", id.listed_sha256)) return false;
-        r.candidate_files.push_back(id);
-    }
-    return true;
+    return file_ids_from_json(f, "candidate_files", r.candidate_files);
 }
 
 bool report_from_json(json_fields & f, eval_report & r) {
@@ -284,6 +269,26 @@ bool eval_document_from_json(const nlohmann::json & j, const std::string & name,
 bool read_eval_document(const std::string & path, eval_document & out, std::string & err) {
     nlohmann::json j;
     return util::read_json_file(path, "eval", k_max_eval_bytes, j, err) && eval_document_from_json(j, path, out, err);
+}
+
+ojson file_ids_json(const std::vector<eval_report::file_id> & files) {
+    ojson a = ojson::array();
+    for (const auto & f : files) {
+        a.push_back({{"file", f.name}, {"bytes", f.bytes}, {"sha256", f.listed_sha256.empty() ? ojson(nullptr) : ojson(f.listed_sha256)}});
+    }
+    return a;
+}
+
+bool file_ids_from_json(util::json_fields & f, const char * key, std::vector<eval_report::file_id> & out) {
+    std::vector<const nlohmann::json *> files;
+    if (!f.elements(key, files)) return false;
+    for (size_t i = 0; i < files.size(); ++i) {
+        json_fields cf = f.nested(*files[i], std::string(key) + "[" + std::to_string(i) + "]");
+        eval_report::file_id id;
+        if (!cf.str("file", id.name) || !cf.u64("bytes", id.bytes) || !cf.opt_sha256("sha256", id.listed_sha256)) return false;
+        out.push_back(id);
+    }
+    return true;
 }
 
 } // namespace reap

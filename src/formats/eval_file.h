@@ -126,6 +126,11 @@ nlohmann::ordered_json eval_report_to_json(const eval_report & r);
 // when it has entries), each in the order given.
 nlohmann::ordered_json eval_document_to_json(const eval_document & d);
 
+// A measured file list ({"file", "bytes", "sha256" or null} each), as
+// "candidate_files" holds it; the reader takes the array at `key` (absent: none).
+nlohmann::ordered_json file_ids_json(const std::vector<eval_report::file_id> & files);
+bool file_ids_from_json(util::json_fields & f, const char * key, std::vector<eval_report::file_id> & out);
+
 // Parses and checks a document; `name` stands for it in messages.
 bool eval_document_from_json(const nlohmann::json & j, const std::string & name, eval_document & out, std::string & err);
 // Reads the file at `path` (at most 256 MiB) and parses it.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
 #include <set>
 
 namespace reap {
@@ -136,13 +137,15 @@ bool sources_from_json(json_fields & f, sweep_record & out) {
     return true;
 }
 
+bool behaviour_from_json(json_fields & f, sweep_record & s);
+
 // Everything after "format": the version, the header, the points, the sources (version 3).
 bool points_from_json(json_fields & f, sweep_record & out) {
     int64_t version = 0;
     if (!f.i64("version", version, 1, k_sweep_version)) return false;
     out.version = (int) version;
     if (!header_from_json(f, out) || !read_rate(f, "mtp_base_acceptance", out.version, out.mtp_base_acceptance)) return false;
-    if (!point_list_from_json(f, out, out.points)) return false;
+    if (!point_list_from_json(f, out, out.points) || !behaviour_from_json(f, out)) return false;
     return out.version < 3 || sources_from_json(f, out);
 }
 
@@ -163,6 +166,63 @@ ojson point_to_json(const sweep_record_point & pt, bool mtp) {
     q["domains"] = d;
     if (mtp) q["mtp_acceptance"] = optional_rate(pt.mtp_acceptance);
     return q;
+}
+
+// A point's behaviour numbers (sweep_behaviour_of), as the point repeats them.
+void point_behaviour_json(const sweep_record & s, const sweep_record_point & pt, ojson & q) {
+    const sweep_point_behaviour b = sweep_behaviour_of(s, pt.n_keep);
+    if (b.needle_model) q["needle"] = {{"n_exact", b.n_exact}, {"n_cells", b.n_cells}};
+    if (b.generate_model) {
+        const generation_stats & g = b.generation;
+        q["generate"] = {{"loop_rate", g.loop_rate}, {"termination_rate", g.termination_rate}, {"distinct_4", g.distinct_4},
+                         {"mean_length", g.mean_length}, {"mean_agreement", g.mean_agreement}};
+    }
+}
+
+// The sections of a behaviour sweep: a model "keep N" for every point, and
+// what each point states equal to what its model's texts and tokens give.
+bool behaviour_from_json(json_fields & f, sweep_record & s) {
+    if (f.has("needle")) {
+        json_fields n = f.child("needle");
+        if (!f.ok() || !needle_section_from_json(n, s.needle.emplace())) return false;
+    }
+    if (f.has("generate")) {
+        json_fields g = f.child("generate");
+        if (!f.ok() || !generate_section_from_json(g, s.generate.emplace())) return false;
+    }
+    std::vector<const nlohmann::json *> pts;
+    if (!f.elements("points", pts)) return false;
+    for (size_t i = 0; i < s.points.size() && i < pts.size(); ++i) {
+        json_fields q = f.nested(*pts[i], "points[" + std::to_string(i) + "]");
+        const sweep_point_behaviour b = sweep_behaviour_of(s, s.points[i].n_keep);
+        const std::string name = sweep_point_name(s.points[i].n_keep);
+        if ((s.needle && !b.needle_model) || (s.generate && !b.generate_model)) {
+            return q.fail("n_keep", "has no model '" + name + "' in the sweep's " + (s.needle && !b.needle_model ? "needle" : "generate") + " section");
+        }
+        if (b.needle_model) {
+            json_fields n = q.child("needle");
+            uint64_t exact = 0, cells = 0;
+            if (!q.ok() || !n.u64("n_exact", exact) || !n.u64("n_cells", cells)) return false;
+            if (exact != b.n_exact || cells != b.n_cells) {
+                return n.fail("n_exact", "says " + std::to_string(exact) + "/" + std::to_string(cells) + "; the needle section's answers for '" +
+                                             name + "' give " + std::to_string(b.n_exact) + "/" + std::to_string(b.n_cells));
+            }
+        }
+        if (b.generate_model) {
+            json_fields g = q.child("generate");
+            const generation_stats & w = b.generation;
+            const std::pair<const char *, double> stated[] = {{"loop_rate", w.loop_rate}, {"termination_rate", w.termination_rate},
+                {"distinct_4", w.distinct_4}, {"mean_length", w.mean_length}, {"mean_agreement", w.mean_agreement}};
+            for (const auto & [key, want] : stated) {
+                double v = 0;
+                if (!q.ok() || !g.num(key, v, 0, 1e12)) return false;
+                if (std::fabs(v - want) > 1e-9 * std::max(1.0, want)) {
+                    return g.fail(key, "is " + std::to_string(v) + "; the generate section's outputs for '" + name + "' give " + std::to_string(want));
+                }
+            }
+        }
+    }
+    return true;
 }
 
 ojson point_list_json(const std::vector<sweep_record_point> & pts, bool mtp) {
@@ -197,6 +257,9 @@ ojson sweep_to_json(const sweep_record & s) {
     j["input"]   = {{"file", s.input.file}, {"n_ctx", s.input.n_ctx}, {"n_windows", s.input.n_windows}, {"corpus", s.input.corpus}};
     if (s.mtp_base_acceptance) j["mtp_base_acceptance"] = *s.mtp_base_acceptance;
     j["points"] = point_list_json(s.points, s.mtp_base_acceptance.has_value());
+    for (size_t i = 0; i < s.points.size(); ++i) point_behaviour_json(s, s.points[i], j["points"][i]);
+    if (s.needle) j["needle"] = needle_section_json(*s.needle);
+    if (s.generate) j["generate"] = generate_section_json(*s.generate);
     if (s.sources.empty()) return j;
     j["version"] = k_sweep_version;
     j["reference"] = {{"model", s.reference.model}, {"kld_base", s.reference.kld_base}};
@@ -218,6 +281,31 @@ ojson sweep_to_json(const sweep_record & s) {
     }
     j["frontier"] = frontier;
     return j;
+}
+
+std::string sweep_point_name(int64_t n_keep) { return "keep " + std::to_string(n_keep); }
+
+sweep_point_behaviour sweep_behaviour_of(const sweep_record & s, int64_t n_keep) {
+    sweep_point_behaviour b;
+    const std::string name = sweep_point_name(n_keep);
+    if (s.needle) {
+        const auto & ms = s.needle->report.models;
+        for (size_t m = 1; m < ms.size() && !b.needle_model; ++m) {
+            if (ms[m].name != name) continue;
+            b.needle_model = m;
+            b.n_exact = ms[m].n_exact();
+            b.n_cells = s.needle->report.cells.size();
+        }
+    }
+    if (s.generate) {
+        const auto & ms = s.generate->report.models;
+        for (size_t m = 1; m < ms.size() && !b.generate_model; ++m) {
+            if (ms[m].name != name) continue;
+            b.generate_model = m;
+            b.generation = s.generate->report.stats(m, -1);
+        }
+    }
+    return b;
 }
 
 std::vector<sweep_frontier_entry> sweep_frontier(const std::vector<sweep_source> & sources) {

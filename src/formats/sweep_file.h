@@ -19,6 +19,13 @@
 // how much (sweep_frontier: the one rule; the reader recomputes it and
 // refuses a file whose frontier differs).
 //
+// Behaviour (`reap sweep --needle` / `--generate`, one source): "needle" and
+// "generate" hold the sections of formats/behaviour_file.h (the base and one
+// masked model "keep N" per point, every decoded text and token, what was
+// measured); each point repeats its own numbers ("needle": n_exact, n_cells;
+// "generate": the overall statistics). The reader recomputes them from the
+// sections and refuses a file that states others. Optional in every version.
+//
 // Versions: 1 (no "model.header_sha256"; an MTP rate of -1 meant "not
 // measured"), 2 (null for that) and 3 (sources, reference, frontier) all
 // read; one source is still written as version 2. Every field read is type-
@@ -26,6 +33,7 @@
 // refused.
 #pragma once
 
+#include "formats/behaviour_file.h"
 #include "formats/eval_file.h"
 
 #include <cstdint>
@@ -107,7 +115,21 @@ struct sweep_record {
     } reference;
     std::vector<sweep_source>         sources;
     std::vector<sweep_frontier_entry> frontier;
+    // --needle / --generate (one source): models[0] the base, then "keep N"
+    std::optional<needle_section>     needle;
+    std::optional<generate_section>   generate;
 };
+
+// A point's behaviour numbers, from the record's sections (empty where the
+// sweep did not run that part): the model named "keep N" of each section.
+struct sweep_point_behaviour {
+    std::optional<size_t>           needle_model, generate_model;   // index into the section's models
+    size_t                          n_exact = 0, n_cells = 0;
+    generation_stats                generation;                     // overall, agreement against the base
+};
+sweep_point_behaviour sweep_behaviour_of(const sweep_record & s, int64_t n_keep);
+// The name a sweep gives the mask of point n_keep in its runs ("keep N").
+std::string sweep_point_name(int64_t n_keep);
 
 // The frontier of the sources (above): one entry per request of the first
 // source, in its order, each over the sources that scored that request.

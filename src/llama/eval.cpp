@@ -744,64 +744,6 @@ std::string temp_dir_of(const eval_options & opt) {
     return t && *t ? t : "/tmp";
 }
 
-// The identity of a pruned candidate's files, taken before it is loaded:
-// each file's name, size and the hash its SHA256SUMS lists (metadata only,
-// never the weights), and the stat signature that after_scoring compares, so
-// the identity recorded is that of the bytes that were scored.
-struct file_signature {
-    std::string path;
-    dev_t       dev = 0;
-    ino_t       ino = 0;
-    off_t       size = 0;
-    int64_t     mtime_ns = 0, ctime_ns = 0;
-};
-
-bool signature_of(const std::string & path, file_signature & s, std::string & err) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-        err = "cannot stat '" + path + "': " + strerror(errno);
-        return false;
-    }
-    s.path = path;
-    s.dev = st.st_dev;
-    s.ino = st.st_ino;
-    s.size = st.st_size;
-    s.mtime_ns = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    s.ctime_ns = (int64_t) st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
-    return true;
-}
-
-bool pruned_identity(const std::string & path, eval_report & r, std::vector<file_signature> & sigs, std::string & err) {
-    gguf::model m;
-    if (!gguf::open_model(path, m, err)) return false;
-    for (const auto & sh : m.shards) {
-        file_signature sig;
-        if (!signature_of(sh.path, sig, err)) return false;
-        eval_report::file_id f;
-        f.name = util::base_name(sh.path);
-        f.bytes = (uint64_t) sig.size;
-        f.listed_sha256 = util::listed_sha256(sh.path);
-        r.candidate_files.push_back(f);
-        sigs.push_back(sig);
-    }
-    return true;
-}
-
-// A file scored must be the file identified: refuse numbers of a file that
-// was replaced or rewritten while the run read it.
-bool unchanged_since(const std::vector<file_signature> & sigs, std::string & err) {
-    for (const auto & before : sigs) {
-        file_signature now;
-        if (!signature_of(before.path, now, err)) return false;
-        if (now.dev != before.dev || now.ino != before.ino || now.size != before.size || now.mtime_ns != before.mtime_ns ||
-            now.ctime_ns != before.ctime_ns) {
-            err = "'" + before.path + "' changed while it was being evaluated: its numbers would not be of the file it names";
-            return false;
-        }
-    }
-    return true;
-}
-
 // What a run measured, taken before any pass: the base's fingerprint (the
 // one prune checks plans against), each plan read once (its bytes hashed as
 // parsed, checked against the base like prune checks it), each pruned file's
@@ -837,7 +779,7 @@ bool identify_inputs(const eval_options & opt, const std::vector<eval_candidate>
         }
     }
     for (size_t i = 0; i < cands.size(); ++i) {
-        if (!cands[i].masked() && !pruned_identity(cands[i].path, reports[i], ids.pruned_sigs, err)) return false;
+        if (!cands[i].masked() && !pruned_identity(cands[i].path, reports[i].candidate_files, ids.pruned_sigs, err)) return false;
     }
     return true;
 }

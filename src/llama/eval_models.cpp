@@ -4,6 +4,9 @@
 
 #include "gguf/gguf.h"
 #include "metrics/token_metrics.h"
+#include "plan/plan.h"
+#include "util/path.h"
+#include "util/sha256.h"
 
 #include "common.h"
 #include "llama.h"
@@ -119,24 +122,103 @@ model_ptr load_pruned(const std::string & path, const llama_model * base, const 
     return m;
 }
 
-bool visit_models(const std::string & base_path, const std::string & base_mask_path,
+bool signature_of(const std::string & path, file_signature & s, std::string & err) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        err = "cannot stat '" + path + "': " + strerror(errno);
+        return false;
+    }
+    s.path = path;
+    s.dev = st.st_dev;
+    s.ino = st.st_ino;
+    s.size = st.st_size;
+    s.mtime_ns = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    s.ctime_ns = (int64_t) st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+    return true;
+}
+
+bool pruned_identity(const std::string & path, std::vector<eval_report::file_id> & files, std::vector<file_signature> & sigs,
+                     std::string & err) {
+    gguf::model m;
+    if (!gguf::open_model(path, m, err)) return false;
+    for (const auto & sh : m.shards) {
+        file_signature sig;
+        if (!signature_of(sh.path, sig, err)) return false;
+        eval_report::file_id f;
+        f.name = util::base_name(sh.path);
+        f.bytes = (uint64_t) sig.size;
+        f.listed_sha256 = util::listed_sha256(sh.path);
+        files.push_back(f);
+        sigs.push_back(sig);
+    }
+    return true;
+}
+
+bool unchanged_since(const std::vector<file_signature> & sigs, std::string & err) {
+    for (const auto & before : sigs) {
+        file_signature now;
+        if (!signature_of(before.path, now, err)) return false;
+        if (now.dev != before.dev || now.ino != before.ino || now.size != before.size || now.mtime_ns != before.mtime_ns ||
+            now.ctime_ns != before.ctime_ns) {
+            err = "'" + before.path + "' changed while it was being evaluated: its numbers would not be of the file it names";
+            return false;
+        }
+    }
+    return true;
+}
+
+namespace {
+
+// A plan's size on disk, for the receipts (0 when it cannot be read: the plan was parsed already).
+uint64_t plan_bytes_of(const std::string & path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? (uint64_t) st.st_size : 0;
+}
+
+} // namespace
+
+bool visit_models(const std::string & base_path, const std::string & base_mask_path, const std::string & input_path,
                   const std::vector<eval_candidate> & cands, const eval_runtime & rt, const model_visit & visit,
-                  std::string & err) {
+                  behaviour_receipts & measured, std::string & err) {
+    measured = behaviour_receipts();
     gguf::model g;
     if (!gguf::open_model(base_path, g, err)) return false;
+    measured.base_path = base_path;
+    measured.base_bytes = g.file_bytes();
+    measured.base_sha256 = model_header_sha256(g);
+    measured.input_path = input_path;
+    if (!input_path.empty() && !util::sha256_file(input_path, measured.input_sha256, err)) return false;
     const std::string base_name = "base '" + base_path + "'";
     expert_mask base_mask;
     if (!base_mask_path.empty() && !load_mask(base_mask_path, g, base_name, base_mask, err)) {
         err = "--base-mask " + err;
         return false;
     }
+    measured.base_mask = base_mask_path;
+    measured.base_mask_sha256 = base_mask.plan_sha256;
+    measured.base_mask_bytes = base_mask_path.empty() ? 0 : plan_bytes_of(base_mask_path);
     std::vector<expert_mask> masks(cands.size());
+    std::vector<file_signature> sigs;
     for (size_t i = 0; i < cands.size(); ++i) {
-        if (!cands[i].masked()) continue;
+        behaviour_receipts::candidate & id = measured.candidates.emplace_back();
+        id.name = cands[i].path;
+        id.masked = cands[i].masked();
+        if (!cands[i].masked()) {
+            if (!pruned_identity(cands[i].path, id.files, sigs, err)) return false;
+            continue;
+        }
         if (cands[i].in_memory ? !mask_from_plan(*cands[i].in_memory, cands[i].path, g, base_name, masks[i], err)
                                : !load_mask(cands[i].path, g, base_name, masks[i], err)) {
             err = "--mask " + err;
             return false;
+        }
+        if (cands[i].in_memory) {   // a sweep's plan: the text --plans-dir writes
+            const std::string text = plan_text(*cands[i].in_memory);
+            id.plan_bytes = text.size();
+            id.plan_sha256 = util::sha256_bytes(text.data(), text.size());
+        } else {
+            id.plan_bytes = plan_bytes_of(cands[i].path);
+            id.plan_sha256 = masks[i].plan_sha256;
         }
     }
     model_ptr base = load_model("base model", base_path, rt, false, err);
@@ -161,7 +243,7 @@ bool visit_models(const std::string & base_path, const std::string & base_mask_p
         model_ptr m = load_model("pruned model", cands[i].path, rt, false, err);
         if (!m || !visit(m.get(), nullptr, (int) i)) return false;
     }
-    return true;
+    return unchanged_since(sigs, err);
 }
 
 ctx_ptr continuation_context(llama_model * model, const eval_runtime & rt_in, int n_ctx, mask_hook * hook, std::string & err) {
@@ -172,7 +254,8 @@ ctx_ptr continuation_context(llama_model * model, const eval_runtime & rt_in, in
 }
 
 bool decode_continuation(llama_context * ctx, mask_hook * hook, const std::vector<int32_t> & prompt, int n_max,
-                         const std::string & what, std::vector<int32_t> & out, std::string & err, llama_sampler * sampler) {
+                         const std::string & what, std::vector<int32_t> & out, std::string & err, llama_sampler * sampler,
+                         progress_line * prog) {
     out.clear();
     llama_memory_clear(llama_get_memory(ctx), true);
     const llama_vocab * vocab = llama_model_get_vocab(llama_get_model(ctx));
@@ -185,10 +268,14 @@ bool decode_continuation(llama_context * ctx, mask_hook * hook, const std::vecto
             return false;
         }
         if (hook && !hook->check(true, err)) return false;
+        if (prog) prog->add(batch.n_tokens);
         const llama_token t = sampler ? llama_sampler_sample(sampler, ctx, -1)
                                       : argmax_first(llama_get_logits_ith(ctx, -1), n_vocab);
         out.push_back(t);
-        if (llama_vocab_is_eog(vocab, t)) break;
+        if (llama_vocab_is_eog(vocab, t)) {
+            if (prog) prog->add(n_max - 1 - i);   // what the cap would have cost: the ETA counts on it
+            break;
+        }
         cur.assign(1, t);
         batch = llama_batch_get_one(cur.data(), 1);
     }

@@ -5,6 +5,7 @@
 // base's, so that each rule lives once.
 #pragma once
 
+#include "formats/behaviour_file.h"
 #include "llama/eval.h"
 #include "llama/mask.h"
 #include "llama/runtime.h"
@@ -13,6 +14,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
 
 namespace reap {
 
@@ -44,6 +47,37 @@ bool check_same_vocab(const llama_model * a, const llama_model * b, const std::s
 model_ptr load_pruned(const std::string & path, const llama_model * base, const std::string & base_path,
                       const eval_runtime & rt, bool vocab_only, std::string & err);
 
+// The identity of a pruned candidate's files, taken before it is loaded:
+// each file's name, size and the hash its SHA256SUMS lists (metadata only,
+// never the weights), and the stat signature unchanged_since compares, so
+// the identity recorded is that of the bytes that were measured.
+struct file_signature {
+    std::string path;
+    dev_t       dev = 0;
+    ino_t       ino = 0;
+    off_t       size = 0;
+    int64_t     mtime_ns = 0, ctime_ns = 0;
+};
+bool signature_of(const std::string & path, file_signature & s, std::string & err);
+bool pruned_identity(const std::string & path, std::vector<eval_report::file_id> & files, std::vector<file_signature> & sigs,
+                     std::string & err);
+// A file measured must be the file identified: refuse numbers of a file that
+// was replaced or rewritten while the run read it.
+bool unchanged_since(const std::vector<file_signature> & sigs, std::string & err);
+
+// What a behaviour run (needle_options, generate_options) takes from the KLD
+// eval's options: the base and its mask, the runtime, the log and progress
+// switches; and the one seed.
+template <class behaviour_options>
+void share_eval_options(behaviour_options & o, const eval_options & e, uint64_t seed) {
+    o.base_path = e.base_path;
+    o.base_mask_path = e.base_mask_path;
+    o.rt = e.rt;
+    o.verbose = e.verbose;
+    o.progress = e.progress;
+    o.seed = seed;
+}
+
 // One model of a behaviour run (needle grid, free generation): index -1 is
 // the base, else the candidate's index; hook is null or the mask to check
 // after every decode.
@@ -53,10 +87,13 @@ using model_visit = std::function<bool(llama_model * model, mask_hook * hook, in
 // candidate on the same loaded base, then frees the base and loads each pruned
 // file in turn: one model resident, as reap eval scores them. Plans are
 // checked against the base as prune checks them, and every pruned file's
-// vocabulary against the base's, before the first visit.
-bool visit_models(const std::string & base_path, const std::string & base_mask_path,
+// vocabulary against the base's, before the first visit. `measured` gets what
+// was measured (formats/behaviour_file.h), input_path's bytes hashed: the
+// receipts of every behaviour run, taken here once; a pruned file that
+// changed while it was visited fails the run.
+bool visit_models(const std::string & base_path, const std::string & base_mask_path, const std::string & input_path,
                   const std::vector<eval_candidate> & cands, const eval_runtime & rt, const model_visit & visit,
-                  std::string & err);
+                  behaviour_receipts & measured, std::string & err);
 
 // A context for decoding up to n_ctx tokens in one sequence, the prompt in
 // one decode (-b at least n_ctx).
@@ -67,8 +104,10 @@ ctx_ptr continuation_context(llama_model * model, const eval_runtime & rt, int n
 // end-of-generation token (kept as the last of out). Each token is the
 // argmax (the first on a tie), or drawn by `sampler` when one is given.
 // `what` names the run in errors; with a hook its check runs after every decode.
+// With `prog`, the prompt's tokens and each decoded one count on it, and the
+// decodes an end of generation spared too: prompt + n_max - 1 in all.
 bool decode_continuation(llama_context * ctx, mask_hook * hook, const std::vector<int32_t> & prompt, int n_max,
                          const std::string & what, std::vector<int32_t> & out, std::string & err,
-                         llama_sampler * sampler = nullptr);
+                         llama_sampler * sampler = nullptr, progress_line * prog = nullptr);
 
 } // namespace reap

@@ -28,7 +28,7 @@ sampler_ptr sampler_for(const generate_options & opt, size_t i) {
 }
 
 generation_model generate_all(llama_model * model, mask_hook * hook, const corpus & prompts, const generate_options & opt,
-                              bool & ok, std::string & err) {
+                              progress_line & prog, bool & ok, std::string & err) {
     const int max_new = opt.max_new;
     const eval_runtime & rt = opt.rt;
     generation_model gm;
@@ -42,7 +42,7 @@ generation_model generate_all(llama_model * model, mask_hook * hook, const corpu
         generation_output o;
         const sampler_ptr sampler = sampler_for(opt, i);
         if (!decode_continuation(ctx.get(), hook, prompts.samples[i].tokens, max_new, "--generate", o.tokens, err,
-                                 sampler.get())) {
+                                 sampler.get(), &prog)) {
             return gm;
         }
         o.terminated = !o.tokens.empty() && llama_vocab_is_eog(vocab, o.tokens.back());
@@ -57,9 +57,12 @@ generation_model generate_all(llama_model * model, mask_hook * hook, const corpu
 } // namespace
 
 bool run_generate(const generate_options & opt, const std::vector<eval_candidate> & cands,
-                  generation_report & report, std::string & err) {
+                  generate_section & out, std::string & err) {
     runtime_init(opt.verbose);
-    report = generation_report();
+    out = generate_section();
+    generation_report & report = out.report;
+    progress_line prog;
+    prog.enabled = opt.progress;
     if (opt.max_new < 1) {
         err = "--max-new must be at least 1";
         return false;
@@ -84,20 +87,24 @@ bool run_generate(const generate_options & opt, const std::vector<eval_candidate
                 return false;
             }
             report.domains = prompts.domains;
+            int64_t per_model = 0;
             for (const auto & s : prompts.samples) {
                 report.prompt_domain.push_back(s.domain);
                 report.prompt_line.push_back(s.line);
+                per_model += (int64_t) s.tokens.size() + opt.max_new - 1;
             }
+            prog.start("--generate", per_model * (int64_t) (cands.size() + 1));
         }
+        prog.label = "--generate, " + (index < 0 ? std::string("base") : (cands[index].masked() ? "masked by " : "") + cands[index].path);
         bool ok = false;
-        generation_model gm = generate_all(model, hook, prompts, opt, ok, err);
+        generation_model gm = generate_all(model, hook, prompts, opt, prog, ok, err);
         if (!ok) return false;
         gm.name = index < 0 ? "base" : cands[index].path;
         gm.masked = index >= 0 && cands[index].masked();
         report.models[index + 1] = std::move(gm);   // in the order given, though masks run first
         return true;
     };
-    if (!visit_models(opt.base_path, opt.base_mask_path, cands, opt.rt, visit, err)) return false;
+    if (!visit_models(opt.base_path, opt.base_mask_path, opt.prompts_path, cands, opt.rt, visit, out.measured, err)) return false;
     return true;
 }
 

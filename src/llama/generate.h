@@ -6,6 +6,7 @@
 // length, agreement with the base) are src/metrics/generation.h's.
 #pragma once
 
+#include "formats/behaviour_file.h"
 #include "llama/eval.h"
 #include "metrics/generation.h"
 
@@ -24,9 +25,12 @@ struct generate_options {
     uint64_t     seed = 0;         // --seed: prompt i draws from a stream seeded with seed + i, the same for every model
     eval_runtime rt;
     bool         verbose = false;
+    bool         progress = false;  // a progress line with ETA on stderr
 };
 
+// The continuations of the base and every candidate; out.measured: what was
+// measured (formats/behaviour_file.h: the prompts' hash, the models and masks).
 bool run_generate(const generate_options & opt, const std::vector<eval_candidate> & cands,
-                  generation_report & report, std::string & err);
+                  generate_section & out, std::string & err);
 
 } // namespace reap

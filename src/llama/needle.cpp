@@ -91,7 +91,7 @@ struct cell_builder {
 
 bool answer_all(llama_model * model, mask_hook * hook, const eval_runtime & rt,
                 const std::vector<std::vector<int32_t>> & prompts, const needle_report & r, needle_model & out,
-                std::string & err) {
+                progress_line & prog, std::string & err) {
     size_t longest = 0;
     for (size_t c = 0; c < prompts.size(); ++c) longest = std::max(longest, prompts[c].size() + r.cells[c].n_answer);
     ctx_ptr ctx = continuation_context(model, rt, (int) longest, hook, err);
@@ -99,7 +99,7 @@ bool answer_all(llama_model * model, mask_hook * hook, const eval_runtime & rt,
     const llama_vocab * vocab = llama_model_get_vocab(model);
     for (size_t c = 0; c < prompts.size(); ++c) {
         std::vector<int32_t> toks;
-        if (!decode_continuation(ctx.get(), hook, prompts[c], r.cells[c].n_answer, "--needle", toks, err)) return false;
+        if (!decode_continuation(ctx.get(), hook, prompts[c], r.cells[c].n_answer, "--needle", toks, err, nullptr, &prog)) return false;
         if (!toks.empty() && llama_vocab_is_eog(vocab, toks.back())) toks.pop_back();
         needle_answer a;
         a.text = common_detokenize(vocab, std::vector<llama_token>(toks.begin(), toks.end()), false);
@@ -111,10 +111,13 @@ bool answer_all(llama_model * model, mask_hook * hook, const eval_runtime & rt,
 
 } // namespace
 
-bool run_needle(const needle_options & opt, const std::vector<eval_candidate> & cands, needle_report & report,
+bool run_needle(const needle_options & opt, const std::vector<eval_candidate> & cands, needle_section & out,
                 std::string & err) {
     runtime_init(opt.verbose);
-    report = needle_report();
+    out = needle_section();
+    needle_report & report = out.report;
+    progress_line prog;
+    prog.enabled = opt.progress;
     report.seed = opt.seed;
     report.haystack_path = opt.haystack_path;
     if (opt.needles < 1) {
@@ -151,14 +154,20 @@ bool run_needle(const needle_options & opt, const std::vector<eval_candidate> & 
             cell_builder b{model, nullptr};
             if (!b.init(err)) return false;
             report.chat = b.chat;
-            for (auto & cell : report.cells) prompts.push_back(b.prompt(cell, hay));
+            int64_t per_model = 0;
+            for (auto & cell : report.cells) {
+                prompts.push_back(b.prompt(cell, hay));
+                per_model += (int64_t) prompts.back().size() + cell.n_answer - 1;
+            }
+            prog.start("--needle", per_model * (int64_t) (cands.size() + 1));
         }
         needle_model & m = report.models[index + 1];
         m.name = index < 0 ? "base" : cands[index].path;
         m.masked = index >= 0 && cands[index].masked();
-        return answer_all(model, hook, opt.rt, prompts, report, m, err);
+        prog.label = "--needle, " + (index < 0 ? std::string("base") : (m.masked ? "masked by " : "") + m.name);
+        return answer_all(model, hook, opt.rt, prompts, report, m, prog, err);
     };
-    return visit_models(opt.base_path, opt.base_mask_path, cands, opt.rt, visit, err);
+    return visit_models(opt.base_path, opt.base_mask_path, opt.haystack_path, cands, opt.rt, visit, out.measured, err);
 }
 
 } // namespace reap

@@ -9,6 +9,7 @@
 // match per cell. The rules without llama.cpp are src/metrics/needle_grid.h.
 #pragma once
 
+#include "formats/behaviour_file.h"
 #include "llama/eval.h"
 #include "metrics/needle_grid.h"
 
@@ -28,9 +29,12 @@ struct needle_options {
     uint64_t            seed = 0;
     eval_runtime        rt;
     bool                verbose = false;
+    bool                progress = false;     // a progress line with ETA on stderr
 };
 
-bool run_needle(const needle_options & opt, const std::vector<eval_candidate> & cands, needle_report & report,
+// The grid on the base and every candidate; out.measured: what was measured
+// (formats/behaviour_file.h: the haystack's hash, the models and masks).
+bool run_needle(const needle_options & opt, const std::vector<eval_candidate> & cands, needle_section & out,
                 std::string & err);
 
 } // namespace reap

@@ -2,6 +2,8 @@
 // plan by masking, and describe the result as the sweep record and a table.
 #include "llama/sweep.h"
 
+#include "llama/eval_models.h"
+
 #include "plan/provenance.h"
 #include "report/sweep_chart.h"
 #include "saliency/archive.h"
@@ -244,6 +246,25 @@ bool score_sources(const sweep_options & o, sweep_result & r, std::string & err)
     return true;
 }
 
+// --needle and --generate: the base once, then every size's mask, as reap
+// eval --mask runs them (the haystack is -f; one --seed for the values, the
+// draws and --method random).
+bool score_behaviour(const sweep_options & o, const std::vector<eval_candidate> & cands, std::optional<needle_section> & needle,
+                     std::optional<generate_section> & generate, std::string & err) {
+    if (o.do_needle) {
+        needle_options n = o.needle;
+        share_eval_options(n, o.eval, o.rank.seed);
+        n.haystack_path = o.eval.input_path;
+        if (!run_needle(n, cands, needle.emplace(), err)) return false;
+    }
+    if (!o.generate.prompts_path.empty()) {
+        generate_options g = o.generate;
+        share_eval_options(g, o.eval, o.rank.seed);
+        if (!run_generate(g, cands, generate.emplace(), err)) return false;
+    }
+    return true;
+}
+
 } // namespace
 
 std::string sweep_plan_path(const std::string & plans_dir, int64_t n_keep) {
@@ -270,6 +291,10 @@ std::vector<std::pair<std::string, std::string>> sweep_output_files(const sweep_
 }
 
 bool plan_sweep_points(const sweep_options & o, sweep_result & r, std::string & err) {
+    if (o.behaviour() && o.several_sources()) {
+        err = "--needle and --generate run on one source (its masks): not with several -m, --reference or --kld-base";
+        return false;
+    }
     if (!pl::open_ranked_model(o.eval.base_path, o.saliency, o.rank, o.method_given, r.rm, err)) return false;
     if (!util::sha256_file(o.saliency, r.archive_sha256, err) || !plan_points(o, r.rm, r.points, r.archive_sha256, err)) return false;
     return !o.several_sources() || plan_other_sources(o, r, err);
@@ -284,13 +309,18 @@ bool score_sweep(const sweep_options & o, sweep_result & r, std::string & err) {
     std::vector<eval_candidate> cands;
     for (const auto & pt : r.points) {
         eval_candidate c;
-        c.path = "keep " + std::to_string(pt.n_keep);
+        c.path = sweep_point_name(pt.n_keep);
         c.mask = true;
         c.in_memory = &pt.p;
         cands.push_back(c);
     }
     if (!run_eval_candidates(o.eval, cands, r.reports, err)) return false;
+    std::optional<needle_section> needle;
+    std::optional<generate_section> generate;
+    if (!score_behaviour(o, cands, needle, generate, err)) return false;
     fill_record(o, r.archive_sha256, r);
+    r.record.needle = std::move(needle);
+    r.record.generate = std::move(generate);
     return true;
 }
 
@@ -336,6 +366,39 @@ void print_sources(FILE * out, const sweep_record & s) {
     }
 }
 
+// --needle / --generate: a column group per size (and the base), each
+// number from the record's sections (sweep_behaviour_of).
+void print_sweep_behaviour(FILE * out, const sweep_record & s) {
+    if (!s.needle && !s.generate) return;
+    fprintf(out, "\n  behaviour:");
+    if (s.needle) fprintf(out, " needle grid of %zu cells over %s (exact answers)", s.needle->report.cells.size(), s.input.file.c_str());
+    if (s.needle && s.generate) fprintf(out, ";");
+    if (s.generate) {
+        fprintf(out, " free generation after %zu prompts of %s, at most %d new tokens", s.generate->report.prompt_domain.size(),
+                s.generate->report.prompts_path.c_str(), s.generate->report.max_new);
+    }
+    fprintf(out, "\n  %6s %9s %8s %8s %10s %9s\n", "N", "needle", "loop", "ended", "distinct-4", "agree");
+    auto row = [&](const std::string & n, std::optional<size_t> nm, size_t n_exact, std::optional<size_t> gm, const generation_stats & g) {
+        const std::string needle = nm ? std::to_string(n_exact) + "/" + std::to_string(s.needle->report.cells.size()) : "-";
+        if (!gm) {
+            fprintf(out, "  %6s %9s %8s %8s %10s %9s\n", n.c_str(), needle.c_str(), "-", "-", "-", "-");
+            return;
+        }
+        fprintf(out, "  %6s %9s %7.1f%% %7.1f%% %10.4f %9.2f\n", n.c_str(), needle.c_str(), 100.0 * g.loop_rate, 100.0 * g.termination_rate,
+                g.distinct_4, g.mean_agreement);
+    };
+    row("base", s.needle ? std::optional<size_t>(0) : std::nullopt, s.needle ? s.needle->report.models[0].n_exact() : 0,
+        s.generate ? std::optional<size_t>(0) : std::nullopt, s.generate ? s.generate->report.stats(0, -1) : generation_stats());
+    for (const auto & q : s.points) {
+        const sweep_point_behaviour b = sweep_behaviour_of(s, q.n_keep);
+        row(std::to_string(q.n_keep), b.needle_model, b.n_exact, b.generate_model, b.generation);
+    }
+    if (s.generate) {
+        fprintf(out, "  (loop: outputs ending in a span of >= %d tokens said >= %d times; ended: an end-of-generation token before the cap;\n"
+                     "   agree: mean leading tokens equal to the base's output; every text in the JSON)\n", k_loop_span, k_loop_repeats);
+    }
+}
+
 } // namespace
 
 void print_sweep(FILE * out, const sweep_options & o, const sweep_result & r) {
@@ -371,6 +434,7 @@ void print_sweep(FILE * out, const sweep_options & o, const sweep_result & r) {
     for (const auto & pt : r.points) {
         if (!pt.note.empty()) fprintf(out, "  note (N = %" PRId64 "): %s\n", pt.n_keep, pt.note.c_str());
     }
+    print_sweep_behaviour(out, s);
     if (s.mtp_base_acceptance) {
         fprintf(out, "\n  MTP draft acceptance (greedy, first draft token): base %.3f%%", 100.0 * *s.mtp_base_acceptance);
         for (const auto & q : s.points) fprintf(out, ", N=%" PRId64 " %.3f%%", q.n_keep, q.mtp_acceptance ? 100.0 * *q.mtp_acceptance : -100.0);

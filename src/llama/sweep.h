@@ -21,6 +21,8 @@
 
 #include "formats/sweep_file.h"
 #include "llama/eval.h"
+#include "llama/generate.h"
+#include "llama/needle.h"
 #include "moe/identity.h"
 #include "plan/sweep.h"
 #include "util/svg_chart.h"
@@ -45,6 +47,13 @@ struct sweep_options {
     std::vector<std::string>             more_sources;    // every -m after the first
     std::string                          reference;       // --reference REF.gguf
     std::string                          kld_base;        // --kld-base REF.kld
+    // --needle (the haystack is -f) and --generate PROMPTS: each run once on the
+    // base, then on every size's mask, as reap eval --mask runs them; the
+    // paths, runtime and seed are filled from eval and rank by the sweep
+    bool                                 do_needle = false;
+    needle_options                       needle;
+    generate_options                     generate;
+    bool behaviour() const { return do_needle || !generate.prompts_path.empty(); }
     bool several_sources() const { return !more_sources.empty() || !reference.empty() || !kld_base.empty(); }
 };
 

@@ -3,6 +3,7 @@
 #include "report/report.h"
 #include "report/sweep_chart.h"
 
+#include "formats/behaviour_file.h"
 #include "formats/eval_file.h"
 #include "formats/sweep_file.h"
 
@@ -31,6 +32,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <set>
@@ -499,6 +501,7 @@ struct card {
     std::vector<std::pair<std::string, std::string>> sums_lines;   // (hash, file) of the build
     saliency_facts           sal;
     std::vector<eval_entry>  evals;          // the ones measured on this build
+    size_t                   n_behaviour = 0;   // needle / generate sections counted for this build (files or mask)
     sweep_facts              sw;
     std::vector<std::string> notes;          // method caveats
 };
@@ -559,12 +562,129 @@ bool gather_method(card & c, std::string & err) {
     return true;
 }
 
+// ---- behaviour evals (reap eval --needle / --generate) ---------------------------------------
+
+constexpr uint64_t k_max_eval_file_bytes = 256ull << 20;   // as formats/ reads eval files
+
+// Candidate i (0-based, after the base) of a behaviour section as an eval
+// report's receipts, so that match_eval decides it by the KLD evals' one rule.
+eval_report behaviour_identity(const behaviour_receipts & m, const std::string & name, bool masked, size_t i) {
+    eval_report r;
+    r.candidate = name;
+    r.masked = masked;
+    r.base_path = m.base_path;
+    r.base_sha256 = m.base_sha256;
+    r.base_mask = m.base_mask;
+    r.base_mask_sha256 = m.base_mask_sha256;
+    r.input_path = m.input_path;
+    r.input_sha256 = m.input_sha256;
+    if (i < m.candidates.size()) {
+        r.candidate_sha256 = m.candidates[i].plan_sha256;
+        r.candidate_files = m.candidates[i].files;
+    }
+    return r;
+}
+
+std::string input_named(const behaviour_receipts & m, const std::string & path) {
+    const std::string & p = m.input_path.empty() ? path : m.input_path;
+    return code(util::base_name(p)) + (m.input_sha256.empty() ? "" : " (sha256 " + code(m.input_sha256.substr(0, 16) + "…") + ")");
+}
+
+// What the needle grid of model m found, against the source's.
+std::string needle_claim(const needle_section & s, size_t m) {
+    const needle_report & r = s.report;
+    std::set<int> lengths;
+    std::set<double> depths;
+    int needles = 0;
+    for (const auto & cell : r.cells) {
+        lengths.insert(cell.length);
+        depths.insert(cell.depth);
+        needles = std::max(needles, cell.trial + 1);
+    }
+    std::vector<std::string> ls, ds;
+    for (int l : lengths) ls.push_back(std::to_string(l));
+    for (double d : depths) ds.push_back(fmt("%g", d));
+    const std::string n = std::to_string(r.cells.size());
+    return "needle in a haystack of " + input_named(s.measured, r.haystack_path) + ", " + n + " cells (lengths " + util::join(ls, ", ") +
+           " tokens x depths " + util::join(ds, ", ") + ", " + std::to_string(needles) + " value(s) each, seed " + std::to_string(r.seed) +
+           ", the question " + (r.chat ? "as a chat turn" : "as a completion") + "): **" + std::to_string(r.models[m].n_exact()) + "/" + n +
+           " exact**, the source " + std::to_string(r.models[0].n_exact()) + "/" + n + ".";
+}
+
+// What free generation of model m showed, against the source's.
+std::string generate_claim(const generate_section & s, size_t m) {
+    const generation_report & r = s.report;
+    const generation_stats a = r.stats(m, -1), b = r.stats(0, -1);
+    auto pair = [](const std::string & what, const std::string & x, const std::string & y) { return what + " " + x + " (source " + y + ")"; };
+    return "free generation after " + std::to_string(r.prompt_domain.size()) + " prompts of " + input_named(s.measured, r.prompts_path) +
+           ", at most " + std::to_string(r.max_new) + " new tokens, " +
+           (r.temperature > 0 ? fmt("sampled at T %.2f", r.temperature) + ", seed " + std::to_string(r.seed) : std::string("greedy")) + ": " +
+           pair("loop rate", pct(a.loop_rate), pct(b.loop_rate)) + " (a span of >= " + std::to_string(k_loop_span) + " tokens repeated >= " +
+           std::to_string(k_loop_repeats) + " times at the end), " + pair("termination rate", pct(a.termination_rate), pct(b.termination_rate)) +
+           ", " + pair("distinct-4", fmt("%.4f", a.distinct_4), fmt("%.4f", b.distinct_4)) + ", " +
+           pair("mean length", fmt("%.1f", a.mean_length), fmt("%.1f", b.mean_length)) + "; on average the first " +
+           fmt("%.1f", a.mean_agreement) + " tokens agree with the source's output.";
+}
+
+// One section's models against the build: the build's files go under
+// Verified, a mask of this plan is a masked estimate (Not verified), a match
+// by path alone is shown as such; models of something else are not counted.
+void judge_behaviour(card & c, const std::string & path, const char * title, const behaviour_receipts & measured,
+                     const std::vector<std::pair<std::string, bool>> & models, const std::function<std::string(size_t)> & claim) {
+    const std::string file = code(util::base_name(path));
+    std::vector<std::string> whys;
+    bool counted = false;
+    for (size_t m = 1; m < models.size(); ++m) {
+        eval_entry e;
+        match_eval(behaviour_identity(measured, models[m].first, models[m].second, m - 1), c.build, e);
+        if (e.match == eval_match::other || e.match == eval_match::unidentified) {
+            whys.push_back(e.why);
+            continue;
+        }
+        counted = true;
+        ++c.n_behaviour;
+        if (e.match == eval_match::hashes) {
+            c.verified.push_back("**" + std::string(title) + " " + file + "**: measured on this build's files, " + claim(m));
+        } else if (e.match == eval_match::mask_plan) {
+            c.unverified.push_back("**" + std::string(title) + " " + file + ", a masked estimate**: measured on the source with this plan's experts masked "
+                                   "(the plan file's sha256 matches), not on this build's files: " + claim(m));
+        } else {
+            c.unverified.push_back("**" + std::string(title) + " " + file + "**, matched to this build by its path only (it records no hashes of what it measured): " + claim(m));
+        }
+    }
+    if (!counted) {
+        c.unverified.push_back("**" + std::string(title) + " " + file + " is not counted: it is not a measurement of this build** (" +
+                               (whys.empty() ? std::string("it measured the source alone") : util::join(whys, "; ")) + "). Its numbers are not shown.");
+    }
+}
+
+void gather_behaviour(card & c, const std::string & path, const behaviour_document & d) {
+    if (d.needle) {
+        std::vector<std::pair<std::string, bool>> models;
+        for (const auto & m : d.needle->report.models) models.push_back({m.name, m.masked});
+        judge_behaviour(c, path, "Needle grid", d.needle->measured, models, [&](size_t m) { return needle_claim(*d.needle, m); });
+    }
+    if (d.generate) {
+        std::vector<std::pair<std::string, bool>> models;
+        for (const auto & m : d.generate->report.models) models.push_back({m.name, m.masked});
+        judge_behaviour(c, path, "Free generation", d.generate->measured, models, [&](size_t m) { return generate_claim(*d.generate, m); });
+    }
+}
+
 // Every --eval file, each report matched against the build; what does not
 // measure this build is listed as not counted, with the reason.
 bool gather_evals(card & c, std::string & err) {
     for (const auto & path : c.opt.evals) {
+        nlohmann::json j;
+        if (!util::read_json_file(path, "eval", k_max_eval_file_bytes, j, err)) return false;
+        if (is_behaviour_document(j)) {
+            behaviour_document d;
+            if (!behaviour_document_from_json(j, path, d, err)) return false;
+            gather_behaviour(c, path, d);
+            continue;
+        }
         eval_document doc;
-        if (!read_eval_document(path, doc, err)) return false;
+        if (!eval_document_from_json(j, path, doc, err)) return false;
         bool found = false;
         std::vector<std::string> whys;
         for (const auto & entry : doc.entries) {
@@ -588,7 +708,9 @@ bool gather_evals(card & c, std::string & err) {
         }
     }
     if (c.evals.empty()) {
-        c.unverified.push_back("**Quality unmeasured.** No eval of this build was given: nothing here says what the cut costs (run `reap eval -m SOURCE -p BUILD -f HELDOUT --json` and pass it with `--eval`).");
+        c.unverified.push_back(std::string(c.n_behaviour ? "**Next-token quality unmeasured.** No KLD eval of this build was given: nothing here says what the cut costs per token"
+                                                         : "**Quality unmeasured.** No eval of this build was given: nothing here says what the cut costs") +
+                               " (run `reap eval -m SOURCE -p BUILD -f HELDOUT --json` and pass it with `--eval`).");
     }
     return true;
 }
@@ -932,7 +1054,8 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     if (!audit_build(c, out.differs, err) || !gather_method(c, err) || !gather_evals(c, err)) return false;
     judge_evals(c);
     if (!gather_sweep_stage(c, err)) return false;
-    c.unverified.push_back("Task accuracy (benchmarks), long-context behaviour, tool use and safety behaviour: not measured by reap; KLD, top-1 agreement and perplexity are next-token measures against the source.");
+    c.unverified.push_back(c.n_behaviour ? "Task accuracy (benchmarks), tool use and safety behaviour: not measured by reap; KLD, top-1 agreement and perplexity are next-token measures against the source, the needle grid and free generation the behaviours named above."
+                                         : "Task accuracy (benchmarks), long-context behaviour, tool use and safety behaviour: not measured by reap; KLD, top-1 agreement and perplexity are next-token measures against the source.");
 
     std::vector<std::pair<std::string, std::string>> figures;   // file name, svg
     if (c.sal.have) {

@@ -1,0 +1,91 @@
+// The options of reap sweep (sweep_flags.h): the table and --help's prose.
+#include "cli/sweep_flags.h"
+
+#include "cli/eval_flags.h"
+#include "cli/plan_flags.h"
+
+namespace pl = reap::planner;
+
+namespace reap::cli {
+
+void declare_sweep(options & t, sweep_params & p) {
+    t.about(
+    "Scores several cut sizes in one run and writes no model. Each size is planned as\n"
+    "reap plan would plan it (same method, domains, super-expert protection, group rules,\n"
+    "exact predicted file size), all from one ranking, so the plans are nested: what a\n"
+    "smaller N keeps, every larger N keeps too. Each plan is then evaluated by virtual\n"
+    "pruning (reap eval --mask): the base model runs once over -f, then once per size with\n"
+    "the plan's removed experts made unselectable in every router. They score as reap eval -p\n"
+    "scores the file reap prune would write from the plan, to rounding (wider on quantised types).\n"
+    "\n"
+    "Output: a table (N kept, removed %, predicted bytes, saliency kept, safety margin (the\n"
+    "best rank any removed expert holds in any domain), KLD mean/median/p99, top-1\n"
+    "agreement, PPL ratio; per domain for a corpus), and with -o a JSON file\n"
+    "(format reap-sweep) and an SVG chart of KLD and top-1 against N with the file size on\n"
+    "a second axis (--plot, default SWEEP.svg beside the JSON). --plans-dir DIR also\n"
+    "writes each plan as DIR/keep-N.json, ready for reap prune.\n"
+    "\n"
+    "Several sources against one reference: -m Q1.gguf -m Q2.gguf ... with --reference\n"
+    "REF.gguf (run once) or --kld-base REF.kld (read as reap eval reads it; written from\n"
+    "--reference when missing). Every source and the reference must be one model (arch,\n"
+    "blocks, experts, vocabulary and router weights, which llama-quantize never changes);\n"
+    "each source is planned from the one ranking, sized for its own file, masked and scored\n"
+    "against the reference's rows (plain text -f). Output: a table request x source, the\n"
+    "winner of each request and by how much, the frontier in the JSON (reap-sweep version\n"
+    "3) and a chart of KLD against file size, one line per source; plans as\n"
+    "DIR/SOURCE-keep-N.json.\n"
+    "\n"
+    "Behaviour (one source): --needle runs reap eval's needle-in-a-haystack grid over -f and\n"
+    "--generate PROMPTS its free generation, each once on the base and then on every size's\n"
+    "mask, exactly as reap eval --mask keep-N.json runs them (same cells, values, prompts and\n"
+    "decoding; reap eval --help says what each number means). The table gets one column\n"
+    "group per size: needle n/m exact; loop rate, termination rate, distinct-4 and the mean\n"
+    "leading tokens that agree with the base's output. The JSON keeps every decoded text and\n"
+    "token (\"needle\" and \"generate\", with what was measured) and each point's numbers.\n"
+    "--seed seeds the needles' values and --temp's draws as well as --method random.\n"
+    "\n"
+    );
+    t.section("options:");
+    t.custom("-m, --model", "FILE", "base model or a source (first shard of a split model is fine); repeat for several sources",
+             [&p](const std::string & v, std::string &) { (p.sw.eval.base_path.empty() ? p.sw.eval.base_path : p.sw.more_sources.emplace_back()) = v; return true; });
+    t.text("--reference", "FILE", "the model every source is scored against (several sources)", p.sw.reference);
+    t.text("--kld-base", "FILE", "the reference's KLD base file (read; written from --reference when missing)", p.sw.kld_base);
+    t.text("-f, --file", "FILE", "plain text or corpus JSONL, read as reap eval reads it", p.sw.eval.input_path);
+    auto sizes = [&p](pl::size_kind kind) {
+        return [&p, kind](const std::string & v, std::string & err) {
+            ++p.n_kinds;
+            return pl::parse_size_requests(kind, v, p.sw.sizes, err);
+        };
+    };
+    t.custom("--keep", "N,N,...", "experts kept per MoE layer", sizes(pl::size_kind::keep));
+    t.custom("--ratios", "R,R,...", "fractions of routed experts removed (as reap plan --ratio)", sizes(pl::size_kind::ratio));
+    t.custom("--budgets", "SIZE,...", "file sizes to fit (as reap plan --budget: 400G, 300GiB, ...)",
+             sizes(pl::size_kind::budget));
+    reap::cli::declare_ranking(t, p.sw.rank, p.sw.method_given);
+    t.section("other options:");
+    reap::cli::declare_split_max_size(t, p.sw.split_max_bytes);
+    t.text("-o, --output", "FILE", "the sweep as JSON", p.output);
+    t.text("--plot", "FILE", "the chart (SVG; default: -o with .svg)", p.plot);
+    t.text("--plans-dir", "DIR", "write every plan as DIR/keep-N.json (DIR is created if missing)", p.sw.plans_dir);
+    t.flag("--force", "replace existing outputs", p.force);
+    t.integer("--chunks", "N", "score at most N windows (plain text)", 1, INT32_MAX, p.sw.eval.max_chunks);
+    t.text("--tmp-dir", "DIR", "where the base's rows wait (default $TMPDIR or /tmp)", p.sw.eval.tmp_dir);
+    declare_behaviour(t, p.sw.needle, p.sw.generate, p.sw.do_needle, false, "as reap eval --needle / --generate; see above");
+    t.flag("-q, --quiet", "no progress line", p.quiet);
+    t.flag("--verbose", "show llama.cpp's log", p.sw.eval.verbose);
+    t.help_row();
+    t.positional([&p](const std::string & a, std::string & err) {
+        if (!p.sw.saliency.empty()) {
+            err = "unexpected argument '" + a + "' (one saliency archive)";
+            return false;
+        }
+        p.sw.saliency = a;
+        return true;
+    });
+    reap::cli::declare_eval_runtime(t, "window size (default 512)", p.given, p.sw.eval.rt);
+    t.require(p.sw.saliency, "no saliency archive given")
+     .require(p.sw.eval.base_path, "no model given (-m BASE.gguf)")
+     .require(p.sw.eval.input_path, "no input given (-f TEXT_OR_CORPUS)");
+}
+
+} // namespace reap::cli
