@@ -46,30 +46,12 @@ std::string write_tmp(const s::archive & a, const std::string & dir, const std::
     return path;
 }
 
-// Gives `a` channel statistics of width n_ff: seeded values wherever the
-// expert has a count, zero elsewhere (ch_reap signed, as a gate may be).
-void add_channels(s::archive & a, uint32_t n_ff, uint32_t seed = 5) {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    a.n_ff = n_ff;
-    for (auto & d : a.domains) {
-        for (const auto & m : s::channel_metric_names(a.metrics)) {
-            std::vector<double> & v = *s::metric_data(d, m);
-            v.assign(a.n_channel_values(), 0.0);
-            for (size_t cell = 0; cell < a.n_cells(); ++cell) {
-                if (d.count[cell] == 0) continue;
-                for (uint32_t c = 0; c < n_ff; ++c) v[cell * n_ff + c] = m == "ch_reap" ? u(rng) - 0.2 : u(rng) * 3;
-            }
-        }
-    }
-}
-
 // Writes `spec` (after `damage`) and expects read_archive to fail with a message containing `needle`.
 // n_ff > 0: the archive has channel statistics of that width.
 void expect_rejected(const std::string & dir, const std::string & name, const std::function<void(g::output_spec &)> & damage,
                      const std::string & needle, uint32_t n_ff = 0) {
     s::archive a = make_archive({"code", "en"});
-    if (n_ff > 0) add_channels(a, n_ff);
+    if (n_ff > 0) saliency_test::add_channels(a, n_ff);
     g::output_spec spec;
     std::string err;
     ASSERT_TRUE(s::archive_spec(a, spec, err)) << err;
@@ -459,7 +441,7 @@ TEST(SaliencyArchiveChannels, RoundTripIsVersion2WithDocumentedShapes) {
     std::string err;
     for (s::metric_set ms : {s::metric_set::reap, s::metric_set::energy}) {
         s::archive a = make_archive({"code", "en"}, make_fingerprint(), ms);
-        add_channels(a, 6);
+        saliency_test::add_channels(a, 6);
         ASSERT_TRUE(s::validate(a, err)) << err;
         const std::string path = write_tmp(a, dir, std::string(s::metric_set_name(ms)) + ".gguf");
         s::archive b;
@@ -512,9 +494,9 @@ TEST(SaliencyArchiveChannels, OldArchiveStillReads) {
 
 TEST(SaliencyArchiveChannels, MergeAndDomainSumsAddChannels) {
     s::archive a = make_archive({"code", "en"});
-    add_channels(a, 3, 1);
+    saliency_test::add_channels(a, 3, 1);
     s::archive b = make_archive({"en", "ja"}, make_fingerprint(), s::metric_set::reap, 200);
-    add_channels(b, 3, 2);
+    saliency_test::add_channels(b, 3, 2);
     s::archive m = a;
     std::string err;
     ASSERT_TRUE(s::merge_into(m, b, err)) << err;
@@ -544,7 +526,7 @@ TEST(SaliencyArchiveChannels, MergeAndDomainSumsAddChannels) {
     EXPECT_FALSE(s::merge_into(x, a, err));
     EXPECT_NE(err.find("n_ff_exp 0 vs 3"), std::string::npos) << err;
     s::archive w = make_archive({"en"});
-    add_channels(w, 5);
+    saliency_test::add_channels(w, 5);
     s::archive y = a;
     EXPECT_FALSE(s::merge_into(y, w, err));
     EXPECT_NE(err.find("n_ff_exp 3 vs 5"), std::string::npos) << err;
@@ -553,7 +535,7 @@ TEST(SaliencyArchiveChannels, MergeAndDomainSumsAddChannels) {
 TEST(SaliencyArchiveChannels, ValidateRejectsBadChannelValues) {
     std::string err;
     s::archive a = make_archive({"code"});
-    add_channels(a, 4);
+    saliency_test::add_channels(a, 4);
     ASSERT_TRUE(s::validate(a, err)) << err;
     auto bad = [&](const std::function<void(s::archive &)> & damage, const std::string & needle) {
         s::archive x = a;
@@ -567,14 +549,14 @@ TEST(SaliencyArchiveChannels, ValidateRejectsBadChannelValues) {
     bad([](s::archive & x) { x.domains[0].ch_energy[x.channel_index(2, 3, 0)] = -1; }, "'ch_energy' layer 2 expert 3 channel 0: negative value -1");
     bad([](s::archive & x) { x.domains[0].ch_energy[x.channel_index(1, 3, 2)] = 1; }, "layer 1 expert 3 channel 2: non-zero value 1 in a layer that is not an MoE layer");
     s::archive z = make_archive({"code"}, make_fingerprint(), s::metric_set::reap, 1);   // one token: most experts unused
-    add_channels(z, 4);
+    saliency_test::add_channels(z, 4);
     size_t unused = 0;
     while (z.domains[0].count[unused] != 0) ++unused;
     z.domains[0].ch_reap[unused * 4 + 3] = 0.5;
     EXPECT_FALSE(s::validate(z, err));
     EXPECT_NE(err.find("channel 3: value 0.5 where count is 0"), std::string::npos) << err;
     s::archive e = make_archive({"code"}, make_fingerprint(), s::metric_set::energy);
-    add_channels(e, 4);
+    saliency_test::add_channels(e, 4);
     e.domains[0].ch_reap = e.domains[0].ch_energy;
     EXPECT_FALSE(s::validate(e, err));
     EXPECT_NE(err.find("not part of metric set 'energy'"), std::string::npos) << err;
