@@ -2,7 +2,8 @@
 // planner tests, built with reap::saliency's own types (no forward pass): a
 // seeded simulation of routing (each token picks n_expert_used distinct
 // experts with skewed probabilities) so that the count invariant holds, with
-// knobs for never-routed experts and injected max_norm outliers.
+// knobs for never-routed experts and injected max_norm outliers; and seeded
+// channel statistics (width saliency) for an archive's routed experts.
 // Header-only; links only reap_core.
 #pragma once
 
@@ -86,6 +87,24 @@ inline s::archive make_archive(const std::vector<std::string> & domains, const s
         simulate_domain(a, d, o);
     }
     return a;
+}
+
+// Gives `a` channel statistics of width n_ff: seeded values wherever the
+// expert has a count, zero elsewhere (ch_reap signed, as a gate may be).
+inline void add_channels(s::archive & a, uint32_t n_ff, uint32_t seed = 5) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    a.n_ff = n_ff;
+    for (auto & d : a.domains) {
+        for (const auto & m : s::channel_metric_names(a.metrics)) {
+            std::vector<double> & v = *s::metric_data(d, m);
+            v.assign(a.n_channel_values(), 0.0);
+            for (size_t cell = 0; cell < a.n_cells(); ++cell) {
+                if (d.count[cell] == 0) continue;
+                for (uint32_t c = 0; c < n_ff; ++c) v[cell * n_ff + c] = m == "ch_reap" ? u(rng) - 0.2 : u(rng) * 3;
+            }
+        }
+    }
 }
 
 }  // namespace saliency_test

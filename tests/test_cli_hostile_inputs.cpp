@@ -340,6 +340,28 @@ const std::vector<hostile_case> & cases() {
          },
          2, "saliency archive is for another model: n_expert 8 (archive) vs 4 (model)"},
         {"archive: given twice to merge", "merge {sal} {sal} -o {out}", [](const inputs &, const std::string &) {}, 2, "both hold the archive"},
+        {"archive: channel tensors of another width than n_ff_exp", "plan {bad} -m {model} --keep 2 -o {out}",
+         [](const inputs & in, const std::string & bad) {
+             s::archive a;
+             g::output_spec spec;
+             std::vector<std::string> written;
+             std::string err;
+             if (!s::read_archive(in.sal, a, err)) ADD_FAILURE() << err;
+             saliency_test::add_channels(a, 4);
+             if (!s::archive_spec(a, spec, err)) ADD_FAILURE() << err;
+             spec.kvs.set_u32(s::k_key_n_ff, 5);
+             if (!g::write_output(spec, g::write_options{}, bad, written, err)) ADD_FAILURE() << err;
+         },
+         2, "tensor 'en.ch_energy' has shape [4, 4, 1], expected [5, 4, 1] (n_ff_exp, n_expert, n_layer)"},
+        {"archive: merged with one that has channel statistics", "merge {sal} {bad} -o {out}",
+         [](const inputs & in, const std::string & bad) {
+             s::archive a;
+             std::string err;
+             if (!s::read_archive(in.sal, a, err)) ADD_FAILURE() << err;
+             saliency_test::add_channels(a, 4);
+             if (!s::write_archive(a, bad, err, true)) ADD_FAILURE() << err;
+         },
+         2, "different channel statistics: n_ff_exp 0 vs 4"},
         // ---- imatrix (prune --imatrix, reap imatrix) ----
         {"imatrix: a model given as the imatrix", "prune -m {model} --plan {plan} --imatrix {model} -o {out}",
          [](const inputs &, const std::string &) {}, 2, "is neither <weight>.in_sum2 nor <weight>.counts (is this an imatrix file?)"},

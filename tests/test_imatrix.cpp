@@ -291,6 +291,65 @@ TEST_F(ImatrixTest, LegacyDat) {
     ASSERT_TRUE(sl::parse_imatrix_legacy(bare.data(), bare.size(), "bare", f, err)) << err;
 }
 
+// --width-saliency: ch_energy is each expert's in_sum2 row (GGUF) or its legacy values
+// (placeholders of unused experts 0), channel by channel; Σ over channels = energy_sum;
+// files whose experts have another width are refused.
+TEST_F(ImatrixTest, ChannelEnergiesAreTheInSum2Rows) {
+    const std::vector<float> c0 = {5, 0, 2, 1}, c2 = {3, 3, 2, 0};
+    write_gguf_imatrix(dir + "/en.gguf", default_entries(c0, c2));
+    sl::archive a;
+    std::vector<sl::imatrix_domain_report> reps;
+    std::string err;
+    ASSERT_TRUE(sl::import_imatrix({{"en", dir + "/en.gguf"}}, &model, a, reps, err, /*channels=*/true)) << err;
+    ASSERT_EQ(a.n_ff, (uint32_t) kF);
+    const auto & d = a.domains[0];
+    for (int l : {0, 2}) {
+        for (int64_t e = 0; e < kE; ++e) {
+            const float cnt = (l == 0 ? c0 : c2)[(size_t) e];
+            double sum = 0;
+            for (int64_t j = 0; j < kF; ++j) {
+                const double x = d.ch_energy[a.channel_index(l, (int) e, j)];
+                EXPECT_EQ(x, (double) sum_value(e, j, cnt)) << "layer " << l << " expert " << e << " channel " << j;
+                sum += x;
+            }
+            EXPECT_EQ(sum, d.energy_sum[a.index(l, (int) e)]) << "layer " << l << " expert " << e;
+        }
+    }
+    ASSERT_TRUE(sl::write_archive(a, dir + "/s.gguf", err)) << err;
+    sl::archive b;
+    ASSERT_TRUE(sl::read_archive(dir + "/s.gguf", b, err)) << err;
+    EXPECT_EQ(b.domains[0].ch_energy, d.ch_energy);
+    EXPECT_TRUE(b.domains[0].ch_reap.empty());   // the energy set has no REAP channels
+
+    // legacy: the stored values, placeholders (count 0) left out
+    const int32_t ncall = 6;
+    const std::vector<float> l0 = legacy_values(c0, ncall);
+    gguf_test::write_all(dir + "/old.dat", legacy_image({{"blk.0.ffn_down_exps.weight", l0},
+                                                         {"blk.2.ffn_down_exps.weight", legacy_values({1, 1, 1, 1}, ncall)}},
+                                                        ncall));
+    sl::archive c;
+    ASSERT_TRUE(sl::import_imatrix({{"old", dir + "/old.dat"}}, &model, c, reps, err, true)) << err;
+    for (int64_t e = 0; e < kE; ++e) {
+        for (int64_t j = 0; j < kF; ++j) {
+            EXPECT_EQ(c.domains[0].ch_energy[c.channel_index(0, (int) e, j)], c0[(size_t) e] == 0 ? 0.0 : (double) l0[(size_t) (e * kF + j)])
+                << "expert " << e << " channel " << j;
+        }
+    }
+
+    // a second file whose experts are twice as wide (no -m: the first file sets the width)
+    std::vector<fake_entry> wide;
+    for (int l : {0, 2}) {
+        fake_entry w{"blk." + std::to_string(l) + ".ffn_down_exps.weight", 2 * kF, kE, {}, {1, 1, 1, 1}};
+        for (int64_t m = 0; m < kE; ++m)
+            for (int64_t j = 0; j < 2 * kF; ++j) w.sums.push_back(sum_value(m, j, 1));
+        wide.push_back(w);
+    }
+    write_gguf_imatrix(dir + "/wide.gguf", wide);
+    sl::archive x;
+    EXPECT_FALSE(sl::import_imatrix({{"en", dir + "/en.gguf"}, {"w", dir + "/wide.gguf"}}, nullptr, x, reps, err, true));
+    EXPECT_NE(err.find("64 channels per expert, but the archive's channel statistics have 32"), std::string::npos) << err;
+}
+
 TEST_F(ImatrixTest, DamagedLegacyDat) {
     const int32_t ncall = 6;
     const auto img = legacy_image({{"blk.0.ffn_down_exps.weight", legacy_values({5, 0, 2, 1}, ncall)},

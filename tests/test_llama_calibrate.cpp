@@ -22,10 +22,18 @@
 //     with the row mode llama.cpp's graph of each arch allows (calibrate.h);
 //   * kimi-k3 at a 163,840-token vocabulary and -b/-ub 4096: not lowered, peak RSS
 //     under 1 GiB, the same counts as -ub 256.
+//   * --width-saliency (per channel of the down projection's input): ch_energy
+//     equals llama-imatrix's ffn_down_exps in_sum2 per expert and channel (rel
+//     1e-4), and reap imatrix --width-saliency imports exactly that; on the
+//     trained model ch_energy and ch_reap (Σ g·|a_c|·‖W_down[:,c]‖) equal
+//     tools/reference_forward.py's PyTorch computation; on every zoo arch the
+//     expert statistics are those of a run without it, and Σ_c ch_reap bounds
+//     reap_sum (triangle inequality) where the expert output has no bias.
 #include "archive_compare.h"
 #include "llama_test_util.h"
 
 #include "llama/calibrate.h"
+#include "gguf/gguf.h"
 #include "llama/corpus.h"
 #include "saliency/archive.h"
 
@@ -196,6 +204,62 @@ TEST_P(ZooCalibrate, CountsMatchRoutingAndInvariantHolds) {
     }
 }
 
+// --width-saliency on every zoo arch: one node more changes nothing of the expert
+// statistics; the channels are the down tensor's input width; every routed expert has
+// channel energy; and ‖f‖ = ‖Σ_c a_c·W[:,c]‖ <= Σ_c |a_c|·‖W[:,c]‖, so reap_sum <= Σ_c ch_reap
+// wherever the gate weight comes after the expert and the output has no bias (gpt-oss).
+TEST_P(ZooCalibrate, WidthSaliencyAddsChannelsAndChangesNothingElse) {
+    std::string err;
+    const std::string model = zoo_model(GetParam(), err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("zoo-width-" + GetParam());
+    const std::string corpus = small_corpus(dir);
+    sal::archive plain, wide;
+    reap::calibrate_report rp, rw;
+    ASSERT_TRUE(reap::run_calibrate(opts(model, corpus, dir + "/plain.gguf"), plain, rp, err)) << err;
+    auto o = opts(model, corpus, dir + "/wide.gguf");
+    o.width_saliency = true;
+    ASSERT_TRUE(reap::run_calibrate(o, wide, rw, err)) << err;
+    ASSERT_TRUE(sal::validate(wide, err)) << err;
+    EXPECT_EQ(plain.n_ff, 0u);
+    reap::gguf::model gm;
+    ASSERT_TRUE(reap::gguf::open_model(model, gm, err)) << err;
+    const auto * down = gm.find_tensor("blk." + std::to_string(wide.model.moe_layers.front()) + ".ffn_down_exps.weight");
+    ASSERT_NE(down, nullptr);
+    EXPECT_EQ((int64_t) wide.n_ff, down->ne[0]);
+    sal::archive back;
+    ASSERT_TRUE(sal::read_archive(dir + "/wide.gguf", back, err)) << err;
+    ASSERT_EQ(back.domains.size(), wide.domains.size());
+    for (size_t d = 0; d < wide.domains.size(); ++d) {
+        for (const auto & m : sal::metric_names(wide.metrics)) {
+            EXPECT_EQ(*sal::metric_data(wide.domains[d], m), *sal::metric_data(plain.domains[d], m)) << GetParam() << " " << m;
+        }
+        EXPECT_EQ(back.domains[d].ch_energy, wide.domains[d].ch_energy);
+        EXPECT_EQ(back.domains[d].ch_reap, wide.domains[d].ch_reap);
+    }
+    const bool bounded = !rw.weights_before_ffn && rw.down_node == "ffn_moe_down";
+    size_t n_bounded = 0;
+    for (const auto & d : wide.domains) {
+        for (int l : wide.model.moe_layers) {
+            for (uint32_t e = 0; e < wide.model.n_expert; ++e) {
+                const size_t c = wide.index(l, e);
+                if (d.count[c] == 0) continue;
+                double energy = 0, reap = 0;
+                for (uint32_t ch = 0; ch < wide.n_ff; ++ch) {
+                    energy += d.ch_energy[c * wide.n_ff + ch];
+                    reap += d.ch_reap[c * wide.n_ff + ch];
+                }
+                EXPECT_GT(energy, 0) << GetParam() << " layer " << l << " expert " << e;
+                if (bounded && d.gate_sum[c] > 0) {
+                    EXPECT_LE(d.reap_sum[c], reap * (1 + 1e-5)) << GetParam() << " layer " << l << " expert " << e;
+                    ++n_bounded;
+                }
+            }
+        }
+    }
+    if (bounded) EXPECT_GT(n_bounded, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, ZooCalibrate,
                          ::testing::Values("qwen3moe", "qwen2moe", "deepseek2", "gpt-oss", "glm4moe", "llama4", "kimi-k3"),
                          [](const auto & info) {
@@ -204,8 +268,12 @@ INSTANTIATE_TEST_SUITE_P(Archs, ZooCalibrate,
                              return n;
                          });
 
-// llama-imatrix's per-expert counts of ffn_down_exps on the same tokens.
-TEST(Calibrate, CountsEqualLlamaImatrix) {
+// llama-imatrix's per-expert counts of ffn_down_exps on the same tokens, and its
+// in_sum2 (Σ a_c² per expert and channel of the down projection's input, summed in
+// float) against calibrate --width-saliency's ch_energy (relative 1e-4); then reap
+// imatrix imports the same counts, and with --width-saliency those in_sum2 values as
+// they are, whose sum per expert is the energy_sum it has always imported.
+TEST(Calibrate, CountsAndChannelEnergiesEqualLlamaImatrix) {
     std::string err, out;
     const std::string model = zoo_model("qwen3moe", err);
     ASSERT_FALSE(model.empty()) << err;
@@ -223,16 +291,21 @@ TEST(Calibrate, CountsEqualLlamaImatrix) {
 
     sal::archive a;
     reap::calibrate_report rep;
-    ASSERT_TRUE(reap::run_calibrate(opts(model, dir + "/text.txt", dir + "/s.gguf"), a, rep, err)) << err;
+    auto o = opts(model, dir + "/text.txt", dir + "/s.gguf");
+    o.width_saliency = true;
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
     ASSERT_EQ(a.domains.size(), 1u);
     EXPECT_EQ(a.domains[0].name, "text");
     ASSERT_TRUE(sal::check_count_invariant(a, err)) << err;
+    ASSERT_GT(a.n_ff, 0u);
 
     // llama-imatrix's file, read with ggml's own reader
     ggml_context * gctx = nullptr;
     gguf_init_params ip = {/*no_alloc =*/ false, /*ctx =*/ &gctx};
     gguf_context * g = gguf_init_from_file((dir + "/im.gguf").c_str(), ip);
     ASSERT_TRUE(g);
+    double worst = 0;
+    size_t n_compared = 0;
     for (int l : a.model.moe_layers) {
         const std::string name = "blk." + std::to_string(l) + ".ffn_down_exps.weight.counts";
         ggml_tensor * t = ggml_get_tensor(gctx, name.c_str());
@@ -241,9 +314,30 @@ TEST(Calibrate, CountsEqualLlamaImatrix) {
         for (uint32_t e = 0; e < a.model.n_expert; ++e) {
             EXPECT_EQ(a.domains[0].count[a.index(l, e)], (double) ((const float *) t->data)[e]) << name << " expert " << e;
         }
+        const std::string sname = "blk." + std::to_string(l) + ".ffn_down_exps.weight.in_sum2";
+        ggml_tensor * s2 = ggml_get_tensor(gctx, sname.c_str());
+        ASSERT_TRUE(s2) << sname;
+        ASSERT_EQ(s2->ne[0], (int64_t) a.n_ff) << sname;
+        ASSERT_EQ(s2->ne[1], (int64_t) a.model.n_expert) << sname;
+        for (uint32_t e = 0; e < a.model.n_expert; ++e) {
+            for (uint32_t c = 0; c < a.n_ff; ++c) {
+                const double theirs = ((const float *) s2->data)[(size_t) e * a.n_ff + c];
+                const double ours = a.domains[0].ch_energy[a.channel_index(l, (int) e, c)];
+                if (theirs == 0) {
+                    EXPECT_EQ(ours, 0) << sname << " expert " << e << " channel " << c;
+                    continue;
+                }
+                const double rel = std::fabs(ours - theirs) / std::fabs(theirs);
+                EXPECT_LE(rel, 1e-4) << sname << " expert " << e << " channel " << c << ": " << ours << " vs " << theirs;
+                worst = std::max(worst, rel);
+                ++n_compared;
+            }
+        }
     }
     gguf_free(g);
     ggml_free(gctx);
+    printf("ch_energy vs llama-imatrix in_sum2: %zu channels compared, max relative difference %.2e\n", n_compared, worst);
+    EXPECT_GT(n_compared, (size_t) a.n_ff * 4);
 
     // reap imatrix on that file gives the same counts
     if (!file_exists(reap_bin())) GTEST_SKIP() << "no " << reap_bin();
@@ -256,6 +350,25 @@ TEST(Calibrate, CountsEqualLlamaImatrix) {
     EXPECT_EQ(b.domains[0].n_tokens, a.domains[0].n_tokens);
     std::string e2;
     EXPECT_TRUE(sal::fingerprints_match(b.model, a.model, e2)) << e2;
+
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " imatrix --width-saliency -m " + shell_quote(model) + " --domain text=" +
+                          shell_quote(dir + "/im.gguf") + " -o " + shell_quote(dir + "/imw.gguf"), out), 0) << out;
+    sal::archive w;
+    ASSERT_TRUE(sal::read_archive(dir + "/imw.gguf", w, err)) << err;
+    ASSERT_EQ(w.n_ff, a.n_ff);
+    EXPECT_EQ(w.domains[0].count, a.domains[0].count);
+    EXPECT_EQ(w.domains[0].energy_sum, b.domains[0].energy_sum);
+    for (int l : a.model.moe_layers) {
+        for (uint32_t e = 0; e < a.model.n_expert; ++e) {
+            double sum = 0;
+            for (uint32_t c = 0; c < a.n_ff; ++c) {
+                const double x = w.domains[0].ch_energy[w.channel_index(l, (int) e, c)];
+                EXPECT_NEAR(x, a.domains[0].ch_energy[a.channel_index(l, (int) e, c)], 1e-4 * x) << "layer " << l << " expert " << e;
+                sum += x;
+            }
+            EXPECT_NEAR(sum, w.domains[0].energy_sum[w.index(l, (int) e)], 1e-12 * sum) << "layer " << l << " expert " << e;
+        }
+    }
 }
 
 TEST(Calibrate, ShardsMergeToTheWhole) {
@@ -412,18 +525,11 @@ TEST(Calibrate, Errors) {
     EXPECT_NE(err.find("exists"), std::string::npos) << err;
 }
 
-// The trained model against tools/reference_forward.py (PyTorch, the trainer's own code).
-TEST(Calibrate, TrainedModelMatchesReferenceForward) {
-    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
-    const std::string ref_py = source_dir() + "/tools/reference_forward.py";
-    if (!file_exists(model)) GTEST_SKIP() << "no " << model << " (make model)";
-    const std::string dir = scratch("reference");
-    // one sample, one window
-    const std::string text =
-        "NAME\n    ls - list directory contents\n\nSYNOPSIS\n    ls [OPTION]... [FILE]...\n\nDESCRIPTION\n"
-        "    List information about the FILEs (the current directory by default). Sort entries\n"
-        "    alphabetically if none of -cftuvSUX nor --sort is specified.\n"
-        "int main(int argc, char **argv) { return argc > 1 ? atoi(argv[1]) : 0; }\n";
+// One sample of `text` calibrated in one window (F32 KV cache, no flash attention)
+// and the same tokens through tools/reference_forward.py saliency (--channels with
+// width), whose JSON lands in `ref`. False with `err` when a step fails.
+bool calibrate_against_reference(const std::string & model, const std::string & dir, const std::string & text, bool width,
+                                 sal::archive & a, nlohmann::json & ref, std::string & err) {
     write_file(dir + "/one.jsonl", nlohmann::json({{"domain", "en"}, {"text", text}}).dump() + "\n");
     auto o = opts(model, dir + "/one.jsonl", dir + "/s.gguf");
     o.llama.n_ctx = 1024;
@@ -432,31 +538,51 @@ TEST(Calibrate, TrainedModelMatchesReferenceForward) {
     o.llama.cache_type_k = GGML_TYPE_F32;
     o.llama.cache_type_v = GGML_TYPE_F32;
     o.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    sal::archive a;
+    o.width_saliency = width;
     reap::calibrate_report rep;
-    std::string err, out;
-    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
-    ASSERT_EQ(rep.n_windows, 1u);
-
-    // the same tokens for the reference
+    if (!reap::run_calibrate(o, a, rep, err)) return false;
     model_ptr m = load_model(model);
     reap::corpus cp;
-    ASSERT_TRUE(reap::read_corpus_file(dir + "/one.jsonl", m.get(), {}, cp, err)) << err;
-    ASSERT_EQ(cp.samples.size(), 1u);
+    if (!reap::read_corpus_file(dir + "/one.jsonl", m.get(), {}, cp, err)) return false;
+    if (rep.n_windows != 1 || cp.samples.size() != 1 || (int64_t) cp.samples[0].tokens.size() != a.domains[0].n_tokens) {
+        err = "not one window of the sample's tokens";
+        return false;
+    }
     const auto & toks = cp.samples[0].tokens;
-    ASSERT_EQ((int64_t) toks.size(), a.domains[0].n_tokens);
     {
         std::ofstream f(dir + "/tokens.bin", std::ios::binary);
         const int32_t n = (int32_t) toks.size();
         f.write((const char *) &n, 4);
         f.write((const char *) toks.data(), 4 * toks.size());
     }
-    ASSERT_EQ(run_cmd("REAP_SOURCE_DIR=" + shell_quote(source_dir()) + " " + shell_quote(python()) + " " +
-                          shell_quote(ref_py) + " saliency -m " + shell_quote(model) + " --dump " +
-                          shell_quote(dir + "/tokens.bin") + " --out " + shell_quote(dir + "/ref.json"),
-                      out), 0) << out;
+    std::string out;
+    if (run_cmd("REAP_SOURCE_DIR=" + shell_quote(source_dir()) + " " + shell_quote(python()) + " " +
+                    shell_quote(source_dir() + "/tools/reference_forward.py") + " saliency" + (width ? " --channels" : "") +
+                    " -m " + shell_quote(model) + " --dump " + shell_quote(dir + "/tokens.bin") + " --out " +
+                    shell_quote(dir + "/ref.json"), out) != 0) {
+        err = out;
+        return false;
+    }
     std::ifstream rf(dir + "/ref.json");
-    const nlohmann::json ref = nlohmann::json::parse(rf);
+    ref = nlohmann::json::parse(rf);
+    return true;
+}
+
+// The trained model against tools/reference_forward.py (PyTorch, the trainer's own code).
+TEST(Calibrate, TrainedModelMatchesReferenceForward) {
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    if (!file_exists(model)) GTEST_SKIP() << "no " << model << " (make model)";
+    const std::string dir = scratch("reference");
+    // one sample, one window
+    const std::string text =
+        "NAME\n    ls - list directory contents\n\nSYNOPSIS\n    ls [OPTION]... [FILE]...\n\nDESCRIPTION\n"
+        "    List information about the FILEs (the current directory by default). Sort entries\n"
+        "    alphabetically if none of -cftuvSUX nor --sort is specified.\n"
+        "int main(int argc, char **argv) { return argc > 1 ? atoi(argv[1]) : 0; }\n";
+    sal::archive a;
+    nlohmann::json ref;
+    std::string err;
+    ASSERT_TRUE(calibrate_against_reference(model, dir, text, false, a, ref, err)) << err;
     const auto & d = a.domains[0];
     for (int l : a.model.moe_layers) {
         const auto & r = ref.at(std::to_string(l));
@@ -484,6 +610,49 @@ TEST(Calibrate, TrainedModelMatchesReferenceForward) {
             EXPECT_LE(rel[k], 1e-3) << "layer " << l << " " << names[k] << ": max |ours - reference| " << diff[k];
             EXPECT_NEAR(tot[k], ref_tot[k], 1e-3 * std::fabs(ref_tot[k])) << "layer " << l << " " << names[k];
         }
+    }
+}
+
+// The channel statistics of the trained model against tools/reference_forward.py
+// --channels: ch_energy Σ a_c² and ch_reap Σ g·|a_c|·‖W_down[:,c]‖, computed there in
+// PyTorch from the trainer's own forward pass and the down weights read by gguf-py.
+TEST(Calibrate, TrainedModelChannelsMatchReferenceForward) {
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    if (!file_exists(model)) GTEST_SKIP() << "no " << model << " (make model)";
+    const std::string dir = scratch("reference-width");
+    const std::string text =
+        "NAME\n    grep - print lines that match patterns\n\nSYNOPSIS\n    grep [OPTION...] PATTERNS [FILE...]\n"
+        "static int count_lines(const char *s) { int n = 0; while (*s) n += *s++ == '\\n'; return n; }\n";
+    sal::archive a;
+    nlohmann::json ref;
+    std::string err;
+    ASSERT_TRUE(calibrate_against_reference(model, dir, text, true, a, ref, err)) << err;
+    const auto & d = a.domains[0];
+    for (int l : a.model.moe_layers) {
+        const auto & r = ref.at(std::to_string(l));
+        double rel[2] = {0, 0};
+        for (uint32_t e = 0; e < a.model.n_expert; ++e) {
+            ASSERT_EQ(d.count[a.index(l, (int) e)], r["count"][e].get<double>()) << "layer " << l << " expert " << e;
+            const auto & re = r["ch_energy"][e];
+            const auto & rr = r["ch_reap"][e];
+            ASSERT_EQ(re.size(), (size_t) a.n_ff);
+            double scale[2] = {0, 0};   // the expert's largest channel: a channel near 0 is compared on that scale
+            for (uint32_t c = 0; c < a.n_ff; ++c) {
+                scale[0] = std::max(scale[0], std::fabs(re[c].get<double>()));
+                scale[1] = std::max(scale[1], std::fabs(rr[c].get<double>()));
+            }
+            for (uint32_t c = 0; c < a.n_ff; ++c) {
+                const size_t i = a.channel_index(l, (int) e, c);
+                const double ours[2] = {d.ch_energy[i], d.ch_reap[i]}, theirs[2] = {re[c].get<double>(), rr[c].get<double>()};
+                for (int k = 0; k < 2; ++k) {
+                    const double r_k = std::fabs(ours[k] - theirs[k]) / std::max(std::fabs(theirs[k]), 1e-2 * scale[k] + 1e-30);
+                    rel[k] = std::max(rel[k], r_k);
+                    EXPECT_LE(r_k, 1e-3) << "layer " << l << " expert " << e << " channel " << c << (k ? " ch_reap " : " ch_energy ")
+                                         << ours[k] << " vs " << theirs[k];
+                }
+            }
+        }
+        printf("layer %d: max relative difference per channel: ch_energy %.2e ch_reap %.2e\n", l, rel[0], rel[1]);
     }
 }
 

@@ -9,15 +9,28 @@
 // perplexity within 1e-4 while the cut itself visibly costs something (so the
 // mask cannot be a no-op). Also: a bad plan is refused with the message reap
 // prune gives, and a layer whose router cannot be found is an error.
+//
+// Width masks (virtual width pruning, mask.h set_width_mask): on the trained
+// model, llama.cpp with a random half of every expert's channels zeroed gives
+// the logits of tools/reference_forward.py --keep-channels (PyTorch, the same
+// channels zeroed in the trainer's own forward pass) within 1e-3, while the
+// cut moves them far more; on every zoo arch the hook finds the node that feeds
+// each layer's down projection (check() holds) and the logits move, and a
+// width mask that keeps every channel changes no logit at all.
 #include "llama/eval.h"
+#include "llama/mask.h"
 #include "llama_test_util.h"
 #include "prune_test_util.h"
+#include "reference_forward_util.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -115,6 +128,162 @@ INSTANTIATE_TEST_SUITE_P(EveryArch, MaskEqualsPrune, ::testing::ValuesIn(cases()
 
 // A bad plan gets reap prune's words: another model's plan, too few experts
 // for top-k, a group rule broken.
+// A mask that removes no expert, with a width mask keeping a random `fraction` of the
+// channels of every expert of every MoE layer (seeded; 1: all of them, in random order).
+reap::expert_mask width_mask(const reap::gguf::model & m, double fraction, uint32_t seed,
+                             std::vector<std::pair<int, std::vector<std::vector<int64_t>>>> & kept) {
+    std::string err;
+    reap::moe::layout lay;
+    EXPECT_TRUE(reap::model_layout(m, lay, err)) << err;
+    const auto * down = m.find_tensor("blk." + std::to_string(lay.moe_layers.front()) + ".ffn_down_exps.weight");
+    EXPECT_NE(down, nullptr);
+    const int64_t n_ff = down ? down->ne[0] : 1, n_expert = lay.n_expert;
+    const int64_t keep = std::max<int64_t>(1, (int64_t) ((double) n_ff * fraction));
+    reap::expert_mask mask;
+    mask.name = "width";
+    mask.n_expert = mask.n_keep = n_expert;
+    mask.removed.assign((size_t) lay.n_layer, {});
+    std::mt19937 rng(seed);
+    kept.clear();
+    for (int l : lay.moe_layers) {
+        mask.removed[(size_t) l].assign((size_t) n_expert, 0);
+        (lay.is_mtp(l) ? mask.mtp_layers : mask.moe_layers).push_back(l);
+        std::vector<std::vector<int64_t>> per(n_expert);
+        for (auto & chans : per) {
+            std::vector<int64_t> all(n_ff);
+            for (int64_t c = 0; c < n_ff; ++c) all[(size_t) c] = c;
+            std::shuffle(all.begin(), all.end(), rng);
+            chans.assign(all.begin(), all.begin() + keep);
+        }
+        kept.emplace_back(l, std::move(per));
+    }
+    EXPECT_TRUE(reap::set_width_mask(mask, n_ff, kept, err)) << err;
+    return mask;
+}
+
+// The logits of `tokens` in one decode, with `mask` applied (nullptr: none); F32 attention.
+std::vector<float> logits_with(llama_model * model, const std::vector<llama_token> & tokens, const reap::expert_mask * mask,
+                               std::string & err) {
+    reap::mask_hook hook;
+    hook.active = mask;
+    reap_test::context_ptr ctx = reap_test::new_context(model, 256, reap::mask_hook::callback, &hook, /*exact=*/true);
+    if (!ctx || reap_test::decode_all(ctx.get(), tokens) != 0) {
+        err = "decode failed";
+        return {};
+    }
+    if (!hook.check(true, err)) return {};
+    return reap_test::get_logits(ctx.get(), model, (int) tokens.size());
+}
+
+double max_abs_diff(const std::vector<float> & a, const std::vector<float> & b) {
+    double d = a.size() == b.size() ? 0 : INFINITY;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) d = std::max(d, (double) std::fabs(a[i] - b[i]));
+    return d;
+}
+
+TEST(MaskWidth, TrainedModelEqualsReferenceWithTheChannelsZeroed) {
+    const std::string model_file = reap_test::source_dir() + "/models/reap-moe-tiny.gguf";
+    if (!reap_test::file_exists(model_file)) GTEST_SKIP() << "no " << model_file << " (make model)";
+    std::string err, out;
+    reap::gguf::model m;
+    ASSERT_TRUE(reap::gguf::open_model(model_file, m, err)) << err;
+    std::vector<std::pair<int, std::vector<std::vector<int64_t>>>> kept;
+    const reap::expert_mask mask = width_mask(m, 0.5, 27, kept);
+    ASSERT_EQ(mask.n_ff, 128);
+    reap_test::model_ptr model = reap_test::load_model(model_file);
+    ASSERT_TRUE(model);
+    std::vector<llama_token> toks = reap_test::tokenize(model.get(), long_text());
+    toks.resize(std::min<size_t>(toks.size(), 256));
+    const std::vector<float> masked = logits_with(model.get(), toks, &mask, err);
+    ASSERT_FALSE(masked.empty()) << err;
+    const std::vector<float> full = logits_with(model.get(), toks, nullptr, err);
+    ASSERT_FALSE(full.empty()) << err;
+
+    const std::string dir = prune_test::scratch("mask-width-trained");
+    nlohmann::json keep_json = nlohmann::json::object();
+    for (const auto & [l, per] : kept) keep_json[std::to_string(l)] = per;
+    std::ofstream(dir + "/keep.json") << keep_json.dump();
+    reap_test::write_dump(dir + "/masked.bin", toks, masked);
+    const double diff = reap_test::reference_max_abs_diff(model_file, dir + "/masked.bin", out,
+                                                           "--keep-channels " + reap_test::shell_quote(dir + "/keep.json"));
+    ASSERT_GE(diff, 0) << out;
+    const double cut = max_abs_diff(masked, full);
+    printf("width mask (64 of 128 channels per expert): |llama.cpp - reference| <= %.3e; the cut moves logits by up to %.3f\n",
+           diff, cut);
+    EXPECT_LE(diff, 1e-3);
+    EXPECT_GT(cut, 100 * std::max(diff, 1e-4)) << "the width mask changed too little for the comparison to mean anything";
+}
+
+class MaskWidthZoo : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MaskWidthZoo, FindsTheDownInputAndMovesTheLogits) {
+    std::string err;
+    const std::string model_file = reap_test::zoo_model(GetParam(), err);
+    ASSERT_FALSE(model_file.empty()) << err;
+    reap::gguf::model m;
+    ASSERT_TRUE(reap::gguf::open_model(model_file, m, err)) << err;
+    reap_test::model_ptr model = reap_test::load_model(model_file);
+    ASSERT_TRUE(model);
+    std::vector<llama_token> toks = reap_test::tokenize(model.get(), reap_test::calibration_text());
+    toks.resize(std::min<size_t>(toks.size(), 128));
+    std::vector<std::pair<int, std::vector<std::vector<int64_t>>>> kept;
+    const std::vector<float> full = logits_with(model.get(), toks, nullptr, err);
+    ASSERT_FALSE(full.empty()) << err;
+    const reap::expert_mask every = width_mask(m, 1.0, 2, kept);
+    const std::vector<float> same = logits_with(model.get(), toks, &every, err);
+    ASSERT_FALSE(same.empty()) << GetParam() << ": " << err;
+    EXPECT_EQ(max_abs_diff(same, full), 0.0) << GetParam() << ": keeping every channel must change nothing";
+    const reap::expert_mask half = width_mask(m, 0.5, 3, kept);
+    const std::vector<float> cut = logits_with(model.get(), toks, &half, err);
+    ASSERT_FALSE(cut.empty()) << GetParam() << ": " << err;
+    EXPECT_GT(max_abs_diff(cut, full), 1e-3) << GetParam() << ": zeroing half the channels changed nothing";
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryArch, MaskWidthZoo, ::testing::ValuesIn(reap_test::zoo_names()),
+                         [](const ::testing::TestParamInfo<std::string> & i) {
+                             std::string n = i.param;
+                             for (char & c : n) if (c == '-') c = '_';
+                             return n;
+                         });
+
+TEST(MaskWidth, BadWidthMasksRefused) {
+    std::string err;
+    const std::string model_file = reap_test::zoo_model("qwen3moe", err);
+    ASSERT_FALSE(model_file.empty()) << err;
+    reap::gguf::model m;
+    ASSERT_TRUE(reap::gguf::open_model(model_file, m, err)) << err;
+    std::vector<std::pair<int, std::vector<std::vector<int64_t>>>> kept;
+    reap::expert_mask good = width_mask(m, 0.25, 5, kept);
+    auto refused = [&](std::vector<std::pair<int, std::vector<std::vector<int64_t>>>> k, const std::string & needle) {
+        reap::expert_mask x = good;
+        EXPECT_FALSE(reap::set_width_mask(x, good.n_ff, k, err)) << needle;
+        EXPECT_NE(err.find(needle), std::string::npos) << err;
+    };
+    auto k = kept;
+    k[0].second[1].push_back(k[0].second[1][0]);
+    refused(k, "expert 1: channel " + std::to_string(kept[0].second[1][0]) + " listed twice");
+    k = kept;
+    k[0].second[2].push_back(good.n_ff);
+    refused(k, "channel " + std::to_string(good.n_ff) + " out of range");
+    k = kept;
+    k[0].second[0].clear();
+    refused(k, "expert 0 keeps no channel");
+    k = kept;
+    k[0].second.pop_back();
+    refused(k, "experts' channels, expected");
+    k = kept;
+    k.push_back(k[0]);
+    refused(k, "is given twice");
+    // a width the model's experts do not have: the hook refuses the node, check() says so
+    reap::expert_mask wrong = good;
+    auto k2 = kept;
+    ASSERT_TRUE(reap::set_width_mask(wrong, good.n_ff + 8, k2, err)) << err;
+    reap_test::model_ptr model = reap_test::load_model(model_file);
+    std::vector<llama_token> toks = reap_test::tokenize(model.get(), "width masks name what they cannot mask");
+    EXPECT_TRUE(logits_with(model.get(), toks, &wrong, err).empty());
+    EXPECT_NE(err.find("cannot mask its channels"), std::string::npos) << err;
+}
+
 TEST(Mask, BadPlansRefusedAsPruneRefusesThem) {
     std::string err;
     const std::string qwen = reap_test::zoo_model("qwen3moe", err);

@@ -11,6 +11,7 @@
 // suite checks reap on it: reap's layout and census agree with what llama.cpp
 // loads and routes through, and its quantised variants rank, prune and verify.
 #include "llama_test_util.h"
+#include "reference_forward_util.h"
 
 #include "moe/census.h"
 #include "gguf/gguf.h"
@@ -43,25 +44,6 @@ const std::vector<std::pair<std::string, std::string>> & domain_texts() {
         {"fr",   "NOM\nls - Afficher le contenu de répertoires\n\nSYNOPSIS\nça, déjà, où\n"},
     };
     return texts;
-}
-
-// Writes the dump format tools/reference_forward.py reads: n, n token ids, n*n_vocab logits.
-void write_dump(const std::string & path, const std::vector<llama_token> & toks, const std::vector<float> & logits) {
-    std::ofstream f(path, std::ios::binary);
-    const int32_t n = (int32_t) toks.size();
-    f.write((const char *) &n, 4);
-    f.write((const char *) toks.data(), 4 * toks.size());
-    f.write((const char *) logits.data(), sizeof(float) * logits.size());
-}
-
-double reference_max_abs_diff(const std::string & model_path, const std::string & dump, std::string & out) {
-    const std::string cmd = shell_quote(python()) + " " + shell_quote(source_dir() + "/tools/reference_forward.py") +
-                            " logits -m " + shell_quote(model_path) + " --dump " + shell_quote(dump) + " --tol 1e9";
-    if (run_cmd(cmd, out) != 0) {
-        return -1;
-    }
-    const size_t at = out.find("\"max_abs_diff\": ");
-    return at == std::string::npos ? -1 : std::stod(out.substr(at + 16));
 }
 
 std::string all_domains_text() {

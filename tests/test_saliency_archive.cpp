@@ -47,9 +47,11 @@ std::string write_tmp(const s::archive & a, const std::string & dir, const std::
 }
 
 // Writes `spec` (after `damage`) and expects read_archive to fail with a message containing `needle`.
+// n_ff > 0: the archive has channel statistics of that width.
 void expect_rejected(const std::string & dir, const std::string & name, const std::function<void(g::output_spec &)> & damage,
-                     const std::string & needle) {
+                     const std::string & needle, uint32_t n_ff = 0) {
     s::archive a = make_archive({"code", "en"});
+    if (n_ff > 0) saliency_test::add_channels(a, n_ff);
     g::output_spec spec;
     std::string err;
     ASSERT_TRUE(s::archive_spec(a, spec, err)) << err;
@@ -417,4 +419,175 @@ TEST(SaliencyArchive, DamagedArchivesRejected) {
         }
     }
     EXPECT_GT(rejected, 0);
+}
+
+// ---- channel statistics (width saliency, archive version 2) ---------------------------
+
+namespace {
+
+void expect_channels_equal(const s::archive & a, const s::archive & b) {
+    EXPECT_EQ(a.n_ff, b.n_ff);
+    ASSERT_EQ(a.domains.size(), b.domains.size());
+    for (size_t i = 0; i < a.domains.size(); ++i) {
+        EXPECT_EQ(a.domains[i].ch_energy, b.domains[i].ch_energy) << a.domains[i].name;
+        EXPECT_EQ(a.domains[i].ch_reap, b.domains[i].ch_reap) << a.domains[i].name;
+    }
+}
+
+}  // namespace
+
+TEST(SaliencyArchiveChannels, RoundTripIsVersion2WithDocumentedShapes) {
+    const std::string dir = gguf_test::scratch_dir("saliency_ch_rt");
+    std::string err;
+    for (s::metric_set ms : {s::metric_set::reap, s::metric_set::energy}) {
+        s::archive a = make_archive({"code", "en"}, make_fingerprint(), ms);
+        saliency_test::add_channels(a, 6);
+        ASSERT_TRUE(s::validate(a, err)) << err;
+        const std::string path = write_tmp(a, dir, std::string(s::metric_set_name(ms)) + ".gguf");
+        s::archive b;
+        ASSERT_TRUE(s::read_archive(path, b, err)) << err;
+        expect_equal(a, b);
+        expect_channels_equal(a, b);
+        EXPECT_EQ(b.domains[0].ch_reap.empty(), ms == s::metric_set::energy);
+        g::model m;
+        ASSERT_TRUE(g::open_model(path, m, err)) << err;
+        uint32_t v = 0, n_ff = 0;
+        ASSERT_TRUE(m.kvs.get_u32(s::k_key_version, v, err)) << err;
+        EXPECT_EQ(v, 2u);
+        ASSERT_TRUE(m.kvs.get_u32(s::k_key_n_ff, n_ff, err)) << err;
+        EXPECT_EQ(n_ff, 6u);
+        const g::tensor_info * t = m.find_tensor("en.ch_energy");
+        ASSERT_NE(t, nullptr);
+        EXPECT_EQ(t->type, g::tensor_type::F64);
+        EXPECT_EQ(t->ne[0], 6);   // n_ff, n_expert, n_layer
+        EXPECT_EQ(t->ne[1], 8);
+        EXPECT_EQ(t->ne[2], 3);
+        EXPECT_EQ(m.find_tensor("en.ch_reap") != nullptr, ms == s::metric_set::reap);
+        // element (l, e, c) at (l * n_expert + e) * n_ff + c, read here from the file's bytes
+        const size_t at = a.channel_index(2, 5, 4);
+        double x = 0;
+        ASSERT_TRUE(g::read_tensor_bytes(m, *t, at * sizeof(double), sizeof(double), &x, err)) << err;
+        EXPECT_EQ(x, a.find_domain("en")->ch_energy[at]);
+    }
+    // without channel statistics: version 1 and no width key, as before
+    s::archive plain = make_archive({"code"});
+    const std::string path = write_tmp(plain, dir, "plain.gguf");
+    g::model m;
+    ASSERT_TRUE(g::open_model(path, m, err)) << err;
+    uint32_t v = 0;
+    ASSERT_TRUE(m.kvs.get_u32(s::k_key_version, v, err)) << err;
+    EXPECT_EQ(v, 1u);
+    EXPECT_FALSE(m.kvs.has(s::k_key_n_ff));
+}
+
+// An archive written before channel statistics existed (the fuzz seed, committed
+// with the first archive format) still reads, without them.
+TEST(SaliencyArchiveChannels, OldArchiveStillReads) {
+    const std::string seed = std::string(REAP_SOURCE_DIR) + "/fuzz/seeds/archive/tiny-moe.saliency.gguf";
+    s::archive a;
+    std::string err;
+    ASSERT_TRUE(s::read_archive(seed, a, err)) << err;
+    EXPECT_EQ(a.n_ff, 0u);
+    ASSERT_FALSE(a.domains.empty());
+    EXPECT_TRUE(a.domains[0].ch_energy.empty());
+}
+
+TEST(SaliencyArchiveChannels, MergeAndDomainSumsAddChannels) {
+    s::archive a = make_archive({"code", "en"});
+    saliency_test::add_channels(a, 3, 1);
+    s::archive b = make_archive({"en", "ja"}, make_fingerprint(), s::metric_set::reap, 200);
+    saliency_test::add_channels(b, 3, 2);
+    s::archive m = a;
+    std::string err;
+    ASSERT_TRUE(s::merge_into(m, b, err)) << err;
+    ASSERT_EQ(m.n_ff, 3u);
+    const auto & ea = *a.find_domain("en"), & eb = *b.find_domain("en"), & em = *m.find_domain("en");
+    for (size_t i = 0; i < m.n_channel_values(); ++i) {
+        EXPECT_EQ(em.ch_energy[i], ea.ch_energy[i] + eb.ch_energy[i]);
+        EXPECT_EQ(em.ch_reap[i], ea.ch_reap[i] + eb.ch_reap[i]);
+    }
+    EXPECT_EQ(m.find_domain("ja")->ch_reap, b.find_domain("ja")->ch_reap);
+    ASSERT_TRUE(s::validate(m, err)) << err;
+    s::domain_stats sum;
+    ASSERT_TRUE(s::sum_domains(m, {"en", "code"}, sum, err)) << err;
+    for (size_t i = 0; i < m.n_channel_values(); ++i) EXPECT_EQ(sum.ch_energy[i], em.ch_energy[i] + m.find_domain("code")->ch_energy[i]);
+    // the data hash sees the channels; an archive without them hashes as its cells alone
+    s::archive c = a;
+    c.domains[0].ch_reap[c.channel_index(0, 1, 2)] += 1;
+    EXPECT_NE(s::data_sha256(a), s::data_sha256(c));
+    s::archive plain = make_archive({"code", "en"});
+    s::archive no_ch = a;
+    no_ch.n_ff = 0;
+    for (auto & d : no_ch.domains) { d.ch_energy.clear(); d.ch_reap.clear(); }
+    EXPECT_EQ(s::data_sha256(no_ch), s::data_sha256(plain));
+    EXPECT_NE(s::data_sha256(a), s::data_sha256(plain));
+    // widths must agree: with and without, or two widths
+    s::archive x = plain;
+    EXPECT_FALSE(s::merge_into(x, a, err));
+    EXPECT_NE(err.find("n_ff_exp 0 vs 3"), std::string::npos) << err;
+    s::archive w = make_archive({"en"});
+    saliency_test::add_channels(w, 5);
+    s::archive y = a;
+    EXPECT_FALSE(s::merge_into(y, w, err));
+    EXPECT_NE(err.find("n_ff_exp 3 vs 5"), std::string::npos) << err;
+}
+
+TEST(SaliencyArchiveChannels, ValidateRejectsBadChannelValues) {
+    std::string err;
+    s::archive a = make_archive({"code"});
+    saliency_test::add_channels(a, 4);
+    ASSERT_TRUE(s::validate(a, err)) << err;
+    auto bad = [&](const std::function<void(s::archive &)> & damage, const std::string & needle) {
+        s::archive x = a;
+        damage(x);
+        EXPECT_FALSE(s::validate(x, err)) << needle;
+        EXPECT_NE(err.find(needle), std::string::npos) << err;
+    };
+    bad([](s::archive & x) { x.domains[0].ch_energy.pop_back(); }, "'ch_energy' has 95 values, expected 96");
+    bad([](s::archive & x) { x.n_ff = 0; }, "(n_ff_exp 0) cannot have");
+    bad([](s::archive & x) { x.domains[0].ch_reap[x.channel_index(0, 1, 1)] = NAN; }, "'ch_reap' layer 0 expert 1 channel 1: value is not finite");
+    bad([](s::archive & x) { x.domains[0].ch_energy[x.channel_index(2, 3, 0)] = -1; }, "'ch_energy' layer 2 expert 3 channel 0: negative value -1");
+    bad([](s::archive & x) { x.domains[0].ch_energy[x.channel_index(1, 3, 2)] = 1; }, "layer 1 expert 3 channel 2: non-zero value 1 in a layer that is not an MoE layer");
+    s::archive z = make_archive({"code"}, make_fingerprint(), s::metric_set::reap, 1);   // one token: most experts unused
+    saliency_test::add_channels(z, 4);
+    size_t unused = 0;
+    while (z.domains[0].count[unused] != 0) ++unused;
+    z.domains[0].ch_reap[unused * 4 + 3] = 0.5;
+    EXPECT_FALSE(s::validate(z, err));
+    EXPECT_NE(err.find("channel 3: value 0.5 where count is 0"), std::string::npos) << err;
+    s::archive e = make_archive({"code"}, make_fingerprint(), s::metric_set::energy);
+    saliency_test::add_channels(e, 4);
+    e.domains[0].ch_reap = e.domains[0].ch_energy;
+    EXPECT_FALSE(s::validate(e, err));
+    EXPECT_NE(err.find("not part of metric set 'energy'"), std::string::npos) << err;
+}
+
+TEST(SaliencyArchiveChannels, DamagedChannelTensorsRejected) {
+    const std::string dir = gguf_test::scratch_dir("saliency_ch_damage");
+    expect_rejected(dir, "v1", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_version, 1); },
+                    "format version 1 has no channel statistics, but 'reap.saliency.model.n_ff_exp' is 4", 4);
+    expect_rejected(dir, "no_width", [](g::output_spec & sp) { sp.kvs.remove(s::k_key_n_ff); },
+                    "tensor 'code.ch_energy' is not expected: the archive declares no channel statistics", 4);
+    expect_rejected(dir, "width_type", [](g::output_spec & sp) { sp.kvs.set_string(s::k_key_n_ff, "4"); }, s::k_key_n_ff, 4);
+    expect_rejected(dir, "width", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_n_ff, 5); },
+                    "tensor 'code.ch_energy' has shape [4, 8, 3], expected [5, 8, 3] (n_ff_exp, n_expert, n_layer)", 4);
+    expect_rejected(dir, "huge", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_n_ff, 1u << 30); }, "expected [1073741824, 8, 3]", 4);
+    expect_rejected(dir, "missing", [](g::output_spec & sp) {
+        for (size_t i = 0; i < sp.tensors.size(); ++i) if (sp.tensors[i].name == "en.ch_reap") sp.tensors.erase(sp.tensors.begin() + (ptrdiff_t) i);
+    }, "tensor 'en.ch_reap' is missing", 4);
+    expect_rejected(dir, "f32", [](g::output_spec & sp) {
+        g::output_tensor * t = tensor_named(sp, "en.ch_energy");
+        t->type = g::tensor_type::F32;
+        t->memory = std::make_shared<std::vector<uint8_t>>(t->memory->size() / 2);
+    }, "tensor 'en.ch_energy' has type f32, expected f64", 4);
+    expect_rejected(dir, "flat", [](g::output_spec & sp) {
+        g::output_tensor * t = tensor_named(sp, "en.ch_energy");
+        t->n_dims = 2;
+        t->ne[1] = 8 * 3;
+        t->ne[2] = 1;
+    }, "tensor 'en.ch_energy' has shape [4, 24], expected [4, 8, 3]", 4);
+    expect_rejected(dir, "nan", [](g::output_spec & sp) { poke(sp, "code.ch_energy", 5, std::nan("")); },
+                    "'ch_energy' layer 0 expert 1 channel 1: value is not finite", 4);
+    expect_rejected(dir, "dense", [](g::output_spec & sp) { poke(sp, "en.ch_reap", (8 + 2) * 4 + 1, 2.0); },
+                    "'ch_reap' layer 1 expert 2 channel 1: non-zero value 2 in a layer that is not an MoE layer", 4);
 }

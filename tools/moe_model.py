@@ -76,6 +76,8 @@ class MoE(nn.Module):
         self.gate = nn.Parameter(torch.randn(E, f, d) / math.sqrt(d))
         self.up = nn.Parameter(torch.randn(E, f, d) / math.sqrt(d))
         self.down = nn.Parameter(torch.randn(E, d, f) / math.sqrt(f) / math.sqrt(2 * cfg.n_layer))
+        # virtual width pruning (reference only): [E, f] of 0/1, the channels each expert keeps; None = all
+        self.channel_keep = None
 
     def route(self, m):
         """Top-k expert ids [T, k], their renormalised weights [T, k], and the full softmax [T, E]."""
@@ -99,12 +101,16 @@ class MoE(nn.Module):
         buf = m.new_zeros(E, cap, d)
         buf[sorted_e, slot] = m[tok]
         h = F.silu(torch.bmm(buf, self.gate.transpose(1, 2))) * torch.bmm(buf, self.up.transpose(1, 2))
+        if self.channel_keep is not None:
+            h = h * self.channel_keep[:, None, :].to(h.dtype)  # removed channels contribute nothing
         y = torch.bmm(h, self.down.transpose(1, 2))  # [E, cap, d]
         y_sorted = y[sorted_e, slot]  # expert outputs before weighting, one row per (token, slot)
         out = m.new_zeros(T, d).index_add_(0, tok, y_sorted * w.reshape(-1)[order, None])
         if trace is not None:
             # what reap calibrate records: per routed (token, expert) the applied weight and ‖f‖₂
-            trace.append({"expert": sorted_e, "token": tok, "weight": w.reshape(-1)[order], "norm": y_sorted.norm(dim=-1)})
+            # and the input of the down projection per (token, expert), for channel saliency
+            trace.append({"expert": sorted_e, "token": tok, "weight": w.reshape(-1)[order], "norm": y_sorted.norm(dim=-1),
+                          "down_in": h[sorted_e, slot]})
         # Switch-style load balancing: fraction routed × mean router probability
         frac = counts.float() / (T * k)
         aux = E * (frac * probs.mean(0)).sum()

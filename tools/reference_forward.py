@@ -8,7 +8,12 @@ the training checkpoint) and runs tools/moe_model.py on given token ids.
           FILE holds int32 n, n int32 token ids, then n*n_vocab float32 logits.
           Prints the max abs difference (exit 1 above --tol).
   saliency --tokens FILE --out JSON    per layer and expert: count, gate_sum,
-          reap_sum (Σ g·‖f‖₂), ean_sum (Σ ‖f‖₂), max_norm, for one sequence.
+          reap_sum (Σ g·‖f‖₂), ean_sum (Σ ‖f‖₂), max_norm, for one sequence;
+          with --channels also per channel c of the down projection's input h:
+          ch_energy (Σ h_c²) and ch_reap (Σ g·|h_c|·‖W_down[:,c]‖₂), [expert][channel].
+  --keep-channels JSON  {"layer": [[channels expert 0 keeps], ...]}: every other
+          channel's activation is zeroed before the down projection (width pruning
+          computed without cutting anything).
 
 Run with Debian's interpreter: /usr/bin/python3 (python3-torch, python3-numpy).
 """
@@ -46,11 +51,20 @@ def main():
     ap.add_argument("--dump", required=True, help="token ids (and llama.cpp's logits) as written by the test")
     ap.add_argument("--tol", type=float, default=1e-3)
     ap.add_argument("--out", help="JSON output for saliency")
+    ap.add_argument("--channels", action="store_true", help="saliency: per-channel statistics too")
+    ap.add_argument("--keep-channels", help="JSON file: the channels each expert of a layer keeps")
     args = ap.parse_args()
     torch.set_num_threads(2)
 
     model = load_from_gguf(args.model, gguf)
     model.eval()
+    if args.keep_channels:
+        for layer, experts in json.load(open(args.keep_channels)).items():
+            moe = model.blocks[int(layer)].moe
+            keep = torch.zeros(moe.down.shape[0], moe.down.shape[2])
+            for e, chans in enumerate(experts):
+                keep[e, chans] = 1.0
+            moe.channel_keep = keep
     toks, ref = read_dump(args.dump)
     with torch.no_grad():
         if args.mode == "logits":
@@ -79,6 +93,15 @@ def main():
                 "ean_sum": np.bincount(e, weights=nrm, minlength=E).tolist(),
                 "max_norm": mx.tolist(),
             }
+            if args.channels:
+                h = t["down_in"].double().numpy()                              # [routed rows, n_ff]
+                col = model.blocks[layer].moe.down.detach().double().norm(dim=1).numpy()  # [E, n_ff]: ‖W[:, c]‖
+                ce = np.zeros((E, h.shape[1]))
+                cr = np.zeros((E, h.shape[1]))
+                np.add.at(ce, e, h * h)
+                np.add.at(cr, e, w[:, None] * np.abs(h) * col[e])
+                out[str(layer)]["ch_energy"] = ce.tolist()
+                out[str(layer)]["ch_reap"] = cr.tolist()
         text = json.dumps(out)
         if args.out:
             open(args.out, "w").write(text)

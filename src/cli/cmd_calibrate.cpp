@@ -89,6 +89,8 @@ void declare(reap::cli::options & t, reap::calibrate_options & opt, bool & has_c
     t.text("--checkpoint", "FILE", "checkpoint path (default OUTPUT.checkpoint)", opt.checkpoint_path);
     t.flag("--resume", "continue from the checkpoint; the result is identical to an uninterrupted run's", opt.resume);
     t.flag("--force", "replace an existing output", opt.force);
+    t.flag("--width-saliency", "also per channel of every expert (ch_energy Σa², ch_reap Σg·|a|·‖W_down[:,c]‖, a = the "
+           "down projection's input): one node more per layer, archive version 2", opt.width_saliency);
     t.flag("--forward-only",
            "run the same decodes without reading the graph and write nothing (the baseline of "
            "bench/calibrate_vs_forward.sh)",

@@ -19,6 +19,7 @@ struct imatrix_params {
     std::string                                model_path;
     bool                                       force = false;
     bool                                       quiet = false;
+    bool                                       channels = false;
 };
 
 // The command's options, parsed and printed from one table.
@@ -50,6 +51,10 @@ void declare(reap::cli::options & t, imatrix_params & p) {
            p.model_path);
     t.flag("--force", "replace an existing output", p.force);
     t.flag("-q, --quiet", "do not list unused experts", p.quiet);
+    t.flag("--width-saliency",
+           "also per channel: ch_energy = the expert's in_sum2 row, Σ h_c² per channel of the ffn_down input "
+           "(archive version 2; what reap calibrate --width-saliency records as ch_energy)",
+           p.channels);
     t.help_row();
     t.positional([&p](const std::string & a, std::string & err) {
         reap::saliency::imatrix_input in;
@@ -84,7 +89,7 @@ int cmd_imatrix(int argc, char ** argv) {
     }
     reap::saliency::archive arch;
     std::vector<reap::saliency::imatrix_domain_report> reports;
-    if (!reap::saliency::import_imatrix(inputs, model_path.empty() ? nullptr : &model, arch, reports, err) ||
+    if (!reap::saliency::import_imatrix(inputs, model_path.empty() ? nullptr : &model, arch, reports, err, p.channels) ||
         !reap::saliency::write_archive(arch, out_path, err, force)) {
         return reap::cli::fail("imatrix", err);
     }

@@ -3,9 +3,11 @@
 // outputs of every MoE layer -> per-domain accumulators -> saliency archive,
 // with checkpoints and resume. See calibrate.h for what is read and why.
 #include "llama/calibrate.h"
+#include "llama/calibrate_width.h"
 
 #include "gguf/gguf.h"
 #include "llama/corpus.h"
+#include "llama/moe_nodes.h"
 #include "llama/mtp.h"
 #include "llama/runtime.h"
 #include "moe/census.h"
@@ -100,6 +102,9 @@ struct collector {
     std::string err;
     std::vector<uint8_t> host;   // staging for tensors not in host memory
     std::vector<double>  norms;
+    // --width-saliency: channels per expert (0 = off) and ‖W_down[:,c]‖ (calibrate_width.h)
+    int64_t              n_ff = 0;
+    const std::vector<double> * column_norms = nullptr;
 
     void fail(const std::string & e) {
         if (err.empty()) err = e;
@@ -117,36 +122,12 @@ struct collector {
 
     bool on_topk(const ggml_tensor * t, int il) {
         layer_state & L = layers[il];
-        if (t->type != GGML_TYPE_I32 || t->ne[0] != n_used || t->ne[2] != 1 || t->ne[3] != 1) {
-            fail(std::string(t->name) + ": unexpected type/shape (want i32 [" + std::to_string(n_used) + ", n_tokens])");
+        std::string e;
+        if (!read_routed_ids(t, n_used, n_expert, L.ids, L.n_tok, e)) {
+            fail(e);
             return false;
         }
-        L.n_tok = t->ne[1];
         if (il == first_trunk_layer) ++n_ubatches;
-        L.ids.resize((size_t) (L.n_tok * n_used));
-        // a strided view into the full argsort (nb[1] = n_expert * 4): row by row
-        const bool is_host = t->buffer && ggml_backend_buffer_is_host(t->buffer);
-        for (int64_t j = 0; j < L.n_tok; ++j) {
-            int32_t * dst = L.ids.data() + j * n_used;
-            if (is_host) {
-                const uint8_t * row = (const uint8_t *) t->data + j * t->nb[1];
-                for (int64_t k = 0; k < n_used; ++k) {
-                    memcpy(dst + k, row + k * t->nb[0], sizeof(int32_t));
-                }
-            } else if (t->nb[0] == sizeof(int32_t)) {
-                ggml_backend_tensor_get(const_cast<ggml_tensor *>(t), dst, j * t->nb[1], n_used * sizeof(int32_t));
-            } else {
-                for (int64_t k = 0; k < n_used; ++k) {
-                    ggml_backend_tensor_get(const_cast<ggml_tensor *>(t), dst + k, j * t->nb[1] + k * t->nb[0], sizeof(int32_t));
-                }
-            }
-        }
-        for (int32_t e : L.ids) {
-            if (e < 0 || e >= n_expert) {
-                fail(std::string(t->name) + ": expert id " + std::to_string(e) + " out of range");
-                return false;
-            }
-        }
         L.have_ids = true;
         L.have_w   = false;
         return true;
@@ -224,6 +205,35 @@ struct collector {
         return true;
     }
 
+    // --width-saliency: the input of the down projection (t = ffn_moe_down-L), per
+    // channel, into the routed expert's ch_energy / ch_reap; before on_down, which
+    // ends the layer's ubatch.
+    bool on_down_input(const ggml_tensor * t, int il) {
+        layer_state & L = layers[il];
+        if (!L.have_ids || !L.have_w) {
+            fail(std::string(t->name) + ": expert inputs before the routing and gate weights of the same layer");
+            return false;
+        }
+        const ggml_tensor * a = nullptr;
+        std::string e;
+        if (!down_input_of(t, n_ff, n_used, L.n_tok, a, e)) {
+            fail(e);
+            return false;
+        }
+        const uint8_t * d = host_data(a);
+        saliency::domain_stats & D = *dom;
+        for (int64_t j = 0; j < L.n_tok; ++j) {
+            for (int64_t k = 0; k < n_used; ++k) {
+                const float * row = (const float *) (d + j * a->nb[2] + (a->ne[1] == 1 ? 0 : k) * a->nb[1]);
+                const size_t cell = (size_t) il * (size_t) n_expert + (size_t) L.ids[j * n_used + k];
+                const double g    = weights_before_ffn ? 1.0 : (double) L.w[j * n_used + k];
+                const size_t at   = cell * (size_t) n_ff;
+                add_channel_row(row, n_ff, g, column_norms->data() + at, D.ch_energy.data() + at, D.ch_reap.data() + at);
+            }
+        }
+        return true;
+    }
+
     // probe: remember which chain nodes each layer's graph has; ask for nothing
     void observe(const ggml_tensor * t) {
         std::string base;
@@ -267,12 +277,14 @@ struct collector {
         const bool is_topk = base == "ffn_moe_topk";
         const bool is_w    = base == k_weight_chain[L.weights_node];
         const bool is_down = base == k_down_chain[L.down_node];
-        if (ask) return is_topk || is_w || is_down;
+        const bool is_down_in = self->n_ff > 0 && base == k_down_chain[0];   // --width-saliency: one node more
+        if (ask) return is_topk || is_w || is_down || is_down_in;
         if (!self->err.empty()) return false;
         bool ok = true;
         if (is_topk) ok = self->on_topk(t, il);
         else if (is_w) ok = self->on_weights(t, il);
-        else if (is_down) ok = self->on_down(t, il);
+        if (ok && is_down_in) ok = self->on_down_input(t, il);
+        if (ok && is_down) ok = self->on_down(t, il);
         return ok;  // false stops the graph; the error is reported after llama_decode
     }
 };
@@ -347,6 +359,8 @@ struct calibration {
     int         n_vocab = 1;
 
     collector   col;
+    std::vector<double> column_norms;   // --width-saliency (calibrate_width.h)
+    int64_t     n_ff = 0;
     saliency::domain_stats scratch;   // forward-only: the callback is off, nothing lands here
     ctx_ptr     ctx;
     mtp_runner  mtp;
@@ -964,6 +978,7 @@ std::string calibrate_options_json(const calibrate_options & opt, bool plain_tex
     j["max_tokens"]            = opt.max_tokens;
     j["max_tokens_per_domain"] = opt.max_tokens_per_domain;
     j["shard"]                 = std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count);
+    if (opt.width_saliency) j["width_saliency"] = true;   // (absent otherwise: older checkpoints still resume)
     return reap::util::json_text(j);
 }
 
@@ -972,8 +987,15 @@ bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calib
     calibration c{opt, out, report, err};
     if (!c.check_options() || !c.load_model() || !c.read_windows() || !c.choose_decodes()) return false;
 
+    if (opt.width_saliency && opt.collect) {
+        if (!down_column_norms(c.gm, c.fp.moe_layers, c.fp.n_layer, c.fp.n_expert, c.column_norms, c.n_ff, err)) return false;
+        c.col.n_ff         = c.n_ff;
+        c.col.column_norms = &c.column_norms;
+    }
+
     // The archive: every domain of the corpus, in first-seen order.
     out = saliency::make_archive(c.fp, saliency::metric_set::reap);
+    out.n_ff = (uint32_t) c.n_ff;
     for (const auto & d : c.cp.domains) out.add_domain(d);
     c.options_json = calibrate_options_json(opt, !c.cp.jsonl, report);
     out.provenance.set_string(saliency::k_key_tool, std::string("reap calibrate"));
@@ -981,7 +1003,8 @@ bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calib
     out.provenance.set_string(k_key_corpus, util::base_name(opt.corpus_path));
     out.provenance.set_string(saliency::k_key_options, c.options_json);
     if (opt.collect) {
-        out.provenance.set_string(k_key_nodes, "ffn_moe_topk, " + report.weights_node + ", " + report.down_node);
+        out.provenance.set_string(k_key_nodes, "ffn_moe_topk, " + report.weights_node + ", " + report.down_node +
+                                                   (c.n_ff > 0 ? ", ffn_moe_down (its input)" : ""));
         out.provenance.set_bool(k_key_before_ffn, report.weights_before_ffn);
     }
     if (!c.make_contexts()) return false;

@@ -6,6 +6,9 @@
 //   reap_sum   Σ g · ‖f‖₂     f = the expert's output (ffn_down, bias included)
 //   ean_sum    Σ ‖f‖₂
 //   max_norm   max ‖f‖₂
+// and, with width_saliency, per channel c of the input a of the expert's down
+// projection: ch_energy Σ a_c², ch_reap Σ g·|a_c|·‖W_down[:,c]‖ (one node more
+// per layer: ffn_moe_down's input; src/llama/calibrate_width.h).
 //
 // How: the scheduler's eval callback (llama_context_params.cb_eval). Its ask
 // phase asks for exactly three nodes per MoE layer of build_moe_ffn
@@ -151,6 +154,7 @@ struct calibrate_options {
     bool        resume = false;          // --resume: continue from the checkpoint
     bool        force  = false;          // replace an existing output
 
+    bool width_saliency = false;   // --width-saliency: per-channel ch_energy / ch_reap too (calibrate_width.h)
     bool collect = true;      // false: the same decodes without the callback (benchmark baseline), nothing written
     bool progress = true;     // progress line on stderr
     bool verbose  = false;    // let llama.cpp's log through

@@ -35,6 +35,18 @@
 //
 // The plan must fit the model exactly as reap prune requires (validate_plan),
 // so a masked run and the pruned file select among the same experts.
+//
+// Width (virtual width pruning, set_width_mask): every expert keeps only some
+// of its intermediate channels. The hook then also reads ffn_moe_topk-L (which
+// expert each (token, slot) row went to) and, right after build_moe_ffn's
+// activation of the gate/up outputs is computed (ffn_moe_swiglu-L, _geglu,
+// _swiglu_oai, ... : the input of the down projection), zeroes each row's
+// channels that its expert removes, before ffn_moe_down reads it: what a
+// model whose down projection lacks those columns (and gate/up those rows)
+// computes, down's requantisation aside. A clamped SwiGLU's factors are
+// zeroed too (0 stays 0 through the clamp and the product). When ffn_moe_down-L
+// is computed the hook checks that its input is the node it zeroed; a layer
+// of the width mask without that is an error naming the layer.
 #pragma once
 
 #include "gguf/gguf.h"
@@ -60,7 +72,22 @@ struct expert_mask {
     std::vector<int>                  mtp_layers;  // the plan's MTP blocks, ascending (src/llama/mtp.h)
     std::string                       plan_sha256; // load_mask: SHA-256 of the plan bytes parsed
     std::string                       warning;     // the plan records no model fingerprint
+    // width: channels per expert (0 = no width mask) and, per block, n_expert * n_ff flags
+    // (index e * n_ff + c), 1 = channel c of expert e removed; empty = the block keeps every channel
+    int64_t                           n_ff = 0;
+    std::vector<std::vector<uint8_t>> removed_channels;
+    bool has_width(int block) const {
+        return n_ff > 0 && block >= 0 && (size_t) block < removed_channels.size() && !removed_channels[(size_t) block].empty();
+    }
 };
+
+// Gives `m` a width mask: n_ff channels per expert, and for each block of
+// `kept` (block -> per expert, the channels it keeps) the other channels
+// removed. Every block must be one of m's MoE blocks with exactly n_expert
+// lists; channels in [0, n_ff), unique, at least one per expert. The message
+// names the block, expert and channel.
+bool set_width_mask(expert_mask & m, int64_t n_ff, const std::vector<std::pair<int, std::vector<std::vector<int64_t>>>> & kept,
+                    std::string & err);
 
 // The mask of plan `p`, already checked against the model whose layout is
 // `lay` (lay.is_mtp says which of the plan's blocks are MTP blocks).
@@ -94,8 +121,15 @@ struct mask_hook {
     bool check(bool had_outputs, std::string & err);
 
   private:
+    bool mask_router(ggml_tensor * t, int which, int layer);
+    bool width_node(ggml_tensor * t, bool ask);   // width masks: topk, activations, down
+
     std::vector<uint8_t> seen_;     // [block]: a router node was masked in this decode
+    std::vector<uint8_t> width_seen_;  // [block]: the down projection's input was zeroed in this decode
     std::vector<float>   row_buf_;  // host copy of one node
+    std::vector<int32_t> ids_;      // width: the routed experts of the current layer's ubatch
+    int64_t              ids_tok_ = 0, ids_layer_ = -1;
+    const ggml_tensor *  zeroed_ = nullptr;   // width: the last activation node zeroed
     std::string          error_;    // first problem in this decode
 };
 

@@ -42,7 +42,7 @@ using util::starts_with;
 bool is_format_key(const std::string & k) {
     static const std::set<std::string> keys = {
         k_key_version, k_key_domains, k_key_n_tokens, k_key_metrics, k_key_arch, k_key_n_layer,
-        k_key_n_expert, k_key_n_expert_used, k_key_moe_layers, k_key_router_sha256,
+        k_key_n_expert, k_key_n_expert_used, k_key_moe_layers, k_key_router_sha256, k_key_n_ff,
     };
     return keys.count(k) != 0;
 }
@@ -71,6 +71,12 @@ const std::vector<std::string> & metric_names(metric_set m) {
     return m == metric_set::reap ? reap : energy;
 }
 
+const std::vector<std::string> & channel_metric_names(metric_set m) {
+    static const std::vector<std::string> reap = {"ch_energy", "ch_reap"};
+    static const std::vector<std::string> energy = {"ch_energy"};
+    return m == metric_set::reap ? reap : energy;
+}
+
 std::vector<double> * metric_data(domain_stats & d, const std::string & name) {
     if (name == "count") return &d.count;
     if (name == "gate_sum") return &d.gate_sum;
@@ -78,6 +84,8 @@ std::vector<double> * metric_data(domain_stats & d, const std::string & name) {
     if (name == "ean_sum") return &d.ean_sum;
     if (name == "max_norm") return &d.max_norm;
     if (name == "energy_sum") return &d.energy_sum;
+    if (name == "ch_energy") return &d.ch_energy;
+    if (name == "ch_reap") return &d.ch_reap;
     return nullptr;
 }
 
@@ -159,6 +167,9 @@ domain_stats & archive::add_domain(const std::string & name) {
     domain_stats d;
     d.name = name;
     for (const auto & m : metric_names(metrics)) metric_data(d, m)->assign(n_cells(), 0.0);
+    if (n_ff > 0) {
+        for (const auto & m : channel_metric_names(metrics)) metric_data(d, m)->assign(n_channel_values(), 0.0);
+    }
     domains.push_back(std::move(d));
     return domains.back();
 }
@@ -168,6 +179,45 @@ archive make_archive(const fingerprint & fp, metric_set metrics) {
     a.model = fp;
     a.metrics = metrics;
     return a;
+}
+
+// The channel statistics of domain d (archive.h, validate()).
+static bool validate_channels(const archive & a, const domain_stats & d, const std::vector<bool> & is_moe, std::string & err) {
+    const std::string dn = "saliency archive: domain '" + d.name + "'";
+    if ((uint64_t) a.n_cells() * a.n_ff > k_max_channel_values) {
+        err = dn + ": n_layer x n_expert x n_ff_exp = " + std::to_string((uint64_t) a.n_cells() * a.n_ff) +
+              " channel values is implausibly large";
+        return false;
+    }
+    const auto & wanted = channel_metric_names(a.metrics);
+    for (const std::string m : {"ch_energy", "ch_reap"}) {
+        const std::vector<double> & v = *metric_data(d, m);
+        const bool want = a.n_ff > 0 && std::find(wanted.begin(), wanted.end(), m) != wanted.end();
+        if (!want && !v.empty()) {
+            err = dn + " has '" + m + "', which " +
+                  (a.n_ff == 0 ? std::string("an archive without channel statistics (n_ff_exp 0) cannot have")
+                               : "is not part of metric set '" + std::string(metric_set_name(a.metrics)) + "'");
+            return false;
+        }
+        if (want && v.size() != a.n_channel_values()) {
+            err = dn + ": '" + m + "' has " + std::to_string(v.size()) + " values, expected " +
+                  std::to_string(a.n_channel_values()) + " (n_layer x n_expert x n_ff_exp " + std::to_string(a.n_ff) + ")";
+            return false;
+        }
+        for (size_t i = 0; i < v.size(); ++i) {
+            const double x = v[i];
+            if (x == 0) continue;
+            const size_t cell = i / a.n_ff;
+            const uint32_t l = (uint32_t) (cell / a.model.n_expert), e = (uint32_t) (cell % a.model.n_expert);
+            const std::string where = dn + " '" + m + "' layer " + std::to_string(l) + " expert " + std::to_string(e) +
+                                      " channel " + std::to_string(i % a.n_ff);
+            if (!std::isfinite(x)) { err = where + ": value is not finite"; return false; }
+            if (m == "ch_energy" && x < 0) { err = where + ": negative value " + fmt_num(x); return false; }
+            if (!is_moe[l]) { err = where + ": non-zero value " + fmt_num(x) + " in a layer that is not an MoE layer"; return false; }
+            if (d.count[cell] == 0) { err = where + ": value " + fmt_num(x) + " where count is 0"; return false; }
+        }
+    }
+    return true;
 }
 
 bool validate(const archive & a, std::string & err) {
@@ -246,6 +296,7 @@ bool validate(const archive & a, std::string & err) {
                 }
             }
         }
+        if (!validate_channels(a, d, is_moe, err)) return false;
     }
     return true;
 }
@@ -276,7 +327,7 @@ bool check_count_invariant(const archive & a, std::string & err, double rel_tol)
 namespace {
 
 // general.type and the format version.
-bool check_type_and_version(const gguf::kv_store & kv, const std::string & where, std::string & err) {
+bool check_type_and_version(const gguf::kv_store & kv, const std::string & where, uint32_t & version, std::string & err) {
     std::string type, e;
     if (!kv.has(k_key_type)) {
         err = where + "no general.type: not a saliency archive";
@@ -287,10 +338,10 @@ bool check_type_and_version(const gguf::kv_store & kv, const std::string & where
         err = where + "general.type is '" + type + "', expected '" + k_general_type + "' (not a saliency archive)";
         return false;
     }
-    uint32_t version = 0;
     if (!kv.get_u32(k_key_version, version, e)) { err = where + e; return false; }
-    if (version != k_version) {
-        err = where + "format version " + std::to_string(version) + " is not supported (this reap reads version " + std::to_string(k_version) + ")";
+    if (version != k_version && version != k_version_experts) {
+        err = where + "format version " + std::to_string(version) + " is not supported (this reap reads versions " +
+              std::to_string(k_version_experts) + " and " + std::to_string(k_version) + ")";
         return false;
     }
     return true;
@@ -320,6 +371,49 @@ bool read_fingerprint(const gguf::kv_store & kv, const std::string & where, fing
             return false;
         }
         fp.moe_layers.push_back((int) l);
+    }
+    return true;
+}
+
+// Domain d's channel tensors (a.n_ff > 0): type, shape [n_ff, n_expert, n_layer]
+// and size checked; none when a.n_ff is 0, and none outside the metric set.
+bool read_channel_tensors(const gguf::model & m, const std::string & where, const archive & a, domain_stats & d,
+                          std::string & err) {
+    const auto & wanted = channel_metric_names(a.metrics);
+    for (const std::string mn : {"ch_energy", "ch_reap"}) {
+        const std::string tn = d.name + "." + mn;
+        const gguf::tensor_info * t = m.find_tensor(tn);
+        const bool want = a.n_ff > 0 && std::find(wanted.begin(), wanted.end(), mn) != wanted.end();
+        if (!want) {
+            if (t) {
+                err = where + "tensor '" + tn + "' is not expected: " +
+                      (a.n_ff == 0 ? std::string("the archive declares no channel statistics ('") + k_key_n_ff + "' absent or 0)"
+                                   : "it does not belong to metric set '" + std::string(metric_set_name(a.metrics)) + "'");
+                return false;
+            }
+            continue;
+        }
+        if (!t) { err = where + "domain '" + d.name + "': tensor '" + tn + "' is missing (n_ff_exp " + std::to_string(a.n_ff) + ")"; return false; }
+        if (t->type != gguf::tensor_type::F64) {
+            err = where + "tensor '" + tn + "' has type " + gguf::type_name(t->type) + ", expected f64";
+            return false;
+        }
+        if (t->ne[0] != (int64_t) a.n_ff || t->ne[1] != (int64_t) a.model.n_expert || t->ne[2] != (int64_t) a.model.n_layer ||
+            t->ne[3] != 1) {
+            err = where + "tensor '" + tn + "' has shape " + t->shape_string() + ", expected [" + std::to_string(a.n_ff) + ", " +
+                  std::to_string(a.model.n_expert) + ", " + std::to_string(a.model.n_layer) + "] (n_ff_exp, n_expert, n_layer)";
+            return false;
+        }
+        const uint64_t n = (uint64_t) a.n_cells() * a.n_ff;
+        if (n > k_max_channel_values || t->nbytes != n * sizeof(double)) {
+            err = where + "tensor '" + tn + "' has " + std::to_string(t->nbytes) + " bytes, expected " +
+                  std::to_string(n * sizeof(double)) + (n > k_max_channel_values ? " (implausibly many channel values)" : "");
+            return false;
+        }
+        std::vector<double> & v = *metric_data(d, mn);
+        v.resize((size_t) n);   // bounded: the reader checked that the data lie inside the file
+        std::string e;
+        if (!gguf::read_tensor_bytes(m, *t, 0, t->nbytes, v.data(), e)) { err = where + e; return false; }
     }
     return true;
 }
@@ -361,7 +455,7 @@ bool read_domain_tensors(const gguf::model & m, const std::string & where, const
             return false;
         }
     }
-    return true;
+    return read_channel_tensors(m, where, a, d, err);
 }
 
 // The domains (names checked, each listed once) and their tensors into a.domains.
@@ -417,11 +511,18 @@ bool read_archive(const std::string & path, archive & out, std::string & err) {
         return false;
     }
     const gguf::kv_store & kv = m.kvs;
-    if (!check_type_and_version(kv, where, err)) return false;
+    uint32_t version = 0;
+    if (!check_type_and_version(kv, where, version, err)) return false;
 
     archive a;
     std::string metrics;
     if (!kv.get_string(k_key_metrics, metrics, e)) { err = where + e; return false; }
+    if (!kv.get_u32_or(k_key_n_ff, 0, a.n_ff, e)) { err = where + e; return false; }
+    if (a.n_ff > 0 && version < k_version) {
+        err = where + "format version " + std::to_string(version) + " has no channel statistics, but '" + k_key_n_ff +
+              "' is " + std::to_string(a.n_ff);
+        return false;
+    }
     if (!parse_metric_set(metrics, a.metrics)) {
         err = where + "'" + k_key_metrics + "' = '" + metrics + "', expected 'reap' or 'energy'";
         return false;
@@ -446,7 +547,7 @@ bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err)
     gguf::output_spec spec;
     gguf::kv_store & kv = spec.kvs;
     kv.set_string(k_key_type, k_general_type);
-    kv.set_u32(k_key_version, k_version);
+    kv.set_u32(k_key_version, a.n_ff > 0 ? k_version : k_version_experts);
     std::vector<std::string> names;
     std::vector<int64_t> n_tokens;
     for (const auto & d : a.domains) {
@@ -462,6 +563,7 @@ bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err)
     kv.set_u32(k_key_n_expert_used, a.model.n_expert_used);
     kv.set_i32_array(k_key_moe_layers, std::vector<int32_t>(a.model.moe_layers.begin(), a.model.moe_layers.end()));
     kv.set_string(k_key_router_sha256, a.model.router_sha256);
+    if (a.n_ff > 0) kv.set_u32(k_key_n_ff, a.n_ff);
     for (const auto & entry : a.provenance.entries) {
         if (!starts_with(entry.key, "reap.saliency.") || is_format_key(entry.key)) {
             err = "saliency archive: provenance key '" + entry.key + "' must start with 'reap.saliency.' and not be a format key";
@@ -481,6 +583,18 @@ bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err)
             auto bytes = std::make_shared<std::vector<uint8_t>>(v.size() * sizeof(double));
             if (!v.empty()) memcpy(bytes->data(), v.data(), bytes->size());
             t.memory = std::move(bytes);
+            spec.tensors.push_back(std::move(t));
+        }
+        for (const auto & mn : a.n_ff > 0 ? channel_metric_names(a.metrics) : std::vector<std::string>()) {
+            const std::vector<double> & v = *metric_data(d, mn);
+            gguf::output_tensor t;
+            t.name = d.name + "." + mn;
+            t.n_dims = 3;
+            t.ne[0] = a.n_ff;
+            t.ne[1] = a.model.n_expert;
+            t.ne[2] = a.model.n_layer;
+            t.type = gguf::tensor_type::F64;
+            t.memory = std::make_shared<std::vector<uint8_t>>((const uint8_t *) v.data(), (const uint8_t *) (v.data() + v.size()));
             spec.tensors.push_back(std::move(t));
         }
     }
@@ -518,7 +632,9 @@ static bool same_fingerprint(const fingerprint & x, const fingerprint & y, std::
 
 static void add_stats(domain_stats & into, const domain_stats & other, metric_set ms) {
     into.n_tokens += other.n_tokens;
-    for (const auto & mn : metric_names(ms)) {
+    std::vector<std::string> names = metric_names(ms);
+    for (const auto & mn : channel_metric_names(ms)) names.push_back(mn);   // empty vectors add nothing
+    for (const auto & mn : names) {
         std::vector<double> & a = *metric_data(into, mn);
         const std::vector<double> & b = *metric_data(other, mn);
         for (size_t i = 0; i < a.size() && i < b.size(); ++i) a[i] = mn == "max_norm" ? std::max(a[i], b[i]) : a[i] + b[i];
@@ -530,6 +646,11 @@ bool merge_into(archive & into, const archive & other, std::string & err) {
     if (into.metrics != other.metrics) {
         err = std::string("cannot merge saliency archives with different metric sets: '") + metric_set_name(into.metrics) +
               "' (" + join(metric_names(into.metrics)) + ") vs '" + metric_set_name(other.metrics) + "' (" + join(metric_names(other.metrics)) + ")";
+        return false;
+    }
+    if (into.n_ff != other.n_ff) {
+        err = "cannot merge saliency archives with different channel statistics: n_ff_exp " + std::to_string(into.n_ff) +
+              " vs " + std::to_string(other.n_ff) + " (0 = none; calibrate both with --width-saliency, or neither)";
         return false;
     }
     if (!validate(into, err) || !validate(other, err)) return false;
@@ -589,6 +710,9 @@ bool sum_domains(const archive & a, const std::vector<std::string> & names, doma
     for (const auto * d : sel) sel_names.push_back(d->name);
     s.name = join(sel_names, "+");
     for (const auto & mn : metric_names(a.metrics)) metric_data(s, mn)->assign(a.n_cells(), 0.0);
+    if (a.n_ff > 0) {
+        for (const auto & mn : channel_metric_names(a.metrics)) metric_data(s, mn)->assign(a.n_channel_values(), 0.0);
+    }
     for (const auto * d : sel) add_stats(s, *d, a.metrics);
     out = std::move(s);
     return true;
@@ -613,6 +737,14 @@ std::string data_sha256(const archive & a) {
             const uint64_t n = v ? v->size() : 0;
             h.update(&n, sizeof n);
             if (n) h.update(v->data(), n * sizeof(double));
+        }
+        if (a.n_ff > 0) {   // only then: an archive without channels hashes as before
+            const uint64_t w = a.n_ff;
+            h.update(&w, sizeof w);
+            for (const std::string & m : channel_metric_names(a.metrics)) {
+                const std::vector<double> * v = metric_data(*d, m);
+                if (!v->empty()) h.update(v->data(), v->size() * sizeof(double));
+            }
         }
     }
     return h.hex();

@@ -4,7 +4,9 @@
 //
 // File format (all keys prefixed "reap.saliency."):
 //   general.type                = "reap.saliency"
-//   reap.saliency.version       u32   1
+//   reap.saliency.version       u32   2 when the archive holds channel statistics, else 1
+//                                     (an archive without them is written exactly as before;
+//                                     both versions are read)
 //   reap.saliency.domains       array[string]  domain names (unique, non-empty, <= 52 bytes)
 //   reap.saliency.n_tokens      array[i64]     tokens seen per domain (same order)
 //   reap.saliency.metrics       string  "reap" | "energy"  (the metric set, see below)
@@ -14,11 +16,17 @@
 //   reap.saliency.model.n_expert_used u32     <arch>.expert_used_count (0 = unknown; largest of a per-layer array)
 //   reap.saliency.model.moe_layers    array[i32]  MoE block indices, ascending
 //   reap.saliency.model.router_sha256 string  sha256 of the router bytes ("" = unknown)
+//   reap.saliency.model.n_ff_exp      u32     version 2: channels per expert (the input width of
+//                                              ffn_down_exps); absent or 0 = no channel statistics
 //   any other reap.saliency.* key      free-form provenance (corpus_sha256, options, ...)
 //   per domain D, F64 tensors of shape [n_expert, n_layer] (ne0 = n_expert), element
 //   (layer l, expert e) at index l * n_expert + e; rows of non-MoE layers are zero:
 //     metric set "reap":   D.count D.gate_sum D.reap_sum D.ean_sum D.max_norm
 //     metric set "energy": D.count D.energy_sum        (archives from imatrix files)
+//   with n_ff_exp > 0 (width saliency), per domain D, F64 tensors of shape
+//   [n_ff_exp, n_expert, n_layer], element (l, e, c) at (l * n_expert + e) * n_ff_exp + c:
+//     metric set "reap":   D.ch_energy D.ch_reap
+//     metric set "energy": D.ch_energy
 //
 // Meaning (over the tokens routed to expert e in layer l):
 //   count      number of routed tokens
@@ -27,6 +35,9 @@
 //   ean_sum    Σ ‖f(x)‖₂
 //   max_norm   max ‖f(x)‖₂     (super-expert detection; merged with max)
 //   energy_sum Σ ‖h‖₂²         (h = input to ffn_down_exps, from imatrix)
+//   ch_energy  Σ h_c²          per channel c of h (llama-imatrix's in_sum2 of ffn_down_exps)
+//   ch_reap    Σ g · |h_c| · ‖W_down[:,c]‖₂   (the REAP score of one channel: the norm of
+//              its contribution to the expert's output, weighted by the gate)
 //
 // Errors are values (bool + message naming the file, domain, tensor or
 // element); nothing here exits. No llama.cpp dependency.
@@ -42,8 +53,11 @@
 namespace reap::saliency {
 
 constexpr const char * k_general_type      = "reap.saliency";
-constexpr uint32_t     k_version           = 1;
-constexpr size_t       k_max_domain_bytes  = 52;   // so that "D.energy_sum" fits GGUF's 63-byte names
+constexpr uint32_t     k_version           = 2;    // channel statistics may be present
+constexpr uint32_t     k_version_experts   = 1;    // written for an archive without them, read as always
+constexpr size_t       k_max_domain_bytes  = 52;   // so that "D.energy_sum" / "D.ch_energy" fit GGUF's 63-byte names
+// Channel statistics hold at most this many values per domain and metric.
+constexpr uint64_t     k_max_channel_values = 1ull << 31;
 
 constexpr const char * k_key_type          = "general.type";
 constexpr const char * k_key_version       = "reap.saliency.version";
@@ -56,6 +70,7 @@ constexpr const char * k_key_n_expert      = "reap.saliency.model.n_expert";
 constexpr const char * k_key_n_expert_used = "reap.saliency.model.n_expert_used";
 constexpr const char * k_key_moe_layers    = "reap.saliency.model.moe_layers";
 constexpr const char * k_key_router_sha256 = "reap.saliency.model.router_sha256";
+constexpr const char * k_key_n_ff          = "reap.saliency.model.n_ff_exp";
 // Conventional provenance keys (free-form; writers may add others under reap.saliency.).
 constexpr const char * k_key_corpus_sha256 = "reap.saliency.corpus_sha256";
 constexpr const char * k_key_options       = "reap.saliency.options";
@@ -109,11 +124,16 @@ struct domain_stats {
     std::vector<double> ean_sum;
     std::vector<double> max_norm;
     std::vector<double> energy_sum;
+    // channel statistics (empty unless the archive's n_ff > 0): n_layer * n_expert * n_ff values
+    std::vector<double> ch_energy;
+    std::vector<double> ch_reap;
 };
 
 // The names of the tensors of a metric set, in file order: {"count", "gate_sum", ...}.
 const std::vector<std::string> & metric_names(metric_set m);
-// The vector of `d` holding metric `name` ("count", ...), or nullptr for an unknown name.
+// The names of the channel tensors of a metric set: {"ch_energy", "ch_reap"} / {"ch_energy"}.
+const std::vector<std::string> & channel_metric_names(metric_set m);
+// The vector of `d` holding metric `name` ("count", ..., "ch_energy", "ch_reap"), or nullptr for an unknown name.
 std::vector<double> *       metric_data(domain_stats & d, const std::string & name);
 const std::vector<double> * metric_data(const domain_stats & d, const std::string & name);
 
@@ -123,16 +143,21 @@ struct archive {
     metric_set                metrics = metric_set::reap;
     std::vector<domain_stats> domains;      // in file order
     gguf::kv_store            provenance;   // other reap.saliency.* keys, in order
+    uint32_t                  n_ff = 0;     // channels per expert of the channel statistics; 0 = none
 
     size_t n_cells() const { return (size_t) model.n_layer * model.n_expert; }
     size_t index(int layer, int expert) const { return (size_t) layer * model.n_expert + (size_t) expert; }
+    size_t n_channel_values() const { return n_cells() * n_ff; }
+    // channel c of expert e in layer l, in the channel vectors
+    size_t channel_index(int layer, int expert, int64_t c) const { return index(layer, expert) * n_ff + (size_t) c; }
 
     // The domain named `name`, or nullptr.
     domain_stats *       find_domain(const std::string & name);
     const domain_stats * find_domain(const std::string & name) const;
     // The domain named `name`, appended (all metric vectors of the archive's
-    // metric set zero-filled to n_cells()) when absent. Set `model` and
-    // `metrics` first.
+    // metric set zero-filled to n_cells(), its channel vectors to
+    // n_channel_values() when n_ff > 0) when absent. Set `model`, `metrics`
+    // and `n_ff` first.
     domain_stats & add_domain(const std::string & name);
 };
 
@@ -145,7 +170,11 @@ archive make_archive(const fingerprint & fp, metric_set metrics);
 // n_tokens >= 0, every metric vector of the set present with n_cells()
 // values and no other; every value finite; count, ean_sum, max_norm and
 // energy_sum >= 0 and count integral; rows of non-MoE layers zero; sums
-// zero where count is zero. The message names the domain, metric and cell.
+// zero where count is zero; with n_ff > 0 the channel vectors of the set
+// present with n_channel_values() values (n_cells() * n_ff <=
+// k_max_channel_values), finite, ch_energy >= 0, zero in non-MoE layers and
+// where count is zero; with n_ff = 0 no channel vector. The message names the
+// domain, metric and cell (and channel).
 bool validate(const archive & a, std::string & err);
 
 // The invariant of a complete calibration: for every domain and MoE layer,
@@ -157,7 +186,8 @@ bool check_count_invariant(const archive & a, std::string & err, double rel_tol 
 // Reads an archive (a single file; split sets are not used for archives).
 // Hostile input: every key's type, every tensor's name, type (F64), shape
 // and byte count are checked, and validate() runs on the result. The
-// message names the file and the object.
+// message names the file and the object. Versions 1 and 2 are read; channel
+// tensors in a version 1 archive, or without n_ff_exp, are an error.
 bool read_archive(const std::string & path, archive & out, std::string & err);
 
 // The GGUF spec of an archive (KVs + in-memory tensors), for writers that
@@ -165,11 +195,14 @@ bool read_archive(const std::string & path, archive & out, std::string & err);
 bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err);
 
 // Validates and writes an archive (temp file + fsync + rename through
-// gguf::write_output). Refuses an existing target unless `force`.
+// gguf::write_output). Refuses an existing target unless `force`. Version 1
+// (byte for byte what earlier versions wrote) without channel statistics,
+// version 2 with them.
 bool write_archive(const archive & a, const std::string & path, std::string & err, bool force = false);
 
 // Adds `other` into `into`: fingerprints must be equal (every field; the
-// message names the differing field) and the metric sets the same. Domains
+// message names the differing field), the metric sets the same, and both
+// with channel statistics of the same width or both without. Domains
 // with the same name are summed (n_tokens, count, sums; max_norm takes the
 // max); others are appended in `other`'s order. Provenance keys whose values
 // differ between the two are dropped from `into`; keys only in `other` are
@@ -187,7 +220,8 @@ constexpr const char * k_key_merge_sources = "reap.saliency.merge.sources";
 // SHA-256 over an archive's statistics: the metric set, then per domain in
 // name order its name, token count and every metric vector (the F64 values
 // as stored). Equal for two files that hold the same measurements whatever
-// their provenance keys.
+// their provenance keys. Channel statistics, when present, follow each
+// domain's vectors (an archive without them hashes as before).
 std::string data_sha256(const archive & a);
 
 // The archives `a` holds, as data_sha256 values: the list `a` records under
@@ -198,7 +232,8 @@ bool merge_sources(const archive & a, std::vector<std::string> & out, std::strin
 
 // One domain that is the sum over `names` (all domains when empty) — the
 // statistics a planner scores with. Unknown names are an error listing the
-// archive's domains. max_norm is the max over the domains.
+// archive's domains. max_norm is the max over the domains. Channel
+// statistics are summed too.
 bool sum_domains(const archive & a, const std::vector<std::string> & names, domain_stats & out, std::string & err);
 
 } // namespace reap::saliency

@@ -47,10 +47,11 @@ constexpr size_t k_chunk_floats = 1 << 16;
 // finite and non-negative. `where` names the entry in messages.
 template <typename Read>
 bool reduce_values(int64_t n_values, int64_t n_mat, float ncall, const Read & read, const std::string & where,
-                   imatrix_entry & en, std::string & err) {
+                   imatrix_entry & en, std::string & err, bool keep_values) {
     const uint64_t per = (uint64_t) n_values / (uint64_t) n_mat;
     en.mat_sum.assign((size_t) n_mat, 0.0);
     en.mat_all_ncall.assign((size_t) n_mat, 1);
+    if (keep_values) en.values.reserve((size_t) n_values);   // bounded: the reader checked the values lie in the file
     std::vector<float> buf(std::min<uint64_t>(k_chunk_floats, (uint64_t) n_values));
     for (uint64_t first = 0; first < (uint64_t) n_values;) {
         const size_t n = (size_t) std::min<uint64_t>(buf.size(), (uint64_t) n_values - first);
@@ -65,13 +66,14 @@ bool reduce_values(int64_t n_values, int64_t n_mat, float ncall, const Read & re
             const size_t m = (size_t) ((first + k) / per);
             en.mat_sum[m] += v;
             if (v != ncall) en.mat_all_ncall[m] = 0;
+            if (keep_values) en.values.push_back(v);
         }
         first += n;
     }
     return true;
 }
 
-bool read_gguf_imatrix(const std::string & path, imatrix_file & out, std::string & err) {
+bool read_gguf_imatrix(const std::string & path, imatrix_file & out, std::string & err, bool keep_values) {
     gguf::model m;
     if (!gguf::open_model(path, m, err)) return false;
     std::string type, e;
@@ -155,7 +157,7 @@ bool read_gguf_imatrix(const std::string & path, imatrix_file & out, std::string
             const auto read = [&](uint64_t first, size_t n, float * dst, std::string & e) {
                 return gguf::read_tensor_bytes(m, *s, first * sizeof(float), n * sizeof(float), dst, e);
             };
-            if (!reduce_values(en.n_values, n_mat, -1.f, read, where + ": in_sum2", en, err)) return false;
+            if (!reduce_values(en.n_values, n_mat, -1.f, read, where + ": in_sum2", en, err, keep_values)) return false;
             en.mat_all_ncall.clear();
         }
         out.entries.emplace(name, std::move(en));
@@ -174,7 +176,7 @@ namespace {
 // chunks.
 template <typename Read>
 bool parse_legacy(const Read & read, uint64_t size, const std::string & name, imatrix_file & out,
-                  int64_t legacy_split, std::string & err) {
+                  int64_t legacy_split, bool keep_values, std::string & err) {
     out.legacy = true;
     out.entries.clear();
     out.order.clear();
@@ -230,7 +232,7 @@ bool parse_legacy(const Read & read, uint64_t size, const std::string & name, im
             const auto rd = [&](uint64_t first, size_t n, float * dst, std::string & e) {
                 return read(base + first * sizeof(float), n * sizeof(float), dst, e);
             };
-            if (!reduce_values(nval, legacy_split, (float) ncall, rd, where + " ('" + ename + "')", en, err)) return false;
+            if (!reduce_values(nval, legacy_split, (float) ncall, rd, where + " ('" + ename + "')", en, err, keep_values)) return false;
         }
         pos += (uint64_t) nval * sizeof(float);
         if (!out.entries.emplace(ename, std::move(en)).second) {
@@ -265,16 +267,16 @@ bool parse_legacy(const Read & read, uint64_t size, const std::string & name, im
 }  // namespace
 
 bool parse_imatrix_legacy(const uint8_t * data, size_t size, const std::string & name, imatrix_file & out,
-                          std::string & err, int64_t legacy_split) {
+                          std::string & err, int64_t legacy_split, bool keep_values) {
     const auto read = [&](uint64_t off, size_t n, void * dst, std::string &) {
         if (off > size || n > size - off) return false;
         memcpy(dst, data + off, n);
         return true;
     };
-    return parse_legacy(read, size, name, out, legacy_split, err);
+    return parse_legacy(read, size, name, out, legacy_split, keep_values, err);
 }
 
-bool read_imatrix(const std::string & path, imatrix_file & out, std::string & err, int64_t legacy_split) {
+bool read_imatrix(const std::string & path, imatrix_file & out, std::string & err, int64_t legacy_split, bool keep_values) {
     out = imatrix_file();
     out.path = path;
     const int fd = util::open_input(path, err, "imatrix");
@@ -287,14 +289,14 @@ bool read_imatrix(const std::string & path, imatrix_file & out, std::string & er
     }
     char magic[4] = {0, 0, 0, 0};
     if (st.st_size >= 4 && util::pread_full(fd, magic, 4, 0) && memcmp(magic, "GGUF", 4) == 0) {
-        return read_gguf_imatrix(path, out, err);
+        return read_gguf_imatrix(path, out, err, keep_values);
     }
     const auto read = [&](uint64_t off, size_t n, void * dst, std::string & e) {
         if (util::pread_full(fd, dst, n, off)) return true;
         e = std::string("read error: ") + strerror(errno);
         return false;
     };
-    return parse_legacy(read, (uint64_t) st.st_size, path, out, legacy_split, err);
+    return parse_legacy(read, (uint64_t) st.st_size, path, out, legacy_split, keep_values, err);
 }
 
 bool parse_imatrix_input(const std::string & arg, bool named, imatrix_input & out, std::string & err) {
@@ -408,6 +410,11 @@ bool add_layer(const imatrix_file & f, const imatrix_entry & en, const std::stri
               " experts: the file is from another model";
         return false;
     }
+    if (out.n_ff > 0 && (en.n_values != E * (int64_t) out.n_ff || en.values.size() != (size_t) en.n_values)) {
+        err = head + " entry '" + name + "': " + std::to_string(en.n_values / E) + " channels per expert, but the archive's " +
+              "channel statistics have " + std::to_string(out.n_ff) + " (n_ff_exp of the first file's first MoE layer)";
+        return false;
+    }
     std::vector<int> unused;
     layer_count = 0;
     for (int64_t e = 0; e < E; ++e) {
@@ -427,6 +434,9 @@ bool add_layer(const imatrix_file & f, const imatrix_entry & en, const std::stri
         const size_t c = out.index(l, (int) e);
         d.count[c] += cnt;
         d.energy_sum[c] += energy;
+        if (out.n_ff > 0 && cnt != 0) {   // the expert's in_sum2 row, channel by channel (placeholders stay 0)
+            for (uint32_t ch = 0; ch < out.n_ff; ++ch) d.ch_energy[c * out.n_ff + ch] += en.values[(size_t) e * out.n_ff + ch];
+        }
         layer_count += cnt;
         if (cnt == 0) unused.push_back((int) e);
     }
@@ -440,7 +450,7 @@ bool add_layer(const imatrix_file & f, const imatrix_entry & en, const std::stri
 // Adds one read file to the archive as domain `domain`: checks it against the
 // model (when given) and the MoE layers, then sums every layer's experts.
 bool add_file(const imatrix_file & f, const std::string & domain, const gguf::model * model, const fingerprint & fp,
-              archive & out, imatrix_domain_report & rep, std::string & err) {
+              bool channels, archive & out, imatrix_domain_report & rep, std::string & err) {
     const std::string head = "imatrix '" + f.path + "'";
     if (model && !check_belongs_to_model(f, *model, head, err)) return false;
     const std::set<int> moe(fp.moe_layers.begin(), fp.moe_layers.end());
@@ -452,6 +462,16 @@ bool add_file(const imatrix_file & f, const std::string & domain, const gguf::mo
                   ", not an MoE layer of the " + (model ? "model" : "first file");
             return false;
         }
+    }
+    if (channels && out.n_ff == 0) {   // the width: the first file's first MoE layer (add_layer checks the rest)
+        auto it = f.entries.find("blk." + std::to_string(fp.moe_layers.front()) + ".ffn_down_exps.weight");
+        const int64_t n_ff = it == f.entries.end() ? 0 : it->second.n_values / (int64_t) fp.n_expert;
+        if (n_ff < 1 || (uint64_t) n_ff * out.n_cells() > k_max_channel_values) {
+            err = head + ": no usable ffn_down_exps entry for layer " + std::to_string(fp.moe_layers.front()) +
+                  " to take the channel count from";
+            return false;
+        }
+        out.n_ff = (uint32_t) n_ff;
     }
     domain_stats & d = out.find_domain(domain) ? *out.find_domain(domain) : out.add_domain(domain);
     rep.domain = domain;
@@ -484,7 +504,7 @@ bool add_file(const imatrix_file & f, const std::string & domain, const gguf::mo
 }  // namespace
 
 bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model * model, archive & out,
-                    std::vector<imatrix_domain_report> & reports, std::string & err) {
+                    std::vector<imatrix_domain_report> & reports, std::string & err, bool channels) {
     reports.clear();
     if (inputs.empty()) {
         err = "no imatrix files";
@@ -499,7 +519,7 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
     if (model) {
         if (!model_fingerprint(*model, fp, err)) return false;
     } else {
-        if (!read_imatrix(inputs[0].path, first, err)) return false;
+        if (!read_imatrix(inputs[0].path, first, err, 0, channels)) return false;
         if (!infer_fingerprint(first, fp, err)) return false;
     }
     out = make_archive(fp, metric_set::energy);
@@ -509,13 +529,13 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
         imatrix_file cur;
         if (i == 0 && !first.path.empty()) {
             cur = std::move(first);
-        } else if (!read_imatrix(inputs[i].path, cur, err, (int64_t) fp.n_expert)) {
+        } else if (!read_imatrix(inputs[i].path, cur, err, (int64_t) fp.n_expert, channels)) {
             return false;
         }
         names.push_back(util::base_name(cur.path));
         any_legacy = any_legacy || cur.legacy;
         imatrix_domain_report rep;
-        if (!add_file(cur, inputs[i].domain, model, fp, out, rep, err)) return false;
+        if (!add_file(cur, inputs[i].domain, model, fp, channels, out, rep, err)) return false;
         reports.push_back(std::move(rep));
     }
 

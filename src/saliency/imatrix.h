@@ -4,6 +4,9 @@
 //   count       tokens routed to the expert: the `.counts` of blk.L.ffn_down_exps
 //   energy_sum  Σ ‖h‖₂² over those tokens, h = the input of ffn_down_exps:
 //               the sum of the expert's row of `blk.L.ffn_down_exps.weight.in_sum2`
+// and, when asked (channels, reap imatrix --width-saliency), per channel c of
+// that input: ch_energy = the expert's row of in_sum2 itself, value by value
+// (archive version 2, n_ff_exp = the entry's values per expert).
 // One file is one domain (named by --domain NAME=FILE, else the file's stem);
 // files naming the same domain are summed.
 //
@@ -59,6 +62,8 @@ struct imatrix_entry {
     // equals ncall (legacy placeholders of a matrix that saw no rows).
     std::vector<double>  mat_sum;
     std::vector<uint8_t> mat_all_ncall;
+    // down_exps entries read with keep_values: every value, in file order (as double)
+    std::vector<double>  values;
 };
 
 struct imatrix_file {
@@ -77,10 +82,12 @@ struct imatrix_file {
 // down_exps values split into experts: `legacy_split` (the model's expert
 // count; 0: unknown) says so, and without it no reduction is made. The values
 // that are read (down_exps ones) must be finite and non-negative.
-bool read_imatrix(const std::string & path, imatrix_file & out, std::string & err, int64_t legacy_split = 0);
+// keep_values: the down_exps entries' values are kept too (imatrix_entry::values).
+bool read_imatrix(const std::string & path, imatrix_file & out, std::string & err, int64_t legacy_split = 0,
+                  bool keep_values = false);
 // Parses a legacy .dat image; `name` stands in for the path in messages.
 bool parse_imatrix_legacy(const uint8_t * data, size_t size, const std::string & name, imatrix_file & out,
-                          std::string & err, int64_t legacy_split = 0);
+                          std::string & err, int64_t legacy_split = 0, bool keep_values = false);
 
 // One input: "NAME=FILE" or "FILE" (domain = the file's stem).
 struct imatrix_input {
@@ -100,7 +107,9 @@ struct imatrix_domain_report {
 };
 
 // Builds the archive from the inputs, one file at a time. `model` may be nullptr (no -m).
+// channels: the archive gets ch_energy too (every file's down_exps entries must
+// then have the same values per expert: n_ff_exp).
 bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model * model, archive & out,
-                    std::vector<imatrix_domain_report> & reports, std::string & err);
+                    std::vector<imatrix_domain_report> & reports, std::string & err, bool channels = false);
 
 }  // namespace reap::saliency
