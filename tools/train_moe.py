@@ -18,7 +18,7 @@ Run (the exact command used for the committed model is in models/README.md):
 The shape flags (--n-embd ... --n-layer), --name, --log-prefix, --f16 and the
 window mix (--needle-frac, --copy-frac; tools/recall_data.py) make the second
 model, reap-moe-wide (`make model-wide`): 256-wide rows that k- and i-quants
-accept, and a retrieval skill from needle and copy windows trained from step 0.
+accept, and needle and copy windows from step 0, meant to teach retrieval.
 At their defaults the run is reap-moe-tiny's, draw for draw.
 
 Interrupted runs resume from --ckpt (written every --ckpt-every steps).
