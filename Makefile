@@ -10,7 +10,7 @@ CMAKE_ARGS ?=
 PYTHON     ?= /usr/bin/python3
 LLAMA_TOOLS = llama-imatrix llama-perplexity llama-gguf-split llama-quantize ggml-rpc-server
 
-.PHONY: all deps llama configure build test san-build test-asan fuzz-build test-fuzz fuzz demo corpus model bench clean arch-table
+.PHONY: all deps llama configure build test san-build test-asan fuzz-build test-fuzz fuzz demo corpus model model-wide bench clean arch-table
 
 all: build
 
@@ -89,6 +89,16 @@ demo: build corpus
 # Retrains the committed model (about 25 minutes on 2 cores; see models/README.md).
 model: deps corpus
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PYTHON) tools/train_moe.py --corpus data/corpus --out models --steps 1200 --threads 1
+
+# The second model, reap-moe-wide (models/README.md): 256-wide rows for real k- and
+# i-quants, and needle and copy windows from step 0 (meant to teach retrieval; not
+# enough yet, models/README.md says why). Its own
+# checkpoint; the log, eval and plot are models/wide_*.
+WIDE_SHAPE = --n-embd 256 --n-head 4 --n-head-kv 2 --n-expert 16 --n-expert-used 2 --n-ff-exp 256 --n-layer 4
+model-wide: deps corpus
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PYTHON) tools/train_moe.py --corpus data/corpus --out models \
+		--name reap-moe-wide --log-prefix wide_ --f16 $(WIDE_SHAPE) --batch 8 --needle-frac 0.375 --copy-frac 0.375 \
+		--steps 1000 --warmup 50 --ckpt data/train/wide_ckpt.pt --threads 1
 
 # Benchmarks against a baseline in the same run (not part of the tests).
 # bench/streamed.sh (last: about 20 minutes) needs root, for its memory cgroup and

@@ -11,7 +11,8 @@
 #   -> which quantisation to cut for a budget: Q8_0, Q5_0, Q4_0 and IQ4_NL copies
 #      (llama-quantize) swept at three budgets against the F32 model's rows
 #      (reap sweep with several sources; appended to docs/results.md, chart
-#      docs/frontier.svg)
+#      docs/frontier.svg); the same with real k- and i-quants on reap-moe-wide
+#      (Q8_0, Q6_K, Q4_K_M, IQ4_XS; docs/frontier-wide.svg)
 #   -> the model card of the main cut, reap-50 (reap report: docs/demo-card/)
 #
 # Everything goes to out/demo (git-ignored); the corpus comes from `make corpus`.
@@ -23,6 +24,7 @@ cd "$(dirname "$0")/.."
 
 REAP=${REAP:-build/bin/reap}
 QUANTIZE=${QUANTIZE:-build/bin/llama-quantize}
+IMATRIX=${IMATRIX:-build/bin/llama-imatrix}
 PY=${PYTHON:-/usr/bin/python3}
 MODEL=${MODEL:-models/reap-moe-tiny.gguf}
 CORPUS=${CORPUS:-data/corpus}
@@ -164,6 +166,48 @@ done
     echo '![KLD against file size, one line per source](frontier.svg)'
 } >> docs/results.md
 echo "  appended to docs/results.md; chart docs/frontier.svg"
+
+step "the same question with real k- and i-quants: reap-moe-wide (appended to docs/results.md)"
+# reap-moe-wide's rows are 256 wide, so llama-quantize applies Q4_K, Q6_K and IQ4_XS
+# as asked (its log says when a tensor falls back; the step fails if one does).
+# IQ4_XS and the K mixes take an importance matrix from llama-imatrix on calib text.
+WIDE=${WIDE:-models/reap-moe-wide.gguf}
+WOUT="$OUT/frontier-wide"
+mkdir -p "$WOUT"
+"$PY" -c 'import json, sys; sys.stdout.buffer.write("\n\n".join(json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")).encode()[:200000])' \
+    "$CORPUS/calib.jsonl" > "$WOUT/calib.txt"
+[ -f "$WOUT/saliency.gguf" ] || "$REAP" calibrate -m "$WIDE" --corpus "$CORPUS/calib.jsonl" -o "$WOUT/saliency.gguf" \
+    -c $CTX --max-tokens-per-domain "$CALIB_TOKENS" > /dev/null
+[ -f "$WOUT/imatrix.gguf" ] || "$IMATRIX" -m "$WIDE" -f "$WOUT/calib.txt" -c $CTX -o "$WOUT/imatrix.gguf" > "$WOUT/imatrix.log" 2>&1
+WIDE_TYPES=(Q8_0 Q6_K Q4_K_M IQ4_XS)
+for t in "${WIDE_TYPES[@]}"; do
+    [ -f "$WOUT/$t.gguf" ] || "$QUANTIZE" --imatrix "$WOUT/imatrix.gguf" "$WIDE" "$WOUT/$t.gguf" $t > "$WOUT/$t.log" 2>&1
+    if grep -qE "falling back|required fallback" "$WOUT/$t.log"; then
+        echo "demo: llama-quantize fell back from $t on $WIDE (see $WOUT/$t.log)" >&2
+        exit 1
+    fi
+done
+"$REAP" sweep "$WOUT/saliency.gguf" $(for t in "${WIDE_TYPES[@]}"; do printf -- '-m %s ' "$WOUT/$t.gguf"; done) \
+    --reference "$WIDE" -f "$OUT/frontier/heldout.txt" --budgets 4MB,6MB,8MB -c $CTX \
+    -o "$WOUT/frontier.json" --plot docs/frontier-wide.svg --force --quiet > "$WOUT/table.txt"
+{
+    echo
+    echo "## Which quantisation to cut for a budget, with real k- and i-quants (reap-moe-wide)"
+    echo
+    echo "The same sweep on the second trained model (models/README.md), whose 256-wide"
+    echo "rows take llama-quantize's 256-element types without fallback: Q8_0, Q6_K,"
+    echo "Q4_K_M and IQ4_XS copies (the last three with an importance matrix from"
+    echo "llama-imatrix on 200 kB of calib text), one REAP ranking from its own"
+    echo "calibration, three budgets, scored against the F16 file's rows on the same"
+    echo "held-out text."
+    echo
+    echo '```'
+    cat "$WOUT/table.txt"
+    echo '```'
+    echo
+    echo '![KLD against file size, one line per source (reap-moe-wide)](frontier-wide.svg)'
+} >> docs/results.md
+echo "  appended to docs/results.md; chart docs/frontier-wide.svg"
 
 step "the model card of the main cut (reap-50), written and checked from its receipts: docs/demo-card/"
 "$REAP" report -m "$MODEL" --plan "$OUT/plans/reap-50.json" "$OUT/cuts/reap-50.gguf" --saliency "$OUT/saliency.gguf" \

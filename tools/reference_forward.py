@@ -14,6 +14,9 @@ the training checkpoint) and runs tools/moe_model.py on given token ids.
   --keep-channels JSON  {"layer": [[channels expert 0 keeps], ...]}: every other
           channel's activation is zeroed before the down projection (width pruning
           computed without cutting anything).
+  perplexity --text FILE [-c N]   perplexity of a text's bytes in windows as
+          llama-perplexity cuts them (BOS first, the second half scored), to
+          compare with its "Final estimate" on the same file and -c.
 
 Run with Debian's interpreter: /usr/bin/python3 (python3-torch, python3-numpy).
 """
@@ -30,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.environ.get("REAP_SOURCE_DIR", os.path.join(HERE, "..")), "third_party", "llama.cpp", "gguf-py"))
 import gguf  # noqa: E402
-from moe_model import load_from_gguf  # noqa: E402
+from moe_model import BOS, load_from_gguf  # noqa: E402
 
 
 def read_dump(path, n_vocab=None):
@@ -44,11 +47,31 @@ def read_dump(path, n_vocab=None):
     return toks, logits
 
 
+def perplexity(model, text_path, n_ctx):
+    """llama-perplexity's windows: the text's tokens (BOS + one per byte) cut into n_ctx
+    chunks, each chunk's first token replaced by BOS, next-token NLL over its second half."""
+    toks = [BOS] + list(open(text_path, "rb").read())
+    n_chunks = len(toks) // n_ctx
+    if n_chunks < 1:
+        sys.exit(f"reference_forward: {text_path} has fewer than {n_ctx} tokens")
+    nll, count = 0.0, 0
+    first = n_ctx // 2
+    for c in range(n_chunks):
+        w = torch.tensor([BOS] + toks[c * n_ctx + 1:(c + 1) * n_ctx])[None, :]
+        logits, _ = model(w)
+        logp = torch.log_softmax(logits[0].double(), dim=-1)
+        nll -= float(logp[torch.arange(first, n_ctx - 1), w[0, first + 1:]].sum())
+        count += n_ctx - 1 - first
+    return {"ppl": float(np.exp(nll / count)), "n_chunks": n_chunks, "n_scored": count}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["logits", "saliency"])
+    ap.add_argument("mode", choices=["logits", "saliency", "perplexity"])
     ap.add_argument("-m", "--model", required=True)
-    ap.add_argument("--dump", required=True, help="token ids (and llama.cpp's logits) as written by the test")
+    ap.add_argument("--dump", help="token ids (and llama.cpp's logits) as written by the test (logits, saliency)")
+    ap.add_argument("--text", help="the text file (perplexity)")
+    ap.add_argument("-c", "--ctx", type=int, default=256, help="window length (perplexity; default 256)")
     ap.add_argument("--tol", type=float, default=1e-3)
     ap.add_argument("--out", help="JSON output for saliency")
     ap.add_argument("--channels", action="store_true", help="saliency: per-channel statistics too")
@@ -56,8 +79,14 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(2)
 
+    if (args.mode == "perplexity") != (args.dump is None) or (args.mode == "perplexity" and not args.text):
+        ap.error("perplexity takes --text; logits and saliency take --dump")
     model = load_from_gguf(args.model, gguf)
     model.eval()
+    if args.mode == "perplexity":
+        with torch.no_grad():
+            print(json.dumps(perplexity(model, args.text, args.ctx)))
+        return
     if args.keep_channels:
         for layer, experts in json.load(open(args.keep_channels)).items():
             moe = model.blocks[int(layer)].moe

@@ -15,6 +15,12 @@ for a seed and thread count. Writes, into --out (a folder):
 Run (the exact command used for the committed model is in models/README.md):
   make model   (OMP_NUM_THREADS=1 ... tools/train_moe.py --corpus data/corpus --out models --steps 1200 --threads 1)
 
+The shape flags (--n-embd ... --n-layer), --name, --log-prefix, --f16 and the
+window mix (--needle-frac, --copy-frac; tools/recall_data.py) make the second
+model, reap-moe-wide (`make model-wide`): 256-wide rows that k- and i-quants
+accept, and needle and copy windows from step 0, meant to teach retrieval.
+At their defaults the run is reap-moe-tiny's, draw for draw.
+
 Interrupted runs resume from --ckpt (written every --ckpt-every steps).
 """
 
@@ -32,6 +38,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from moe_model import BOS, N_VOCAB, SPECIAL_TOKENS, Config, MoEModel, gguf_tensors  # noqa: E402
+import recall_data  # noqa: E402
 
 DOMAIN_ORDER = ["en", "code", "ja", "zh", "de", "fr"]
 
@@ -110,12 +117,13 @@ def unigram_bpb(train, heldout, L, max_windows):
     return out
 
 
-def export_gguf(model, cfg, path, gguf):
+def export_gguf(model, cfg, path, gguf, name="reap-moe-tiny", f16=False):
+    """f16: matrices in F16; norms and the router stay F32 (as llama.cpp's converter keeps them)."""
     arch = "qwen3moe"
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".export.")
     os.close(fd)
     w = gguf.GGUFWriter(tmp, arch)
-    w.add_name("reap-moe-tiny")
+    w.add_name(name)
     w.add_context_length(cfg.n_ctx)
     w.add_embedding_length(cfg.n_embd)
     w.add_block_count(cfg.n_layer)
@@ -127,7 +135,7 @@ def export_gguf(model, cfg, path, gguf):
     w.add_expert_count(cfg.n_expert)
     w.add_expert_used_count(cfg.n_expert_used)
     w.add_expert_feed_forward_length(cfg.n_ff_exp)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
     # byte-level GPT-2 style vocab: token b is the printable stand-in of byte b
     byte_chars = gguf_byte_chars()
     tokens = [byte_chars[b] for b in range(256)] + SPECIAL_TOKENS
@@ -143,8 +151,10 @@ def export_gguf(model, cfg, path, gguf):
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
     w.add_chat_template(CHAT_TEMPLATE)
-    for name, arr in gguf_tensors(model):
-        w.add_tensor(name, arr)
+    for tname, arr in gguf_tensors(model):
+        if f16 and arr.ndim >= 2 and not tname.endswith("ffn_gate_inp.weight"):
+            arr = arr.astype(np.float16)
+        w.add_tensor(tname, arr)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -166,7 +176,7 @@ def gguf_byte_chars():
     return table
 
 
-def plot_loss(log_path, png_path):
+def plot_loss(log_path, png_path, name="reap-moe-tiny"):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -181,7 +191,7 @@ def plot_loss(log_path, png_path):
         ax.plot(steps[k - 1:], sm, lw=1.5, label=f"train, {k}-step mean")
     ax.set_xlabel("step")
     ax.set_ylabel("bits per byte")
-    ax.set_title("reap-moe-tiny training loss")
+    ax.set_title(f"{name} training loss")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -203,6 +213,17 @@ def main():
     ap.add_argument("--ckpt-every", type=int, default=100)
     ap.add_argument("--eval-windows", type=int, default=48, help="held-out windows per domain for bits per byte")
     ap.add_argument("--bench", type=int, default=0, help="only time this many steps and exit")
+    shape = Config()
+    for field in ("n_embd", "n_head", "n_head_kv", "n_expert", "n_expert_used", "n_ff_exp", "n_layer"):
+        ap.add_argument("--" + field.replace("_", "-"), type=int, default=getattr(shape, field),
+                        help=f"model shape (default {getattr(shape, field)})")
+    ap.add_argument("--name", default="reap-moe-tiny", help="model name: the GGUF is OUT/NAME.gguf")
+    ap.add_argument("--log-prefix", default="", help="prefix of train_log.jsonl, eval.json and loss.png in OUT")
+    ap.add_argument("--f16", action="store_true", help="export the matrices in F16 (norms and router F32)")
+    ap.add_argument("--needle-frac", type=float, default=0.0, help="share of each batch that is needle windows")
+    ap.add_argument("--copy-frac", type=float, default=0.0, help="share of each batch that is copy windows")
+    ap.add_argument("--answer-weight", type=float, default=4.0, help="loss weight of a needle answer's tokens")
+    ap.add_argument("--needle-every", type=int, default=100, help="held-out needle accuracy every N steps (with --needle-frac)")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -210,7 +231,15 @@ def main():
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "third_party", "llama.cpp", "gguf-py"))
     import gguf  # noqa: E402  (the pinned llama.cpp's own GGUF writer)
 
-    cfg = Config()
+    cfg = Config(n_embd=args.n_embd, n_head=args.n_head, n_head_kv=args.n_head_kv, n_expert=args.n_expert,
+                 n_expert_used=args.n_expert_used, n_ff_exp=args.n_ff_exp, n_layer=args.n_layer)
+    if cfg.n_embd % cfg.n_head or cfg.n_head % cfg.n_head_kv or not 0 < cfg.n_expert_used <= cfg.n_expert:
+        ap.error(f"inconsistent shape: {cfg.to_dict()}")
+    n_needle = round(args.batch * args.needle_frac)
+    n_copy = round(args.batch * args.copy_frac)
+    if not (0 <= args.needle_frac <= 1 and 0 <= args.copy_frac <= 1 and n_needle + n_copy <= args.batch):
+        ap.error("--needle-frac and --copy-frac are shares of one batch: each within 0..1, together at most 1")
+    mixed = n_needle + n_copy > 0
     train = load_split(args.corpus, "train")
     heldout = load_split(args.corpus, "heldout")
     domains = [d for d in DOMAIN_ORDER if d in train]
@@ -224,10 +253,12 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
     rng = np.random.default_rng(args.seed)
     os.makedirs(args.out, exist_ok=True)
-    log_path = os.path.join(args.out, "train_log.jsonl")
+    log_path = os.path.join(args.out, args.log_prefix + "train_log.jsonl")
     step = 0
     if args.ckpt and os.path.exists(args.ckpt) and not args.bench:
         ck = torch.load(args.ckpt, weights_only=False)
+        if ck.get("config", cfg.to_dict()) != cfg.to_dict():
+            raise SystemExit(f"{args.ckpt} is a checkpoint of another shape ({ck['config']}): give --ckpt")
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         rng.bit_generator.state = ck["rng"]
@@ -246,10 +277,18 @@ def main():
     while step < args.steps:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
-        x, y = batch(rng, train, domains, weights, args.batch, L)
+        if mixed:
+            x, y, wt = recall_data.mixed_batch(rng, train, domains, weights, args.batch, L, n_needle, n_copy,
+                                               args.answer_weight)
+        else:
+            x, y = batch(rng, train, domains, weights, args.batch, L)
         t0 = time.time()
         logits, aux = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, cfg.n_vocab), y.reshape(-1))
+        if mixed:
+            nll = F.cross_entropy(logits.reshape(-1, cfg.n_vocab), y.reshape(-1), reduction="none")
+            loss = (nll * wt.reshape(-1)).sum() / wt.sum()
+        else:
+            loss = F.cross_entropy(logits.reshape(-1, cfg.n_vocab), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         (loss + args.aux * aux).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -269,16 +308,20 @@ def main():
             eta = (args.steps - step) * x.numel() / max(rate, 1e-9)
             print(f"step {step}/{args.steps} loss {loss.item():.3f} ({loss.item() / math.log(2):.3f} bpb) "
                   f"aux {aux.item() / cfg.n_layer:.3f} {rate:.0f} tok/s eta {eta / 60:.1f} min", flush=True)
+        if n_needle and args.needle_every and step % args.needle_every == 0:
+            acc = recall_data.needle_accuracy(model, heldout, L, (64, 128), (0.15, 0.5, 0.85), 4, 7)
+            print(f"step {step}: held-out needles exact, chat {acc['chat']:.2f}, completion {acc['completion']:.2f}",
+                  flush=True)
         if args.ckpt and (step % args.ckpt_every == 0 or step == args.steps):
             os.makedirs(os.path.dirname(os.path.abspath(args.ckpt)), exist_ok=True)
             tmp = args.ckpt + ".tmp"
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": rng.bit_generator.state,
-                        "torch_rng": torch.get_rng_state(), "step": step}, tmp)
+                        "torch_rng": torch.get_rng_state(), "step": step, "config": cfg.to_dict()}, tmp)
             os.replace(tmp, args.ckpt)
 
     train_seconds = time.time() - t_start
-    gguf_path = os.path.join(args.out, "reap-moe-tiny.gguf")
-    export_gguf(model, cfg, gguf_path, gguf)
+    gguf_path = os.path.join(args.out, args.name + ".gguf")
+    export_gguf(model, cfg, gguf_path, gguf, args.name, args.f16)
     print(f"wrote {gguf_path}", flush=True)
     ev = heldout_bpb(model, heldout, L, args.eval_windows)
     uni = unigram_bpb(train, heldout, L, args.eval_windows)
@@ -286,11 +329,15 @@ def main():
               "tokens_seen": args.steps * args.batch * L, "seed": args.seed, "threads": args.threads,
               "train_seconds_this_run": train_seconds,
               "heldout": {d: {"bpb": ev[d]["bpb"], "unigram_bpb": uni[d], "bytes": ev[d]["bytes"]} for d in ev}}
-    with open(os.path.join(args.out, "eval.json"), "w") as f:
+    if mixed:
+        report["mix"] = {"needle_windows": n_needle, "copy_windows": n_copy, "answer_weight": args.answer_weight}
+        report["needle_teacher_forced"] = recall_data.needle_accuracy(model, heldout, L, (64, 128), (0.15, 0.5, 0.85),
+                                                                      16, 11)
+    with open(os.path.join(args.out, args.log_prefix + "eval.json"), "w") as f:
         json.dump(report, f, indent=1)
     for d in ev:
         print(f"heldout {d:5s}: {ev[d]['bpb']:.3f} bpb (unigram {uni[d]:.3f})", flush=True)
-    plot_loss(log_path, os.path.join(args.out, "loss.png"))
+    plot_loss(log_path, os.path.join(args.out, args.log_prefix + "loss.png"), args.name)
 
 
 if __name__ == "__main__":
