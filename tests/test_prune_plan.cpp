@@ -351,6 +351,15 @@ TEST(PlanValidate, WidthFactsOfZooModels) {
         reap::moe::layout lay;
         ASSERT_TRUE(reap::model_layout(m, lay, err)) << err;
         const reap::plan_model_facts f = reap::facts_of(lay, m);
+        bool shexp = false;
+        for (const auto & t : m.tensors) shexp = shexp || t.name.find("_shexp") != std::string::npos;
+        if (shexp && name != "qwen2moe") {
+            // deepseek2, glm4moe, llama4, kimi-k3: llama.cpp sizes their shared experts from the same key
+            EXPECT_EQ(f.n_ff_exp, 0);
+            EXPECT_NE(f.width_refusal.find("loader derives their width from " + lay.arch + ".expert_feed_forward_length"),
+                      std::string::npos) << f.width_refusal;
+            continue;
+        }
         EXPECT_EQ(f.width_refusal, "");
         const reap::gguf::tensor_info * gate = nullptr;
         int64_t down_block = 0;
@@ -385,6 +394,14 @@ TEST(PlanValidate, WidthFactsOfZooModels) {
         arr.kvs.set_i32_array(reap::moe::expert_width_key(lay.arch), std::vector<int32_t>(size_t(lay.n_layer), int32_t(f.n_ff_exp)));
         ff = reap::facts_of(lay, arr);
         EXPECT_NE(ff.width_refusal.find("is a per-layer array"), std::string::npos) << ff.width_refusal;
+
+        if (shexp) {   // qwen2moe reads its shared experts' width from its own key; without it, from the experts'
+            reap::gguf::model no_shared_key = m;
+            ASSERT_TRUE(no_shared_key.kvs.remove(lay.arch + ".expert_shared_feed_forward_length"));
+            ff = reap::facts_of(lay, no_shared_key);
+            EXPECT_NE(ff.width_refusal.find("but no " + lay.arch + ".expert_shared_feed_forward_length"), std::string::npos)
+                << ff.width_refusal;
+        }
     }
 }
 

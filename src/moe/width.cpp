@@ -26,6 +26,42 @@ bool split_block_name(const std::string & name, std::string & base, std::string 
     return true;
 }
 
+// Archs whose llama.cpp loader (pinned v0.4.0, src/models/*.cpp) reads the
+// shared experts' width from <arch>.expert_shared_feed_forward_length. Every
+// other arch with shared experts sizes them from expert_feed_forward_length
+// (deepseek2, glm4moe, kimi-k3, dots1, minimax-m3: n_ff_exp * n_expert_shared;
+// llama4: n_ff_exp), so cutting the routed experts' width would change the
+// shape llama.cpp expects of the untouched shared experts.
+const char * const k_shared_width_archs[] = {
+    "qwen2moe", "qwen3next", "qwen35moe", "qwen4exp", "bailingmoe2", "bailingmoe3", "hunyuan-moe", "hy_v3",
+    "nemotron_h", "granite", "granitemoe",
+};
+
+// Why the shared experts of `m` stop a width cut, "" when they do not.
+std::string shared_expert_refusal(const gguf::model & m, const std::string & arch) {
+    const gguf::tensor_info * shexp = nullptr;
+    for (const gguf::tensor_info & t : m.tensors) {
+        if (t.name.find("_shexp") != std::string::npos) {
+            shexp = &t;
+            break;
+        }
+    }
+    if (!shexp) return "";
+    bool reads_key = false;
+    for (const char * a : k_shared_width_archs) reads_key = reads_key || arch == a;
+    const std::string key = kv_key(arch, "expert_shared_feed_forward_length");
+    if (!reads_key) {
+        return "the model has shared experts (" + shexp->name + ") and llama.cpp's " + arch +
+               " loader derives their width from " + expert_width_key(arch) +
+               ": cutting the routed experts' width would break loading";
+    }
+    if (!m.kvs.has(key)) {
+        return "the model has shared experts (" + shexp->name + ") but no " + key + ", so llama.cpp derives their width from " +
+               expert_width_key(arch) + ": cutting the routed experts' width would break loading";
+    }
+    return "";
+}
+
 } // namespace
 
 bool width_keeps_rows(const std::string & name) {
@@ -99,6 +135,8 @@ bool expert_width_of(const gguf::model & m, const layout & lay, expert_width & o
             }
         }
     }
+    const std::string shared = shared_expert_refusal(m, lay.arch);
+    if (!shared.empty()) return refuse(shared);
     out.n_ff = n_ff;
     return true;
 }

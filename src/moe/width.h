@@ -8,7 +8,11 @@
 // ffn_down_exps. It needs experts that are three separate projections
 // gate/up/down whose width is the model's one <arch>.expert_feed_forward_length;
 // every other layout is refused with the reason (fused ffn_gate_up_exps, no
-// gate, no width key, a per-layer width array, widths that disagree).
+// gate, no width key, a per-layer width array, widths that disagree), and so
+// are models with shared experts whose width llama.cpp derives from the same
+// key (deepseek2, glm4moe, llama4, kimi-k3, ...: only archs whose loader reads
+// <arch>.expert_shared_feed_forward_length, with the key in the file, keep
+// their shared experts' shape when the key changes).
 //
 // Core library: no llama.cpp / ggml dependency.
 #pragma once
