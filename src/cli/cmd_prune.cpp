@@ -33,7 +33,8 @@ void declare(reap::cli::options & t, prune_params & pp) {
         "and nothing is requantised. Shared experts and every other tensor are copied\n"
         "unchanged; <arch>.expert_count becomes the plan's n_keep. A tensor whose shape\n"
         "mentions the expert count but that the layout table does not know is an error.\n"
-        "\n"
+        "A width plan also keeps each expert's listed channels: gate/up rows byte for\n"
+        "byte, down columns requantised (ggml; the source's type or --down-type).\n"
         "The plan is validated against the model first (layers, ids, counts, groups).\n"
         "MODEL may be the first shard of a split set. The output appears only when\n"
         "complete (temp file, fsync, rename); it never replaces an input, nor an existing\n"
@@ -74,6 +75,7 @@ void declare(reap::cli::options & t, prune_params & pp) {
            "(reap.plan.other_model)",
            p.allow_other_model);
     t.flag("--dry-run", "print what would be written and the sizes; write nothing", p.dry_run);
+    t.text("--down-type", "TYPE", "width plans: requantise ffn_down_exps to TYPE (q8_0, q4_K, f16, ...; default its own)", p.down_type);
     t.flag("--json", "print one JSON object on stdout (outputs, imatrix coverage); the text goes to stderr", pp.json);
     t.section("importance matrix (prune, then quantise):");
     t.text("--imatrix", "IMATRIX",
@@ -113,9 +115,8 @@ int cmd_prune(int argc, char ** argv) {
     if (req.model.empty()) return t.usage_error("no model given (-m MODEL.gguf)");
     if (req.plan.empty()) return t.usage_error("no plan given (--plan PLAN.json)");
     if (req.output.empty()) return t.usage_error("no output given (-o OUT.gguf)");
-    if (req.imatrix.empty() && (!req.imatrix_out.empty() || req.require_coverage > 0)) {
-        return t.usage_error("--imatrix-out and --require-coverage need --imatrix");
-    }
+    const bool imatrix_options = !req.imatrix_out.empty() || req.require_coverage > 0;
+    if (req.imatrix.empty() && imatrix_options) return t.usage_error("--imatrix-out and --require-coverage need --imatrix");
     if (const char * v = getenv("REAP_NO_COPY_FILE_RANGE"); v && *v && strcmp(v, "0") != 0) req.copy_file_range = false;
     req.version = REAP_VERSION;
     FILE * txt = params.json ? stderr : stdout;

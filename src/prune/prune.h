@@ -1,7 +1,8 @@
 // reap prune / reap verify, as a library: build the output of a pruned model
 // from a source model and a plan, and audit an output against both.
 //
-// Pruning is byte slicing. For every tensor the moe layout table marks as
+// Pruning is byte slicing (width plans aside: their down projections are
+// requantised, prune/width.h). For every tensor the moe layout table marks as
 // carrying the expert axis (moe::slice_kind != none), output expert i is
 // source expert keep[i]: the expert's bytes [e*S, (e+1)*S), S = nbytes /
 // n_expert, are concatenated in keep order. This holds for every ggml type
@@ -61,6 +62,10 @@ bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan
 // Same, for width plans with a down type (prune/width.h: gate/up rows kept
 // byte for byte, down requantised; plans without a width ignore `wopts`).
 struct width_options;
+// The model facts a plan is validated against before pruning: facts_of(lay),
+// with the width facts for width plans, the down block being that of the
+// requested down type when there is one.
+plan_model_facts prune_facts(const gguf::model & m, const moe::layout & lay, const plan & p, const width_options & wopts);
 bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan & p, const prune_options & opts,
                       const width_options & wopts, gguf::output_spec & out, std::string & err);
 
