@@ -227,4 +227,17 @@ TEST(PruneCli, WidthPlanDownType) {
     for (const auto & t : o.tensors) {
         if (t.name.find("ffn_down_exps") != std::string::npos) EXPECT_EQ(t.type, g::tensor_type::Q8_0) << t.name;
     }
+
+    // a split output: every shard verifies, the requantised tensors wherever they fall
+    const std::string split = dir + "/split.gguf";
+    ASSERT_EQ(run_reap(base.substr(0, base.find(" -o ")) + " -o " + quote(split) + " --plan " + quote(plan) +
+                           " --down-type q8_0 --split-max-tensors 7", log), 0) << log;
+    const std::string first = dir + "/split-00001-of-" + [&] {
+        for (const auto & f : gguf_test::list_dir(dir)) if (f.rfind("split-00001-of-", 0) == 0) return f.substr(15, 5);
+        return std::string("?????");
+    }() + ".gguf";
+    ASSERT_TRUE(exists(first)) << log;
+    EXPECT_GT(open(first).shards.size(), 1u);
+    ASSERT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(plan) + " " + quote(first), log), 0) << log;
+    EXPECT_NE(log.find("width cut: 3 down tensors"), std::string::npos) << log;
 }
