@@ -23,6 +23,7 @@
 // same model's down slabs at full width gives (the cut adds no error of its
 // own beyond requantisation): both numbers are printed.
 #include "llama_test_util.h"
+#include "prune_test_util.h"
 
 #include "gguf/gguf.h"
 #include "moe/layout_gguf.h"
@@ -72,17 +73,11 @@ reap::plan width_plan(const reap::moe::layout & lay, int64_t n_ff, int64_t K, ui
     return p;
 }
 
-bool write_pruned(const reap::gguf::model & m, const reap::moe::layout & lay, const reap::plan & p,
+// The width cut by reap's slicer, unstamped (plan written beside it).
+bool write_pruned(const reap::gguf::model & m, const reap::moe::layout &, const reap::plan & p,
                   const reap::prune::width_options & wo, const std::string & out, std::string & err) {
-    reap::prune::prune_options po;
-    po.stamp = false;
-    reap::gguf::output_spec spec;
-    if (!reap::prune::make_pruned_spec(m, lay, p, po, wo, spec, err)) return false;
-    reap::gguf::write_options w;
-    w.force = true;
-    w.sync = false;
     std::vector<std::string> written;
-    return reap::gguf::write_output(spec, w, out, written, err);
+    return prune_test::prune_to(m, p, out + ".plan.json", out, written, err, false, 0, 0, wo);
 }
 
 // The reference: `m` with every down_exps column of a removed channel set to

@@ -75,25 +75,12 @@ void add_width(reap::plan & p, int64_t n_ff, int64_t K, uint32_t seed) {
     }
 }
 
-// Prunes with the width options (library path, as prune_to) and returns the output path.
+// Prunes with the width options into dir/out.gguf (plan in dir/plan.json, stamped, SHA256SUMS).
 bool width_prune(const reap::gguf::model & m, const reap::plan & p, const reap::prune::width_options & wo,
                  const std::string & dir, std::string & out, std::string & err) {
-    const std::string plan_path = dir + "/plan.json";
-    if (!reap::write_plan(p, plan_path, true, err)) return false;
-    reap::prune::prune_options po;
-    po.version = "test";
-    if (!reap::plan_file_sha256(plan_path, po.plan_sha256, err)) return false;
-    reap::moe::layout lay;
-    if (!reap::model_layout(m, lay, err)) return false;
-    reap::gguf::output_spec spec;
-    if (!reap::prune::make_pruned_spec(m, lay, p, po, wo, spec, err)) return false;
-    reap::gguf::write_options w;
-    w.force = true;
-    w.sync = false;
-    std::vector<std::string> written;
     out = dir + "/out.gguf";
-    if (!reap::gguf::write_output(spec, w, out, written, err)) return false;
-    return reap::prune::update_sha256sums(written, reap::prune::sums_path_for(written[0]), err);
+    std::vector<std::string> written;
+    return prune_test::prune_to(m, p, dir + "/plan.json", out, written, err, true, 0, 0, wo);
 }
 
 // The test's own requantisation of one kept expert's down slab (ggml row by row).
