@@ -9,6 +9,7 @@
 #include "gguf_test_util.h"
 #include "plan/plan.h"
 #include "prune/prune.h"
+#include "prune/width.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -148,16 +149,20 @@ inline int64_t half_keep(const reap::gguf::model & m) {
 
 // Writes `p` to plan_path, prunes `m` with it into `out_path` (library path:
 // make_pruned_spec + write_output + SHA256SUMS). Returns the files written.
+// `width` applies to width plans (prune/width.h: the down type).
 inline bool prune_to(const reap::gguf::model & m, const reap::plan & p, const std::string & plan_path,
                      const std::string & out_path, std::vector<std::string> & written, std::string & err,
-                     bool stamp = true, uint64_t split_max_bytes = 0, uint64_t split_max_tensors = 0) {
+                     bool stamp = true, uint64_t split_max_bytes = 0, uint64_t split_max_tensors = 0,
+                     const reap::prune::width_options & width = {}) {
     if (!reap::write_plan(p, plan_path, true, err)) return false;
     reap::prune::prune_options po;
     po.stamp = stamp;
     po.version = "test";
     if (!reap::plan_file_sha256(plan_path, po.plan_sha256, err)) return false;
+    reap::moe::layout lay;
+    if (!reap::model_layout(m, lay, err)) return false;
     reap::gguf::output_spec spec;
-    if (!reap::prune::make_pruned_spec(m, p, po, spec, err)) return false;
+    if (!reap::prune::make_pruned_spec(m, lay, p, po, width, spec, err)) return false;
     reap::gguf::write_options wo;
     wo.force = true;
     wo.sync = false;

@@ -349,3 +349,31 @@ TEST(PlanCli, MergeAndCompare) {
     EXPECT_EQ(run_reap("compare " + quote(pa), out), 2);
     EXPECT_NE(out.find("exactly two plans"), std::string::npos) << out;
 }
+
+// reap plan --width: the model's width facts and K's block size are checked
+// first, each refusal saying why; an archive without channel scores (every
+// archive until calibrate/imatrix write them) is refused by name.
+TEST(PlanCli, WidthRefusals) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("plan_cli_width", fx, why)) GTEST_SKIP() << why;
+    const std::string plan = fx.dir + "/plan.json";
+    const std::string q = fx.model("qwen3moe"), sal = fx.dir + "/sal.gguf";
+    archive_for(q, sal, {"code"});
+    const std::string base = "plan " + quote(sal) + " -m " + quote(q) + " -o " + quote(plan);
+    EXPECT_EQ(run_reap(base + " --width 16", out), 2) << out;
+    EXPECT_NE(out.find("--width 16: " + sal + " has no channel scores"), std::string::npos) << out;
+    EXPECT_EQ(run_reap(base + " --keep 8 --width 16", out), 2) << out;
+    EXPECT_NE(out.find("has no channel scores"), std::string::npos) << out;
+    EXPECT_EQ(run_reap(base + " --keep 8 --width 33", out), 2) << out;
+    EXPECT_NE(out.find("width 33 out of range [1, 32]"), std::string::npos) << out;
+    EXPECT_EQ(run_reap(base + " --width 16 --down-type q8_0", out), 2) << out;
+    EXPECT_NE(out.find("width 16 is not a multiple of 32, the block size of q8_0"), std::string::npos) << out;
+    EXPECT_FALSE(prune_test::exists(plan));
+
+    // deepseek2 sizes its shared experts from expert_feed_forward_length too
+    const std::string d = fx.model("deepseek2"), dsal = fx.dir + "/dsal.gguf";
+    archive_for(d, dsal, {"code"});
+    EXPECT_EQ(run_reap("plan " + quote(dsal) + " -m " + quote(d) + " --width 16 -o " + quote(plan), out), 2) << out;
+    EXPECT_NE(out.find("loader derives their width from deepseek2.expert_feed_forward_length"), std::string::npos) << out;
+}

@@ -185,3 +185,59 @@ TEST(PruneCli, InspectPredictsThePrunedSize) {
         EXPECT_GE(n_checked, 1u);
     }
 }
+
+// A width plan through the commands: prune with --down-type writes the cut,
+// verify accepts it and reports the requantised down tensors apart; the
+// refusals of --down-type say why.
+TEST(PruneCli, WidthPlanDownType) {
+    if (reap_bin().empty() || !exists(reap_bin())) GTEST_SKIP() << "REAP_BIN not built";
+    std::string err;
+    const std::string zoo = zoo_or_skip(err);
+    if (zoo.empty()) GTEST_SKIP() << err;
+    const std::string dir = prune_test::scratch("prune-cli-width");
+    const std::string src = zoo + "/qwen3moe.gguf";
+    const g::model m = open(src);
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(m, 8, 4, p, err)) << err;
+    const std::string expert_only = dir + "/experts.json";
+    ASSERT_TRUE(reap::write_plan(p, expert_only, true, err)) << err;
+    p.width_n_ff = 32;   // qwen3moe's expert_feed_forward_length
+    p.width_keep = 32;   // every channel, in blocks of 32 for q8_0
+    for (auto & l : p.layers) {
+        l.channels.assign(l.keep.size(), {});
+        for (auto & ch : l.channels) for (int64_t c = 0; c < 32; ++c) ch.push_back(c);
+    }
+    const std::string plan = dir + "/width.json";
+    ASSERT_TRUE(reap::write_plan(p, plan, true, err)) << err;
+    const std::string out = dir + "/out.gguf";
+    std::string log;
+    const std::string base = "prune -m " + quote(src) + " -o " + quote(out) + " --plan ";
+    EXPECT_EQ(run_reap(base + quote(plan) + " --down-type q9_9", log), 2) << log;
+    EXPECT_NE(log.find("--down-type: unknown type 'q9_9'"), std::string::npos) << log;
+    EXPECT_EQ(run_reap(base + quote(expert_only) + " --down-type q8_0", log), 2) << log;
+    EXPECT_NE(log.find("keeps every channel (no width)"), std::string::npos) << log;
+    EXPECT_EQ(run_reap(base + quote(plan) + " --down-type q4_K", log), 2) << log;
+    EXPECT_NE(log.find("width 32 is not a multiple of 256, the block size of q4_K"), std::string::npos) << log;
+    EXPECT_FALSE(exists(out));
+
+    ASSERT_EQ(run_reap(base + quote(plan) + " --down-type q8_0", log), 0) << log;
+    ASSERT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(plan) + " " + quote(out), log), 0) << log;
+    EXPECT_NE(log.find("width cut: 3 down tensors"), std::string::npos) << log;
+    const g::model o = open(out);
+    for (const auto & t : o.tensors) {
+        if (t.name.find("ffn_down_exps") != std::string::npos) EXPECT_EQ(t.type, g::tensor_type::Q8_0) << t.name;
+    }
+
+    // a split output: every shard verifies, the requantised tensors wherever they fall
+    const std::string split = dir + "/split.gguf";
+    ASSERT_EQ(run_reap(base.substr(0, base.find(" -o ")) + " -o " + quote(split) + " --plan " + quote(plan) +
+                           " --down-type q8_0 --split-max-tensors 7", log), 0) << log;
+    const std::string first = dir + "/split-00001-of-" + [&] {
+        for (const auto & f : gguf_test::list_dir(dir)) if (f.rfind("split-00001-of-", 0) == 0) return f.substr(15, 5);
+        return std::string("?????");
+    }() + ".gguf";
+    ASSERT_TRUE(exists(first)) << log;
+    EXPECT_GT(open(first).shards.size(), 1u);
+    ASSERT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(plan) + " " + quote(first), log), 0) << log;
+    EXPECT_NE(log.find("width cut: 3 down tensors"), std::string::npos) << log;
+}

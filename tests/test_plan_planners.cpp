@@ -8,6 +8,7 @@
 #include "gguf_test_util.h"
 #include "plan/planners.h"
 #include "plan/receipts.h"
+#include "plan/width_planner.h"
 #include "prune_test_util.h"
 #include "saliency_test_util.h"
 #include "util/summary.h"
@@ -654,4 +655,58 @@ TEST(Summary, CountMinMedianMaxAndFirstFew) {
     v.push_back("12");
     EXPECT_EQ(reap::util::first_few(v), "0, 1, 2, 3, 4, 5, ... (+7 more)");
     EXPECT_EQ(reap::util::min_median_max(odd), "min 1, median 3, max 5");
+}
+
+// Width planning: each kept expert keeps its K highest-scoring channels (ties
+// to the lower id, NaN last), listed ascending; the result is a valid width
+// plan; bad widths and score counts are refused naming layer and expert.
+TEST(Planners, WidthKeepsEachExpertsBestChannels) {
+    namespace pl = reap::planner;
+    EXPECT_EQ(pl::top_channels({0.5, 3.0, 1.0, 3.0, 2.0, -1.0}, 3), (std::vector<int64_t>{1, 3, 4}));
+    EXPECT_EQ(pl::top_channels({1.0, 1.0, 1.0, 1.0}, 2), (std::vector<int64_t>{0, 1}));
+    EXPECT_EQ(pl::top_channels({NAN, 0.0, -5.0}, 2), (std::vector<int64_t>{1, 2}));
+    EXPECT_EQ(pl::top_channels({2.0, 1.0}, 2), (std::vector<int64_t>{0, 1}));
+
+    reap::plan p;
+    p.arch = "qwen3moe";
+    p.n_layer = 2;
+    p.n_expert = 4;
+    p.n_expert_used = 1;
+    p.n_keep = 2;
+    p.layers = {{0, {3, 1}, {}}, {1, {0, 2}, {}}};
+    // expert e of layer l scores channel c as ((c * (e + 2) + l) mod 8): a different order per expert
+    auto scores = [](int layer, int64_t e, std::vector<double> & s, std::string &) {
+        s.resize(8);
+        for (int64_t c = 0; c < 8; ++c) s[size_t(c)] = double((c * (e + 2) + layer) % 8);
+        return true;
+    };
+    std::string err;
+    ASSERT_TRUE(pl::add_width(p, 8, 3, scores, err)) << err;
+    EXPECT_EQ(p.width_n_ff, 8);
+    EXPECT_EQ(p.width_keep, 3);
+    for (const auto & l : p.layers) {
+        ASSERT_EQ(l.channels.size(), 2u);
+        for (size_t k = 0; k < 2; ++k) {
+            std::vector<double> s;
+            scores(l.layer, l.keep[k], s, err);
+            // the reference: every channel outside the list scores at most the list's lowest
+            double lowest = INFINITY;
+            for (int64_t c : l.channels[k]) lowest = std::min(lowest, s[size_t(c)]);
+            for (int64_t c = 0; c < 8; ++c) {
+                if (std::find(l.channels[k].begin(), l.channels[k].end(), c) == l.channels[k].end()) EXPECT_LE(s[size_t(c)], lowest);
+            }
+            EXPECT_TRUE(std::is_sorted(l.channels[k].begin(), l.channels[k].end()));
+        }
+    }
+    // layer 0, expert 3: scores (5c) mod 8 = 0,5,2,7,4,1,6,3 -> the best three are channels 3 (7), 6 (6), 1 (5)
+    EXPECT_EQ(p.layers[0].channels[0], (std::vector<int64_t>{1, 3, 6}));
+    reap::plan q;
+    ASSERT_TRUE(reap::parse_plan(reap::plan_text(p), "t.json", q, err)) << err;
+    EXPECT_EQ(reap::plan_to_json(p), reap::plan_to_json(q));
+
+    EXPECT_FALSE(pl::add_width(p, 8, 9, scores, err));
+    EXPECT_NE(err.find("width 9 out of range [1, 8]"), std::string::npos) << err;
+    auto short_scores = [](int, int64_t, std::vector<double> & s, std::string &) { s.assign(7, 1.0); return true; };
+    EXPECT_FALSE(pl::add_width(p, 8, 3, short_scores, err));
+    EXPECT_NE(err.find("layer 0 expert 3: 7 channel scores, the experts have 8 channels"), std::string::npos) << err;
 }

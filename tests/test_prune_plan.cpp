@@ -4,6 +4,8 @@
 // counts, group-limited routers).
 #include "prune_test_util.h"
 
+#include "moe/width.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -71,7 +73,8 @@ TEST(PlanFormat, RejectsHostileDocuments) {
     };
     expect_reject(with([](json & d) { d.erase("format"); }), "missing field \"format\"");
     expect_reject(with([](json & d) { d["format"] = "reap-plan2"; }), "\"format\" must be");
-    expect_reject(with([](json & d) { d["version"] = 2; }), "unsupported version 2");
+    expect_reject(with([](json & d) { d["version"] = 3; }), "unsupported version 3");
+    expect_reject(with([](json & d) { d["version"] = 0; }), "unsupported version 0");
     expect_reject(with([](json & d) { d["version"] = "1"; }), "must be an integer, not string");
     expect_reject(with([](json & d) { d.erase("model"); }), "missing field \"model\"");
     expect_reject(with([](json & d) { d["model"] = 5; }), "\"model\" must be an object");
@@ -101,6 +104,78 @@ TEST(PlanFormat, RejectsHostileDocuments) {
     expect_reject(with([](json & d) { d["layers"][1]["keep"] = {0, 1, 2.5, 3}; }), "layer 2: keep[2] must be an integer");
     expect_reject(with([](json & d) { d["layers"][1]["keep"] = {0, 1, nullptr, 3}; }), "not null");
     expect_reject(with([](json & d) { d["provenance"] = "x"; }), "\"provenance\" must be an object");
+}
+
+namespace {
+
+// A width plan: good_doc() cut to 4 of 8 channels per expert.
+json good_width_doc() {
+    json d = good_doc();
+    d["version"] = 2;
+    d["width"] = {{"n_ff", 8}, {"keep", 4}};
+    d["layers"][0]["channels"] = json::parse("[[0,1,2,3],[4,5,6,7],[0,2,4,6],[1,3,5,7]]");
+    d["layers"][1]["channels"] = json::parse("[[0,1,2,7],[1,2,3,4],[2,3,6,7],[0,5,6,7]]");
+    return d;
+}
+
+} // namespace
+
+TEST(PlanFormat, WidthPlans) {
+    reap::plan p;
+    std::string err;
+    ASSERT_TRUE(reap::parse_plan(good_width_doc().dump(), "t.json", p, err)) << err;
+    ASSERT_TRUE(p.has_width());
+    EXPECT_EQ(p.width_n_ff, 8);
+    EXPECT_EQ(p.width_keep, 4);
+    ASSERT_EQ(p.layers[0].channels.size(), 4u);
+    EXPECT_EQ(p.layers[0].channels[2], (std::vector<int64_t>{0, 2, 4, 6}));
+    EXPECT_EQ(p.layers[1].channels[3], (std::vector<int64_t>{0, 5, 6, 7}));
+
+    // written as version 2 with the documented fields; a plan without a width
+    // stays version 1, which older readers take
+    const json doc = json::parse(reap::plan_text(p));
+    EXPECT_EQ(doc, reap::plan_to_json(p)) << "plan_text and plan_to_json say the same";
+    EXPECT_EQ(doc["version"], 2);
+    EXPECT_EQ(doc["width"], json({{"n_ff", 8}, {"keep", 4}}));
+    EXPECT_EQ(doc["layers"][1]["channels"][1], json({1, 2, 3, 4}));
+    reap::plan q;
+    ASSERT_TRUE(reap::parse_plan(reap::plan_text(p), "t.json", q, err)) << err;
+    EXPECT_EQ(reap::plan_to_json(p), reap::plan_to_json(q));
+    ASSERT_TRUE(reap::parse_plan(good_doc().dump(), "t.json", q, err)) << err;
+    EXPECT_FALSE(q.has_width());
+    const json plain = json::parse(reap::plan_text(q));
+    EXPECT_EQ(plain["version"], 1);
+    EXPECT_FALSE(plain.contains("width"));
+    EXPECT_FALSE(plain["layers"][0].contains("channels"));
+    // version 2 without a width is an expert-only plan
+    json v2 = good_doc();
+    v2["version"] = 2;
+    ASSERT_TRUE(reap::parse_plan(v2.dump(), "t.json", q, err)) << err;
+    EXPECT_FALSE(q.has_width());
+
+    auto with = [](auto f) {
+        json d = good_width_doc();
+        f(d);
+        return d;
+    };
+    expect_reject(with([](json & d) { d["version"] = 1; }), "\"width\" in a version 1 plan");
+    expect_reject(with([](json & d) { d["width"] = 4; }), "\"width\" must be an object");
+    expect_reject(with([](json & d) { d["width"].erase("keep"); }), "width: missing field \"keep\"");
+    expect_reject(with([](json & d) { d["width"]["keep"] = 9; }), "width.keep = 9 out of range [1, 8]");
+    expect_reject(with([](json & d) { d["width"]["keep"] = 0; }), "width.keep = 0 out of range");
+    expect_reject(with([](json & d) { d["width"]["n_ff"] = "8"; }), "width.n_ff must be an integer");
+    expect_reject(with([](json & d) { d["layers"][1].erase("channels"); }), "layer 2: missing field \"channels\"");
+    expect_reject(with([](json & d) { d["layers"][1]["channels"] = 3; }), "layer 2: \"channels\" must be an array");
+    expect_reject(with([](json & d) { d["layers"][0]["channels"].erase(3); }), "layer 0: \"channels\" has 3 lists, n_keep is 4");
+    expect_reject(with([](json & d) { d["layers"][0]["channels"][1] = {4, 5, 6}; }),
+                  "layer 0: channels[1] (source expert 1) lists 3 channels, width.keep is 4");
+    expect_reject(with([](json & d) { d["layers"][0]["channels"][1] = {4, 5, 7, 6}; }),
+                  "channel 6 after 7 (channels must be in ascending order)");
+    expect_reject(with([](json & d) { d["layers"][0]["channels"][1] = {4, 5, 5, 6}; }), "channel 5 after 5 (listed twice)");
+    expect_reject(with([](json & d) { d["layers"][0]["channels"][1] = {4, 5, 6, 8}; }), "channels[1] (source expert 1)[3] = 8 out of range [0, 7]");
+    expect_reject(with([](json & d) { d["layers"][0]["channels"][1] = {4, 5, 6, -1}; }), "out of range [0, 7]");
+    expect_reject(with([](json & d) { d["layers"][0]["channels"][0] = "0,1,2,3"; }), "channels[0] (source expert 3) must be an array");
+    expect_reject(with([](json & d) { d.erase("width"); }), "layer 0: \"channels\" in a plan without \"width\"");
 }
 
 TEST(PlanFormat, WriteReadRoundTripAndSha) {
@@ -182,6 +257,50 @@ TEST(PlanValidate, Rules) {
     expect_invalid(p, f, "n_expert_used 4, the model has 2");
 }
 
+TEST(PlanValidate, Width) {
+    auto f = facts(8, 2, {1, 3});
+    f.n_ff_exp = 512;
+    f.down_block = 256;
+    f.down_type_name = "q4_K";
+    auto p = make(8, 2, 2, {{1, {7, 0}}, {3, {1, 2}}});
+    p.width_n_ff = 512;
+    p.width_keep = 256;
+    std::vector<int64_t> low(256), high(256);
+    for (int64_t c = 0; c < 256; ++c) low[size_t(c)] = c, high[size_t(c)] = 256 + c;
+    for (auto & l : p.layers) l.channels = {low, high};
+    std::string err;
+    EXPECT_TRUE(reap::validate_plan(p, f, err)) << err;
+
+    auto q = p;
+    q.width_keep = 128;
+    for (auto & l : q.layers) l.channels = {std::vector<int64_t>(low.begin(), low.begin() + 128), std::vector<int64_t>(high.begin(), high.begin() + 128)};
+    expect_invalid(q, f, "width 128 is not a multiple of 256, the block size of q4_K (the down projections' type");
+    expect_invalid(q, f, "smallest: 256");
+    q = p;
+    q.width_n_ff = 1024;
+    expect_invalid(q, f, "made for experts of width 1024, the model's are 512");
+    q = p;
+    q.layers[1].channels.pop_back();
+    expect_invalid(q, f, "layer 3: lists channels for 1 experts, keeps 2");
+    q = p;
+    std::swap(q.layers[0].channels[1][3], q.layers[0].channels[1][4]);
+    expect_invalid(q, f, "layer 1: channels[1] must be 256 ascending channels in [0, 512)");
+    auto g = f;
+    g.n_ff_exp = 0;
+    g.width_refusal = "blk.1.ffn_gate_up_exps.weight fuses gate and up";
+    expect_invalid(p, g, "plan: cuts expert width, but blk.1.ffn_gate_up_exps.weight fuses gate and up");
+    // expert-only plans ignore the width facts
+    EXPECT_TRUE(reap::validate_plan(make(8, 2, 2, {{1, {7, 0}}, {3, {1, 2}}}), g, err)) << err;
+
+    EXPECT_EQ(reap::width_refusal(256, 768, 256, "q4_K"), "");
+    EXPECT_EQ(reap::width_refusal(100, 768, 1, "f32"), "");
+    EXPECT_EQ(reap::width_refusal(300, 768, 256, "q4_K"),
+              "width 300 is not a multiple of 256, the block size of q4_K (the down projections' type: their rows are "
+              "requantised in whole blocks); nearest: 256 or 512");
+    EXPECT_NE(reap::width_refusal(769, 768, 1, "f32").find("width 769 out of range [1, 768]"), std::string::npos);
+    EXPECT_NE(reap::width_refusal(0, 768, 1, "f32").find("out of range"), std::string::npos);
+}
+
 TEST(PlanValidate, GroupLimitedRouters) {
     // 16 experts in 4 groups of 4, 2 groups used, 4 experts per token
     const auto f = facts(16, 4, {1}, 4, 2);
@@ -214,6 +333,75 @@ TEST(PlanValidate, ZooModels) {
         q.n_layer += 1;
         EXPECT_FALSE(reap::validate_plan(q, m, err));
         EXPECT_NE(err.find("n_layer"), std::string::npos) << err;
+    }
+}
+
+// The width facts of real files: every zoo model has separate gate/up/down
+// slabs of its expert_feed_forward_length (read here from make_zoo.py's
+// shapes: the width is gate's ne[1]); a fused gate_up slab, a missing key or a
+// per-layer array are refused with the reason.
+TEST(PlanValidate, WidthFactsOfZooModels) {
+    std::string err;
+    const std::string zoo = prune_test::zoo_dir("prune-zoo", err);
+    if (zoo.empty()) GTEST_SKIP() << err;
+    for (const std::string & name : prune_test::zoo_names()) {
+        SCOPED_TRACE(name);
+        reap::gguf::model m;
+        ASSERT_TRUE(reap::gguf::open_model(zoo + "/" + name + ".gguf", m, err)) << err;
+        reap::moe::layout lay;
+        ASSERT_TRUE(reap::model_layout(m, lay, err)) << err;
+        const reap::plan_model_facts f = reap::facts_of(lay, m);
+        bool shexp = false;
+        for (const auto & t : m.tensors) shexp = shexp || t.name.find("_shexp") != std::string::npos;
+        if (shexp && name != "qwen2moe") {
+            // deepseek2, glm4moe, llama4, kimi-k3: llama.cpp sizes their shared experts from the same key
+            EXPECT_EQ(f.n_ff_exp, 0);
+            EXPECT_NE(f.width_refusal.find("loader derives their width from " + lay.arch + ".expert_feed_forward_length"),
+                      std::string::npos) << f.width_refusal;
+            continue;
+        }
+        EXPECT_EQ(f.width_refusal, "");
+        const reap::gguf::tensor_info * gate = nullptr;
+        int64_t down_block = 0;
+        for (const auto & t : m.tensors) {
+            if (t.name == "blk." + std::to_string(lay.moe_layers[0]) + ".ffn_gate_exps.weight") gate = &t;
+            if (t.name.find("ffn_down_exps.weight") != std::string::npos) {
+                down_block = std::max(down_block, reap::gguf::find_type(uint32_t(t.type))->block_size);
+            }
+        }
+        ASSERT_NE(gate, nullptr);
+        EXPECT_EQ(f.n_ff_exp, gate->ne[1]);
+        EXPECT_EQ(f.down_block, down_block);
+
+        // the same model with gate and up fused into one slab
+        reap::gguf::model fused = m;
+        for (auto & t : fused.tensors) {
+            const size_t at = t.name.find("ffn_gate_exps");
+            if (at != std::string::npos) t.name.replace(at, 13, "ffn_gate_up_exps");
+        }
+        reap::moe::layout flay;
+        ASSERT_TRUE(reap::model_layout(fused, flay, err)) << err;
+        reap::plan_model_facts ff = reap::facts_of(flay, fused);
+        EXPECT_EQ(ff.n_ff_exp, 0);
+        EXPECT_NE(ff.width_refusal.find("ffn_gate_up_exps.weight fuses gate and up"), std::string::npos) << ff.width_refusal;
+
+        reap::gguf::model keyless = m;
+        ASSERT_TRUE(keyless.kvs.remove(reap::moe::expert_width_key(lay.arch)));
+        ff = reap::facts_of(lay, keyless);
+        EXPECT_NE(ff.width_refusal.find("has no " + lay.arch + ".expert_feed_forward_length"), std::string::npos) << ff.width_refusal;
+
+        reap::gguf::model arr = m;
+        arr.kvs.set_i32_array(reap::moe::expert_width_key(lay.arch), std::vector<int32_t>(size_t(lay.n_layer), int32_t(f.n_ff_exp)));
+        ff = reap::facts_of(lay, arr);
+        EXPECT_NE(ff.width_refusal.find("is a per-layer array"), std::string::npos) << ff.width_refusal;
+
+        if (shexp) {   // qwen2moe reads its shared experts' width from its own key; without it, from the experts'
+            reap::gguf::model no_shared_key = m;
+            ASSERT_TRUE(no_shared_key.kvs.remove(lay.arch + ".expert_shared_feed_forward_length"));
+            ff = reap::facts_of(lay, no_shared_key);
+            EXPECT_NE(ff.width_refusal.find("but no " + lay.arch + ".expert_shared_feed_forward_length"), std::string::npos)
+                << ff.width_refusal;
+        }
     }
 }
 
@@ -260,7 +448,7 @@ decoded decode(const std::string & text) {
     if (!doc.contains("version")) return fail("\"version\"");
     int64_t version = 0;
     if (!int_in(doc["version"], 0, INT32_MAX, version)) return fail("\"version\"");
-    if (version != 1) return fail("version");
+    if (version != 1 && version != 2) return fail("version");
     if (!doc.contains("model")) return fail("\"model\"");
     const json & m = doc["model"];
     if (!m.is_object()) return fail("\"model\"");

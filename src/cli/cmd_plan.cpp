@@ -73,6 +73,7 @@ void declare(reap::cli::options & t, plan_params & pp, int & n_how) {
            p.counts.fused);
 
     reap::cli::declare_ranking(t, p.rank, p.method_given);
+    reap::cli::declare_width(t, p.width, p.down_type);
 
     t.section("other options:");
     t.text("-m, --model", "MODEL.gguf",
@@ -113,8 +114,8 @@ int cmd_plan(int argc, char ** argv) {
                          "usage: reap plan SALIENCY.gguf -m MODEL.gguf (--keep N | --ratio R | --budget SIZE) [options] -o PLAN.json");
     declare(t, params, n_how);
     if (int status = 0; !t.parse(argc, argv, status)) return status;
-    if (n_how != 1) {
-        return t.usage_error(n_how == 0 ? "say how many experts to keep: --keep N, --ratio R or --budget SIZE"
+    if (n_how != 1 && !(n_how == 0 && req.width > 0)) {
+        return t.usage_error(n_how == 0 ? "say how many experts to keep: --keep N, --ratio R or --budget SIZE (or --width K)"
                                         : "give only one of --keep, --ratio and --budget");
     }
     if (req.output.empty() && !req.dry_run) return t.usage_error("no output given (-o PLAN.json)");

@@ -33,7 +33,8 @@ void declare(reap::cli::options & t, prune_params & pp) {
         "and nothing is requantised. Shared experts and every other tensor are copied\n"
         "unchanged; <arch>.expert_count becomes the plan's n_keep. A tensor whose shape\n"
         "mentions the expert count but that the layout table does not know is an error.\n"
-        "\n"
+        "A width plan also keeps each expert's listed channels: gate/up rows byte for\n"
+        "byte, down columns requantised (ggml; the source's type or --down-type).\n"
         "The plan is validated against the model first (layers, ids, counts, groups).\n"
         "MODEL may be the first shard of a split set. The output appears only when\n"
         "complete (temp file, fsync, rename); it never replaces an input, nor an existing\n"
@@ -74,6 +75,7 @@ void declare(reap::cli::options & t, prune_params & pp) {
            "(reap.plan.other_model)",
            p.allow_other_model);
     t.flag("--dry-run", "print what would be written and the sizes; write nothing", p.dry_run);
+    t.text("--down-type", "TYPE", "width plans: requantise ffn_down_exps to TYPE (q8_0, q4_K, f16, ...; default its own)", p.down_type);
     t.flag("--json", "print one JSON object on stdout (outputs, imatrix coverage); the text goes to stderr", pp.json);
     t.section("importance matrix (prune, then quantise):");
     t.text("--imatrix", "IMATRIX",

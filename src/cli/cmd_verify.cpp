@@ -45,6 +45,9 @@ void declare(reap::cli::options & t, verify_params & p) {
         "    of PLAN, reap.source.expert_count the source's expert count, and each\n"
         "    reap.source.expert_ids.L the plan's keep list of layer L, in order);\n"
         "  * SHA256SUMS beside OUT lists every output file with its current hash.\n"
+        "A width plan's cut: gate/up rows of the kept channels byte for byte; the down\n"
+        "tensors, requantised, equal a fresh requantisation of the source's kept columns\n"
+        "(ggml) to OUT's type; they are reported apart from the byte-exact parts.\n"
         "OUT's folder is read under its shared lock: a publish into it in progress\n"
         "(prune --force over OUT) is waited for (at most 2 minutes), never seen half done.\n"
         "Memory: two 4 MiB buffers, whatever the model's size.\n");
@@ -112,5 +115,9 @@ int cmd_verify(int argc, char ** argv) {
            rep.n_shards, rep.n_tensors, rep.n_sliced, rep.bytes_compared, rep.n_kvs,
            rep.stamped ? "stamped" : "not stamped",
            params.check_sums ? (std::to_string(rep.n_sums_checked) + " file(s) checked").c_str() : "not checked");
+    if (rep.n_requantised > 0) {
+        printf("  width cut: %" PRIu64 " down tensors (%" PRIu64 " bytes) requantised, equal to a fresh requantisation of "
+               "the kept columns; the bytes compared above are byte-exact\n", rep.n_requantised, rep.bytes_requantised);
+    }
     return 0;
 }

@@ -55,6 +55,18 @@ void declare_ranking(options & t, pl::rank_options & rank, bool & method_given) 
 
 }
 
+void declare_width(options & t, int64_t & width, std::string & down_type) {
+    t.integer("--width", "K",
+              "also cut every kept expert to its K most salient intermediate channels (one width for the model: "
+              "<arch>.expert_feed_forward_length becomes K); alone, every expert is kept. K must be a multiple of the "
+              "block size of the down projections' type (256 for k-quants: reap prune requantises their rows). Needs "
+              "an archive with channel scores; refused for archs whose experts are not separate gate/up/down or whose "
+              "shared experts llama.cpp sizes from the same key",
+              1, INT64_MAX, width);
+    t.text("--down-type", "T", "with --width: the type reap prune --down-type will requantise down to (K's block size)",
+           down_type);
+}
+
 void declare_split_max_size(options & t, uint64_t & split_max_bytes) {
     t.custom("--split-max-size", "SIZE", "size as reap prune will split (units as --budget)",
              [&split_max_bytes](const std::string & v, std::string & err) {

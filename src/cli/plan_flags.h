@@ -7,11 +7,15 @@
 #include "plan/planners.h"
 
 #include <cstdint>
+#include <string>
 
 namespace reap::cli {
 
 // The ranking rows and the prose after them; `method_given` records --method.
 void declare_ranking(options & t, planner::rank_options & rank, bool & method_given);
+
+// --width K and --down-type T of a width plan.
+void declare_width(options & t, int64_t & width, std::string & down_type);
 
 // --split-max-size SIZE (units as --budget) into `split_max_bytes`.
 void declare_split_max_size(options & t, uint64_t & split_max_bytes);

@@ -42,17 +42,20 @@ bool int_kv_like(const gguf::kv & like, int64_t v, gguf::kv & out, std::string &
 
 } // namespace
 
-bool set_expert_count(gguf::kv_store & kvs, const std::string & arch, int64_t n_keep, std::string & err) {
-    const std::string key = kv_key(arch, "expert_count");
+bool set_integer_kv(gguf::kv_store & kvs, const std::string & key, int64_t v, std::string & err) {
     const gguf::kv * e = kvs.find(key);
     if (!e) {
         err = "KV '" + key + "' missing";
         return false;
     }
     gguf::kv repl;
-    if (!int_kv_like(*e, n_keep, repl, err)) return false;
+    if (!int_kv_like(*e, v, repl, err)) return false;
     kvs.set(repl);
     return true;
+}
+
+bool set_expert_count(gguf::kv_store & kvs, const std::string & arch, int64_t n_keep, std::string & err) {
+    return set_integer_kv(kvs, kv_key(arch, "expert_count"), n_keep, err);
 }
 
 std::string source_expert_ids_key(int layer) { return k_key_source_expert_ids + std::to_string(layer); }

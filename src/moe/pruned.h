@@ -55,6 +55,8 @@ struct stamp_options {
 // Sets <arch>.expert_count in `kvs` to n_keep, keeping the value type the
 // store already has for it. Fails when the key is missing or not an integer.
 bool set_expert_count(gguf::kv_store & kvs, const std::string & arch, int64_t n_keep, std::string & err);
+// The same rule for any scalar integer key (the width cut's expert_feed_forward_length).
+bool set_integer_kv(gguf::kv_store & kvs, const std::string & key, int64_t v, std::string & err);
 
 // The output of pruning `m` (classified as `lay`, roles in the order of
 // m.tensors) to n_keep experts per MoE layer, without the expert bytes:

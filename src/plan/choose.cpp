@@ -3,6 +3,7 @@
 // provenance and receipts.
 #include "plan/choose.h"
 #include "plan/provenance.h"
+#include "plan/width_planner.h"
 
 #include "util/file.h"
 #include "util/sha256.h"
@@ -48,7 +49,9 @@ bool choose_n(const plan_request & req, const size_context & sctx, plan_choice &
     const plan_model_facts & facts = c.rm.facts;
     const count_rule & rule = req.counts;
     std::string msg;
-    if (req.keep >= 0) {
+    if (req.keep < 0 && req.ratio < 0 && req.budget_text.empty() && req.width > 0) {
+        c.n_keep = facts.n_expert;   // --width alone: every expert, each cut in width
+    } else if (req.keep >= 0) {
         if (!keep_allowed(facts, req.keep, msg)) return fail_with(err, error_kind::usage, "--keep " + std::to_string(req.keep) + ": " + msg);
         if (rule.any() && !rule.allows(req.keep)) {
             return fail_with(err, error_kind::usage, "--keep " + std::to_string(req.keep) + " is not " + rule.describe());
@@ -76,10 +79,34 @@ bool choose_n(const plan_request & req, const size_context & sctx, plan_choice &
     return true;
 }
 
+// --width K: the model's experts can be cut to K (width facts, K against the
+// down type's blocks), and the archive ranks channels.
+bool check_width(const plan_request & req, const ranked_model & rm, util::error & err) {
+    if (req.width <= 0) return true;
+    const std::string flag = "--width " + std::to_string(req.width);
+    if (!req.budget_text.empty()) return fail_with(err, error_kind::usage, flag + ": --budget does not size width cuts yet; use --keep");
+    plan_model_facts f = facts_of(rm.layout, rm.model);
+    if (!f.width_refusal.empty()) return fail_with(err, error_kind::usage, flag + ": " + f.width_refusal);
+    if (!req.down_type.empty()) {
+        const gguf::type_info * ti = gguf::find_type(req.down_type);
+        if (!ti) return fail_with(err, error_kind::usage, "--down-type: unknown type '" + req.down_type + "'");
+        f.down_block = ti->block_size;
+        f.down_type_name = ti->name;
+    }
+    const std::string why = width_refusal(req.width, f.n_ff_exp, f.down_block, f.down_type_name);
+    if (!why.empty()) return fail_with(err, error_kind::usage, flag + ": " + why);
+    // Channel scores are not in saliency archives yet (issue 27, item 1): a width
+    // plan has nothing to rank channels by.
+    return fail_with(err, error_kind::input, flag + ": " + req.saliency +
+                                                 " has no channel scores (per expert and intermediate channel: the energy "
+                                                 "of the input to ffn_down_exps); a width plan ranks each expert's channels by them");
+}
+
 } // namespace
 
 bool choose_plan(const plan_request & req, plan_choice & c, util::error & err) {
     if (!open_inputs(req, c.rm, err)) return false;
+    if (!check_width(req, c.rm, err)) return false;
     const size_context sctx = sizing_of(req, c.rm);
     if (!choose_n(req, sctx, c, err)) return false;
     std::string msg;

@@ -47,6 +47,8 @@ struct plan_request {
     bool         dry_run = false;        // the size table around N too
     bool         force = false;          // replacing an existing output is allowed
     count_rule   counts;                 // --multiple-of / --fused-kernel
+    int64_t      width = 0;              // --width K: cut every kept expert to K channels (0: keep them all)
+    std::string  down_type;              // --down-type: the type prune will requantise down to (K's block)
     std::string  version;                // recorded in the provenance ("reap plan VERSION")
 };
 

@@ -4,6 +4,7 @@
 
 #include "moe/identity.h"
 #include "moe/layout_gguf.h"
+#include "moe/width.h"
 #include "util/file.h"
 #include "util/json.h"
 #include "util/json_fields.h"
@@ -28,6 +29,7 @@ namespace {
 // enough that nothing downstream overflows.
 constexpr int64_t k_max_layers  = 1 << 20;
 constexpr int64_t k_max_experts = 1 << 24;
+constexpr int64_t k_max_width   = 1 << 24;   // an expert's intermediate channels
 constexpr uint64_t k_max_plan_bytes = 256ull << 20;
 
 // An integer field: a JSON integer (not a float, not a string) in [lo, hi].
@@ -107,7 +109,7 @@ const plan_layer * plan::find_layer(int layer) const {
 namespace {
 
 // "format" and "version" of the document.
-bool parse_format(const json & doc, const std::string & who, std::string & err) {
+bool parse_format(const json & doc, const std::string & who, int64_t & version, std::string & err) {
     const json * v;
     if (!(v = field(doc, "format", who, err))) return false;
     if (!v->is_string() || v->get<std::string>() != k_plan_format) {
@@ -115,11 +117,10 @@ bool parse_format(const json & doc, const std::string & who, std::string & err) 
         return false;
     }
     if (!(v = field(doc, "version", who, err))) return false;
-    int64_t version = 0;
     if (!get_int(*v, who + ": \"version\"", 0, INT32_MAX, version, err)) return false;
-    if (version != k_plan_version) {
-        err = who + ": unsupported version " + std::to_string(version) + " (this reap reads version " +
-              std::to_string(k_plan_version) + ")";
+    if (version < k_plan_version_experts || version > k_plan_version) {
+        err = who + ": unsupported version " + std::to_string(version) + " (this reap reads versions " +
+              std::to_string(k_plan_version_experts) + " to " + std::to_string(k_plan_version) + ")";
         return false;
     }
     return true;
@@ -168,6 +169,79 @@ bool parse_model(const json & doc, const std::string & who, plan & p, std::strin
     return true;
 }
 
+// A layer's "channels" (width plans only): n_keep lists of width_keep source
+// channels, each ascending without repeats, in [0, width_n_ff).
+bool parse_channels(const json & l, const std::string & kwho, const plan & p, plan_layer & pl, std::string & err) {
+    auto it = l.find("channels");
+    if (!p.has_width()) {
+        if (it != l.end()) {
+            err = kwho + ": \"channels\" in a plan without \"width\"";
+            return false;
+        }
+        return true;
+    }
+    if (it == l.end()) {
+        err = kwho + ": missing field \"channels\" (the plan cuts width: every kept expert lists its channels)";
+        return false;
+    }
+    if (!it->is_array()) {
+        err = kwho + ": \"channels\" must be an array, not " + std::string(json_type_name(*it));
+        return false;
+    }
+    if (int64_t(it->size()) != p.n_keep) {
+        err = kwho + ": \"channels\" has " + std::to_string(it->size()) + " lists, n_keep is " + std::to_string(p.n_keep) +
+              " (one list per kept expert)";
+        return false;
+    }
+    pl.channels.resize(it->size());
+    for (size_t i = 0; i < it->size(); ++i) {
+        const json & list = (*it)[i];
+        const std::string cwho = kwho + ": channels[" + std::to_string(i) + "] (source expert " + std::to_string(pl.keep[i]) + ")";
+        if (!list.is_array()) {
+            err = cwho + " must be an array, not " + std::string(json_type_name(list));
+            return false;
+        }
+        if (int64_t(list.size()) != p.width_keep) {
+            err = cwho + " lists " + std::to_string(list.size()) + " channels, width.keep is " + std::to_string(p.width_keep) +
+                  " (every expert keeps the same width)";
+            return false;
+        }
+        std::vector<int64_t> & out = pl.channels[i];
+        out.reserve(list.size());
+        for (size_t j = 0; j < list.size(); ++j) {
+            int64_t c = 0;
+            if (!get_int(list[j], cwho + "[" + std::to_string(j) + "]", 0, p.width_n_ff - 1, c, err)) return false;
+            if (!out.empty() && c <= out.back()) {
+                err = cwho + ": channel " + std::to_string(c) + " after " + std::to_string(out.back()) +
+                      (c == out.back() ? " (listed twice)" : " (channels must be in ascending order)");
+                return false;
+            }
+            out.push_back(c);
+        }
+    }
+    return true;
+}
+
+// The optional "width" object: {"n_ff": N, "keep": K}, 1 <= K <= N; version 2 only.
+bool parse_width(const json & doc, const std::string & who, int64_t version, plan & p, std::string & err) {
+    auto it = doc.find("width");
+    if (it == doc.end()) return true;
+    if (version < 2) {
+        err = who + ": \"width\" in a version " + std::to_string(version) + " plan (width plans are version 2)";
+        return false;
+    }
+    if (!it->is_object()) {
+        err = who + ": \"width\" must be an object, not " + std::string(json_type_name(*it));
+        return false;
+    }
+    const json * v;
+    if (!(v = field(*it, "n_ff", who + ": width", err))) return false;
+    if (!get_int(*v, who + ": width.n_ff", 1, k_max_width, p.width_n_ff, err)) return false;
+    if (!(v = field(*it, "keep", who + ": width", err))) return false;
+    if (!get_int(*v, who + ": width.keep", 1, p.width_n_ff, p.width_keep, err)) return false;
+    return true;
+}
+
 // layers[i]: its block index (ascending, after the layers before it) and
 // n_keep expert ids, each in range and listed once (`seen` is scratch).
 bool parse_layer(const json & l, const std::string & who, size_t i, const plan & p, std::vector<uint8_t> & seen,
@@ -208,7 +282,7 @@ bool parse_layer(const json & l, const std::string & who, size_t i, const plan &
         if (!check_keep_id(kwho, k, e, p.n_expert, seen, err)) return false;
         pl.keep.push_back(e);
     }
-    return true;
+    return parse_channels(l, kwho, p, pl, err);
 }
 
 // The "layers" array, every entry through parse_layer.
@@ -248,10 +322,12 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
         return false;
     }
     plan p;
-    if (!parse_format(doc, who, err) || !parse_model(doc, who, p, err)) return false;
+    int64_t version = 0;
+    if (!parse_format(doc, who, version, err) || !parse_model(doc, who, p, err)) return false;
     const json * v;
     if (!(v = field(doc, "n_keep", who, err))) return false;
     if (!get_int(*v, who + ": \"n_keep\"", 1, p.n_expert, p.n_keep, err)) return false;
+    if (!parse_width(doc, who, version, p, err)) return false;
     if (!parse_layers(doc, who, p, err)) return false;
 
     auto prov = doc.find("provenance");
@@ -417,7 +493,7 @@ bool read_plan(const std::string & path, plan & out, std::string & sha256, std::
 json plan_to_json(const plan & p) {
     json doc = json::object();
     doc["format"] = k_plan_format;
-    doc["version"] = k_plan_version;
+    doc["version"] = p.has_width() ? k_plan_version : k_plan_version_experts;
     doc["model"] = {{"arch", p.arch}, {"n_layer", p.n_layer}, {"n_expert", p.n_expert}, {"n_expert_used", p.n_expert_used}};
     if (!p.model_sha256.empty()) doc["model"]["header_sha256"] = p.model_sha256;
     if (!p.router_sha256.empty()) {
@@ -425,9 +501,12 @@ json plan_to_json(const plan & p) {
         doc["model"]["n_vocab"] = p.n_vocab;
     }
     doc["n_keep"] = p.n_keep;
+    if (p.has_width()) doc["width"] = {{"n_ff", p.width_n_ff}, {"keep", p.width_keep}};
     json layers = json::array();
     for (const plan_layer & l : p.layers) {
-        layers.push_back({{"layer", l.layer}, {"keep", l.keep}});
+        json entry = {{"layer", l.layer}, {"keep", l.keep}};
+        if (p.has_width()) entry["channels"] = l.channels;
+        layers.push_back(std::move(entry));
     }
     doc["layers"] = layers;
     doc["provenance"] = p.provenance.is_object() ? p.provenance : json::object();
@@ -450,10 +529,23 @@ std::string plan_text(const plan & p) {
                                         ", \"n_vocab\": " + reap::util::json_text(doc["model"]["n_vocab"])) +
          "},\n";
     s += "  \"n_keep\": " + reap::util::json_text(doc["n_keep"]) + ",\n";
+    if (p.has_width()) {
+        s += "  \"width\": {\"n_ff\": " + reap::util::json_text(doc["width"]["n_ff"]) +
+             ", \"keep\": " + reap::util::json_text(doc["width"]["keep"]) + "},\n";
+    }
     s += "  \"layers\": [\n";
     const json & layers = doc["layers"];
     for (size_t i = 0; i < layers.size(); ++i) {
-        s += "    {\"layer\": " + reap::util::json_text(layers[i]["layer"]) + ", \"keep\": " + reap::util::json_text(layers[i]["keep"]) + "}";
+        s += "    {\"layer\": " + reap::util::json_text(layers[i]["layer"]) + ", \"keep\": " + reap::util::json_text(layers[i]["keep"]);
+        if (p.has_width()) {   // one kept expert's channels per line
+            const json & ch = layers[i]["channels"];
+            s += ", \"channels\": [\n";
+            for (size_t e = 0; e < ch.size(); ++e) {
+                s += "      " + reap::util::json_text(ch[e]) + (e + 1 < ch.size() ? ",\n" : "\n");
+            }
+            s += "    ]";
+        }
+        s += "}";
         s += i + 1 < layers.size() ? ",\n" : "\n";
     }
     s += "  ],\n";
@@ -493,6 +585,77 @@ plan_model_facts facts_of(const moe::layout & lay) {
     return f;
 }
 
+plan_model_facts facts_of(const moe::layout & lay, const gguf::model & m) {
+    plan_model_facts f = facts_of(lay);
+    moe::expert_width w;
+    std::string err;
+    if (!moe::expert_width_of(m, lay, w, err)) {
+        f.width_refusal = err;
+    } else {
+        f.n_ff_exp = w.n_ff;
+        f.down_block = w.down_block;
+        f.down_type_name = gguf::type_name(w.down_type);
+        f.width_refusal = w.refusal;
+    }
+    return f;
+}
+
+std::string width_refusal(int64_t k, int64_t n_ff, int64_t block, const std::string & type_name) {
+    if (k < 1 || k > n_ff) {
+        return "width " + std::to_string(k) + " out of range [1, " + std::to_string(n_ff) + "] (the experts' width is " +
+               std::to_string(n_ff) + ")";
+    }
+    if (block > 1 && k % block != 0) {
+        const int64_t below = k / block * block;
+        return "width " + std::to_string(k) + " is not a multiple of " + std::to_string(block) + ", the block size of " +
+               type_name + " (the down projections' type: their rows are requantised in whole blocks); " +
+               (below > 0 ? "nearest: " + std::to_string(below) + (below + block <= n_ff ? " or " + std::to_string(below + block) : "")
+                          : (block <= n_ff ? "smallest: " + std::to_string(block) : "no width below " + std::to_string(n_ff) + " fits"));
+    }
+    return "";
+}
+
+// The width part of validate_plan: the plan's n_ff is the model's and K suits
+// the down tensors' blocks.
+bool validate_width(const plan & p, const plan_model_facts & m, std::string & err) {
+    if (!p.has_width()) return true;
+    if (m.n_ff_exp <= 0) {
+        err = "plan: cuts expert width, but " + (m.width_refusal.empty() ? std::string("the model's expert width is unknown")
+                                                                         : m.width_refusal);
+        return false;
+    }
+    if (p.width_n_ff != m.n_ff_exp) {
+        err = "plan: made for experts of width " + std::to_string(p.width_n_ff) + ", the model's are " + std::to_string(m.n_ff_exp);
+        return false;
+    }
+    const std::string why = width_refusal(p.width_keep, m.n_ff_exp, m.down_block, m.down_type_name);
+    if (!why.empty()) {
+        err = "plan: " + why;
+        return false;
+    }
+    for (const plan_layer & l : p.layers) {   // plans built in code did not go through parse_channels
+        const std::string lwho = "plan: layer " + std::to_string(l.layer);
+        if (l.channels.size() != l.keep.size()) {
+            err = lwho + ": lists channels for " + std::to_string(l.channels.size()) + " experts, keeps " +
+                  std::to_string(l.keep.size());
+            return false;
+        }
+        for (size_t i = 0; i < l.channels.size(); ++i) {
+            const std::vector<int64_t> & ch = l.channels[i];
+            bool ok = int64_t(ch.size()) == p.width_keep;
+            for (size_t j = 0; ok && j < ch.size(); ++j) {
+                ok = ch[j] >= 0 && ch[j] < p.width_n_ff && (j == 0 || ch[j] > ch[j - 1]);
+            }
+            if (!ok) {
+                err = lwho + ": channels[" + std::to_string(i) + "] must be " + std::to_string(p.width_keep) +
+                      " ascending channels in [0, " + std::to_string(p.width_n_ff) + ")";
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 bool validate_plan(const plan & p, const plan_model_facts & m, std::string & err) {
     const std::string who = "plan";
     auto mismatch = [&](const char * what, const std::string & pv, const std::string & mv) {
@@ -513,6 +676,7 @@ bool validate_plan(const plan & p, const plan_model_facts & m, std::string & err
         err = who + ": n_keep " + std::to_string(p.n_keep) + " out of range [1, " + std::to_string(m.n_expert) + "]";
         return false;
     }
+    if (!validate_width(p, m, err)) return false;
     const int64_t n_group = m.n_group > 1 ? m.n_group : 1;
     if (n_group > 1) {
         if (m.n_expert % n_group != 0) {
@@ -608,7 +772,7 @@ bool model_layout(const gguf::model & m, moe::layout & out, std::string & err) {
 bool validate_plan(const plan & p, const gguf::model & m, std::string & err) {
     moe::layout lay;
     if (!model_layout(m, lay, err)) return false;
-    return validate_plan(p, facts_of(lay), err);
+    return validate_plan(p, p.has_width() ? facts_of(lay, m) : facts_of(lay), err);
 }
 
 } // namespace reap

@@ -9,6 +9,19 @@
 //     "provenance": { ... free-form ... }
 //   }
 //
+// Version 2 adds width pruning (channels inside every expert), written only
+// by plans that cut width; expert-only plans are still written as version 1,
+// and both versions are read:
+//
+//     "width": {"n_ff": 768, "keep": 512},
+//     "layers": [ {"layer": 3, "keep": [0, 5, ...], "channels": [[0, 2, 3, ...], [1, 2, ...], ...]}, ... ]
+//
+// width.n_ff is the source's <arch>.expert_feed_forward_length, width.keep
+// (K) the output's: one width for every expert of the model (GGUF has one
+// key). channels[i] lists the K source channels (rows of gate/up, columns of
+// down) that output expert i (source expert keep[i]) keeps, ascending: the
+// output's channel j of that expert is source channel channels[i][j].
+//
 // Output expert i of layer L is source expert layers[L].keep[i]: the order of
 // `keep` is the order in the output (planners emit ascending order; any order
 // is valid).
@@ -20,7 +33,10 @@
 //     [0, n_expert). A plan that parses is internally consistent.
 //   * validate_plan checks the plan against a model: same arch / n_layer /
 //     n_expert / n_expert_used, exactly the model's MoE layers,
-//     n_expert_used <= n_keep <= n_expert, and for group-limited routers
+//     n_expert_used <= n_keep <= n_expert, a width plan's n_ff equal to the
+//     model's expert width and K a multiple of the block size of every expert
+//     down tensor's type (its columns are requantised in blocks of that
+//     size), and for group-limited routers
 //     (<arch>.expert_group_count > 1) the same number kept in every group, the
 //     experts of each group kept together in group order (llama.cpp assigns
 //     output expert i to group i / (n_keep / n_group)), at least 2 per group
@@ -44,12 +60,17 @@
 namespace reap {
 
 constexpr const char * k_plan_format  = "reap-plan";
-constexpr int          k_plan_version = 1;
+constexpr int          k_plan_version = 2;        // the newest version read and written
+constexpr int          k_plan_version_experts = 1;  // what plans without a width are written as
 
 // One MoE layer: its block index and the source experts kept, in output order.
 struct plan_layer {
     int                  layer = -1;
     std::vector<int64_t> keep;
+    // Width plans only (plan::width_keep > 0): channels[i] = the source
+    // channels output expert i keeps, ascending, width_keep of them. Empty
+    // in plans without a width.
+    std::vector<std::vector<int64_t>> channels;
 };
 
 struct plan {
@@ -68,11 +89,17 @@ struct plan {
     int64_t     n_vocab = 0;
 
     int64_t                 n_keep = 0;   // experts kept in every MoE layer
+    // "width": the source's expert intermediate width and the width every
+    // kept expert is cut to (0, 0: the plan keeps every channel).
+    int64_t                 width_n_ff = 0;
+    int64_t                 width_keep = 0;
     std::vector<plan_layer> layers;       // ascending by layer
     nlohmann::json          provenance = nlohmann::json::object();
 
     // The entry for block `layer`, or nullptr.
     const plan_layer * find_layer(int layer) const;
+    // Whether the plan cuts channels inside the experts.
+    bool has_width() const { return width_keep > 0; }
 };
 
 // Parses a plan document. `name` stands for the source in messages (a path).
@@ -80,8 +107,12 @@ struct plan {
 // field or one of the wrong type, format != "reap-plan", an unsupported
 // version, non-positive counts, n_keep > n_expert, a keep list whose length is
 // not n_keep, an id out of [0, n_expert) or repeated, a layer index out of
-// [0, n_layer) or repeated, layers not ascending. Unknown top-level keys are
-// ignored (forward compatibility); "provenance" is optional (default {}).
+// [0, n_layer) or repeated, layers not ascending; in a width plan (version 2
+// with "width"): K out of [1, n_ff], a layer without "channels" or with a
+// count of lists other than n_keep, a list whose length is not K, a channel
+// out of [0, n_ff), not ascending or repeated; "width" or "channels" in a
+// version 1 plan. Unknown top-level keys are ignored (forward
+// compatibility); "provenance" is optional (default {}).
 bool parse_plan(const std::string & text, const std::string & name, plan & out, std::string & err);
 
 // The fingerprint a plan records of its model: SHA-256 over the model's
@@ -155,10 +186,25 @@ struct plan_model_facts {
     int64_t          n_group = 0;      // <arch>.expert_group_count (0/1: not group-limited)
     int64_t          n_group_used = 0; // <arch>.expert_group_used_count
     std::vector<int> moe_layers;       // ascending
+    // For width plans (moe::expert_width_of): the experts' intermediate width
+    // (0: the layout cannot be cut in width, `width_refusal` says why) and the
+    // largest block size among the expert down tensors' types.
+    int64_t          n_ff_exp = 0;
+    int64_t          down_block = 1;
+    std::string      down_type_name = "f32";
+    std::string      width_refusal;
 };
 
-// Facts from a classified layout (moe::classify).
+// Facts from a classified layout (moe::classify); the width facts stay unset.
 plan_model_facts facts_of(const moe::layout & lay);
+// The same with the width facts read from the model's tensors and KV.
+plan_model_facts facts_of(const moe::layout & lay, const gguf::model & m);
+
+// Why width K cannot be cut from experts whose down tensors have block size
+// `block` (named by `type_name`), "" when it can: K must be a positive
+// multiple of the block (the down tensor is requantised along its rows,
+// whole blocks only).
+std::string width_refusal(int64_t k, int64_t n_ff, int64_t block, const std::string & type_name);
 
 // Checks `p` against a model (see the file comment). The first problem found
 // is reported, e.g. "plan: layer 7: expert 130 out of range [0, 128)" or

@@ -3,11 +3,29 @@
 // gguf::write_output to stream.
 #include "prune/prune.h"
 
+#include "prune/width.h"
+
 namespace reap::prune {
+
+plan_model_facts prune_facts(const gguf::model & m, const moe::layout & lay, const plan & p, const width_options & wopts) {
+    if (!p.has_width()) return facts_of(lay);
+    plan_model_facts facts = facts_of(lay, m);
+    if (wopts.down_type) {   // K must suit the blocks of the type down is requantised to
+        const gguf::type_info * ti = gguf::find_type(uint32_t(*wopts.down_type));
+        facts.down_block = ti ? ti->block_size : 1;
+        facts.down_type_name = ti ? ti->name : "?";
+    }
+    return facts;
+}
 
 bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan & p, const prune_options & opts,
                       gguf::output_spec & out, std::string & err) {
-    if (!validate_plan(p, facts_of(lay), err)) return false;
+    return make_pruned_spec(m, lay, p, opts, width_options{}, out, err);
+}
+
+bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan & p, const prune_options & opts,
+                      const width_options & wopts, gguf::output_spec & out, std::string & err) {
+    if (!validate_plan(p, prune_facts(m, lay, p, wopts), err)) return false;
     gguf::output_spec spec;
     if (!moe::pruned_header(m, lay, p.n_keep, opts, spec, err)) return false;
     // the header leaves the sliced tensors without data: their bytes are the kept experts', in plan order
@@ -48,6 +66,7 @@ bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan
             spec.kvs.set_i32_array(moe::source_expert_ids_key(layer), std::vector<int32_t>(pl->keep.begin(), pl->keep.end()));
         }
     }
+    if (p.has_width() && !apply_width(m, lay, p, wopts, opts.stamp, spec, err)) return false;
     out = std::move(spec);
     return true;
 }

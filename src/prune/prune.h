@@ -1,7 +1,8 @@
 // reap prune / reap verify, as a library: build the output of a pruned model
 // from a source model and a plan, and audit an output against both.
 //
-// Pruning is byte slicing. For every tensor the moe layout table marks as
+// Pruning is byte slicing (width plans aside: their down projections are
+// requantised, prune/width.h). For every tensor the moe layout table marks as
 // carrying the expert axis (moe::slice_kind != none), output expert i is
 // source expert keep[i]: the expert's bytes [e*S, (e+1)*S), S = nbytes /
 // n_expert, are concatenated in keep order. This holds for every ggml type
@@ -58,6 +59,16 @@ bool make_pruned_spec(const gguf::model & m, const plan & p, const prune_options
 bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan & p,
                       const prune_options & opts, gguf::output_spec & out, std::string & err);
 
+// Same, for width plans with a down type (prune/width.h: gate/up rows kept
+// byte for byte, down requantised; plans without a width ignore `wopts`).
+struct width_options;
+// The model facts a plan is validated against before pruning: facts_of(lay),
+// with the width facts for width plans, the down block being that of the
+// requested down type when there is one.
+plan_model_facts prune_facts(const gguf::model & m, const moe::layout & lay, const plan & p, const width_options & wopts);
+bool make_pruned_spec(const gguf::model & m, const moe::layout & lay, const plan & p, const prune_options & opts,
+                      const width_options & wopts, gguf::output_spec & out, std::string & err);
+
 // ---- SHA256SUMS (sha256sum -c format): util/sha256.h's, under prune's names ----
 using util::read_sha256sums;
 using util::update_sha256sums;
@@ -83,6 +94,11 @@ struct verify_report {
     uint32_t n_shards = 0;           // files of the output
     bool     stamped = false;        // output carries reap.* keys
     uint64_t n_sums_checked = 0;     // SHA256SUMS lines checked
+    // width plans: the down tensors that are not byte slices of the source but
+    // its kept columns requantised, audited against a fresh requantisation
+    // (bytes_compared counts the byte-exact parts only)
+    uint64_t n_requantised = 0;
+    uint64_t bytes_requantised = 0;
     // When verify_pruned fails: true when the output could be opened and is
     // not what it should be (a byte, shape or KV differs; the file is damaged,
     // truncated or not GGUF; a shard is missing; SHA256SUMS beside it is

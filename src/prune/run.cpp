@@ -21,7 +21,19 @@ bool read_inputs(prune_job & job, util::error & err) {
     if (!gguf::open_model(req.model, job.model, msg)) return fail_with(err, error_kind::input, msg);
     if (!read_plan(req.plan, job.p, msg)) return fail_with(err, error_kind::input, msg);
     if (!model_layout(job.model, job.lay, msg)) return fail_with(err, error_kind::input, req.model + ": " + msg);
-    if (!validate_plan(job.p, facts_of(job.lay), msg)) {
+    if (!req.down_type.empty()) {
+        const gguf::type_info * ti = gguf::find_type(req.down_type);
+        if (!ti) return fail_with(err, error_kind::usage, "--down-type: unknown type '" + req.down_type + "'");
+        if (!job.p.has_width()) {
+            return fail_with(err, error_kind::usage, "--down-type: " + req.plan + " keeps every channel (no width): nothing is requantised");
+        }
+        job.width.down_type = ti->type;
+    }
+    if (job.p.has_width() && !req.imatrix.empty()) {
+        return fail_with(err, error_kind::usage, "--imatrix with a width plan: slicing the channel entries of "
+                                                 "ffn_down_exps to the kept channels is not implemented yet");
+    }
+    if (!validate_plan(job.p, prune_facts(job.model, job.lay, job.p, job.width), msg)) {
         return fail_with(err, error_kind::input, req.plan + " does not fit " + req.model + ": " + msg);
     }
     if (!check_plan_model(job.p, job.model, req.allow_other_model, req.plan, req.model, job.warning, job.other_model, msg)) {
@@ -39,7 +51,7 @@ bool lay_out_output(prune_job & job, util::error & err) {
     if (job.other_model) popts.other_model = job.p.model_sha256.empty() ? job.p.router_sha256 : job.p.model_sha256;
     popts.version = req.version;
     if (req.stamp && !plan_file_sha256(req.plan, popts.plan_sha256, msg)) return fail_with(err, error_kind::input, msg);
-    if (!make_pruned_spec(job.model, job.lay, job.p, popts, job.spec, msg)) return fail_with(err, error_kind::input, msg);
+    if (!make_pruned_spec(job.model, job.lay, job.p, popts, job.width, job.spec, msg)) return fail_with(err, error_kind::input, msg);
     job.wopts.force = req.force;
     job.wopts.sync = req.sync;
     job.wopts.split_max_bytes = req.split_max_bytes;

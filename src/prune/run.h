@@ -22,6 +22,7 @@
 #include "moe/layout.h"
 #include "plan/plan.h"
 #include "prune/imatrix_slice.h"
+#include "prune/width.h"
 #include "util/error.h"
 
 #include <nlohmann/json.hpp>
@@ -53,6 +54,7 @@ struct prune_request {
     std::string imatrix;             // the source model's llama-imatrix file ("" = none)
     std::string imatrix_out;         // where its slice goes ("" = beside OUT)
     int64_t     require_coverage = 0;   // > 0: a kept expert with fewer activations stops the prune
+    std::string down_type;           // width plans: the type ffn_down_exps is requantised to ("" = its own)
 };
 
 // A prune checked and ready to write: the inputs as read and every path
@@ -68,6 +70,7 @@ struct prune_job {
     plan                               p;
     moe::layout                        lay;
     std::string                        warning;     // a plan without a fingerprint, or another model's (allowed)
+    width_options                      width;       // width plans: req.down_type resolved
     bool                               other_model = false;   // the plan is another model's (--allow-other-model)
     gguf::output_spec                  spec;
     gguf::write_options                wopts;

@@ -5,6 +5,8 @@
 // buffers, so memory does not grow with the model.
 #include "prune/prune.h"
 
+#include "moe/width.h"
+#include "prune/width.h"
 #include "util/file.h"
 #include "util/path.h"
 #include "util/sha256.h"
@@ -26,7 +28,8 @@ bool is_split_key(const std::string & key) { return util::starts_with(key, "spli
 
 bool is_provenance_key(const std::string & key) {
     return key == k_key_plan_sha256 || key == k_key_source_expert_count || key == k_key_version ||
-           key == k_key_plan_other_model || util::starts_with(key, k_key_source_expert_ids);
+           key == k_key_plan_other_model || key == k_key_width_source_length ||
+           util::starts_with(key, k_key_source_expert_ids);
 }
 
 // Open file descriptors by path, closed together.
@@ -138,6 +141,7 @@ bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layo
     gguf::kv_store want_store;
     want_store.entries = want;
     if (!set_expert_count(want_store, lay.arch, p.n_keep, err)) return false;
+    if (p.has_width() && !moe::set_integer_kv(want_store, moe::expert_width_key(lay.arch), p.width_keep, err)) return false;
     want = want_store.entries;
     for (size_t i = 0; i < std::max(want.size(), got.size()); ++i) {
         if (i >= got.size()) {
@@ -206,7 +210,94 @@ bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layo
         if (!out.kvs.get_string(k_key_plan_other_model, v, err)) return false;
     }
     rep.n_kvs += 2 + (out.kvs.has(k_key_version) ? 1 : 0) + (out.kvs.has(k_key_plan_other_model) ? 1 : 0);
+    if (p.has_width()) {
+        uint64_t n_ff = 0;
+        if (!out.kvs.get_u64(k_key_width_source_length, n_ff, err)) return false;
+        if (int64_t(n_ff) != p.width_n_ff) {
+            err = std::string("KV '") + k_key_width_source_length + "' is " + std::to_string(n_ff) + ", the plan's source width is " +
+                  std::to_string(p.width_n_ff);
+            return false;
+        }
+        ++rep.n_kvs;
+    } else if (out.kvs.has(k_key_width_source_length)) {
+        err = std::string("KV '") + k_key_width_source_length + "' in the output of a plan that keeps every channel";
+        return false;
+    }
     return check_kept_ids(out, lay, p, rep, err);
+}
+
+// A tensor a width plan cuts (s in the source, o in the output): gate/up rows
+// (bias elements) of the kept channels byte for byte; down rows against a
+// fresh requantisation of the kept columns to the output's type.
+bool check_width_tensor(const gguf::model & src, const gguf::model & out, const gguf::tensor_info & s,
+                        const gguf::tensor_info & o, const plan_layer & pl, const plan & p, int64_t n_expert, comparer & cmp,
+                        verify_report & rep, std::string & err) {
+    const std::string who = "tensor '" + s.name + "'";
+    const bool down = moe::width_cuts_columns(s.name);
+    const bool bias = !down && s.n_dims == 2;
+    const int width_dim = down || bias ? 0 : 1;
+    int64_t ne_want[4] = {s.ne[0], s.ne[1], s.ne[2], s.ne[3]};
+    ne_want[width_dim] = p.width_keep;
+    ne_want[bias ? 1 : 2] = p.n_keep;
+    bool shape_ok = o.n_dims == s.n_dims;
+    for (int d = 0; d < 4; ++d) shape_ok = shape_ok && o.ne[d] == ne_want[d];
+    if (!shape_ok) {
+        gguf::tensor_info w = s;
+        for (int d = 0; d < 4; ++d) w.ne[d] = ne_want[d];
+        err = who + ": shape " + o.shape_string() + " in the output, " + w.shape_string() + " expected (width " +
+              std::to_string(p.width_keep) + ")";
+        return false;
+    }
+    if (!down) {
+        if (o.type != s.type) {
+            err = who + ": type " + std::string(gguf::type_name(o.type)) + " in the output, " + gguf::type_name(s.type) + " in the source";
+            return false;
+        }
+        const uint64_t per_expert = s.nbytes / uint64_t(n_expert), row = per_expert / uint64_t(p.width_n_ff);
+        if (o.nbytes != row * uint64_t(p.width_keep) * uint64_t(p.n_keep)) {
+            err = who + ": " + std::to_string(o.nbytes) + " bytes in the output, " +
+                  std::to_string(row * uint64_t(p.width_keep) * uint64_t(p.n_keep)) + " expected";
+            return false;
+        }
+        for (size_t k = 0; k < pl.keep.size(); ++k) {
+            for (size_t j = 0; j < pl.channels[k].size(); ++j) {
+                const uint64_t at_src = s.file_offset + uint64_t(pl.keep[k]) * per_expert + uint64_t(pl.channels[k][j]) * row;
+                const uint64_t at_out = o.file_offset + (k * pl.channels[k].size() + j) * row;
+                uint64_t diff = 0;
+                if (!cmp.same(src.path_of(s), at_src, out.path_of(o), at_out, row, diff, err)) {
+                    if (err.empty()) {
+                        err = who + ": output expert " + std::to_string(k) + " (source expert " + std::to_string(pl.keep[k]) +
+                              ") channel " + std::to_string(j) + " (source channel " + std::to_string(pl.channels[k][j]) +
+                              ") differs at byte " + std::to_string(diff) + " of its row";
+                    }
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+    const uint64_t per_out = o.nbytes / uint64_t(p.n_keep);
+    std::vector<uint8_t> want, got(per_out);
+    for (size_t k = 0; k < pl.keep.size(); ++k) {
+        if (!requantise_down_expert(src, s, pl.keep[k], pl.channels[k], o.type, want, err)) return false;
+        if (want.size() != per_out) {
+            err = who + ": " + std::to_string(o.nbytes) + " bytes in the output, " + std::to_string(want.size() * p.n_keep) +
+                  " expected (" + std::to_string(p.n_keep) + " experts requantised to " + gguf::type_name(o.type) + ")";
+            return false;
+        }
+        if (!gguf::read_tensor_bytes(out, o, k * per_out, per_out, got.data(), err)) return false;
+        if (want != got) {
+            size_t i = 0;
+            while (want[i] == got[i]) ++i;
+            err = who + ": output expert " + std::to_string(k) + " (source expert " + std::to_string(pl.keep[k]) +
+                  ") differs at byte " + std::to_string(i) + " from the source's kept columns requantised to " +
+                  gguf::type_name(o.type);
+            return false;
+        }
+        rep.bytes_requantised += per_out;
+    }
+    ++rep.n_requantised;
+    return true;
 }
 
 bool check_tensors(const gguf::model & src, const gguf::model & out, const moe::layout & lay, const plan & p,
@@ -225,6 +316,17 @@ bool check_tensors(const gguf::model & src, const gguf::model & out, const moe::
         if (o.name != s.name) {
             err = "tensor " + std::to_string(i) + " is '" + o.name + "' in the output, '" + s.name + "' in the source";
             return false;
+        }
+        if (p.has_width() && (moe::width_keeps_rows(s.name) || moe::width_cuts_columns(s.name))) {
+            const plan_layer * pl = p.find_layer(role.layer);
+            if (!pl || pl->channels.size() != pl->keep.size()) {
+                err = who + ": layer " + std::to_string(role.layer) + " has no channel lists in the plan";
+                return false;
+            }
+            if (!check_width_tensor(src, out, s, o, *pl, p, lay.n_expert, cmp, rep, err)) return false;
+            ++rep.n_sliced;
+            ++rep.n_tensors;
+            continue;
         }
         if (o.type != s.type) {
             err = who + ": type " + gguf::type_name(o.type) + " in the output, " + gguf::type_name(s.type) + " in the source";
@@ -318,7 +420,9 @@ bool verify_pruned(const gguf::model & src, const plan & p, const std::string & 
         err = "source: " + err;
         return false;
     }
-    if (!validate_plan(p, facts_of(lay), err)) return false;
+    plan_model_facts facts = p.has_width() ? facts_of(lay, src) : facts_of(lay);
+    facts.down_block = 1;   // the output's down type, whatever it is, is checked tensor by tensor (check_width_tensor)
+    if (!validate_plan(p, facts, err)) return false;
     // a prune killed after committing its set leaves a journal that the next
     // run completes; until then the files may be a mix of old and new
     const std::string journal = util::journal_path(out_path);

@@ -539,10 +539,19 @@ bool audit_build(card & c, bool & differs, std::string & err) {
         return false;
     }
     const prune::verify_report & vr = c.vr;
-    c.verified.push_back("**The build is the source cut by the plan, byte for byte.** `reap verify`'s audit, re-run by this report: " +
+    const bool width = vr.n_requantised > 0;   // a width cut: down tensors requantised, the rest byte for byte
+    c.verified.push_back(std::string(width ? "**The build is the source cut by the plan: byte for byte, except the requantised down projections.**"
+                                           : "**The build is the source cut by the plan, byte for byte.**") +
+                         " `reap verify`'s audit, re-run by this report: " +
                          std::to_string(vr.n_shards) + " file(s), " + util::group_digits(vr.n_tensors) + " tensors (" + util::group_digits(vr.n_sliced) +
                          " sliced along the expert axis), " + util::group_digits(vr.bytes_compared) + " bytes compared with the source, " +
                          util::group_digits(vr.n_kvs) + " metadata keys; provenance " + (vr.stamped ? "stamped (reap.plan.sha256 = this plan's hash)" : "not stamped") + ".");
+    if (width) {
+        c.verified.push_back("**Width cut**: every kept expert keeps " + std::to_string(c.p.width_keep) + " of its " +
+                             std::to_string(c.p.width_n_ff) + " channels; gate/up rows are among the bytes compared above, and the " +
+                             util::group_digits(vr.n_requantised) + " requantised down tensors (" + util::group_digits(vr.bytes_requantised) +
+                             " bytes) equal a fresh requantisation (ggml) of the source's kept columns.");
+    }
     c.verified.push_back("**SHA256SUMS holds**: " + std::to_string(vr.n_sums_checked) + " file(s) re-hashed and equal to the list below.");
     if (!vr.stamped) c.unverified.push_back("The build carries no `reap.*` stamp: nothing inside the files names the plan they were cut by (the audit above ties them to this plan).");
     return true;

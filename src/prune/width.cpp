@@ -1,0 +1,169 @@
+// The width cut of width.h: row pieces for gate/up, ggml requantisation for down.
+#include "prune/width.h"
+
+#include "moe/pruned.h"
+#include "moe/width.h"
+
+#include <ggml.h>
+
+#include <cstring>
+#include <memory>
+
+namespace reap::prune {
+
+namespace {
+
+// Byte pieces of rows `rows` (ascending) of `row_bytes` each, starting at
+// `base` in `path`; consecutive rows become one piece.
+void add_row_pieces(std::vector<gguf::data_piece> & pieces, const std::string & path, uint64_t base, uint64_t row_bytes,
+                    const std::vector<int64_t> & rows) {
+    for (int64_t r : rows) {
+        const uint64_t off = base + uint64_t(r) * row_bytes;
+        if (!pieces.empty() && pieces.back().path == path && pieces.back().offset + pieces.back().length == off) {
+            pieces.back().length += row_bytes;
+        } else {
+            pieces.push_back({path, off, row_bytes});
+        }
+    }
+}
+
+} // namespace
+
+std::string requantise_refusal(gguf::tensor_type type, int64_t n_per_row) {
+    using tt = gguf::tensor_type;
+    const gguf::type_info * ti = gguf::find_type(uint32_t(type));
+    const std::string name = ti ? ti->name : std::to_string(uint32_t(type));
+    // the cases of ggml_quantize_chunk's switch in the pinned ggml (ggml.c)
+    static const tt k_quantisable[] = {tt::Q1_0, tt::Q2_0, tt::Q4_0, tt::Q4_1, tt::Q5_0, tt::Q5_1, tt::Q8_0,
+                                       tt::MXFP4, tt::NVFP4, tt::Q2_K, tt::Q3_K, tt::Q4_K, tt::Q5_K, tt::Q6_K,
+                                       tt::TQ1_0, tt::TQ2_0, tt::IQ2_XXS, tt::IQ2_XS, tt::IQ3_XXS, tt::IQ3_S,
+                                       tt::IQ2_S, tt::IQ1_S, tt::IQ1_M, tt::IQ4_NL, tt::IQ4_XS, tt::F16, tt::BF16, tt::F32};
+    bool quantisable = false;
+    for (tt q : k_quantisable) quantisable = quantisable || (ti && q == type);
+    if (!quantisable) return "ggml cannot quantise to " + name + " from floats";
+    if (ggml_quantize_requires_imatrix(ggml_type(type)) || type == tt::IQ1_M) {
+        return "quantising to " + name + " needs an importance matrix, which the width cut does not take";
+    }
+    if (n_per_row % ti->block_size != 0) {
+        return "rows of " + std::to_string(n_per_row) + " values are not whole blocks of " + name + " (" +
+               std::to_string(ti->block_size) + " values)";
+    }
+    return "";
+}
+
+gguf::tensor_type width_down_type(const gguf::tensor_info & t, const width_options & o) {
+    return o.down_type ? *o.down_type : t.type;
+}
+
+bool requantise_down_expert(const gguf::model & m, const gguf::tensor_info & t, int64_t e,
+                            const std::vector<int64_t> & channels, gguf::tensor_type out_type, std::vector<uint8_t> & out,
+                            std::string & err, std::vector<float> * dequantised) {
+    const std::string who = "tensor '" + t.name + "'";
+    const int64_t n_ff = t.ne[0], n_rows = t.ne[1], n_expert = t.ne[2];
+    const int64_t K = int64_t(channels.size());
+    if (e < 0 || e >= n_expert || K < 1 || n_rows < 1) {
+        err = who + ": no expert " + std::to_string(e) + " of " + std::to_string(n_expert) + " to cut to " + std::to_string(K);
+        return false;
+    }
+    const std::string why = requantise_refusal(out_type, K);
+    if (!why.empty()) {
+        err = who + ": " + why;
+        return false;
+    }
+    const ggml_type src_type = ggml_type(t.type);
+    const auto * traits = ggml_get_type_traits(src_type);
+    if (t.type != gguf::tensor_type::F32 && !traits->to_float) {
+        err = who + ": ggml cannot dequantise its type " + gguf::type_name(t.type);
+        return false;
+    }
+    const uint64_t slab = t.nbytes / uint64_t(n_expert);
+    const uint64_t row_bytes = slab / uint64_t(n_rows);
+    if (row_bytes * uint64_t(n_rows) * uint64_t(n_expert) != t.nbytes || row_bytes != ggml_row_size(src_type, n_ff)) {
+        err = who + " " + t.shape_string() + ": " + std::to_string(t.nbytes) + " bytes are not " + std::to_string(n_expert) +
+              " experts of " + std::to_string(n_rows) + " rows of " + std::to_string(n_ff) + " " + gguf::type_name(t.type);
+        return false;
+    }
+    std::vector<uint8_t> src(slab);
+    if (!gguf::read_tensor_bytes(m, t, uint64_t(e) * slab, slab, src.data(), err)) return false;
+    std::vector<float> row(size_t(n_ff), 0.0f);
+    std::vector<float> kept(size_t(n_rows * K));
+    for (int64_t r = 0; r < n_rows; ++r) {
+        const uint8_t * p = src.data() + uint64_t(r) * row_bytes;
+        if (t.type == gguf::tensor_type::F32) {
+            memcpy(row.data(), p, size_t(n_ff) * sizeof(float));
+        } else {
+            traits->to_float(p, row.data(), n_ff);
+        }
+        for (int64_t j = 0; j < K; ++j) {
+            const int64_t c = channels[size_t(j)];
+            if (c < 0 || c >= n_ff) {
+                err = who + ": channel " + std::to_string(c) + " out of range [0, " + std::to_string(n_ff) + ")";
+                return false;
+            }
+            kept[size_t(r * K + j)] = row[size_t(c)];
+        }
+    }
+    const size_t out_row = ggml_row_size(ggml_type(out_type), K);
+    out.assign(out_row * size_t(n_rows), 0);
+    const size_t n = ggml_quantize_chunk(ggml_type(out_type), kept.data(), out.data(), 0, n_rows, K, nullptr);
+    if (n != out.size()) {
+        err = who + ": ggml quantised " + std::to_string(n) + " bytes, " + std::to_string(out.size()) + " expected";
+        return false;
+    }
+    if (dequantised) *dequantised = std::move(kept);
+    return true;
+}
+
+bool apply_width(const gguf::model & m, const moe::layout & lay, const plan & p, const width_options & o, bool stamp,
+                 gguf::output_spec & spec, std::string & err) {
+    const int64_t K = p.width_keep, n_ff = p.width_n_ff;
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        const gguf::tensor_info & t = m.tensors[i];
+        const bool rows = moe::width_keeps_rows(t.name), cols = moe::width_cuts_columns(t.name);
+        if (!rows && !cols) continue;
+        const std::string who = "tensor '" + t.name + "'";
+        const plan_layer * pl = p.find_layer(lay.roles[i].layer);
+        if (!pl || pl->channels.size() != pl->keep.size()) {
+            err = who + ": its layer has no channel lists in the plan";
+            return false;
+        }
+        gguf::output_tensor & out = spec.tensors[i];
+        const int64_t n_expert = lay.n_expert;
+        if (cols) {
+            const gguf::tensor_type type = width_down_type(t, o);
+            auto data = std::make_shared<std::vector<uint8_t>>();
+            std::vector<uint8_t> one;
+            for (size_t k = 0; k < pl->keep.size(); ++k) {
+                if (!requantise_down_expert(m, t, pl->keep[k], pl->channels[k], type, one, err)) return false;
+                data->insert(data->end(), one.begin(), one.end());
+            }
+            out.ne[0] = K;
+            out.type = type;
+            out.pieces.clear();
+            out.memory = std::move(data);
+            continue;
+        }
+        // gate / up: rows (weight: ne[1]) or elements (bias: ne[0]) of the kept channels
+        const bool bias = t.n_dims == 2;
+        const int width_dim = bias ? 0 : 1;
+        const uint64_t per_expert = t.nbytes / uint64_t(n_expert);
+        const uint64_t row_bytes = per_expert / uint64_t(n_ff);
+        if (t.ne[width_dim] != n_ff || row_bytes * uint64_t(n_ff) * uint64_t(n_expert) != t.nbytes ||
+            (bias && gguf::find_type(uint32_t(t.type))->block_size != 1)) {
+            err = who + " " + t.shape_string() + " does not hold " + std::to_string(n_ff) + " whole rows per expert";
+            return false;
+        }
+        out.ne[width_dim] = K;
+        out.pieces.clear();
+        out.memory.reset();
+        for (size_t k = 0; k < pl->keep.size(); ++k) {
+            add_row_pieces(out.pieces, m.path_of(t), t.file_offset + uint64_t(pl->keep[k]) * per_expert, row_bytes,
+                           pl->channels[k]);
+        }
+    }
+    if (!moe::set_integer_kv(spec.kvs, moe::expert_width_key(lay.arch), K, err)) return false;
+    if (stamp) spec.kvs.set_u32(k_key_width_source_length, uint32_t(n_ff));
+    return true;
+}
+
+}  // namespace reap::prune

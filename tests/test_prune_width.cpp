@@ -1,0 +1,267 @@
+// Tests of the width cut (src/prune/width.h): every zoo model pruned by a plan
+// that keeps half the experts and half the channels of each, checked against
+// the source as ggml's own gguf reader loads it: gate/up rows (and biases)
+// byte for byte, down the kept columns of the source dequantised by ggml and
+// requantised by ggml in the test itself; reap verify accepts it, reports
+// the requantised tensors apart, and catches a byte changed in either part;
+// the width key and the stamp; refused down types and widths name why.
+#include "prune_test_util.h"
+
+#include "moe/width.h"
+#include "prune/width.h"
+
+#include <ggml.h>
+#include <gguf.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <random>
+
+namespace {
+
+// A tensor as ggml's gguf reader loads it.
+struct loaded {
+    ggml_type            type = GGML_TYPE_F32;
+    int64_t              ne[4] = {1, 1, 1, 1};
+    std::vector<uint8_t> data;
+};
+
+std::map<std::string, loaded> load_with_ggml(const std::string & path) {
+    std::map<std::string, loaded> out;
+    ggml_context * ctx = nullptr;
+    gguf_init_params ip = {/*no_alloc =*/ false, /*ctx =*/ &ctx};
+    gguf_context * g = gguf_init_from_file(path.c_str(), ip);
+    if (!g) return out;
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
+        const ggml_tensor * t = ggml_get_tensor(ctx, gguf_get_tensor_name(g, i));
+        loaded & l = out[t->name];
+        l.type = t->type;
+        for (int d = 0; d < 4; ++d) l.ne[d] = t->ne[d];
+        const uint8_t * p = (const uint8_t *) t->data;
+        l.data.assign(p, p + ggml_nbytes(t));
+    }
+    gguf_free(g);
+    ggml_free(ctx);
+    return out;
+}
+
+int64_t gguf_int(const std::string & path, const std::string & key) {
+    gguf_init_params ip = {/*no_alloc =*/ true, /*ctx =*/ nullptr};
+    gguf_context * g = gguf_init_from_file(path.c_str(), ip);
+    if (!g) return -1;
+    const int64_t id = gguf_find_key(g, key.c_str());
+    int64_t v = -1;
+    if (id >= 0 && gguf_get_kv_type(g, id) == GGUF_TYPE_UINT32) v = gguf_get_val_u32(g, id);
+    gguf_free(g);
+    return v;
+}
+
+// Adds random channel lists of width K (ascending) to an expert plan.
+void add_width(reap::plan & p, int64_t n_ff, int64_t K, uint32_t seed) {
+    std::mt19937 rng(seed);
+    p.width_n_ff = n_ff;
+    p.width_keep = K;
+    for (auto & l : p.layers) {
+        l.channels.clear();
+        for (size_t k = 0; k < l.keep.size(); ++k) {
+            std::vector<int64_t> ids(static_cast<size_t>(n_ff));
+            for (int64_t c = 0; c < n_ff; ++c) ids[size_t(c)] = c;
+            std::shuffle(ids.begin(), ids.end(), rng);
+            ids.resize(size_t(K));
+            std::sort(ids.begin(), ids.end());
+            l.channels.push_back(ids);
+        }
+    }
+}
+
+// Prunes with the width options into dir/out.gguf (plan in dir/plan.json, stamped, SHA256SUMS).
+bool width_prune(const reap::gguf::model & m, const reap::plan & p, const reap::prune::width_options & wo,
+                 const std::string & dir, std::string & out, std::string & err) {
+    out = dir + "/out.gguf";
+    std::vector<std::string> written;
+    return prune_test::prune_to(m, p, dir + "/plan.json", out, written, err, true, 0, 0, wo);
+}
+
+// The test's own requantisation of one kept expert's down slab (ggml row by row).
+std::vector<uint8_t> expected_down(const loaded & src, int64_t e, const std::vector<int64_t> & ch, ggml_type out_type) {
+    const int64_t n_ff = src.ne[0], rows = src.ne[1];
+    const size_t row_bytes = ggml_row_size(src.type, n_ff);
+    std::vector<float> full(static_cast<size_t>(n_ff)), kept(static_cast<size_t>(rows) * ch.size());
+    for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t * p = src.data.data() + (size_t(e * rows + r)) * row_bytes;
+        if (src.type == GGML_TYPE_F32) memcpy(full.data(), p, row_bytes);
+        else ggml_get_type_traits(src.type)->to_float(p, full.data(), n_ff);
+        for (size_t j = 0; j < ch.size(); ++j) kept[size_t(r) * ch.size() + j] = full[size_t(ch[j])];
+    }
+    std::vector<uint8_t> q(ggml_row_size(out_type, int64_t(ch.size())) * size_t(rows));
+    ggml_quantize_chunk(out_type, kept.data(), q.data(), 0, rows, int64_t(ch.size()), nullptr);
+    return q;
+}
+
+// Checks `out` against `src` for plan `p` tensor by tensor, from ggml's reading of both files.
+void expect_width_cut(const std::string & src_path, const std::string & out_path, const reap::plan & p, ggml_type down_type) {
+    const auto src = load_with_ggml(src_path), out = load_with_ggml(out_path);
+    ASSERT_FALSE(src.empty());
+    ASSERT_EQ(src.size(), out.size());
+    const int64_t K = p.width_keep, n_ff = p.width_n_ff;
+    int n_checked = 0;
+    for (const auto & [name, s] : src) {
+        const loaded & o = out.at(name);
+        const bool rows = reap::moe::width_keeps_rows(name), down = reap::moe::width_cuts_columns(name);
+        if (!rows && !down) continue;
+        SCOPED_TRACE(name);
+        size_t dot = 0;
+        const reap::plan_layer * pl = p.find_layer(int(reap::gguf::block_index(name, dot)));
+        ASSERT_NE(pl, nullptr);
+        const bool bias = s.ne[2] == 1 && !down;
+        const int64_t n_expert = bias ? s.ne[1] : s.ne[2];
+        if (down) {
+            ASSERT_EQ(o.type, down_type);
+            ASSERT_EQ(o.ne[0], K);
+            ASSERT_EQ(o.ne[2], p.n_keep);
+            const size_t per_out = o.data.size() / size_t(p.n_keep);
+            for (size_t k = 0; k < pl->keep.size(); ++k) {
+                const std::vector<uint8_t> want = expected_down(s, pl->keep[k], pl->channels[k], down_type);
+                ASSERT_EQ(want.size(), per_out);
+                EXPECT_EQ(0, memcmp(want.data(), o.data.data() + k * per_out, per_out)) << "output expert " << k;
+            }
+        } else {
+            ASSERT_EQ(o.type, s.type);
+            ASSERT_EQ(bias ? o.ne[0] : o.ne[1], K);
+            const size_t row = s.data.size() / size_t(n_expert * n_ff);
+            for (size_t k = 0; k < pl->keep.size(); ++k) {
+                for (int64_t j = 0; j < K; ++j) {
+                    const size_t at_s = (size_t(pl->keep[k]) * size_t(n_ff) + size_t(pl->channels[k][size_t(j)])) * row;
+                    const size_t at_o = (k * size_t(K) + size_t(j)) * row;
+                    ASSERT_EQ(0, memcmp(s.data.data() + at_s, o.data.data() + at_o, row)) << "expert " << k << " row " << j;
+                }
+            }
+        }
+        ++n_checked;
+    }
+    EXPECT_GT(n_checked, 0);
+}
+
+} // namespace
+
+// Every zoo model whose width can be cut: half the experts, half the channels
+// (the others are refused with the reason). f16 down slabs keep
+// their type (requantising f16 values to f16 is exact: the kept columns equal
+// the source's); mxfp4 ones (blocks of 32, wider than half of 32 channels)
+// are requantised to f32.
+TEST(PruneWidth, ZooModelsHalfTheChannels) {
+    std::string err;
+    const std::string zoo = prune_test::zoo_dir("prune-zoo", err);
+    if (zoo.empty()) GTEST_SKIP() << err;
+    for (const std::string & name : prune_test::zoo_names()) {
+        SCOPED_TRACE(name);
+        const std::string dir = prune_test::scratch("prune-width-" + name);
+        reap::gguf::model m;
+        ASSERT_TRUE(reap::gguf::open_model(zoo + "/" + name + ".gguf", m, err)) << err;
+        reap::moe::layout lay;
+        ASSERT_TRUE(reap::model_layout(m, lay, err)) << err;
+        reap::plan_model_facts f = reap::facts_of(lay, m);
+        reap::plan p;
+        ASSERT_TRUE(prune_test::random_plan(m, prune_test::half_keep(m), 11, p, err)) << err;
+        if (!f.width_refusal.empty()) {
+            // shared experts sized from the same key (deepseek2, glm4moe, llama4, kimi-k3): refused, saying why
+            EXPECT_NE(f.width_refusal.find("shared experts"), std::string::npos) << f.width_refusal;
+            int64_t n_ff = 0;
+            ASSERT_TRUE(m.kvs.get_i64(reap::moe::expert_width_key(lay.arch), n_ff, err)) << err;
+            add_width(p, n_ff, n_ff / 2, 5);
+            reap::gguf::output_spec spec;
+            EXPECT_FALSE(reap::prune::make_pruned_spec(m, lay, p, {}, reap::prune::width_options{}, spec, err));
+            EXPECT_NE(err.find("plan: cuts expert width, but the model has shared experts"), std::string::npos) << err;
+            continue;
+        }
+        add_width(p, f.n_ff_exp, f.n_ff_exp / 2, 5);
+        reap::prune::width_options wo;
+        ggml_type down_type = GGML_TYPE_F16;
+        if (f.down_block > f.n_ff_exp / 2) {
+            wo.down_type = reap::gguf::tensor_type::F32;
+            down_type = GGML_TYPE_F32;
+            // without a down type, the source's blocks refuse this width
+            reap::gguf::output_spec spec;
+            EXPECT_FALSE(reap::prune::make_pruned_spec(m, lay, p, {}, reap::prune::width_options{}, spec, err));
+            EXPECT_NE(err.find("is not a multiple of " + std::to_string(f.down_block)), std::string::npos) << err;
+        }
+        std::string out;
+        ASSERT_TRUE(width_prune(m, p, wo, dir, out, err)) << err;
+        expect_width_cut(m.shards[0].path, out, p, down_type);
+        EXPECT_EQ(gguf_int(out, reap::moe::expert_width_key(lay.arch)), f.n_ff_exp / 2);
+        EXPECT_EQ(gguf_int(out, reap::prune::k_key_width_source_length), f.n_ff_exp);
+
+        reap::prune::verify_options vo;
+        ASSERT_TRUE(reap::plan_file_sha256(dir + "/plan.json", vo.plan_sha256, err)) << err;
+        reap::prune::verify_report rep;
+        ASSERT_TRUE(reap::prune::verify_pruned(m, p, out, vo, rep, err)) << err;
+        EXPECT_EQ(rep.n_requantised, lay.moe_layers.size());
+        EXPECT_GT(rep.bytes_requantised, 0u);
+
+        // a byte changed in a gate row, then in a requantised down row
+        reap::gguf::model o;
+        ASSERT_TRUE(reap::gguf::open_model(out, o, err)) << err;
+        const std::string L = "blk." + std::to_string(lay.moe_layers.back()) + ".";
+        for (const char * which : {"ffn_gate_exps.weight", "ffn_down_exps.weight"}) {
+            SCOPED_TRACE(which);
+            const reap::gguf::tensor_info * t = nullptr;
+            for (const auto & x : o.tensors) if (x.name == L + which) t = &x;
+            ASSERT_NE(t, nullptr);
+            std::vector<uint8_t> bytes = prune_test::read_all(out);
+            const size_t at = size_t(t->file_offset + t->nbytes / 2);
+            bytes[at] = uint8_t(bytes[at] ^ 0x40);
+            const std::string bad = dir + "/bad.gguf";
+            prune_test::write_all(bad, bytes);
+            reap::prune::verify_options nv;
+            nv.check_sums = false;
+            EXPECT_FALSE(reap::prune::verify_pruned(m, p, bad, nv, rep, err));
+            EXPECT_TRUE(rep.differs);
+            EXPECT_NE(err.find(std::string(which).find("down") != std::string::npos ? "requantised to" : "(source channel "),
+                      std::string::npos) << err;
+        }
+    }
+}
+
+// Requantising to a quantised type: f16 down slabs of qwen3moe to q8_0 (all
+// 32 channels, in blocks of 32) agree byte for byte with the test's own ggml
+// requantisation, and verify audits them the same way.
+TEST(PruneWidth, RequantisesToAnotherType) {
+    std::string err;
+    const std::string zoo = prune_test::zoo_dir("prune-zoo", err);
+    if (zoo.empty()) GTEST_SKIP() << err;
+    const std::string dir = prune_test::scratch("prune-width-q8");
+    reap::gguf::model m;
+    ASSERT_TRUE(reap::gguf::open_model(zoo + "/qwen3moe.gguf", m, err)) << err;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(m, prune_test::half_keep(m), 3, p, err)) << err;
+    add_width(p, 32, 32, 1);
+    reap::prune::width_options wo;
+    wo.down_type = reap::gguf::tensor_type::Q8_0;
+    std::string out;
+    ASSERT_TRUE(width_prune(m, p, wo, dir, out, err)) << err;
+    expect_width_cut(m.shards[0].path, out, p, GGML_TYPE_Q8_0);
+    reap::prune::verify_options vo;
+    vo.check_sums = false;
+    reap::prune::verify_report rep;
+    EXPECT_TRUE(reap::prune::verify_pruned(m, p, out, vo, rep, err)) << err;
+
+    // widths and types the cut refuses, each saying why
+    reap::moe::layout lay;
+    ASSERT_TRUE(reap::model_layout(m, lay, err)) << err;
+    reap::gguf::output_spec spec;
+    add_width(p, 32, 16, 1);
+    EXPECT_FALSE(reap::prune::make_pruned_spec(m, lay, p, {}, wo, spec, err));
+    EXPECT_NE(err.find("width 16 is not a multiple of 32, the block size of q8_0"), std::string::npos) << err;
+    add_width(p, 32, 32, 1);
+    wo.down_type = reap::gguf::tensor_type::IQ2_XXS;
+    EXPECT_FALSE(reap::prune::make_pruned_spec(m, lay, p, {}, wo, spec, err));
+    EXPECT_NE(err.find("the block size of iq2_xxs"), std::string::npos) << err;
+    EXPECT_NE(reap::prune::requantise_refusal(reap::gguf::tensor_type::IQ2_XXS, 256).find("needs an importance matrix"),
+              std::string::npos);
+    EXPECT_NE(reap::prune::requantise_refusal(reap::gguf::tensor_type::Q8_K, 256).find("cannot quantise to q8_K"),
+              std::string::npos);
+    EXPECT_EQ(reap::prune::requantise_refusal(reap::gguf::tensor_type::Q4_K, 256), "");
+    EXPECT_NE(reap::prune::requantise_refusal(reap::gguf::tensor_type::Q4_K, 128).find("not whole blocks of q4_K"),
+              std::string::npos);
+}
