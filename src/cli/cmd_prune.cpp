@@ -113,8 +113,7 @@ int cmd_prune(int argc, char ** argv) {
     reap::prune::prune_request & req = params.req;
     reap::cli::options t("prune", "usage: reap prune -m MODEL.gguf --plan PLAN.json -o OUT.gguf [options]");
     declare(t, params);
-    int status = 0;
-    if (!t.parse(argc, argv, status)) return status;
+    if (int status = 0; !t.parse(argc, argv, status)) return status;
     if (req.imatrix.empty() && (!req.imatrix_out.empty() || req.require_coverage > 0)) {
         return t.usage_error("--imatrix-out and --require-coverage need --imatrix");
     }
