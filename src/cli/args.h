@@ -182,6 +182,9 @@ class options {
         required_.emplace_back([&value] { return !value.empty(); }, std::move(missing));
         return *this;
     }
+    // The check runs after parse(): a temporary would be gone by then.
+    template <class Value>
+    options & require(const Value && value, std::string missing) = delete;
 
     // What a non-option argument means (MODEL.gguf, input files...). Without
     // one, a non-option argument is a usage error. After "--" every argument

@@ -95,8 +95,9 @@ bool check_width(const plan_request & req, const ranked_model & rm, util::error 
     }
     const std::string why = width_refusal(req.width, f.n_ff_exp, f.down_block, f.down_type_name);
     if (!why.empty()) return fail_with(err, error_kind::usage, flag + ": " + why);
-    // Channel scores are not in saliency archives yet (issue 27, item 1): a width
-    // plan has nothing to rank channels by.
+    // Archives can carry channel scores now (version 2, calibrate/imatrix
+    // --width-saliency), but the planner does not read them yet (issue 27): until
+    // it does, every archive is refused here, and the message says so too narrowly.
     return fail_with(err, error_kind::input, flag + ": " + req.saliency +
                                                  " has no channel scores (per expert and intermediate channel: the energy "
                                                  "of the input to ffn_down_exps); a width plan ranks each expert's channels by them");
