@@ -677,6 +677,7 @@ bool mtp_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s
     if (mask) {
         cp.cb_eval           = mask_hook::callback;
         cp.cb_eval_user_data = &trunk_hook;
+        trunk_hook.n_threads = mtp_hook.n_threads = cp.n_threads_batch;
     }
     ctx_ptr ctx(llama_init_from_model(model, cp));
     if (!ctx) {

@@ -75,6 +75,7 @@ ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, in
     if (hook) {
         cp.cb_eval           = mask_hook::callback;
         cp.cb_eval_user_data = hook;
+        hook->n_threads      = cp.n_threads_batch;
     }
     ctx_ptr c(llama_init_from_model(model, cp));
     if (!c) {

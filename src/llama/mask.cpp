@@ -4,8 +4,10 @@
 #include "llama/moe_nodes.h"
 
 #include "ggml-backend.h"
+#include "ggml-cpu.h"
 #include "ggml.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -171,6 +173,8 @@ bool mask_hook::mask_router(ggml_tensor * t, int which, int layer) {
         if (n > 0) {
             ggml_backend_tensor_get(t, row_buf_.data(), 0, n);
             for (size_t r = 0; r < n / row_bytes; ++r) mask_row(row_buf_.data() + r * (size_t) m->n_expert);
+            if (which == 0) narrow_router_logits(t, layer);
+            if (which == 1) narrow_router_softmax(t, layer);
             ggml_backend_tensor_set(t, row_buf_.data(), 0, n);
         }
     } else {
@@ -192,6 +196,111 @@ bool mask_hook::mask_router(ggml_tensor * t, int which, int layer) {
         seen_[(size_t) layer] = 1;
     }
     return true;
+}
+
+// The pruned model's router, on the CPU (see mask.h): ggml's kernels choose
+// their path by shape, so a router of n_keep rows does not round as the
+// masked n_expert-row one does. The matmul of ffn_gate_inp takes llamafile's
+// sgemm only when the rows are a multiple of 4, ggml's dot products
+// otherwise; the softmax sums its exponentials in SIMD groups of 8 or 16 with
+// a scalar tail. Either moves a logit or a weight in its last bit, and in a
+// model whose matmuls quantise their input (q8_0 / q8_K) that can flip a
+// rounding and grow through the layers: measured on reap-moe-wide's Q4_K_M
+// copy, up to 1e-4 of KLD between a sweep's point and the pruned file. So on
+// the CPU the kept columns are recomputed by the same ggml ops on the kept
+// rows alone, which is what the pruned model runs; the removed columns stay
+// -inf. Another backend's nodes are left as it computed them (its kernels are
+// not these). Each op runs in its own small context: `fill` writes the inputs.
+namespace {
+
+struct cpu_op {
+    ggml_context * ctx = nullptr;
+    explicit cpu_op(size_t data_bytes) {
+        ggml_init_params ip = {};
+        ip.mem_size = data_bytes + 8 * ggml_tensor_overhead() + ggml_graph_overhead() + (1u << 16);
+        ctx = ggml_init(ip);
+    }
+    ~cpu_op() {
+        if (ctx) ggml_free(ctx);
+    }
+    cpu_op(const cpu_op &) = delete;
+    cpu_op & operator=(const cpu_op &) = delete;
+    bool run(ggml_tensor * out, int n_threads) {
+        ggml_cgraph * gf = ggml_new_graph(ctx);
+        ggml_build_forward_expand(gf, out);
+        return ggml_graph_compute_with_ctx(ctx, gf, std::max(1, n_threads)) == GGML_STATUS_SUCCESS;
+    }
+};
+
+bool on_host(const ggml_tensor * t) {
+    return t && t->buffer && ggml_backend_buffer_is_host(t->buffer) && ggml_is_contiguous(t) && t->type == GGML_TYPE_F32 &&
+           t->ne[2] == 1 && t->ne[3] == 1;
+}
+
+} // namespace
+
+// Writes `narrow` (n_keep values per row) into row_buf_'s kept columns.
+void mask_hook::scatter_kept(const float * narrow, int layer) {
+    const std::vector<uint8_t> & removed = active->removed[(size_t) layer];
+    const size_t n_rows = row_buf_.size() / (size_t) active->n_expert;
+    for (size_t r = 0; r < n_rows; ++r) {
+        float * row = row_buf_.data() + r * (size_t) active->n_expert;
+        for (int64_t e = 0; e < active->n_expert; ++e) {
+            if (!removed[(size_t) e]) row[e] = *narrow++;
+        }
+    }
+}
+
+// ffn_moe_logits = ffn_gate_inp x input: the kept rows of ffn_gate_inp times the input.
+void mask_hook::narrow_router_logits(const ggml_tensor * t, int layer) {
+    narrow_logits_of_ = nullptr;
+    const ggml_tensor * w = t->src[0], * x = t->src[1];
+    const int64_t n_keep = active->n_keep, n_embd = w ? w->ne[0] : 0, n_rows = t->ne[1];
+    if (t->op != GGML_OP_MUL_MAT || !on_host(t) || !on_host(w) || !on_host(x) || w->ne[1] != active->n_expert ||
+        x->ne[0] != n_embd || x->ne[1] != n_rows || n_rows == 0) {
+        return;
+    }
+    const size_t w_bytes = (size_t) (n_embd * n_keep) * sizeof(float), x_bytes = ggml_nbytes(x);
+    const size_t out_bytes = (size_t) (n_keep * n_rows) * sizeof(float);
+    cpu_op op(w_bytes + x_bytes + out_bytes + (size_t) n_threads * (size_t) (n_embd + 64) * sizeof(float));
+    if (!op.ctx) return;
+    ggml_tensor * wk = ggml_new_tensor_2d(op.ctx, GGML_TYPE_F32, n_embd, n_keep);
+    ggml_tensor * xk = ggml_new_tensor_2d(op.ctx, GGML_TYPE_F32, n_embd, n_rows);
+    const std::vector<uint8_t> & removed = active->removed[(size_t) layer];
+    float * dst = (float *) wk->data;
+    for (int64_t e = 0; e < active->n_expert; ++e) {
+        if (removed[(size_t) e]) continue;
+        std::memcpy(dst, (const char *) w->data + (size_t) e * w->nb[1], (size_t) n_embd * sizeof(float));
+        dst += n_embd;
+    }
+    std::memcpy(xk->data, x->data, x_bytes);
+    ggml_tensor * out = ggml_mul_mat(op.ctx, wk, xk);
+    if (!op.run(out, n_threads)) return;
+    narrow_logits_.assign((const float *) out->data, (const float *) out->data + n_keep * n_rows);
+    scatter_kept(narrow_logits_.data(), layer);
+    narrow_logits_of_ = t;
+    narrow_logits_layer_ = layer;
+}
+
+// ffn_moe_probs = softmax(ffn_moe_logits): the softmax of the kept logits alone.
+void mask_hook::narrow_router_softmax(const ggml_tensor * t, int layer) {
+    float scale = 0.0f, max_bias = 1.0f;
+    std::memcpy(&scale, (const float *) t->op_params + 0, sizeof(float));
+    std::memcpy(&max_bias, (const float *) t->op_params + 1, sizeof(float));
+    const bool plain = t->op == GGML_OP_SOFT_MAX && !t->src[1] && !t->src[2] && scale == 1.0f && max_bias == 0.0f;
+    const int64_t n_keep = active->n_keep, n_rows = t->ne[1];
+    if (!plain || !on_host(t) || t->src[0] != narrow_logits_of_ || narrow_logits_layer_ != layer ||
+        (int64_t) narrow_logits_.size() != n_keep * n_rows) {
+        return;
+    }
+    const size_t bytes = narrow_logits_.size() * sizeof(float);
+    cpu_op op(2 * bytes + (size_t) n_threads * (size_t) (n_keep + 64) * sizeof(float));
+    if (!op.ctx) return;
+    ggml_tensor * logits = ggml_new_tensor_2d(op.ctx, GGML_TYPE_F32, n_keep, n_rows);
+    std::memcpy(logits->data, narrow_logits_.data(), bytes);
+    ggml_tensor * probs = ggml_soft_max(op.ctx, logits);
+    if (!op.run(probs, n_threads)) return;
+    scatter_kept((const float *) probs->data, layer);
 }
 
 // Width masks (mask.h): ffn_moe_topk-L gives each row's expert, the activation is
@@ -258,6 +367,7 @@ bool mask_hook::check(bool had_outputs, std::string & err) {
     error_.clear();
     zeroed_ = nullptr;
     ids_layer_ = -1;
+    narrow_logits_of_ = nullptr;   // the next decode's graph may put another node at that address
     if (!active) return true;
     if (!problem.empty()) {
         err = "mask " + active->name + ": " + problem;

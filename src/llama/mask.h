@@ -115,6 +115,7 @@ bool mask_from_plan(const plan & p, const std::string & name, const gguf::model 
 struct mask_hook {
     const expert_mask * active = nullptr;
     bool mtp_context = false;   // the hook of an MTP context: check() requires the MTP blocks' routers instead
+    int n_threads = 1;          // for the router recomputed on the CPU (the context's batch threads)
 
     static bool callback(ggml_tensor * t, bool ask, void * user);
 
@@ -123,10 +124,17 @@ struct mask_hook {
   private:
     bool mask_router(ggml_tensor * t, int which, int layer);
     bool width_node(ggml_tensor * t, bool ask);   // width masks: topk, activations, down
+    // the pruned model's router on the CPU, bit for bit (mask.cpp says why)
+    void narrow_router_logits(const ggml_tensor * t, int layer);
+    void narrow_router_softmax(const ggml_tensor * t, int layer);
+    void scatter_kept(const float * narrow, int layer);
 
     std::vector<uint8_t> seen_;     // [block]: a router node was masked in this decode
     std::vector<uint8_t> width_seen_;  // [block]: the down projection's input was zeroed in this decode
     std::vector<float>   row_buf_;  // host copy of one node
+    std::vector<float>   narrow_logits_;  // the kept columns of the last logits node recomputed, row after row
+    const ggml_tensor *  narrow_logits_of_ = nullptr;
+    int                  narrow_logits_layer_ = -1;
     std::vector<int32_t> ids_;      // width: the routed experts of the current layer's ubatch
     int64_t              ids_tok_ = 0, ids_layer_ = -1;
     const ggml_tensor *  zeroed_ = nullptr;   // width: the last activation node zeroed
