@@ -33,6 +33,12 @@
 // layer of the plan whose graph has neither ffn_moe_logits nor ffn_moe_probs
 // is an error naming the layer, never an unmasked layer.
 //
+// On the CPU (nodes in host memory) the kept columns of ffn_moe_logits (an F32
+// router matmul) and of ffn_moe_probs (a plain softmax of those logits) are
+// then recomputed by the same ggml ops on the kept rows alone: what the pruned
+// file's narrower router computes, bit for bit (mask.cpp says why the -inf
+// mask alone rounds differently).
+//
 // The plan must fit the model exactly as reap prune requires (validate_plan),
 // so a masked run and the pruned file select among the same experts.
 //
