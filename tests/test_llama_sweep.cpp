@@ -13,6 +13,8 @@
 #include "behaviour_test_rules.h"
 #include "llama_test_util.h"
 
+#include "llama/sweep.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -215,4 +217,101 @@ TEST(Sweep, NeedleAndGenerateEqualEvalMask) {
     size_t differ = 0;
     for (size_t i = 0; i < eo[0].at("outputs").size(); ++i) differ += eo[0].at("outputs")[i].at("tokens") != eo[1].at("outputs")[i].at("tokens");
     EXPECT_GT(differ, 0u);
+}
+
+namespace {
+
+// A record of several sources at two budgets, as the sweep fills it.
+reap::sweep_record two_budget_record(const std::vector<std::string> & paths) {
+    reap::sweep_record s;
+    s.model.arch = "qwen3moe";
+    s.model.n_expert = 16;
+    s.model.n_expert_used = 2;
+    s.reference.model = "ref.gguf";
+    s.saliency.file = "sal.gguf";
+    s.saliency.method = "reap";
+    s.input.file = "heldout.txt";
+    s.input.n_windows = 31;
+    s.input.n_ctx = 128;
+    for (size_t i = 0; i < paths.size(); ++i) {
+        reap::sweep_source src;
+        src.path = paths[i];
+        for (const char * budget : {"7031304", "900000000"}) {
+            reap::sweep_record_point q;
+            q.request_kind = "budget";
+            q.request_text = budget;
+            q.n_keep = budget[0] == '7' ? 9 + (int64_t) i : 16;
+            q.predicted_bytes = 6000000 + 1000000 * i;
+            q.overall.kld_mean = 0.5 / (double) (i + 1);
+            q.overall.argmax_agree = 0.6 + 0.01 * (double) i;
+            src.points.push_back(q);
+        }
+        s.sources.push_back(src);
+    }
+    s.frontier = reap::sweep_frontier(s.sources);
+    return s;
+}
+
+// The table print_sweep_sources writes: its lines.
+std::vector<std::string> printed_lines(const reap::sweep_record & s) {
+    char * buf = nullptr;
+    size_t len = 0;
+    FILE * f = open_memstream(&buf, &len);
+    reap::print_sweep_sources(f, s);
+    std::fclose(f);
+    std::vector<std::string> lines;
+    std::istringstream in(std::string(buf, len));
+    std::free(buf);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return lines;
+}
+
+// Every row of the table (the lines after the header up to the blank line)
+// has each column where the header has it: the request and the source start
+// under their titles, N, the file size, KLD and top-1 end under theirs.
+void expect_aligned(const std::vector<std::string> & lines, const std::vector<std::string> & shown) {
+    size_t h = 0;
+    while (h < lines.size() && lines[h].find("  request ") != 0) ++h;
+    ASSERT_LT(h, lines.size()) << "no table header";
+    const std::string & head = lines[h];
+    const size_t source_at = head.find("source"), n_end = head.find(" N ") + 2;
+    const size_t size_end = head.find("file size") + 9, kld_end = head.find("KLD mean") + 8, top1_end = head.find("top-1") + 5;
+    size_t rows = 0;
+    for (size_t i = h + 1; i < lines.size() && !lines[i].empty(); ++i, ++rows) {
+        const std::string & row = lines[i];
+        SCOPED_TRACE(row);
+        EXPECT_EQ(row.find("budget "), 2u);
+        const std::string & label = shown[rows % shown.size()];
+        EXPECT_EQ(row.find(label + " "), source_at);
+        std::istringstream cols(row.substr(source_at + label.size()));
+        std::string n, size_a, size_b, size_c, size_d, kld, top1;
+        cols >> n >> size_a >> size_b >> size_c >> size_d >> kld >> top1;   // "6.00 MB (5.72 MiB)" is four words
+        EXPECT_EQ(row.find(" " + n + " ", source_at + label.size()) + 1 + n.size(), n_end);
+        EXPECT_EQ(row.find(size_d, source_at + label.size()) + size_d.size(), size_end);
+        EXPECT_EQ(row.rfind(kld) + kld.size(), kld_end);
+        EXPECT_EQ(row.size(), top1_end);
+        EXPECT_EQ(top1.back(), '%');
+    }
+    EXPECT_EQ(rows, 2 * shown.size());
+}
+
+} // namespace
+
+// The several-source table stays aligned whatever the paths: long paths with
+// distinct file names are shown by file name (each path listed once above),
+// paths that share a file name in full; columns pad from their widest entry.
+TEST(SweepTable, ColumnsAlignWithLongSourcePaths) {
+    const std::vector<std::string> long_paths = {
+        "out/a-very-long-directory-name/of/the/quantised/sources/reap-moe-wide-Q8_0.gguf",
+        "out/a-very-long-directory-name/of/the/quantised/sources/reap-moe-wide-IQ4_XS.gguf", "Q6_K.gguf"};
+    const std::vector<std::string> lines = printed_lines(two_budget_record(long_paths));
+    expect_aligned(lines, {"reap-moe-wide-Q8_0.gguf", "reap-moe-wide-IQ4_XS.gguf", "Q6_K.gguf"});
+    const std::string all = [&] { std::string a; for (const auto & l : lines) a += l + "\n"; return a; }();
+    EXPECT_NE(all.find("  source reap-moe-wide-Q8_0.gguf: " + long_paths[0] + "\n"), std::string::npos) << all;
+    EXPECT_EQ(all.find("  source Q6_K.gguf:"), std::string::npos) << all;   // shown as given: nothing to list
+    EXPECT_NE(all.find("budget 7031304: Q6_K.gguf wins with N = 11 "), std::string::npos) << all;
+    EXPECT_NE(all.find(" over reap-moe-wide-IQ4_XS.gguf (N = 10)"), std::string::npos) << all;
+
+    const std::vector<std::string> same_name = {"first/run/of/the/quantiser/Q4_K_M.gguf", "second/Q4_K_M.gguf"};
+    expect_aligned(printed_lines(two_budget_record(same_name)), same_name);
 }

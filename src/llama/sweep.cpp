@@ -16,6 +16,7 @@
 #include "util/output_rule.h"
 #include "util/path.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdlib>
@@ -333,22 +334,45 @@ util::chart sweep_result_chart(const sweep_result & r) {
 
 namespace {
 
-// Several sources: the table request x source, then the winner of each request.
-void print_sources(FILE * out, const sweep_record & s) {
+// The name each source goes by in the table: its file name when no two
+// sources share one, else its path as given.
+std::vector<std::string> source_labels(const sweep_record & s) {
+    std::vector<std::string> labels;
+    std::set<std::string> names;
+    for (const sweep_source & src : s.sources) {
+        labels.push_back(util::base_name(src.path));
+        names.insert(labels.back());
+    }
+    if (names.size() == labels.size()) return labels;
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = s.sources[i].path;
+    return labels;
+}
+
+} // namespace
+
+void print_sweep_sources(FILE * out, const sweep_record & s) {
     fprintf(out, "reap sweep: %zu sources of %s (%" PRId64 " experts, top-%" PRId64 "), against %s%s%s\n", s.sources.size(),
             s.model.arch.c_str(), s.model.n_expert, s.model.n_expert_used,
             s.reference.model.empty() ? "" : ("reference " + s.reference.model).c_str(),
             !s.reference.model.empty() && !s.reference.kld_base.empty() ? ", " : "",
             s.reference.kld_base.empty() ? "" : ("KLD base " + s.reference.kld_base).c_str());
-    fprintf(out, "  saliency %s: method %s; scored on %s: %" PRIu64 " windows of %" PRId64 "\n\n", s.saliency.file.c_str(),
+    fprintf(out, "  saliency %s: method %s; scored on %s: %" PRIu64 " windows of %" PRId64 "\n", s.saliency.file.c_str(),
             s.saliency.method.c_str(), s.input.file.c_str(), s.input.n_windows, s.input.n_ctx);
-    fprintf(out, "  %-18s %-32s %6s %22s %10s %8s\n", "request", "source", "N", "file size", "KLD mean", "top-1");
+    const std::vector<std::string> label = source_labels(s);
+    for (size_t i = 0; i < label.size(); ++i) {
+        if (label[i] != s.sources[i].path) fprintf(out, "  source %s: %s\n", label[i].c_str(), s.sources[i].path.c_str());
+    }
+    // the columns as wide as their widest entry
+    int request_w = (int) strlen("request"), source_w = (int) strlen("source");
+    for (const sweep_frontier_entry & e : s.frontier) request_w = std::max(request_w, (int) (e.request_kind.size() + 1 + e.request_text.size()));
+    for (const std::string & l : label) source_w = std::max(source_w, (int) l.size());
+    fprintf(out, "\n  %-*s  %-*s %6s %22s %10s %8s\n", request_w, "request", source_w, "source", "N", "file size", "KLD mean", "top-1");
     for (const sweep_frontier_entry & e : s.frontier) {
-        for (const sweep_source & src : s.sources) {
-            for (const sweep_record_point & q : src.points) {
+        for (size_t i = 0; i < s.sources.size(); ++i) {
+            for (const sweep_record_point & q : s.sources[i].points) {
                 if (q.request_kind != e.request_kind || q.request_text != e.request_text) continue;
-                fprintf(out, "  %-18s %-32s %6" PRId64 " %22s %10.6f %7.3f%%\n", (e.request_kind + " " + e.request_text).c_str(),
-                        src.path.c_str(), q.n_keep, util::format_size(q.predicted_bytes).c_str(), q.overall.kld_mean,
+                fprintf(out, "  %-*s  %-*s %6" PRId64 " %22s %10.6f %7.3f%%\n", request_w, (e.request_kind + " " + e.request_text).c_str(),
+                        source_w, label[i].c_str(), q.n_keep, util::format_size(q.predicted_bytes).c_str(), q.overall.kld_mean,
                         100.0 * q.overall.argmax_agree);
             }
         }
@@ -356,15 +380,17 @@ void print_sources(FILE * out, const sweep_record & s) {
     fprintf(out, "\n");
     for (const sweep_frontier_entry & e : s.frontier) {
         fprintf(out, "  %s %s: %s wins with N = %" PRId64 " (KLD %.6f, top-1 %.3f%%)", e.request_kind.c_str(), e.request_text.c_str(),
-                s.sources[e.best.source].path.c_str(), e.best.n_keep, e.best.kld_mean, 100.0 * e.best.top1);
+                label[e.best.source].c_str(), e.best.n_keep, e.best.kld_mean, 100.0 * e.best.top1);
         if (e.runner_up) {
             fprintf(out, ", by %.6f nats of KLD and %+.3f points of top-1 over %s (N = %" PRId64 ")",
                     e.runner_up->kld_mean - e.best.kld_mean, 100.0 * (e.best.top1 - e.runner_up->top1),
-                    s.sources[e.runner_up->source].path.c_str(), e.runner_up->n_keep);
+                    label[e.runner_up->source].c_str(), e.runner_up->n_keep);
         }
         fprintf(out, "\n");
     }
 }
+
+namespace {
 
 // --needle / --generate: a column group per size (and the base), each
 // number from the record's sections (sweep_behaviour_of).
@@ -403,7 +429,7 @@ void print_sweep_behaviour(FILE * out, const sweep_record & s) {
 
 void print_sweep(FILE * out, const sweep_options & o, const sweep_result & r) {
     const sweep_record & s = r.record;
-    if (!s.sources.empty()) return print_sources(out, s);
+    if (!s.sources.empty()) return print_sweep_sources(out, s);
     const eval_report * first = r.reports.empty() ? nullptr : &r.reports[0];
     fprintf(out, "reap sweep: %s (%s, %" PRIu64 " MoE layers, %" PRId64 " experts, top-%" PRId64 "), %s source\n", s.model.path.c_str(),
             s.model.arch.c_str(), s.model.moe_layers, s.model.n_expert, s.model.n_expert_used, util::format_size(s.model.file_bytes).c_str());

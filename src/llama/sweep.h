@@ -95,6 +95,10 @@ std::vector<std::pair<std::string, std::string>> sweep_output_files(const sweep_
 
 // The table on `out` (what the JSON holds, for a person).
 void print_sweep(FILE * out, const sweep_options & o, const sweep_result & r);
+// Its form with several sources: request x source (each source by its file
+// name when no two share one, the full paths listed once above; else by its
+// path), every column as wide as its widest entry; then each request's winner.
+void print_sweep_sources(FILE * out, const sweep_record & s);
 
 // The chart of the sweep (report/sweep_chart.h), titled with the arch, method
 // and domains; with several sources the frontier chart.
