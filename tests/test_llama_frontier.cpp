@@ -11,7 +11,11 @@
 //     --kld-base REF.kld -p` gives on the file `reap prune` writes from that
 //     point's plan and source: KLD mean within 1e-5, top-1 within 0.1%; the
 //     predicted size is the written file's, and the frontier names the best
-//     source of each budget; a source of another model is refused.
+//     source of each budget;
+//   * another model, as a source or as the reference, is refused naming what
+//     differs: another arch (the zoo's qwen2moe), another expert count (a
+//     pruned copy), another vocabulary (token_embd one row longer), other
+//     weights of the same shape (one router byte changed).
 // The budgets cut both sources (N < 16) to experts counts that are not all
 // multiples of 4: there the pruned router's matmul and softmax take other ggml
 // kernels than the masked 16-expert one, which moved KLD by up to 1e-4 before
@@ -72,6 +76,30 @@ std::pair<std::string, std::string> documented_wide_file() {
         return {quoted_before(" bytes"), sha == std::string::npos ? std::string() : line.substr(sha + 9, 64)};
     }
     return {};
+}
+
+// A copy of `src` whose token_embd has one more row (zeros): another vocabulary,
+// every other tensor and the routers the same.
+bool write_with_one_more_token_row(const std::string & src, const std::string & dst, std::string & err) {
+    reap::gguf::model m;
+    if (!reap::gguf::open_model(src, m, err)) return false;
+    reap::gguf::output_spec spec = reap::gguf::spec_from_model(m);
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        const reap::gguf::tensor_info & t = m.tensors[i];
+        if (t.name != "token_embd.weight") continue;
+        auto bytes = std::make_shared<std::vector<uint8_t>>(t.nbytes + t.nbytes / (uint64_t) t.ne[1], 0);
+        if (!reap::gguf::read_tensor_bytes(m, t, 0, t.nbytes, bytes->data(), err)) return false;
+        spec.tensors[i].ne[1] = t.ne[1] + 1;
+        spec.tensors[i].pieces.clear();
+        spec.tensors[i].memory = bytes;
+        reap::gguf::write_options wo;
+        wo.force = true;
+        wo.sync = false;
+        std::vector<std::string> written;
+        return reap::gguf::write_output(spec, wo, dst, written, err);
+    }
+    err = src + " has no token_embd.weight";
+    return false;
 }
 
 // Every expert tensor's ggml type in a GGUF file, by ggml's own reader.
@@ -192,9 +220,30 @@ TEST(Frontier, TwoQuantisationsAgainstOneReference) {
     EXPECT_NE(svg.find("budget " + std::to_string(b1)), std::string::npos);
     EXPECT_NE(svg.find("best per request"), std::string::npos);
 
-    // Another model among the sources (same shape, other routers) is refused with the reason, before any scoring.
-    EXPECT_EQ(run_cmd(sweep + " -m " + shell_quote(other) + " --kld-base " + shell_quote(kld) + " -q", out), 2) << out;
-    EXPECT_NE(out.find("router weights differ"), std::string::npos) << out;
+    // Another model, as a source or as the reference, is refused with the reason, before any scoring: the
+    // source's saliency fingerprint is checked first (arch, blocks, experts, routers), then its identity
+    // (moe/identity.h, which adds the vocabulary); the reference's identity.
+    std::string zoo_err;
+    const std::string other_arch = zoo_model("qwen2moe", zoo_err);
+    ASSERT_FALSE(other_arch.empty()) << zoo_err;
+    const std::string other_vocab = dir + "/other-vocab.gguf";
+    ASSERT_TRUE(write_with_one_more_token_row(ref, other_vocab, err)) << err;
+    const std::string fewer_experts = dir + "/q6-keep10.gguf";   // the Q6_K copy pruned above: 10 experts
+    struct other_model { std::string path, as_source, as_reference; };
+    for (const other_model & o : std::vector<other_model>{
+             {other, "router weights differ", "router weights differ: sha256"},
+             {other_arch, "saliency archive is for another model: arch 'qwen3moe' (archive) vs 'qwen2moe' (model)",
+              "arch 'qwen3moe' (" + q6 + ") vs 'qwen2moe' (" + other_arch + ")"},
+             {fewer_experts, "n_expert 16 (archive) vs 10 (model)", "expert count 16 (" + q6 + ") vs 10 (" + fewer_experts + ")"},
+             {other_vocab, "source '" + other_vocab + "' is not the model of -m '" + q6 + "': vocabulary size 259 (" + q6 + ") vs 260 (" +
+                               other_vocab + ")",
+              "vocabulary size 259 (" + q6 + ") vs 260 (" + other_vocab + ")"}}) {
+        SCOPED_TRACE(o.path);
+        EXPECT_EQ(run_cmd(sweep + " -m " + shell_quote(o.path) + " --kld-base " + shell_quote(kld) + " -q", out), 2) << out;
+        EXPECT_NE(out.find(o.as_source), std::string::npos) << out;
+        EXPECT_EQ(run_cmd(sweep + " --reference " + shell_quote(o.path) + " -q", out), 2) << out;
+        EXPECT_NE(out.find("--reference '" + o.path + "' is not the model of -m '" + q6 + "': " + o.as_reference), std::string::npos) << out;
+    }
     // a source given twice
     EXPECT_EQ(run_cmd(sweep + " -m " + shell_quote(q6) + " --kld-base " + shell_quote(kld) + " -q", out), 2) << out;
     EXPECT_NE(out.find("give each source once"), std::string::npos) << out;
