@@ -214,7 +214,8 @@ int check_with_ggml(const std::string & src, const std::string & out, const reap
 } // namespace
 
 // Every zoo model at ~50%, unsorted: verify passes, ggml's reader sees the
-// right bytes, llama.cpp loads and decodes it.
+// right bytes, llama.cpp loads and decodes it; the kept-id metadata
+// (reap.source.expert_ids.L) is the plan's, single and split.
 TEST(LlamaPrune, ZooHalfLoadsDecodesAndBytesMatch) {
     std::string err;
     if (prune_test::zoo_dir("prune-zoo", err).empty()) GTEST_SKIP() << err;
@@ -240,6 +241,16 @@ TEST(LlamaPrune, ZooHalfLoadsDecodesAndBytesMatch) {
             }
         }
         EXPECT_EQ(r.probe.topk.routed.size(), p.layers.size());
+        // the file says which source experts it kept, as the plan lists them (read by ggml's
+        // reader), split too (in the first shard); llama.cpp loads the split set
+        std::map<int, std::vector<int64_t>> want;
+        for (const reap::plan_layer & pl : p.layers) want[pl.layer] = pl.keep;
+        EXPECT_EQ(reap_test::ggml_kept_ids(out), want);
+        std::vector<std::string> shards;
+        ASSERT_TRUE(prune_test::prune_to(m, p, plan_path, dir + "/" + name + "-split.gguf", shards, err, true, 0, 4)) << err;
+        ASSERT_GT(shards.size(), 1u);
+        EXPECT_EQ(reap_test::ggml_kept_ids(shards[0]), want);
+        EXPECT_NE(reap_test::load_model(shards[0]), nullptr) << "llama.cpp does not load the split set";
     }
 }
 
