@@ -451,9 +451,15 @@ TEST(PlanCli, WidthRanksChannelsByTheArchive) {
     expect_reference_channels(j, a, {"en"}, "ch_energy", 8);
     EXPECT_EQ(j["provenance"]["channel_score"], "energy");
 
-    // the plan prunes, and verify audits the cut
+    // the plan prunes to the size it predicted, and verify audits the cut; so with --down-type
     ASSERT_EQ(run_reap("prune -m " + quote(q) + " --plan " + quote(plan) + " -o " + quote(fx.dir + "/out.gguf"), out), 0) << out;
     ASSERT_EQ(run_reap("verify -m " + quote(q) + " --plan " + quote(plan) + " " + quote(fx.dir + "/out.gguf"), out), 0) << out;
+    EXPECT_EQ(read_json(plan)["provenance"]["predicted_bytes"].get<uint64_t>(), file_size(fx.dir + "/out.gguf"));
+    const std::string fplan = fx.dir + "/f32.json", fout = fx.dir + "/f32.gguf";
+    ASSERT_EQ(run_reap(base + "--keep 8 --width 16 --down-type f32 -o " + quote(fplan), out), 0) << out;
+    ASSERT_EQ(run_reap("prune -m " + quote(q) + " --plan " + quote(fplan) + " --down-type f32 -o " + quote(fout), out), 0) << out;
+    EXPECT_EQ(read_json(fplan)["provenance"]["predicted_bytes"].get<uint64_t>(), file_size(fout));
+    EXPECT_NE(read_json(fplan)["provenance"]["predicted_bytes"], read_json(plan)["provenance"]["predicted_bytes"]);
 
     // refusals: an unknown score, channel scores of another width, ch_reap asked of an energy archive
     EXPECT_EQ(run_reap(base + "--keep 8 --width 16 --channel-score norm -o " + quote(fx.dir + "/x.json"), out), 2) << out;

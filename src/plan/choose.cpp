@@ -40,6 +40,7 @@ size_context sizing_of(const plan_request & req, const ranked_model & rm) {
     sctx.prune.plan_sha256 = std::string(64, '0');   // the real hash has the same length
     sctx.write.split_max_bytes = req.split_max_bytes;
     sctx.write.split_max_tensors = req.split_max_tensors;
+    if (const gguf::type_info * ti = req.down_type.empty() ? nullptr : gguf::find_type(req.down_type)) sctx.down_type = ti->type;
     return sctx;
 }
 
