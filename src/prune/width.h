@@ -18,6 +18,7 @@
 
 #include "gguf/gguf.h"
 #include "moe/layout.h"
+#include "moe/pruned.h"
 #include "plan/plan.h"
 
 #include <cstdint>
@@ -27,8 +28,8 @@
 
 namespace reap::prune {
 
-// Stamped into width-pruned files: the experts' width in the source (u32).
-constexpr const char * k_key_width_source_length = "reap.width.source_length";
+// Stamped into width-pruned files: the experts' width in the source (u32; moe/pruned.h).
+using moe::k_key_width_source_length;
 
 struct width_options {
     // the type ffn_down_exps is requantised to; unset: each tensor's own type
