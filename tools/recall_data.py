@@ -187,3 +187,34 @@ def needle_accuracy(model, streams, L, lengths, depths, trials, seed):
         out["chat" if chat else "completion"] = ok / len(rows)
     model.train()
     return out
+
+
+@torch.no_grad()
+def copy_accuracy(model, L, windows, seed):
+    """Held-out copying: on `windows` fresh copy windows, the share of second-copy bytes
+    that are the argmax, and the bits per byte of first and of second copies. A model
+    that copies predicts the second copy (after its first byte) almost exactly; one that
+    does not pays as much for it as for the first."""
+    model.eval()
+    rng = np.random.default_rng(seed)
+    alphabet = UPPER + LOWER + DIGITS + b"-"
+    rows, roles = [], []
+    for _ in range(windows):
+        seq, role = [BOS], [0]
+        while len(seq) < L + 1:
+            s = list(pick(rng, alphabet, int(rng.integers(4, 40))))
+            # role 1: a first copy's bytes; 2: a second copy's bytes after its first (predictable by copying)
+            seq += s + [0x20] + s + [0x0A]
+            role += [1] * len(s) + [0] + [0] + [2] * (len(s) - 1) + [0]
+        rows.append(seq[:L + 1])
+        roles.append(role[:L + 1])
+    t = torch.tensor(rows, dtype=torch.int64)
+    r = torch.tensor(roles)[:, 1:]
+    logits, _ = model(t[:, :L])
+    y = t[:, 1:]
+    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                                            reduction="none").reshape(y.shape) / np.log(2)
+    hit = logits.argmax(-1) == y
+    model.train()
+    return {"second_acc": hit[r == 2].float().mean().item(), "first_bpb": nll[r == 1].mean().item(),
+            "second_bpb": nll[r == 2].mean().item()}
