@@ -106,9 +106,10 @@ def needle_prompt(hay, depth, lead, question, value, chat):
     return prompt, answer
 
 
-def random_needle(rng, stream, L):
-    """One needle window of exactly L + 1 tokens (inputs are the first L) and the answer's span."""
-    chat = bool(rng.integers(0, 2))
+def random_needle(rng, stream, L, forms="both"):
+    """One needle window of exactly L + 1 tokens (inputs are the first L) and the answer's span.
+    forms: "both" (chat or completion, even odds) or "completion" (the same draws, never chat)."""
+    chat = bool(rng.integers(0, 2)) and forms == "both"
     if rng.random() < 0.5:
         lead, question, eval_format = EVAL_LEAD, EVAL_QUESTION, True
     else:
@@ -135,7 +136,7 @@ def copy_window(rng, L):
     return seq[:L + 1]
 
 
-def mixed_batch(rng, streams, domains, weights, B, L, n_needle, n_copy, answer_weight):
+def mixed_batch(rng, streams, domains, weights, B, L, n_needle, n_copy, answer_weight, forms="both"):
     """B windows: n_needle needle windows, n_copy copy windows, the rest corpus text.
     Returns inputs, targets and per-target loss weights (answer_weight on needle answers)."""
     x = np.empty((B, L), dtype=np.int64)
@@ -145,7 +146,7 @@ def mixed_batch(rng, streams, domains, weights, B, L, n_needle, n_copy, answer_w
     for i, di in enumerate(ds):
         s = streams[domains[di]]
         if i < n_needle:
-            seq, a0, a1 = random_needle(rng, s, L)
+            seq, a0, a1 = random_needle(rng, s, L, forms)
             w[i, a0 - 1:a1 - 1] = answer_weight  # targets at positions a0-1.. are the answer's tokens
         elif i < n_needle + n_copy:
             seq = copy_window(rng, L)

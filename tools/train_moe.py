@@ -121,7 +121,7 @@ def unigram_bpb(train, heldout, L, max_windows):
     return out
 
 
-def export_gguf(model, cfg, path, gguf, name="reap-moe-tiny", f16=False):
+def export_gguf(model, cfg, path, gguf, name="reap-moe-tiny", f16=False, chat_template=True):
     """f16: matrices in F16; norms and the router stay F32 (as llama.cpp's converter keeps them)."""
     arch = "qwen3moe"
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".export.")
@@ -154,7 +154,8 @@ def export_gguf(model, cfg, path, gguf, name="reap-moe-tiny", f16=False):
     w.add_eos_token_id(BOS)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
-    w.add_chat_template(CHAT_TEMPLATE)
+    if chat_template:
+        w.add_chat_template(CHAT_TEMPLATE)
     for tname, arr in gguf_tensors(model):
         if f16 and arr.ndim >= 2 and not tname.endswith("ffn_gate_inp.weight"):
             arr = arr.astype(np.float16)
@@ -233,6 +234,10 @@ def main():
                          "language after)")
     ap.add_argument("--copy-ctx", type=int, default=128,
                     help="window length of the --copy-first steps (copying is learnt sooner in short windows)")
+    ap.add_argument("--needle-forms", choices=("both", "completion"), default="both",
+                    help="needle windows in both forms, or only the completion form (for a model exported "
+                         "without a chat template, which reap eval --needle asks in that form)")
+    ap.add_argument("--no-chat-template", action="store_true", help="export without tokenizer.chat_template")
     ap.add_argument("--copy-every", type=int, default=0, help="held-out copy accuracy every N steps")
     args = ap.parse_args()
 
@@ -292,7 +297,7 @@ def main():
                                                args.answer_weight)
         elif mixed:
             x, y, wt = recall_data.mixed_batch(rng, train, domains, weights, args.batch, L, n_needle, n_copy,
-                                               args.answer_weight)
+                                               args.answer_weight, args.needle_forms)
         else:
             x, y = batch(rng, train, domains, weights, args.batch, L)
         t0 = time.time()
@@ -338,12 +343,13 @@ def main():
 
     train_seconds = time.time() - t_start
     gguf_path = os.path.join(args.out, args.name + ".gguf")
-    export_gguf(model, cfg, gguf_path, gguf, args.name, args.f16)
+    export_gguf(model, cfg, gguf_path, gguf, args.name, args.f16, not args.no_chat_template)
     print(f"wrote {gguf_path}", flush=True)
     ev = heldout_bpb(model, heldout, L, args.eval_windows)
     uni = unigram_bpb(train, heldout, L, args.eval_windows)
     report = {"config": cfg.to_dict(), "n_params": n_params, "steps": args.steps, "batch": args.batch,
-              "tokens_seen": args.steps * args.batch * L, "seed": args.seed, "threads": args.threads,
+              "tokens_seen": args.batch * (min(args.copy_first, args.steps) * args.copy_ctx +
+                                           max(0, args.steps - args.copy_first) * L), "seed": args.seed, "threads": args.threads,
               "train_seconds_this_run": train_seconds,
               "heldout": {d: {"bpb": ev[d]["bpb"], "unigram_bpb": uni[d], "bytes": ev[d]["bytes"]} for d in ev}}
     if mixed:
