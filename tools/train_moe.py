@@ -23,6 +23,9 @@ accept, and needle and copy windows from step 0, meant to teach retrieval.
 tokens), so that copying is learnt before retrieval and language: the third
 model, reap-moe-recall (`make model-recall`). --copy-every prints held-out
 copy accuracy (recall_data.copy_accuracy) as it goes.
+--needle-forms completion keeps the needle windows in the completion form and
+--no-chat-template exports without a template, as reap-moe-recall's second
+stage does (reap eval --needle then asks it in that form).
 At their defaults the run is reap-moe-tiny's, draw for draw.
 
 Interrupted runs resume from --ckpt (written every --ckpt-every steps).
