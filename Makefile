@@ -10,7 +10,7 @@ CMAKE_ARGS ?=
 PYTHON     ?= /usr/bin/python3
 LLAMA_TOOLS = llama-imatrix llama-perplexity llama-gguf-split llama-quantize ggml-rpc-server
 
-.PHONY: all deps llama configure build test san-build test-asan fuzz-build test-fuzz fuzz demo corpus model model-wide bench clean arch-table
+.PHONY: all deps llama configure build test san-build test-asan fuzz-build test-fuzz fuzz demo corpus model model-wide model-recall bench clean arch-table
 
 all: build
 
@@ -99,6 +99,20 @@ model-wide: deps corpus
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PYTHON) tools/train_moe.py --corpus data/corpus --out models \
 		--name reap-moe-wide --log-prefix wide_ --f16 $(WIDE_SHAPE) --batch 8 --needle-frac 0.375 --copy-frac 0.375 \
 		--steps 1000 --warmup 50 --ckpt data/train/wide_ckpt.pt --threads 1
+
+# The third model, reap-moe-recall (models/README.md): small (2 blocks, 64 wide, 8 experts
+# top-2), trained first on copy windows alone so that it learns to copy before it meets
+# needles and text; it retrieves in reap eval --needle (the completion form: exported
+# without a chat template). Two stages of one run (the second resumes the first's
+# checkpoint): 1800 steps with needles in both forms, then 1000 more with completion-form
+# needles only. Its own checkpoint; the log, eval and plot are models/recall_*.
+RECALL_SHAPE = --n-embd 64 --n-head 2 --n-head-kv 2 --n-expert 8 --n-expert-used 2 --n-ff-exp 128 --n-layer 2
+RECALL_RUN = OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PYTHON) tools/train_moe.py --corpus data/corpus --out models \
+	--name reap-moe-recall --log-prefix recall_ $(RECALL_SHAPE) --batch 16 --copy-first 1200 --copy-ctx 128 \
+	--copy-frac 0.25 --warmup 50 --copy-every 100 --needle-every 100 --ckpt data/train/recall_ckpt.pt --threads 1
+model-recall: deps corpus
+	$(RECALL_RUN) --needle-frac 0.375 --steps 1800
+	$(RECALL_RUN) --needle-frac 0.5 --needle-forms completion --no-chat-template --steps 2800
 
 # Benchmarks against a baseline in the same run (not part of the tests).
 # bench/streamed.sh (last: about 20 minutes) needs root, for its memory cgroup and

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +23,18 @@ inline std::string trim(const std::string & s) {
     while (b < e && isspace((unsigned char) s[b])) ++b;
     while (e > b && isspace((unsigned char) s[e - 1])) --e;
     return s.substr(b, e - b);
+}
+
+// The value of needle cell `index` under `seed`: three capitals, '-', four
+// digits, drawn from a 64-bit Mersenne twister seeded with
+// seed ^ (0x9E3779B97F4A7C15 * (index + 1)) (the documented rule of --seed).
+inline std::string needle_value(uint64_t seed, uint64_t index) {
+    std::mt19937_64 g(seed ^ (0x9E3779B97F4A7C15ull * (index + 1)));
+    std::string v;
+    for (int i = 0; i < 3; ++i) v.push_back((char) ('A' + g() % 26));
+    v.push_back('-');
+    for (int i = 0; i < 4; ++i) v.push_back((char) ('0' + g() % 10));
+    return v;
 }
 
 inline bool exact(const std::string & text, const std::string & value) {

@@ -9,7 +9,9 @@
 // With --needle and --generate, each size's needle cells, decoded texts and
 // generated tokens are those of `reap eval --mask keep-N.json`, and the
 // numbers it prints and records per size are the ones this file recomputes
-// from the JSON's texts, tokens and expected values.
+// from the JSON's texts, tokens and expected values; --seed draws the
+// needles' values (recomputed here), and `reap report --sweep` shows each
+// size's behaviour numbers as masked estimates, outside Verified.
 #include "behaviour_test_rules.h"
 #include "llama_test_util.h"
 
@@ -138,6 +140,28 @@ std::string behaviour_row(const std::string & n, const nlohmann::json & sw, size
     return buf;
 }
 
+// The behaviour cells `reap report --sweep` writes after a size's KLD columns,
+// recomputed from the sweep JSON: needle n/m | loop | ended | distinct-4 | agree.
+std::string card_behaviour_cells(const nlohmann::json & sw, size_t m) {
+    const auto & cells = sw.at("needle").at("cells");
+    size_t n_exact = 0;
+    for (const auto & c : cells) n_exact += behaviour_test::exact(c.at("models")[m].at("text"), c.at("value"));
+    const auto & g = sw.at("generate");
+    const behaviour_test::gen_row r =
+        behaviour_test::recompute(g.at("models")[m].at("outputs"), g.at("models")[0].at("outputs"), "", g.at("loop_span"), g.at("loop_repeats"));
+    char buf[160];
+    snprintf(buf, sizeof buf, " %zu/%zu | %.1f%% | %.1f%% | %.4f | %.1f |", n_exact, cells.size(), 100 * r.loop, 100 * r.ended, r.d4, r.agree);
+    return buf;
+}
+
+// The section of a markdown card that starts at `heading` (up to the next "## ").
+std::string card_section(const std::string & md, const std::string & heading) {
+    const size_t b = md.find(heading);
+    if (b == std::string::npos) return "";
+    const size_t e = md.find("\n## ", b + heading.size());
+    return md.substr(b, e == std::string::npos ? std::string::npos : e - b);
+}
+
 } // namespace
 
 // Issue 25, item 3: `reap sweep --needle --generate` measures each size as
@@ -217,6 +241,44 @@ TEST(Sweep, NeedleAndGenerateEqualEvalMask) {
     size_t differ = 0;
     for (size_t i = 0; i < eo[0].at("outputs").size(); ++i) differ += eo[0].at("outputs")[i].at("tokens") != eo[1].at("outputs")[i].at("tokens");
     EXPECT_GT(differ, 0u);
+
+    // --seed (the ranking's seed, shared) drew the needles: recorded, and every value is the rule's
+    EXPECT_EQ(nd.at("seed").get<uint64_t>(), 5u);
+    for (size_t c = 0; c < nd.at("cells").size(); ++c) EXPECT_EQ(nd.at("cells")[c].at("value"), behaviour_test::needle_value(5, c)) << "cell " << c;
+    // and --help says so on --seed's own row
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " sweep --help", out), 0) << out;
+    const size_t seed_row = out.find("\n  --seed S");
+    ASSERT_NE(seed_row, std::string::npos) << out;
+    const std::string row = out.substr(seed_row, out.find("\n  --", seed_row + 1) - seed_row);
+    EXPECT_NE(row.find("--needle"), std::string::npos) << row;
+    EXPECT_NE(row.find("--temp"), std::string::npos) << row;
+
+    // reap report --sweep on the keep-8 build: each size's row carries its behaviour numbers,
+    // as recomputed here, under the masked-estimate rule and not under Verified
+    const std::string build = dir + "/keep8.gguf", card = dir + "/card";
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " prune -m " + shell_quote(model) + " --plan " + shell_quote(plan8) + " -o " +
+                      shell_quote(build) + " --force", out), 0) << out;
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " report -m " + shell_quote(model) + " --plan " + shell_quote(plan8) + " " + shell_quote(build) +
+                      " --saliency " + shell_quote(sal) + " --sweep " + shell_quote(json) + " -o " + shell_quote(card) + " --force", out), 0) << out;
+    const std::string md = slurp(card + "/README.md");
+    const std::string sizes = card_section(md, "## Other sizes");
+    ASSERT_FALSE(sizes.empty()) << md;
+    EXPECT_NE(sizes.find("| needle (masked) | loop (masked) | ended (masked) | distinct-4 (masked) | agree (masked) |"), std::string::npos) << sizes;
+    for (size_t i = 0; i < pts.size(); ++i) {
+        const std::string n = std::to_string(pts[i].at("n_keep").get<int>()) + (i == 1 ? " (this N)" : "");
+        const size_t at = sizes.find("\n| " + n + " |");
+        ASSERT_NE(at, std::string::npos) << n << "\n" << sizes;
+        const std::string line = sizes.substr(at + 1, sizes.find('\n', at + 1) - at - 1);
+        const std::string cells = card_behaviour_cells(sw, i + 1);
+        EXPECT_EQ(line.substr(line.size() - std::min(line.size(), cells.size())), cells) << line;
+    }
+    const std::string base = card_behaviour_cells(sw, 0);
+    const size_t slash = base.find('/');
+    EXPECT_NE(sizes.find("**masked estimates**"), std::string::npos) << sizes;
+    EXPECT_NE(sizes.find("The source: needle " + base.substr(1, base.find(' ', slash) - 1) + " exact"), std::string::npos) << sizes;
+    const std::string verified = card_section(md, "## Verified");
+    EXPECT_EQ(verified.find("needle"), std::string::npos) << verified;
+    EXPECT_EQ(verified.find("loop"), std::string::npos) << verified;
 }
 
 namespace {

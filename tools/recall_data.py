@@ -106,9 +106,10 @@ def needle_prompt(hay, depth, lead, question, value, chat):
     return prompt, answer
 
 
-def random_needle(rng, stream, L):
-    """One needle window of exactly L + 1 tokens (inputs are the first L) and the answer's span."""
-    chat = bool(rng.integers(0, 2))
+def random_needle(rng, stream, L, forms="both"):
+    """One needle window of exactly L + 1 tokens (inputs are the first L) and the answer's span.
+    forms: "both" (chat or completion, even odds) or "completion" (the same draws, never chat)."""
+    chat = bool(rng.integers(0, 2)) and forms == "both"
     if rng.random() < 0.5:
         lead, question, eval_format = EVAL_LEAD, EVAL_QUESTION, True
     else:
@@ -135,7 +136,7 @@ def copy_window(rng, L):
     return seq[:L + 1]
 
 
-def mixed_batch(rng, streams, domains, weights, B, L, n_needle, n_copy, answer_weight):
+def mixed_batch(rng, streams, domains, weights, B, L, n_needle, n_copy, answer_weight, forms="both"):
     """B windows: n_needle needle windows, n_copy copy windows, the rest corpus text.
     Returns inputs, targets and per-target loss weights (answer_weight on needle answers)."""
     x = np.empty((B, L), dtype=np.int64)
@@ -145,7 +146,7 @@ def mixed_batch(rng, streams, domains, weights, B, L, n_needle, n_copy, answer_w
     for i, di in enumerate(ds):
         s = streams[domains[di]]
         if i < n_needle:
-            seq, a0, a1 = random_needle(rng, s, L)
+            seq, a0, a1 = random_needle(rng, s, L, forms)
             w[i, a0 - 1:a1 - 1] = answer_weight  # targets at positions a0-1.. are the answer's tokens
         elif i < n_needle + n_copy:
             seq = copy_window(rng, L)
@@ -187,3 +188,34 @@ def needle_accuracy(model, streams, L, lengths, depths, trials, seed):
         out["chat" if chat else "completion"] = ok / len(rows)
     model.train()
     return out
+
+
+@torch.no_grad()
+def copy_accuracy(model, L, windows, seed):
+    """Held-out copying: on `windows` fresh copy windows, the share of second-copy bytes
+    that are the argmax, and the bits per byte of first and of second copies. A model
+    that copies predicts the second copy (after its first byte) almost exactly; one that
+    does not pays as much for it as for the first."""
+    model.eval()
+    rng = np.random.default_rng(seed)
+    alphabet = UPPER + LOWER + DIGITS + b"-"
+    rows, roles = [], []
+    for _ in range(windows):
+        seq, role = [BOS], [0]
+        while len(seq) < L + 1:
+            s = list(pick(rng, alphabet, int(rng.integers(4, 40))))
+            # role 1: a first copy's bytes; 2: a second copy's bytes after its first (predictable by copying)
+            seq += s + [0x20] + s + [0x0A]
+            role += [1] * len(s) + [0] + [0] + [2] * (len(s) - 1) + [0]
+        rows.append(seq[:L + 1])
+        roles.append(role[:L + 1])
+    t = torch.tensor(rows, dtype=torch.int64)
+    r = torch.tensor(roles)[:, 1:]
+    logits, _ = model(t[:, :L])
+    y = t[:, 1:]
+    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                                            reduction="none").reshape(y.shape) / np.log(2)
+    hit = logits.argmax(-1) == y
+    model.train()
+    return {"second_acc": hit[r == 2].float().mean().item(), "first_bpb": nll[r == 1].mean().item(),
+            "second_bpb": nll[r == 2].mean().item()}

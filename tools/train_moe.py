@@ -19,6 +19,13 @@ The shape flags (--n-embd ... --n-layer), --name, --log-prefix, --f16 and the
 window mix (--needle-frac, --copy-frac; tools/recall_data.py) make the second
 model, reap-moe-wide (`make model-wide`): 256-wide rows that k- and i-quants
 accept, and needle and copy windows from step 0, meant to teach retrieval.
+--copy-first N trains the first N steps on copy windows alone (of --copy-ctx
+tokens), so that copying is learnt before retrieval and language: the third
+model, reap-moe-recall (`make model-recall`). --copy-every prints held-out
+copy accuracy (recall_data.copy_accuracy) as it goes.
+--needle-forms completion keeps the needle windows in the completion form and
+--no-chat-template exports without a template, as reap-moe-recall's second
+stage does (reap eval --needle then asks it in that form).
 At their defaults the run is reap-moe-tiny's, draw for draw.
 
 Interrupted runs resume from --ckpt (written every --ckpt-every steps).
@@ -117,7 +124,7 @@ def unigram_bpb(train, heldout, L, max_windows):
     return out
 
 
-def export_gguf(model, cfg, path, gguf, name="reap-moe-tiny", f16=False):
+def export_gguf(model, cfg, path, gguf, name="reap-moe-tiny", f16=False, chat_template=True):
     """f16: matrices in F16; norms and the router stay F32 (as llama.cpp's converter keeps them)."""
     arch = "qwen3moe"
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".export.")
@@ -150,7 +157,8 @@ def export_gguf(model, cfg, path, gguf, name="reap-moe-tiny", f16=False):
     w.add_eos_token_id(BOS)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
-    w.add_chat_template(CHAT_TEMPLATE)
+    if chat_template:
+        w.add_chat_template(CHAT_TEMPLATE)
     for tname, arr in gguf_tensors(model):
         if f16 and arr.ndim >= 2 and not tname.endswith("ffn_gate_inp.weight"):
             arr = arr.astype(np.float16)
@@ -224,6 +232,16 @@ def main():
     ap.add_argument("--copy-frac", type=float, default=0.0, help="share of each batch that is copy windows")
     ap.add_argument("--answer-weight", type=float, default=4.0, help="loss weight of a needle answer's tokens")
     ap.add_argument("--needle-every", type=int, default=100, help="held-out needle accuracy every N steps (with --needle-frac)")
+    ap.add_argument("--copy-first", type=int, default=0,
+                    help="the first N steps train on copy windows alone (copying is learnt first, retrieval and "
+                         "language after)")
+    ap.add_argument("--copy-ctx", type=int, default=128,
+                    help="window length of the --copy-first steps (copying is learnt sooner in short windows)")
+    ap.add_argument("--needle-forms", choices=("both", "completion"), default="both",
+                    help="needle windows in both forms, or only the completion form (for a model exported "
+                         "without a chat template, which reap eval --needle asks in that form)")
+    ap.add_argument("--no-chat-template", action="store_true", help="export without tokenizer.chat_template")
+    ap.add_argument("--copy-every", type=int, default=0, help="held-out copy accuracy every N steps")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -239,7 +257,7 @@ def main():
     n_copy = round(args.batch * args.copy_frac)
     if not (0 <= args.needle_frac <= 1 and 0 <= args.copy_frac <= 1 and n_needle + n_copy <= args.batch):
         ap.error("--needle-frac and --copy-frac are shares of one batch: each within 0..1, together at most 1")
-    mixed = n_needle + n_copy > 0
+    mixed = n_needle + n_copy + args.copy_first > 0
     train = load_split(args.corpus, "train")
     heldout = load_split(args.corpus, "heldout")
     domains = [d for d in DOMAIN_ORDER if d in train]
@@ -277,9 +295,12 @@ def main():
     while step < args.steps:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
-        if mixed:
-            x, y, wt = recall_data.mixed_batch(rng, train, domains, weights, args.batch, L, n_needle, n_copy,
+        if step < args.copy_first:
+            x, y, wt = recall_data.mixed_batch(rng, train, domains, weights, args.batch, args.copy_ctx, 0, args.batch,
                                                args.answer_weight)
+        elif mixed:
+            x, y, wt = recall_data.mixed_batch(rng, train, domains, weights, args.batch, L, n_needle, n_copy,
+                                               args.answer_weight, args.needle_forms)
         else:
             x, y = batch(rng, train, domains, weights, args.batch, L)
         t0 = time.time()
@@ -312,6 +333,10 @@ def main():
             acc = recall_data.needle_accuracy(model, heldout, L, (64, 128), (0.15, 0.5, 0.85), 4, 7)
             print(f"step {step}: held-out needles exact, chat {acc['chat']:.2f}, completion {acc['completion']:.2f}",
                   flush=True)
+        if args.copy_every and step % args.copy_every == 0:
+            c = recall_data.copy_accuracy(model, L, 8, 5)
+            print(f"step {step}: held-out copy windows, second copy argmax {c['second_acc']:.3f}, "
+                  f"bits per byte first {c['first_bpb']:.2f} second {c['second_bpb']:.2f}", flush=True)
         if args.ckpt and (step % args.ckpt_every == 0 or step == args.steps):
             os.makedirs(os.path.dirname(os.path.abspath(args.ckpt)), exist_ok=True)
             tmp = args.ckpt + ".tmp"
@@ -321,18 +346,23 @@ def main():
 
     train_seconds = time.time() - t_start
     gguf_path = os.path.join(args.out, args.name + ".gguf")
-    export_gguf(model, cfg, gguf_path, gguf, args.name, args.f16)
+    export_gguf(model, cfg, gguf_path, gguf, args.name, args.f16, not args.no_chat_template)
     print(f"wrote {gguf_path}", flush=True)
     ev = heldout_bpb(model, heldout, L, args.eval_windows)
     uni = unigram_bpb(train, heldout, L, args.eval_windows)
     report = {"config": cfg.to_dict(), "n_params": n_params, "steps": args.steps, "batch": args.batch,
-              "tokens_seen": args.steps * args.batch * L, "seed": args.seed, "threads": args.threads,
+              "tokens_seen": args.batch * (min(args.copy_first, args.steps) * args.copy_ctx +
+                                           max(0, args.steps - args.copy_first) * L), "seed": args.seed, "threads": args.threads,
               "train_seconds_this_run": train_seconds,
               "heldout": {d: {"bpb": ev[d]["bpb"], "unigram_bpb": uni[d], "bytes": ev[d]["bytes"]} for d in ev}}
     if mixed:
         report["mix"] = {"needle_windows": n_needle, "copy_windows": n_copy, "answer_weight": args.answer_weight}
         report["needle_teacher_forced"] = recall_data.needle_accuracy(model, heldout, L, (64, 128), (0.15, 0.5, 0.85),
                                                                       16, 11)
+        report["copy_heldout"] = recall_data.copy_accuracy(model, L, 16, 13)
+        if args.copy_first:
+            report["mix"]["copy_first_steps"] = args.copy_first
+            report["mix"]["copy_first_window"] = args.copy_ctx
     with open(os.path.join(args.out, args.log_prefix + "eval.json"), "w") as f:
         json.dump(report, f, indent=1)
     for d in ev:

@@ -7,7 +7,7 @@ namespace reap::cli {
 
 namespace pl = reap::planner;
 
-void declare_ranking(options & t, pl::rank_options & rank, bool & method_given) {
+void declare_ranking(options & t, pl::rank_options & rank, bool & method_given, const char * seed_help) {
     t.section("how (score per expert over the chosen domains, higher = kept first):");
     std::string methods = "the score:";
     for (pl::method m : pl::all_methods()) {
@@ -35,7 +35,7 @@ void declare_ranking(options & t, pl::rank_options & rank, bool & method_given) 
              "sum (default): one score over the summed domains; minrank: rank the experts within each domain "
              "separately and order them by their best rank in any domain (keeps what any domain needs most)",
              {{"sum", pl::consensus::sum}, {"minrank", pl::consensus::minrank}}, rank.cons);
-    t.integer("--seed", "S", "seed of --method random (default 0)", 0, INT64_MAX, rank.seed);
+    t.integer("--seed", "S", seed_help, 0, INT64_MAX, rank.seed);
     t.flag("--no-protect-super",
            "do not force-keep super experts. A super expert has a max output norm (max over all domains) above the "
            "99.5th percentile of all experts' max norms and above a tenth of the largest; by default they are kept "

@@ -14,7 +14,9 @@
 namespace reap::cli {
 
 // The ranking rows and the prose after them; `method_given` records --method.
-void declare_ranking(options & t, planner::rank_options & rank, bool & method_given);
+// `seed_help` is --seed's row (reap sweep's seed also draws its needles and samples).
+void declare_ranking(options & t, planner::rank_options & rank, bool & method_given,
+                     const char * seed_help = "seed of --method random (default 0)");
 
 // --width K and --down-type T of a width plan.
 void declare_width(options & t, int64_t & width, std::string & down_type);

@@ -42,7 +42,6 @@ void declare_sweep(options & t, sweep_params & p) {
     "group per size: needle n/m exact; loop rate, termination rate, distinct-4 and the mean\n"
     "leading tokens that agree with the base's output. The JSON keeps every decoded text and\n"
     "token (\"needle\" and \"generate\", with what was measured) and each point's numbers.\n"
-    "--seed seeds the needles' values and --temp's draws as well as --method random.\n"
     "\n"
     );
     t.section("options:");
@@ -61,7 +60,9 @@ void declare_sweep(options & t, sweep_params & p) {
     t.custom("--ratios", "R,R,...", "fractions of routed experts removed (as reap plan --ratio)", sizes(pl::size_kind::ratio));
     t.custom("--budgets", "SIZE,...", "file sizes to fit (as reap plan --budget: 400G, 300GiB, ...)",
              sizes(pl::size_kind::budget));
-    reap::cli::declare_ranking(t, p.sw.rank, p.sw.method_given);
+    reap::cli::declare_ranking(t, p.sw.rank, p.sw.method_given,
+                               "seed (default 0) of --method random's order, of --needle's values and of --temp's draws "
+                               "(one seed for all three, as reap eval's --seed; recorded in -o's \"needle\" and \"generate\")");
     t.section("other options:");
     reap::cli::declare_split_max_size(t, p.sw.split_max_bytes);
     t.text("-o, --output", "FILE", "the sweep as JSON", p.output);

@@ -932,18 +932,72 @@ std::string verified_sections(const card & c) {
     return o;
 }
 
+// The behaviour cells of one sweep row (needle n/m; loop, ended, distinct-4,
+// agreement), "-" where that part did not run for the model.
+std::string sweep_behaviour_cells(const sweep_record & s, std::optional<size_t> needle_n_exact, const generation_stats * g) {
+    std::string o;
+    if (s.needle) o += " " + (needle_n_exact ? std::to_string(*needle_n_exact) + "/" + std::to_string(s.needle->report.cells.size()) : std::string("-")) + " |";
+    if (s.generate) {
+        if (g) o += " " + pct(g->loop_rate) + " | " + pct(g->termination_rate) + " | " + fmt("%.4f", g->distinct_4) + " | " + fmt("%.1f", g->mean_agreement) + " |";
+        else o += " - | - | - | - |";
+    }
+    return o;
+}
+
+// What the sweep's behaviour columns are: masked estimates of each size, never
+// this build's measurement (the rule judge_behaviour applies to a masked eval).
+std::string sweep_behaviour_note(const sweep_record & s) {
+    std::string o = "The behaviour columns are **masked estimates**: each size was measured on the source with that size's removed experts "
+                    "masked (as `reap eval --mask` measures a plan), not on a pruned file, so none of them is this build's own measurement "
+                    "(that is an eval of this build's files, `reap eval -p` with `--needle` / `--generate`, given with `--eval`). The source:";
+    if (s.needle) {
+        const needle_report & r = s.needle->report;
+        o += " needle " + std::to_string(r.models[0].n_exact()) + "/" + std::to_string(r.cells.size()) + " exact (" + std::to_string(r.cells.size()) +
+             " cells over " + code(util::base_name(r.haystack_path)) + ", seed " + std::to_string(r.seed) + ", the question " +
+             (r.chat ? "as a chat turn" : "as a completion") + ")" + (s.generate ? ";" : ".");
+    }
+    if (s.generate) {
+        const generation_report & r = s.generate->report;
+        const generation_stats b = r.stats(0, -1);
+        o += " loop rate " + pct(b.loop_rate) + ", ended " + pct(b.termination_rate) + ", distinct-4 " + fmt("%.4f", b.distinct_4) +
+             " (free generation after " + std::to_string(r.prompt_domain.size()) + " prompts of " + code(util::base_name(r.prompts_path)) +
+             ", at most " + std::to_string(r.max_new) + " new tokens). Loop: the output ends in a span of >= " + std::to_string(k_loop_span) +
+             " tokens said >= " + std::to_string(k_loop_repeats) + " times; ended: an end-of-generation token before the cap; agree: the mean "
+             "number of leading tokens equal to the source's output.";
+    }
+    return o + "\n";
+}
+
 std::string sweep_section(const card & c) {
     const sweep_facts & sw = c.sw;
     if (!sw.have) return "";
+    const bool behaviour = sw.s.needle || sw.s.generate;
     std::string o = "## Other sizes\n\nFrom the sweep " + code(util::base_name(sw.path)) + " (every size scored by masking its removed experts in the source" +
                     (sw.s.input.file.empty() ? "" : ", on " + code(util::base_name(sw.s.input.file))) +
                     (sw.same_method ? "" : ", ranked by " + code(sw.s.saliency.method) + ", not this build's method") +
-                    "; its plans are the sweep's own, not written or audited here):\n\n| N | file bytes | saliency kept | KLD mean | top-1 | PPL ratio |\n|---:|---:|---:|---:|---:|---:|\n";
+                    "; its plans are the sweep's own, not written or audited here):\n\n| N | file bytes | saliency kept | KLD mean | top-1 | PPL ratio |";
+    std::string rule = "\n|---:|---:|---:|---:|---:|---:|";
+    if (sw.s.needle) {
+        o += " needle (masked) |";
+        rule += "---:|";
+    }
+    if (sw.s.generate) {
+        o += " loop (masked) | ended (masked) | distinct-4 (masked) | agree (masked) |";
+        rule += "---:|---:|---:|---:|";
+    }
+    o += rule + "\n";
     for (const auto & pt : sw.s.points) {
         o += "| " + std::to_string(pt.n_keep) + (sw.same_method && pt.n_keep == c.p.n_keep ? " (this N)" : "") + " | " + util::format_size(pt.predicted_bytes) + " | " +
              pct(pt.saliency_share) + " | " + fmt("%.4f", pt.overall.kld_mean) + " | " + pct(pt.overall.argmax_agree, 2) +
-             " | " + fmt("%.4f", pt.overall.ppl_ratio) + " |\n";
+             " | " + fmt("%.4f", pt.overall.ppl_ratio) + " |";
+        if (behaviour) {
+            const sweep_point_behaviour b = sweep_behaviour_of(sw.s, pt.n_keep);
+            o += sweep_behaviour_cells(sw.s, b.needle_model ? std::optional<size_t>(b.n_exact) : std::nullopt,
+                                       b.generate_model ? &b.generation : nullptr);
+        }
+        o += "\n";
     }
+    if (behaviour) o += "\n" + sweep_behaviour_note(sw.s);
     o += "\n![KLD against N](figures/sweep-kld.svg)\n\n";
     if (sw.s.sources.empty()) return o;
     const std::string against = sw.s.reference.model.empty() ? "the KLD base file " + code(util::base_name(sw.s.reference.kld_base))
