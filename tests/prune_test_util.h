@@ -135,6 +135,25 @@ inline bool random_plan(const reap::gguf::model & m, int64_t n_keep, uint32_t se
     return true;
 }
 
+// Makes expert plan `p` a width plan: each kept expert keeps K random
+// channels of n_ff (seeded), ascending.
+inline void random_width(reap::plan & p, int64_t n_ff, int64_t K, uint32_t seed) {
+    std::mt19937 rng(seed);
+    p.width_n_ff = n_ff;
+    p.width_keep = K;
+    for (auto & l : p.layers) {
+        l.channels.clear();
+        for (size_t k = 0; k < l.keep.size(); ++k) {
+            std::vector<int64_t> ids(static_cast<size_t>(n_ff));
+            for (int64_t c = 0; c < n_ff; ++c) ids[size_t(c)] = c;
+            std::shuffle(ids.begin(), ids.end(), rng);
+            ids.resize(size_t(K));
+            std::sort(ids.begin(), ids.end());
+            l.channels.push_back(ids);
+        }
+    }
+}
+
 // About half of the experts, respecting group and n_expert_used constraints.
 inline int64_t half_keep(const reap::gguf::model & m) {
     reap::moe::layout lay;

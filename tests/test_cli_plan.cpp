@@ -351,8 +351,8 @@ TEST(PlanCli, MergeAndCompare) {
 }
 
 // reap plan --width: the model's width facts and K's block size are checked
-// first, each refusal saying why; an archive without channel scores (every
-// archive until calibrate/imatrix write them) is refused by name.
+// first, each refusal saying why; an archive without channel scores is
+// refused by name, the message saying how to make one.
 TEST(PlanCli, WidthRefusals) {
     fixture fx;
     std::string why, out;
@@ -363,6 +363,7 @@ TEST(PlanCli, WidthRefusals) {
     const std::string base = "plan " + quote(sal) + " -m " + quote(q) + " -o " + quote(plan);
     EXPECT_EQ(run_reap(base + " --width 16", out), 2) << out;
     EXPECT_NE(out.find("--width 16: " + sal + " has no channel scores"), std::string::npos) << out;
+    EXPECT_NE(out.find("reap calibrate --width-saliency"), std::string::npos) << out;
     EXPECT_EQ(run_reap(base + " --keep 8 --width 16", out), 2) << out;
     EXPECT_NE(out.find("has no channel scores"), std::string::npos) << out;
     EXPECT_EQ(run_reap(base + " --keep 8 --width 33", out), 2) << out;
@@ -376,4 +377,110 @@ TEST(PlanCli, WidthRefusals) {
     archive_for(d, dsal, {"code"});
     EXPECT_EQ(run_reap("plan " + quote(dsal) + " -m " + quote(d) + " --width 16 -o " + quote(plan), out), 2) << out;
     EXPECT_NE(out.find("loader derives their width from deepseek2.expert_feed_forward_length"), std::string::npos) << out;
+}
+
+namespace {
+
+// The K channels of expert (layer, expert) with the highest score summed
+// over `domains` of statistic `metric`, ascending; ties to the lower channel.
+// Computed here from the archive's raw arrays, independently of the planner.
+std::vector<int64_t> top_channels_ref(const s::archive & a, const std::vector<std::string> & domains,
+                                      const std::string & metric, int layer, int64_t expert, int64_t K) {
+    const int64_t n_ff = a.n_ff;
+    std::vector<double> sum(size_t(n_ff), 0.0);
+    for (const auto & d : a.domains) {
+        if (std::find(domains.begin(), domains.end(), d.name) == domains.end()) continue;
+        const std::vector<double> & v = metric == "ch_reap" ? d.ch_reap : d.ch_energy;
+        for (int64_t c = 0; c < n_ff; ++c) sum[size_t(c)] += v[(size_t(layer) * a.model.n_expert + size_t(expert)) * size_t(n_ff) + size_t(c)];
+    }
+    std::vector<std::pair<double, int64_t>> byscore;
+    for (int64_t c = 0; c < n_ff; ++c) byscore.push_back({-sum[size_t(c)], c});
+    std::sort(byscore.begin(), byscore.end());
+    std::vector<int64_t> keep;
+    for (int64_t j = 0; j < K; ++j) keep.push_back(byscore[size_t(j)].second);
+    std::sort(keep.begin(), keep.end());
+    return keep;
+}
+
+// Every layer of plan `j`: each kept expert's channels are the reference top-K.
+void expect_reference_channels(const nlohmann::json & j, const s::archive & a, const std::vector<std::string> & domains,
+                               const std::string & metric, int64_t K) {
+    ASSERT_EQ(j["width"]["keep"], K);
+    ASSERT_EQ(j["width"]["n_ff"], int64_t(a.n_ff));
+    for (const auto & l : j["layers"]) {
+        const auto keep = l["keep"].get<std::vector<int64_t>>();
+        const auto channels = l["channels"].get<std::vector<std::vector<int64_t>>>();
+        ASSERT_EQ(channels.size(), keep.size()) << l.dump();
+        for (size_t i = 0; i < keep.size(); ++i) {
+            EXPECT_EQ(channels[i], top_channels_ref(a, domains, metric, l["layer"], keep[i], K))
+                << "layer " << l["layer"] << " expert " << keep[i] << " (" << metric << ")";
+        }
+    }
+}
+
+}  // namespace
+
+// reap plan --width K ranks each kept expert's channels by the archive's
+// channel scores: ch_reap summed over the plan's domains by default, ch_energy
+// with --channel-score energy (and by default for imatrix archives); the
+// result equals the top-K the test computes from the archive's raw arrays,
+// and the plan prunes and verifies. An archive measured at another width,
+// or without ch_reap when it is asked for, is refused by name.
+TEST(PlanCli, WidthRanksChannelsByTheArchive) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("plan_cli_width_scores", fx, why)) GTEST_SKIP() << why;
+    const std::string q = fx.model("qwen3moe"), sal = fx.dir + "/sal.gguf", plan = fx.dir + "/plan.json";
+    s::archive a = archive_for(q, sal, {"code", "en"});
+    saliency_test::add_channels(a, 32);
+    std::string err;
+    ASSERT_TRUE(s::write_archive(a, sal, err, true)) << err;
+    const std::string base = "plan " + quote(sal) + " -m " + quote(q) + " --no-protect-super ";
+
+    ASSERT_EQ(run_reap(base + "--keep 8 --width 16 -o " + quote(plan), out), 0) << out;
+    nlohmann::json j = read_json(plan);
+    EXPECT_EQ(j["version"], 2);
+    for (const auto & l : j["layers"]) EXPECT_EQ(l["keep"].get<std::vector<int64_t>>(), topn(a, l["layer"], 8)) << l.dump();
+    expect_reference_channels(j, a, {"code", "en"}, "ch_reap", 16);
+    EXPECT_EQ(j["provenance"]["channel_score"], "reap");
+
+    // energy over one domain; --width alone keeps every expert
+    ASSERT_EQ(run_reap(base + "--width 8 --channel-score energy --domains en -o " + quote(fx.dir + "/e.json"), out), 0) << out;
+    j = read_json(fx.dir + "/e.json");
+    EXPECT_EQ(j["n_keep"], 16);
+    expect_reference_channels(j, a, {"en"}, "ch_energy", 8);
+    EXPECT_EQ(j["provenance"]["channel_score"], "energy");
+
+    // the plan prunes to the size it predicted, and verify audits the cut; so with --down-type
+    ASSERT_EQ(run_reap("prune -m " + quote(q) + " --plan " + quote(plan) + " -o " + quote(fx.dir + "/out.gguf"), out), 0) << out;
+    ASSERT_EQ(run_reap("verify -m " + quote(q) + " --plan " + quote(plan) + " " + quote(fx.dir + "/out.gguf"), out), 0) << out;
+    EXPECT_EQ(read_json(plan)["provenance"]["predicted_bytes"].get<uint64_t>(), file_size(fx.dir + "/out.gguf"));
+    const std::string fplan = fx.dir + "/f32.json", fout = fx.dir + "/f32.gguf";
+    ASSERT_EQ(run_reap(base + "--keep 8 --width 16 --down-type f32 -o " + quote(fplan), out), 0) << out;
+    ASSERT_EQ(run_reap("prune -m " + quote(q) + " --plan " + quote(fplan) + " --down-type f32 -o " + quote(fout), out), 0) << out;
+    EXPECT_EQ(read_json(fplan)["provenance"]["predicted_bytes"].get<uint64_t>(), file_size(fout));
+    EXPECT_NE(read_json(fplan)["provenance"]["predicted_bytes"], read_json(plan)["provenance"]["predicted_bytes"]);
+
+    // refusals: an unknown score, channel scores of another width, ch_reap asked of an energy archive
+    EXPECT_EQ(run_reap(base + "--keep 8 --width 16 --channel-score norm -o " + quote(fx.dir + "/x.json"), out), 2) << out;
+    EXPECT_NE(out.find("--channel-score: unknown score 'norm' (reap, energy)"), std::string::npos) << out;
+    s::archive wide = a;
+    saliency_test::add_channels(wide, 64);
+    const std::string wsal = fx.dir + "/wide.gguf";
+    ASSERT_TRUE(s::write_archive(wide, wsal, err, true)) << err;
+    EXPECT_EQ(run_reap("plan " + quote(wsal) + " -m " + quote(q) + " --keep 8 --width 16 -o " + quote(fx.dir + "/x.json"), out), 2) << out;
+    EXPECT_NE(out.find(wsal + " holds channel scores of experts 64 channels wide; the model's have 32"), std::string::npos) << out;
+
+    s::archive en = s::make_archive(a.model, s::metric_set::energy);
+    saliency_test::sim_options o;
+    saliency_test::simulate_domain(en, "code", o);
+    saliency_test::add_channels(en, 32);
+    const std::string esal = fx.dir + "/energy.gguf";
+    ASSERT_TRUE(s::write_archive(en, esal, err, true)) << err;
+    const std::string ebase = "plan " + quote(esal) + " -m " + quote(q) + " --keep 8 --width 16 ";
+    EXPECT_EQ(run_reap(ebase + "--channel-score reap -o " + quote(fx.dir + "/x.json"), out), 2) << out;
+    EXPECT_NE(out.find("holds channel energies only"), std::string::npos) << out;
+    EXPECT_FALSE(prune_test::exists(fx.dir + "/x.json"));
+    ASSERT_EQ(run_reap(ebase + "-o " + quote(fx.dir + "/en.json"), out), 0) << out;
+    expect_reference_channels(read_json(fx.dir + "/en.json"), en, {"code"}, "ch_energy", 16);
 }

@@ -284,6 +284,48 @@ TEST(MaskWidth, BadWidthMasksRefused) {
     EXPECT_NE(err.find("cannot mask its channels"), std::string::npos) << err;
 }
 
+// reap eval --mask with a width plan: the trained model (f32 everywhere, so
+// reap prune's requantisation of down to f32 is exact: the kept columns'
+// values are copied) masked by a plan that keeps a random half of the
+// experts, in unsorted order, each with a random half of its channels, vs
+// the file reap prune writes from the same plan. Same model up to float
+// summation order: KLD <= 1e-5, top-1 >= 99.9%, PPL ratio within 1e-4 (the
+// bounds of MaskEqualsPrune), while the cut costs something.
+TEST(MaskWidth, WidthPlanMaskEqualsThePrunedFile) {
+    const std::string model = reap_test::source_dir() + "/models/reap-moe-tiny.gguf";
+    if (!reap_test::file_exists(model)) GTEST_SKIP() << "no " << model << " (make model)";
+    std::string err;
+    reap::gguf::model m;
+    ASSERT_TRUE(reap::gguf::open_model(model, m, err)) << err;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(m, prune_test::half_keep(m), 20261202, p, err)) << err;
+    prune_test::random_width(p, 128, 64, 7);
+    const std::string dir = prune_test::scratch("mask-width-plan");
+    const std::string plan_path = dir + "/plan.json", cut = dir + "/cut.gguf";
+    std::vector<std::string> written;
+    ASSERT_TRUE(prune_test::prune_to(m, p, plan_path, cut, written, err)) << err;
+    const std::string text = write_text(dir + "/text.txt", reap_test::calibration_text());
+
+    std::vector<reap::eval_report> rs;
+    ASSERT_TRUE(reap::run_eval_candidates(options(model, text), {{cut, false}, {plan_path, true}}, rs, err)) << err;
+    ASSERT_EQ(rs.size(), 2u);
+    const reap::eval_metrics pruned = rs[0].overall, masked = rs[1].overall;
+    EXPECT_TRUE(rs[1].masked);
+    EXPECT_GT(pruned.kld_mean, 1e-3) << "the cut changed too little for the comparison to mean anything";
+    EXPECT_NEAR(masked.kld_mean, pruned.kld_mean, 1e-5 + 1e-3 * pruned.kld_mean);
+
+    reap::eval_options o = options(model, text);
+    o.base_mask_path = plan_path;
+    ASSERT_TRUE(reap::run_eval_candidates(o, {{cut, false}}, rs, err)) << err;
+    const reap::eval_metrics d = rs[0].overall;
+    EXPECT_LE(d.kld_mean, 1e-5);
+    EXPECT_GE(d.argmax_agree, 0.999);
+    EXPECT_NEAR(d.ppl_ratio, 1.0, 1e-4);
+    std::printf("width plan (16 of 32 experts, 64 of 128 channels): cut KLD %.3e | masked vs pruned (%llu tokens): KLD %.2e "
+                "top-1 %.3f%% PPL ratio %.7f\n",
+                pruned.kld_mean, (unsigned long long) d.n_tokens, d.kld_mean, 100 * d.argmax_agree, d.ppl_ratio);
+}
+
 TEST(Mask, BadPlansRefusedAsPruneRefusesThem) {
     std::string err;
     const std::string qwen = reap_test::zoo_model("qwen3moe", err);

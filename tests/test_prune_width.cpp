@@ -61,24 +61,6 @@ int64_t gguf_int(const std::string & path, const std::string & key) {
     return v;
 }
 
-// Adds random channel lists of width K (ascending) to an expert plan.
-void add_width(reap::plan & p, int64_t n_ff, int64_t K, uint32_t seed) {
-    std::mt19937 rng(seed);
-    p.width_n_ff = n_ff;
-    p.width_keep = K;
-    for (auto & l : p.layers) {
-        l.channels.clear();
-        for (size_t k = 0; k < l.keep.size(); ++k) {
-            std::vector<int64_t> ids(static_cast<size_t>(n_ff));
-            for (int64_t c = 0; c < n_ff; ++c) ids[size_t(c)] = c;
-            std::shuffle(ids.begin(), ids.end(), rng);
-            ids.resize(size_t(K));
-            std::sort(ids.begin(), ids.end());
-            l.channels.push_back(ids);
-        }
-    }
-}
-
 // Prunes with the width options into dir/out.gguf (plan in dir/plan.json, stamped, SHA256SUMS).
 bool width_prune(const reap::gguf::model & m, const reap::plan & p, const reap::prune::width_options & wo,
                  const std::string & dir, std::string & out, std::string & err) {
@@ -173,13 +155,13 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
             EXPECT_NE(f.width_refusal.find("shared experts"), std::string::npos) << f.width_refusal;
             int64_t n_ff = 0;
             ASSERT_TRUE(m.kvs.get_i64(reap::moe::expert_width_key(lay.arch), n_ff, err)) << err;
-            add_width(p, n_ff, n_ff / 2, 5);
+            prune_test::random_width(p, n_ff, n_ff / 2, 5);
             reap::gguf::output_spec spec;
             EXPECT_FALSE(reap::prune::make_pruned_spec(m, lay, p, {}, reap::prune::width_options{}, spec, err));
             EXPECT_NE(err.find("plan: cuts expert width, but the model has shared experts"), std::string::npos) << err;
             continue;
         }
-        add_width(p, f.n_ff_exp, f.n_ff_exp / 2, 5);
+        prune_test::random_width(p, f.n_ff_exp, f.n_ff_exp / 2, 5);
         reap::prune::width_options wo;
         ggml_type down_type = GGML_TYPE_F16;
         if (f.down_block > f.n_ff_exp / 2) {
@@ -239,7 +221,7 @@ TEST(PruneWidth, RequantisesToAnotherType) {
     ASSERT_TRUE(reap::gguf::open_model(zoo + "/qwen3moe.gguf", m, err)) << err;
     reap::plan p;
     ASSERT_TRUE(prune_test::random_plan(m, prune_test::half_keep(m), 3, p, err)) << err;
-    add_width(p, 32, 32, 1);
+    prune_test::random_width(p, 32, 32, 1);
     reap::prune::width_options wo;
     wo.down_type = reap::gguf::tensor_type::Q8_0;
     std::string out;
@@ -254,10 +236,10 @@ TEST(PruneWidth, RequantisesToAnotherType) {
     reap::moe::layout lay;
     ASSERT_TRUE(reap::model_layout(m, lay, err)) << err;
     reap::gguf::output_spec spec;
-    add_width(p, 32, 16, 1);
+    prune_test::random_width(p, 32, 16, 1);
     EXPECT_FALSE(reap::prune::make_pruned_spec(m, lay, p, {}, wo, spec, err));
     EXPECT_NE(err.find("width 16 is not a multiple of 32, the block size of q8_0"), std::string::npos) << err;
-    add_width(p, 32, 32, 1);
+    prune_test::random_width(p, 32, 32, 1);
     wo.down_type = reap::gguf::tensor_type::IQ2_XXS;
     EXPECT_FALSE(reap::prune::make_pruned_spec(m, lay, p, {}, wo, spec, err));
     EXPECT_NE(err.find("the block size of iq2_xxs"), std::string::npos) << err;

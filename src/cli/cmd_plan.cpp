@@ -74,6 +74,7 @@ void declare(reap::cli::options & t, plan_params & pp, int & n_how) {
 
     reap::cli::declare_ranking(t, p.rank, p.method_given);
     reap::cli::declare_width(t, p.width, p.down_type);
+    reap::cli::declare_channel_score(t, p.channel_by, p.channel_score_given);
 
     t.section("other options:");
     t.text("-m, --model", "MODEL.gguf",

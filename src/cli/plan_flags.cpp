@@ -60,11 +60,27 @@ void declare_width(options & t, int64_t & width, std::string & down_type) {
               "also cut every kept expert to its K most salient intermediate channels (one width for the model: "
               "<arch>.expert_feed_forward_length becomes K); alone, every expert is kept. K must be a multiple of the "
               "block size of the down projections' type (256 for k-quants: reap prune requantises their rows). Needs "
-              "an archive with channel scores; refused for archs whose experts are not separate gate/up/down or whose "
-              "shared experts llama.cpp sizes from the same key",
+              "an archive with channel scores (reap calibrate or reap imatrix --width-saliency; see --channel-score); "
+              "refused for archs whose experts are not separate gate/up/down or whose shared experts llama.cpp sizes from the same key",
               1, INT64_MAX, width);
     t.text("--down-type", "T", "with --width: the type reap prune --down-type will requantise down to (K's block size)",
            down_type);
+}
+
+void declare_channel_score(options & t, pl::channel_score & by, bool & given) {
+    t.custom("--channel-score", "S",
+             "with a width cut: what ranks each kept expert's channels, summed over the chosen domains (also with "
+             "--consensus minrank):\n  reap: sum g * |a_c| * ||W_down[:,c]|| (the channel's share of the expert's "
+             "output) [default]\n  energy: sum a_c^2 (the default for imatrix archives, which hold only it)\n"
+             "(a_c: the expert's intermediate channel c, the input of ffn_down_exps, over the tokens routed to it)",
+             [&by, &given](const std::string & v, std::string & err) {
+                 if (!pl::parse_channel_score(v, by)) {
+                     err = "--channel-score: unknown score '" + v + "' (reap, energy)";
+                     return false;
+                 }
+                 given = true;
+                 return true;
+             });
 }
 
 void declare_split_max_size(options & t, uint64_t & split_max_bytes) {

@@ -2,10 +2,13 @@
 // that writes -inf into the removed experts' router columns.
 #include "llama/mask.h"
 #include "llama/moe_nodes.h"
+#include "prune/prune.h"
+#include "prune/width.h"
 
 #include "ggml-backend.h"
 #include "ggml.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -87,19 +90,31 @@ bool set_width_mask(expert_mask & m, int64_t n_ff, const std::vector<std::pair<i
     return true;
 }
 
-expert_mask mask_of_plan(const plan & p, const std::string & name, const moe::layout & lay) {
+bool mask_of_plan(const plan & p, const std::string & name, const moe::layout & lay, expert_mask & out, std::string & err) {
     expert_mask m;
     m.name     = name;
     m.n_expert = p.n_expert;
     m.n_keep   = p.n_keep;
     m.removed.assign((size_t) p.n_layer, {});
+    std::vector<std::pair<int, std::vector<std::vector<int64_t>>>> kept;   // width plans: per block, per source expert
+    std::vector<int64_t> every((size_t) std::max<int64_t>(p.width_n_ff, 0));
+    for (size_t c = 0; c < every.size(); ++c) every[c] = (int64_t) c;
     for (const plan_layer & pl : p.layers) {
         std::vector<uint8_t> & r = m.removed[(size_t) pl.layer];
         r.assign((size_t) p.n_expert, 1);
         for (int64_t e : pl.keep) r[(size_t) e] = 0;
         (lay.is_mtp(pl.layer) ? m.mtp_layers : m.moe_layers).push_back(pl.layer);
+        if (!p.has_width()) continue;
+        std::vector<std::vector<int64_t>> per((size_t) p.n_expert, every);
+        for (size_t i = 0; i < pl.keep.size() && i < pl.channels.size(); ++i) per[(size_t) pl.keep[i]] = pl.channels[i];
+        kept.emplace_back(pl.layer, std::move(per));
     }
-    return m;
+    if (p.has_width() && !set_width_mask(m, p.width_n_ff, kept, err)) {
+        err = name + ": " + err;
+        return false;
+    }
+    out = std::move(m);
+    return true;
 }
 
 bool mask_from_plan(const plan & p, const std::string & name, const gguf::model & model, const std::string & model_name,
@@ -112,11 +127,13 @@ bool mask_from_plan(const plan & p, const std::string & name, const gguf::model 
     }
     moe::layout lay;
     if (!model_layout(model, lay, err)) return false;
-    if (!validate_plan(p, facts_of(lay), err)) {
+    prune::width_options any_width;   // the mask takes any K: as prune --down-type f32 would
+    any_width.down_type = gguf::tensor_type::F32;
+    if (!validate_plan(p, prune::prune_facts(model, lay, p, any_width), err)) {
         err = name + " does not fit the model: " + err;
         return false;
     }
-    out = mask_of_plan(p, name, lay);
+    if (!mask_of_plan(p, name, lay, out, err)) return false;
     out.warning = warning;
     return true;
 }

@@ -90,13 +90,19 @@ bool set_width_mask(expert_mask & m, int64_t n_ff, const std::vector<std::pair<i
                     std::string & err);
 
 // The mask of plan `p`, already checked against the model whose layout is
-// `lay` (lay.is_mtp says which of the plan's blocks are MTP blocks).
-expert_mask mask_of_plan(const plan & p, const std::string & name, const moe::layout & lay);
+// `lay` (lay.is_mtp says which of the plan's blocks are MTP blocks). A width
+// plan's mask also removes channels (set_width_mask): each kept source
+// expert keep[i] keeps channels[i]; removed experts keep every channel (they
+// are never routed to). False with `err` only when the width mask is refused.
+bool mask_of_plan(const plan & p, const std::string & name, const moe::layout & lay, expert_mask & out, std::string & err);
 
 // Reads the plan at `path` once and checks it against `model` with the rules
 // of reap prune (the same messages): made for this model (its fingerprint,
 // plan_model_mismatch: another model's plan is refused, one without a
-// fingerprint accepted with out.warning) and fitting its layout. The mask on
+// fingerprint accepted with out.warning) and fitting its layout; a width
+// plan's width as prune --down-type f32 takes it (the model's width, an arch
+// whose experts can be cut; any K: the mask has no down type's blocks, prune's
+// --down-type chooses them). The mask on
 // success, with the hash of the bytes that were parsed. `model_name` names
 // the model in messages.
 bool load_mask(const std::string & path, const gguf::model & model, const std::string & model_name, expert_mask & out,

@@ -1,5 +1,6 @@
 // The header and exact size of a pruned model (see pruned.h).
 #include "moe/pruned.h"
+#include "moe/width.h"
 
 #include <charconv>
 
@@ -137,26 +138,59 @@ bool pruned_header(const gguf::model & m, const layout & lay, int64_t n_keep, co
     return true;
 }
 
+bool width_header(const gguf::model & m, const layout & lay, const width_cut & w, bool stamp, gguf::output_spec & spec,
+                  std::string & err) {
+    if (w.keep < 1 || w.keep > w.n_ff) {
+        err = "width " + std::to_string(w.keep) + " out of range [1, " + std::to_string(w.n_ff) + "]";
+        return false;
+    }
+    if (spec.tensors.size() != m.tensors.size()) {
+        err = "the pruned header has " + std::to_string(spec.tensors.size()) + " tensors, the model " + std::to_string(m.tensors.size());
+        return false;
+    }
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        const gguf::tensor_info & t = m.tensors[i];
+        const bool cols = width_cuts_columns(t.name);
+        if (!cols && !width_keeps_rows(t.name)) continue;
+        // down: [n_ff, n_embd, n_expert]; gate/up: [n_embd, n_ff, n_expert]; their biases [n_ff, n_expert]
+        const int dim = cols || t.n_dims == 2 ? 0 : 1;
+        if (t.ne[dim] != w.n_ff) {
+            err = "tensor '" + t.name + "' " + t.shape_string() + " is not " + std::to_string(w.n_ff) + " channels wide";
+            return false;
+        }
+        gguf::output_tensor & o = spec.tensors[i];
+        o.ne[dim] = w.keep;
+        if (cols && w.down_type) o.type = *w.down_type;
+    }
+    if (!set_integer_kv(spec.kvs, expert_width_key(lay.arch), w.keep, err)) return false;
+    if (stamp) spec.kvs.set_u32(k_key_width_source_length, uint32_t(w.n_ff));
+    return true;
+}
+
 bool pruned_files(const gguf::model & m, const layout & lay, int64_t n_keep, const stamp_options & stamp,
                   const gguf::write_options & wo, const std::string & target, std::vector<gguf::shard_layout> & shards,
-                  std::string & err) {
+                  std::string & err, const width_cut & width) {
     gguf::output_spec spec;
     if (!pruned_header(m, lay, n_keep, stamp, spec, err)) return false;
+    if (width.keep > 0 && !width_header(m, lay, width, stamp.stamp, spec, err)) return false;
     // Only the layout is computed: one piece of the kept length stands for the kept experts.
     for (size_t i = 0; i < spec.tensors.size(); ++i) {
         const tensor_role & role = lay.roles[i];
         if (role.slice == slice_kind::none) continue;
         const gguf::tensor_info & t = m.tensors[i];
-        const uint64_t kept = role.expert_bytes * uint64_t(n_keep);
+        const gguf::output_tensor & o = spec.tensors[i];
+        uint64_t kept = 0;
+        if (!gguf::tensor_nbytes(o.type, o.n_dims, o.ne, kept, err, "output tensor '" + o.name + "'")) return false;
         if (kept > 0) spec.tensors[i].pieces.push_back({m.path_of(t), t.file_offset, kept});
     }
     return gguf::layout_output(spec, wo, target, shards, err);
 }
 
 bool pruned_bytes(const gguf::model & m, const layout & lay, int64_t n_keep, const stamp_options & stamp,
-                  const gguf::write_options & wo, uint64_t & bytes, uint32_t & n_files, std::string & err) {
+                  const gguf::write_options & wo, uint64_t & bytes, uint32_t & n_files, std::string & err,
+                  const width_cut & width) {
     std::vector<gguf::shard_layout> shards;
-    if (!pruned_files(m, lay, n_keep, stamp, wo, "reap-pruned-size.gguf", shards, err)) return false;
+    if (!pruned_files(m, lay, n_keep, stamp, wo, "reap-pruned-size.gguf", shards, err, width)) return false;
     bytes = 0;
     for (const auto & sh : shards) bytes += sh.file_bytes;
     n_files = uint32_t(shards.size());

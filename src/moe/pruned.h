@@ -6,8 +6,11 @@
 // the census (inspect's sizes at keep counts). It sits below plan and prune
 // so that neither includes the other for it.
 //
-// The size of a pruned file depends only on n_keep, never on which experts are
-// kept: every sliced tensor keeps n_keep experts of expert_bytes each.
+// The size of a pruned file depends only on n_keep (and a width cut's K and
+// down type), never on which experts or channels are kept: every sliced
+// tensor keeps n_keep experts of expert_bytes each; with a width cut, gate/up
+// keep K rows and down K columns per expert, down requantised (prune/width.h)
+// to whole blocks of its type.
 //
 // Core library: no llama.cpp dependency. Errors are values.
 #pragma once
@@ -17,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +40,8 @@ constexpr const char * k_key_plan_other_model    = "reap.plan.other_model";     
 // lists; pruned_header writes 0..n_keep-1 there, which sizes the same).
 constexpr const char * k_key_source_expert_ids   = "reap.source.expert_ids.";   // + block index
 std::string source_expert_ids_key(int layer);
+// Stamped into width-cut files: the experts' width in the source (u32).
+constexpr const char * k_key_width_source_length = "reap.width.source_length";
 
 // Every reap.source.expert_ids.L of `kvs`, checked as a hostile file's: L a
 // block below n_layer, each list n_keep distinct ids below n_source. out:
@@ -58,6 +64,25 @@ bool set_expert_count(gguf::kv_store & kvs, const std::string & arch, int64_t n_
 // The same rule for any scalar integer key (the width cut's expert_feed_forward_length).
 bool set_integer_kv(gguf::kv_store & kvs, const std::string & key, int64_t v, std::string & err);
 
+// A width cut of every kept expert (plan.h "width"): K of the source's n_ff
+// channels, ffn_down_exps requantised to `down_type` (unset: each down tensor
+// keeps its type). keep = 0: no cut.
+struct width_cut {
+    int64_t                          n_ff = 0;
+    int64_t                          keep = 0;
+    std::optional<gguf::tensor_type> down_type;
+};
+
+// Reshapes `spec`, the pruned header of `m` (pruned_header), for width cut
+// `w`: ffn_gate_exps / ffn_up_exps weights (ne[1]) and biases (ne[0]) and
+// ffn_down_exps weights (ne[0]) become K wide, down takes its output type,
+// <arch>.expert_feed_forward_length becomes K (its value type kept) and,
+// with `stamp`, k_key_width_source_length records n_ff. Data pieces are the
+// caller's (prune::apply_width). Fails, naming the tensor, when one is not
+// n_ff wide where the cut takes channels, or when K is outside 1..n_ff.
+bool width_header(const gguf::model & m, const layout & lay, const width_cut & w, bool stamp, gguf::output_spec & spec,
+                  std::string & err);
+
 // The output of pruning `m` (classified as `lay`, roles in the order of
 // m.tensors) to n_keep experts per MoE layer, without the expert bytes:
 // tensors keep their order, names and types; every tensor the layout slices
@@ -71,15 +96,17 @@ bool pruned_header(const gguf::model & m, const layout & lay, int64_t n_keep, co
                    gguf::output_spec & out, std::string & err);
 
 // Exactly the files `reap prune` writes for any plan keeping n_keep experts
-// per MoE layer of `m`, written with `wo` (split options) to `target`: shard
-// paths and exact file sizes (gguf::layout_output of the pruned header with
-// the expert bytes accounted for).
+// per MoE layer of `m` (cut to width `width` when width.keep > 0), written
+// with `wo` (split options) to `target`: shard paths and exact file sizes
+// (gguf::layout_output of the pruned header with the expert bytes accounted
+// for).
 bool pruned_files(const gguf::model & m, const layout & lay, int64_t n_keep, const stamp_options & stamp,
                   const gguf::write_options & wo, const std::string & target, std::vector<gguf::shard_layout> & shards,
-                  std::string & err);
+                  std::string & err, const width_cut & width = {});
 
 // The sum of pruned_files' sizes and the number of files.
 bool pruned_bytes(const gguf::model & m, const layout & lay, int64_t n_keep, const stamp_options & stamp,
-                  const gguf::write_options & wo, uint64_t & bytes, uint32_t & n_files, std::string & err);
+                  const gguf::write_options & wo, uint64_t & bytes, uint32_t & n_files, std::string & err,
+                  const width_cut & width = {});
 
 } // namespace reap::moe

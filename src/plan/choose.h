@@ -8,7 +8,10 @@
 // other input is read), reads the archive and checks that it was measured on
 // the model (sweep.h, rank_opened_model), ranks the experts, turns --keep /
 // --ratio / --budget (narrowed by --multiple-of / --fused-kernel) into N,
-// makes the plan (planners.h), sizes what `reap prune` would write, records
+// makes the plan (planners.h), with --width K cuts each kept expert to its K
+// best channels by the archive's channel scores (width_planner.h: summed
+// over the plan's domains; the archive's width checked against the model's),
+// sizes what `reap prune` would write, records
 // the provenance and computes the receipts (receipts.h). It writes nothing.
 //
 // Core library: no llama.cpp dependency. Errors carry a kind (util/error.h).
@@ -18,6 +21,7 @@
 #include "plan/planners.h"
 #include "plan/receipts.h"
 #include "plan/sweep.h"
+#include "plan/width_planner.h"
 #include "util/error.h"
 
 #include <nlohmann/json.hpp>
@@ -49,6 +53,8 @@ struct plan_request {
     count_rule   counts;                 // --multiple-of / --fused-kernel
     int64_t      width = 0;              // --width K: cut every kept expert to K channels (0: keep them all)
     std::string  down_type;              // --down-type: the type prune will requantise down to (K's block)
+    bool         channel_score_given = false;   // false: the archive's default (width_planner.h)
+    channel_score channel_by = channel_score::reap;   // --channel-score: what ranks each expert's channels
     std::string  version;                // recorded in the provenance ("reap plan VERSION")
 };
 

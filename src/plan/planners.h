@@ -49,6 +49,7 @@
 #include "saliency/archive.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -181,8 +182,10 @@ struct size_context {
     const moe::layout *   layout = nullptr;
     moe::stamp_options    prune;       // stamp as prune will run (plan_sha256: any 64-hex placeholder)
     gguf::write_options   write;       // split_max_bytes / split_max_tensors as prune will run
+    std::optional<gguf::tensor_type> down_type;   // width plans: prune --down-type (unset: down keeps its type)
 };
-// Exact bytes of all output files for plan `p` (they depend only on its n_keep).
+// Exact bytes of all output files for plan `p` (they depend only on its n_keep
+// and, for a width plan, its width and the down type).
 bool pruned_bytes(const size_context & ctx, const plan & p, uint64_t & bytes, uint32_t & n_shards, std::string & err);
 
 struct size_point {

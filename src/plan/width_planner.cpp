@@ -2,6 +2,7 @@
 #include "plan/width_planner.h"
 
 #include <algorithm>
+#include <memory>
 #include <cmath>
 #include <numeric>
 
@@ -41,6 +42,65 @@ bool add_width(plan & p, int64_t n_ff, int64_t K, const channel_scores & scores,
     }
     p.width_n_ff = n_ff;
     p.width_keep = K;
+    return true;
+}
+
+const char * channel_score_name(channel_score s) {
+    return s == channel_score::reap ? "reap" : "energy";
+}
+
+bool parse_channel_score(const std::string & s, channel_score & out) {
+    if (s == "reap") out = channel_score::reap;
+    else if (s == "energy") out = channel_score::energy;
+    else return false;
+    return true;
+}
+
+channel_score default_channel_score(saliency::metric_set ms) {
+    return ms == saliency::metric_set::reap ? channel_score::reap : channel_score::energy;
+}
+
+bool archive_channel_scores(const saliency::archive & a, const std::string & archive_name,
+                            const std::vector<std::string> & domains, channel_score which, int64_t n_ff,
+                            channel_scores & out, std::string & err) {
+    if (a.n_ff == 0) {
+        err = archive_name + " has no channel scores (per expert and intermediate channel: the input of ffn_down_exps); "
+              "a width plan ranks each expert's channels by them. Make an archive with them with "
+              "`reap calibrate --width-saliency` or `reap imatrix --width-saliency`";
+        return false;
+    }
+    if (int64_t(a.n_ff) != n_ff) {
+        err = archive_name + " holds channel scores of experts " + std::to_string(a.n_ff) + " channels wide; the model's have " +
+              std::to_string(n_ff);
+        return false;
+    }
+    if (which == channel_score::reap && a.metrics != saliency::metric_set::reap) {
+        err = archive_name + " holds channel energies only (metric set '" + saliency::metric_set_name(a.metrics) +
+              "', no ch_reap): use --channel-score energy, or an archive from reap calibrate --width-saliency";
+        return false;
+    }
+    auto sum = std::make_shared<saliency::domain_stats>();
+    if (!saliency::sum_domains(a, domains, *sum, err)) return false;
+    auto values = std::shared_ptr<const std::vector<double>>(sum, which == channel_score::reap ? &sum->ch_reap : &sum->ch_energy);
+    if (values->size() != a.n_channel_values()) {
+        err = archive_name + ": the summed channel scores hold " + std::to_string(values->size()) + " values, expected " +
+              std::to_string(a.n_channel_values());
+        return false;
+    }
+    const std::vector<int> moe_layers = a.model.moe_layers;
+    const int64_t n_expert = a.model.n_expert;
+    const uint32_t width = a.n_ff;
+    out = [values, moe_layers, n_expert, width, archive_name](int layer, int64_t expert, std::vector<double> & scores,
+                                                              std::string & msg) {
+        if (!std::binary_search(moe_layers.begin(), moe_layers.end(), layer) || expert < 0 || expert >= n_expert) {
+            msg = archive_name + " has no channel scores for layer " + std::to_string(layer) + " expert " + std::to_string(expert);
+            return false;
+        }
+        // archive::channel_index(layer, expert, 0); the callback outlives `a`
+        const size_t at = (size_t(layer) * size_t(n_expert) + size_t(expert)) * width;
+        scores.assign(values->begin() + std::ptrdiff_t(at), values->begin() + std::ptrdiff_t(at + width));
+        return true;
+    };
     return true;
 }
 

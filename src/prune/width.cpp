@@ -129,7 +129,9 @@ bool requantise_down_expert(const gguf::model & m, const gguf::tensor_info & t, 
 
 bool apply_width(const gguf::model & m, const moe::layout & lay, const plan & p, const width_options & o, bool stamp,
                  gguf::output_spec & spec, std::string & err) {
-    const int64_t K = p.width_keep, n_ff = p.width_n_ff;
+    const int64_t n_ff = p.width_n_ff;
+    // shapes, down's type, the width KV and the stamp: the header rule plan --budget sizes with too
+    if (!moe::width_header(m, lay, {n_ff, p.width_keep, o.down_type}, stamp, spec, err)) return false;
     for (size_t i = 0; i < m.tensors.size(); ++i) {
         const gguf::tensor_info & t = m.tensors[i];
         const bool rows = moe::width_keeps_rows(t.name), cols = moe::width_cuts_columns(t.name);
@@ -155,23 +157,19 @@ bool apply_width(const gguf::model & m, const moe::layout & lay, const plan & p,
                 }
                 data->insert(data->end(), one.begin(), one.end());
             }
-            out.ne[0] = K;
-            out.type = type;
             out.pieces.clear();
             out.memory = std::move(data);
             continue;
         }
         // gate / up: rows (weight: ne[1]) or elements (bias: ne[0]) of the kept channels
         const bool bias = t.n_dims == 2;
-        const int width_dim = bias ? 0 : 1;
         const uint64_t per_expert = t.nbytes / uint64_t(n_expert);
         const uint64_t row_bytes = per_expert / uint64_t(n_ff);
-        if (t.ne[width_dim] != n_ff || row_bytes * uint64_t(n_ff) * uint64_t(n_expert) != t.nbytes ||
+        if (row_bytes * uint64_t(n_ff) * uint64_t(n_expert) != t.nbytes ||
             (bias && gguf::find_type(uint32_t(t.type))->block_size != 1)) {
             err = who + " " + t.shape_string() + " does not hold " + std::to_string(n_ff) + " whole rows per expert";
             return false;
         }
-        out.ne[width_dim] = K;
         out.pieces.clear();
         out.memory.reset();
         for (size_t k = 0; k < pl->keep.size(); ++k) {
@@ -179,8 +177,6 @@ bool apply_width(const gguf::model & m, const moe::layout & lay, const plan & p,
                            pl->channels[k]);
         }
     }
-    if (!moe::set_integer_kv(spec.kvs, moe::expert_width_key(lay.arch), K, err)) return false;
-    if (stamp) spec.kvs.set_u32(k_key_width_source_length, uint32_t(n_ff));
     return true;
 }
 

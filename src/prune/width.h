@@ -22,6 +22,7 @@
 
 #include "gguf/gguf.h"
 #include "moe/layout.h"
+#include "moe/pruned.h"
 #include "plan/plan.h"
 
 #include <cstdint>
@@ -32,8 +33,8 @@
 
 namespace reap::prune {
 
-// Stamped into width-pruned files: the experts' width in the source (u32).
-constexpr const char * k_key_width_source_length = "reap.width.source_length";
+// Stamped into width-pruned files: the experts' width in the source (u32; moe/pruned.h).
+using moe::k_key_width_source_length;
 
 // The importance matrix of output expert `k` of down tensor `down` (source
 // name) in the width-cut model: K values, one per kept channel, in the plan's
