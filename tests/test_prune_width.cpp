@@ -294,7 +294,7 @@ TEST(PruneWidth, DownTypeThatNeedsAnImportanceMatrix) {
     ASSERT_TRUE(gguf::open_model(model_path, m, err)) << err;
     plan p;
     ASSERT_TRUE(prune_test::random_plan(m, 2, 4, p, err)) << err;
-    add_width(p, F, K, 9);
+    prune_test::random_width(p, F, K, 9);
     ASSERT_TRUE(write_plan(p, dir + "/plan.json", true, err)) << err;
 
     // the imatrix: every expert weight of block 0; expert 1 saw no token
