@@ -4,9 +4,11 @@
 #include "plan/choose.h"
 #include "plan/provenance.h"
 #include "plan/width_planner.h"
-
+#include "plan/width_rerank.h"
 #include "util/file.h"
 #include "util/sha256.h"
+
+#include <cmath>
 
 namespace reap::planner {
 
@@ -117,6 +119,17 @@ bool cut_width(const plan_request & req, const ranked_model & rm, const plan_mod
     if (!validate_plan(p, facts, msg)) return fail_with(err, error_kind::input, msg);
     const channel_score by = req.channel_score_given ? req.channel_by : default_channel_score(rm.archive.metrics);
     p.provenance["channel_score"] = channel_score_name(by);
+    // the rerank statistic (width_rerank.h), a receipt of the cut: null where a layer's is undefined
+    width_rerank rr;
+    if (!rerank_of(p, scores, rr, msg)) return fail_with(err, error_kind::input, msg);
+    nlohmann::json per_layer = nlohmann::json::array();
+    for (double v : rr.spearman) per_layer.push_back(std::isnan(v) ? nlohmann::json() : nlohmann::json(v));
+    p.provenance["width_rerank"] = {{"statistic", "spearman(full-width saliency, saliency on the kept channels), per layer, kept experts"},
+                                    {"layers", rr.layers},
+                                    {"spearman", per_layer},
+                                    {"n_defined", rr.n_defined},
+                                    {"min", rr.n_defined ? nlohmann::json(rr.min) : nlohmann::json()},
+                                    {"median", rr.n_defined ? nlohmann::json(rr.median) : nlohmann::json()}};
     return true;
 }
 
