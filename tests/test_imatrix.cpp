@@ -460,6 +460,22 @@ std::vector<float> floats_of(const g::model & m, const std::string & name) {
     return v;
 }
 
+// The legacy .dat entries of `es`: (sum / count) * ncall per value,
+// llama-imatrix's placeholder ncall where the count is 0.
+std::vector<std::pair<std::string, std::vector<float>>> legacy_of(int32_t ncall, const std::vector<fake_entry> & es) {
+    std::vector<std::pair<std::string, std::vector<float>>> v;
+    for (const auto & e : es) {
+        const int64_t nv = (int64_t) e.sums.size() / e.n_mat;
+        std::vector<float> x;
+        for (size_t k = 0; k < e.sums.size(); ++k) {
+            const float c = e.counts[(size_t) ((int64_t) k / nv)];
+            x.push_back(c == 0 ? (float) ncall : e.sums[k] / c * (float) ncall);
+        }
+        v.emplace_back(e.name, x);
+    }
+    return v;
+}
+
 }  // namespace
 
 TEST_F(ImatrixTest, SliceGgufToPlan) {
@@ -531,22 +547,8 @@ TEST_F(ImatrixTest, SliceLegacyToPlan) {
     const int32_t ncall = 4;
     const std::vector<float> c0 = {5, 0, 2, 7}, c2 = {3, 3, 2, 1};
     const std::vector<int64_t> k0 = {3, 1}, k2 = {0, 2};
-    // legacy values: (sum / count) * ncall, llama-imatrix's placeholder ncall where count is 0
-    auto legacy_of = [&](const std::vector<fake_entry> & es) {
-        std::vector<std::pair<std::string, std::vector<float>>> v;
-        for (const auto & e : es) {
-            const int64_t nv = (int64_t) e.sums.size() / e.n_mat;
-            std::vector<float> x;
-            for (size_t k = 0; k < e.sums.size(); ++k) {
-                const float c = e.counts[(size_t) ((int64_t) k / nv)];
-                x.push_back(c == 0 ? (float) ncall : e.sums[k] / c * (float) ncall);
-            }
-            v.emplace_back(e.name, x);
-        }
-        return v;
-    };
     const auto es = full_entries(c0, c2);
-    gguf_test::write_all(dir + "/src.dat", legacy_image(legacy_of(es), ncall));
+    gguf_test::write_all(dir + "/src.dat", legacy_image(legacy_of(ncall, es), ncall));
     std::string err;
     reap::moe::layout lay;
     ASSERT_TRUE(reap::moe::layout_of(model, lay, err, reap::moe::describe_options())) << err;
@@ -565,7 +567,7 @@ TEST_F(ImatrixTest, SliceLegacyToPlan) {
     ASSERT_TRUE(reap::prune::write_imatrix_slice(s, out, false, false, err)) << err;
     std::string got;
     ASSERT_TRUE(reap::util::read_file(out, "sliced imatrix", got, err)) << err;
-    const auto want = legacy_image(legacy_of(cut_entries(es, k0, k2)), ncall);
+    const auto want = legacy_image(legacy_of(ncall, cut_entries(es, k0, k2)), ncall);
     EXPECT_EQ(got, std::string(want.begin(), want.end()));
 }
 
@@ -693,22 +695,9 @@ TEST_F(ImatrixTest, SliceGgufToWidthPlan) {
 TEST_F(ImatrixTest, SliceLegacyToWidthPlan) {
     const int32_t ncall = 4;
     const std::vector<float> c0 = {5, 0, 2, 7}, c2 = {3, 3, 2, 1};
-    auto legacy_of = [&](const std::vector<fake_entry> & es) {
-        std::vector<std::pair<std::string, std::vector<float>>> v;
-        for (const auto & e : es) {
-            const int64_t nv = (int64_t) e.sums.size() / e.n_mat;
-            std::vector<float> x;
-            for (size_t k = 0; k < e.sums.size(); ++k) {
-                const float c = e.counts[(size_t) ((int64_t) k / nv)];
-                x.push_back(c == 0 ? (float) ncall : e.sums[k] / c * (float) ncall);
-            }
-            v.emplace_back(e.name, x);
-        }
-        return v;
-    };
     // the legacy values are cut like the sums: the count of output expert k is that of keep[k]
     const auto es = full_entries(c0, c2);
-    gguf_test::write_all(dir + "/src.dat", legacy_image(legacy_of(es), ncall));
+    gguf_test::write_all(dir + "/src.dat", legacy_image(legacy_of(ncall, es), ncall));
     std::string err;
     reap::moe::layout lay;
     ASSERT_TRUE(reap::moe::layout_of(model, lay, err, reap::moe::describe_options())) << err;
@@ -719,7 +708,7 @@ TEST_F(ImatrixTest, SliceLegacyToWidthPlan) {
     ASSERT_TRUE(reap::prune::write_imatrix_slice(s, out, false, false, err)) << err;
     std::string got;
     ASSERT_TRUE(reap::util::read_file(out, "sliced imatrix", got, err)) << err;
-    const auto want = legacy_image(legacy_of(width_cut_entries(es, p)), ncall);
+    const auto want = legacy_image(legacy_of(ncall, width_cut_entries(es, p)), ncall);
     EXPECT_EQ(got, std::string(want.begin(), want.end()));
     // importance: value / ncall (llama-quantize's legacy normalisation), the placeholder 1 where unused
     std::vector<float> w;
