@@ -473,6 +473,13 @@ TEST(PlanCli, WidthRanksChannelsByTheArchive) {
     ASSERT_EQ(run_reap("prune -m " + quote(q) + " --plan " + quote(fplan) + " --down-type f32 -o " + quote(fout), out), 0) << out;
     EXPECT_EQ(read_json(fplan)["provenance"]["predicted_bytes"].get<uint64_t>(), file_size(fout));
     EXPECT_NE(read_json(fplan)["provenance"]["predicted_bytes"], read_json(plan)["provenance"]["predicted_bytes"]);
+    EXPECT_EQ(read_json(fplan)["provenance"]["down_type"], "f32");
+    // --budget sizes width-cut files: that file's size fits N = 8, a byte less only N = 7
+    const uint64_t f32_bytes = file_size(fout);
+    ASSERT_EQ(run_reap(base + "--budget " + std::to_string(f32_bytes) + " --width 16 --down-type f32 --json --dry-run", out), 0) << out;
+    EXPECT_EQ(nlohmann::json::parse(out)["n_keep"], 8) << out;
+    ASSERT_EQ(run_reap(base + "--budget " + std::to_string(f32_bytes - 1) + " --width 16 --down-type f32 --json --dry-run", out), 0) << out;
+    EXPECT_EQ(nlohmann::json::parse(out)["n_keep"], 7) << out;
 
     // refusals: an unknown score, channel scores of another width, ch_reap asked of an energy archive
     EXPECT_EQ(run_reap(base + "--keep 8 --width 16 --channel-score norm -o " + quote(fx.dir + "/x.json"), out), 2) << out;
