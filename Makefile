@@ -22,7 +22,7 @@ configure: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) > /dev/null
 
 build: configure
-	cmake --build $(BUILD) -j$(JOBS) --target reap reap_all_tests $(LLAMA_TOOLS)
+	cmake --build $(BUILD) -j$(JOBS) --target reap reap_all_tests width_study_chart $(LLAMA_TOOLS)
 
 corpus: deps
 	$(PYTHON) tools/build_corpus.py --out data/corpus

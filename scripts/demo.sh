@@ -13,6 +13,9 @@
 #      (reap sweep with several sources; appended to docs/results.md, chart
 #      docs/frontier.svg); the same with real k- and i-quants on reap-moe-wide
 #      (Q8_0, Q6_K, Q4_K_M, IQ4_XS; docs/frontier-wide.svg)
+#   -> count against width at equal bytes (50% and 25% of the expert pool:
+#      fewer experts, narrower experts, both; scripts/width_study.sh, appended
+#      to docs/results.md, chart docs/width-study.svg)
 #   -> the model card of the main cut, reap-50 (reap report: docs/demo-card/)
 #
 # Everything goes to out/demo (git-ignored); the corpus comes from `make corpus`.
@@ -47,19 +50,7 @@ if [ ! -f "$OUT/saliency.gguf" ]; then
 fi
 
 # The evaluation text: the first EVAL_BYTES of held-out samples of every domain.
-"$PY" - "$CORPUS/heldout.jsonl" "$OUT/heldout-eval.jsonl" "$EVAL_BYTES" <<'EOF'
-import json, sys
-src, dst, cap = sys.argv[1], sys.argv[2], int(sys.argv[3])
-used = {}
-with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
-    for line in f:
-        r = json.loads(line)
-        n = used.get(r["domain"], 0)
-        if n >= cap:
-            continue
-        used[r["domain"]] = n + len(r["text"].encode())
-        out.write(json.dumps({"domain": r["domain"], "text": r["text"]}, ensure_ascii=False) + "\n")
-EOF
+"$PY" tools/heldout_text.py "$CORPUS/heldout.jsonl" "$OUT/heldout-eval.jsonl" "$EVAL_BYTES"
 
 # name  method  ratio  domains
 CUTS=(
@@ -208,6 +199,9 @@ done
     echo '![KLD against file size, one line per source (reap-moe-wide)](frontier-wide.svg)'
 } >> docs/results.md
 echo "  appended to docs/results.md; chart docs/frontier-wide.svg"
+
+step "count against width at equal bytes: 50% and 25% of the expert pool (scripts/width_study.sh; appended to docs/results.md)"
+REAP="$REAP" PYTHON="$PY" MODEL="$MODEL" CORPUS="$CORPUS" OUT="$OUT" CTX=$CTX EVAL_BYTES="$EVAL_BYTES" scripts/width_study.sh
 
 step "the model card of the main cut (reap-50), written and checked from its receipts: docs/demo-card/"
 "$REAP" report -m "$MODEL" --plan "$OUT/plans/reap-50.json" "$OUT/cuts/reap-50.gguf" --saliency "$OUT/saliency.gguf" \

@@ -186,7 +186,7 @@ bool list_table(const std::string & cmd, table & t, std::string & why) {
 // A value each option accepts, by its value name (or the option itself).
 std::string sample_value(const std::string & option, std::string value) {
     if (!value.empty() && value.front() == '[') value = value.substr(1, value.size() - 2);
-    static const std::map<std::string, std::string> by_option = {{"--consensus", "minrank"}};
+    static const std::map<std::string, std::string> by_option = {{"--consensus", "minrank"}, {"--channel-score", "reap"}};
     static const std::map<std::string, std::string> by_value = {
         {"N", "2"}, {"S", "1"}, {"R", "0.5"}, {"SIZE", "1G"}, {"i/n", "0/2"}, {"a,b", "a"}, {"M", "frequency"}, {"K", "8"},
         {"NAME=FILE", "d=x.imatrix.gguf"}, {"TYPE", "f16"}, {"on|off|auto", "on"}, {"PATTERN=BUFTYPE,...", "exps=CPU"},

@@ -402,6 +402,18 @@ std::vector<int64_t> top_channels_ref(const s::archive & a, const std::vector<st
     return keep;
 }
 
+// The channel ids of a version 3 bitmap (hex, byte b = channels 8b..8b+7,
+// bit j = channel 8b+j), read here from the format's rule in plan.h.
+std::vector<int64_t> bitmap_channels(const std::string & hex) {
+    std::vector<int64_t> out;
+    for (size_t b = 0; 2 * b + 1 < hex.size(); ++b) {
+        const int byte = std::stoi(hex.substr(2 * b, 2), nullptr, 16);
+        for (int j = 0; j < 8; ++j)
+            if (byte & (1 << j)) out.push_back(int64_t(8 * b) + j);
+    }
+    return out;
+}
+
 // Every layer of plan `j`: each kept expert's channels are the reference top-K.
 void expect_reference_channels(const nlohmann::json & j, const s::archive & a, const std::vector<std::string> & domains,
                                const std::string & metric, int64_t K) {
@@ -409,7 +421,8 @@ void expect_reference_channels(const nlohmann::json & j, const s::archive & a, c
     ASSERT_EQ(j["width"]["n_ff"], int64_t(a.n_ff));
     for (const auto & l : j["layers"]) {
         const auto keep = l["keep"].get<std::vector<int64_t>>();
-        const auto channels = l["channels"].get<std::vector<std::vector<int64_t>>>();
+        std::vector<std::vector<int64_t>> channels;
+        for (const auto & hex : l["channel_bitmaps"]) channels.push_back(bitmap_channels(hex.get<std::string>()));
         ASSERT_EQ(channels.size(), keep.size()) << l.dump();
         for (size_t i = 0; i < keep.size(); ++i) {
             EXPECT_EQ(channels[i], top_channels_ref(a, domains, metric, l["layer"], keep[i], K))
@@ -439,7 +452,7 @@ TEST(PlanCli, WidthRanksChannelsByTheArchive) {
 
     ASSERT_EQ(run_reap(base + "--keep 8 --width 16 -o " + quote(plan), out), 0) << out;
     nlohmann::json j = read_json(plan);
-    EXPECT_EQ(j["version"], 2);
+    EXPECT_EQ(j["version"], 3);
     for (const auto & l : j["layers"]) EXPECT_EQ(l["keep"].get<std::vector<int64_t>>(), topn(a, l["layer"], 8)) << l.dump();
     expect_reference_channels(j, a, {"code", "en"}, "ch_reap", 16);
     EXPECT_EQ(j["provenance"]["channel_score"], "reap");
@@ -460,6 +473,13 @@ TEST(PlanCli, WidthRanksChannelsByTheArchive) {
     ASSERT_EQ(run_reap("prune -m " + quote(q) + " --plan " + quote(fplan) + " --down-type f32 -o " + quote(fout), out), 0) << out;
     EXPECT_EQ(read_json(fplan)["provenance"]["predicted_bytes"].get<uint64_t>(), file_size(fout));
     EXPECT_NE(read_json(fplan)["provenance"]["predicted_bytes"], read_json(plan)["provenance"]["predicted_bytes"]);
+    EXPECT_EQ(read_json(fplan)["provenance"]["down_type"], "f32");
+    // --budget sizes width-cut files: that file's size fits N = 8, a byte less only N = 7
+    const uint64_t f32_bytes = file_size(fout);
+    ASSERT_EQ(run_reap(base + "--budget " + std::to_string(f32_bytes) + " --width 16 --down-type f32 --json --dry-run", out), 0) << out;
+    EXPECT_EQ(nlohmann::json::parse(out)["n_keep"], 8) << out;
+    ASSERT_EQ(run_reap(base + "--budget " + std::to_string(f32_bytes - 1) + " --width 16 --down-type f32 --json --dry-run", out), 0) << out;
+    EXPECT_EQ(nlohmann::json::parse(out)["n_keep"], 7) << out;
 
     // refusals: an unknown score, channel scores of another width, ch_reap asked of an energy archive
     EXPECT_EQ(run_reap(base + "--keep 8 --width 16 --channel-score norm -o " + quote(fx.dir + "/x.json"), out), 2) << out;

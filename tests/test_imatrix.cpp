@@ -460,6 +460,22 @@ std::vector<float> floats_of(const g::model & m, const std::string & name) {
     return v;
 }
 
+// The legacy .dat entries of `es`: (sum / count) * ncall per value,
+// llama-imatrix's placeholder ncall where the count is 0.
+std::vector<std::pair<std::string, std::vector<float>>> legacy_of(int32_t ncall, const std::vector<fake_entry> & es) {
+    std::vector<std::pair<std::string, std::vector<float>>> v;
+    for (const auto & e : es) {
+        const int64_t nv = (int64_t) e.sums.size() / e.n_mat;
+        std::vector<float> x;
+        for (size_t k = 0; k < e.sums.size(); ++k) {
+            const float c = e.counts[(size_t) ((int64_t) k / nv)];
+            x.push_back(c == 0 ? (float) ncall : e.sums[k] / c * (float) ncall);
+        }
+        v.emplace_back(e.name, x);
+    }
+    return v;
+}
+
 }  // namespace
 
 TEST_F(ImatrixTest, SliceGgufToPlan) {
@@ -531,22 +547,8 @@ TEST_F(ImatrixTest, SliceLegacyToPlan) {
     const int32_t ncall = 4;
     const std::vector<float> c0 = {5, 0, 2, 7}, c2 = {3, 3, 2, 1};
     const std::vector<int64_t> k0 = {3, 1}, k2 = {0, 2};
-    // legacy values: (sum / count) * ncall, llama-imatrix's placeholder ncall where count is 0
-    auto legacy_of = [&](const std::vector<fake_entry> & es) {
-        std::vector<std::pair<std::string, std::vector<float>>> v;
-        for (const auto & e : es) {
-            const int64_t nv = (int64_t) e.sums.size() / e.n_mat;
-            std::vector<float> x;
-            for (size_t k = 0; k < e.sums.size(); ++k) {
-                const float c = e.counts[(size_t) ((int64_t) k / nv)];
-                x.push_back(c == 0 ? (float) ncall : e.sums[k] / c * (float) ncall);
-            }
-            v.emplace_back(e.name, x);
-        }
-        return v;
-    };
     const auto es = full_entries(c0, c2);
-    gguf_test::write_all(dir + "/src.dat", legacy_image(legacy_of(es), ncall));
+    gguf_test::write_all(dir + "/src.dat", legacy_image(legacy_of(ncall, es), ncall));
     std::string err;
     reap::moe::layout lay;
     ASSERT_TRUE(reap::moe::layout_of(model, lay, err, reap::moe::describe_options())) << err;
@@ -565,7 +567,7 @@ TEST_F(ImatrixTest, SliceLegacyToPlan) {
     ASSERT_TRUE(reap::prune::write_imatrix_slice(s, out, false, false, err)) << err;
     std::string got;
     ASSERT_TRUE(reap::util::read_file(out, "sliced imatrix", got, err)) << err;
-    const auto want = legacy_image(legacy_of(cut_entries(es, k0, k2)), ncall);
+    const auto want = legacy_image(legacy_of(ncall, cut_entries(es, k0, k2)), ncall);
     EXPECT_EQ(got, std::string(want.begin(), want.end()));
 }
 
@@ -598,4 +600,120 @@ TEST_F(ImatrixTest, SliceRefusesAnotherModelOrMissingExperts) {
     refused(missing, "lacks the expert entry 'blk.2.ffn_up_exps.weight'");
     // no expert entry at all
     refused({es.back()}, "no per-expert entries");
+}
+
+// ---- slicing to a width plan: down entries keep each kept expert's channels -------
+// Expected values come from the entries' formula (full_entries), picked here by
+// (expert, channel); gate/up entries are cut along the experts only.
+
+namespace {
+
+// Channel lists (ascending, K = 8 of kF = 32) for the kept experts of one layer, distinct per expert.
+std::vector<std::vector<int64_t>> test_channels(size_t n_keep, int64_t shift) {
+    std::vector<std::vector<int64_t>> out;
+    for (size_t k = 0; k < n_keep; ++k) {
+        std::vector<int64_t> ch;
+        for (int64_t j = 0; j < 8; ++j) ch.push_back((j * 4 + (int64_t) k * 3 + shift) % kF);
+        std::sort(ch.begin(), ch.end());
+        out.push_back(ch);
+    }
+    return out;
+}
+
+reap::plan width_plan(const std::vector<int64_t> & keep0, const std::vector<int64_t> & keep2) {
+    reap::plan p = slice_plan(keep0, keep2);
+    p.width_n_ff = kF;
+    p.width_keep = 8;
+    p.layers[0].channels = test_channels(keep0.size(), 1);
+    p.layers[1].channels = test_channels(keep2.size(), 2);
+    return p;
+}
+
+// The entries `es` cut by width plan `p`: cut_entries, then down entries' values of
+// output expert k taken at p's channels[k] (value (m, j) of a source entry at m * nv + j).
+std::vector<fake_entry> width_cut_entries(const std::vector<fake_entry> & es, const reap::plan & p) {
+    std::vector<fake_entry> out = cut_entries(es, p.layers[0].keep, p.layers[1].keep);
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i].name.find("ffn_down_exps") == std::string::npos) continue;
+        const reap::plan_layer & pl = p.layers[out[i].name.rfind("blk.0.", 0) == 0 ? 0 : 1];
+        const int64_t nv = (int64_t) es[i].sums.size() / es[i].n_mat;
+        out[i].sums.clear();
+        out[i].n_values = p.width_keep;
+        for (size_t k = 0; k < pl.keep.size(); ++k) {
+            for (int64_t c : pl.channels[k]) out[i].sums.push_back(es[i].sums[(size_t) (pl.keep[k] * nv + c)]);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_F(ImatrixTest, SliceGgufToWidthPlan) {
+    const std::vector<float> c0 = {5, 0, 2, 7}, c2 = {3, 3, 2, 1};
+    const auto es = full_entries(c0, c2);
+    write_gguf_imatrix(dir + "/src.gguf", es, 9, 16);
+    std::string err;
+    reap::moe::layout lay;
+    ASSERT_TRUE(reap::moe::layout_of(model, lay, err, reap::moe::describe_options())) << err;
+    const reap::plan p = width_plan({3, 1}, {2, 0});
+    reap::prune::imatrix_slice s;
+    ASSERT_TRUE(reap::prune::prepare_imatrix_slice(dir + "/src.gguf", model, lay, p, s, err)) << err;
+    const std::string out = dir + "/cut.imatrix.gguf";
+    ASSERT_TRUE(reap::prune::write_imatrix_slice(s, out, false, false, err)) << err;
+    g::model o;
+    ASSERT_TRUE(g::open_model(out, o, err)) << err;
+    const auto want = width_cut_entries(es, p);
+    ASSERT_EQ(o.tensors.size(), 2 * want.size());
+    for (const auto & e : want) {
+        SCOPED_TRACE(e.name);
+        const g::tensor_info * t = o.find_tensor(e.name + ".in_sum2");
+        ASSERT_NE(t, nullptr);
+        EXPECT_EQ(t->ne[0], e.n_values);
+        EXPECT_EQ(t->ne[1], e.n_mat);
+        EXPECT_EQ(floats_of(o, e.name + ".in_sum2"), e.sums);
+        EXPECT_EQ(floats_of(o, e.name + ".counts"), e.counts);
+    }
+    sl::imatrix_file back;
+    ASSERT_TRUE(sl::read_imatrix(out, back, err)) << err;
+
+    // the requantisation's importance: llama-quantize's in_sum2 / count (all 1 where the count is 0)
+    std::vector<float> w;
+    ASSERT_TRUE(reap::prune::kept_importance(s, "blk.0.ffn_down_exps.weight", 0, w, err)) << err;
+    ASSERT_EQ(w.size(), 8u);
+    for (size_t j = 0; j < 8; ++j) {
+        const int64_t c = p.layers[0].channels[0][j];
+        EXPECT_FLOAT_EQ(w[j], sum_value(3, c, 7) / 7) << "channel " << c;
+    }
+    ASSERT_TRUE(reap::prune::kept_importance(s, "blk.0.ffn_down_exps.weight", 1, w, err)) << err;  // expert 1 saw nothing
+    EXPECT_EQ(w, std::vector<float>(8, 1.0f));
+    ASSERT_TRUE(reap::prune::kept_importance(s, "blk.2.ffn_down_exps.weight", 0, w, err)) << err;
+    for (size_t j = 0; j < 8; ++j) EXPECT_FLOAT_EQ(w[j], (sum_value(2, p.layers[1].channels[0][j], 2) + 2.f) / 2);
+    EXPECT_FALSE(reap::prune::kept_importance(s, "blk.2.ffn_down_exps.weight", 2, w, err));
+    EXPECT_FALSE(reap::prune::kept_importance(s, "blk.1.ffn_up.weight", 0, w, err));
+}
+
+TEST_F(ImatrixTest, SliceLegacyToWidthPlan) {
+    const int32_t ncall = 4;
+    const std::vector<float> c0 = {5, 0, 2, 7}, c2 = {3, 3, 2, 1};
+    // the legacy values are cut like the sums: the count of output expert k is that of keep[k]
+    const auto es = full_entries(c0, c2);
+    gguf_test::write_all(dir + "/src.dat", legacy_image(legacy_of(ncall, es), ncall));
+    std::string err;
+    reap::moe::layout lay;
+    ASSERT_TRUE(reap::moe::layout_of(model, lay, err, reap::moe::describe_options())) << err;
+    const reap::plan p = width_plan({0, 1}, {3, 2});
+    reap::prune::imatrix_slice s;
+    ASSERT_TRUE(reap::prune::prepare_imatrix_slice(dir + "/src.dat", model, lay, p, s, err)) << err;
+    const std::string out = dir + "/cut.imatrix.dat";
+    ASSERT_TRUE(reap::prune::write_imatrix_slice(s, out, false, false, err)) << err;
+    std::string got;
+    ASSERT_TRUE(reap::util::read_file(out, "sliced imatrix", got, err)) << err;
+    const auto want = legacy_image(legacy_of(ncall, width_cut_entries(es, p)), ncall);
+    EXPECT_EQ(got, std::string(want.begin(), want.end()));
+    // importance: value / ncall (llama-quantize's legacy normalisation), the placeholder 1 where unused
+    std::vector<float> w;
+    ASSERT_TRUE(reap::prune::kept_importance(s, "blk.0.ffn_down_exps.weight", 0, w, err)) << err;
+    for (size_t j = 0; j < 8; ++j) EXPECT_FLOAT_EQ(w[j], sum_value(0, p.layers[0].channels[0][j], 5) / 5);
+    ASSERT_TRUE(reap::prune::kept_importance(s, "blk.0.ffn_down_exps.weight", 1, w, err)) << err;
+    EXPECT_EQ(w, std::vector<float>(8, 1.0f));
 }

@@ -124,6 +124,65 @@ TEST(Sweep, TrainedModelMatchesRealPrunes) {
     EXPECT_NE(out.find("--keep 2"), std::string::npos) << out;
 }
 
+// Issue 27, item 4: `reap sweep --widths` scores width cuts by masks. A row
+// of a count x width sweep (N = 16, K = 64 of 128 channels, ranked by the
+// archive's ch_reap from calibrate --width-saliency) equals reap eval -p of
+// the file reap prune writes from the row's plan (the tolerances of
+// TrainedModelMatchesRealPrunes; the trained model's down is f32, so the
+// requantisation is a copy), and its predicted size is that file's size.
+TEST(Sweep, WidthRowEqualsEvalOfThePrunedFile) {
+    const std::string dir = test_tmp_dir() + "/sweep-width";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    std::string err, out;
+    const std::string calib = dir + "/calib.jsonl", heldout = dir + "/heldout.jsonl";
+    ASSERT_TRUE(corpus_subset("calib", calib, {}, 400, err)) << err;
+    ASSERT_TRUE(corpus_subset("heldout", heldout, {"en", "code"}, 1000, err)) << err;
+    const std::string sal = dir + "/saliency.gguf";
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate -m " + shell_quote(model) + " --corpus " + shell_quote(calib) +
+                      " -o " + shell_quote(sal) + " -c 256 -t 2 --force --no-progress --width-saliency", out), 0) << out;
+
+    const std::string json = dir + "/sweep.json", plans = dir + "/plans";
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " sweep " + shell_quote(sal) + " -m " + shell_quote(model) + " -f " +
+                      shell_quote(heldout) + " --keep 16 --widths 64,128 -c 128 -t 2 -o " + shell_quote(json) + " --plans-dir " +
+                      shell_quote(plans) + " --force", out), 0) << out;
+    EXPECT_NE(out.find("width"), std::string::npos) << out;
+    const nlohmann::json sw = nlohmann::json::parse(slurp(json));
+    const auto & pts = sw.at("points");
+    ASSERT_EQ(pts.size(), 2u);
+    EXPECT_EQ(pts[0].at("n_keep"), 16);   // the full width first
+    EXPECT_FALSE(pts[0].contains("width"));
+    EXPECT_EQ(pts[1].at("n_keep"), 16);
+    EXPECT_EQ(pts[1].at("width"), 64);
+    EXPECT_LT(pts[1].at("predicted_bytes").get<uint64_t>(), pts[0].at("predicted_bytes").get<uint64_t>());
+    EXPECT_GT(pts[1].at("overall").at("kld_mean").get<double>(), pts[0].at("overall").at("kld_mean").get<double>());
+    const nlohmann::json plan = nlohmann::json::parse(slurp(pts[1].at("plan").get<std::string>()));
+    EXPECT_EQ(plan.at("width").at("keep"), 64);
+    EXPECT_EQ(plan.at("provenance").at("channel_score"), "reap");
+
+    const std::string cut = dir + "/cut16w64.gguf";
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " prune -m " + shell_quote(model) + " --plan " +
+                      shell_quote(pts[1].at("plan").get<std::string>()) + " -o " + shell_quote(cut) + " --force", out), 0) << out;
+    struct stat st;
+    ASSERT_EQ(::stat(cut.c_str(), &st), 0);
+    EXPECT_EQ((uint64_t) st.st_size, pts[1].at("predicted_bytes").get<uint64_t>());
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(model) + " -p " + shell_quote(cut) + " -f " +
+                      shell_quote(heldout) + " -c 128 -t 2 --json 2>/dev/null", out), 0) << out;
+    const nlohmann::json ev = nlohmann::json::parse(out);
+    expect_same_numbers(pts[1].at("overall"), ev, "overall");
+    for (const std::string d : {"en", "code"}) expect_same_numbers(pts[1].at("domains").at(d), ev.at("domains").at(d), d);
+
+    // the chart: KLD and top-1 against file size, one line per width
+    const std::string svg = slurp(dir + "/sweep.svg");
+    size_t lines = 0;
+    for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++lines;
+    EXPECT_EQ(lines, 4u);
+    // refused before anything runs: a K the model cannot take, and widths with behaviour
+    EXPECT_EQ(run_cmd(shell_quote(reap_bin()) + " sweep " + shell_quote(sal) + " -m " + shell_quote(model) + " -f " +
+                      shell_quote(heldout) + " --widths 129", out), 2) << out;
+    EXPECT_NE(out.find("--widths: width 129 out of range [1, 128]"), std::string::npos) << out;
+}
+
 namespace {
 
 // The sweep's behaviour row of a size, as this test recomputes it from the JSON.

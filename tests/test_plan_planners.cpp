@@ -4,11 +4,13 @@
 // constraints, super-expert protection (injected outlier), never-routed
 // experts, keep counts from ratios, size parsing, plan overlap and oracle
 // shares, --budget sizes against files really written (zoo models), the
-// plan receipts (safety margin, per-domain shares) and the list summary helper.
+// plan receipts (safety margin, per-domain shares), the list summary helper
+// and the rerank statistic of width plans (Spearman against hand-ranked cases).
 #include "gguf_test_util.h"
 #include "plan/planners.h"
 #include "plan/receipts.h"
 #include "plan/width_planner.h"
+#include "plan/width_rerank.h"
 #include "prune_test_util.h"
 #include "saliency_test_util.h"
 #include "util/summary.h"
@@ -16,7 +18,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <numeric>
+#include <random>
 
 namespace g = reap::gguf;
 namespace s = reap::saliency;
@@ -709,4 +714,75 @@ TEST(Planners, WidthKeepsEachExpertsBestChannels) {
     auto short_scores = [](int, int64_t, std::vector<double> & s, std::string &) { s.assign(7, 1.0); return true; };
     EXPECT_FALSE(pl::add_width(p, 8, 3, short_scores, err));
     EXPECT_NE(err.find("layer 0 expert 3: 7 channel scores, the experts have 8 channels"), std::string::npos) << err;
+}
+
+// ---- the rerank statistic of a width plan (plan/width_rerank.h) -----------------
+
+// Spearman's rho: a case with ties worked by hand (average ranks, then
+// Pearson), and tie-free random data against the textbook formula
+// 1 - 6 Σd² / (n (n² - 1)), which holds only without ties.
+TEST(WidthRerank, SpearmanAgainstHandAndTheTieFreeFormula) {
+    // x ranks 1..5; y = {5, 6, 7, 8, 7} ranks {1, 2, 3.5, 5, 3.5}: Σdxdy = 8, Σdx² = 10, Σdy² = 9.5
+    EXPECT_NEAR(pl::spearman({1, 2, 3, 4, 5}, {5, 6, 7, 8, 7}), 8.0 / std::sqrt(95.0), 1e-12);
+    EXPECT_DOUBLE_EQ(pl::spearman({1, 2, 3}, {30, 20, 10}), -1.0);
+    EXPECT_TRUE(std::isnan(pl::spearman({1}, {2})));
+    EXPECT_TRUE(std::isnan(pl::spearman({1, 2, 3}, {4, 4, 4})));
+    std::mt19937 rng(3);
+    for (int trial = 0; trial < 20; ++trial) {
+        const size_t n = 5 + rng() % 40;
+        std::vector<double> x(n), y(n);
+        std::vector<int> px(n), py(n);
+        std::iota(px.begin(), px.end(), 1);
+        std::iota(py.begin(), py.end(), 1);
+        std::shuffle(px.begin(), px.end(), rng);
+        std::shuffle(py.begin(), py.end(), rng);
+        double d2 = 0;
+        for (size_t i = 0; i < n; ++i) {
+            x[i] = std::exp(0.1 * px[i]);   // distinct values whose ranks are px, py
+            y[i] = -1.0 / py[i];
+            d2 += double(px[i] - py[i]) * double(px[i] - py[i]);
+        }
+        const double want = 1.0 - 6.0 * d2 / (double(n) * (double(n) * double(n) - 1.0));
+        EXPECT_NEAR(pl::spearman(x, y), want, 1e-12) << "n = " << n;
+    }
+}
+
+// rerank_of on a plan of three layers whose channel scores are given here:
+// full = Σ of an expert's scores, restricted = Σ over its kept channels, ranked
+// by hand. Layer 3 ranks the same both ways (1); layer 5 moves every expert
+// (Σd² = 12 over 4 experts: 1 - 72/60 = -0.2); layer 7's experts all score the
+// same (undefined, left out of min and median).
+TEST(WidthRerank, PerLayerFromTheChannelScores) {
+    reap::plan p;
+    p.width_n_ff = 4;
+    p.width_keep = 2;
+    p.n_keep = 4;
+    const std::map<int, std::vector<std::vector<double>>> table = {
+        {3, {{4, 3, 2, 1}, {1, 1, 1, 1}, {0, 0, 5, 6}, {2, 2, 2, 2}}},
+        {5, {{10, 0, 0, 0}, {1, 1, 1, 1}, {3, 3, 0, 0}, {0, 0, 0, 8}}},
+        {7, {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}}}};
+    p.layers = {{3, {0, 1, 2, 3}, {{0, 1}, {2, 3}, {2, 3}, {0, 3}}},
+                {5, {3, 2, 1, 0}, {{0, 3}, {0, 1}, {0, 1}, {1, 2}}},
+                {7, {0, 1, 2, 3}, {{0, 1}, {0, 1}, {0, 1}, {0, 1}}}};
+    const pl::channel_scores scores = [&](int layer, int64_t e, std::vector<double> & out, std::string &) {
+        out = table.at(layer)[size_t(e)];
+        return true;
+    };
+    pl::width_rerank rr;
+    std::string err;
+    ASSERT_TRUE(pl::rerank_of(p, scores, rr, err)) << err;
+    ASSERT_EQ(rr.layers, (std::vector<int>{3, 5, 7}));
+    EXPECT_NEAR(rr.spearman[0], 1.0, 1e-12);
+    EXPECT_NEAR(rr.spearman[1], -0.2, 1e-12);
+    EXPECT_TRUE(std::isnan(rr.spearman[2]));
+    EXPECT_EQ(rr.n_defined, 2u);
+    EXPECT_NEAR(rr.min, -0.2, 1e-12);
+    EXPECT_NEAR(rr.median, 0.4, 1e-12);
+
+    const pl::channel_scores short_scores = [](int, int64_t, std::vector<double> & out, std::string &) {
+        out = {1, 2, 3};
+        return true;
+    };
+    EXPECT_FALSE(pl::rerank_of(p, short_scores, rr, err));
+    EXPECT_NE(err.find("layer 3 expert 0: 3 channel scores for experts of 4 channels"), std::string::npos) << err;
 }

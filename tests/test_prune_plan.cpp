@@ -73,7 +73,7 @@ TEST(PlanFormat, RejectsHostileDocuments) {
     };
     expect_reject(with([](json & d) { d.erase("format"); }), "missing field \"format\"");
     expect_reject(with([](json & d) { d["format"] = "reap-plan2"; }), "\"format\" must be");
-    expect_reject(with([](json & d) { d["version"] = 3; }), "unsupported version 3");
+    expect_reject(with([](json & d) { d["version"] = 4; }), "unsupported version 4");
     expect_reject(with([](json & d) { d["version"] = 0; }), "unsupported version 0");
     expect_reject(with([](json & d) { d["version"] = "1"; }), "must be an integer, not string");
     expect_reject(with([](json & d) { d.erase("model"); }), "missing field \"model\"");
@@ -131,13 +131,15 @@ TEST(PlanFormat, WidthPlans) {
     EXPECT_EQ(p.layers[0].channels[2], (std::vector<int64_t>{0, 2, 4, 6}));
     EXPECT_EQ(p.layers[1].channels[3], (std::vector<int64_t>{0, 5, 6, 7}));
 
-    // written as version 2 with the documented fields; a plan without a width
-    // stays version 1, which older readers take
+    // a version 2 plan is read and written as version 3 (channel bitmaps, hex:
+    // channels 1..4 of 8 are bits 1..4 of one byte, 0x1e); a plan without a
+    // width stays version 1, which older readers take
     const json doc = json::parse(reap::plan_text(p));
     EXPECT_EQ(doc, reap::plan_to_json(p)) << "plan_text and plan_to_json say the same";
-    EXPECT_EQ(doc["version"], 2);
+    EXPECT_EQ(doc["version"], 3);
     EXPECT_EQ(doc["width"], json({{"n_ff", 8}, {"keep", 4}}));
-    EXPECT_EQ(doc["layers"][1]["channels"][1], json({1, 2, 3, 4}));
+    EXPECT_EQ(doc["layers"][1]["channel_bitmaps"], json({"87", "1e", "cc", "e1"}));
+    EXPECT_FALSE(doc["layers"][1].contains("channels"));
     reap::plan q;
     ASSERT_TRUE(reap::parse_plan(reap::plan_text(p), "t.json", q, err)) << err;
     EXPECT_EQ(reap::plan_to_json(p), reap::plan_to_json(q));
@@ -159,6 +161,10 @@ TEST(PlanFormat, WidthPlans) {
         return d;
     };
     expect_reject(with([](json & d) { d["version"] = 1; }), "\"width\" in a version 1 plan");
+    expect_reject(with([](json & d) { d["version"] = 3; }), "layer 0: \"channels\" in a version 3 plan (version 3 gives the kept "
+                                                            "channels as \"channel_bitmaps\")");
+    expect_reject(with([](json & d) { d["layers"][0]["channel_bitmaps"] = {"0f", "f0", "55", "aa"}; }),
+                  "layer 0: \"channel_bitmaps\" in a version 2 plan");
     expect_reject(with([](json & d) { d["width"] = 4; }), "\"width\" must be an object");
     expect_reject(with([](json & d) { d["width"].erase("keep"); }), "width: missing field \"keep\"");
     expect_reject(with([](json & d) { d["width"]["keep"] = 9; }), "width.keep = 9 out of range [1, 8]");
@@ -176,6 +182,56 @@ TEST(PlanFormat, WidthPlans) {
     expect_reject(with([](json & d) { d["layers"][0]["channels"][1] = {4, 5, 6, -1}; }), "out of range [0, 7]");
     expect_reject(with([](json & d) { d["layers"][0]["channels"][0] = "0,1,2,3"; }), "channels[0] (source expert 3) must be an array");
     expect_reject(with([](json & d) { d.erase("width"); }), "layer 0: \"channels\" in a plan without \"width\"");
+}
+
+// Version 3: channels as one hex bitmap per kept expert, 12 channels (2
+// bytes, 4 digits) keeping 4; the expected ids are worked out by hand from the
+// format's rule (byte b = channels 8b..8b+7, bit j = channel 8b+j).
+TEST(PlanFormat, WidthPlansAsBitmaps) {
+    json d = good_doc();
+    d["version"] = 3;
+    d["width"] = {{"n_ff", 12}, {"keep", 4}};
+    d["layers"][0]["channel_bitmaps"] = {"0f00", "000f", "1109", "AA00"};
+    d["layers"][1]["channel_bitmaps"] = {"0f00", "0f00", "000f", "3003"};
+    reap::plan p;
+    std::string err;
+    ASSERT_TRUE(reap::parse_plan(d.dump(), "t.json", p, err)) << err;
+    ASSERT_TRUE(p.has_width());
+    EXPECT_EQ(p.layers[0].channels[0], (std::vector<int64_t>{0, 1, 2, 3}));
+    EXPECT_EQ(p.layers[0].channels[1], (std::vector<int64_t>{8, 9, 10, 11}));
+    EXPECT_EQ(p.layers[0].channels[2], (std::vector<int64_t>{0, 4, 8, 11}));
+    EXPECT_EQ(p.layers[0].channels[3], (std::vector<int64_t>{1, 3, 5, 7}));
+    EXPECT_EQ(p.layers[1].channels[3], (std::vector<int64_t>{4, 5, 8, 9}));
+    // written back lowercase, otherwise the same text
+    const json back = json::parse(reap::plan_text(p));
+    EXPECT_EQ(back["layers"][0]["channel_bitmaps"], json({"0f00", "000f", "1109", "aa00"}));
+    EXPECT_EQ(reap::channel_bitmap({0, 4, 8, 11}, 12), "1109");
+    EXPECT_EQ(reap::channel_bitmap({2, 9}, 10), "0402");
+
+    auto with = [&](auto f) {
+        json x = d;
+        f(x);
+        return x;
+    };
+    expect_reject(with([](json & x) { x["layers"][1].erase("channel_bitmaps"); }), "layer 2: missing field \"channel_bitmaps\"");
+    expect_reject(with([](json & x) { x["layers"][1]["channel_bitmaps"] = "0f00"; }), "layer 2: \"channel_bitmaps\" must be an array");
+    expect_reject(with([](json & x) { x["layers"][0]["channel_bitmaps"].erase(3); }),
+                  "layer 0: \"channel_bitmaps\" has 3 bitmaps, n_keep is 4");
+    expect_reject(with([](json & x) { x["layers"][0]["channel_bitmaps"][1] = 15; }),
+                  "layer 0: channel_bitmaps[1] (source expert 1) must be a string, not integer");
+    expect_reject(with([](json & x) { x["layers"][0]["channel_bitmaps"][1] = "0f0"; }),
+                  "channel_bitmaps[1] (source expert 1) has 3 hex digits, 4 expected (12 channels, 8 per byte)");
+    expect_reject(with([](json & x) { x["layers"][0]["channel_bitmaps"][1] = "0f000"; }), "has 5 hex digits, 4 expected");
+    expect_reject(with([](json & x) { x["layers"][0]["channel_bitmaps"][2] = "0fg0"; }),
+                  "channel_bitmaps[2] (source expert 0) has 'g' at 2, not a hex digit");
+    expect_reject(with([](json & x) { x["layers"][0]["channel_bitmaps"][0] = "0710"; }),
+                  "channel_bitmaps[0] (source expert 3) sets channel 12, beyond the 12 channels");
+    expect_reject(with([](json & x) { x["layers"][0]["channel_bitmaps"][0] = "0f01"; }),
+                  "keeps 5 channels, width.keep is 4");
+    expect_reject(with([](json & x) { x["layers"][0]["channel_bitmaps"][0] = "0000"; }), "keeps 0 channels");
+    expect_reject(with([](json & x) { x["layers"][0]["channels"] = json::parse("[[0,1,2,3],[4,5,6,7],[0,2,4,6],[1,3,5,7]]"); }),
+                  "layer 0: \"channels\" in a version 3 plan");
+    expect_reject(with([](json & x) { x.erase("width"); }), "layer 0: \"channel_bitmaps\" in a plan without \"width\"");
 }
 
 TEST(PlanFormat, WriteReadRoundTripAndSha) {
@@ -448,7 +504,7 @@ decoded decode(const std::string & text) {
     if (!doc.contains("version")) return fail("\"version\"");
     int64_t version = 0;
     if (!int_in(doc["version"], 0, INT32_MAX, version)) return fail("\"version\"");
-    if (version != 1 && version != 2) return fail("version");
+    if (version < 1 || version > 3) return fail("version");
     if (!doc.contains("model")) return fail("\"model\"");
     const json & m = doc["model"];
     if (!m.is_object()) return fail("\"model\"");

@@ -4,10 +4,14 @@
 // byte for byte, down the kept columns of the source dequantised by ggml and
 // requantised by ggml in the test itself; reap verify accepts it, reports
 // the requantised tensors apart, and catches a byte changed in either part;
-// the width key and the stamp; refused down types and widths name why.
+// the width key and the stamp; refused down types and widths name why; a
+// down type that needs an importance matrix takes the imatrix sliced to the
+// kept channels.
+#include "imatrix_test_util.h"
 #include "prune_test_util.h"
 
 #include "moe/width.h"
+#include "prune/run.h"
 #include "prune/width.h"
 
 #include <ggml.h>
@@ -246,4 +250,140 @@ TEST(PruneWidth, RequantisesToAnotherType) {
     EXPECT_EQ(reap::prune::requantise_refusal(reap::gguf::tensor_type::Q4_K, 256), "");
     EXPECT_NE(reap::prune::requantise_refusal(reap::gguf::tensor_type::Q4_K, 128).find("not whole blocks of q4_K"),
               std::string::npos);
+}
+
+// ---- down types that need an importance matrix (iq2_xxs): the imatrix sliced to the kept channels ----
+//
+// A small model (tests/gguf_test_util.h) with 512-channel experts and f32 down
+// slabs, cut to 256 channels (iq2_xxs blocks are 256) through the prune stages
+// of reap prune (prune/run.h) with --down-type iq2_xxs and --imatrix. Each
+// kept expert's down bytes must equal the test's own ggml quantisation of the
+// kept columns with the importance picked here from the imatrix's values
+// (in_sum2 / count at the kept channels: llama-quantize's normalisation), and
+// differ from a quantisation with uniform importance (so the imatrix did
+// count). Without --imatrix: a usage error naming the type; verify audits the
+// cut only with the imatrix.
+TEST(PruneWidth, DownTypeThatNeedsAnImportanceMatrix) {
+    using namespace reap;
+    const std::string dir = prune_test::scratch("prune-width-iq2");
+    constexpr int64_t F = 512, K = 256, D = 64, E = 4;
+    gguf_test::model_options mo;
+    mo.n_ff_exp = F;
+    mo.n_embd = D;
+    mo.n_layer = 1;   // block 0 only: MoE (the fixture's block 1 is dense, which qwen3moe's layout refuses)
+    gguf::output_spec spec = gguf_test::make_model_spec(mo);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    std::vector<gguf::output_tensor> kept_tensors;
+    for (gguf::output_tensor & t : spec.tensors) {
+        if (t.name.find("_shexp") != std::string::npos) continue;   // no shared expert sized from the width key
+        if (t.name.find("ffn_down_exps") != std::string::npos) {   // f32 values a quantiser takes (no NaN bit patterns)
+            t.type = gguf::tensor_type::F32;
+            auto v = std::make_shared<std::vector<uint8_t>>(size_t(F * D * E) * sizeof(float));
+            float * f = reinterpret_cast<float *>(v->data());
+            for (int64_t i = 0; i < F * D * E; ++i) f[i] = normal(rng);
+            t.memory = v;
+        }
+        kept_tensors.push_back(t);
+    }
+    spec.tensors = kept_tensors;
+    const std::string model_path = dir + "/model.gguf";
+    std::string err;
+    ASSERT_TRUE(gguf_test::write_fixture(spec, model_path, err)) << err;
+    gguf::model m;
+    ASSERT_TRUE(gguf::open_model(model_path, m, err)) << err;
+    plan p;
+    ASSERT_TRUE(prune_test::random_plan(m, 2, 4, p, err)) << err;
+    prune_test::random_width(p, F, K, 9);
+    ASSERT_TRUE(write_plan(p, dir + "/plan.json", true, err)) << err;
+
+    // the imatrix: every expert weight of block 0; expert 1 saw no token
+    std::uniform_real_distribution<float> uni(0.01f, 4.0f);
+    std::map<std::string, std::vector<float>> sums;
+    const std::vector<float> counts = {6, 0, 3, 11};
+    std::vector<imatrix_test::fake_entry> es;
+    for (int l : {0}) {
+        for (const auto & [w, nv] : std::vector<std::pair<std::string, int64_t>>{{"gate", 256}, {"up", D}, {"down", F}}) {
+            imatrix_test::fake_entry e{"blk." + std::to_string(l) + ".ffn_" + w + "_exps.weight", nv, E, {}, counts};
+            for (int64_t i = 0; i < nv * E; ++i) e.sums.push_back(counts[size_t(i / nv)] == 0 ? 0.f : uni(rng));
+            sums[e.name] = e.sums;
+            es.push_back(e);
+        }
+    }
+    imatrix_test::write_gguf_imatrix(dir + "/src.imatrix.gguf", es);
+
+    prune::prune_request req;
+    req.model = model_path;
+    req.plan = dir + "/plan.json";
+    req.output = dir + "/out.gguf";
+    req.force = true;
+    req.sync = false;
+    req.down_type = "iq2_xxs";
+    {   // without an importance matrix: a usage error naming the type
+        prune::prune_job job;
+        util::error e;
+        EXPECT_FALSE(prune::prepare_prune(req, job, e));
+        EXPECT_EQ(e.kind, util::error_kind::usage);
+        EXPECT_NE(e.message.find("--down-type iq2_xxs"), std::string::npos) << e.message;
+        EXPECT_NE(e.message.find("needs an importance matrix"), std::string::npos) << e.message;
+        EXPECT_NE(e.message.find("--imatrix"), std::string::npos) << e.message;
+    }
+    req.imatrix = dir + "/src.imatrix.gguf";
+    prune::prune_job job;
+    util::error e;
+    ASSERT_TRUE(prune::prepare_prune(req, job, e)) << e.message;
+    ASSERT_TRUE(prune::prepare_imatrix(job, e)) << e.message;
+    prune::prune_written written;
+    ASSERT_TRUE(prune::write_prune(job, written, e)) << e.message;
+
+    const auto src = load_with_ggml(model_path), out = load_with_ggml(req.output);
+    ASSERT_FALSE(out.empty());
+    for (const plan_layer & pl : p.layers) {
+        const std::string name = "blk." + std::to_string(pl.layer) + ".ffn_down_exps.weight";
+        SCOPED_TRACE(name);
+        const loaded & s = src.at(name), & o = out.at(name);
+        ASSERT_EQ(o.type, GGML_TYPE_IQ2_XXS);
+        ASSERT_EQ(o.ne[0], K);
+        const size_t per_out = o.data.size() / size_t(p.n_keep);
+        const std::vector<float> & in = sums.at(name);
+        for (size_t k = 0; k < pl.keep.size(); ++k) {
+            const int64_t ex = pl.keep[k];
+            std::vector<float> kept(static_cast<size_t>(D * K)), imp(static_cast<size_t>(K));
+            for (int64_t r = 0; r < D; ++r) {
+                const float * row = reinterpret_cast<const float *>(s.data.data()) + (ex * D + r) * F;
+                for (int64_t j = 0; j < K; ++j) kept[size_t(r * K + j)] = row[pl.channels[k][size_t(j)]];
+            }
+            const float c = counts[size_t(ex)];
+            for (int64_t j = 0; j < K; ++j) imp[size_t(j)] = c > 0 ? in[size_t(ex * F + pl.channels[k][size_t(j)])] / c : 1.0f;
+            std::vector<uint8_t> want(per_out), flat(per_out);
+            ASSERT_EQ(ggml_quantize_chunk(GGML_TYPE_IQ2_XXS, kept.data(), want.data(), 0, D, K, imp.data()), per_out);
+            EXPECT_EQ(0, memcmp(want.data(), o.data.data() + k * per_out, per_out)) << "output expert " << k;
+            if (c > 0) {   // the importance changed the quantisation
+                const std::vector<float> ones(static_cast<size_t>(K), 1.0f);
+                ggml_quantize_chunk(GGML_TYPE_IQ2_XXS, kept.data(), flat.data(), 0, D, K, ones.data());
+                EXPECT_NE(0, memcmp(flat.data(), want.data(), per_out)) << "output expert " << k;
+            }
+        }
+    }
+    // the sliced imatrix beside it: down entries of K values per kept expert
+    gguf::model im;
+    ASSERT_TRUE(gguf::open_model(job.imatrix_out, im, err)) << err;
+    const gguf::tensor_info * t = im.find_tensor("blk.0.ffn_down_exps.weight.in_sum2");
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->ne[0], K);
+    EXPECT_EQ(t->ne[1], p.n_keep);
+
+    // verify: without the imatrix the down tensors cannot be audited (not a difference); with it, OK
+    prune::verify_options vo;
+    vo.check_sums = false;
+    prune::verify_report rep;
+    EXPECT_FALSE(prune::verify_pruned(m, p, req.output, vo, rep, err));
+    EXPECT_FALSE(rep.differs);
+    EXPECT_NE(err.find("iq2_xxs, which is quantised with an importance matrix"), std::string::npos) << err;
+    const prune::imatrix_slice & isl = job.islice;
+    vo.importance = [&isl](const std::string & down, size_t k, std::vector<float> & w, std::string & why) {
+        return prune::kept_importance(isl, down, k, w, why);
+    };
+    EXPECT_TRUE(prune::verify_pruned(m, p, req.output, vo, rep, err)) << err;
+    EXPECT_EQ(rep.n_requantised, 1u);
 }

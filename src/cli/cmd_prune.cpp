@@ -75,12 +75,15 @@ void declare(reap::cli::options & t, prune_params & pp) {
            "(reap.plan.other_model)",
            p.allow_other_model);
     t.flag("--dry-run", "print what would be written and the sizes; write nothing", p.dry_run);
-    t.text("--down-type", "TYPE", "width plans: requantise ffn_down_exps to TYPE (q8_0, q4_K, f16, ...; default its own)", p.down_type);
+    t.text("--down-type", "TYPE",
+           "width plans: requantise ffn_down_exps to TYPE (q8_0, q4_K, f16, ...; default its own); iq2_xxs, iq2_xs, "
+           "iq1_s and iq1_m need an importance matrix: --imatrix, sliced to each kept expert's channels", p.down_type);
     t.flag("--json", "print one JSON object on stdout (outputs, imatrix coverage); the text goes to stderr", pp.json);
     t.section("importance matrix (prune, then quantise):");
     t.text("--imatrix", "IMATRIX",
            "the source model's llama-imatrix file (GGUF or legacy .dat): also write the pruned model's, every "
-           "ffn_*_exps entry cut to the plan's keep lists, the rest unchanged, same format (listed in SHA256SUMS "
+           "ffn_*_exps entry cut to the plan's keep lists (a width plan's ffn_down_exps entries also to each kept "
+           "expert's channels), the rest unchanged, same format (listed in SHA256SUMS "
            "when beside it); refused when its entries do not fit MODEL (an entry naming no tensor of MODEL, a value "
            "count that is not the tensor's row size times its expert count) or it lacks expert entries. An imatrix "
            "records no model identity (llama-imatrix writes only its datasets and chunk count), so one made on "

@@ -18,14 +18,17 @@ int cmd_sweep(int argc, char ** argv) {
     reap::cli::sweep_params p;
     reap::cli::options t("sweep",
                          "usage: reap sweep SALIENCY.gguf -m BASE.gguf [-m Q2.gguf ...] [--reference REF.gguf | --kld-base REF.kld]\n"
-                         "                  -f TEXT (--keep N,... | --ratios R,... | --budgets SIZE,...) [-o SWEEP.json] [options]");
+                         "                  -f TEXT (--keep N,... | --ratios R,... | --budgets SIZE,...) [--widths K,...] [-o SWEEP.json] [options]");
     reap::cli::declare_sweep(t, p);
     int status = 0;
     if (!t.parse(argc, argv, status)) return status;
     std::string err;
-    if (p.n_kinds != 1) {
-        return t.usage_error(p.n_kinds == 0 ? "say which sizes: --keep N,N,..., --ratios R,R,... or --budgets SIZE,..."
+    if (p.n_kinds > 1 || (p.n_kinds == 0 && p.sw.widths.empty())) {
+        return t.usage_error(p.n_kinds == 0 ? "say which sizes: --keep N,N,..., --ratios R,R,..., --budgets SIZE,... or --widths K,..."
                                             : "give one of --keep, --ratios and --budgets, once");
+    }
+    if (p.sw.widths.empty() && (!p.sw.down_type.empty() || p.sw.channel_score_given)) {
+        return t.usage_error(std::string(p.sw.down_type.empty() ? "--channel-score" : "--down-type") + " is for width cuts: give --widths K,...");
     }
     if (!reap::cli::parse_llama_runtime(t, "sweep", p.sw.eval.base_path, p.given, p.sw.eval.rt, status)) return status;
     p.sw.eval.progress = !p.quiet && isatty(fileno(stderr));

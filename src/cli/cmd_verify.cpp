@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "gguf/gguf.h"
 #include "plan/plan.h"
+#include "prune/imatrix_slice.h"
 #include "prune/prune.h"
 #include "util/path.h"
 #include "util/publish.h"
@@ -26,6 +27,7 @@ struct verify_params {
     std::string plan;
     std::string output;
     std::string sums;
+    std::string imatrix;
     bool        check_sums = true;
     bool        allow_other_model = false;
 };
@@ -47,7 +49,9 @@ void declare(reap::cli::options & t, verify_params & p) {
         "  * SHA256SUMS beside OUT lists every output file with its current hash.\n"
         "A width plan's cut: gate/up rows of the kept channels byte for byte; the down\n"
         "tensors, requantised, equal a fresh requantisation of the source's kept columns\n"
-        "(ggml) to OUT's type; they are reported apart from the byte-exact parts.\n"
+        "(ggml) to OUT's type; they are reported apart from the byte-exact parts. A down\n"
+        "type quantised with an importance matrix (iq2_xxs, iq2_xs, iq1_s, iq1_m) is\n"
+        "audited only with the source imatrix the cut was given (--imatrix).\n"
         "OUT's folder is read under its shared lock: a publish into it in progress\n"
         "(prune --force over OUT) is waited for (at most 2 minutes), never seen half done.\n"
         "Memory: two 4 MiB buffers, whatever the model's size.\n");
@@ -56,6 +60,9 @@ void declare(reap::cli::options & t, verify_params & p) {
     t.text("--plan", "PLAN.json", "the plan OUT was pruned with", p.plan);
     t.text("--sums", "PATH", "the SHA256SUMS file to check (default: beside OUT)", p.sums);
     t.flag("--no-sums", "skip the SHA256SUMS check", p.check_sums, false);
+    t.text("--imatrix", "IMATRIX",
+           "width cuts: the source model's llama-imatrix file given to reap prune, for auditing down tensors "
+           "requantised to a type that needs one", p.imatrix);
     t.flag("--allow-other-model", "accept a plan whose recorded model fingerprint is not MODEL's", p.allow_other_model);
     t.help_row();
     t.positional([&p](const std::string & a, std::string & err) {
@@ -95,6 +102,21 @@ int cmd_verify(int argc, char ** argv) {
     vopts.check_sums = params.check_sums;
     vopts.sums_path = params.sums;
     if (!reap::plan_file_sha256(params.plan, vopts.plan_sha256, err)) return reap::cli::fail("verify", err);
+    reap::prune::imatrix_slice islice;
+    if (!params.imatrix.empty()) {
+        // (the plan is checked against the model before the slice reads its keep lists)
+        reap::moe::layout lay;
+        if (!reap::model_layout(model, lay, err)) return reap::cli::fail("verify", err);
+        reap::plan_model_facts facts = plan.has_width() ? reap::facts_of(lay, model) : reap::facts_of(lay);
+        facts.down_block = 1;   // as verify_pruned: the output's down type is checked tensor by tensor
+        if (!reap::validate_plan(plan, facts, err) ||
+            !reap::prune::prepare_imatrix_slice(params.imatrix, model, lay, plan, islice, err)) {
+            return reap::cli::fail("verify", err);
+        }
+        vopts.importance = [&islice](const std::string & down, size_t k, std::vector<float> & w, std::string & e) {
+            return reap::prune::kept_importance(islice, down, k, w, e);
+        };
+    }
     // a whole set: no publish into OUT's folder while it is read
     reap::util::dir_lock reading;
     auto waiting = [](const std::string & dir) {

@@ -35,6 +35,13 @@ void declare_sweep(options & t, sweep_params & p) {
     "3) and a chart of KLD against file size, one line per source; plans as\n"
     "DIR/SOURCE-keep-N.json.\n"
     "\n"
+    "Width cuts (--widths K,...): each size is also cut, in every kept expert, to its K most\n"
+    "salient intermediate channels (the archive's channel scores, as reap plan --width K), and\n"
+    "scored by the mask that also zeroes the removed channels before the down projection:\n"
+    "one row per (N, K), the predicted size that of the width-cut file reap prune writes\n"
+    "(down requantised to its type or --down-type T), plans as DIR/keep-N-width-K.json, the\n"
+    "chart KLD and top-1 against file size, one line per width.\n"
+    "\n"
     "Behaviour (one source): --needle runs reap eval's needle-in-a-haystack grid over -f and\n"
     "--generate PROMPTS its free generation, each once on the base and then on every size's\n"
     "mask, exactly as reap eval --mask keep-N.json runs them (same cells, values, prompts and\n"
@@ -60,6 +67,23 @@ void declare_sweep(options & t, sweep_params & p) {
     t.custom("--ratios", "R,R,...", "fractions of routed experts removed (as reap plan --ratio)", sizes(pl::size_kind::ratio));
     t.custom("--budgets", "SIZE,...", "file sizes to fit (as reap plan --budget: 400G, 300GiB, ...)",
              sizes(pl::size_kind::budget));
+    t.custom("--widths", "K,K,...",
+             "width cuts: every kept expert cut to its K most salient channels (as reap plan --width K), each K with "
+             "every size of --keep / --ratios / --budgets (a count x width grid; a budget finds the largest N whose "
+             "width-cut file fits) or alone with every expert kept. K = the experts' width is the uncut row. One "
+             "source; not with --needle / --generate",
+             [&p](const std::string & v, std::string & err) {
+                 for (const std::string & item : reap::cli::split_list(v)) {
+                     int64_t k = 0;
+                     if (!reap::cli::parse_integer("--widths", item, 1, INT64_MAX, k, err)) return false;
+                     p.sw.widths.push_back(k);
+                 }
+                 if (p.sw.widths.empty()) err = "--widths: empty list";
+                 return !p.sw.widths.empty();
+             });
+    t.text("--down-type", "T", "with --widths: the type reap prune --down-type will requantise down to (sizes, K's block)",
+           p.sw.down_type);
+    reap::cli::declare_channel_score(t, p.sw.channel_by, p.sw.channel_score_given);
     reap::cli::declare_ranking(t, p.sw.rank, p.sw.method_given,
                                "seed (default 0) of --method random's order, of --needle's values and of --temp's draws "
                                "(one seed for all three, as reap eval's --seed; recorded in -o's \"needle\" and \"generate\")");
@@ -67,7 +91,8 @@ void declare_sweep(options & t, sweep_params & p) {
     reap::cli::declare_split_max_size(t, p.sw.split_max_bytes);
     t.text("-o, --output", "FILE", "the sweep as JSON", p.output);
     t.text("--plot", "FILE", "the chart (SVG; default: -o with .svg)", p.plot);
-    t.text("--plans-dir", "DIR", "write every plan as DIR/keep-N.json (DIR is created if missing)", p.sw.plans_dir);
+    t.text("--plans-dir", "DIR", "write every plan as DIR/keep-N.json (width cuts: keep-N-width-K.json; DIR is created if missing)",
+           p.sw.plans_dir);
     t.flag("--force", "replace existing outputs", p.force);
     t.integer("--chunks", "N", "score at most N windows (plain text)", 1, INT32_MAX, p.sw.eval.max_chunks);
     t.text("--tmp-dir", "DIR", "where the base's rows wait (default $TMPDIR or /tmp)", p.sw.eval.tmp_dir);

@@ -20,6 +20,7 @@ using util::json_fields;
 constexpr uint64_t k_max_sweep_bytes = 256ull << 20;
 constexpr int64_t  k_max_experts = 1 << 24;
 constexpr int64_t  k_max_shards = 99999;   // gguf-split's %05d
+constexpr int64_t  k_max_width = 1 << 24;  // channels per expert
 
 ojson optional_rate(const std::optional<double> & v) { return v ? ojson(*v) : ojson(nullptr); }
 
@@ -37,7 +38,8 @@ bool point_from_json(json_fields & q, const sweep_record & s, sweep_record_point
     if (!q.i64("n_keep", pt.n_keep, 1, s.model.n_expert) || !q.u64("predicted_bytes", pt.predicted_bytes) ||
         !q.i64("predicted_shards", shards, 1, k_max_shards) || !q.num("removed_fraction", pt.removed_fraction, 0, 1) ||
         !q.num("saliency_share", pt.saliency_share, 0, 1) || !q.opt_i64("safety_margin", pt.safety_margin, 1, s.model.n_expert) ||
-        !q.opt_num("safety_margin_median", pt.safety_margin_median, 1, (double) s.model.n_expert) || !q.opt_str("plan", pt.plan)) {
+        !q.opt_num("safety_margin_median", pt.safety_margin_median, 1, (double) s.model.n_expert) || !q.opt_str("plan", pt.plan) ||
+        !q.opt_i64("width", pt.width, 1, k_max_width)) {
         return false;
     }
     pt.predicted_shards = (uint32_t) shards;
@@ -82,17 +84,20 @@ bool header_from_json(json_fields & f, sweep_record & s) {
            in.opt_u64("n_windows", s.input.n_windows) && in.opt_boolean("corpus", s.input.corpus) && f.opt_str("tool", s.tool);
 }
 
-// The "points" array of `f` (each n_keep once).
+// The "points" array of `f` (each (n_keep, width) once).
 bool point_list_from_json(json_fields & f, const sweep_record & s, std::vector<sweep_record_point> & out) {
     std::vector<const nlohmann::json *> pts;
     if (!f.elements("points", pts)) return false;
     if (!f.has("points")) return f.fail("points", "is missing");
-    std::set<int64_t> seen;
+    std::set<std::pair<int64_t, int64_t>> seen;
     for (size_t i = 0; i < pts.size(); ++i) {
         json_fields q = f.nested(*pts[i], "points[" + std::to_string(i) + "]");
         sweep_record_point pt;
         if (!point_from_json(q, s, pt)) return false;
-        if (!seen.insert(pt.n_keep).second) return q.fail("n_keep", "= " + std::to_string(pt.n_keep) + " is scored twice");
+        if (!seen.insert({pt.n_keep, pt.width}).second) {
+            return q.fail("n_keep", "= " + std::to_string(pt.n_keep) + (pt.width ? " at width " + std::to_string(pt.width) : "") +
+                                        " is scored twice");
+        }
         out.push_back(pt);
     }
     return true;
@@ -152,6 +157,7 @@ bool points_from_json(json_fields & f, sweep_record & out) {
 ojson point_to_json(const sweep_record_point & pt, bool mtp) {
     ojson q;
     q["n_keep"]               = pt.n_keep;
+    if (pt.width > 0) q["width"] = pt.width;
     q["request"]              = {{pt.request_kind, pt.request_text}};
     q["removed_fraction"]     = pt.removed_fraction;
     q["predicted_bytes"]      = pt.predicted_bytes;
@@ -283,7 +289,16 @@ ojson sweep_to_json(const sweep_record & s) {
     return j;
 }
 
-std::string sweep_point_name(int64_t n_keep) { return "keep " + std::to_string(n_keep); }
+std::string sweep_point_name(int64_t n_keep, int64_t width) {
+    return "keep " + std::to_string(n_keep) + (width > 0 ? " width " + std::to_string(width) : "");
+}
+
+bool sweep_has_widths(const sweep_record & s) {
+    for (const auto & pt : s.points) {
+        if (pt.width > 0) return true;
+    }
+    return false;
+}
 
 sweep_point_behaviour sweep_behaviour_of(const sweep_record & s, int64_t n_keep) {
     sweep_point_behaviour b;

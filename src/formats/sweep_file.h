@@ -26,11 +26,16 @@
 // "generate": the overall statistics). The reader recomputes them from the
 // sections and refuses a file that states others. Optional in every version.
 //
+// Width cuts (`reap sweep --widths`, one source): a point that cuts every
+// kept expert to K channels says "width": K (absent: every channel kept);
+// points are then one per (n_keep, width), in the order the sweep scored
+// them. Optional in every version.
+//
 // Versions: 1 (no "model.header_sha256"; an MTP rate of -1 meant "not
 // measured"), 2 (null for that) and 3 (sources, reference, frontier) all
 // read; one source is still written as version 2. Every field read is type-
-// and range-checked (a message names the field); two points of one n_keep are
-// refused.
+// and range-checked (a message names the field); two points of one n_keep
+// (and width) are refused.
 #pragma once
 
 #include "formats/behaviour_file.h"
@@ -49,6 +54,7 @@ constexpr int          k_sweep_version_one_source = 2;
 
 struct sweep_record_point {
     int64_t      n_keep = 0;
+    int64_t      width = 0;                    // K of a width cut (reap sweep --widths); 0: every channel kept
     std::string  request_kind, request_text;   // "keep" / "ratio" / "budget", as given ("16", "0.5", "400G")
     double       removed_fraction = 0;
     uint64_t     predicted_bytes = 0;
@@ -128,8 +134,11 @@ struct sweep_point_behaviour {
     generation_stats                generation;                     // overall, agreement against the base
 };
 sweep_point_behaviour sweep_behaviour_of(const sweep_record & s, int64_t n_keep);
-// The name a sweep gives the mask of point n_keep in its runs ("keep N").
-std::string sweep_point_name(int64_t n_keep);
+// The name a sweep gives the mask of point n_keep in its runs ("keep N";
+// a width cut: "keep N width K").
+std::string sweep_point_name(int64_t n_keep, int64_t width = 0);
+// Whether any point of `s` is a width cut.
+bool sweep_has_widths(const sweep_record & s);
 
 // The frontier of the sources (above): one entry per request of the first
 // source, in its order, each over the sources that scored that request.

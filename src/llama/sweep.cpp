@@ -45,7 +45,22 @@ bool plan_points(const sweep_options & o, const pl::ranked_model & rm, std::vect
     sctx.prune.version = o.tool_version;
     sctx.prune.plan_sha256 = std::string(64, '0');  // the real hash has the same length
     sctx.write.split_max_bytes = o.split_max_bytes;
-    if (!pl::plan_sweep(rm, sctx, o.sizes, points, err)) return false;
+    if (o.widths.empty()) {
+        if (!pl::plan_sweep(rm, sctx, o.sizes, points, err)) return false;
+    } else {
+        std::optional<pl::channel_score> by;
+        if (o.channel_score_given) by = o.channel_by;
+        pl::width_setup w;
+        util::error e;
+        if (!pl::setup_width(rm, o.saliency, o.down_type, by, o.widths, "--widths", w, e)) {
+            err = e.message;
+            return false;
+        }
+        sctx.width.down_type = w.cut.down_type;
+        std::vector<pl::size_request> sizes = o.sizes;   // --widths alone: every expert kept
+        if (sizes.empty()) sizes.push_back({pl::size_kind::keep, std::to_string(rm.facts.n_expert), rm.facts.n_expert});
+        if (!pl::plan_width_sweep(rm, sctx, sizes, o.widths, w, points, err)) return false;
+    }
     plan stamp;   // the model's fingerprint, read once for every plan
     stamp_plan_model(stamp, rm.model, rm.identity);
     for (auto & pt : points) {
@@ -75,6 +90,7 @@ std::vector<sweep_record_point> record_points(const sweep_options & o, const std
         const pl::sweep_point & pt = points[i];
         sweep_record_point q;
         q.n_keep = pt.n_keep;
+        q.width = pt.width;
         q.request_kind = kind_name(pt.req.kind);
         q.request_text = pt.req.text;
         q.removed_fraction = (double) (lay.n_expert - pt.n_keep) / (double) lay.n_expert;
@@ -83,7 +99,7 @@ std::vector<sweep_record_point> record_points(const sweep_options & o, const std
         q.saliency_share = pt.share;
         q.safety_margin = pt.margin;
         q.safety_margin_median = pt.margin_median;
-        if (!o.plans_dir.empty()) q.plan = sweep_plan_path(o, source, pt.n_keep);
+        if (!o.plans_dir.empty()) q.plan = sweep_plan_path(o, source, pt.n_keep, pt.width);
         q.overall = reps[i].overall;
         q.domains = reps[i].domains;
         if (mtp && reps[i].mtp_pruned) q.mtp_acceptance = reps[i].mtp_pruned->rate();
@@ -268,12 +284,12 @@ bool score_behaviour(const sweep_options & o, const std::vector<eval_candidate> 
 
 } // namespace
 
-std::string sweep_plan_path(const std::string & plans_dir, int64_t n_keep) {
-    return plans_dir + "/keep-" + std::to_string(n_keep) + ".json";
+std::string sweep_plan_path(const std::string & plans_dir, int64_t n_keep, int64_t width) {
+    return plans_dir + "/keep-" + std::to_string(n_keep) + (width > 0 ? "-width-" + std::to_string(width) : "") + ".json";
 }
 
-std::string sweep_plan_path(const sweep_options & o, const std::string & source, int64_t n_keep) {
-    if (!o.several_sources()) return sweep_plan_path(o.plans_dir, n_keep);
+std::string sweep_plan_path(const sweep_options & o, const std::string & source, int64_t n_keep, int64_t width) {
+    if (!o.several_sources()) return sweep_plan_path(o.plans_dir, n_keep, width);
     return o.plans_dir + "/" + util::stem_of(source) + "-keep-" + std::to_string(n_keep) + ".json";
 }
 
@@ -281,7 +297,7 @@ std::vector<std::pair<std::string, std::string>> sweep_output_files(const sweep_
                                                                     const std::string & plot, const std::string & output) {
     std::vector<std::pair<std::string, std::string>> files;
     if (!o.plans_dir.empty()) {
-        for (const auto & pt : r.points) files.push_back({sweep_plan_path(o, o.eval.base_path, pt.n_keep), plan_text(pt.p)});
+        for (const auto & pt : r.points) files.push_back({sweep_plan_path(o, o.eval.base_path, pt.n_keep, pt.width), plan_text(pt.p)});
         for (const auto & other : r.others) {
             for (const auto & pt : other->points) files.push_back({sweep_plan_path(o, other->path, pt.n_keep), plan_text(pt.p)});
         }
@@ -292,6 +308,10 @@ std::vector<std::pair<std::string, std::string>> sweep_output_files(const sweep_
 }
 
 bool plan_sweep_points(const sweep_options & o, sweep_result & r, std::string & err) {
+    if (!o.widths.empty() && (o.behaviour() || o.several_sources())) {
+        err = "--widths sweeps one source by KLD: not with --needle, --generate, several -m, --reference or --kld-base yet";
+        return false;
+    }
     if (o.behaviour() && o.several_sources()) {
         err = "--needle and --generate run on one source (its masks): not with several -m, --reference or --kld-base";
         return false;
@@ -310,7 +330,7 @@ bool score_sweep(const sweep_options & o, sweep_result & r, std::string & err) {
     std::vector<eval_candidate> cands;
     for (const auto & pt : r.points) {
         eval_candidate c;
-        c.path = sweep_point_name(pt.n_keep);
+        c.path = sweep_point_name(pt.n_keep, pt.width);
         c.mask = true;
         c.in_memory = &pt.p;
         cands.push_back(c);
@@ -327,6 +347,7 @@ bool score_sweep(const sweep_options & o, sweep_result & r, std::string & err) {
 
 util::chart sweep_result_chart(const sweep_result & r) {
     if (!r.record.sources.empty()) return report::sweep_frontier_chart(r.record);
+    if (sweep_has_widths(r.record)) return report::sweep_width_chart(r.record);
     report::sweep_chart_input in = report::sweep_chart_input_of(r.record);
     in.title = r.record.model.arch + ": cost of each cut (" + r.record.saliency.method + ", " + util::join(r.record.saliency.domains, ",") + ")";
     return report::sweep_chart(in);
@@ -436,23 +457,36 @@ void print_sweep(FILE * out, const sweep_options & o, const sweep_result & r) {
     fprintf(out, "  saliency %s: method %s, domains %s; scored on %s: %zu tokens in %zu windows, base PPL %.4f\n\n", o.saliency.c_str(),
             s.saliency.method.c_str(), util::join(s.saliency.domains, ",").c_str(), s.input.file.c_str(), first ? first->overall.n_tokens : 0,
             first ? first->n_windows : 0, first ? first->overall.ppl_base : 0.0);
-    fprintf(out, "  %6s %8s %22s %9s %7s %10s %10s %10s %8s %10s\n", "N", "removed", "predicted size", "saliency", "margin", "KLD mean",
-            "median", "p99", "top-1", "PPL ratio");
+    // width cuts: a width column (K, or "all" for every channel kept)
+    const bool widths = sweep_has_widths(s);
+    auto width_cell = [&](const sweep_record_point & q) {
+        if (!widths) return std::string();
+        return " " + std::string(6 - std::min<size_t>(6, (q.width > 0 ? std::to_string(q.width) : "all").size()), ' ') +
+               (q.width > 0 ? std::to_string(q.width) : "all");
+    };
+    fprintf(out, "  %6s%s %8s %22s %9s %7s %10s %10s %10s %8s %10s\n", "N", widths ? "  width" : "", "removed", "predicted size",
+            "saliency", "margin", "KLD mean", "median", "p99", "top-1", "PPL ratio");
     for (const auto & q : s.points) {
         const eval_metrics & m = q.overall;
         const std::string margin = q.safety_margin > 0 ? std::to_string(q.safety_margin) : "-";
-        fprintf(out, "  %6" PRId64 " %7.1f%% %22s %8.2f%% %7s %10.6f %10.6f %10.6f %7.3f%% %10.5f\n", q.n_keep, 100.0 * q.removed_fraction,
+        fprintf(out, "  %6" PRId64 "%s %7.1f%% %22s %8.2f%% %7s %10.6f %10.6f %10.6f %7.3f%% %10.5f\n", q.n_keep, width_cell(q).c_str(),
+                100.0 * q.removed_fraction,
                 util::format_size(q.predicted_bytes).c_str(), 100.0 * q.saliency_share, margin.c_str(), m.kld_mean, m.kld_median, m.kld_p99,
                 100.0 * m.argmax_agree, m.ppl_ratio);
     }
     fprintf(out, "  (margin: the best rank, 1 = most salient, any removed expert holds in any domain, in any layer; each\n"
                  "   plan's receipts in full: --plans-dir)\n");
+    if (widths) {
+        fprintf(out, "  (width: the channels every kept expert keeps, ranked by the archive's channel scores; the predicted size is\n"
+                     "   the width-cut file's, its down projections requantised%s)\n",
+                o.down_type.empty() ? " to their own type" : (" to " + o.down_type).c_str());
+    }
     if (!s.points.empty() && !s.points[0].domains.empty()) {
-        fprintf(out, "\n  per domain: KLD mean / top-1\n  %6s", "N");
+        fprintf(out, "\n  per domain: KLD mean / top-1\n  %6s%s", "N", widths ? "  width" : "");
         for (const auto & d : s.points[0].domains) fprintf(out, " %20s", d.first.c_str());
         fprintf(out, "\n");
         for (const auto & q : s.points) {
-            fprintf(out, "  %6" PRId64, q.n_keep);
+            fprintf(out, "  %6" PRId64 "%s", q.n_keep, width_cell(q).c_str());
             for (const auto & d : q.domains) fprintf(out, "   %9.5f /%6.2f%%", d.second.kld_mean, 100.0 * d.second.argmax_agree);
             fprintf(out, "\n");
         }

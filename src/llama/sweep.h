@@ -53,6 +53,13 @@ struct sweep_options {
     bool                                 do_needle = false;
     needle_options                       needle;
     generate_options                     generate;
+    // --widths K,...: width cuts, each K with every size (alone: every expert
+    // kept); K = the experts' width stands for no cut. --down-type and
+    // --channel-score as reap plan takes them.
+    std::vector<int64_t>                 widths;
+    std::string                          down_type;
+    planner::channel_score               channel_by = planner::channel_score::reap;
+    bool                                 channel_score_given = false;
     bool behaviour() const { return do_needle || !generate.prompts_path.empty(); }
     bool several_sources() const { return !more_sources.empty() || !reference.empty() || !kld_base.empty(); }
 };
@@ -83,10 +90,11 @@ struct sweep_result {
 bool plan_sweep_points(const sweep_options & o, sweep_result & r, std::string & err);
 bool score_sweep(const sweep_options & o, sweep_result & r, std::string & err);
 
-// DIR/keep-N.json; with several sources DIR/STEM-keep-N.json (STEM: the
-// source's file name without .gguf; two sources of one name are refused).
-std::string sweep_plan_path(const std::string & plans_dir, int64_t n_keep);
-std::string sweep_plan_path(const sweep_options & o, const std::string & source, int64_t n_keep);
+// DIR/keep-N.json (a width cut: DIR/keep-N-width-K.json); with several
+// sources DIR/STEM-keep-N.json (STEM: the source's file name without .gguf;
+// two sources of one name are refused).
+std::string sweep_plan_path(const std::string & plans_dir, int64_t n_keep, int64_t width = 0);
+std::string sweep_plan_path(const sweep_options & o, const std::string & source, int64_t n_keep, int64_t width = 0);
 
 // Every file the run writes, in publishing order (the plans, the chart, the
 // JSON that names them), as (path, contents); `plot` and `output` "" = none.

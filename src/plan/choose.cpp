@@ -40,7 +40,6 @@ size_context sizing_of(const plan_request & req, const ranked_model & rm) {
     sctx.prune.plan_sha256 = std::string(64, '0');   // the real hash has the same length
     sctx.write.split_max_bytes = req.split_max_bytes;
     sctx.write.split_max_tensors = req.split_max_tensors;
-    if (const gguf::type_info * ti = req.down_type.empty() ? nullptr : gguf::find_type(req.down_type)) sctx.down_type = ti->type;
     return sctx;
 }
 
@@ -81,57 +80,29 @@ bool choose_n(const plan_request & req, const size_context & sctx, plan_choice &
 }
 
 // --width K: the model's experts can be cut to K (width facts, K against the
-// down type's blocks), and the archive ranks channels. `facts` receives the
-// model's facts with its width facts (the down block that of --down-type),
-// `scores` the archive's channel scores.
-bool check_width(const plan_request & req, const ranked_model & rm, plan_model_facts & facts, channel_scores & scores,
-                 util::error & err) {
+// down type's blocks), and the archive ranks channels (sweep.h, setup_width).
+bool check_width(const plan_request & req, const ranked_model & rm, width_setup & w, util::error & err) {
     if (req.width <= 0) return true;
-    const std::string flag = "--width " + std::to_string(req.width);
-    if (!req.budget_text.empty()) return fail_with(err, error_kind::usage, flag + ": --budget does not size width cuts yet; use --keep");
-    plan_model_facts f = facts_of(rm.layout, rm.model);
-    if (!f.width_refusal.empty()) return fail_with(err, error_kind::usage, flag + ": " + f.width_refusal);
-    if (!req.down_type.empty()) {
-        const gguf::type_info * ti = gguf::find_type(req.down_type);
-        if (!ti) return fail_with(err, error_kind::usage, "--down-type: unknown type '" + req.down_type + "'");
-        f.down_block = ti->block_size;
-        f.down_type_name = ti->name;
-    }
-    const std::string why = width_refusal(req.width, f.n_ff_exp, f.down_block, f.down_type_name);
-    if (!why.empty()) return fail_with(err, error_kind::usage, flag + ": " + why);
-    const channel_score by = req.channel_score_given ? req.channel_by : default_channel_score(rm.archive.metrics);
-    std::string msg;
-    if (!archive_channel_scores(rm.archive, req.saliency, req.rank.domains, by, f.n_ff_exp, scores, msg)) {
-        return fail_with(err, error_kind::input, flag + ": " + msg);
-    }
-    facts = std::move(f);
-    return true;
-}
-
-// Cuts plan `p` to width K by `scores`, checks it against the width facts and
-// records which channel score ranked the channels.
-bool cut_width(const plan_request & req, const ranked_model & rm, const plan_model_facts & facts,
-               const channel_scores & scores, plan & p, util::error & err) {
-    std::string msg;
-    if (!add_width(p, facts.n_ff_exp, req.width, scores, msg)) return fail_with(err, error_kind::input, msg);
-    if (!validate_plan(p, facts, msg)) return fail_with(err, error_kind::input, msg);
-    const channel_score by = req.channel_score_given ? req.channel_by : default_channel_score(rm.archive.metrics);
-    p.provenance["channel_score"] = channel_score_name(by);
-    return true;
+    std::optional<channel_score> by;
+    if (req.channel_score_given) by = req.channel_by;
+    return setup_width(rm, req.saliency, req.down_type, by, {req.width}, "--width " + std::to_string(req.width), w, err);
 }
 
 } // namespace
 
 bool choose_plan(const plan_request & req, plan_choice & c, util::error & err) {
     if (!open_inputs(req, c.rm, err)) return false;
-    plan_model_facts width_facts;
-    channel_scores scores;
-    if (!check_width(req, c.rm, width_facts, scores, err)) return false;
-    const size_context sctx = sizing_of(req, c.rm);
+    width_setup w;
+    if (!check_width(req, c.rm, w, err)) return false;
+    size_context sctx = sizing_of(req, c.rm);
+    if (req.width > 0) {   // every size, --budget's search included, is that of the width-cut file
+        sctx.width = w.cut;
+        sctx.width.keep = req.width;
+    }
     if (!choose_n(req, sctx, c, err)) return false;
     std::string msg;
     if (!make_plan(c.rm.rank, c.rm.facts, c.n_keep, c.p, msg)) return fail_with(err, error_kind::input, msg);
-    if (req.width > 0 && !cut_width(req, c.rm, width_facts, scores, c.p, err)) return false;
+    if (req.width > 0 && !cut_plan_width(w, req.width, c.p, msg)) return fail_with(err, error_kind::input, msg);
     stamp_plan_model(c.p, c.rm.model, c.rm.identity);
     if (!pruned_bytes(sctx, c.p, c.bytes, c.n_shards, msg)) return fail_with(err, error_kind::input, msg);
     if (!add_plan_provenance(req, c.rm.archive, c.bytes, c.n_shards, c.p, msg)) return fail_with(err, error_kind::input, msg);

@@ -169,34 +169,118 @@ bool parse_model(const json & doc, const std::string & who, plan & p, std::strin
     return true;
 }
 
-// A layer's "channels" (width plans only): n_keep lists of width_keep source
-// channels, each ascending without repeats, in [0, width_n_ff).
-bool parse_channels(const json & l, const std::string & kwho, const plan & p, plan_layer & pl, std::string & err) {
-    auto it = l.find("channels");
-    if (!p.has_width()) {
-        if (it != l.end()) {
-            err = kwho + ": \"channels\" in a plan without \"width\"";
+// Hex digit value, or -1.
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+}  // namespace
+
+std::string channel_bitmap(const std::vector<int64_t> & channels, int64_t n_ff) {
+    static const char digits[] = "0123456789abcdef";
+    std::vector<uint8_t> bytes(size_t((n_ff + 7) / 8), 0);
+    for (int64_t c : channels) {
+        if (c >= 0 && c < n_ff) bytes[size_t(c / 8)] = uint8_t(bytes[size_t(c / 8)] | (1u << (c % 8)));
+    }
+    std::string s(bytes.size() * 2, '0');
+    for (size_t b = 0; b < bytes.size(); ++b) {
+        s[2 * b] = digits[bytes[b] >> 4];
+        s[2 * b + 1] = digits[bytes[b] & 15];
+    }
+    return s;
+}
+
+bool parse_channel_bitmap(const std::string & s, int64_t n_ff, int64_t K, std::vector<int64_t> & out, std::string & err) {
+    const size_t n_bytes = size_t((n_ff + 7) / 8);
+    if (s.size() != 2 * n_bytes) {
+        err = "has " + std::to_string(s.size()) + " hex digits, " + std::to_string(2 * n_bytes) + " expected (" +
+              std::to_string(n_ff) + " channels, 8 per byte)";
+        return false;
+    }
+    out.clear();
+    out.reserve(size_t(K));
+    for (size_t b = 0; b < n_bytes; ++b) {
+        const int hi = hex_digit(s[2 * b]), lo = hex_digit(s[2 * b + 1]);
+        if (hi < 0 || lo < 0) {
+            err = "has '" + std::string(1, hi < 0 ? s[2 * b] : s[2 * b + 1]) + "' at " + std::to_string(hi < 0 ? 2 * b : 2 * b + 1) +
+                  ", not a hex digit";
             return false;
+        }
+        for (unsigned byte = unsigned(hi * 16 + lo); byte != 0; byte &= byte - 1) {   // the set bits, lowest first
+            const int64_t c = int64_t(b) * 8 + __builtin_ctz(byte);
+            if (c >= n_ff) {
+                err = "sets channel " + std::to_string(c) + ", beyond the " + std::to_string(n_ff) + " channels";
+                return false;
+            }
+            out.push_back(c);
+        }
+    }
+    if (int64_t(out.size()) != K) {
+        err = "keeps " + std::to_string(out.size()) + " channels, width.keep is " + std::to_string(K) +
+              " (every expert keeps the same width)";
+        return false;
+    }
+    return true;
+}
+
+namespace {
+
+// A layer's channel lists (width plans only): n_keep of them, each width_keep
+// source channels in [0, width_n_ff), ascending without repeats. Version 2
+// lists them ("channels": arrays of ids), version 3 and later as bitmaps
+// ("channel_bitmaps": hex strings, channel_bitmap()).
+bool parse_channels(const json & l, const std::string & kwho, int64_t version, const plan & p, plan_layer & pl,
+                    std::string & err) {
+    const bool bitmaps = version >= 3;
+    const char * name = bitmaps ? "channel_bitmaps" : "channels";
+    const char * other = bitmaps ? "channels" : "channel_bitmaps";
+    if (l.contains(other) && p.has_width()) {
+        err = kwho + ": \"" + other + "\" in a version " + std::to_string(version) + " plan (version " +
+              std::to_string(version) + " gives the kept channels as \"" + name + "\")";
+        return false;
+    }
+    auto it = l.find(name);
+    if (!p.has_width()) {
+        for (const char * f : {"channels", "channel_bitmaps"}) {
+            if (l.contains(f)) {
+                err = kwho + ": \"" + f + "\" in a plan without \"width\"";
+                return false;
+            }
         }
         return true;
     }
     if (it == l.end()) {
-        err = kwho + ": missing field \"channels\" (the plan cuts width: every kept expert lists its channels)";
+        err = kwho + ": missing field \"" + name + "\" (the plan cuts width: every kept expert lists its channels)";
         return false;
     }
     if (!it->is_array()) {
-        err = kwho + ": \"channels\" must be an array, not " + std::string(json_type_name(*it));
+        err = kwho + ": \"" + name + "\" must be an array, not " + std::string(json_type_name(*it));
         return false;
     }
     if (int64_t(it->size()) != p.n_keep) {
-        err = kwho + ": \"channels\" has " + std::to_string(it->size()) + " lists, n_keep is " + std::to_string(p.n_keep) +
-              " (one list per kept expert)";
+        err = kwho + ": \"" + name + "\" has " + std::to_string(it->size()) + " " + (bitmaps ? "bitmaps" : "lists") +
+              ", n_keep is " + std::to_string(p.n_keep) + " (one per kept expert)";
         return false;
     }
     pl.channels.resize(it->size());
     for (size_t i = 0; i < it->size(); ++i) {
         const json & list = (*it)[i];
-        const std::string cwho = kwho + ": channels[" + std::to_string(i) + "] (source expert " + std::to_string(pl.keep[i]) + ")";
+        const std::string cwho = kwho + ": " + name + "[" + std::to_string(i) + "] (source expert " + std::to_string(pl.keep[i]) + ")";
+        std::vector<int64_t> & out = pl.channels[i];
+        if (bitmaps) {
+            if (!list.is_string()) {
+                err = cwho + " must be a string, not " + std::string(json_type_name(list));
+                return false;
+            }
+            if (!parse_channel_bitmap(list.get_ref<const std::string &>(), p.width_n_ff, p.width_keep, out, err)) {
+                err = cwho + " " + err;
+                return false;
+            }
+            continue;
+        }
         if (!list.is_array()) {
             err = cwho + " must be an array, not " + std::string(json_type_name(list));
             return false;
@@ -206,7 +290,6 @@ bool parse_channels(const json & l, const std::string & kwho, const plan & p, pl
                   " (every expert keeps the same width)";
             return false;
         }
-        std::vector<int64_t> & out = pl.channels[i];
         out.reserve(list.size());
         for (size_t j = 0; j < list.size(); ++j) {
             int64_t c = 0;
@@ -227,7 +310,7 @@ bool parse_width(const json & doc, const std::string & who, int64_t version, pla
     auto it = doc.find("width");
     if (it == doc.end()) return true;
     if (version < 2) {
-        err = who + ": \"width\" in a version " + std::to_string(version) + " plan (width plans are version 2)";
+        err = who + ": \"width\" in a version " + std::to_string(version) + " plan (width plans are version 2 or later)";
         return false;
     }
     if (!it->is_object()) {
@@ -244,8 +327,8 @@ bool parse_width(const json & doc, const std::string & who, int64_t version, pla
 
 // layers[i]: its block index (ascending, after the layers before it) and
 // n_keep expert ids, each in range and listed once (`seen` is scratch).
-bool parse_layer(const json & l, const std::string & who, size_t i, const plan & p, std::vector<uint8_t> & seen,
-                 plan_layer & pl, std::string & err) {
+bool parse_layer(const json & l, const std::string & who, size_t i, int64_t version, const plan & p,
+                 std::vector<uint8_t> & seen, plan_layer & pl, std::string & err) {
     const std::string lwho = who + ": layers[" + std::to_string(i) + "]";
     if (!l.is_object()) {
         err = lwho + " must be an object, not " + std::string(json_type_name(l));
@@ -282,11 +365,11 @@ bool parse_layer(const json & l, const std::string & who, size_t i, const plan &
         if (!check_keep_id(kwho, k, e, p.n_expert, seen, err)) return false;
         pl.keep.push_back(e);
     }
-    return parse_channels(l, kwho, p, pl, err);
+    return parse_channels(l, kwho, version, p, pl, err);
 }
 
 // The "layers" array, every entry through parse_layer.
-bool parse_layers(const json & doc, const std::string & who, plan & p, std::string & err) {
+bool parse_layers(const json & doc, const std::string & who, int64_t version, plan & p, std::string & err) {
     const json * layers = field(doc, "layers", who, err);
     if (!layers) return false;
     if (!layers->is_array()) {
@@ -300,7 +383,7 @@ bool parse_layers(const json & doc, const std::string & who, plan & p, std::stri
     std::vector<uint8_t> seen;
     for (size_t i = 0; i < layers->size(); ++i) {
         plan_layer pl;
-        if (!parse_layer((*layers)[i], who, i, p, seen, pl, err)) return false;
+        if (!parse_layer((*layers)[i], who, i, version, p, seen, pl, err)) return false;
         p.layers.push_back(std::move(pl));
     }
     return true;
@@ -328,7 +411,7 @@ bool parse_plan(const std::string & text, const std::string & name, plan & out, 
     if (!(v = field(doc, "n_keep", who, err))) return false;
     if (!get_int(*v, who + ": \"n_keep\"", 1, p.n_expert, p.n_keep, err)) return false;
     if (!parse_width(doc, who, version, p, err)) return false;
-    if (!parse_layers(doc, who, p, err)) return false;
+    if (!parse_layers(doc, who, version, p, err)) return false;
 
     auto prov = doc.find("provenance");
     if (prov != doc.end()) {
@@ -505,7 +588,11 @@ json plan_to_json(const plan & p) {
     json layers = json::array();
     for (const plan_layer & l : p.layers) {
         json entry = {{"layer", l.layer}, {"keep", l.keep}};
-        if (p.has_width()) entry["channels"] = l.channels;
+        if (p.has_width()) {
+            json bitmaps = json::array();
+            for (const auto & ch : l.channels) bitmaps.push_back(channel_bitmap(ch, p.width_n_ff));
+            entry["channel_bitmaps"] = std::move(bitmaps);
+        }
         layers.push_back(std::move(entry));
     }
     doc["layers"] = layers;
@@ -537,9 +624,9 @@ std::string plan_text(const plan & p) {
     const json & layers = doc["layers"];
     for (size_t i = 0; i < layers.size(); ++i) {
         s += "    {\"layer\": " + reap::util::json_text(layers[i]["layer"]) + ", \"keep\": " + reap::util::json_text(layers[i]["keep"]);
-        if (p.has_width()) {   // one kept expert's channels per line
-            const json & ch = layers[i]["channels"];
-            s += ", \"channels\": [\n";
+        if (p.has_width()) {   // one kept expert's channel bitmap per line
+            const json & ch = layers[i]["channel_bitmaps"];
+            s += ", \"channel_bitmaps\": [\n";
             for (size_t e = 0; e < ch.size(); ++e) {
                 s += "      " + reap::util::json_text(ch[e]) + (e + 1 < ch.size() ? ",\n" : "\n");
             }

@@ -9,12 +9,23 @@
 //     "provenance": { ... free-form ... }
 //   }
 //
-// Version 2 adds width pruning (channels inside every expert), written only
-// by plans that cut width; expert-only plans are still written as version 1,
-// and both versions are read:
+// Version 2 adds width pruning (channels inside every expert); expert-only
+// plans are still written as version 1, and every version is read:
 //
 //     "width": {"n_ff": 768, "keep": 512},
 //     "layers": [ {"layer": 3, "keep": [0, 5, ...], "channels": [[0, 2, 3, ...], [1, 2, ...], ...]}, ... ]
+//
+// Version 3 (what width plans are written as) gives the same channels as one
+// bitmap per kept expert, because id lists do not scale: at Kimi-K3 size (92
+// MoE layers x 720 kept experts x 1536 of 3072 channels) a version 2 plan is
+// 473 MB of JSON (more than the reader's 256 MiB cap) against 51 MB
+// (docs/commands.md has the measurements):
+//
+//     "layers": [ {"layer": 3, "keep": [0, 5, ...], "channel_bitmaps": ["0f3a...", ...]}, ... ]
+//
+// channel_bitmaps[i] is ceil(n_ff / 8) bytes as 2 hex digits each (high
+// nibble first): byte b holds channels 8b .. 8b+7, bit j (value 1 << j) set
+// when channel 8b + j is kept; bits past n_ff are zero, exactly K are set.
 //
 // width.n_ff is the source's <arch>.expert_feed_forward_length, width.keep
 // (K) the output's: one width for every expert of the model (GGUF has one
@@ -60,8 +71,16 @@
 namespace reap {
 
 constexpr const char * k_plan_format  = "reap-plan";
-constexpr int          k_plan_version = 2;        // the newest version read and written
+constexpr int          k_plan_version = 3;        // the newest version read and written (width plans)
 constexpr int          k_plan_version_experts = 1;  // what plans without a width are written as
+
+// The version 3 bitmap of a channel list (ids in [0, n_ff); others are left out).
+std::string channel_bitmap(const std::vector<int64_t> & channels, int64_t n_ff);
+// Reads a version 3 bitmap of n_ff channels that must keep exactly K into
+// `out` (ascending ids). False, with `err` saying what is wrong (length, a
+// character that is not a hex digit, a bit past n_ff, a count other than K),
+// for the caller to prefix with where the string is.
+bool parse_channel_bitmap(const std::string & s, int64_t n_ff, int64_t K, std::vector<int64_t> & out, std::string & err);
 
 // One MoE layer: its block index and the source experts kept, in output order.
 struct plan_layer {
@@ -108,10 +127,13 @@ struct plan {
 // version, non-positive counts, n_keep > n_expert, a keep list whose length is
 // not n_keep, an id out of [0, n_expert) or repeated, a layer index out of
 // [0, n_layer) or repeated, layers not ascending; in a width plan (version 2
-// with "width"): K out of [1, n_ff], a layer without "channels" or with a
-// count of lists other than n_keep, a list whose length is not K, a channel
-// out of [0, n_ff), not ascending or repeated; "width" or "channels" in a
-// version 1 plan. Unknown top-level keys are ignored (forward
+// or 3 with "width"): K out of [1, n_ff], a layer without its "channels"
+// (version 2) / "channel_bitmaps" (version 3), or with the other version's
+// field, or a count of lists other than n_keep; a list whose length is not K,
+// a channel out of [0, n_ff), not ascending or repeated (version 2); a bitmap
+// that is not a string of 2 * ceil(n_ff / 8) hex digits, sets a bit past
+// n_ff or other than K bits (version 3); "width" in a version 1 plan, channels
+// in a plan without "width". Unknown top-level keys are ignored (forward
 // compatibility); "provenance" is optional (default {}).
 bool parse_plan(const std::string & text, const std::string & name, plan & out, std::string & err);
 

@@ -509,8 +509,8 @@ bool parse_size(const std::string & s, uint64_t & bytes, std::string & err) {
 }
 
 bool pruned_bytes(const size_context & ctx, const plan & p, uint64_t & bytes, uint32_t & n_shards, std::string & err) {
-    moe::width_cut w;
-    if (p.has_width()) w = {p.width_n_ff, p.width_keep, ctx.down_type};
+    moe::width_cut w = ctx.width;
+    if (p.has_width()) w = {p.width_n_ff, p.width_keep, ctx.width.down_type};
     return moe::pruned_bytes(*ctx.model, *ctx.layout, p.n_keep, ctx.prune, ctx.write, bytes, n_shards, err, w);
 }
 

@@ -182,10 +182,14 @@ struct size_context {
     const moe::layout *   layout = nullptr;
     moe::stamp_options    prune;       // stamp as prune will run (plan_sha256: any 64-hex placeholder)
     gguf::write_options   write;       // split_max_bytes / split_max_tensors as prune will run
-    std::optional<gguf::tensor_type> down_type;   // width plans: prune --down-type (unset: down keeps its type)
+    // Width cuts: width.down_type is the type prune --down-type will requantise
+    // down to (unset: its own), for width plans and for the cut below;
+    // width.keep > 0 sizes every plan without channel lists as cut to
+    // width.keep of width.n_ff channels (the budget search's plans).
+    moe::width_cut        width;
 };
 // Exact bytes of all output files for plan `p` (they depend only on its n_keep
-// and, for a width plan, its width and the down type).
+// and, for a width plan or under ctx.width, its width and the down type).
 bool pruned_bytes(const size_context & ctx, const plan & p, uint64_t & bytes, uint32_t & n_shards, std::string & err);
 
 struct size_point {

@@ -2,6 +2,7 @@
 // ranking, and the model + archive setup that reap plan shares.
 #include "plan/sweep.h"
 #include "plan/receipts.h"
+#include "plan/width_rerank.h"
 #include "util/disk.h"
 #include "util/publish.h"
 
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <cstdint>
 #include <set>
 
 namespace reap::planner {
@@ -39,6 +41,56 @@ bool rank_opened_model(const std::string & model_path, const std::string & salie
     }
     if (!method_given) ro.how = default_method(out.archive.metrics);
     return rank_experts(out.archive, out.facts.n_group, ro, out.rank, err);
+}
+
+bool setup_width(const ranked_model & rm, const std::string & saliency_name, const std::string & down_type,
+                 std::optional<channel_score> by, const std::vector<int64_t> & widths, const std::string & flag,
+                 width_setup & out, util::error & err) {
+    using util::error_kind;
+    width_setup w;
+    w.facts = facts_of(rm.layout, rm.model);
+    if (!w.facts.width_refusal.empty()) return util::fail_with(err, error_kind::usage, flag + ": " + w.facts.width_refusal);
+    if (!down_type.empty()) {
+        const gguf::type_info * ti = gguf::find_type(down_type);
+        if (!ti) return util::fail_with(err, error_kind::usage, "--down-type: unknown type '" + down_type + "'");
+        w.facts.down_block = ti->block_size;
+        w.facts.down_type_name = ti->name;
+        w.cut.down_type = ti->type;
+    }
+    for (int64_t K : widths) {
+        const std::string why = width_refusal(K, w.facts.n_ff_exp, w.facts.down_block, w.facts.down_type_name);
+        if (!why.empty()) return util::fail_with(err, error_kind::usage, flag + ": " + why);
+    }
+    w.cut.n_ff = w.facts.n_ff_exp;
+    w.by = by ? *by : default_channel_score(rm.archive.metrics);
+    std::string msg;
+    if (!archive_channel_scores(rm.archive, saliency_name, rm.rank.opts.domains, w.by, w.facts.n_ff_exp, w.scores, msg)) {
+        return util::fail_with(err, error_kind::input, flag + ": " + msg);
+    }
+    out = std::move(w);
+    return true;
+}
+
+bool cut_plan_width(const width_setup & w, int64_t K, plan & p, std::string & err) {
+    if (!add_width(p, w.facts.n_ff_exp, K, w.scores, err)) return false;
+    if (!validate_plan(p, w.facts, err)) return false;
+    p.provenance["channel_score"] = channel_score_name(w.by);
+    if (w.cut.down_type) {   // the size predicted is that of prune --down-type with this type
+        const gguf::type_info * ti = gguf::find_type(uint32_t(*w.cut.down_type));
+        p.provenance["down_type"] = ti ? ti->name : "?";
+    }
+    // the rerank statistic (width_rerank.h), a receipt of the cut: null where a layer's is undefined
+    width_rerank rr;
+    if (!rerank_of(p, w.scores, rr, err)) return false;
+    nlohmann::json per_layer = nlohmann::json::array();
+    for (double v : rr.spearman) per_layer.push_back(std::isnan(v) ? nlohmann::json() : nlohmann::json(v));
+    p.provenance["width_rerank"] = {{"statistic", "spearman(full-width saliency, saliency on the kept channels), per layer, kept experts"},
+                                    {"layers", rr.layers},
+                                    {"spearman", per_layer},
+                                    {"n_defined", rr.n_defined},
+                                    {"min", rr.n_defined ? nlohmann::json(rr.min) : nlohmann::json()},
+                                    {"median", rr.n_defined ? nlohmann::json(rr.median) : nlohmann::json()}};
+    return true;
 }
 
 bool parse_size_requests(size_kind kind, const std::string & list, std::vector<size_request> & out, std::string & err) {
@@ -156,6 +208,39 @@ bool plan_sweep(const ranked_model & rm, const size_context & sctx, const std::v
             return false;
         }
     }
+    return true;
+}
+
+bool plan_width_sweep(const ranked_model & rm, const size_context & sctx, const std::vector<size_request> & reqs,
+                      const std::vector<int64_t> & widths, const width_setup & w, std::vector<sweep_point> & out,
+                      std::string & err) {
+    out.clear();
+    std::set<int64_t> seen;
+    for (int64_t K : widths) {
+        const std::string flag = "--widths " + std::to_string(K);
+        if (!seen.insert(K).second) {
+            err = flag + " is given twice";
+            return false;
+        }
+        const bool full = K == w.facts.n_ff_exp;
+        size_context cut = sctx;
+        cut.width = w.cut;
+        cut.width.keep = full ? 0 : K;
+        std::vector<sweep_point> pts;
+        if (!plan_sweep(rm, cut, reqs, pts, err)) return false;
+        for (sweep_point & pt : pts) {
+            if (!full) {
+                if (!cut_plan_width(w, K, pt.p, err)) return false;
+                pt.width = K;
+            }
+            out.push_back(std::move(pt));
+        }
+    }
+    // the full width (0) first, then K descending; N descending within a K
+    std::stable_sort(out.begin(), out.end(), [](const sweep_point & a, const sweep_point & b) {
+        const int64_t ka = a.width == 0 ? INT64_MAX : a.width, kb = b.width == 0 ? INT64_MAX : b.width;
+        return ka != kb ? ka > kb : a.n_keep > b.n_keep;
+    });
     return true;
 }
 

@@ -17,9 +17,12 @@
 #pragma once
 
 #include "plan/planners.h"
+#include "plan/width_planner.h"
+#include "util/error.h"
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +49,34 @@ bool open_ranked_model(const std::string & model_path, const std::string & salie
 bool rank_opened_model(const std::string & model_path, const std::string & saliency_path, rank_options ro,
                        bool method_given, ranked_model & out, std::string & err);
 
+// ---- width cuts (reap plan --width, reap sweep --widths) ----
+
+// What a width cut of rm's model needs: the model's width facts (the down
+// block that of the type prune will requantise down to), that type, and the
+// archive's channel scores.
+struct width_setup {
+    plan_model_facts facts;                     // facts_of(layout, model), down block of cut.down_type
+    moe::width_cut   cut;                       // n_ff and the down type; keep 0
+    channel_score    by = channel_score::reap;  // what ranks the channels
+    channel_scores   scores;                    // the archive's, summed over the ranking's domains
+};
+
+// Sets up width cuts of rm's model to each K of `widths`: `down_type` "" =
+// each down tensor's own type; `by` unset = the archive's default
+// (default_channel_score). Fails (usage) when the model cannot be cut in
+// width, the type is unknown or a K is refused (K in [1, n_ff], a multiple
+// of the down type's block; checked before the archive), and (input) when
+// the archive has no usable channel scores (archive_channel_scores'
+// messages, naming `saliency_name`). Messages start with `flag` (the option
+// asked, "--width 16"), --down-type's with "--down-type".
+bool setup_width(const ranked_model & rm, const std::string & saliency_name, const std::string & down_type,
+                 std::optional<channel_score> by, const std::vector<int64_t> & widths, const std::string & flag,
+                 width_setup & out, util::error & err);
+
+// Cuts plan `p` to width K (K < n_ff) by w's channel scores (add_width),
+// checks it against w.facts and records "channel_score" in its provenance.
+bool cut_plan_width(const width_setup & w, int64_t K, plan & p, std::string & err);
+
 enum class size_kind { keep, ratio, budget };
 
 struct size_request {
@@ -70,6 +101,7 @@ struct sweep_point {
     int64_t      margin = 0;       // safety margin (receipts.h): best rank of a pruned expert; 0 = none
     double       margin_median = 0;   // ... its median over layers
     std::string  note;             // e.g. rounding of a ratio to the group count
+    int64_t      width = 0;        // K of a width cut (plan_width_sweep); 0: every channel kept
 };
 
 // One point per request, sorted by n_keep, largest first. Two requests that
@@ -78,6 +110,17 @@ struct sweep_point {
 // a budget cannot be met).
 bool plan_sweep(const ranked_model & rm, const size_context & sctx, const std::vector<size_request> & reqs,
                 std::vector<sweep_point> & out, std::string & err);
+
+// Width cuts and counts (reap sweep --widths): one point per (request, K)
+// in `widths` (K = w.facts.n_ff_exp stands for the full width: no cut). For
+// each K the requests are planned as plan_sweep plans them with every file
+// sized as cut to K (so a budget finds the largest N whose width-cut file
+// fits), then each plan is cut to K (cut_plan_width). Points ordered by K
+// descending (the full width first), then N descending. `w` comes from
+// setup_width over the same widths; a K given twice fails naming it.
+bool plan_width_sweep(const ranked_model & rm, const size_context & sctx, const std::vector<size_request> & reqs,
+                      const std::vector<int64_t> & widths, const width_setup & w, std::vector<sweep_point> & out,
+                      std::string & err);
 
 // Whether every layer's keep set of `smaller` is inside that of `larger`
 // (same model); `why` names the first layer and expert that is not.

@@ -2,12 +2,14 @@
 // and the coverage receipt of the kept experts. See imatrix_slice.h.
 #include "prune/imatrix_slice.h"
 #include "moe/layout_gguf.h"
+#include "moe/width.h"
 #include "util/file.h"
 #include "util/path.h"
 #include "util/sha256.h"
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -84,8 +86,19 @@ bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, 
                 err = "the plan has no keep list for layer " + std::to_string(role.layer) + " (entry '" + name + "')";
                 return false;
             }
+            const std::vector<std::vector<int64_t>> * channels = nullptr;
+            if (p.has_width() && moe::width_cuts_columns(name)) {
+                // one value per intermediate channel of each expert
+                if (t->ne[0] != p.width_n_ff || pl->channels.size() != pl->keep.size()) {
+                    err = head + ": entry '" + name + "' has " + std::to_string(t->ne[0]) + " channels per expert, the plan cuts " +
+                          std::to_string(p.width_n_ff) + "-channel experts (layer " + std::to_string(role.layer) + ")";
+                    return false;
+                }
+                channels = &pl->channels;
+            }
             out.sliced.push_back(name);
             out.keep.push_back(&pl->keep);
+            out.channels.push_back(channels);
             layer_entries[role.layer].push_back(name);
         } else if (role.slice != moe::slice_kind::none && role.kind != moe::tensor_kind::router_weight) {
             // (the router's entry is per input channel: its expert axis is the output rows, untouched)
@@ -160,6 +173,93 @@ bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, 
         cov.layers.push_back(std::move(lc));
     }
     if (cov.counts_known) summarise(all, cov.min, cov.max, cov.mean, cov.median);
+    if (!f.legacy && !gguf::open_model(path, out.gguf_source, err)) return false;
+    return true;
+}
+
+namespace {
+
+// The values of source expert `e` of sliced entry `i` (n_values / n_expert floats), read from the file.
+bool read_expert_values(const imatrix_slice & s, size_t i, int64_t e, std::vector<float> & row, std::string & err) {
+    const std::string & name = s.sliced[i];
+    const saliency::imatrix_entry & en = s.file.entries.at(name);
+    const uint64_t per = (uint64_t) en.n_values / (uint64_t) s.n_expert;
+    row.assign(per, 0.0f);
+    if (!s.file.legacy) {
+        const gguf::tensor_info * t = s.gguf_source.find_tensor(name + ".in_sum2");
+        if (!t || t->type != gguf::tensor_type::F32 || (uint64_t) t->ne[0] != per || t->ne[1] != s.n_expert) {
+            err = "imatrix '" + s.source_path + "': entry '" + name + ".in_sum2' is not [" + std::to_string(per) + ", " +
+                  std::to_string(s.n_expert) + "] f32 (changed since it was read?)";
+            return false;
+        }
+        return gguf::read_tensor_bytes(s.gguf_source, *t, (uint64_t) e * per * sizeof(float), per * sizeof(float),
+                                       row.data(), err);
+    }
+    const int fd = util::open_input(s.source_path, err, "imatrix");
+    if (fd < 0) return false;
+    const bool ok = util::pread_full(fd, row.data(), per * sizeof(float), en.values_offset + (uint64_t) e * per * sizeof(float));
+    ::close(fd);
+    if (!ok) err = "imatrix '" + s.source_path + "': read error in entry '" + name + "'";
+    return ok;
+}
+
+// The index of `name` in s.sliced, or s.sliced.size().
+size_t sliced_index(const imatrix_slice & s, const std::string & name) {
+    return (size_t) (std::find(s.sliced.begin(), s.sliced.end(), name) - s.sliced.begin());
+}
+
+// Output expert k's values of sliced entry i: its kept channels (a down entry of a width plan), or all.
+bool kept_values(const imatrix_slice & s, size_t i, size_t k, std::vector<float> & out, std::string & err) {
+    std::vector<float> row;
+    if (!read_expert_values(s, i, (*s.keep[i])[k], row, err)) return false;
+    if (!s.channels[i]) {
+        out = std::move(row);
+        return true;
+    }
+    const std::vector<int64_t> & ch = (*s.channels[i])[k];
+    out.resize(ch.size());
+    for (size_t j = 0; j < ch.size(); ++j) {
+        if (ch[j] < 0 || (uint64_t) ch[j] >= row.size()) {
+            err = "entry '" + s.sliced[i] + "': channel " + std::to_string(ch[j]) + " out of range [0, " +
+                  std::to_string(row.size()) + ")";
+            return false;
+        }
+        out[j] = row[(size_t) ch[j]];
+    }
+    return true;
+}
+
+}  // namespace
+
+bool kept_importance(const imatrix_slice & s, const std::string & name, size_t k, std::vector<float> & out,
+                     std::string & err) {
+    const size_t i = sliced_index(s, name);
+    if (i == s.sliced.size() || k >= s.keep[i]->size()) {
+        err = "imatrix '" + s.source_path + "' has no entry '" + name + "' for output expert " + std::to_string(k);
+        return false;
+    }
+    if (!kept_values(s, i, k, out, err)) return false;
+    const saliency::imatrix_entry & en = s.file.entries.at(name);
+    // llama-quantize's normalisation (tools/quantize: load_imatrix)
+    float div = 1.0f;
+    if (!s.file.legacy) {
+        const double c = en.counts[(size_t) (*s.keep[i])[k]];
+        if (c <= 0) {
+            std::fill(out.begin(), out.end(), 1.0f);
+            return true;
+        }
+        div = (float) c;
+    } else if (en.ncall > 0) {
+        div = (float) en.ncall;
+    }
+    for (float & v : out) {
+        if (!std::isfinite(v) || v < 0) {
+            err = "imatrix '" + s.source_path + "': entry '" + name + "' holds " + std::to_string(v) +
+                  " (importance values are finite and >= 0)";
+            return false;
+        }
+        v /= div;
+    }
     return true;
 }
 
@@ -176,21 +276,36 @@ bool write_gguf_slice(const imatrix_slice & s, const std::string & path, bool fo
     gguf::model src;
     if (!gguf::open_model(s.source_path, src, err)) return false;
     gguf::output_spec spec = gguf::spec_from_model(src);
-    std::map<std::string, const std::vector<int64_t> *> keep_of;
-    for (size_t i = 0; i < s.sliced.size(); ++i) keep_of[s.sliced[i]] = s.keep[i];
+    std::map<std::string, size_t> index_of;
+    for (size_t i = 0; i < s.sliced.size(); ++i) index_of[s.sliced[i]] = i;
     for (size_t i = 0; i < spec.tensors.size(); ++i) {
         const gguf::tensor_info & t = src.tensors[i];
         std::string base = t.name;
-        if (util::ends_with(base, ".in_sum2")) base.resize(base.size() - 8);
+        const bool sums = util::ends_with(base, ".in_sum2");
+        if (sums) base.resize(base.size() - 8);
         else if (util::ends_with(base, ".counts")) base.resize(base.size() - 7);
-        const auto it = keep_of.find(base);
-        if (it == keep_of.end()) continue;
+        const auto it = index_of.find(base);
+        if (it == index_of.end()) continue;
+        const std::vector<int64_t> & keep = *s.keep[it->second];
+        gguf::output_tensor & o = spec.tensors[i];
+        o.ne[1] = (int64_t) keep.size();
+        o.pieces.clear();
+        if (sums && s.channels[it->second]) {
+            // a down entry of a width plan: each kept expert's kept channels, gathered here
+            auto data = std::make_shared<std::vector<uint8_t>>();
+            std::vector<float> v;
+            for (size_t k = 0; k < keep.size(); ++k) {
+                if (!kept_values(s, it->second, k, v, err)) return false;
+                const uint8_t * b = (const uint8_t *) v.data();
+                data->insert(data->end(), b, b + v.size() * sizeof(float));
+            }
+            o.ne[0] = (int64_t) v.size();
+            o.memory = std::move(data);
+            continue;
+        }
         // [ne0, n_expert] F32 (the reader checked): one row of ne0 floats per expert
         const uint64_t row = (uint64_t) t.ne[0] * sizeof(float);
-        gguf::output_tensor & o = spec.tensors[i];
-        o.ne[1] = (int64_t) it->second->size();
-        o.pieces.clear();
-        for (int64_t e : *it->second) o.pieces.push_back({src.path_of(t), t.file_offset + (uint64_t) e * row, row});
+        for (int64_t e : keep) o.pieces.push_back({src.path_of(t), t.file_offset + (uint64_t) e * row, row});
     }
     gguf::write_options wo;
     wo.force = force;
@@ -238,22 +353,34 @@ bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool 
         return true;
     };
     auto i32 = [&](int32_t v) { return put(&v, sizeof v); };
-    std::map<std::string, const std::vector<int64_t> *> keep_of;
-    for (size_t i = 0; i < s.sliced.size(); ++i) keep_of[s.sliced[i]] = s.keep[i];
+    std::map<std::string, size_t> index_of;
+    for (size_t i = 0; i < s.sliced.size(); ++i) index_of[s.sliced[i]] = i;
     if (!i32((int32_t) f.order.size())) return false;
     for (const std::string & name : f.order) {
         const saliency::imatrix_entry & en = f.entries.at(name);
-        const auto it = keep_of.find(name);
+        const auto it = index_of.find(name);
         const uint64_t nval = (uint64_t) en.n_values;
         if (!i32((int32_t) name.size()) || !put(name.data(), name.size()) || !i32((int32_t) en.ncall)) return false;
-        if (it == keep_of.end()) {
+        if (it == index_of.end()) {
             if (!i32((int32_t) nval) || !copy(en.values_offset, nval * sizeof(float))) return false;
             continue;
         }
+        const std::vector<int64_t> & keep = *s.keep[it->second];
         // n_expert slabs of nval / n_expert values (prepare checked nval against the model)
-        const uint64_t slab = nval / (uint64_t) s.n_expert * sizeof(float);
-        if (!i32((int32_t) (slab / sizeof(float) * it->second->size()))) return false;
-        for (int64_t e : *it->second) {
+        const uint64_t per = nval / (uint64_t) s.n_expert;
+        if (const auto * channels = s.channels[it->second]) {
+            // a down entry of a width plan: each kept expert's kept channels
+            const uint64_t K = channels->empty() ? 0 : (uint64_t) channels->front().size();
+            if (!i32((int32_t) (K * keep.size()))) return false;
+            std::vector<float> v;
+            for (size_t k = 0; k < keep.size(); ++k) {
+                if (!kept_values(s, it->second, k, v, err) || !put(v.data(), v.size() * sizeof(float))) return false;
+            }
+            continue;
+        }
+        const uint64_t slab = per * sizeof(float);
+        if (!i32((int32_t) (per * keep.size()))) return false;
+        for (int64_t e : keep) {
             if (!copy(en.values_offset + (uint64_t) e * slab, slab)) return false;
         }
     }

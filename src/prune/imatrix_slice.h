@@ -13,6 +13,13 @@
 //           llama-imatrix from the largest expert count, which the file does
 //           not hold; llama-quantize divides every value by it, so a kept
 //           expert's weights are what the source file gave it).
+// Width plans (plan.h "width") also cut channels inside the kept experts:
+// a down entry (ffn_down_exps: one value per intermediate channel, the input
+// of the down projection) keeps, for output expert i, the values of source
+// expert keep[i] at the plan's channels[i], in that order
+//   GGUF    `W.in_sum2` -> [K, n_keep] (values copied as they are), counts as above;
+//   legacy  n_keep * K values (nval updated);
+// gate/up entries are per d_model input channel: cut along the experts only.
 // Every other entry (the router's too: an entry is per input channel, and the
 // router's expert axis is its output rows), every KV and the legacy trailer (chunk count, dataset)
 // are copied unchanged, in the source's order. The output is written through
@@ -76,8 +83,11 @@ struct imatrix_slice {
     int64_t                 n_expert = 0;   // the source model's
     saliency::imatrix_file  file;        // the source, as read (entries, order, offsets)
     std::vector<std::string> sliced;     // entry names cut along the expert axis
-    // per sliced entry: the keep list of its layer
+    // per sliced entry: the keep list of its layer, and (width plans, down
+    // entries only; else nullptr) the channel lists of its layer
     std::vector<const std::vector<int64_t> *> keep;
+    std::vector<const std::vector<std::vector<int64_t>> *> channels;
+    gguf::model             gguf_source;  // the source opened as GGUF (not legacy): where values are read
     coverage_receipt        coverage;
 };
 
@@ -86,6 +96,15 @@ struct imatrix_slice {
 // coverage of the kept experts.
 bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, const moe::layout & lay,
                            const plan & p, imatrix_slice & out, std::string & err);
+
+// The importance llama-quantize would give output expert `k` of down entry
+// `name` (one of `sliced`) in the width-cut model: the source's values of
+// expert keep[k] at channels[k], normalised as llama-quantize normalises
+// them (GGUF: in_sum2 / count, all 1 for an expert that saw no token;
+// legacy: value / ncall, as they are when ncall is 0). K values, read from
+// the source file, each checked finite and >= 0.
+bool kept_importance(const imatrix_slice & s, const std::string & name, size_t k, std::vector<float> & out,
+                     std::string & err);
 
 // The default output beside the pruned model: OUT.gguf -> OUT.imatrix.gguf
 // (legacy input: OUT.imatrix.dat).

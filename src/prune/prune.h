@@ -25,6 +25,7 @@
 #include "gguf/gguf.h"
 #include "moe/pruned.h"
 #include "plan/plan.h"
+#include "prune/width.h"
 #include "util/sha256.h"
 
 #include <cstdint>
@@ -84,6 +85,11 @@ struct verify_options {
     // When the output carries reap.plan.sha256 it must equal this (the hash of
     // the plan file given to verify); empty skips that comparison.
     std::string plan_sha256;
+    // Width cuts whose down type needs an importance matrix (needs_importance):
+    // the one the cut used, per kept expert (prune/imatrix_slice.h
+    // kept_importance of the same source imatrix). Unset: such a tensor cannot
+    // be audited (an error, not a difference).
+    down_importance importance;
 };
 
 struct verify_report {

@@ -3,6 +3,7 @@
 // imatrix so that they appear together.
 #include "prune/run.h"
 
+#include "moe/width.h"
 #include "prune/prune.h"
 #include "util/file.h"
 #include "util/path.h"
@@ -13,6 +14,34 @@ using util::error_kind;
 using util::fail_with;
 
 namespace {
+
+// Width plans: the down tensors are requantised while the output is laid out,
+// so the imatrix (sliced to the kept channels) is read before that, and a
+// down type that needs one without --imatrix is a usage error naming it.
+bool read_width_importance(prune_job & job, util::error & err) {
+    const prune_request & req = job.req;
+    if (req.imatrix.empty()) {
+        for (const gguf::tensor_info & t : job.model.tensors) {
+            if (!moe::width_cuts_columns(t.name)) continue;
+            const gguf::tensor_type type = width_down_type(t, job.width);
+            if (!needs_importance(type)) continue;
+            return fail_with(err, error_kind::usage,
+                             std::string(req.down_type.empty() ? "'" + t.name + "' is " : "--down-type ") + gguf::type_name(type) +
+                                 ": quantising the cut down tensors to " + gguf::type_name(type) +
+                                 " needs an importance matrix: give the source model's llama-imatrix file with --imatrix");
+        }
+        return true;
+    }
+    std::string msg;
+    if (!prepare_imatrix_slice(req.imatrix, job.model, job.lay, job.p, job.islice, msg)) {
+        return fail_with(err, error_kind::input, msg);
+    }
+    const imatrix_slice & s = job.islice;
+    job.width.importance = [&s](const std::string & down, size_t k, std::vector<float> & w, std::string & e) {
+        return kept_importance(s, down, k, w, e);
+    };
+    return true;
+}
 
 // The model, the plan, and the plan checked against the model.
 bool read_inputs(prune_job & job, util::error & err) {
@@ -29,17 +58,13 @@ bool read_inputs(prune_job & job, util::error & err) {
         }
         job.width.down_type = ti->type;
     }
-    if (job.p.has_width() && !req.imatrix.empty()) {
-        return fail_with(err, error_kind::usage, "--imatrix with a width plan: slicing the channel entries of "
-                                                 "ffn_down_exps to the kept channels is not implemented yet");
-    }
     if (!validate_plan(job.p, prune_facts(job.model, job.lay, job.p, job.width), msg)) {
         return fail_with(err, error_kind::input, req.plan + " does not fit " + req.model + ": " + msg);
     }
     if (!check_plan_model(job.p, job.model, req.allow_other_model, req.plan, req.model, job.warning, job.other_model, msg)) {
         return fail_with(err, error_kind::input, msg);
     }
-    return true;
+    return job.p.has_width() ? read_width_importance(job, err) : true;
 }
 
 // The output spec and where each shard goes.
@@ -100,7 +125,8 @@ bool prepare_imatrix(prune_job & job, util::error & err) {
     const prune_request & req = job.req;
     if (req.imatrix.empty()) return true;
     std::string msg;
-    if (!prepare_imatrix_slice(req.imatrix, job.model, job.lay, job.p, job.islice, msg)) {
+    // (a width plan's slice was read with the inputs: its down importance is needed to lay out the output)
+    if (job.islice.source_path.empty() && !prepare_imatrix_slice(req.imatrix, job.model, job.lay, job.p, job.islice, msg)) {
         return fail_with(err, error_kind::input, msg);
     }
     job.imatrix_out = req.imatrix_out.empty() ? default_imatrix_out(req.output, job.islice.file.legacy) : req.imatrix_out;

@@ -231,7 +231,7 @@ bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layo
 // fresh requantisation of the kept columns to the output's type.
 bool check_width_tensor(const gguf::model & src, const gguf::model & out, const gguf::tensor_info & s,
                         const gguf::tensor_info & o, const plan_layer & pl, const plan & p, int64_t n_expert, comparer & cmp,
-                        verify_report & rep, std::string & err) {
+                        const verify_options & opts, verify_report & rep, std::string & err) {
     const std::string who = "tensor '" + s.name + "'";
     const bool down = moe::width_cuts_columns(s.name);
     const bool bias = !down && s.n_dims == 2;
@@ -277,9 +277,23 @@ bool check_width_tensor(const gguf::model & src, const gguf::model & out, const 
         return true;
     }
     const uint64_t per_out = o.nbytes / uint64_t(p.n_keep);
+    const bool weighted = needs_importance(o.type);
+    if (weighted && !opts.importance) {
+        rep.differs = false;   // not a difference: the audit cannot be made
+        err = who + " is " + gguf::type_name(o.type) + ", which is quantised with an importance matrix: give the source "
+              "model's llama-imatrix file the cut used (--imatrix) to audit it";
+        return false;
+    }
     std::vector<uint8_t> want, got(per_out);
+    std::vector<float> w;
     for (size_t k = 0; k < pl.keep.size(); ++k) {
-        if (!requantise_down_expert(src, s, pl.keep[k], pl.channels[k], o.type, want, err)) return false;
+        if (weighted && !opts.importance(s.name, k, w, err)) {
+            rep.differs = false;
+            return false;
+        }
+        if (!requantise_down_expert(src, s, pl.keep[k], pl.channels[k], o.type, want, err, weighted ? &w : nullptr)) {
+            return false;
+        }
         if (want.size() != per_out) {
             err = who + ": " + std::to_string(o.nbytes) + " bytes in the output, " + std::to_string(want.size() * p.n_keep) +
                   " expected (" + std::to_string(p.n_keep) + " experts requantised to " + gguf::type_name(o.type) + ")";
@@ -301,7 +315,7 @@ bool check_width_tensor(const gguf::model & src, const gguf::model & out, const 
 }
 
 bool check_tensors(const gguf::model & src, const gguf::model & out, const moe::layout & lay, const plan & p,
-                   verify_report & rep, std::string & err) {
+                   const verify_options & opts, verify_report & rep, std::string & err) {
     if (out.tensors.size() != src.tensors.size()) {
         err = "the output has " + std::to_string(out.tensors.size()) + " tensors, the source " +
               std::to_string(src.tensors.size());
@@ -323,7 +337,7 @@ bool check_tensors(const gguf::model & src, const gguf::model & out, const moe::
                 err = who + ": layer " + std::to_string(role.layer) + " has no channel lists in the plan";
                 return false;
             }
-            if (!check_width_tensor(src, out, s, o, *pl, p, lay.n_expert, cmp, rep, err)) return false;
+            if (!check_width_tensor(src, out, s, o, *pl, p, lay.n_expert, cmp, opts, rep, err)) return false;
             ++rep.n_sliced;
             ++rep.n_tensors;
             continue;
@@ -466,7 +480,7 @@ bool verify_pruned(const gguf::model & src, const plan & p, const std::string & 
         return false;
     }
     if (!check_kvs(src, out, lay, p, opts, report, err)) return false;
-    if (!check_tensors(src, out, lay, p, report, err)) return false;
+    if (!check_tensors(src, out, lay, p, opts, report, err)) return false;
     // an explicit --sums that cannot be read (missing, a folder, ...) is a usage
     // or I/O error (exit 2), not an output that differs
     if (opts.check_sums && !opts.sums_path.empty()) {

@@ -29,7 +29,11 @@ void add_row_pieces(std::vector<gguf::data_piece> & pieces, const std::string & 
 
 } // namespace
 
-std::string requantise_refusal(gguf::tensor_type type, int64_t n_per_row) {
+bool needs_importance(gguf::tensor_type type) {
+    return ggml_quantize_requires_imatrix(ggml_type(type)) || type == gguf::tensor_type::IQ1_M;
+}
+
+std::string requantise_refusal(gguf::tensor_type type, int64_t n_per_row, bool have_importance) {
     using tt = gguf::tensor_type;
     const gguf::type_info * ti = gguf::find_type(uint32_t(type));
     const std::string name = ti ? ti->name : std::to_string(uint32_t(type));
@@ -41,8 +45,8 @@ std::string requantise_refusal(gguf::tensor_type type, int64_t n_per_row) {
     bool quantisable = false;
     for (tt q : k_quantisable) quantisable = quantisable || (ti && q == type);
     if (!quantisable) return "ggml cannot quantise to " + name + " from floats";
-    if (ggml_quantize_requires_imatrix(ggml_type(type)) || type == tt::IQ1_M) {
-        return "quantising to " + name + " needs an importance matrix, which the width cut does not take";
+    if (needs_importance(type) && !have_importance) {
+        return "quantising to " + name + " needs an importance matrix: give the source model's llama-imatrix file (--imatrix)";
     }
     if (n_per_row % ti->block_size != 0) {
         return "rows of " + std::to_string(n_per_row) + " values are not whole blocks of " + name + " (" +
@@ -57,7 +61,7 @@ gguf::tensor_type width_down_type(const gguf::tensor_info & t, const width_optio
 
 bool requantise_down_expert(const gguf::model & m, const gguf::tensor_info & t, int64_t e,
                             const std::vector<int64_t> & channels, gguf::tensor_type out_type, std::vector<uint8_t> & out,
-                            std::string & err, std::vector<float> * dequantised) {
+                            std::string & err, const std::vector<float> * importance, std::vector<float> * dequantised) {
     const std::string who = "tensor '" + t.name + "'";
     const int64_t n_ff = t.ne[0], n_rows = t.ne[1], n_expert = t.ne[2];
     const int64_t K = int64_t(channels.size());
@@ -65,7 +69,7 @@ bool requantise_down_expert(const gguf::model & m, const gguf::tensor_info & t, 
         err = who + ": no expert " + std::to_string(e) + " of " + std::to_string(n_expert) + " to cut to " + std::to_string(K);
         return false;
     }
-    const std::string why = requantise_refusal(out_type, K);
+    const std::string why = requantise_refusal(out_type, K, importance != nullptr);
     if (!why.empty()) {
         err = who + ": " + why;
         return false;
@@ -105,7 +109,16 @@ bool requantise_down_expert(const gguf::model & m, const gguf::tensor_info & t, 
     }
     const size_t out_row = ggml_row_size(ggml_type(out_type), K);
     out.assign(out_row * size_t(n_rows), 0);
-    const size_t n = ggml_quantize_chunk(ggml_type(out_type), kept.data(), out.data(), 0, n_rows, K, nullptr);
+    const float * w = nullptr;
+    if (needs_importance(out_type)) {
+        if (int64_t(importance->size()) != K) {
+            err = who + ": an importance matrix of " + std::to_string(importance->size()) + " values for " + std::to_string(K) +
+                  " kept channels";
+            return false;
+        }
+        w = importance->data();
+    }
+    const size_t n = ggml_quantize_chunk(ggml_type(out_type), kept.data(), out.data(), 0, n_rows, K, w);
     if (n != out.size()) {
         err = who + ": ggml quantised " + std::to_string(n) + " bytes, " + std::to_string(out.size()) + " expected";
         return false;
@@ -135,8 +148,13 @@ bool apply_width(const gguf::model & m, const moe::layout & lay, const plan & p,
             const gguf::tensor_type type = width_down_type(t, o);
             auto data = std::make_shared<std::vector<uint8_t>>();
             std::vector<uint8_t> one;
+            std::vector<float> w;
+            const bool weighted = needs_importance(type) && o.importance;
             for (size_t k = 0; k < pl->keep.size(); ++k) {
-                if (!requantise_down_expert(m, t, pl->keep[k], pl->channels[k], type, one, err)) return false;
+                if (weighted && !o.importance(t.name, k, w, err)) return false;
+                if (!requantise_down_expert(m, t, pl->keep[k], pl->channels[k], type, one, err, weighted ? &w : nullptr)) {
+                    return false;
+                }
                 data->insert(data->end(), one.begin(), one.end());
             }
             out.pieces.clear();

@@ -8,7 +8,11 @@
 //     requantised: each kept expert's slab is dequantised with ggml's own
 //     to_float, the kept columns gathered in ascending order, and the result
 //     quantised with ggml_quantize_chunk to the source type or the requested
-//     down type (types that need an importance matrix are refused naming it);
+//     down type; a type that needs an importance matrix (needs_importance:
+//     iq2_xxs, iq2_xs, iq1_s, iq1_m) takes each kept expert's from
+//     width_options::importance (the source imatrix sliced to the kept
+//     channels, prune/imatrix_slice.h kept_importance) and is refused, naming
+//     the type, without one; other types are quantised without one, as before;
 //   * <arch>.expert_feed_forward_length becomes K (its value type kept) and,
 //     stamped, reap.width.source_length records the source's width.
 // Everything else is what make_pruned_spec made of it (expert slicing).
@@ -22,6 +26,7 @@
 #include "plan/plan.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,24 +36,40 @@ namespace reap::prune {
 // Stamped into width-pruned files: the experts' width in the source (u32; moe/pruned.h).
 using moe::k_key_width_source_length;
 
+// The importance matrix of output expert `k` of down tensor `down` (source
+// name) in the width-cut model: K values, one per kept channel, in the plan's
+// order. False with `err` when it cannot be had.
+using down_importance = std::function<bool(const std::string & down, size_t k, std::vector<float> & w, std::string & err)>;
+
 struct width_options {
     // the type ffn_down_exps is requantised to; unset: each tensor's own type
     std::optional<gguf::tensor_type> down_type;
+    // where a type that needs an importance matrix gets it (unset: such types are refused)
+    down_importance importance;
 };
+
+// Whether quantising to `type` needs an importance matrix: ggml's
+// ggml_quantize_requires_imatrix (iq2_xxs, iq2_xs, iq1_s) and iq1_m, which
+// llama-quantize requires one for too.
+bool needs_importance(gguf::tensor_type type);
 
 // Why rows of `n_per_row` values cannot be quantised to `type` by this cut
 // ("" when they can): a type ggml cannot quantise from floats, one that needs
-// an importance matrix, or a row length not a multiple of its block size.
-std::string requantise_refusal(gguf::tensor_type type, int64_t n_per_row);
+// an importance matrix when `have_importance` is false, or a row length not a
+// multiple of its block size.
+std::string requantise_refusal(gguf::tensor_type type, int64_t n_per_row, bool have_importance = false);
 
 // One kept expert's down slab: source expert `e` of down tensor `t` (ne =
 // [n_ff, n_embd, n_expert]) dequantised, columns `channels` (ascending)
 // kept, quantised to `out_type`; `out` receives n_embd rows of
 // row_size(out_type, channels.size()) bytes. `dequantised` (optional)
-// receives the kept values as floats, row-major [n_embd][K].
+// receives the kept values as floats, row-major [n_embd][K]. `importance`
+// (K values) is given to ggml_quantize_chunk when `out_type` needs one
+// (needs_importance) and ignored otherwise; such a type without it is refused.
 bool requantise_down_expert(const gguf::model & m, const gguf::tensor_info & t, int64_t e,
                             const std::vector<int64_t> & channels, gguf::tensor_type out_type, std::vector<uint8_t> & out,
-                            std::string & err, std::vector<float> * dequantised = nullptr);
+                            std::string & err, const std::vector<float> * importance = nullptr,
+                            std::vector<float> * dequantised = nullptr);
 
 // Applies the width cut of plan `p` (validated, has_width()) to `spec`, the
 // expert-sliced output of `m` (make_pruned_spec): shapes, pieces, the

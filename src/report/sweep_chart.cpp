@@ -87,6 +87,39 @@ util::chart sweep_frontier_chart(const sweep_record & s) {
     return c;
 }
 
+util::chart sweep_width_chart(const sweep_record & s) {
+    util::chart c;
+    c.title = s.model.arch + ": cost of count and width cuts against file size (" + s.saliency.method + ")";
+    uint64_t largest = 1;
+    for (const auto & pt : s.points) largest = std::max(largest, pt.predicted_bytes);
+    const util::size_unit unit = util::decimal_unit(largest);
+    c.x_label = std::string("pruned file size (") + unit.name + ")";
+    util::chart_panel kld, top1;
+    kld.y_label = "KL divergence from the base (nats/token, mean)";
+    top1.y_label = "top-1 agreement with the base (%)";
+    std::vector<int64_t> widths;   // in the record's order: the full width first, then K descending
+    for (const auto & pt : s.points) {
+        if (std::find(widths.begin(), widths.end(), pt.width) == widths.end()) widths.push_back(pt.width);
+    }
+    for (int64_t w : widths) {
+        const std::string name = w > 0 ? "width " + std::to_string(w) : "all channels";
+        util::chart_series k{name, {}, {}}, t{name, {}, {}};
+        for (const auto & pt : s.points) {
+            if (pt.width != w) continue;
+            const double x = (double) pt.predicted_bytes / unit.bytes;
+            k.x.push_back(x);
+            t.x.push_back(x);
+            k.y.push_back(pt.overall.kld_mean);
+            t.y.push_back(100 * pt.overall.argmax_agree);
+        }
+        kld.series.push_back(k);
+        top1.series.push_back(t);
+    }
+    c.panels.push_back(kld);
+    c.panels.push_back(top1);
+    return c;
+}
+
 sweep_chart_input sweep_chart_input_of(const sweep_record & s) {
     sweep_chart_input in;
     if (!s.points.empty()) {

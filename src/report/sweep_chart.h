@@ -45,6 +45,11 @@ util::chart sweep_chart(const sweep_chart_input & in);
 // series of its own, "best per request").
 util::chart sweep_frontier_chart(const sweep_record & s);
 
+// A sweep with width cuts (reap sweep --widths): KLD mean and top-1
+// agreement (overall) against the file's size, one line per width (the full
+// width "all channels", then each K), points in N order along each line.
+util::chart sweep_width_chart(const sweep_record & s);
+
 // The points and domains of a sweep record (a domain without tokens at a
 // point is not measured there); title, panel and marks are the caller's.
 sweep_chart_input sweep_chart_input_of(const sweep_record & s);
