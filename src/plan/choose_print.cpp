@@ -152,6 +152,12 @@ void print_plan_report(FILE * out, const plan_request & req, const plan_choice &
     }
     fprintf(out, "  keep %" PRId64 " of %" PRId64 " experts per layer (%.1f%% removed)\n", c.n_keep, lay.n_expert,
             100.0 * double(lay.n_expert - c.n_keep) / double(lay.n_expert));
+    if (c.p.has_width()) {
+        const std::string down = c.p.provenance.value("down_type", std::string("its own type"));
+        fprintf(out, "  width: every kept expert keeps %" PRId64 " of its %" PRId64 " channels (ranked by channel score %s); down "
+                     "requantised to %s\n", c.p.width_keep, c.p.width_n_ff, c.p.provenance.value("channel_score", std::string("?")).c_str(),
+                down.c_str());
+    }
     fprintf(out, "  pruned file: %" PRIu64 " bytes, %s%s (source %s)\n", c.bytes, util::format_size(c.bytes).c_str(),
             c.n_shards > 1 ? (" in " + std::to_string(c.n_shards) + " shards").c_str() : "", util::format_size(src_bytes).c_str());
     if (!req.budget_text.empty()) fprintf(out, "  budget %s = %" PRIu64 " bytes\n", req.budget_text.c_str(), req.budget);
