@@ -186,11 +186,11 @@ bool list_table(const std::string & cmd, table & t, std::string & why) {
 // A value each option accepts, by its value name (or the option itself).
 std::string sample_value(const std::string & option, std::string value) {
     if (!value.empty() && value.front() == '[') value = value.substr(1, value.size() - 2);
-    static const std::map<std::string, std::string> by_option = {{"--consensus", "minrank"}, {"--channel-score", "reap"}};
+    static const std::map<std::string, std::string> by_option = {{"--consensus", "minrank"}, {"--channel-score", "energy"}};
     static const std::map<std::string, std::string> by_value = {
         {"N", "2"}, {"S", "1"}, {"R", "0.5"}, {"SIZE", "1G"}, {"i/n", "0/2"}, {"a,b", "a"}, {"M", "frequency"}, {"K", "8"},
         {"NAME=FILE", "d=x.imatrix.gguf"}, {"TYPE", "f16"}, {"on|off|auto", "on"}, {"PATTERN=BUFTYPE,...", "exps=CPU"},
-        {"HOST:PORT,...", "127.0.0.1:50052"},
+        {"HOST:PORT,...", "127.0.0.1:50052"}, {"K,K,...", "8,16"},
     };
     if (auto it = by_option.find(option); it != by_option.end()) return it->second;
     if (auto it = by_value.find(value); it != by_value.end()) return it->second;

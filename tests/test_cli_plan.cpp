@@ -451,6 +451,7 @@ TEST(PlanCli, WidthRanksChannelsByTheArchive) {
     const std::string base = "plan " + quote(sal) + " -m " + quote(q) + " --no-protect-super ";
 
     ASSERT_EQ(run_reap(base + "--keep 8 --width 16 -o " + quote(plan), out), 0) << out;
+    EXPECT_NE(out.find("width: every kept expert keeps 16 of its 32 channels (ranked by channel score reap)"), std::string::npos) << out;
     nlohmann::json j = read_json(plan);
     EXPECT_EQ(j["version"], 3);
     for (const auto & l : j["layers"]) EXPECT_EQ(l["keep"].get<std::vector<int64_t>>(), topn(a, l["layer"], 8)) << l.dump();

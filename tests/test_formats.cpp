@@ -254,6 +254,39 @@ TEST(SweepFormat, EveryFieldReadsBack) {
     EXPECT_EQ(s.saliency.method, "random");
 }
 
+// Width cuts (reap sweep --widths): a point's "width" reads back, two points
+// of one N at different widths are two points, the same (N, width) twice is
+// refused, and a width out of range is refused naming the field.
+TEST(SweepFormat, WidthPointsReadBack) {
+    reap::sweep_record s = full_sweep();
+    reap::sweep_record_point w = s.points[1];
+    w.width = 64;
+    w.predicted_bytes = 900;
+    s.points.push_back(w);
+    const json j = reap::sweep_to_json(s);
+    EXPECT_FALSE(j["points"][1].contains("width"));
+    EXPECT_EQ(j["points"][2]["width"], 64);
+    reap::sweep_record r;
+    std::string err;
+    ASSERT_TRUE(reap::sweep_from_json(j, "s.json", r, err)) << err;
+    ASSERT_EQ(r.points.size(), 3u);
+    EXPECT_EQ(r.points[1].width, 0);
+    EXPECT_EQ(r.points[2].width, 64);
+    EXPECT_EQ(r.points[2].n_keep, 16);
+    EXPECT_TRUE(reap::sweep_has_widths(r));
+    EXPECT_FALSE(reap::sweep_has_widths(full_sweep()));
+    EXPECT_EQ(reap::sweep_point_name(16, 64), "keep 16 width 64");
+    EXPECT_EQ(reap::sweep_point_name(16), "keep 16");
+    json twice = j;
+    twice["points"].push_back(j["points"][2]);
+    EXPECT_FALSE(reap::sweep_from_json(twice, "s.json", r, err));
+    EXPECT_NE(err.find("= 16 at width 64 is scored twice"), std::string::npos) << err;
+    json bad = j;
+    bad["points"][2]["width"] = 0;
+    EXPECT_FALSE(reap::sweep_from_json(bad, "s.json", r, err));
+    EXPECT_NE(err.find("width"), std::string::npos) << err;
+}
+
 // Issue 25 item 3: a sweep with --needle / --generate keeps both sections
 // (every text and token) and each point's numbers; it reads back field for
 // field, and a point whose stated numbers are not its model's texts' and

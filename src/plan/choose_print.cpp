@@ -153,10 +153,12 @@ void print_plan_report(FILE * out, const plan_request & req, const plan_choice &
     fprintf(out, "  keep %" PRId64 " of %" PRId64 " experts per layer (%.1f%% removed)\n", c.n_keep, lay.n_expert,
             100.0 * double(lay.n_expert - c.n_keep) / double(lay.n_expert));
     if (c.p.has_width()) {
-        fprintf(out, "  width: every kept expert keeps %" PRId64 " of its %" PRId64 " channels (%s channel score)\n", c.p.width_keep,
-                c.p.width_n_ff, c.p.provenance.value("channel_score", std::string("?")).c_str());
+        const std::string down = c.p.provenance.value("down_type", std::string("its own type"));
+        fprintf(out, "  width: every kept expert keeps %" PRId64 " of its %" PRId64 " channels (ranked by channel score %s); down "
+                     "requantised to %s\n", c.p.width_keep, c.p.width_n_ff, c.p.provenance.value("channel_score", std::string("?")).c_str(),
+                down.c_str());
         const nlohmann::json & rr = c.p.provenance.contains("width_rerank") ? c.p.provenance["width_rerank"] : nlohmann::json();
-        if (rr.is_object() && rr["min"].is_number()) {
+        if (rr.is_object() && rr.contains("min") && rr["min"].is_number() && rr.contains("median") && rr.contains("n_defined")) {
             fprintf(out, "  rerank: Spearman(full-width saliency, saliency on the kept channels) of the kept experts, "
                          "per layer: min %.4f, median %.4f over %zu layers\n",
                     rr["min"].get<double>(), rr["median"].get<double>(), rr["n_defined"].get<size_t>());
