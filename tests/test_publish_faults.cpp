@@ -40,6 +40,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <sys/stat.h>
@@ -58,9 +59,16 @@ namespace {
 // only; reap's hidden files are leftovers).
 using state = std::map<std::string, std::string>;
 
+// One read of the whole file (every output is read after every step: a
+// stream iterator's byte at a time is most of a scenario's time under ASan).
 std::string read_text(const std::string & path) {
-    const std::vector<uint8_t> b = gguf_test::read_all(path);
-    return std::string(b.begin(), b.end());
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    const std::streamoff size = f ? (std::streamoff) f.tellg() : 0;
+    std::string text(size > 0 ? (size_t) size : 0, '\0');
+    f.seekg(0);
+    f.read(text.data(), (std::streamsize) text.size());
+    EXPECT_EQ(f.gcount(), (std::streamsize) text.size()) << "reading " << path;
+    return text;
 }
 
 void write_text(const std::string & path, const std::string & text) {
@@ -126,6 +134,44 @@ void reset(const scenario & sc) {
     ::mkdir(sc.root.c_str(), 0755);
     for (const std::string & f : sc.folders) ::mkdir((sc.root + "/" + f).c_str(), 0755);
     sc.make_old(sc.root);
+}
+
+// What make_old laid down under a scenario's root (folders, files with their
+// bytes and modes), taken once: each step restores it instead of making the
+// previous output again (it generates models, the costliest part of a step
+// under ASan).
+struct tree_image {
+    std::vector<std::string> dirs;   // relative to root ("/a", "/a/b"), parents first
+    struct file {
+        std::string rel, bytes;
+        mode_t      mode;
+    };
+    std::vector<file> files;
+};
+
+void take_image(const std::string & root, const std::string & rel, tree_image & image) {
+    for (const std::string & e : gguf_test::list_dir(root + rel)) {
+        const std::string r = rel + "/" + e;
+        struct stat st;
+        ASSERT_EQ(::lstat((root + r).c_str(), &st), 0) << root + r;
+        if (S_ISDIR(st.st_mode)) {
+            image.dirs.push_back(r);
+            take_image(root, r, image);
+        } else {
+            ASSERT_TRUE(S_ISREG(st.st_mode)) << root + r << " is neither a folder nor a file";
+            image.files.push_back({r, read_text(root + r), st.st_mode & 07777});
+        }
+    }
+}
+
+void restore(const scenario & sc, const tree_image & image) {
+    remove_tree(sc.root);
+    ::mkdir(sc.root.c_str(), 0755);
+    for (const std::string & d : image.dirs) ::mkdir((sc.root + d).c_str(), 0755);
+    for (const tree_image::file & f : image.files) {
+        write_text(sc.root + f.rel, f.bytes);
+        ::chmod((sc.root + f.rel).c_str(), f.mode);
+    }
 }
 
 // The states the promises allow: for each j, groups [0, j) new, the rest old.
@@ -208,6 +254,8 @@ long count_steps(const std::function<void()> & body) {
 tally run_all(const scenario & sc) {
     tally t;
     reset(sc);
+    tree_image old_tree;
+    take_image(sc.root, "", old_tree);
     state old_files, new_files, crashed;
     std::vector<std::string> left;
     snapshot(sc, old_files, left);
@@ -253,7 +301,7 @@ tally run_all(const scenario & sc) {
         sc.recover(sc.root, e);
     };
     for (long k = 1; k <= t.steps; ++k) {
-        reset(sc);
+        restore(sc, old_tree);
         if (!crash_at(k, publish)) {
             ADD_FAILURE() << "the run did not stop at step " << k << " (" << counter.trace[k - 1] << ")";
             continue;
@@ -269,12 +317,12 @@ tally run_all(const scenario & sc) {
         if (sc.crash_recovery && journal) {
             // the run that completes the journal is itself crashed, at each of
             // its steps: then run again, it must leave what it leaves uncrashed
-            reset(sc);
+            restore(sc, old_tree);
             crash_at(k, publish);
             const long r_steps = count_steps(recover);
             EXPECT_GT(r_steps, 0);
             for (long r = 1; r <= r_steps; ++r) {
-                reset(sc);
+                restore(sc, old_tree);
                 if (!crash_at(k, publish) || !crash_at(r, recover)) {
                     ADD_FAILURE() << "the recovery did not stop at step " << r;
                     continue;
@@ -287,7 +335,7 @@ tally run_all(const scenario & sc) {
 
     for (const int e : sc.errors) {
         for (long k = 1; k <= t.steps; ++k) {
-            reset(sc);
+            restore(sc, old_tree);
             fault_disk fail;
             fail.mode = fault_disk::fault::fail;
             fail.at = k;
@@ -333,13 +381,21 @@ tally run_all(const scenario & sc) {
 }
 
 // A small model whose tensors live in memory, named `name` (seed: its bytes).
+// Made once for each (seed, name): a scenario publishes the same model at
+// every step, and its tensors (shared, read-only) need not be drawn again.
 g::output_spec model_spec(uint32_t seed, const std::string & name) {
-    gguf_test::model_options o;
-    o.seed = seed;
-    o.n_layer = 2;
-    g::output_spec spec = gguf_test::make_model_spec(o);
-    spec.kvs.set_string("general.name", name);
-    return spec;
+    static std::map<std::pair<uint32_t, std::string>, g::output_spec> made;
+    const auto key = std::make_pair(seed, name);
+    auto it = made.find(key);
+    if (it == made.end()) {
+        gguf_test::model_options o;
+        o.seed = seed;
+        o.n_layer = 2;
+        g::output_spec spec = gguf_test::make_model_spec(o);
+        spec.kvs.set_string("general.name", name);
+        it = made.emplace(key, std::move(spec)).first;
+    }
+    return it->second;
 }
 
 bool write_spec(const g::output_spec & spec, const std::string & path, uint64_t split_tensors, const std::string & sums,

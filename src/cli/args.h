@@ -185,6 +185,17 @@ class options {
     // The check runs after parse(): a temporary would be gone by then.
     template <class Value>
     options & require(const Value && value, std::string missing) = delete;
+    // The same where only some uses of the command need the value: required
+    // when `needed()`, asked after the parse, says so (eval's -f, which
+    // --kld-base and --smoke do without).
+    template <class Value>
+    options & require(const Value & value, std::string missing, std::function<bool()> needed) {
+        required_.emplace_back([&value, needed = std::move(needed)] { return !needed() || !value.empty(); },
+                               std::move(missing));
+        return *this;
+    }
+    template <class Value>
+    options & require(const Value && value, std::string missing, std::function<bool()> needed) = delete;
 
     // What a non-option argument means (MODEL.gguf, input files...). Without
     // one, a non-option argument is a usage error. After "--" every argument

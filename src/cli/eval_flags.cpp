@@ -163,6 +163,15 @@ void declare_eval(options & t, eval_params & p) {
     t.text("--prompt", "TEXT", "prompt for --smoke", p.smoke.prompt);
     t.help_row();
     declare_eval_runtime(t, "window size (default 512, or the --kld-base file's)", p.given, p.opt.rt);
+    // What each use needs (cmd_eval.cpp picks the use by the same flags: --smoke,
+    // then --needle / --generate, then the evaluation). With --kld-base,
+    // --needle's missing -f is not asked: cmd_eval.cpp refuses the pair first.
+    const auto behaviour = [&p] { return !p.do_smoke && (p.do_needle || !p.generate.prompts_path.empty()); };
+    t.require(p.opt.base_path, "--needle and --generate run the base too: give -m BASE.gguf", behaviour)
+     .require(p.opt.input_path, "--needle takes its haystack from -f TEXT_OR_CORPUS",
+              [&p, behaviour] { return behaviour() && p.do_needle && p.opt.kld_base_path.empty(); })
+     .require(p.opt.input_path, "no input: give -f TEXT_OR_CORPUS",
+              [&p, behaviour] { return !p.do_smoke && !behaviour() && p.opt.kld_base_path.empty(); });
 }
 
 

@@ -66,7 +66,9 @@ std::string quoted(const std::string & s) {
 // read are also appended to it (to keep a KV's raw value).
 class cursor {
 public:
-    explicit cursor(byte_source & src) : src_(src), buf_(1 << 16) {}
+    // The buffer is never larger than the source: a KV's raw value (a few
+    // bytes, validated once per KV when a file is written) needs no 64 KiB.
+    explicit cursor(byte_source & src) : src_(src), buf_((size_t) std::min<uint64_t>(1 << 16, src.size())) {}
 
     uint64_t pos() const { return pos_; }
     uint64_t size() const { return src_.size(); }

@@ -151,11 +151,11 @@ private:
 // Writes `text` as the whole content of `path` through a durable_file.
 bool write_file_durably(const std::string & path, const std::string & text, std::string & err, bool sync = true);
 
-// Writes several files (path, content) so that a failed write (a full disk)
-// changes none of them: every temp file is written and finished before the
-// first one is published. They are then published in the order given, the
-// consecutive files of one directory together (publish_together), so list
-// the file that names the others (a card, a report) last.
+// Writes several files (path, content). All temps are finished before the
+// first publish, so a failed write (a full disk) changes none of them. Each run
+// of consecutive files of one directory is then published whole or not at all
+// (publish_together), in order: a failure or a kill in run k leaves the runs
+// before it new, the later ones old; list the file that names the others last.
 bool write_files_durably(const std::vector<std::pair<std::string, std::string>> & files, std::string & err,
                          bool sync = true);
 
