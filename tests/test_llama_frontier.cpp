@@ -104,7 +104,7 @@ TEST(Frontier, TwoQuantisationsAgainstOneReference) {
     EXPECT_EQ(doc_bytes, std::to_string(file_size(ref))) << "models/README.md's size of reap-moe-wide.gguf";
 
     const std::string calib = dir + "/calib.jsonl", text = dir + "/heldout.txt", sal = dir + "/saliency.gguf";
-    ASSERT_TRUE(corpus_subset("calib", calib, {}, 3000, err)) << err;
+    ASSERT_TRUE(corpus_subset("calib", calib, {"en", "code"}, 3000, err)) << err;
     ASSERT_TRUE(heldout_text(text, 1500, err)) << err;
     ASSERT_EQ(run_cmd(reap + " calibrate -m " + shell_quote(ref) + " --corpus " + shell_quote(calib) + " -o " + shell_quote(sal) +
                       " -c 256 -t 2 --force --no-progress", out), 0) << out;
