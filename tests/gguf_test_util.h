@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -462,18 +463,21 @@ inline std::string plain_string(const plain_gguf & g, const std::string & key) {
     return std::string(it->second.value.begin() + 8, it->second.value.end());
 }
 
-// `dst`: the model at `src` with the low bit of the first byte of its first
-// router (ffn_gate_inp.weight) flipped: the same header, other router weights
-// (another model of the same shape, as another training run would be).
-inline bool write_with_other_router(const std::string & src, const std::string & dst, std::string & err) {
+// `dst`: the model at `src` with its first tensor whose name contains
+// `name_part` rewritten by `edit` (its output entry, shape included, and its
+// data bytes, which it may resize to the new shape); every other tensor and KV
+// as they are.
+inline bool write_with_edited_tensor(const std::string & src, const std::string & dst, const std::string & name_part,
+                                     const std::function<void(reap::gguf::output_tensor &, std::vector<uint8_t> &)> & edit,
+                                     std::string & err) {
     reap::gguf::model m;
     if (!reap::gguf::open_model(src, m, err)) return false;
     reap::gguf::output_spec spec = reap::gguf::spec_from_model(m);
     for (size_t i = 0; i < m.tensors.size(); ++i) {
-        if (m.tensors[i].name.find("ffn_gate_inp.weight") == std::string::npos) continue;
+        if (m.tensors[i].name.find(name_part) == std::string::npos) continue;
         auto bytes = std::make_shared<std::vector<uint8_t>>(m.tensors[i].nbytes);
         if (!reap::gguf::read_tensor_bytes(m, m.tensors[i], 0, bytes->size(), bytes->data(), err)) return false;
-        (*bytes)[0] ^= 1;
+        edit(spec.tensors[i], *bytes);
         spec.tensors[i].pieces.clear();
         spec.tensors[i].memory = bytes;
         reap::gguf::write_options wo;
@@ -482,8 +486,26 @@ inline bool write_with_other_router(const std::string & src, const std::string &
         std::vector<std::string> written;
         return reap::gguf::write_output(spec, wo, dst, written, err);
     }
-    err = src + " has no router";
+    err = src + " has no tensor named *" + name_part + "*";
     return false;
+}
+
+// `dst`: the model at `src` with the low bit of the first byte of its first
+// router (ffn_gate_inp.weight) flipped: the same header, other router weights
+// (another model of the same shape, as another training run would be).
+inline bool write_with_other_router(const std::string & src, const std::string & dst, std::string & err) {
+    return write_with_edited_tensor(src, dst, "ffn_gate_inp.weight",
+                                    [](reap::gguf::output_tensor &, std::vector<uint8_t> & bytes) { bytes[0] ^= 1; }, err);
+}
+
+// `dst`: the model at `src` with one more row (zeros) in token_embd.weight:
+// another vocabulary size, the routers and every other tensor the same.
+inline bool write_with_one_more_token_row(const std::string & src, const std::string & dst, std::string & err) {
+    return write_with_edited_tensor(src, dst, "token_embd.weight",
+                                    [](reap::gguf::output_tensor & t, std::vector<uint8_t> & bytes) {
+                                        bytes.resize(bytes.size() + bytes.size() / (size_t) t.ne[1], 0);
+                                        t.ne[1] += 1;
+                                    }, err);
 }
 
 } // namespace gguf_test

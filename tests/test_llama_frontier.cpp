@@ -78,30 +78,6 @@ std::pair<std::string, std::string> documented_wide_file() {
     return {};
 }
 
-// A copy of `src` whose token_embd has one more row (zeros): another vocabulary,
-// every other tensor and the routers the same.
-bool write_with_one_more_token_row(const std::string & src, const std::string & dst, std::string & err) {
-    reap::gguf::model m;
-    if (!reap::gguf::open_model(src, m, err)) return false;
-    reap::gguf::output_spec spec = reap::gguf::spec_from_model(m);
-    for (size_t i = 0; i < m.tensors.size(); ++i) {
-        const reap::gguf::tensor_info & t = m.tensors[i];
-        if (t.name != "token_embd.weight") continue;
-        auto bytes = std::make_shared<std::vector<uint8_t>>(t.nbytes + t.nbytes / (uint64_t) t.ne[1], 0);
-        if (!reap::gguf::read_tensor_bytes(m, t, 0, t.nbytes, bytes->data(), err)) return false;
-        spec.tensors[i].ne[1] = t.ne[1] + 1;
-        spec.tensors[i].pieces.clear();
-        spec.tensors[i].memory = bytes;
-        reap::gguf::write_options wo;
-        wo.force = true;
-        wo.sync = false;
-        std::vector<std::string> written;
-        return reap::gguf::write_output(spec, wo, dst, written, err);
-    }
-    err = src + " has no token_embd.weight";
-    return false;
-}
-
 // Every expert tensor's ggml type in a GGUF file, by ggml's own reader.
 std::set<std::string> expert_types(const std::string & path) {
     std::set<std::string> types;
@@ -128,7 +104,7 @@ TEST(Frontier, TwoQuantisationsAgainstOneReference) {
     EXPECT_EQ(doc_bytes, std::to_string(file_size(ref))) << "models/README.md's size of reap-moe-wide.gguf";
 
     const std::string calib = dir + "/calib.jsonl", text = dir + "/heldout.txt", sal = dir + "/saliency.gguf";
-    ASSERT_TRUE(corpus_subset("calib", calib, {}, 3000, err)) << err;
+    ASSERT_TRUE(corpus_subset("calib", calib, {"en", "code"}, 3000, err)) << err;
     ASSERT_TRUE(heldout_text(text, 1500, err)) << err;
     ASSERT_EQ(run_cmd(reap + " calibrate -m " + shell_quote(ref) + " --corpus " + shell_quote(calib) + " -o " + shell_quote(sal) +
                       " -c 256 -t 2 --force --no-progress", out), 0) << out;
@@ -227,7 +203,7 @@ TEST(Frontier, TwoQuantisationsAgainstOneReference) {
     const std::string other_arch = zoo_model("qwen2moe", zoo_err);
     ASSERT_FALSE(other_arch.empty()) << zoo_err;
     const std::string other_vocab = dir + "/other-vocab.gguf";
-    ASSERT_TRUE(write_with_one_more_token_row(ref, other_vocab, err)) << err;
+    ASSERT_TRUE(gguf_test::write_with_one_more_token_row(ref, other_vocab, err)) << err;
     const std::string fewer_experts = dir + "/q6-keep10.gguf";   // the Q6_K copy pruned above: 10 experts
     struct other_model { std::string path, as_source, as_reference; };
     for (const other_model & o : std::vector<other_model>{

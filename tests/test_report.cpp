@@ -7,7 +7,9 @@
 //     in an eval or sweep are refused naming the field;
 //   * text from inputs stays data: a hostile build file name is one shell word
 //     in the card and keeps the tables' columns;
-//   * the heatmap at K3 size (92 x 896) stays small, exact and drawable.
+//   * the heatmap at K3 size (92 x 896) stays small, exact and drawable;
+//   * the demo's frontier sections of docs/results.md name each budget's
+//     winner, the table's best row, and their charts exist.
 // `reap report` end to end (the card, its figures, the exit statuses, the
 // inputs it never replaces): test_cli_report.cpp.
 #include "moe/identity.h"
@@ -15,7 +17,13 @@
 #include "report_test_util.h"
 #include "util/path.h"
 
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <random>
+#include <set>
+#include <sstream>
 
 using namespace report_test;
 
@@ -403,4 +411,71 @@ TEST(ReportFigures, HeatmapAtK3ScaleStaysSmallAndExact) {
     ASSERT_TRUE(png_size(dir + "/h.png", w, hh));
     EXPECT_EQ(w, (uint32_t) reap::util::k_chart_width);
     EXPECT_EQ(hh, (uint32_t) std::lround(reap::util::heatmap_height(h)));
+}
+
+// Issue 26's demo acceptance, on the committed docs/results.md: each "Which
+// quantisation to cut for a budget" section (the trained model, then
+// reap-moe-wide with real k- and i-quants: at least three sources and three
+// budgets each) has its table and states for every budget of the table one
+// winner, which is the table's row of lowest KLD at that budget (source, N,
+// KLD as printed); its chart exists in docs/ and names every source and budget.
+TEST(DemoResults, FrontierSectionsNameEachBudgetsWinner) {
+    const std::string docs = std::string(REAP_SOURCE_DIR) + "/docs/";
+    std::ifstream in(docs + "results.md");
+    ASSERT_TRUE(in) << docs << "results.md";
+    struct row { std::string source, n, kld; };
+    struct section { std::string title, chart; std::map<std::string, std::vector<row>> rows; std::map<std::string, row> winner; };
+    std::vector<section> sections;
+    bool in_code = false, in_frontier = false;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("## ", 0) == 0) {
+            in_frontier = line.rfind("## Which quantisation to cut for a budget", 0) == 0;
+            if (in_frontier) sections.push_back({line, "", {}, {}});
+            continue;
+        }
+        if (!in_frontier) continue;
+        section & s = sections.back();
+        if (line.rfind("```", 0) == 0) { in_code = !in_code; continue; }
+        if (!in_code) {
+            const size_t img = line.find("](");
+            if (line.rfind("![", 0) == 0 && img != std::string::npos && s.chart.empty()) s.chart = line.substr(img + 2, line.find(')', img) - img - 2);
+            continue;
+        }
+        std::istringstream words(line);
+        std::vector<std::string> w;
+        for (std::string x; words >> x;) w.push_back(x);
+        if (w.size() >= 10 && w[0] == "budget" && w[1].back() != ':') {
+            s.rows[w[1]].push_back({w[2], w[3], w[w.size() - 2]});   // budget B SOURCE N size... KLD TOP1
+        } else if (w.size() >= 10 && w[0] == "budget" && w[3] == "wins" && w[5] == "N" && w[6] == "=") {
+            const std::string budget = w[1].substr(0, w[1].size() - 1);
+            EXPECT_FALSE(s.winner.count(budget)) << s.title << ": two winners at budget " << budget;
+            s.winner[budget] = {w[2], w[7], w[9].substr(0, w[9].find(','))};
+        }
+    }
+    ASSERT_EQ(sections.size(), 2u) << "the trained model's frontier and reap-moe-wide's";
+    EXPECT_NE(sections[1].title.find("reap-moe-wide"), std::string::npos) << sections[1].title;
+    for (const section & s : sections) {
+        SCOPED_TRACE(s.title);
+        EXPECT_GE(s.rows.size(), 3u) << "budgets";
+        std::set<std::string> sources;
+        for (const auto & [budget, rows] : s.rows) {
+            SCOPED_TRACE(budget);
+            for (const row & r : rows) sources.insert(r.source);
+            const row best = *std::min_element(rows.begin(), rows.end(),
+                                               [](const row & a, const row & b) { return std::stod(a.kld) < std::stod(b.kld); });
+            ASSERT_TRUE(s.winner.count(budget)) << "no winner stated";
+            EXPECT_EQ(s.winner.at(budget).source, best.source);
+            EXPECT_EQ(s.winner.at(budget).n, best.n);
+            EXPECT_EQ(s.winner.at(budget).kld, best.kld);
+        }
+        EXPECT_EQ(s.winner.size(), s.rows.size()) << "a winner for a budget the table does not have";
+        EXPECT_GE(sources.size(), 3u);
+        ASSERT_FALSE(s.chart.empty()) << "no chart";
+        std::ifstream chart(docs + s.chart);
+        const std::string svg((std::istreambuf_iterator<char>(chart)), std::istreambuf_iterator<char>());
+        EXPECT_NE(svg.find("<svg"), std::string::npos) << s.chart;
+        for (const std::string & src : sources) EXPECT_NE(svg.find(reap::util::base_name(src)), std::string::npos) << s.chart << " " << src;
+        for (const auto & [budget, rows] : s.rows) EXPECT_NE(svg.find("budget " + budget + "<"), std::string::npos) << s.chart << " " << budget;
+        EXPECT_NE(svg.find("best per request"), std::string::npos) << s.chart;
+    }
 }
