@@ -71,8 +71,7 @@ void declare(reap::cli::options & t, prune_params & pp) {
     t.flag("--no-sums", "do not write SHA256SUMS", p.sums, false);
     t.flag("--force", "replace existing output files (never an input)", p.force);
     t.flag("--allow-other-model",
-           "use a plan made for another model (its recorded model fingerprint differs); the output records it "
-           "(reap.plan.other_model)",
+           "use a plan made for another model (its recorded model fingerprint differs); the output records it (reap.plan.other_model)",
            p.allow_other_model);
     t.flag("--dry-run", "print what would be written and the sizes; write nothing", p.dry_run);
     t.text("--down-type", "TYPE",
@@ -83,8 +82,7 @@ void declare(reap::cli::options & t, prune_params & pp) {
     t.text("--imatrix", "IMATRIX",
            "the source model's llama-imatrix file (GGUF or legacy .dat): also write the pruned model's, every "
            "ffn_*_exps entry cut to the plan's keep lists (a width plan's ffn_down_exps entries also to each kept "
-           "expert's channels), the rest unchanged, same format (listed in SHA256SUMS "
-           "when beside it); refused when its entries do not fit MODEL (an entry naming no tensor of MODEL, a value "
+           "expert's channels), the rest unchanged, same format (listed in SHA256SUMS when beside it); refused when its entries do not fit MODEL (an entry naming no tensor of MODEL, a value "
            "count that is not the tensor's row size times its expert count) or it lacks expert entries. An imatrix "
            "records no model identity (llama-imatrix writes only its datasets and chunk count), so one made on "
            "another model with the same tensor names and shapes cannot be told apart and is accepted",
@@ -92,8 +90,7 @@ void declare(reap::cli::options & t, prune_params & pp) {
     t.text("--imatrix-out", "PATH", "where the sliced imatrix goes (default: OUT.imatrix.gguf, OUT.imatrix.dat for a legacy input)",
            p.imatrix_out);
     t.integer("--coverage-threshold", "N",
-              "list the kept experts whose activation count in the imatrix is at most N (default 0: those that saw "
-              "no token)",
+              "list the kept experts whose activation count in the imatrix is at most N (default 0: those that saw no token)",
               0, INT64_MAX, pp.coverage_threshold);
     t.integer("--require-coverage", "N",
               "exit 1 and write nothing when a kept expert has fewer than N activations in the imatrix (a legacy "

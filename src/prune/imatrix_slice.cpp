@@ -53,6 +53,22 @@ std::vector<coverage_receipt::expert_ref> coverage_receipt::below(int64_t requir
     return at_most(required - 1);
 }
 
+// A width plan's channel lists for an entry whose values are per intermediate
+// channel of each expert (ffn_down_exps); null for every other entry or plan.
+static bool width_channels_of(const std::string & head, const std::string & name, const gguf::tensor_info & t, const plan & p,
+                              const plan_layer & pl, int layer, const std::vector<std::vector<int64_t>> *& channels,
+                              std::string & err) {
+    channels = nullptr;
+    if (!p.has_width() || !moe::width_cuts_columns(name)) return true;
+    if (t.ne[0] != p.width_n_ff || pl.channels.size() != pl.keep.size()) {
+        err = head + ": entry '" + name + "' has " + std::to_string(t.ne[0]) + " channels per expert, the plan cuts " +
+              std::to_string(p.width_n_ff) + "-channel experts (layer " + std::to_string(layer) + ")";
+        return false;
+    }
+    channels = &pl.channels;
+    return true;
+}
+
 bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, const moe::layout & lay,
                            const plan & p, imatrix_slice & out, std::string & err) {
     out = imatrix_slice();
@@ -87,15 +103,7 @@ bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, 
                 return false;
             }
             const std::vector<std::vector<int64_t>> * channels = nullptr;
-            if (p.has_width() && moe::width_cuts_columns(name)) {
-                // one value per intermediate channel of each expert
-                if (t->ne[0] != p.width_n_ff || pl->channels.size() != pl->keep.size()) {
-                    err = head + ": entry '" + name + "' has " + std::to_string(t->ne[0]) + " channels per expert, the plan cuts " +
-                          std::to_string(p.width_n_ff) + "-channel experts (layer " + std::to_string(role.layer) + ")";
-                    return false;
-                }
-                channels = &pl->channels;
-            }
+            if (!width_channels_of(head, name, *t, p, *pl, role.layer, channels, err)) return false;
             out.sliced.push_back(name);
             out.keep.push_back(&pl->keep);
             out.channels.push_back(channels);
