@@ -303,7 +303,7 @@ void options::range_bug() {
     abort();
 }
 
-bool options::parse(int argc, char ** argv, int & status) {
+bool options::parse(int argc, char ** argv, int & status, bool check_required_too) {
     forwarded_.assign(1, argv[0]);
     bool only_positional = false;
     std::string err;
@@ -376,6 +376,10 @@ bool options::parse(int argc, char ** argv, int & status) {
             return false;
         }
     }
+    return !check_required_too || check_required(status);
+}
+
+bool options::check_required(int & status) const {
     for (const auto & [given, missing] : required_) {
         if (!given()) {
             status = usage_error(missing);

@@ -206,8 +206,13 @@ class options {
     // otherwise false with `status` set: exit_ok after printing the help
     // (-h/--help) or the option list (--list-options), exit_error after a
     // usage error (reported as usage_error() does), a missing required value
-    // (require()) included.
-    bool parse(int argc, char ** argv, int & status);
+    // (require()) included, unless `check_required_too` is false: then the
+    // caller asks check_required() itself, after whatever must be refused
+    // first (eval: llama.cpp's verdict on the forwarded options).
+    bool parse(int argc, char ** argv, int & status, bool check_required_too = true);
+
+    // The require() checks alone: false with `status` at the first missing value.
+    bool check_required(int & status) const;
 
     // The arguments handed on (forward(), forward_unknown()), argv[0] first,
     // ready for a parser that takes (argc, argv).

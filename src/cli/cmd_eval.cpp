@@ -81,8 +81,10 @@ int cmd_eval(int argc, char ** argv) {
                          "       reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json)... [--needle -f HAYSTACK] [--generate PROMPTS]");
     reap::cli::declare_eval(t, p);
     int status = 0;
-    if (!t.parse(argc, argv, status)) return status;
+    // an option llama.cpp refuses is named before a missing -f / -m (the required values)
+    if (!t.parse(argc, argv, status, false)) return status;
     if (!reap::cli::parse_llama_runtime(t, "eval", p.opt.base_path, p.given, p.opt.rt, status)) return status;
+    if (!t.check_required(status)) return status;
     reap::eval_options &               opt = p.opt;
     const std::vector<std::string> &   pruned = p.pruned;
     const std::vector<reap::eval_candidate> & cands = p.cands;
