@@ -460,6 +460,21 @@ std::vector<float> floats_of(const g::model & m, const std::string & name) {
     return v;
 }
 
+// `o` (a written GGUF imatrix) holds exactly the entries `want`: each one's
+// in_sum2 and counts tensors, shapes and values.
+void expect_entries(const g::model & o, const std::vector<fake_entry> & want) {
+    ASSERT_EQ(o.tensors.size(), 2 * want.size());
+    for (const auto & e : want) {
+        SCOPED_TRACE(e.name);
+        const g::tensor_info * t = o.find_tensor(e.name + ".in_sum2");
+        ASSERT_NE(t, nullptr);
+        EXPECT_EQ(t->ne[0], e.n_values);
+        EXPECT_EQ(t->ne[1], e.n_mat);
+        EXPECT_EQ(floats_of(o, e.name + ".in_sum2"), e.sums);
+        EXPECT_EQ(floats_of(o, e.name + ".counts"), e.counts);
+    }
+}
+
 // The legacy .dat entries of `es`: (sum / count) * ncall per value,
 // llama-imatrix's placeholder ncall where the count is 0.
 std::vector<std::pair<std::string, std::vector<float>>> legacy_of(int32_t ncall, const std::vector<fake_entry> & es) {
@@ -524,16 +539,7 @@ TEST_F(ImatrixTest, SliceGgufToPlan) {
         EXPECT_EQ(o.kvs.entries[i].raw, src.kvs.entries[i].raw);
     }
     const auto want = cut_entries(es, k0, k2);
-    ASSERT_EQ(o.tensors.size(), 2 * want.size());
-    for (const auto & e : want) {
-        SCOPED_TRACE(e.name);
-        const g::tensor_info * t = o.find_tensor(e.name + ".in_sum2");
-        ASSERT_NE(t, nullptr);
-        EXPECT_EQ(t->ne[0], e.n_values);
-        EXPECT_EQ(t->ne[1], e.n_mat);
-        EXPECT_EQ(floats_of(o, e.name + ".in_sum2"), e.sums);
-        EXPECT_EQ(floats_of(o, e.name + ".counts"), e.counts);
-    }
+    expect_entries(o, want);
     // the reader takes it; a second write needs force; never over the source
     sl::imatrix_file back;
     ASSERT_TRUE(sl::read_imatrix(out, back, err)) << err;
@@ -663,16 +669,7 @@ TEST_F(ImatrixTest, SliceGgufToWidthPlan) {
     g::model o;
     ASSERT_TRUE(g::open_model(out, o, err)) << err;
     const auto want = width_cut_entries(es, p);
-    ASSERT_EQ(o.tensors.size(), 2 * want.size());
-    for (const auto & e : want) {
-        SCOPED_TRACE(e.name);
-        const g::tensor_info * t = o.find_tensor(e.name + ".in_sum2");
-        ASSERT_NE(t, nullptr);
-        EXPECT_EQ(t->ne[0], e.n_values);
-        EXPECT_EQ(t->ne[1], e.n_mat);
-        EXPECT_EQ(floats_of(o, e.name + ".in_sum2"), e.sums);
-        EXPECT_EQ(floats_of(o, e.name + ".counts"), e.counts);
-    }
+    expect_entries(o, want);
     sl::imatrix_file back;
     ASSERT_TRUE(sl::read_imatrix(out, back, err)) << err;
 

@@ -132,6 +132,16 @@ bool parse_integer(const std::string & option, const std::string & s, int64_t mi
     return true;
 }
 
+bool parse_integer_list(const std::string & option, const std::string & v, int64_t min, int64_t max,
+                        std::vector<int64_t> & out, std::string & err) {
+    for (const std::string & item : split_list(v)) {
+        int64_t x = 0;
+        if (!parse_integer(option, item, min, max, x, err)) return false;
+        out.push_back(x);
+    }
+    return true;
+}
+
 std::vector<std::string> split_list(const std::string & s) {
     std::vector<std::string> out;
     size_t start = 0;

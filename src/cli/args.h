@@ -36,6 +36,10 @@ enum exit_status : int {
 bool parse_integer(const std::string & option, const std::string & s, int64_t min, int64_t max, int64_t & out,
                    std::string & err);
 
+// "A,B,..." (split_list), each item as parse_integer takes it, appended to `out`.
+bool parse_integer_list(const std::string & option, const std::string & v, int64_t min, int64_t max,
+                        std::vector<int64_t> & out, std::string & err);
+
 // Parses "i/n" with 0 <= i < n <= UINT32_MAX (part i of n); the message names `option`.
 bool parse_part_of(const std::string & option, const std::string & v, uint32_t & i, uint32_t & n, std::string & err);
 

@@ -11,11 +11,9 @@ void declare_behaviour(options & t, needle_options & needle, generate_options & 
     t.flag("--needle", "the needle-in-a-haystack grid over -f (" + see + ")", do_needle);
     t.custom("--needle-lengths", "L,...", "haystack lengths in tokens (default 64, 128, ... up to half the trained "
              "context, the largest five)", [&needle](const std::string & v, std::string & err) {
-                 for (const auto & s : split_list(v)) {
-                     int64_t x = 0;
-                     if (!parse_integer("--needle-lengths", s, 1, INT32_MAX, x, err)) return false;
-                     needle.lengths.push_back((int) x);
-                 }
+                 std::vector<int64_t> lengths;
+                 if (!parse_integer_list("--needle-lengths", v, 1, INT32_MAX, lengths, err)) return false;
+                 needle.lengths.insert(needle.lengths.end(), lengths.begin(), lengths.end());
                  return true;
              });
     t.custom("--needle-depths", "D,...", "where the needle goes, 0..1 of the haystack (default 0.15,0.5,0.85)",

@@ -73,11 +73,7 @@ void declare_sweep(options & t, sweep_params & p) {
              "width-cut file fits) or alone with every expert kept. K = the experts' width is the uncut row. One "
              "source; not with --needle / --generate",
              [&p](const std::string & v, std::string & err) {
-                 for (const std::string & item : reap::cli::split_list(v)) {
-                     int64_t k = 0;
-                     if (!reap::cli::parse_integer("--widths", item, 1, INT64_MAX, k, err)) return false;
-                     p.sw.widths.push_back(k);
-                 }
+                 if (!reap::cli::parse_integer_list("--widths", v, 1, INT64_MAX, p.sw.widths, err)) return false;
                  if (p.sw.widths.empty()) err = "--widths: empty list";
                  return !p.sw.widths.empty();
              });
