@@ -286,21 +286,30 @@ TEST(MaskWidth, BadWidthMasksRefused) {
 
 // reap eval --mask with a width plan: the trained model (f32 everywhere, so
 // reap prune's requantisation of down to f32 is exact: the kept columns'
-// values are copied) masked by a plan that keeps a random half of the
+// values are copied) and zoo deepseek2 (f16 down, requantised to f16: exact
+// too; shared experts, which the cut keeps whole by writing
+// expert_shared_count = S/K) masked by a plan that keeps a random half of the
 // experts, in unsorted order, each with a random half of its channels, vs
 // the file reap prune writes from the same plan. Same model up to float
 // summation order: KLD <= 1e-5, top-1 >= 99.9%, PPL ratio within 1e-4 (the
 // bounds of MaskEqualsPrune), while the cut costs something.
-TEST(MaskWidth, WidthPlanMaskEqualsThePrunedFile) {
-    const std::string model = reap_test::source_dir() + "/models/reap-moe-tiny.gguf";
-    if (!reap_test::file_exists(model)) GTEST_SKIP() << "no " << model << " (make model)";
+class MaskWidthPlan : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MaskWidthPlan, EqualsThePrunedFile) {
+    const std::string name = GetParam();
     std::string err;
+    const std::string model = model_path(name, err);
+    ASSERT_FALSE(model.empty()) << err;
+    if (name == "trained" && !reap_test::file_exists(model)) GTEST_SKIP() << "no " << model << " (make model)";
     reap::gguf::model m;
-    ASSERT_TRUE(reap::gguf::open_model(model, m, err)) << err;
+    reap::moe::layout lay;
+    ASSERT_TRUE(reap::gguf::open_model(model, m, err) && reap::model_layout(m, lay, err)) << err;
+    const int64_t n_ff = reap::facts_of(lay, m).n_ff_exp;
+    ASSERT_GT(n_ff, 0) << name << ": " << reap::facts_of(lay, m).width_refusal;
     reap::plan p;
     ASSERT_TRUE(prune_test::random_plan(m, prune_test::half_keep(m), 20261202, p, err)) << err;
-    prune_test::random_width(p, 128, 64, 7);
-    const std::string dir = prune_test::scratch("mask-width-plan");
+    prune_test::random_width(p, n_ff, n_ff / 2, 7);
+    const std::string dir = prune_test::scratch("mask-width-plan-" + name);
     const std::string plan_path = dir + "/plan.json", cut = dir + "/cut.gguf";
     std::vector<std::string> written;
     ASSERT_TRUE(prune_test::prune_to(m, p, plan_path, cut, written, err)) << err;
@@ -321,10 +330,13 @@ TEST(MaskWidth, WidthPlanMaskEqualsThePrunedFile) {
     EXPECT_LE(d.kld_mean, 1e-5);
     EXPECT_GE(d.argmax_agree, 0.999);
     EXPECT_NEAR(d.ppl_ratio, 1.0, 1e-4);
-    std::printf("width plan (16 of 32 experts, 64 of 128 channels): cut KLD %.3e | masked vs pruned (%llu tokens): KLD %.2e "
-                "top-1 %.3f%% PPL ratio %.7f\n",
+    std::printf("%s width plan (%lld of %lld experts, %lld of %lld channels): cut KLD %.3e | masked vs pruned (%llu tokens): "
+                "KLD %.2e top-1 %.3f%% PPL ratio %.7f\n",
+                name.c_str(), (long long) p.n_keep, (long long) p.n_expert, (long long) (n_ff / 2), (long long) n_ff,
                 pruned.kld_mean, (unsigned long long) d.n_tokens, d.kld_mean, 100 * d.argmax_agree, d.ppl_ratio);
 }
+
+INSTANTIATE_TEST_SUITE_P(TrainedAndShared, MaskWidthPlan, ::testing::Values("trained", "deepseek2"));
 
 TEST(Mask, BadPlansRefusedAsPruneRefusesThem) {
     std::string err;

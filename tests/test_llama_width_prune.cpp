@@ -2,20 +2,25 @@
 // a width-pruned file loads in stock llama.cpp and computes what the base
 // model computes with the removed channels zeroed.
 //
-// For every zoo arch whose width can be cut (qwen3moe, qwen2moe, gpt-oss,
-// qwen3moe-q256; deepseek2, glm4moe, llama4 and kimi-k3 size their shared
-// experts from the same key and are refused: the test shows that the same
-// file, written with the check bypassed, does not load), a plan keeps
+// For every zoo arch whose width can be cut (all but llama4), a plan keeps
 // every expert and a random half of each expert's channels; reap's slicer
-// writes the pruned file. The reference is written here, independently: the
-// source with, in every down projection, the removed channels' columns set
-// to zero (dequantised by ggml and written in the pruned file's down type;
-// gate/up untouched: a removed channel's activation then meets a zero column,
-// which is what dropping its gate/up rows and its down column computes).
-// Both run in llama.cpp on the same prompt; the down type is the source's
-// (f16: the column drop is exact) or, where the source's blocks are wider
-// than the kept width (mxfp4), f32 (exact too). So logits agree to float
-// rounding only, and the routing is the same.
+// writes the pruned file. Its bytes are checked against the source from
+// ggml's gguf reader (width_test_util.h: gate/up rows exactly, down the kept
+// columns requantised here, shared experts byte-identical with
+// <arch>.expert_shared_count = S/K where llama.cpp sizes them n_ff x count:
+// deepseek2, glm4moe, kimi-k3). The reference is written here,
+// independently: the source with, in every down projection, the removed
+// channels' columns set to zero (dequantised by ggml and written in the
+// pruned file's down type; gate/up untouched: a removed channel's activation
+// then meets a zero column, which is what dropping its gate/up rows and its
+// down column computes). Both run in llama.cpp on the same prompt; the down
+// type is the source's (f16: the column drop is exact) or, where the
+// source's blocks are wider than the kept width (mxfp4), f32 (exact too). So
+// logits agree to float rounding only, and the routing is the same.
+//
+// llama4 is refused: its loader sizes the one shared expert n_ff wide with no
+// key of its own; the test shows that the same cut, written with the check
+// bypassed, does not load.
 //
 // Quantised down: qwen3moe-wide's f16 down slabs cut from 512 to 256
 // channels and requantised to q8_0 / q4_K; the logits' distance from the
@@ -24,6 +29,7 @@
 // own beyond requantisation): both numbers are printed.
 #include "llama_test_util.h"
 #include "prune_test_util.h"
+#include "width_test_util.h"
 
 #include "gguf/gguf.h"
 #include "moe/layout_gguf.h"
@@ -161,10 +167,12 @@ TEST_P(WidthPrune, EqualsTheBaseWithTheRemovedChannelsZeroed) {
     ASSERT_TRUE(reap::gguf::open_model(src, m, err) && reap::moe::layout_of(m, lay, err)) << err;
     const reap::plan_model_facts f = reap::facts_of(lay, m);
     if (!f.width_refusal.empty()) {
-        // deepseek2, glm4moe, llama4, kimi-k3: llama.cpp sizes their shared
-        // experts from expert_feed_forward_length too. What the refusal
-        // prevents: the same cut with the check bypassed does not load.
-        EXPECT_NE(f.width_refusal.find("shared experts"), std::string::npos) << f.width_refusal;
+        // llama4: llama.cpp sizes its shared expert from expert_feed_forward_length
+        // with no count to rewrite. What the refusal prevents: the same cut
+        // with the check bypassed does not load.
+        EXPECT_EQ(GetParam(), "llama4");
+        EXPECT_NE(f.width_refusal.find("llama4 loader sizes it llama4.expert_feed_forward_length wide"), std::string::npos)
+            << f.width_refusal;
         int64_t n_ff = 0;
         ASSERT_TRUE(m.kvs.get_i64(reap::moe::expert_width_key(lay.arch), n_ff, err)) << err;
         reap::plan p = width_plan(lay, n_ff, n_ff / 2, 77);
@@ -199,6 +207,8 @@ TEST_P(WidthPrune, EqualsTheBaseWithTheRemovedChannelsZeroed) {
     const std::string ref = dir + "/width-" + GetParam() + "-zeroed.gguf";
     ASSERT_TRUE(write_pruned(m, lay, p, wo, cut, err)) << err;
     ASSERT_TRUE(write_zeroed(m, p, down_type, ref, err)) << err;
+    width_test::expect_width_cut(src, cut, p, down_type);
+    width_test::expect_shared_kept(src, cut, lay.arch, K);
 
     prompt_run a, b;
     ASSERT_TRUE(run_prompt(ref, k_prompt, a, err)) << err;

@@ -409,14 +409,47 @@ TEST(PlanValidate, WidthFactsOfZooModels) {
         const reap::plan_model_facts f = reap::facts_of(lay, m);
         bool shexp = false;
         for (const auto & t : m.tensors) shexp = shexp || t.name.find("_shexp") != std::string::npos;
-        if (shexp && name != "qwen2moe") {
-            // deepseek2, glm4moe, llama4, kimi-k3: llama.cpp sizes their shared experts from the same key
+        if (name == "llama4") {
+            // its one shared expert is n_ff wide with no key of its own: no KV keeps it whole
             EXPECT_EQ(f.n_ff_exp, 0);
-            EXPECT_NE(f.width_refusal.find("loader derives their width from " + lay.arch + ".expert_feed_forward_length"),
-                      std::string::npos) << f.width_refusal;
+            EXPECT_NE(f.width_refusal.find("llama4 loader sizes it llama4.expert_feed_forward_length wide with no count or "
+                                           "width key of its own"), std::string::npos) << f.width_refusal;
             continue;
         }
         EXPECT_EQ(f.width_refusal, "");
+        if (shexp && name != "qwen2moe") {
+            // deepseek2, glm4moe, kimi-k3: shared experts n_ff x expert_shared_count wide (make_zoo.py: count 1,
+            // so S is ffn_gate_shexp's ne[1] and the experts' width); K must divide S
+            int64_t S = 0;
+            for (const auto & t : m.tensors) {
+                if (t.name.find("ffn_gate_shexp.weight") != std::string::npos) S = t.ne[1];
+            }
+            ASSERT_EQ(S, 32);
+            EXPECT_EQ(f.shared_width, S);
+            reap::plan_model_facts f32 = f;   // down requantised to f32 (blocks of 1): only S limits K
+            f32.down_block = 1;
+            EXPECT_EQ(reap::width_refusal(16, f32), "");
+            EXPECT_EQ(reap::width_refusal(8, f32), "");
+            EXPECT_EQ(reap::width_refusal(24, f32),
+                      "width 24 does not divide 32, the shared experts' width: they are kept whole as 32/K shared experts "
+                      "of width K, so K must divide it; widths that fit: 1, 2, 4, 8, 16, 32");
+            f32.down_block = 8;   // both rules: the list holds whole blocks only
+            EXPECT_NE(reap::width_refusal(24, f32).find("widths that fit: 8, 16, 32"), std::string::npos);
+            // the count is the rule's input: missing, it refuses; a shared tensor of another width refuses
+            reap::gguf::model no_count = m;
+            ASSERT_TRUE(no_count.kvs.remove(lay.arch + ".expert_shared_count"));
+            reap::plan_model_facts nf = reap::facts_of(lay, no_count);
+            EXPECT_NE(nf.width_refusal.find("but no " + lay.arch + ".expert_shared_count, which llama.cpp's"), std::string::npos)
+                << nf.width_refusal;
+            reap::gguf::model two = m;
+            two.kvs.set_u32(lay.arch + ".expert_shared_count", 2);
+            nf = reap::facts_of(lay, two);
+            EXPECT_NE(nf.width_refusal.find(" channels wide, not " + lay.arch + ".expert_feed_forward_length x " + lay.arch +
+                                            ".expert_shared_count = " + std::to_string(2 * f.n_ff_exp)), std::string::npos)
+                << nf.width_refusal;
+        } else {
+            EXPECT_EQ(f.shared_width, 0);
+        }
         const reap::gguf::tensor_info * gate = nullptr;
         int64_t down_block = 0;
         for (const auto & t : m.tensors) {
@@ -451,7 +484,7 @@ TEST(PlanValidate, WidthFactsOfZooModels) {
         ff = reap::facts_of(lay, arr);
         EXPECT_NE(ff.width_refusal.find("is a per-layer array"), std::string::npos) << ff.width_refusal;
 
-        if (shexp) {   // qwen2moe reads its shared experts' width from its own key; without it, from the experts'
+        if (name == "qwen2moe") {   // qwen2moe reads its shared experts' width from its own key; without it, from the experts'
             reap::gguf::model no_shared_key = m;
             ASSERT_TRUE(no_shared_key.kvs.remove(lay.arch + ".expert_shared_feed_forward_length"));
             ff = reap::facts_of(lay, no_shared_key);

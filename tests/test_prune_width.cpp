@@ -9,6 +9,7 @@
 // kept channels.
 #include "imatrix_test_util.h"
 #include "prune_test_util.h"
+#include "width_test_util.h"
 
 #include "moe/width.h"
 #include "prune/run.h"
@@ -22,44 +23,9 @@
 #include <map>
 #include <random>
 
+using namespace width_test;
+
 namespace {
-
-// A tensor as ggml's gguf reader loads it.
-struct loaded {
-    ggml_type            type = GGML_TYPE_F32;
-    int64_t              ne[4] = {1, 1, 1, 1};
-    std::vector<uint8_t> data;
-};
-
-std::map<std::string, loaded> load_with_ggml(const std::string & path) {
-    std::map<std::string, loaded> out;
-    ggml_context * ctx = nullptr;
-    gguf_init_params ip = {/*no_alloc =*/ false, /*ctx =*/ &ctx};
-    gguf_context * g = gguf_init_from_file(path.c_str(), ip);
-    if (!g) return out;
-    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) {
-        const ggml_tensor * t = ggml_get_tensor(ctx, gguf_get_tensor_name(g, i));
-        loaded & l = out[t->name];
-        l.type = t->type;
-        for (int d = 0; d < 4; ++d) l.ne[d] = t->ne[d];
-        const uint8_t * p = (const uint8_t *) t->data;
-        l.data.assign(p, p + ggml_nbytes(t));
-    }
-    gguf_free(g);
-    ggml_free(ctx);
-    return out;
-}
-
-int64_t gguf_int(const std::string & path, const std::string & key) {
-    gguf_init_params ip = {/*no_alloc =*/ true, /*ctx =*/ nullptr};
-    gguf_context * g = gguf_init_from_file(path.c_str(), ip);
-    if (!g) return -1;
-    const int64_t id = gguf_find_key(g, key.c_str());
-    int64_t v = -1;
-    if (id >= 0 && gguf_get_kv_type(g, id) == GGUF_TYPE_UINT32) v = gguf_get_val_u32(g, id);
-    gguf_free(g);
-    return v;
-}
 
 // Prunes with the width options into dir/out.gguf (plan in dir/plan.json, stamped, SHA256SUMS).
 bool width_prune(const reap::gguf::model & m, const reap::plan & p, const reap::prune::width_options & wo,
@@ -67,66 +33,6 @@ bool width_prune(const reap::gguf::model & m, const reap::plan & p, const reap::
     out = dir + "/out.gguf";
     std::vector<std::string> written;
     return prune_test::prune_to(m, p, dir + "/plan.json", out, written, err, true, 0, 0, wo);
-}
-
-// The test's own requantisation of one kept expert's down slab (ggml row by row).
-std::vector<uint8_t> expected_down(const loaded & src, int64_t e, const std::vector<int64_t> & ch, ggml_type out_type) {
-    const int64_t n_ff = src.ne[0], rows = src.ne[1];
-    const size_t row_bytes = ggml_row_size(src.type, n_ff);
-    std::vector<float> full(static_cast<size_t>(n_ff)), kept(static_cast<size_t>(rows) * ch.size());
-    for (int64_t r = 0; r < rows; ++r) {
-        const uint8_t * p = src.data.data() + (size_t(e * rows + r)) * row_bytes;
-        if (src.type == GGML_TYPE_F32) memcpy(full.data(), p, row_bytes);
-        else ggml_get_type_traits(src.type)->to_float(p, full.data(), n_ff);
-        for (size_t j = 0; j < ch.size(); ++j) kept[size_t(r) * ch.size() + j] = full[size_t(ch[j])];
-    }
-    std::vector<uint8_t> q(ggml_row_size(out_type, int64_t(ch.size())) * size_t(rows));
-    ggml_quantize_chunk(out_type, kept.data(), q.data(), 0, rows, int64_t(ch.size()), nullptr);
-    return q;
-}
-
-// Checks `out` against `src` for plan `p` tensor by tensor, from ggml's reading of both files.
-void expect_width_cut(const std::string & src_path, const std::string & out_path, const reap::plan & p, ggml_type down_type) {
-    const auto src = load_with_ggml(src_path), out = load_with_ggml(out_path);
-    ASSERT_FALSE(src.empty());
-    ASSERT_EQ(src.size(), out.size());
-    const int64_t K = p.width_keep, n_ff = p.width_n_ff;
-    int n_checked = 0;
-    for (const auto & [name, s] : src) {
-        const loaded & o = out.at(name);
-        const bool rows = reap::moe::width_keeps_rows(name), down = reap::moe::width_cuts_columns(name);
-        if (!rows && !down) continue;
-        SCOPED_TRACE(name);
-        size_t dot = 0;
-        const reap::plan_layer * pl = p.find_layer(int(reap::gguf::block_index(name, dot)));
-        ASSERT_NE(pl, nullptr);
-        const bool bias = s.ne[2] == 1 && !down;
-        const int64_t n_expert = bias ? s.ne[1] : s.ne[2];
-        if (down) {
-            ASSERT_EQ(o.type, down_type);
-            ASSERT_EQ(o.ne[0], K);
-            ASSERT_EQ(o.ne[2], p.n_keep);
-            const size_t per_out = o.data.size() / size_t(p.n_keep);
-            for (size_t k = 0; k < pl->keep.size(); ++k) {
-                const std::vector<uint8_t> want = expected_down(s, pl->keep[k], pl->channels[k], down_type);
-                ASSERT_EQ(want.size(), per_out);
-                EXPECT_EQ(0, memcmp(want.data(), o.data.data() + k * per_out, per_out)) << "output expert " << k;
-            }
-        } else {
-            ASSERT_EQ(o.type, s.type);
-            ASSERT_EQ(bias ? o.ne[0] : o.ne[1], K);
-            const size_t row = s.data.size() / size_t(n_expert * n_ff);
-            for (size_t k = 0; k < pl->keep.size(); ++k) {
-                for (int64_t j = 0; j < K; ++j) {
-                    const size_t at_s = (size_t(pl->keep[k]) * size_t(n_ff) + size_t(pl->channels[k][size_t(j)])) * row;
-                    const size_t at_o = (k * size_t(K) + size_t(j)) * row;
-                    ASSERT_EQ(0, memcmp(s.data.data() + at_s, o.data.data() + at_o, row)) << "expert " << k << " row " << j;
-                }
-            }
-        }
-        ++n_checked;
-    }
-    EXPECT_GT(n_checked, 0);
 }
 
 } // namespace
@@ -151,14 +57,15 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
         reap::plan p;
         ASSERT_TRUE(prune_test::random_plan(m, prune_test::half_keep(m), 11, p, err)) << err;
         if (!f.width_refusal.empty()) {
-            // shared experts sized from the same key (deepseek2, glm4moe, llama4, kimi-k3): refused, saying why
-            EXPECT_NE(f.width_refusal.find("shared experts"), std::string::npos) << f.width_refusal;
+            // llama4's shared expert is sized from the same key, with no count to rewrite: refused, saying why
+            EXPECT_EQ(name, "llama4");
+            EXPECT_NE(f.width_refusal.find("shared expert"), std::string::npos) << f.width_refusal;
             int64_t n_ff = 0;
             ASSERT_TRUE(m.kvs.get_i64(reap::moe::expert_width_key(lay.arch), n_ff, err)) << err;
             prune_test::random_width(p, n_ff, n_ff / 2, 5);
             reap::gguf::output_spec spec;
             EXPECT_FALSE(reap::prune::make_pruned_spec(m, lay, p, {}, reap::prune::width_options{}, spec, err));
-            EXPECT_NE(err.find("plan: cuts expert width, but the model has shared experts"), std::string::npos) << err;
+            EXPECT_NE(err.find("plan: cuts expert width, but the model has a shared expert"), std::string::npos) << err;
             continue;
         }
         prune_test::random_width(p, f.n_ff_exp, f.n_ff_exp / 2, 5);
@@ -177,6 +84,7 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
         expect_width_cut(m.shards[0].path, out, p, down_type);
         EXPECT_EQ(gguf_int(out, reap::moe::expert_width_key(lay.arch)), f.n_ff_exp / 2);
         EXPECT_EQ(gguf_int(out, reap::prune::k_key_width_source_length), f.n_ff_exp);
+        expect_shared_kept(m.shards[0].path, out, lay.arch, f.n_ff_exp / 2);
 
         reap::prune::verify_options vo;
         ASSERT_TRUE(reap::plan_file_sha256(dir + "/plan.json", vo.plan_sha256, err)) << err;
@@ -184,6 +92,23 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
         ASSERT_TRUE(reap::prune::verify_pruned(m, p, out, vo, rep, err)) << err;
         EXPECT_EQ(rep.n_requantised, lay.moe_layers.size());
         EXPECT_GT(rep.bytes_requantised, 0u);
+
+        if (m.kvs.has(lay.arch + ".expert_shared_count")) {
+            // the output with the source's shared-expert count back: verify names the key
+            reap::gguf::model o;
+            ASSERT_TRUE(reap::gguf::open_model(out, o, err)) << err;
+            reap::gguf::output_spec back = reap::gguf::spec_from_model(o);
+            back.kvs.set_u32(lay.arch + ".expert_shared_count", uint32_t(gguf_int(m.shards[0].path, lay.arch + ".expert_shared_count")));
+            reap::gguf::write_options w;
+            w.force = true;
+            std::vector<std::string> written;
+            ASSERT_TRUE(reap::gguf::write_output(back, w, dir + "/count.gguf", written, err)) << err;
+            reap::prune::verify_options nv;
+            nv.check_sums = false;
+            EXPECT_FALSE(reap::prune::verify_pruned(m, p, dir + "/count.gguf", nv, rep, err));
+            EXPECT_NE(err.find("KV '" + lay.arch + ".expert_shared_count' is u32 1, expected u32 2 (the plan's width cut)"),
+                      std::string::npos) << err;
+        }
 
         // a byte changed in a gate row, then in a requantised down row
         reap::gguf::model o;

@@ -138,6 +138,19 @@ bool pruned_header(const gguf::model & m, const layout & lay, int64_t n_keep, co
     return true;
 }
 
+bool width_kvs(const gguf::model & m, const layout & lay, int64_t k, gguf::kv_store & kvs, std::string & err) {
+    if (!set_integer_kv(kvs, expert_width_key(lay.arch), k, err)) return false;
+    expert_width w;
+    if (!expert_width_of(m, lay, w, err)) return false;
+    if (w.shared_width == 0) return true;
+    const std::string why = shared_width_refusal(w.shared_width, w.n_ff, 1, k);
+    if (!why.empty()) {
+        err = why;
+        return false;
+    }
+    return set_integer_kv(kvs, expert_shared_count_key(lay.arch), w.shared_width / k, err);
+}
+
 bool width_header(const gguf::model & m, const layout & lay, const width_cut & w, bool stamp, gguf::output_spec & spec,
                   std::string & err) {
     if (w.keep < 1 || w.keep > w.n_ff) {
@@ -162,7 +175,7 @@ bool width_header(const gguf::model & m, const layout & lay, const width_cut & w
         o.ne[dim] = w.keep;
         if (cols && w.down_type) o.type = *w.down_type;
     }
-    if (!set_integer_kv(spec.kvs, expert_width_key(lay.arch), w.keep, err)) return false;
+    if (!width_kvs(m, lay, w.keep, spec.kvs, err)) return false;
     if (stamp) spec.kvs.set_u32(k_key_width_source_length, uint32_t(w.n_ff));
     return true;
 }

@@ -73,11 +73,19 @@ struct width_cut {
     std::optional<gguf::tensor_type> down_type;
 };
 
+// The KVs a width cut to K of `m` changes, set in `kvs`: <arch>.expert_feed_forward_length
+// becomes K and, where the shared experts are sized n_ff x
+// <arch>.expert_shared_count (moe/width.h: deepseek2, glm4moe, ...), that
+// count becomes S/K so that their untouched tensors keep the shape llama.cpp
+// expects (value types kept). Fails when K does not divide S. The one rule
+// for the slicer (width_header) and reap verify's expected KVs.
+bool width_kvs(const gguf::model & m, const layout & lay, int64_t k, gguf::kv_store & kvs, std::string & err);
+
 // Reshapes `spec`, the pruned header of `m` (pruned_header), for width cut
 // `w`: ffn_gate_exps / ffn_up_exps weights (ne[1]) and biases (ne[0]) and
 // ffn_down_exps weights (ne[0]) become K wide, down takes its output type,
-// <arch>.expert_feed_forward_length becomes K (its value type kept) and,
-// with `stamp`, k_key_width_source_length records n_ff. Data pieces are the
+// the KVs change as width_kvs says and, with `stamp`,
+// k_key_width_source_length records n_ff. Data pieces are the
 // caller's (prune::apply_width). Fails, naming the tensor, when one is not
 // n_ff wide where the cut takes channels, or when K is outside 1..n_ff.
 bool width_header(const gguf::model & m, const layout & lay, const width_cut & w, bool stamp, gguf::output_spec & spec,

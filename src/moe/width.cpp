@@ -4,12 +4,18 @@
 
 #include "util/path.h"
 
+#include <algorithm>
 #include <map>
+#include <vector>
 
 namespace reap::moe {
 
 std::string expert_width_key(const std::string & arch) {
     return kv_key(arch, "expert_feed_forward_length");
+}
+
+std::string expert_shared_count_key(const std::string & arch) {
+    return kv_key(arch, "expert_shared_count");
 }
 
 namespace {
@@ -27,18 +33,70 @@ bool split_block_name(const std::string & name, std::string & base, std::string 
 }
 
 // Archs whose llama.cpp loader (pinned v0.4.0, src/models/*.cpp) reads the
-// shared experts' width from <arch>.expert_shared_feed_forward_length. Every
-// other arch with shared experts sizes them from expert_feed_forward_length
-// (deepseek2, glm4moe, kimi-k3, dots1, minimax-m3: n_ff_exp * n_expert_shared;
-// llama4: n_ff_exp), so cutting the routed experts' width would change the
-// shape llama.cpp expects of the untouched shared experts.
+// shared experts' width from <arch>.expert_shared_feed_forward_length.
 const char * const k_shared_width_archs[] = {
     "qwen2moe", "qwen3next", "qwen35moe", "qwen4exp", "bailingmoe2", "bailingmoe3", "hunyuan-moe", "hy_v3",
     "nemotron_h", "granite", "granitemoe",
 };
+// Archs whose loader sizes the shared experts n_ff_exp x n_expert_shared
+// (their ffn_{gate,up,down}_shexp) and whose graph runs them as one FFN:
+// n_expert_shared is used nowhere else (grep of src/models/<arch>.cpp and
+// src/llama-*.cpp: the loader, a log line, the model saver). kimi-k3 counts
+// 0 as 1.
+const char * const k_shared_count_archs[] = {"deepseek2", "glm4moe", "dots1", "minimax-m3", "kimi-k3"};
 
-// Why the shared experts of `m` stop a width cut, "" when they do not.
-std::string shared_expert_refusal(const gguf::model & m, const std::string & arch) {
+template <size_t N>
+bool listed(const char * const (&list)[N], const std::string & arch) {
+    for (const char * a : list) {
+        if (arch == a) return true;
+    }
+    return false;
+}
+
+// The shared experts of a count arch: S = n_ff x count, checked against
+// every shared-expert tensor's shape. `refusal` says why they cannot be kept
+// whole; false (with `err`) only for a count key of the wrong type.
+bool shared_count_width(const gguf::model & m, const std::string & arch, int64_t n_ff, int64_t & S, std::string & refusal,
+                        std::string & err) {
+    const std::string key = expert_shared_count_key(arch);
+    if (!m.kvs.has(key)) {
+        refusal = "the model has shared experts but no " + key + ", which llama.cpp's " + arch + " loader requires";
+        return true;
+    }
+    int64_t count = 0;
+    if (!m.kvs.get_i64(key, count, err)) return false;
+    if (count == 0 && arch == "kimi-k3") count = 1;
+    if (count < 1 || count > (int64_t(1) << 40) / n_ff) {
+        refusal = key + " = " + std::to_string(count) + " does not count the model's shared experts";
+        return true;
+    }
+    S = n_ff * count;
+    for (const gguf::tensor_info & t : m.tensors) {
+        if (t.name.find("_shexp") == std::string::npos) continue;
+        std::string base, suffix;
+        if (!split_block_name(t.name, base, suffix) || suffix != "weight" ||
+            (base != "ffn_gate_shexp" && base != "ffn_up_shexp" && base != "ffn_down_shexp") || t.n_dims != 2) {
+            refusal = "the model has shared-expert tensor " + t.name + " " + t.shape_string() + ", which llama.cpp's " +
+                      arch + " loader does not size from " + key;
+            return true;
+        }
+        const int64_t width = base == "ffn_down_shexp" ? t.ne[0] : t.ne[1];
+        if (width != S) {
+            refusal = t.name + " " + t.shape_string() + " is " + std::to_string(width) + " channels wide, not " +
+                      expert_width_key(arch) + " x " + key + " = " + std::to_string(S) + " as llama.cpp's loader expects";
+            S = 0;
+            return true;
+        }
+    }
+    return true;
+}
+
+// Why the shared experts of `m` stop a width cut ("" when they do not) and,
+// for a count arch, their width S (else 0). False only as shared_count_width.
+bool shared_experts_of(const gguf::model & m, const std::string & arch, int64_t n_ff, int64_t & S, std::string & refusal,
+                       std::string & err) {
+    S = 0;
+    refusal.clear();
     const gguf::tensor_info * shexp = nullptr;
     for (const gguf::tensor_info & t : m.tensors) {
         if (t.name.find("_shexp") != std::string::npos) {
@@ -46,20 +104,22 @@ std::string shared_expert_refusal(const gguf::model & m, const std::string & arc
             break;
         }
     }
-    if (!shexp) return "";
-    bool reads_key = false;
-    for (const char * a : k_shared_width_archs) reads_key = reads_key || arch == a;
+    if (!shexp) return true;
+    if (listed(k_shared_count_archs, arch)) return shared_count_width(m, arch, n_ff, S, refusal, err);
     const std::string key = kv_key(arch, "expert_shared_feed_forward_length");
-    if (!reads_key) {
-        return "the model has shared experts (" + shexp->name + ") and llama.cpp's " + arch +
-               " loader derives their width from " + expert_width_key(arch) +
-               ": cutting the routed experts' width would break loading";
+    if (arch == "llama4") {
+        refusal = "the model has a shared expert (" + shexp->name + ") and llama.cpp's llama4 loader sizes it " +
+                  expert_width_key(arch) + " wide with no count or width key of its own: no KV keeps it whole when "
+                  "the routed experts' width changes";
+    } else if (!listed(k_shared_width_archs, arch)) {
+        refusal = "the model has shared experts (" + shexp->name + ") and llama.cpp's " + arch +
+                  " loader derives their width from " + expert_width_key(arch) +
+                  ": cutting the routed experts' width would break loading";
+    } else if (!m.kvs.has(key)) {
+        refusal = "the model has shared experts (" + shexp->name + ") but no " + key + ", so llama.cpp derives their width from " +
+                  expert_width_key(arch) + ": cutting the routed experts' width would break loading";
     }
-    if (!m.kvs.has(key)) {
-        return "the model has shared experts (" + shexp->name + ") but no " + key + ", so llama.cpp derives their width from " +
-               expert_width_key(arch) + ": cutting the routed experts' width would break loading";
-    }
-    return "";
+    return true;
 }
 
 } // namespace
@@ -135,10 +195,36 @@ bool expert_width_of(const gguf::model & m, const layout & lay, expert_width & o
             }
         }
     }
-    const std::string shared = shared_expert_refusal(m, lay.arch);
+    std::string shared;
+    int64_t S = 0;
+    if (!shared_experts_of(m, lay.arch, n_ff, S, shared, err)) return false;
     if (!shared.empty()) return refuse(shared);
     out.n_ff = n_ff;
+    out.shared_width = S;
     return true;
+}
+
+std::string shared_width_refusal(int64_t shared_width, int64_t n_ff, int64_t block, int64_t k) {
+    if (shared_width <= 0 || (k > 0 && shared_width % k == 0)) return "";
+    // the widths that would work: divisors of S up to n_ff, in whole blocks
+    std::vector<int64_t> fit;
+    for (int64_t d = 1; d <= shared_width / d; ++d) {
+        if (shared_width % d != 0) continue;
+        for (int64_t w : {d, shared_width / d}) {
+            if (w <= n_ff && w % std::max<int64_t>(block, 1) == 0) fit.push_back(w);
+        }
+    }
+    std::sort(fit.begin(), fit.end());
+    fit.erase(std::unique(fit.begin(), fit.end()), fit.end());
+    std::string list;
+    const size_t shown = std::min<size_t>(fit.size(), 16);
+    for (size_t i = 0; i < shown; ++i) list += (i ? ", " : "") + std::to_string(fit[i]);
+    if (fit.size() > shown) list += " (and " + std::to_string(fit.size() - shown) + " more)";
+    return "width " + std::to_string(k) + " does not divide " + std::to_string(shared_width) +
+           ", the shared experts' width: they are kept whole as " + std::to_string(shared_width) +
+           "/K shared experts of width K, so K must divide it; " +
+           (fit.empty() ? std::string("no width up to ") + std::to_string(n_ff) + " does in whole blocks of " + std::to_string(block)
+                        : "widths that fit: " + list);
 }
 
 }  // namespace reap::moe

@@ -8,11 +8,20 @@
 // ffn_down_exps. It needs experts that are three separate projections
 // gate/up/down whose width is the model's one <arch>.expert_feed_forward_length;
 // every other layout is refused with the reason (fused ffn_gate_up_exps, no
-// gate, no width key, a per-layer width array, widths that disagree), and so
-// are models with shared experts whose width llama.cpp derives from the same
-// key (deepseek2, glm4moe, llama4, kimi-k3, ...: only archs whose loader reads
-// <arch>.expert_shared_feed_forward_length, with the key in the file, keep
-// their shared experts' shape when the key changes).
+// gate, no width key, a per-layer width array, widths that disagree).
+//
+// Shared experts, where the model has them, keep their bytes and shape; what
+// llama.cpp expects of their shape depends on the arch's loader (pinned
+// v0.4.0, src/models/*.cpp):
+//   * qwen2moe, qwen3next, ... read <arch>.expert_shared_feed_forward_length:
+//     allowed when the file has that key (the cut leaves it alone);
+//   * deepseek2, glm4moe, dots1, minimax-m3, kimi-k3 size them S = n_ff x
+//     <arch>.expert_shared_count (kimi-k3: a count of 0 counts as 1) and
+//     compute them as one FFN over the concatenated shared weights, so S
+//     channels are S/K "shared experts" of width K exactly: a cut to K writes
+//     expert_shared_count = S/K and K must divide S (shared_width_refusal);
+//   * llama4 sizes its one shared expert n_ff with no count key, and every
+//     other arch with shared experts is unchecked: refused.
 //
 // Core library: no llama.cpp / ggml dependency.
 #pragma once
@@ -30,6 +39,10 @@ struct expert_width {
     int64_t          down_block = 1;    // the largest block size among the ffn_down_exps types
     gguf::tensor_type down_type = gguf::tensor_type::F32;  // the type with that block size (for messages)
     std::string      refusal;           // why the model cannot be cut in width; "" when it can
+    // S, the width of the shared experts llama.cpp sizes as n_ff x
+    // <arch>.expert_shared_count (0: the model has none such); a cut to K
+    // writes expert_shared_count = S/K
+    int64_t          shared_width = 0;
 };
 
 // The width facts of model `m` classified as `lay` (moe::layout_of). A model
@@ -39,6 +52,14 @@ bool expert_width_of(const gguf::model & m, const layout & lay, expert_width & o
 
 // The KV key of the experts' width: "<arch>.expert_feed_forward_length".
 std::string expert_width_key(const std::string & arch);
+// The KV key of the shared experts' count: "<arch>.expert_shared_count".
+std::string expert_shared_count_key(const std::string & arch);
+
+// Why width K cannot keep shared experts of width `shared_width` (S, see
+// expert_width) whole, "" when it can (S = 0, or K divides S). The message
+// names S and the widths that would work: those up to n_ff that divide S and
+// are multiples of `block` (the down projections' block size).
+std::string shared_width_refusal(int64_t shared_width, int64_t n_ff, int64_t block, int64_t k);
 
 // Whether the tensor named `base` ("ffn_gate_exps", ...) with suffix "weight"
 // or "bias" keeps rows (gate, up) in a width cut; down's weight loses

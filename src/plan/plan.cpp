@@ -683,6 +683,7 @@ plan_model_facts facts_of(const moe::layout & lay, const gguf::model & m) {
         f.down_block = w.down_block;
         f.down_type_name = gguf::type_name(w.down_type);
         f.width_refusal = w.refusal;
+        f.shared_width = w.shared_width;
     }
     return f;
 }
@@ -702,6 +703,11 @@ std::string width_refusal(int64_t k, int64_t n_ff, int64_t block, const std::str
     return "";
 }
 
+std::string width_refusal(int64_t k, const plan_model_facts & m) {
+    const std::string why = width_refusal(k, m.n_ff_exp, m.down_block, m.down_type_name);
+    return why.empty() ? moe::shared_width_refusal(m.shared_width, m.n_ff_exp, m.down_block, k) : why;
+}
+
 // The width part of validate_plan: the plan's n_ff is the model's and K suits
 // the down tensors' blocks.
 bool validate_width(const plan & p, const plan_model_facts & m, std::string & err) {
@@ -715,7 +721,7 @@ bool validate_width(const plan & p, const plan_model_facts & m, std::string & er
         err = "plan: made for experts of width " + std::to_string(p.width_n_ff) + ", the model's are " + std::to_string(m.n_ff_exp);
         return false;
     }
-    const std::string why = width_refusal(p.width_keep, m.n_ff_exp, m.down_block, m.down_type_name);
+    const std::string why = width_refusal(p.width_keep, m);
     if (!why.empty()) {
         err = "plan: " + why;
         return false;

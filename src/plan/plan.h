@@ -215,6 +215,8 @@ struct plan_model_facts {
     int64_t          down_block = 1;
     std::string      down_type_name = "f32";
     std::string      width_refusal;
+    // S of shared experts kept whole by their count (moe::expert_width); K must divide it
+    int64_t          shared_width = 0;
 };
 
 // Facts from a classified layout (moe::classify); the width facts stay unset.
@@ -227,6 +229,10 @@ plan_model_facts facts_of(const moe::layout & lay, const gguf::model & m);
 // multiple of the block (the down tensor is requantised along its rows,
 // whole blocks only).
 std::string width_refusal(int64_t k, int64_t n_ff, int64_t block, const std::string & type_name);
+// The same for a model's width facts `m` (n_ff_exp > 0), shared experts
+// included (moe::shared_width_refusal): what plan --width, sweep --widths
+// and validate_plan refuse.
+std::string width_refusal(int64_t k, const plan_model_facts & m);
 
 // Checks `p` against a model (see the file comment). The first problem found
 // is reported, e.g. "plan: layer 7: expert 130 out of range [0, 128)" or

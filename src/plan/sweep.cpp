@@ -58,7 +58,7 @@ bool setup_width(const ranked_model & rm, const std::string & saliency_name, con
         w.cut.down_type = ti->type;
     }
     for (int64_t K : widths) {
-        const std::string why = width_refusal(K, w.facts.n_ff_exp, w.facts.down_block, w.facts.down_type_name);
+        const std::string why = width_refusal(K, w.facts);
         if (!why.empty()) return util::fail_with(err, error_kind::usage, flag + ": " + why);
     }
     w.cut.n_ff = w.facts.n_ff_exp;

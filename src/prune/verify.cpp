@@ -141,7 +141,8 @@ bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layo
     gguf::kv_store want_store;
     want_store.entries = want;
     if (!set_expert_count(want_store, lay.arch, p.n_keep, err)) return false;
-    if (p.has_width() && !moe::set_integer_kv(want_store, moe::expert_width_key(lay.arch), p.width_keep, err)) return false;
+    // a width cut's: expert_feed_forward_length = K, and a shared-expert count where the arch sizes them by it
+    if (p.has_width() && !moe::width_kvs(src, lay, p.width_keep, want_store, err)) return false;
     want = want_store.entries;
     for (size_t i = 0; i < std::max(want.size(), got.size()); ++i) {
         if (i >= got.size()) {
@@ -161,6 +162,8 @@ bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layo
             if (want[i].key == count_key) {
                 err = "KV '" + count_key + "' is " + kv_desc(got[i]) + ", expected " + kv_desc(want[i]) +
                       " (n_keep of the plan)";
+            } else if (const gguf::kv * s = src.kvs.find(want[i].key); s && !same_kv(*s, want[i])) {
+                err = "KV '" + want[i].key + "' is " + kv_desc(got[i]) + ", expected " + kv_desc(want[i]) + " (the plan's width cut)";
             } else {
                 err = "KV '" + want[i].key + "' differs: output " + kv_desc(got[i]) + ", source " + kv_desc(want[i]);
             }
