@@ -372,11 +372,21 @@ TEST(PlanCli, WidthRefusals) {
     EXPECT_NE(out.find("width 16 is not a multiple of 32, the block size of q8_0"), std::string::npos) << out;
     EXPECT_FALSE(prune_test::exists(plan));
 
-    // deepseek2 sizes its shared experts from expert_feed_forward_length too
+    // deepseek2 sizes its shared experts n_ff x expert_shared_count (make_zoo.py: 32 x 1), kept whole as
+    // 32/K of width K: K must divide 32, checked before the archive
     const std::string d = fx.model("deepseek2"), dsal = fx.dir + "/dsal.gguf";
     archive_for(d, dsal, {"code"});
+    EXPECT_EQ(run_reap("plan " + quote(dsal) + " -m " + quote(d) + " --width 24 -o " + quote(plan), out), 2) << out;
+    EXPECT_NE(out.find("--width 24: width 24 does not divide 32, the shared experts' width"), std::string::npos) << out;
+    EXPECT_NE(out.find("widths that fit: 1, 2, 4, 8, 16, 32"), std::string::npos) << out;
     EXPECT_EQ(run_reap("plan " + quote(dsal) + " -m " + quote(d) + " --width 16 -o " + quote(plan), out), 2) << out;
-    EXPECT_NE(out.find("loader derives their width from deepseek2.expert_feed_forward_length"), std::string::npos) << out;
+    EXPECT_NE(out.find("--width 16: " + dsal + " has no channel scores"), std::string::npos) << out;   // 16 passed
+    // llama4's one shared expert is n_ff wide with no key of its own
+    const std::string l4 = fx.model("llama4"), lsal = fx.dir + "/lsal.gguf";
+    archive_for(l4, lsal, {"code"});
+    EXPECT_EQ(run_reap("plan " + quote(lsal) + " -m " + quote(l4) + " --width 16 -o " + quote(plan), out), 2) << out;
+    EXPECT_NE(out.find("llama.cpp's llama4 loader sizes it llama4.expert_feed_forward_length wide"), std::string::npos) << out;
+    EXPECT_FALSE(prune_test::exists(plan));
 }
 
 namespace {

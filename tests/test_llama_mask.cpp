@@ -336,7 +336,8 @@ TEST_P(MaskWidthPlan, EqualsThePrunedFile) {
                 pruned.kld_mean, (unsigned long long) d.n_tokens, d.kld_mean, 100 * d.argmax_agree, d.ppl_ratio);
 }
 
-INSTANTIATE_TEST_SUITE_P(TrainedAndShared, MaskWidthPlan, ::testing::Values("trained", "deepseek2"));
+INSTANTIATE_TEST_SUITE_P(TrainedAndShared, MaskWidthPlan, ::testing::Values(std::string("trained"), std::string("deepseek2")),
+                         [](const ::testing::TestParamInfo<std::string> & i) { return i.param; });
 
 TEST(Mask, BadPlansRefusedAsPruneRefusesThem) {
     std::string err;

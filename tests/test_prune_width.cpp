@@ -4,7 +4,9 @@
 // byte for byte, down the kept columns of the source dequantised by ggml and
 // requantised by ggml in the test itself; reap verify accepts it, reports
 // the requantised tensors apart, and catches a byte changed in either part;
-// the width key and the stamp; refused down types and widths name why; a
+// the width key and the stamp; shared experts byte-identical, with
+// expert_shared_count = S/K where llama.cpp sizes them by it (verify names a
+// file that kept the source's count); refused down types and widths name why; a
 // down type that needs an importance matrix takes the imatrix sliced to the
 // kept channels.
 #include "imatrix_test_util.h"
