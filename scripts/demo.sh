@@ -16,6 +16,11 @@
 #   -> count against width at equal bytes (50% and 25% of the expert pool:
 #      fewer experts, narrower experts, both; scripts/width_study.sh, appended
 #      to docs/results.md, chart docs/width-study.svg)
+#   -> what next-token KLD misses: the needle grid of reap-moe-recall and free
+#      generation of this model, base against reap-25/50/75 and a
+#      language-targeted cut, as masks and as pruned files
+#      (scripts/behaviour_study.sh; its section of docs/results.md, the JSON in
+#      docs/results/)
 #   -> the model card of the main cut, reap-50 (reap report: docs/demo-card/)
 #
 # Everything goes to out/demo (git-ignored); the corpus comes from `make corpus`.
@@ -70,13 +75,7 @@ CUTS=(
 step "plan, prune, verify"
 for cut in "${CUTS[@]}"; do
     read -r name method ratio domains <<< "$cut"
-    args=(--method "$method" --ratio "$ratio")
-    [ "$domains" != all ] && args+=(--domains "$domains")
-    [ "$method" = random ] && args+=(--seed 1)
-    "$REAP" plan "$OUT/saliency.gguf" -m "$MODEL" "${args[@]}" -o "$OUT/plans/$name.json" --force > "$OUT/plans/$name.log"
-    rm -f "$OUT/cuts/$name.gguf"
-    "$REAP" prune -m "$MODEL" --plan "$OUT/plans/$name.json" -o "$OUT/cuts/$name.gguf" --force > /dev/null
-    "$REAP" verify -m "$MODEL" --plan "$OUT/plans/$name.json" "$OUT/cuts/$name.gguf" > "$OUT/cuts/$name.verify.log"
+    REAP="$REAP" scripts/make_cut.sh "$MODEL" "$OUT/saliency.gguf" "$OUT" "$name" "$method" "$ratio" "$domains"
     printf '  %-18s planned, pruned, verified (%s)\n' "$name" "$(du -h "$OUT/cuts/$name.gguf" | cut -f1)"
 done
 
@@ -202,6 +201,9 @@ echo "  appended to docs/results.md; chart docs/frontier-wide.svg"
 
 step "count against width at equal bytes: 50% and 25% of the expert pool (scripts/width_study.sh; appended to docs/results.md)"
 REAP="$REAP" PYTHON="$PY" MODEL="$MODEL" CORPUS="$CORPUS" OUT="$OUT" CTX=$CTX EVAL_BYTES="$EVAL_BYTES" scripts/width_study.sh
+
+step "what next-token KLD misses: needle grid (reap-moe-recall) and free generation (scripts/behaviour_study.sh; in docs/results.md)"
+REAP="$REAP" PYTHON="$PY" MODEL="$MODEL" CORPUS="$CORPUS" OUT="$OUT" CTX=$CTX CALIB_TOKENS="$CALIB_TOKENS" scripts/behaviour_study.sh
 
 step "the model card of the main cut (reap-50), written and checked from its receipts: docs/demo-card/"
 "$REAP" report -m "$MODEL" --plan "$OUT/plans/reap-50.json" "$OUT/cuts/reap-50.gguf" --saliency "$OUT/saliency.gguf" \

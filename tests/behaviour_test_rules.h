@@ -1,7 +1,8 @@
 // The rules of reap eval --needle / --generate written again, independently
 // of src/metrics, for the tests that recompute every printed number from the
 // --json texts, tokens and expected values (test_llama_eval_behaviour.cpp,
-// test_llama_sweep.cpp).
+// test_llama_sweep.cpp; test_report.cpp for the demo's section of
+// docs/results.md).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -9,9 +9,12 @@
 //     in the card and keeps the tables' columns;
 //   * the heatmap at K3 size (92 x 896) stays small, exact and drawable;
 //   * the demo's frontier sections of docs/results.md name each budget's
-//     winner, the table's best row, and their charts exist.
+//     winner, the table's best row, and their charts exist;
+//   * the demo's behaviour section of docs/results.md (needle grid, free
+//     generation) is counted again from the JSON it was made from.
 // `reap report` end to end (the card, its figures, the exit statuses, the
 // inputs it never replaces): test_cli_report.cpp.
+#include "behaviour_test_rules.h"
 #include "moe/identity.h"
 #include "report/report.h"
 #include "report_test_util.h"
@@ -478,4 +481,191 @@ TEST(DemoResults, FrontierSectionsNameEachBudgetsWinner) {
         for (const auto & [budget, rows] : s.rows) EXPECT_NE(svg.find("budget " + budget + "<"), std::string::npos) << s.chart << " " << budget;
         EXPECT_NE(svg.find("best per request"), std::string::npos) << s.chart;
     }
+}
+
+// Issue 25's demo acceptance (item 5), on the committed docs/results.md: the
+// section "What next-token KLD misses" is counted again here, with the rules of
+// behaviour_test_rules.h (written apart from src/metrics and from
+// tools/behaviour_study.py), from the two `reap eval --json` outputs it is made
+// from (docs/results/): every cell of the needle table from the decoded texts
+// and the expected values (the values themselves from the seed), every loop
+// rate, termination rate and distinct-4 from the generated tokens, and the
+// mask = file counts; any number edited in the table fails. Then the
+// acceptance: the recall model's base answers >= 90% of the cells, a cut of the
+// demo's loses cells, every cut's mask decodes what its pruned file decodes
+// (needles and generated tokens alike), and the 75% cut's generation numbers
+// differ from the base's.
+namespace {
+
+using nlohmann::json;
+
+const char * const k_behaviour_title = "## What next-token KLD misses: needle retrieval and free generation";
+
+// The section's tables, each under the last "### " heading or "**bold**" line
+// above it, as rows of trimmed cells (the |---| line left out); its other lines.
+struct md_section {
+    std::map<std::string, std::vector<std::vector<std::string>>> tables;
+    std::vector<std::string> lines;
+};
+
+md_section read_behaviour_section(const std::string & path) {
+    md_section s;
+    std::ifstream in(path);
+    bool inside = false;
+    std::string label;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("## ", 0) == 0) inside = line == k_behaviour_title;
+        if (!inside) continue;
+        s.lines.push_back(line);
+        if (line.rfind("### ", 0) == 0 || line.rfind("**", 0) == 0) label = line.substr(0, line.find(" ("));
+        if (line.rfind("|", 0) != 0 || line.rfind("|---", 0) == 0) continue;
+        std::vector<std::string> cells;
+        std::string cell;
+        std::istringstream row(line.substr(1));
+        while (std::getline(row, cell, '|')) cells.push_back(behaviour_test::trim(cell));
+        s.tables[label].push_back(cells);
+    }
+    return s;
+}
+
+std::string stem_of(const std::string & name) {
+    const std::string b = reap::util::base_name(name);
+    return b.substr(0, b.rfind('.'));
+}
+
+// A cut's name, its pruned file's index and its mask's among `models` (each {"name", "masked"}); [0] is the base.
+struct cut_models { std::string name; size_t file = 0, mask = 0; };
+
+std::vector<cut_models> cuts_of(const json & models) {
+    std::vector<cut_models> cuts;
+    std::map<std::string, size_t> masks;
+    for (size_t i = 1; i < models.size(); ++i) {
+        if (models[i].at("masked").get<bool>()) masks[stem_of(models[i].at("name"))] = i;
+        else cuts.push_back({stem_of(models[i].at("name")), i, 0});
+    }
+    EXPECT_EQ(models[0].at("name"), "base");
+    EXPECT_EQ(masks.size(), cuts.size()) << "every cut as a mask and as a file";
+    for (cut_models & c : cuts) {
+        EXPECT_TRUE(masks.count(c.name)) << c.name << " has no mask";
+        c.mask = masks[c.name];
+    }
+    return cuts;
+}
+
+std::string frac(size_t n, size_t of) { return std::to_string(n) + "/" + std::to_string(of); }
+
+} // namespace
+
+TEST(DemoResults, BehaviourSectionNeedleGridFromItsJson) {
+    const std::string src = std::string(REAP_SOURCE_DIR);
+    const md_section s = read_behaviour_section(src + "/docs/results.md");
+    ASSERT_FALSE(s.lines.empty()) << "docs/results.md has no section " << k_behaviour_title;
+    const json doc = read_json(src + "/docs/results/needle-recall.json");
+    const json & nd = doc.at("needle");
+    EXPECT_FALSE(nd.at("chat").get<bool>()) << "the recall model has no template: the completion form";
+    const json & cells = nd.at("cells");
+    ASSERT_FALSE(cells.empty());
+    const uint64_t seed = nd.at("seed").get<uint64_t>();
+    std::vector<std::pair<int, double>> grid;
+    for (size_t i = 0; i < cells.size(); ++i) {
+        EXPECT_EQ(cells[i].at("value"), behaviour_test::needle_value(seed, i)) << "cell " << i;
+        const std::pair<int, double> key{cells[i].at("length").get<int>(), cells[i].at("depth").get<double>()};
+        if (std::find(grid.begin(), grid.end(), key) == grid.end()) grid.push_back(key);
+    }
+    const json & models = cells[0].at("models");
+    const std::vector<cut_models> cuts = cuts_of(models);
+    auto right = [&](size_t m, const std::pair<int, double> * key) {
+        size_t n = 0;
+        for (const json & c : cells)
+            if (!key || (c.at("length").get<int>() == key->first && c.at("depth").get<double>() == key->second))
+                n += behaviour_test::exact(c.at("models")[m].at("text"), c.at("value"));
+        return n;
+    };
+    const size_t n = cells.size();
+    std::vector<std::vector<std::string>> want = {{"model"}};
+    for (const auto & g : grid) {
+        char head[64];
+        snprintf(head, sizeof head, "%d tok @ %g", g.first, g.second);
+        want[0].push_back(head);
+    }
+    for (const char * h : {"exact (file)", "exact (mask)", "mask = file"}) want[0].push_back(h);
+    want.push_back({"base"});
+    for (const auto & g : grid) want.back().push_back(std::to_string(right(0, &g)));
+    for (const char * c : {"", "-", "-"}) want.back().push_back(c);
+    want.back()[grid.size() + 1] = frac(right(0, nullptr), n);
+    bool a_cut_loses = false;
+    for (const cut_models & c : cuts) {
+        size_t same = 0;
+        for (const json & cell : cells) same += cell.at("models")[c.file].at("text") == cell.at("models")[c.mask].at("text");
+        want.push_back({c.name});
+        for (const auto & g : grid) want.back().push_back(std::to_string(right(c.file, &g)));
+        for (const std::string & x : {frac(right(c.file, nullptr), n), frac(right(c.mask, nullptr), n), frac(same, n)})
+            want.back().push_back(x);
+        EXPECT_EQ(same, n) << c.name << ": the mask decoded other text than the pruned file";
+        EXPECT_EQ(right(c.file, nullptr), right(c.mask, nullptr)) << c.name;
+        a_cut_loses = a_cut_loses || right(c.file, nullptr) < right(0, nullptr);
+    }
+    ASSERT_TRUE(s.tables.count("### Needle grid: reap-moe-recall")) << "no needle table";
+    EXPECT_EQ(s.tables.at("### Needle grid: reap-moe-recall"), want);
+    EXPECT_GE(right(0, nullptr) * 10, n * 9) << "the base retrieves fewer than 90% of the cells";
+    EXPECT_TRUE(a_cut_loses) << "no cut of the demo's loses a cell: the grid does not discriminate";
+    std::set<std::string> names;
+    for (const cut_models & c : cuts) names.insert(c.name);
+    EXPECT_EQ(names, (std::set<std::string>{"reap-25", "reap-50", "reap-75", "reap-en+code-50"}));
+}
+
+TEST(DemoResults, BehaviourSectionGenerationFromItsJson) {
+    const std::string src = std::string(REAP_SOURCE_DIR);
+    const md_section s = read_behaviour_section(src + "/docs/results.md");
+    ASSERT_FALSE(s.lines.empty()) << "docs/results.md has no section " << k_behaviour_title;
+    const json doc = read_json(src + "/docs/results/generate-tiny.json");
+    const json & g = doc.at("generate");
+    ASSERT_EQ(g.at("loop_span"), 8);
+    ASSERT_EQ(g.at("loop_repeats"), 3);
+    EXPECT_EQ(g.at("temperature").get<double>(), 0.0) << "greedy: a mask and its file agree output for output";
+    const json & models = g.at("models");
+    const std::vector<cut_models> cuts = cuts_of(models);
+    const json & base = models[0].at("outputs");
+    std::vector<std::string> domains;
+    for (const json & o : base)
+        if (std::find(domains.begin(), domains.end(), o.at("domain")) == domains.end()) domains.push_back(o.at("domain"));
+    domains.push_back("");   // every output: the "all" column
+    struct table { const char * label, * fmt; double behaviour_test::gen_row::* field; double scale; };
+    const table tables[] = {{"**Loop rate**", "%.1f%%", &behaviour_test::gen_row::loop, 100},
+                            {"**Termination rate**", "%.1f%%", &behaviour_test::gen_row::ended, 100},
+                            {"**Distinct-4**", "%.3f", &behaviour_test::gen_row::d4, 1}};
+    std::vector<std::pair<std::string, size_t>> rows = {{"base", 0}};
+    for (const cut_models & c : cuts) rows.push_back({c.name, c.file});
+    for (const table & t : tables) {
+        std::vector<std::vector<std::string>> want = {{"model"}};
+        for (const std::string & d : domains) want[0].push_back(d.empty() ? "all" : d);
+        for (const auto & [name, m] : rows) {
+            want.push_back({name});
+            for (const std::string & d : domains) {
+                const behaviour_test::gen_row r = behaviour_test::recompute(models[m].at("outputs"), base, d, 8, 3);
+                char v[32];
+                snprintf(v, sizeof v, t.fmt, t.scale * (r.*t.field));
+                want.back().push_back(v);
+            }
+        }
+        ASSERT_TRUE(s.tables.count(t.label)) << "no table " << t.label;
+        EXPECT_EQ(s.tables.at(t.label), want) << t.label;
+    }
+    std::string same_line = "Mask = file (outputs the mask generated token for token as the pruned file did): ";
+    for (size_t i = 0; i < cuts.size(); ++i) {
+        size_t same = 0;
+        const json & fo = models[cuts[i].file].at("outputs"), & mo = models[cuts[i].mask].at("outputs");
+        ASSERT_EQ(fo.size(), base.size());
+        ASSERT_EQ(mo.size(), base.size());
+        for (size_t k = 0; k < fo.size(); ++k) same += fo[k].at("tokens") == mo[k].at("tokens");
+        EXPECT_EQ(same, base.size()) << cuts[i].name << ": the mask generated other tokens than the pruned file";
+        same_line += (i ? ", " : "") + cuts[i].name + " " + frac(same, base.size());
+    }
+    EXPECT_NE(std::find(s.lines.begin(), s.lines.end(), same_line + "."), s.lines.end()) << same_line;
+    // The acceptance asks that a 75% cut's numbers differ from the base's, in no set direction.
+    const auto cut75 = std::find_if(cuts.begin(), cuts.end(), [](const cut_models & c) { return c.name == "reap-75"; });
+    ASSERT_NE(cut75, cuts.end());
+    const behaviour_test::gen_row b = behaviour_test::recompute(base, base, "", 8, 3),
+                                  c = behaviour_test::recompute(models[cut75->file].at("outputs"), base, "", 8, 3);
+    EXPECT_TRUE(b.loop != c.loop || b.ended != c.ended || b.d4 != c.d4) << "reap-75 generates as the base does";
 }

@@ -283,8 +283,10 @@ def main():
         torch.set_rng_state(ck["torch_rng"])
         step = ck["step"]
         print(f"resumed from {args.ckpt} at step {step}", flush=True)
-        # keep the log consistent with the checkpoint
-        rows = [l for l in open(log_path) if json.loads(l)["step"] < step] if os.path.exists(log_path) else []
+        # keep the log consistent with the checkpoint: its rows up to and including the
+        # checkpoint's step (that step's row was written before the checkpoint was saved);
+        # the rows after it are trained again
+        rows = [l for l in open(log_path) if json.loads(l)["step"] <= step] if os.path.exists(log_path) else []
         open(log_path, "w").writelines(rows)
     elif not args.bench:
         open(log_path, "w").close()

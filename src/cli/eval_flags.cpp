@@ -112,7 +112,7 @@ void declare_eval(options & t, eval_params & p) {
     "mean length and the mean leading tokens that agree with the base's output.\n"
     "Reading them: the base's n/m is the ceiling a cut is held to; a loop rate above the\n"
     "base's is runaway repetition, a termination rate below it outputs that no longer stop\n"
-    "on their own, a distinct-4 far from it changed wording.\n"
+    "on their own, a distinct-4 far from it changed wording (make demo's cuts: docs/results.md).\n"
     "--json: {\"format\": \"reap-behaviour\", \"needle\": ..., \"generate\": ...}, every decoded text\n"
     "and token, and per section \"measured\": the input's sha256, the base's fingerprint, each\n"
     "mask's plan hash and each pruned file's SHA256SUMS hash (reap report --eval reads it).\n"

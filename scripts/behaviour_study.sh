@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# scripts/behaviour_study.sh: what next-token KLD misses, on the demo's cuts
+# (issue 25, item 5), a step of `make demo` (scripts/demo.sh runs it; it can
+# also run alone).
+#
+#   needle grid   models/reap-moe-recall.gguf (the model that retrieves):
+#                 calibrated on the calib split (CALIB_TOKENS a domain), cut
+#                 by REAP at 25/50/75% and at 50% on en,code alone; `reap
+#                 eval --needle` on the base, every cut as a mask and every
+#                 cut as the pruned file, in one run
+#   generation    models/reap-moe-tiny.gguf: the demo's own cuts reap-25/50/75
+#                 and reap-en+code-50 (made here as demo.sh makes them when
+#                 OUT has none); `reap eval --generate` on held-out prompts,
+#                 masks and files, in one run
+# tools/behaviour_study.py writes the section of docs/results.md from the two
+# --json outputs, which are kept in docs/results/ (the test that recomputes
+# the section reads them there: DemoResults.BehaviourSection*).
+#
+# Environment: REAP, PYTHON, MODEL (the trained model), RECALL, CORPUS, OUT
+# (the demo's folder), CTX, CALIB_TOKENS (calibration tokens per domain: the
+# recall model's, and the trained model's when its saliency is missing, as
+# demo.sh calibrates it), NEEDLES (per cell),
+# NEEDLE_SEED, PROMPTS_PER_DOMAIN, PROMPT_BYTES, MAX_NEW.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REAP=${REAP:-build/bin/reap}
+PY=${PYTHON:-/usr/bin/python3}
+MODEL=${MODEL:-models/reap-moe-tiny.gguf}
+RECALL=${RECALL:-models/reap-moe-recall.gguf}
+CORPUS=${CORPUS:-data/corpus}
+OUT=${OUT:-out/demo}
+CTX=${CTX:-256}
+CALIB_TOKENS=${CALIB_TOKENS:-20000}
+NEEDLES=${NEEDLES:-12}
+NEEDLE_SEED=${NEEDLE_SEED:-0}
+PROMPTS_PER_DOMAIN=${PROMPTS_PER_DOMAIN:-4}
+PROMPT_BYTES=${PROMPT_BYTES:-96}
+MAX_NEW=${MAX_NEW:-128}
+B="$OUT/behaviour"
+mkdir -p "$B/plans" "$B/cuts" "$OUT/plans" "$OUT/cuts" docs/results
+
+# name  method  ratio  domains: the demo's cuts this study shows (demo.sh's names)
+CUTS=(
+    "reap-25           reap 0.25 all"
+    "reap-50           reap 0.50 all"
+    "reap-75           reap 0.75 all"
+    "reap-en+code-50   reap 0.50 en,code"
+)
+
+# plan, prune and verify one cut as demo.sh does: DIR/plans/NAME.json and DIR/cuts/NAME.gguf
+make_cut() { REAP="$REAP" scripts/make_cut.sh "$@"; }
+
+# --- the needle grid on the recall model: its own calibration and cuts
+if [ ! -f "$B/recall-saliency.gguf" ]; then
+    "$REAP" calibrate -m "$RECALL" --corpus "$CORPUS/calib.jsonl" -o "$B/recall-saliency.gguf" -c "$CTX" \
+        --max-tokens-per-domain "$CALIB_TOKENS" > "$B/recall-calibrate.log" 2>&1
+fi
+needle_args=()
+for cut in "${CUTS[@]}"; do
+    read -r name method ratio domains <<< "$cut"
+    make_cut "$RECALL" "$B/recall-saliency.gguf" "$B" "$name" "$method" "$ratio" "$domains"
+    needle_args+=(--mask "$B/plans/$name.json" -p "$B/cuts/$name.gguf")
+    printf '  recall %-16s planned, pruned, verified\n' "$name"
+done
+"$REAP" eval -m "$RECALL" "${needle_args[@]}" --needle -f "$CORPUS/heldout.jsonl" --needles "$NEEDLES" \
+    --seed "$NEEDLE_SEED" --json --quiet > "$B/needle-recall.json"
+echo "  needle grid: $B/needle-recall.json"
+
+# --- free generation on the trained model: the demo's cuts
+if [ ! -f "$OUT/saliency.gguf" ]; then   # as demo.sh makes it
+    "$REAP" calibrate -m "$MODEL" --corpus "$CORPUS/calib.jsonl" -o "$OUT/saliency.gguf" -c "$CTX" \
+        --max-tokens-per-domain "$CALIB_TOKENS" > "$B/calibrate.log" 2>&1
+fi
+gen_args=()
+for cut in "${CUTS[@]}"; do
+    read -r name method ratio domains <<< "$cut"
+    if [ ! -f "$OUT/plans/$name.json" ] || [ ! -f "$OUT/cuts/$name.gguf" ]; then
+        make_cut "$MODEL" "$OUT/saliency.gguf" "$OUT" "$name" "$method" "$ratio" "$domains"
+        printf '  %-16s planned, pruned, verified\n' "$name"
+    fi
+    gen_args+=(--mask "$OUT/plans/$name.json" -p "$OUT/cuts/$name.gguf")
+done
+"$PY" tools/behaviour_study.py prompts --corpus "$CORPUS/heldout.jsonl" --per-domain "$PROMPTS_PER_DOMAIN" \
+    --bytes "$PROMPT_BYTES" --out "$B/prompts.jsonl"
+"$REAP" eval -m "$MODEL" "${gen_args[@]}" --generate "$B/prompts.jsonl" --max-new "$MAX_NEW" \
+    --json --quiet > "$B/generate-tiny.json"
+echo "  generation: $B/generate-tiny.json"
+
+# --- the section, from the JSON kept in docs/results/
+for j in needle-recall generate-tiny; do
+    "$PY" tools/behaviour_study.py compact "$B/$j.json" "docs/results/$j.json"
+done
+"$PY" tools/behaviour_study.py table --needle docs/results/needle-recall.json --generate docs/results/generate-tiny.json \
+    --md "$B/table.md" --results docs/results.md > /dev/null
+echo "  written into docs/results.md (its JSON in docs/results/)"
