@@ -4,10 +4,16 @@
 // with reap's plan writer, `read PATH` reads it back with reap's plan reader
 // (the parse every command that takes a plan does). Each prints its own wall
 // and CPU time (making the plan not counted), the file's size and the process's peak RSS; run them as separate
-// processes so that each peak is its own. docs/commands.md quotes the numbers.
+// processes so that each peak is its own. `mask PATH` (built with llama.cpp)
+// reads it and makes its eval mask (llama/mask.h mask_of_plan, what reap eval
+// --mask and reap sweep hold while they run), printing the peak RSS after the
+// read and after the mask. docs/commands.md quotes the numbers.
 //
-// usage: bench_plan_scale (write|read) PATH [--layers N] [--keep N] [--n-ff N] [--width K]
+// usage: bench_plan_scale (write|read|mask) PATH [--layers N] [--keep N] [--n-ff N] [--width K]
 #include "plan/plan.h"
+#ifdef REAP_BENCH_MASK
+#include "llama/mask.h"
+#endif
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -66,8 +72,8 @@ reap::plan make_plan(int n_layer, int64_t n_keep, int64_t n_ff, int64_t K) {
 }  // namespace
 
 int main(int argc, char ** argv) {
-    if (argc < 3 || (strcmp(argv[1], "write") != 0 && strcmp(argv[1], "read") != 0)) {
-        fprintf(stderr, "usage: %s (write|read) PATH [--layers N] [--keep N] [--n-ff N] [--width K]\n", argv[0]);
+    if (argc < 3 || (strcmp(argv[1], "write") != 0 && strcmp(argv[1], "read") != 0 && strcmp(argv[1], "mask") != 0)) {
+        fprintf(stderr, "usage: %s (write|read|mask) PATH [--layers N] [--keep N] [--n-ff N] [--width K]\n", argv[0]);
         return 2;
     }
     const bool write = strcmp(argv[1], "write") == 0;
@@ -104,5 +110,23 @@ int main(int argc, char ** argv) {
     printf("%s: %zu layers, %zu channel ids, file %.1f MB, %.2f s wall, %.2f s CPU, peak RSS %.0f MiB\n",
            write ? "write" : "read", p.layers.size(), ids, double(st.st_size) / 1e6, t, cpu_seconds() - cpu_make,
            double(peak_rss_kib()) / 1024.0);
+    if (strcmp(argv[1], "mask") != 0) return 0;
+#ifdef REAP_BENCH_MASK
+    reap::moe::layout lay;   // the blocks of the plan, none of them MTP
+    lay.n_layer = p.n_layer;
+    const double c0 = cpu_seconds();
+    reap::expert_mask m;
+    if (!reap::mask_of_plan(p, path, lay, m, err)) {
+        fprintf(stderr, "%s\n", err.c_str());
+        return 1;
+    }
+    size_t removed_bytes = 0;
+    for (size_t b = 0; b < m.removed.size(); ++b) removed_bytes += m.removed[b].size() + (b < m.removed_channels.size() ? m.removed_channels[b].size() * sizeof(m.removed_channels[b][0]) : 0);
+    printf("mask: %.2f s CPU, %.1f MB held, peak RSS %.0f MiB\n", cpu_seconds() - c0, double(removed_bytes) / 1e6,
+           double(peak_rss_kib()) / 1024.0);
     return 0;
+#else
+    fprintf(stderr, "mask: built without llama.cpp\n");
+    return 2;
+#endif
 }

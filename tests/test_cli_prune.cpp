@@ -220,7 +220,12 @@ TEST(PruneCli, WidthPlanDownType) {
     EXPECT_NE(log.find("width 32 is not a multiple of 256, the block size of q4_K"), std::string::npos) << log;
     EXPECT_FALSE(exists(out));
 
+    // the dry run sizes the cut from the down type and shape, requantising nothing; its size is the file's
+    std::string dry;
+    ASSERT_EQ(run_reap(base + quote(plan) + " --down-type q8_0 --dry-run", dry), 0) << dry;
+    EXPECT_FALSE(exists(out));
     ASSERT_EQ(run_reap(base + quote(plan) + " --down-type q8_0", log), 0) << log;
+    EXPECT_NE(dry.find(out + "  " + std::to_string(read_all(out).size()) + " bytes"), std::string::npos) << dry;
     ASSERT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(plan) + " " + quote(out), log), 0) << log;
     EXPECT_NE(log.find("width cut: 3 down tensors"), std::string::npos) << log;
     const g::model o = open(out);
@@ -230,14 +235,19 @@ TEST(PruneCli, WidthPlanDownType) {
 
     // a split output: every shard verifies, the requantised tensors wherever they fall
     const std::string split = dir + "/split.gguf";
-    ASSERT_EQ(run_reap(base.substr(0, base.find(" -o ")) + " -o " + quote(split) + " --plan " + quote(plan) +
-                           " --down-type q8_0 --split-max-tensors 7", log), 0) << log;
+    const std::string split_cmd = base.substr(0, base.find(" -o ")) + " -o " + quote(split) + " --plan " + quote(plan) +
+                                  " --down-type q8_0 --split-max-tensors 7";
+    ASSERT_EQ(run_reap(split_cmd + " --dry-run", dry), 0) << dry;
+    ASSERT_EQ(run_reap(split_cmd, log), 0) << log;
     const std::string first = dir + "/split-00001-of-" + [&] {
         for (const auto & f : gguf_test::list_dir(dir)) if (f.rfind("split-00001-of-", 0) == 0) return f.substr(15, 5);
         return std::string("?????");
     }() + ".gguf";
     ASSERT_TRUE(exists(first)) << log;
     EXPECT_GT(open(first).shards.size(), 1u);
+    for (const auto & sh : open(first).shards) {   // each shard as the dry run predicted it
+        EXPECT_NE(dry.find(sh.path + "  " + std::to_string(read_all(sh.path).size()) + " bytes"), std::string::npos) << sh.path << "\n" << dry;
+    }
     ASSERT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(plan) + " " + quote(first), log), 0) << log;
     EXPECT_NE(log.find("width cut: 3 down tensors"), std::string::npos) << log;
 }

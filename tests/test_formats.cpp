@@ -354,6 +354,11 @@ TEST(SweepFormat, BehaviourSectionsReadBackAndPointsAreRecomputed) {
     bad["generate"]["models"][2]["name"] = "keep 15";
     EXPECT_FALSE(reap::sweep_from_json(bad, "s.json", r, err));
     EXPECT_NE(err.find("keep 16"), std::string::npos) << err;
+    // a width cut beside the sections: they name "keep 16" only, so its numbers would be the full width's
+    bad = j;
+    bad["points"][1]["width"] = 64;
+    EXPECT_FALSE(reap::sweep_from_json(bad, "s.json", r, err));
+    EXPECT_NE(err.find("needle is beside width cuts"), std::string::npos) << err;
 }
 
 // Issue 26 item 2: several sources against one reference (version 3). The
@@ -399,6 +404,11 @@ TEST(SweepFormat, SourcesAndFrontierReadBack) {
     bad.erase("reference");
     EXPECT_FALSE(reap::sweep_from_json(bad, "s.json", r, err));
     EXPECT_NE(err.find("reference"), std::string::npos) << err;
+    // width cuts in a source: the frontier is per request, it would compare them with full-width points
+    bad = j;
+    bad["sources"][1]["points"][1]["width"] = 64;
+    EXPECT_FALSE(reap::sweep_from_json(bad, "s.json", r, err));
+    EXPECT_NE(err.find("sources hold width cuts"), std::string::npos) << err;
 }
 
 // Sweeps written by `reap sweep` at version 1 (the trained model over a

@@ -3,8 +3,9 @@
 // with the same census; split-set validation errors; writer safety (never
 // over an input, even through a hard link; never over an existing file
 // without force; nothing left behind on failure, including a failure in the
-// middle of writing); exact sizes from layout_output; expert slicing with
-// file pieces; SHA-256 and SHA256SUMS.
+// middle of writing); exact sizes from layout_output; data made when written
+// (a producer: laid out uncalled, its wrong size or failure refused); expert
+// slicing with file pieces; SHA-256 and SHA256SUMS.
 #include "moe/census.h"
 #include "gguf_test_util.h"
 #include "util/file.h"
@@ -276,6 +277,50 @@ TEST(GgufWriter, LeavesNothingBehindOnFailure) {
     EXPECT_FALSE(g::write_output(spec, no_sync(), dir + "/out.gguf", written, err));
     EXPECT_NE(err.find("output tensor '" + spec.tensors[2].name + "'"), std::string::npos) << err;
     EXPECT_NE(err.find("needs"), std::string::npos) << err;
+    EXPECT_EQ(list_dir(dir), before);
+
+    // Data made when written (output_tensor::produce): laid out from the shape
+    // without being called; what it makes is written; a producer that fails
+    // or makes another size than the shape leaves nothing, naming the tensor.
+    spec = g::spec_from_model(m);
+    const std::vector<uint8_t> want = read_all(in);
+    const g::data_piece src = spec.tensors[2].pieces[0];
+    int calls = 0;
+    spec.tensors[2].pieces.clear();
+    spec.tensors[2].produce = [&](std::vector<uint8_t> & out, std::string &) {
+        ++calls;
+        out.assign(want.begin() + (ptrdiff_t) src.offset, want.begin() + (ptrdiff_t) (src.offset + src.length));
+        return true;
+    };
+    std::vector<g::shard_layout> laid;
+    ASSERT_TRUE(g::layout_output(spec, no_sync(), dir + "/made.gguf", laid, err)) << err;
+    EXPECT_EQ(calls, 0);
+    ASSERT_TRUE(g::write_output(spec, no_sync(), dir + "/made.gguf", written, err)) << err;
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(read_all(dir + "/made.gguf"), want);   // the same bytes as the source's piece gives
+    EXPECT_EQ(laid[0].file_bytes, file_size(dir + "/made.gguf"));
+    ::unlink((dir + "/made.gguf").c_str());
+    auto short_by_one = spec;
+    short_by_one.tensors[2].produce = [&](std::vector<uint8_t> & out, std::string &) {
+        out.assign(src.length - 1, 0);
+        return true;
+    };
+    EXPECT_FALSE(g::write_output(short_by_one, no_sync(), dir + "/out.gguf", written, err));
+    EXPECT_NE(err.find("tensor '" + spec.tensors[2].name + "': its producer made " + std::to_string(src.length - 1) + " bytes"),
+              std::string::npos) << err;
+    EXPECT_EQ(list_dir(dir), before);
+    auto failing_producer = spec;
+    failing_producer.tensors[2].produce = [](std::vector<uint8_t> &, std::string & e) {
+        e = "cannot requantise";
+        return false;
+    };
+    EXPECT_FALSE(g::write_output(failing_producer, no_sync(), dir + "/out.gguf", written, err));
+    EXPECT_NE(err.find("tensor '" + spec.tensors[2].name + "': cannot requantise"), std::string::npos) << err;
+    EXPECT_EQ(list_dir(dir), before);
+    auto both = spec;
+    both.tensors[2].pieces.push_back(src);
+    EXPECT_FALSE(g::write_output(both, no_sync(), dir + "/out.gguf", written, err));
+    EXPECT_NE(err.find("more than one of file pieces, an in-memory buffer and a producer"), std::string::npos) << err;
     EXPECT_EQ(list_dir(dir), before);
 
     // Invalid output metadata.

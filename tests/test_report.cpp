@@ -18,6 +18,7 @@
 #include "moe/identity.h"
 #include "report/report.h"
 #include "report_test_util.h"
+#include "util/number_format.h"
 #include "util/path.h"
 
 #include <algorithm>
@@ -198,6 +199,114 @@ TEST(ReportCard, SweepFrontierNamesThisBuild) {
     sizes = section(read_text(card_dir + "/README.md"), "Other sizes");
     EXPECT_EQ(sizes.find("(this build)"), std::string::npos) << sizes;
     EXPECT_NE(sizes.find("none of the sweep's sources"), std::string::npos) << sizes;
+}
+
+// Issue 27: a sweep with width cuts (`reap sweep --keep 12,6 --widths 16,8`,
+// a count x width grid) gets a row per point with N and its width, each row's
+// numbers those of its point in the JSON (recomputed here from the JSON, in
+// the sweep's order whatever the file's), and the figure one line per width
+// plotting the same numbers; this build (N = 6, every channel) is the full
+// width's N = 6 only. A width the source's experts cannot be cut to is
+// refused. Before this change the card keyed rows by N alone: "6 (this N)"
+// on three rows and no width column.
+TEST(ReportCard, WidthSweepRowPerPoint) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_width_sweep", fx, why)) GTEST_SKIP() << why;
+    g::model m;
+    ASSERT_TRUE(g::open_model(fx.model, m, why)) << why;
+    int64_t n_ff = 0;
+    ASSERT_TRUE(m.kvs.get_i64("qwen3moe.expert_feed_forward_length", n_ff, why)) << why;
+    ASSERT_EQ(n_ff, 32);
+    const std::string sw = fx.dir + "/sweep.json", card_dir = fx.dir + "/card";
+    nlohmann::ordered_json j = sweep_json(fx, "reap", source_sha(fx));
+    const nlohmann::ordered_json base_pt = j["points"][0];
+    j["points"] = nlohmann::ordered_json::array();
+    // written in another order than the sweep's (widths ascending, N ascending)
+    for (int w : {8, 16, 0}) {
+        for (int n : {6, 12}) {
+            nlohmann::ordered_json pt = base_pt;
+            pt["n_keep"] = n;
+            pt["request"] = {{"keep", std::to_string(n)}};
+            if (w) pt["width"] = w;
+            pt["predicted_bytes"] = 1000 * n * (w ? w : 32) + 7 * w;
+            pt["saliency_share"] = n / 16.0 * (w ? w / 40.0 : 1.0);
+            const double kld = 1.0 / n + (w ? 1.0 / w : 0.0);
+            pt["overall"]["kld_mean"] = kld;
+            pt["overall"]["kld_median"] = kld / 2;
+            pt["overall"]["kld_p99"] = kld * 2;
+            pt["overall"]["kld_max"] = kld * 3;
+            pt["overall"]["argmax_agree"] = 0.5 + n / 100.0 + w / 1000.0;
+            pt["overall"]["ppl_ratio"] = 1 + n / 10.0 + w / 100.0;
+            j["points"].push_back(pt);
+        }
+    }
+    write_text(sw, j.dump(2));
+    ASSERT_EQ(run_report(fx, fx.cut, {}, sw, card_dir, false, out), 0) << out;
+    const std::string sizes = section(read_text(card_dir + "/README.md"), "Other sizes");
+    EXPECT_NE(sizes.find("| N | width | file bytes | saliency kept | KLD mean | top-1 | PPL ratio |\n|---:|---:|---:|"), std::string::npos) << sizes;
+    auto f = [](const char * spec, double v) {
+        char b[64];
+        snprintf(b, sizeof b, spec, v);
+        return std::string(b);
+    };
+    // the sweep's order: the full width, then 16, then 8; N descending within
+    size_t at = 0, n_rows = 0;
+    for (int w : {0, 16, 8}) {
+        for (int n : {12, 6}) {
+            const nlohmann::ordered_json * pt = nullptr;
+            for (const auto & q : j["points"]) {
+                if (q["n_keep"] == n && q.value("width", 0) == w) pt = &q;
+            }
+            ASSERT_NE(pt, nullptr);
+            const std::string row = "| " + std::to_string(n) + (n == 6 && w == 0 ? " (this build)" : "") + " | " +
+                                    (w ? std::to_string(w) : "all (32)") + " | " +
+                                    reap::util::format_size((*pt)["predicted_bytes"].get<uint64_t>()) + " | " +
+                                    f("%.1f%%", 100 * (*pt)["saliency_share"].get<double>()) + " | " +
+                                    f("%.4f", (*pt)["overall"]["kld_mean"].get<double>()) + " | " +
+                                    f("%.2f%%", 100 * (*pt)["overall"]["argmax_agree"].get<double>()) + " | " +
+                                    f("%.4f", (*pt)["overall"]["ppl_ratio"].get<double>()) + " |\n";
+            const size_t p = sizes.find(row);
+            ASSERT_NE(p, std::string::npos) << row << sizes;
+            EXPECT_GT(p, at) << "out of order: " << row;
+            at = p;
+            ++n_rows;
+        }
+    }
+    size_t table_rows = 0;
+    for (size_t p = sizes.find("\n| "); p != std::string::npos; p = sizes.find("\n| ", p + 1)) ++table_rows;
+    EXPECT_EQ(table_rows, n_rows + 1) << sizes;   // the header and one row per point
+    EXPECT_EQ(sizes.find("this N"), std::string::npos) << sizes;
+    EXPECT_NE(sizes.find("of its 32, chosen by the sweep's channel scores"), std::string::npos) << sizes;
+    // the figure: one line per width, each point at its size and KLD (and top-1)
+    const std::string svg = read_text(card_dir + "/figures/sweep-kld.svg");
+    const size_t ul = svg.find("pruned file size (");
+    ASSERT_NE(ul, std::string::npos) << svg.substr(0, 2000);
+    const std::string unit_name = svg.substr(ul + 18, 2);
+    const double unit = unit_name == "kB" ? 1e3 : unit_name == "MB" ? 1e6 : 0;
+    ASSERT_GT(unit, 0) << unit_name;
+    for (const auto & q : j["points"]) {
+        const int w = q.value("width", 0);
+        const std::vector<std::string> pts = tags(svg, "circle", "data-series=\"" + (w ? "width " + std::to_string(w) : std::string("all channels")) + "\"");
+        ASSERT_EQ(pts.size(), 4u) << w;   // two N, in two panels
+        size_t hits = 0;
+        for (const auto & t : pts) {
+            if (std::fabs(std::stod(attr(t, "data-x")) * unit - q["predicted_bytes"].get<double>()) > 1e-6 * unit) continue;
+            const double y = std::stod(attr(t, "data-y"));
+            hits += std::fabs(y - q["overall"]["kld_mean"].get<double>()) < 1e-12 || std::fabs(y - 100 * q["overall"]["argmax_agree"].get<double>()) < 1e-9;
+        }
+        EXPECT_EQ(hits, 2u) << q.dump();
+    }
+    const std::vector<std::string> marks = tags(svg, "line", "data-mark=");
+    ASSERT_EQ(marks.size(), 2u);   // this build, across both panels
+    for (const auto & t : marks) EXPECT_NEAR(std::stod(attr(t, "data-mark")) * unit, 6 * 32 * 1000.0, 1e-6 * unit);
+
+    // a width the experts cannot be cut to: refused, no card
+    j["points"][0]["width"] = 32;
+    write_text(sw, j.dump(2));
+    EXPECT_EQ(run_report(fx, fx.cut, {}, sw, fx.dir + "/card-bad", false, out), 2) << out;
+    EXPECT_NE(out.find("the point N = 6 at width 32 is no width cut: the source's experts have 32 channels"), std::string::npos) << out;
+    EXPECT_FALSE(prune_test::exists(fx.dir + "/card-bad/README.md"));
 }
 
 // A behaviour eval (`reap eval --needle --generate --json`) of one candidate,

@@ -144,6 +144,27 @@ bool sources_from_json(json_fields & f, sweep_record & out) {
 
 bool behaviour_from_json(json_fields & f, sweep_record & s);
 
+// Width cuts come from one source scored by KLD (`reap sweep --widths` refuses
+// the rest): the frontier of several sources compares them per request, not
+// per (request, width), and the behaviour sections name their models "keep N"
+// only, so either with a width point would be read as another point's.
+bool widths_representable(json_fields & f, const sweep_record & s) {
+    bool widths = sweep_has_widths(s);
+    for (const auto & src : s.sources) {
+        for (const auto & pt : src.points) widths = widths || pt.width > 0;
+    }
+    if (!widths) return true;
+    if (!s.sources.empty()) {
+        return f.fail("sources", "hold width cuts: a sweep of several sources compares them per request, not per width "
+                                 "(reap sweep --widths scores one source)");
+    }
+    if (s.needle || s.generate) {
+        return f.fail(s.needle ? "needle" : "generate", "is beside width cuts: its models are named \"keep N\" only, so a "
+                                                        "width cut's numbers cannot be told from the full width's");
+    }
+    return true;
+}
+
 // Everything after "format": the version, the header, the points, the sources (version 3).
 bool points_from_json(json_fields & f, sweep_record & out) {
     int64_t version = 0;
@@ -151,7 +172,8 @@ bool points_from_json(json_fields & f, sweep_record & out) {
     out.version = (int) version;
     if (!header_from_json(f, out) || !read_rate(f, "mtp_base_acceptance", out.version, out.mtp_base_acceptance)) return false;
     if (!point_list_from_json(f, out, out.points) || !behaviour_from_json(f, out)) return false;
-    return out.version < 3 || sources_from_json(f, out);
+    if (out.version >= 3 && !sources_from_json(f, out)) return false;
+    return widths_representable(f, out);
 }
 
 ojson point_to_json(const sweep_record_point & pt, bool mtp) {

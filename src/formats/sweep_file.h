@@ -29,7 +29,8 @@
 // Width cuts (`reap sweep --widths`, one source): a point that cuts every
 // kept expert to K channels says "width": K (absent: every channel kept);
 // points are then one per (n_keep, width), in the order the sweep scored
-// them. Optional in every version.
+// them. Optional in every version; refused in a file with "sources" or a
+// behaviour section (the frontier and the sections know no width).
 //
 // Versions: 1 (no "model.header_sha256"; an MTP rate of -1 meant "not
 // measured"), 2 (null for that) and 3 (sources, reference, frontier) all

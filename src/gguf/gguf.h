@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -260,9 +261,17 @@ struct data_piece {
     uint64_t    length = 0;
 };
 
+// Data made only when its tensor is written: fills `out` with the tensor's
+// bytes (false with `err` when it cannot).
+using tensor_producer = std::function<bool(std::vector<uint8_t> & out, std::string & err)>;
+
 // An output tensor: metadata, and its data as the concatenation of `pieces`
-// in order, or (when `memory` is set) the bytes of `memory`. The data length
-// must equal the bytes implied by type and shape.
+// in order, or (when `memory` is set) the bytes of `memory`, or (when
+// `produce` is set) what `produce` gives when the tensor is written, once;
+// one of the three. The data length must equal the bytes implied by type and
+// shape (a producer's is checked as it is written). A producer lets an output
+// be laid out and sized (layout_output: a dry run) without its data being
+// made, and keeps one such tensor's data in memory at a time while writing.
 struct output_tensor {
     std::string name;
     uint32_t    n_dims = 1;
@@ -270,6 +279,7 @@ struct output_tensor {
     tensor_type type = tensor_type::F32;
     std::vector<data_piece> pieces;
     std::shared_ptr<const std::vector<uint8_t>> memory;
+    tensor_producer produce;
 };
 
 // An output: KVs in order and tensors in order. The alignment is taken from

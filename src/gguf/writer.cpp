@@ -81,11 +81,13 @@ bool validate_spec(const output_spec & spec, uint32_t & alignment, std::vector<u
         }
         if (!tensor_nbytes(t.type, t.n_dims, t.ne, nbytes[i], err, "output tensor " + quoted(t.name))) return false;
         uint64_t have = 0;
-        if (t.memory) {
-            if (!t.pieces.empty()) {
-                err = "output tensor " + quoted(t.name) + " has both file pieces and an in-memory buffer";
-                return false;
-            }
+        if ((t.memory ? 1 : 0) + (t.pieces.empty() ? 0 : 1) + (t.produce ? 1 : 0) > 1) {
+            err = "output tensor " + quoted(t.name) + " has more than one of file pieces, an in-memory buffer and a producer";
+            return false;
+        }
+        if (t.produce) {
+            have = nbytes[i];   // checked when it is made (write_shard)
+        } else if (t.memory) {
             have = t.memory->size();
         } else {
             for (const data_piece & p : t.pieces) {
@@ -450,7 +452,20 @@ bool write_shard(shard_writer & w, const shard_layout & l, const std::vector<uin
         const output_tensor & t = w.spec.tensors[i];
         // one step of the publish (util::disk): copy_file_range below writes fd itself
         if (!util::current_disk().will_write(fd)) return fail_io("write tensor " + quoted(t.name), errno);
-        if (t.memory) {
+        if (t.produce) {
+            // made here, one tensor at a time; what it gives must be what the layout counted
+            std::vector<uint8_t> made;
+            if (!t.produce(made, err)) {
+                err = l.path + ": tensor " + quoted(t.name) + ": " + err;
+                return false;
+            }
+            if (made.size() != w.nbytes[i]) {
+                err = l.path + ": tensor " + quoted(t.name) + ": its producer made " + std::to_string(made.size()) +
+                      " bytes, the shape needs " + std::to_string(w.nbytes[i]);
+                return false;
+            }
+            if (!write_hashed(fd, made.data(), made.size(), hash)) return fail_io("write tensor " + quoted(t.name), errno);
+        } else if (t.memory) {
             if (!write_hashed(fd, t.memory->data(), t.memory->size(), hash)) {
                 return fail_io("write tensor " + quoted(t.name), errno);
             }

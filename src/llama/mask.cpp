@@ -56,38 +56,65 @@ bool moe_node(const char * name, std::string & base, int & layer) {
 
 } // namespace
 
+bool set_width_block(expert_mask & m, int block, const std::vector<int64_t> & experts,
+                     const std::vector<std::vector<int64_t>> & channels, std::string & err) {
+    const std::string where = "width mask: block " + std::to_string(block);
+    if (m.n_ff < 1) { err = "width mask: " + std::to_string(m.n_ff) + " channels per expert"; return false; }
+    const bool moe = block >= 0 && (size_t) block < m.removed.size() && !m.removed[(size_t) block].empty();
+    if (!moe) { err = where + " is not an MoE block of the mask"; return false; }
+    if (experts.size() != channels.size()) {
+        err = where + ": " + std::to_string(channels.size()) + " channel lists for " + std::to_string(experts.size()) + " experts";
+        return false;
+    }
+    m.removed_channels.resize(m.removed.size());
+    if (!m.removed_channels[(size_t) block].empty()) { err = where + " is given twice"; return false; }
+    const size_t words = m.words_per_expert();
+    const int64_t n_ff = m.n_ff;
+    std::vector<uint64_t> bits((size_t) m.n_expert * words, 0);   // experts not listed: every channel kept
+    for (size_t i = 0; i < experts.size(); ++i) {
+        const int64_t e = experts[i];
+        if (e < 0 || e >= m.n_expert) { err = where + ": expert " + std::to_string(e) + " out of range"; return false; }
+        uint64_t * row = bits.data() + (size_t) e * words;
+        if (std::any_of(row, row + words, [](uint64_t w) { return w != 0; })) {
+            err = where + ": expert " + std::to_string(e) + " listed twice";
+            return false;
+        }
+        if (channels[i].empty()) { err = where + " expert " + std::to_string(e) + " keeps no channel"; return false; }
+        std::fill(row, row + words, ~uint64_t(0));   // every channel removed, then the kept ones cleared
+        if (n_ff % 64) row[words - 1] = (uint64_t(1) << (n_ff % 64)) - 1;
+        for (int64_t c : channels[i]) {
+            if (c < 0 || c >= n_ff || !((row[c / 64] >> (c % 64)) & 1)) {
+                err = where + " expert " + std::to_string(e) + ": channel " + std::to_string(c) +
+                      (c < 0 || c >= n_ff ? " out of range [0, " + std::to_string(n_ff) + ")" : std::string(" listed twice"));
+                return false;
+            }
+            row[c / 64] &= ~(uint64_t(1) << (c % 64));
+        }
+    }
+    m.removed_channels[(size_t) block] = std::move(bits);
+    return true;
+}
+
 bool set_width_mask(expert_mask & m, int64_t n_ff, const std::vector<std::pair<int, std::vector<std::vector<int64_t>>>> & kept,
                     std::string & err) {
     if (n_ff < 1) {
         err = "width mask: " + std::to_string(n_ff) + " channels per expert";
         return false;
     }
-    std::vector<std::vector<uint8_t>> removed(m.removed.size());
+    expert_mask t = m;   // set whole or not at all
+    t.n_ff = n_ff;
+    t.removed_channels.assign(t.removed.size(), {});
+    std::vector<int64_t> every((size_t) std::max<int64_t>(t.n_expert, 0));
+    for (size_t e = 0; e < every.size(); ++e) every[e] = (int64_t) e;
     for (const auto & [block, experts] : kept) {
-        const std::string where = "width mask: block " + std::to_string(block);
-        const bool moe = block >= 0 && (size_t) block < m.removed.size() && !m.removed[(size_t) block].empty();
-        if (!moe) { err = where + " is not an MoE block of the mask"; return false; }
-        if ((int64_t) experts.size() != m.n_expert) {
-            err = where + ": " + std::to_string(experts.size()) + " experts' channels, expected " + std::to_string(m.n_expert);
+        if ((int64_t) experts.size() != t.n_expert) {
+            err = "width mask: block " + std::to_string(block) + ": " + std::to_string(experts.size()) + " experts' channels, expected " +
+                  std::to_string(t.n_expert);
             return false;
         }
-        if (!removed[(size_t) block].empty()) { err = where + " is given twice"; return false; }
-        std::vector<uint8_t> & r = removed[(size_t) block];
-        r.assign((size_t) (m.n_expert * n_ff), 1);
-        for (int64_t e = 0; e < m.n_expert; ++e) {
-            if (experts[(size_t) e].empty()) { err = where + " expert " + std::to_string(e) + " keeps no channel"; return false; }
-            for (int64_t c : experts[(size_t) e]) {
-                if (c < 0 || c >= n_ff || r[(size_t) (e * n_ff + c)] == 0) {
-                    err = where + " expert " + std::to_string(e) + ": channel " + std::to_string(c) +
-                          (c < 0 || c >= n_ff ? " out of range [0, " + std::to_string(n_ff) + ")" : std::string(" listed twice"));
-                    return false;
-                }
-                r[(size_t) (e * n_ff + c)] = 0;
-            }
-        }
+        if (!set_width_block(t, block, every, experts, err)) return false;
     }
-    m.n_ff = n_ff;
-    m.removed_channels = std::move(removed);
+    m = std::move(t);
     return true;
 }
 
@@ -97,22 +124,17 @@ bool mask_of_plan(const plan & p, const std::string & name, const moe::layout & 
     m.n_expert = p.n_expert;
     m.n_keep   = p.n_keep;
     m.removed.assign((size_t) p.n_layer, {});
-    std::vector<std::pair<int, std::vector<std::vector<int64_t>>>> kept;   // width plans: per block, per source expert
-    std::vector<int64_t> every((size_t) std::max<int64_t>(p.width_n_ff, 0));
-    for (size_t c = 0; c < every.size(); ++c) every[c] = (int64_t) c;
+    if (p.has_width()) m.n_ff = p.width_n_ff;
     for (const plan_layer & pl : p.layers) {
         std::vector<uint8_t> & r = m.removed[(size_t) pl.layer];
         r.assign((size_t) p.n_expert, 1);
         for (int64_t e : pl.keep) r[(size_t) e] = 0;
         (lay.is_mtp(pl.layer) ? m.mtp_layers : m.moe_layers).push_back(pl.layer);
-        if (!p.has_width()) continue;
-        std::vector<std::vector<int64_t>> per((size_t) p.n_expert, every);
-        for (size_t i = 0; i < pl.keep.size() && i < pl.channels.size(); ++i) per[(size_t) pl.keep[i]] = pl.channels[i];
-        kept.emplace_back(pl.layer, std::move(per));
-    }
-    if (p.has_width() && !set_width_mask(m, p.width_n_ff, kept, err)) {
-        err = name + ": " + err;
-        return false;
+        // a width plan: each kept source expert keep[i] keeps channels[i], one bit per channel
+        if (p.has_width() && !set_width_block(m, pl.layer, pl.keep, pl.channels, err)) {
+            err = name + ": " + err;
+            return false;
+        }
     }
     out = std::move(m);
     return true;
@@ -357,16 +379,17 @@ bool mask_hook::width_node(ggml_tensor * t, bool ask) {
         return true;
     }
     // one read and one write of the node's span (rows at k·nb[1] + j·nb[2], contiguous or not)
-    const std::vector<uint8_t> & removed = m->removed_channels[(size_t) layer];
+    const std::vector<uint64_t> & removed = m->removed_channels[(size_t) layer];
+    const size_t words = m->words_per_expert();
     const size_t n = ggml_nbytes(t);
     row_buf_.resize((n + sizeof(float) - 1) / sizeof(float));
     ggml_backend_tensor_get(t, row_buf_.data(), 0, n);
     for (int64_t j = 0; j < t->ne[2]; ++j) {
         for (int64_t k = 0; k < n_used; ++k) {
-            const uint8_t * r = removed.data() + (size_t) ids_[(size_t) (j * n_used + k)] * (size_t) m->n_ff;
+            const uint64_t * r = removed.data() + (size_t) ids_[(size_t) (j * n_used + k)] * words;
             float * row = row_buf_.data() + (size_t) (k * t->nb[1] + j * t->nb[2]) / sizeof(float);
-            for (int64_t c = 0; c < m->n_ff; ++c) {
-                if (r[c]) row[c] = 0.0f;
+            for (size_t w = 0; w < words; ++w) {   // the set bits of each word: the removed channels
+                for (uint64_t b = r[w]; b; b &= b - 1) row[w * 64 + (size_t) __builtin_ctzll(b)] = 0.0f;
             }
         }
     }

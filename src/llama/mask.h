@@ -78,20 +78,37 @@ struct expert_mask {
     std::vector<int>                  mtp_layers;  // the plan's MTP blocks, ascending (src/llama/mtp.h)
     std::string                       plan_sha256; // load_mask: SHA-256 of the plan bytes parsed
     std::string                       warning;     // the plan records no model fingerprint
-    // width: channels per expert (0 = no width mask) and, per block, n_expert * n_ff flags
-    // (index e * n_ff + c), 1 = channel c of expert e removed; empty = the block keeps every channel
-    int64_t                           n_ff = 0;
-    std::vector<std::vector<uint8_t>> removed_channels;
+    // width: channels per expert (0 = no width mask) and, per block, a bitmap of the removed
+    // channels: n_expert rows of words_per_expert() words, bit c % 64 of word c / 64 of row e set
+    // when expert e removes channel c (bits past n_ff clear); empty = the block keeps every channel.
+    // A bit per channel because it is held while the model runs: at Kimi-K3 size (92 MoE layers x
+    // 896 experts x 3,072 channels) that is 32 MB, where a byte or an id per channel was GBs.
+    int64_t                            n_ff = 0;
+    std::vector<std::vector<uint64_t>> removed_channels;
+    size_t words_per_expert() const { return (size_t) ((n_ff + 63) / 64); }
     bool has_width(int block) const {
         return n_ff > 0 && block >= 0 && (size_t) block < removed_channels.size() && !removed_channels[(size_t) block].empty();
     }
+    // Whether expert e of block `block` (has_width) removes channel c (in [0, n_ff)).
+    bool channel_removed(int block, int64_t e, int64_t c) const {
+        const uint64_t * row = removed_channels[(size_t) block].data() + (size_t) e * words_per_expert();
+        return (row[c / 64] >> (c % 64)) & 1;
+    }
 };
+
+// Gives block `block` of `m` (an MoE block of the mask; m.n_ff set, >= 1) its
+// width mask: expert experts[i] keeps channels[i] (in [0, n_ff), unique, at
+// least one), every expert not listed keeps every channel (a removed expert
+// is never routed to). Each block once. The message names the block, expert
+// and channel; on failure `m` is partly set (discard it).
+bool set_width_block(expert_mask & m, int block, const std::vector<int64_t> & experts,
+                     const std::vector<std::vector<int64_t>> & channels, std::string & err);
 
 // Gives `m` a width mask: n_ff channels per expert, and for each block of
 // `kept` (block -> per expert, the channels it keeps) the other channels
 // removed. Every block must be one of m's MoE blocks with exactly n_expert
 // lists; channels in [0, n_ff), unique, at least one per expert. The message
-// names the block, expert and channel.
+// names the block, expert and channel; `m` is changed only on success.
 bool set_width_mask(expert_mask & m, int64_t n_ff, const std::vector<std::pair<int, std::vector<std::vector<int64_t>>>> & kept,
                     std::string & err);
 

@@ -59,24 +59,20 @@ gguf::tensor_type width_down_type(const gguf::tensor_info & t, const width_optio
     return o.down_type ? *o.down_type : t.type;
 }
 
-bool requantise_down_expert(const gguf::model & m, const gguf::tensor_info & t, int64_t e,
-                            const std::vector<int64_t> & channels, gguf::tensor_type out_type, std::vector<uint8_t> & out,
-                            std::string & err, const std::vector<float> * importance, std::vector<float> * dequantised) {
+bool check_down_cut(const gguf::tensor_info & t, int64_t K, gguf::tensor_type out_type, bool have_importance, std::string & err) {
     const std::string who = "tensor '" + t.name + "'";
     const int64_t n_ff = t.ne[0], n_rows = t.ne[1], n_expert = t.ne[2];
-    const int64_t K = int64_t(channels.size());
-    if (e < 0 || e >= n_expert || K < 1 || n_rows < 1) {
-        err = who + ": no expert " + std::to_string(e) + " of " + std::to_string(n_expert) + " to cut to " + std::to_string(K);
+    if (K < 1 || n_rows < 1 || n_expert < 1) {
+        err = who + " " + t.shape_string() + ": no expert rows to cut to " + std::to_string(K) + " channels";
         return false;
     }
-    const std::string why = requantise_refusal(out_type, K, importance != nullptr);
+    const std::string why = requantise_refusal(out_type, K, have_importance);
     if (!why.empty()) {
         err = who + ": " + why;
         return false;
     }
     const ggml_type src_type = ggml_type(t.type);
-    const auto * traits = ggml_get_type_traits(src_type);
-    if (t.type != gguf::tensor_type::F32 && !traits->to_float) {
+    if (t.type != gguf::tensor_type::F32 && !ggml_get_type_traits(src_type)->to_float) {
         err = who + ": ggml cannot dequantise its type " + gguf::type_name(t.type);
         return false;
     }
@@ -87,6 +83,24 @@ bool requantise_down_expert(const gguf::model & m, const gguf::tensor_info & t, 
               " experts of " + std::to_string(n_rows) + " rows of " + std::to_string(n_ff) + " " + gguf::type_name(t.type);
         return false;
     }
+    return true;
+}
+
+bool requantise_down_expert(const gguf::model & m, const gguf::tensor_info & t, int64_t e,
+                            const std::vector<int64_t> & channels, gguf::tensor_type out_type, std::vector<uint8_t> & out,
+                            std::string & err, const std::vector<float> * importance, std::vector<float> * dequantised) {
+    const std::string who = "tensor '" + t.name + "'";
+    const int64_t n_ff = t.ne[0], n_rows = t.ne[1], n_expert = t.ne[2];
+    const int64_t K = int64_t(channels.size());
+    if (e < 0 || e >= n_expert) {
+        err = who + ": no expert " + std::to_string(e) + " of " + std::to_string(n_expert) + " to cut to " + std::to_string(K);
+        return false;
+    }
+    if (!check_down_cut(t, K, out_type, importance != nullptr, err)) return false;
+    const ggml_type src_type = ggml_type(t.type);
+    const auto * traits = ggml_get_type_traits(src_type);
+    const uint64_t slab = t.nbytes / uint64_t(n_expert);
+    const uint64_t row_bytes = slab / uint64_t(n_rows);
     std::vector<uint8_t> src(slab);
     if (!gguf::read_tensor_bytes(m, t, uint64_t(e) * slab, slab, src.data(), err)) return false;
     std::vector<float> row(size_t(n_ff), 0.0f);
@@ -145,20 +159,24 @@ bool apply_width(const gguf::model & m, const moe::layout & lay, const plan & p,
         gguf::output_tensor & out = spec.tensors[i];
         const int64_t n_expert = lay.n_expert;
         if (cols) {
+            // checked now, requantised when written (its size is known from type and shape: a dry run makes none of it)
             const gguf::tensor_type type = width_down_type(t, o);
-            auto data = std::make_shared<std::vector<uint8_t>>();
-            std::vector<uint8_t> one;
-            std::vector<float> w;
             const bool weighted = needs_importance(type) && o.importance;
-            for (size_t k = 0; k < pl->keep.size(); ++k) {
-                if (weighted && !o.importance(t.name, k, w, err)) return false;
-                if (!requantise_down_expert(m, t, pl->keep[k], pl->channels[k], type, one, err, weighted ? &w : nullptr)) {
-                    return false;
-                }
-                data->insert(data->end(), one.begin(), one.end());
-            }
+            if (!check_down_cut(t, p.width_keep, type, weighted, err)) return false;
             out.pieces.clear();
-            out.memory = std::move(data);
+            out.memory.reset();
+            out.produce = [&m, &t, pl, type, importance = weighted ? o.importance : down_importance()](std::vector<uint8_t> & data,
+                                                                                                      std::string & e) {
+                data.clear();
+                std::vector<uint8_t> one;
+                std::vector<float> w;
+                for (size_t k = 0; k < pl->keep.size(); ++k) {
+                    if (importance && !importance(t.name, k, w, e)) return false;
+                    if (!requantise_down_expert(m, t, pl->keep[k], pl->channels[k], type, one, e, importance ? &w : nullptr)) return false;
+                    data.insert(data.end(), one.begin(), one.end());
+                }
+                return true;
+            };
             continue;
         }
         // gate / up: rows (weight: ne[1]) or elements (bias: ne[0]) of the kept channels

@@ -71,9 +71,19 @@ bool requantise_down_expert(const gguf::model & m, const gguf::tensor_info & t, 
                             std::string & err, const std::vector<float> * importance = nullptr,
                             std::vector<float> * dequantised = nullptr);
 
+// What requantise_down_expert checks of down tensor `t` before reading a
+// byte, for K kept channels quantised to `out_type`: a type it can make
+// (requantise_refusal), a source type ggml dequantises, and data that is
+// n_expert slabs of n_rows whole rows. False with `err` naming the tensor.
+bool check_down_cut(const gguf::tensor_info & t, int64_t K, gguf::tensor_type out_type, bool have_importance, std::string & err);
+
 // Applies the width cut of plan `p` (validated, has_width()) to `spec`, the
-// expert-sliced output of `m` (make_pruned_spec): shapes, pieces, the
-// requantised down data, the width KV and, with `stamp`, reap.width.source_length.
+// expert-sliced output of `m` (make_pruned_spec): shapes, pieces, the width
+// KV and, with `stamp`, reap.width.source_length. The down tensors are
+// checked here (check_down_cut) and requantised only when the spec is written
+// (gguf::output_tensor::produce, one tensor at a time): the spec refers to
+// `m`, `p` and `o.importance`'s data until then, and laying it out (a dry
+// run's sizes) requantises nothing.
 bool apply_width(const gguf::model & m, const moe::layout & lay, const plan & p, const width_options & o, bool stamp,
                  gguf::output_spec & spec, std::string & err);
 

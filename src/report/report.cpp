@@ -10,6 +10,7 @@
 #include "gguf/gguf.h"
 #include "moe/census.h"
 #include "moe/identity.h"
+#include "moe/width.h"
 #include "plan/planners.h"
 #include "plan/plan.h"
 #include "plan/provenance.h"
@@ -298,7 +299,45 @@ struct sweep_facts {
     // the identity) and this build's point in it; -1 when none
     int          this_source = -1;
     int64_t      this_n_keep = -1;
+    // width cuts (reap sweep --widths): the source's expert width, and the
+    // width this build keeps (0: every channel)
+    bool         widths = false;
+    int64_t      n_ff = 0, this_width = 0;
 };
+
+// The width a plan cuts its experts to; 0 when it keeps every channel (no
+// width, or K equal to the experts' width).
+int64_t cut_width(const plan & p) { return p.has_width() && p.width_keep < p.width_n_ff ? p.width_keep : 0; }
+
+// Whether sweep point `pt` is this build's cut: the plan's method, N and width.
+bool is_this_point(const sweep_facts & sw, const plan & p, const sweep_record_point & pt) {
+    return sw.same_method && pt.n_keep == p.n_keep && pt.width == sw.this_width;
+}
+
+// A sweep's width points must be cuts of the source's experts: an arch whose
+// experts cannot be cut in width has none, and a width is below the experts'
+// own (a point keeping every channel has no "width", as reap sweep writes it).
+bool check_sweep_widths(const std::string & path, const model_facts & src, sweep_facts & sw, std::string & err) {
+    sw.widths = sweep_has_widths(sw.s);
+    if (!sw.widths) return true;
+    moe::layout lay;
+    moe::expert_width w;
+    if (!model_layout(src.m, lay, err) || !moe::expert_width_of(src.m, lay, w, err)) return false;
+    if (!w.refusal.empty()) {
+        err = "sweep '" + path + "' has width cuts, but the source's experts cannot be cut in width: " + w.refusal;
+        return false;
+    }
+    sw.n_ff = w.n_ff;
+    for (const auto & pt : sw.s.points) {
+        if (pt.width >= w.n_ff) {
+            err = "sweep '" + path + "': the point N = " + std::to_string(pt.n_keep) + " at width " + std::to_string(pt.width) +
+                  " is no width cut: the source's experts have " + std::to_string(w.n_ff) + " channels (a point that keeps "
+                  "every channel has no \"width\")";
+            return false;
+        }
+    }
+    return true;
+}
 
 // Reads the sweep and checks it is of this source: the same model (its
 // fingerprint, when the sweep records one) and shape; another model's is refused.
@@ -316,7 +355,12 @@ bool gather_sweep(const std::string & path, const model_facts & src, const std::
         err = "sweep '" + path + "' measured another model (header sha256 " + s.model.header_sha256 + "; the source's is " + source_sha256 + ")";
         return false;
     }
-    std::sort(s.points.begin(), s.points.end(), [](const auto & a, const auto & b) { return a.n_keep > b.n_keep; });
+    if (!check_sweep_widths(path, src, sw, err)) return false;
+    // the order reap sweep scores in: the full width first, then each K descending; N descending within a width
+    std::stable_sort(s.points.begin(), s.points.end(), [](const auto & a, const auto & b) {
+        const int64_t wa = a.width > 0 ? a.width : INT64_MAX, wb = b.width > 0 ? b.width : INT64_MAX;
+        return wa != wb ? wa > wb : a.n_keep > b.n_keep;
+    });
     sw.have = !s.points.empty();
     return true;
 }
@@ -389,12 +433,25 @@ util::chart usage_chart(const saliency_facts & s, const plan & p) {
 }
 
 // The sweep's chart (sweep_chart.h) from a SWEEP.json, KLD only, this build's N
-// marked when the sweep ranked as this build's plan did.
+// marked when the sweep ranked as this build's plan did. A sweep with width
+// cuts: KLD and top-1 against file size, one line per width, this build's
+// point marked when it is one of them.
 util::chart sweep_kld_chart(const sweep_facts & sw, const plan & p) {
+    if (sw.widths) {
+        const sweep_record_point * mine = nullptr;
+        for (const auto & pt : sw.s.points) {
+            if (is_this_point(sw, p, pt)) mine = &pt;
+        }
+        util::chart c = sweep_width_chart(sw.s, mine, "this build: N = " + std::to_string(p.n_keep) +
+                                                          (sw.this_width > 0 ? ", width " + std::to_string(sw.this_width) : ""));
+        c.title = "Cost of count and width cuts against file size (sweep, by masking)";
+        return c;
+    }
     sweep_chart_input in = sweep_chart_input_of(sw.s);
     in.title = "KL divergence from the source at each size (sweep, by masking)";
     in.top1_panel = false;
-    if (sw.same_method) in.marks.push_back({(double) p.n_keep, "this build: N = " + std::to_string(p.n_keep)});
+    // (a width-cut build is no point of a count-only curve)
+    if (sw.same_method && sw.this_width == 0) in.marks.push_back({(double) p.n_keep, "this build: N = " + std::to_string(p.n_keep)});
     return sweep_chart(in);
 }
 
@@ -790,6 +847,7 @@ bool gather_sweep_stage(card & c, std::string & err) {
         c.unverified.push_back("The sweep was planned from another archive than this build's plan (sha256 " + sw.s.saliency.sha256.substr(0, 12) + "…): its curve is about other keep lists.");
     }
     sw.same_method = sw.s.saliency.method == c.prov.method;
+    sw.this_width = cut_width(c.p);
     if (!sw.s.sources.empty()) {
         moe::model_identity id;
         if (!moe::identity_of(c.src.m, id, err)) return false;
@@ -798,7 +856,7 @@ bool gather_sweep_stage(card & c, std::string & err) {
             if (src.router_sha256 != id.router_sha256 || src.file_bytes != c.src.c.file_bytes) continue;
             sw.this_source = (int) i;
             for (const auto & pt : src.points) {
-                if (sw.same_method && pt.n_keep == c.p.n_keep) sw.this_n_keep = pt.n_keep;
+                if (is_this_point(sw, c.p, pt)) sw.this_n_keep = pt.n_keep;
             }
         }
     }
@@ -972,11 +1030,13 @@ std::string sweep_section(const card & c) {
     const sweep_facts & sw = c.sw;
     if (!sw.have) return "";
     const bool behaviour = sw.s.needle || sw.s.generate;
-    std::string o = "## Other sizes\n\nFrom the sweep " + code(util::base_name(sw.path)) + " (every size scored by masking its removed experts in the source" +
-                    (sw.s.input.file.empty() ? "" : ", on " + code(util::base_name(sw.s.input.file))) +
+    std::string o = "## Other sizes\n\nFrom the sweep " + code(util::base_name(sw.path)) + " (every size scored by masking its removed experts" +
+                    (sw.widths ? " and, in a width cut, zeroing each kept expert's removed channels before its down projection," : "") +
+                    " in the source" + (sw.s.input.file.empty() ? "" : ", on " + code(util::base_name(sw.s.input.file))) +
                     (sw.same_method ? "" : ", ranked by " + code(sw.s.saliency.method) + ", not this build's method") +
-                    "; its plans are the sweep's own, not written or audited here):\n\n| N | file bytes | saliency kept | KLD mean | top-1 | PPL ratio |";
-    std::string rule = "\n|---:|---:|---:|---:|---:|---:|";
+                    "; its plans are the sweep's own, not written or audited here):\n\n| N |" + (sw.widths ? " width |" : "") +
+                    " file bytes | saliency kept | KLD mean | top-1 | PPL ratio |";
+    std::string rule = std::string("\n|---:|") + (sw.widths ? "---:|" : "") + "---:|---:|---:|---:|---:|";
     if (sw.s.needle) {
         o += " needle (masked) |";
         rule += "---:|";
@@ -987,7 +1047,10 @@ std::string sweep_section(const card & c) {
     }
     o += rule + "\n";
     for (const auto & pt : sw.s.points) {
-        o += "| " + std::to_string(pt.n_keep) + (sw.same_method && pt.n_keep == c.p.n_keep ? " (this N)" : "") + " | " + util::format_size(pt.predicted_bytes) + " | " +
+        const bool mine = is_this_point(sw, c.p, pt);
+        o += "| " + std::to_string(pt.n_keep) + (mine ? (sw.widths ? " (this build)" : " (this N)") : "") + " | " +
+             (!sw.widths ? "" : (pt.width > 0 ? std::to_string(pt.width) : "all (" + std::to_string(sw.n_ff) + ")") + " | ") +
+             util::format_size(pt.predicted_bytes) + " | " +
              pct(pt.saliency_share) + " | " + fmt("%.4f", pt.overall.kld_mean) + " | " + pct(pt.overall.argmax_agree, 2) +
              " | " + fmt("%.4f", pt.overall.ppl_ratio) + " |";
         if (behaviour) {
@@ -998,7 +1061,14 @@ std::string sweep_section(const card & c) {
         o += "\n";
     }
     if (behaviour) o += "\n" + sweep_behaviour_note(sw.s);
-    o += "\n![KLD against N](figures/sweep-kld.svg)\n\n";
+    if (sw.widths) {
+        o += "\nWidth: the intermediate channels every kept expert keeps, of its " + std::to_string(sw.n_ff) +
+             ", chosen by the sweep's channel scores. A width cut's file bytes are those of the file `reap prune` writes, its down "
+             "projections requantised; its scores leave that requantisation out.\n\n![KLD and top-1 against file size, one line per "
+             "width](figures/sweep-kld.svg)\n\n";
+    } else {
+        o += "\n![KLD against N](figures/sweep-kld.svg)\n\n";
+    }
     if (sw.s.sources.empty()) return o;
     const std::string against = sw.s.reference.model.empty() ? "the KLD base file " + code(util::base_name(sw.s.reference.kld_base))
                                                              : code(util::base_name(sw.s.reference.model));

@@ -87,7 +87,7 @@ util::chart sweep_frontier_chart(const sweep_record & s) {
     return c;
 }
 
-util::chart sweep_width_chart(const sweep_record & s) {
+util::chart sweep_width_chart(const sweep_record & s, const sweep_record_point * mark, const std::string & mark_label) {
     util::chart c;
     c.title = s.model.arch + ": cost of count and width cuts against file size (" + s.saliency.method + ")";
     uint64_t largest = 1;
@@ -117,6 +117,7 @@ util::chart sweep_width_chart(const sweep_record & s) {
     }
     c.panels.push_back(kld);
     c.panels.push_back(top1);
+    if (mark) c.marks.push_back({(double) mark->predicted_bytes / unit.bytes, mark_label});
     return c;
 }
 

@@ -47,8 +47,9 @@ util::chart sweep_frontier_chart(const sweep_record & s);
 
 // A sweep with width cuts (reap sweep --widths): KLD mean and top-1
 // agreement (overall) against the file's size, one line per width (the full
-// width "all channels", then each K), points in N order along each line.
-util::chart sweep_width_chart(const sweep_record & s);
+// width "all channels", then each K), points in N order along each line;
+// `mark` (one of s.points, optional) a vertical line at its size, `mark_label`.
+util::chart sweep_width_chart(const sweep_record & s, const sweep_record_point * mark = nullptr, const std::string & mark_label = "");
 
 // The points and domains of a sweep record (a domain without tokens at a
 // point is not measured there); title, panel and marks are the caller's.
