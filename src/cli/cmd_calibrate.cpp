@@ -23,7 +23,7 @@ namespace {
 // The command's options, parsed and printed from one table; llama.cpp's
 // runtime flags are handed on to its own parser (forwarded()). `has_ctx`
 // tells whether -c was given.
-void declare(reap::cli::options & t, reap::calibrate_options & opt, bool & has_ctx, bool & has_batch,
+void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options & opt, bool & has_ctx, bool & has_batch,
              bool & has_ubatch) {
     t.about(
         "Runs the model in llama.cpp over a calibration corpus and writes a saliency archive\n"
@@ -118,7 +118,7 @@ int cmd_calibrate(int argc, char ** argv) {
     bool has_ctx = false, has_batch = false, has_ubatch = false;
     reap::cli::options t("calibrate",
                          "usage: reap calibrate -m MODEL.gguf --corpus CORPUS.jsonl -o SALIENCY.gguf [options] [llama.cpp flags]");
-    declare(t, opt, has_ctx, has_batch, has_ubatch);
+    declare_calibrate_options(t, opt, has_ctx, has_batch, has_ubatch);
     int status = 0;
     if (!t.parse(argc, argv, status)) return status;
     if (opt.collect && opt.out_path.empty()) return t.usage_error("no output (-o)");

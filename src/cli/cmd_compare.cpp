@@ -26,7 +26,7 @@ struct compare_params {
 };
 
 // The command's options, parsed and printed from one table.
-void declare(reap::cli::options & t, compare_params & p) {
+void declare_compare_options(reap::cli::options & t, compare_params & p) {
     t.about(
         "Compares two plans for the same model. Per MoE layer: the experts both keep\n"
         "(shared) and the Jaccard overlap |A and B| / |A or B|; then the means over layers.\n"
@@ -80,7 +80,7 @@ int cmd_compare(int argc, char ** argv) {
     compare_params p;
     reap::cli::options t("compare",
                          "usage: reap compare PLAN_A.json PLAN_B.json [--saliency SALIENCY.gguf [--domains a,b] [--method M]] [--json]");
-    declare(t, p);
+    declare_compare_options(t, p);
     if (int status = 0; !t.parse(argc, argv, status)) return status;
     if (p.plans.size() != 2) return t.usage_error("give exactly two plans (got " + std::to_string(p.plans.size()) + ")");
     if (p.saliency.empty() && (p.domains_given || p.method_given)) return t.usage_error("--domains and --method need --saliency");

@@ -23,7 +23,7 @@ struct imatrix_params {
 };
 
 // The command's options, parsed and printed from one table.
-void declare(reap::cli::options & t, imatrix_params & p) {
+void declare_imatrix_options(reap::cli::options & t, imatrix_params & p) {
     t.about(
         "Builds a saliency archive (metric set \"energy\") from llama.cpp importance-matrix files\n"
         "(llama-imatrix -o FILE.gguf, or the legacy .dat format). Per MoE layer and expert:\n"
@@ -71,7 +71,7 @@ void declare(reap::cli::options & t, imatrix_params & p) {
 int cmd_imatrix(int argc, char ** argv) {
     imatrix_params p;
     reap::cli::options t("imatrix", "usage: reap imatrix [--domain NAME=]IMATRIX ... -o SALIENCY.gguf [-m MODEL.gguf] [--force]");
-    declare(t, p);
+    declare_imatrix_options(t, p);
     if (int status = 0; !t.parse(argc, argv, status)) return status;
     const std::vector<reap::saliency::imatrix_input> & inputs = p.inputs;
     const std::string & out_path = p.out_path;

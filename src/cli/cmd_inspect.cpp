@@ -25,7 +25,7 @@ struct inspect_params {
 };
 
 // The command's options, parsed and printed from one table.
-void declare(reap::cli::options & t, inspect_params & p) {
+void declare_inspect_options(reap::cli::options & t, inspect_params & p) {
     t.about(
         "Prints the census of a GGUF model: architecture, block count, which blocks are\n"
         "MoE (a router and expert slabs), expert counts (routed, used per token, groups,\n"
@@ -78,7 +78,7 @@ void print_pruned_from(const reap::moe::census & c) {
 int cmd_inspect(int argc, char ** argv) {
     inspect_params params;
     reap::cli::options t("inspect", "usage: reap inspect MODEL.gguf [--json] [--keep N]...");
-    declare(t, params);
+    declare_inspect_options(t, params);
     if (int status = 0; !t.parse(argc, argv, status)) return status;
     std::string err;
     reap::gguf::model model;

@@ -23,7 +23,7 @@ struct merge_params {
 };
 
 // The command's options, parsed and printed from one table.
-void declare(reap::cli::options & t, merge_params & p) {
+void declare_merge_options(reap::cli::options & t, merge_params & p) {
     t.about(
         "Merges saliency archives (reap calibrate / reap imatrix output) of the same model\n"
         "into one. Accumulators are plain sums, so archives of disjoint corpus shards merge\n"
@@ -57,7 +57,7 @@ void declare(reap::cli::options & t, merge_params & p) {
 int cmd_merge(int argc, char ** argv) {
     merge_params p;
     reap::cli::options t("merge", "usage: reap merge A.gguf B.gguf [...] -o OUT.gguf [--force]");
-    declare(t, p);
+    declare_merge_options(t, p);
     if (int status = 0; !t.parse(argc, argv, status)) return status;
     if (p.inputs.size() < 2) return t.usage_error("give at least two archives to merge (got " + std::to_string(p.inputs.size()) + ")");
     const std::vector<std::string> & inputs = p.inputs;

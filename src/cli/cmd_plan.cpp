@@ -24,7 +24,7 @@ struct plan_params {
 
 // The command's options, parsed and printed from one table. `n_how` counts
 // --keep, --ratio and --budget (exactly one is wanted).
-void declare(reap::cli::options & t, plan_params & pp, int & n_how) {
+void declare_plan_options(reap::cli::options & t, plan_params & pp, int & n_how) {
     pl::plan_request & p = pp.req;
     t.about(
         "Chooses which routed experts each MoE layer of MODEL keeps, from a saliency\n"
@@ -113,7 +113,7 @@ int cmd_plan(int argc, char ** argv) {
     int n_how = 0;
     reap::cli::options t("plan",
                          "usage: reap plan SALIENCY.gguf -m MODEL.gguf (--keep N | --ratio R | --budget SIZE) [options] -o PLAN.json");
-    declare(t, params, n_how);
+    declare_plan_options(t, params, n_how);
     if (int status = 0; !t.parse(argc, argv, status)) return status;
     if (n_how != 1 && !(n_how == 0 && req.width > 0)) {
         return t.usage_error(n_how == 0 ? "say how many experts to keep: --keep N, --ratio R or --budget SIZE (or --width K)"

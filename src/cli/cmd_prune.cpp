@@ -22,7 +22,7 @@ struct prune_params {
 };
 
 // The command's options, parsed and printed from one table.
-void declare(reap::cli::options & t, prune_params & pp) {
+void declare_prune_options(reap::cli::options & t, prune_params & pp) {
     reap::prune::prune_request & p = pp.req;
     t.about(
         "Writes the pruned copy of MODEL that PLAN describes. In every MoE layer L,\n"
@@ -112,7 +112,7 @@ int cmd_prune(int argc, char ** argv) {
     prune_params params;
     reap::prune::prune_request & req = params.req;
     reap::cli::options t("prune", "usage: reap prune -m MODEL.gguf --plan PLAN.json -o OUT.gguf [options]");
-    declare(t, params);
+    declare_prune_options(t, params);
     if (int status = 0; !t.parse(argc, argv, status)) return status;
     if (req.imatrix.empty() && (!req.imatrix_out.empty() || req.require_coverage > 0)) {
         return t.usage_error("--imatrix-out and --require-coverage need --imatrix");

@@ -11,7 +11,7 @@
 
 namespace {
 
-void declare(reap::cli::options & t, reap::report::report_options & p) {
+void declare_report_options(reap::cli::options & t, reap::report::report_options & p) {
     t.about(
         "Writes DIR/README.md, the model card of BUILD (a pruned model, or the first shard\n"
         "of a split set), and its figures DIR/figures/*.svg, from the receipts only:\n"
@@ -67,7 +67,7 @@ int cmd_report(int argc, char ** argv) {
     reap::cli::options t("report",
                          "usage: reap report -m SOURCE.gguf --plan PLAN.json BUILD.gguf [--saliency S.gguf] [--eval EVAL.json ...] "
                          "[--sweep SWEEP.json] -o DIR");
-    declare(t, params);
+    declare_report_options(t, params);
     if (int status = 0; !t.parse(argc, argv, status)) return status;
     reap::report::report_result res;
     std::string err;

@@ -33,7 +33,7 @@ struct verify_params {
 };
 
 // The command's options, parsed and printed from one table.
-void declare(reap::cli::options & t, verify_params & p) {
+void declare_verify_options(reap::cli::options & t, verify_params & p) {
     t.about(
         "Re-reads OUT (a single file, or the first shard of a split set) and proves that\n"
         "it is MODEL pruned by PLAN:\n"
@@ -86,7 +86,7 @@ void declare(reap::cli::options & t, verify_params & p) {
 int cmd_verify(int argc, char ** argv) {
     verify_params params;
     reap::cli::options t("verify", "usage: reap verify -m MODEL.gguf --plan PLAN.json OUT.gguf [options]");
-    declare(t, params);
+    declare_verify_options(t, params);
     if (int status = 0; !t.parse(argc, argv, status)) return status;
     std::string err;
     reap::gguf::model model;

@@ -18,9 +18,9 @@ using ojson = nlohmann::ordered_json;
 using util::json_fields;
 
 constexpr uint64_t k_max_sweep_bytes = 256ull << 20;
-constexpr int64_t  k_max_experts = 1 << 24;
+constexpr int64_t  k_max_sweep_experts = 1 << 24;
 constexpr int64_t  k_max_shards = 99999;   // gguf-split's %05d
-constexpr int64_t  k_max_width = 1 << 24;  // channels per expert
+constexpr int64_t  k_max_sweep_width = 1 << 24;  // channels per expert
 
 ojson optional_rate(const std::optional<double> & v) { return v ? ojson(*v) : ojson(nullptr); }
 
@@ -39,7 +39,7 @@ bool point_from_json(json_fields & q, const sweep_record & s, sweep_record_point
         !q.i64("predicted_shards", shards, 1, k_max_shards) || !q.num("removed_fraction", pt.removed_fraction, 0, 1) ||
         !q.num("saliency_share", pt.saliency_share, 0, 1) || !q.opt_i64("safety_margin", pt.safety_margin, 1, s.model.n_expert) ||
         !q.opt_num("safety_margin_median", pt.safety_margin_median, 1, (double) s.model.n_expert) || !q.opt_str("plan", pt.plan) ||
-        !q.opt_i64("width", pt.width, 1, k_max_width)) {
+        !q.opt_i64("width", pt.width, 1, k_max_sweep_width)) {
         return false;
     }
     pt.predicted_shards = (uint32_t) shards;
@@ -67,7 +67,7 @@ bool point_from_json(json_fields & q, const sweep_record & s, sweep_record_point
 bool header_from_json(json_fields & f, sweep_record & s) {
     json_fields m = f.child("model");
     if (!f.ok() || !m.str("path", s.model.path) || !m.str("arch", s.model.arch) ||
-        !m.i64("n_expert", s.model.n_expert, 1, k_max_experts) || !m.i64("n_expert_used", s.model.n_expert_used, 1, s.model.n_expert) ||
+        !m.i64("n_expert", s.model.n_expert, 1, k_max_sweep_experts) || !m.i64("n_expert_used", s.model.n_expert_used, 1, s.model.n_expert) ||
         !m.u64("moe_layers", s.model.moe_layers, 1u << 20) || !m.u64("file_bytes", s.model.file_bytes)) {
         return false;
     }

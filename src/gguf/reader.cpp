@@ -52,7 +52,7 @@ constexpr uint64_t k_min_tensor_bytes = 8 + 1 + 4 + 8 + 4 + 8;   // name length,
 
 bool known_value_type(uint32_t t) { return t <= (uint32_t) value_type::F64; }
 
-std::string quoted(const std::string & s) {
+std::string printable_quoted(const std::string & s) {
     std::string out = "'";
     for (char c : s.substr(0, 80)) {
         out += (c >= 32 && c < 127) ? c : '?';
@@ -170,7 +170,7 @@ private:
 };
 
 bool parser::read_value(const std::string & key, value_type type, kv & e) {
-    const std::string what = "key " + quoted(key);
+    const std::string what = "key " + printable_quoted(key);
     const uint64_t at = cur_.pos();
     if (type == value_type::STRING) {
         std::string s;
@@ -266,13 +266,13 @@ bool parser::parse_kvs(file_header & out, uint64_t n_kv) {
         if (e.key.empty()) return fail("kv #" + std::to_string(i) + " at offset " + std::to_string(at) + " has an empty key");
         auto [it, inserted] = key_index.emplace(e.key, i);
         if (!inserted) {
-            return fail("duplicate key " + quoted(e.key) + " (kv #" + std::to_string(i) + " at offset " +
+            return fail("duplicate key " + printable_quoted(e.key) + " (kv #" + std::to_string(i) + " at offset " +
                         std::to_string(at) + ", first as kv #" + std::to_string(it->second) + ")");
         }
         uint32_t type = 0;
-        if (!read_num(type, "key " + quoted(e.key) + " type")) return false;
+        if (!read_num(type, "key " + printable_quoted(e.key) + " type")) return false;
         if (!known_value_type(type)) {
-            return fail("key " + quoted(e.key) + ": unknown value type " + std::to_string(type) + " at offset " +
+            return fail("key " + printable_quoted(e.key) + ": unknown value type " + std::to_string(type) + " at offset " +
                         std::to_string(cur_.pos() - 4));
         }
         e.type = (value_type) type;
@@ -296,15 +296,15 @@ bool parser::parse_tensor_infos(file_header & out, uint64_t n_tensors) {
         if (!read_string(t.name, tag + " name")) return false;
         if (t.name.empty()) return fail(tag + " at offset " + std::to_string(at) + " has an empty name");
         if (t.name.size() > k_max_name_bytes) {
-            return fail(tag + " name " + quoted(t.name) + " is " + std::to_string(t.name.size()) +
+            return fail(tag + " name " + printable_quoted(t.name) + " is " + std::to_string(t.name.size()) +
                         " bytes; ggml allows at most " + std::to_string(k_max_name_bytes));
         }
         auto [it, inserted] = tensor_index.emplace(t.name, i);
         if (!inserted) {
-            return fail("duplicate tensor name " + quoted(t.name) + " (" + tag + " at offset " + std::to_string(at) +
+            return fail("duplicate tensor name " + printable_quoted(t.name) + " (" + tag + " at offset " + std::to_string(at) +
                         ", first as tensor #" + std::to_string(it->second) + ")");
         }
-        const std::string what = "tensor " + quoted(t.name);
+        const std::string what = "tensor " + printable_quoted(t.name);
         if (!read_num(t.n_dims, what + " n_dims")) return false;
         if (t.n_dims < 1 || t.n_dims > k_max_dims) {
             return fail(what + ": n_dims = " + std::to_string(t.n_dims) + " outside 1..4 (offset " +
@@ -363,14 +363,14 @@ bool parser::check_data_ranges(file_header & out) {
     uint64_t min_next = 0;
     const tensor_info * prev = nullptr;
     for (tensor_info & t : out.tensors) {
-        const std::string what = "tensor " + quoted(t.name);
+        const std::string what = "tensor " + printable_quoted(t.name);
         if (t.offset % out.alignment != 0) {
             return fail(what + ": offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
                         std::to_string(out.alignment));
         }
         if (t.offset < min_next) {
             return fail(what + ": data at offset " + std::to_string(t.offset) + " overlaps or precedes tensor " +
-                        quoted(prev->name) + " (data section [" + std::to_string(prev->offset) + ", " +
+                        printable_quoted(prev->name) + " (data section [" + std::to_string(prev->offset) + ", " +
                         std::to_string(min_next) + ")); offsets must be increasing");
         }
         if (t.offset > out.file_size - out.data_offset || t.nbytes > out.file_size - out.data_offset - t.offset) {
@@ -414,12 +414,12 @@ bool detail::validate_kv_raw(const kv & e, std::string & err) {
         return false;
     }
     if (!known_value_type((uint32_t) e.type)) {
-        err = "key " + quoted(e.key) + ": unknown value type " + std::to_string((uint32_t) e.type);
+        err = "key " + printable_quoted(e.key) + ": unknown value type " + std::to_string((uint32_t) e.type);
         return false;
     }
     memory_source src(e.raw.data(), e.raw.size());
     std::string inner;
-    const std::string name = "key " + quoted(e.key) + " raw value";
+    const std::string name = "key " + printable_quoted(e.key) + " raw value";
     parser p(src, name, inner);
     kv probe;
     if (!p.read_value(e.key, e.type, probe)) {
@@ -428,12 +428,12 @@ bool detail::validate_kv_raw(const kv & e, std::string & err) {
     }
     // The value must use every raw byte, and an array must agree with its declared element type and count.
     if (p.position() != e.raw.size()) {
-        err = "key " + quoted(e.key) + ": " + std::to_string(e.raw.size() - p.position()) +
+        err = "key " + printable_quoted(e.key) + ": " + std::to_string(e.raw.size() - p.position()) +
               " raw bytes left over after its " + e.type_string() + " value";
         return false;
     }
     if (e.type == value_type::ARRAY && (probe.elem_type != e.elem_type || probe.n_elems != e.n_elems)) {
-        err = "key " + quoted(e.key) + ": array element type/count disagree with its raw bytes";
+        err = "key " + printable_quoted(e.key) + ": array element type/count disagree with its raw bytes";
         return false;
     }
     return true;
@@ -610,7 +610,7 @@ bool open_model(const std::string & path, model & out, std::string & err) {
             t.shard = s;
             auto [it, inserted] = owner.emplace(t.name, s);
             if (!inserted) {
-                err = "tensor " + quoted(t.name) + " appears in shard " + std::to_string(it->second + 1) +
+                err = "tensor " + printable_quoted(t.name) + " appears in shard " + std::to_string(it->second + 1) +
                       " and again in shard " + std::to_string(s + 1) + " (" + out.shards[s].path + ")";
                 return false;
             }
@@ -628,11 +628,11 @@ bool open_model(const std::string & path, model & out, std::string & err) {
 bool read_tensor_bytes(const model & m, const tensor_info & t, uint64_t offset, uint64_t length, void * dst,
                        std::string & err) {
     if (t.shard >= m.shards.size()) {
-        err = "tensor " + quoted(t.name) + ": shard " + std::to_string(t.shard) + " out of range";
+        err = "tensor " + printable_quoted(t.name) + ": shard " + std::to_string(t.shard) + " out of range";
         return false;
     }
     if (offset > t.nbytes || length > t.nbytes - offset) {
-        err = "tensor " + quoted(t.name) + ": range [" + std::to_string(offset) + ", +" + std::to_string(length) +
+        err = "tensor " + printable_quoted(t.name) + ": range [" + std::to_string(offset) + ", +" + std::to_string(length) +
               ") outside its " + std::to_string(t.nbytes) + " bytes";
         return false;
     }
@@ -643,7 +643,7 @@ bool read_tensor_bytes(const model & m, const tensor_info & t, uint64_t offset, 
     const int saved = errno;
     ::close(fd);
     if (!ok) {
-        err = path + ": cannot read tensor " + quoted(t.name) + " data: " + (saved ? strerror(saved) : "short read");
+        err = path + ": cannot read tensor " + printable_quoted(t.name) + " data: " + (saved ? strerror(saved) : "short read");
         return false;
     }
     return true;
@@ -652,7 +652,7 @@ bool read_tensor_bytes(const model & m, const tensor_info & t, uint64_t offset, 
 bool read_tensor(const model & m, std::string_view name, std::vector<uint8_t> & out, std::string & err) {
     const tensor_info * t = m.find_tensor(name);
     if (!t) {
-        err = "no tensor named " + quoted(std::string(name));
+        err = "no tensor named " + printable_quoted(std::string(name));
         return false;
     }
     out.resize((size_t) t->nbytes);

@@ -30,7 +30,7 @@ using detail::align_up;
 using detail::put;
 using detail::put_string;
 
-std::string quoted(const std::string & s) { return "'" + s + "'"; }
+std::string in_quotes(const std::string & s) { return "'" + s + "'"; }
 
 bool is_split_key(const std::string & key) {
     return key == k_key_split_no || key == k_key_split_count || key == k_key_split_tensors_count;
@@ -45,7 +45,7 @@ bool validate_spec(const output_spec & spec, uint32_t & alignment, std::vector<u
     std::unordered_set<std::string> keys;
     for (const kv & e : spec.kvs.entries) {
         if (!keys.insert(e.key).second) {
-            err = "output kv: duplicate key " + quoted(e.key);
+            err = "output kv: duplicate key " + in_quotes(e.key);
             return false;
         }
         if (!detail::validate_kv_raw(e, err)) {
@@ -71,18 +71,18 @@ bool validate_spec(const output_spec & spec, uint32_t & alignment, std::vector<u
     for (size_t i = 0; i < spec.tensors.size(); ++i) {
         const output_tensor & t = spec.tensors[i];
         if (t.name.empty() || t.name.size() > k_max_name_bytes) {
-            err = "output tensor #" + std::to_string(i) + " name " + quoted(t.name) + " is empty or longer than " +
+            err = "output tensor #" + std::to_string(i) + " name " + in_quotes(t.name) + " is empty or longer than " +
                   std::to_string(k_max_name_bytes) + " bytes";
             return false;
         }
         if (!names.insert(t.name).second) {
-            err = "output tensor " + quoted(t.name) + " appears twice";
+            err = "output tensor " + in_quotes(t.name) + " appears twice";
             return false;
         }
-        if (!tensor_nbytes(t.type, t.n_dims, t.ne, nbytes[i], err, "output tensor " + quoted(t.name))) return false;
+        if (!tensor_nbytes(t.type, t.n_dims, t.ne, nbytes[i], err, "output tensor " + in_quotes(t.name))) return false;
         uint64_t have = 0;
         if ((t.memory ? 1 : 0) + (t.pieces.empty() ? 0 : 1) + (t.produce ? 1 : 0) > 1) {
-            err = "output tensor " + quoted(t.name) + " has more than one of file pieces, an in-memory buffer and a producer";
+            err = "output tensor " + in_quotes(t.name) + " has more than one of file pieces, an in-memory buffer and a producer";
             return false;
         }
         if (t.produce) {
@@ -92,14 +92,14 @@ bool validate_spec(const output_spec & spec, uint32_t & alignment, std::vector<u
         } else {
             for (const data_piece & p : t.pieces) {
                 if (p.length > std::numeric_limits<uint64_t>::max() - have) {
-                    err = "output tensor " + quoted(t.name) + ": piece lengths overflow";
+                    err = "output tensor " + in_quotes(t.name) + ": piece lengths overflow";
                     return false;
                 }
                 have += p.length;
             }
         }
         if (have != nbytes[i]) {
-            err = "output tensor " + quoted(t.name) + " " + type_name(t.type) + ": its data supply " +
+            err = "output tensor " + in_quotes(t.name) + " " + type_name(t.type) + ": its data supply " +
                   std::to_string(have) + " bytes but the shape needs " + std::to_string(nbytes[i]);
             return false;
         }
@@ -366,7 +366,7 @@ bool open_sources(const output_spec & spec, write_session & session, std::string
                 s.fd = util::open_input(p.path, oerr);
                 struct stat st;
                 if (s.fd < 0 || fstat(s.fd, &st) != 0) {
-                    err = s.fd < 0 ? oerr + " (source of tensor " + quoted(t.name) + ")"
+                    err = s.fd < 0 ? oerr + " (source of tensor " + in_quotes(t.name) + ")"
                                    : p.path + ": cannot stat: " + strerror(errno);
                     if (s.fd >= 0) ::close(s.fd);
                     return false;
@@ -375,7 +375,7 @@ bool open_sources(const output_spec & spec, write_session & session, std::string
                 it = session.sources.emplace(p.path, s).first;
             }
             if (p.offset > it->second.size || p.length > it->second.size - p.offset) {
-                err = "tensor " + quoted(t.name) + ": source piece [" + std::to_string(p.offset) + ", +" +
+                err = "tensor " + in_quotes(t.name) + ": source piece [" + std::to_string(p.offset) + ", +" +
                       std::to_string(p.length) + ") lies outside " + p.path + " (size " +
                       std::to_string(it->second.size) + ")";
                 return false;
@@ -451,30 +451,30 @@ bool write_shard(shard_writer & w, const shard_layout & l, const std::vector<uin
     for (size_t i = l.first_tensor; i < l.first_tensor + l.n_tensors; ++i) {
         const output_tensor & t = w.spec.tensors[i];
         // one step of the publish (util::disk): copy_file_range below writes fd itself
-        if (!util::current_disk().will_write(fd)) return fail_io("write tensor " + quoted(t.name), errno);
+        if (!util::current_disk().will_write(fd)) return fail_io("write tensor " + in_quotes(t.name), errno);
         if (t.produce) {
             // made here, one tensor at a time; what it gives must be what the layout counted
             std::vector<uint8_t> made;
             if (!t.produce(made, err)) {
-                err = l.path + ": tensor " + quoted(t.name) + ": " + err;
+                err = l.path + ": tensor " + in_quotes(t.name) + ": " + err;
                 return false;
             }
             if (made.size() != w.nbytes[i]) {
-                err = l.path + ": tensor " + quoted(t.name) + ": its producer made " + std::to_string(made.size()) +
+                err = l.path + ": tensor " + in_quotes(t.name) + ": its producer made " + std::to_string(made.size()) +
                       " bytes, the shape needs " + std::to_string(w.nbytes[i]);
                 return false;
             }
-            if (!write_hashed(fd, made.data(), made.size(), hash)) return fail_io("write tensor " + quoted(t.name), errno);
+            if (!write_hashed(fd, made.data(), made.size(), hash)) return fail_io("write tensor " + in_quotes(t.name), errno);
         } else if (t.memory) {
             if (!write_hashed(fd, t.memory->data(), t.memory->size(), hash)) {
-                return fail_io("write tensor " + quoted(t.name), errno);
+                return fail_io("write tensor " + in_quotes(t.name), errno);
             }
         } else {
             for (const data_piece & p : t.pieces) {
                 int e = 0;
                 if (!copy_range(w.session.sources[p.path].fd, p.offset, p.length, fd, w.buffer, w.try_copy_file_range,
                                 e, hash)) {
-                    return fail_io("copy tensor " + quoted(t.name) + " from " + p.path, e);
+                    return fail_io("copy tensor " + in_quotes(t.name) + " from " + p.path, e);
                 }
             }
         }

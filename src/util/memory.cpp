@@ -9,7 +9,7 @@ namespace reap::util {
 
 namespace {
 
-bool read_file(const std::string & path, std::string & out) {
+bool read_proc_file(const std::string & path, std::string & out) {
     std::ifstream f(path, std::ios::binary);
     if (!f) return false;
     std::ostringstream ss;
@@ -81,11 +81,11 @@ std::optional<memory_limit> cgroup_memory_limit(const std::string & proc_self_cg
 std::optional<memory_limit> available_memory() {
     std::optional<memory_limit> best;
     std::string text;
-    if (read_file("/proc/meminfo", text)) {
+    if (read_proc_file("/proc/meminfo", text)) {
         if (const auto v = meminfo_available(text)) best = memory_limit{*v, "MemAvailable"};
     }
-    if (read_file("/proc/self/cgroup", text)) {
-        const auto cg = cgroup_memory_limit(text, read_file);
+    if (read_proc_file("/proc/self/cgroup", text)) {
+        const auto cg = cgroup_memory_limit(text, read_proc_file);
         if (cg && (!best || cg->bytes < best->bytes)) best = cg;
     }
     return best;
