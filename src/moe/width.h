@@ -43,6 +43,11 @@ struct expert_width {
     // <arch>.expert_shared_count (0: the model has none such); a cut to K
     // writes expert_shared_count = S/K
     int64_t          shared_width = 0;
+    // The model's one shared expert is n_ff wide by its loader's rule with no
+    // key of its own (llama4): a cut to K cuts it to K as well, keeping the
+    // plan's plan_layer::shared_channels (rows of ffn_gate/up_shexp, columns of
+    // ffn_down_shexp, requantised as ffn_down_exps is).
+    bool             shared_cut = false;
 };
 
 // The width facts of model `m` classified as `lay` (moe::layout_of). A model

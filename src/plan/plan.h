@@ -90,6 +90,12 @@ struct plan_layer {
     // channels output expert i keeps, ascending, width_keep of them. Empty
     // in plans without a width.
     std::vector<std::vector<int64_t>> channels;
+    // Width plans of a model whose one shared expert is sized with the routed
+    // experts' width (llama4; moe::expert_width::shared_cut): the K source
+    // channels of the shared expert (ffn_{gate,up,down}_shexp) kept, ascending.
+    // Empty otherwise. Version 3 writes it as "shared_channel_bitmap" (one
+    // bitmap, as channel_bitmaps) in the layer's object.
+    std::vector<int64_t> shared_channels;
 };
 
 struct plan {

@@ -127,6 +127,12 @@ struct domain_stats {
     // channel statistics (empty unless the archive's n_ff > 0): n_layer * n_expert * n_ff values
     std::vector<double> ch_energy;
     std::vector<double> ch_reap;
+    // the shared expert's channel statistics (empty unless archive::has_shared_channels):
+    // n_layer * n_ff values, index l * n_ff + c (archive::shared_channel_index); the
+    // same meanings as ch_energy / ch_reap over every token of the domain (the shared
+    // expert sees them all, with gate 1), h the input to ffn_down_shexp
+    std::vector<double> sh_energy;
+    std::vector<double> sh_reap;
 };
 
 // The names of the tensors of a metric set, in file order: {"count", "gate_sum", ...}.
@@ -144,12 +150,20 @@ struct archive {
     std::vector<domain_stats> domains;      // in file order
     gguf::kv_store            provenance;   // other reap.saliency.* keys, in order
     uint32_t                  n_ff = 0;     // channels per expert of the channel statistics; 0 = none
+    // Whether the channel statistics include the shared expert's (D.sh_energy,
+    // D.sh_reap): only with n_ff > 0, for a model whose one shared expert is
+    // n_ff channels wide and must be cut with the routed experts (llama4: its
+    // loader sizes ffn_*_shexp with expert_feed_forward_length).
+    bool                      has_shared_channels = false;
 
     size_t n_cells() const { return (size_t) model.n_layer * model.n_expert; }
     size_t index(int layer, int expert) const { return (size_t) layer * model.n_expert + (size_t) expert; }
     size_t n_channel_values() const { return n_cells() * n_ff; }
     // channel c of expert e in layer l, in the channel vectors
     size_t channel_index(int layer, int expert, int64_t c) const { return index(layer, expert) * n_ff + (size_t) c; }
+    // the shared expert's statistics: n_layer * n_ff values, channel c of layer l
+    size_t n_shared_channel_values() const { return has_shared_channels ? (size_t) model.n_layer * n_ff : 0; }
+    size_t shared_channel_index(int layer, int64_t c) const { return (size_t) layer * n_ff + (size_t) c; }
 
     // The domain named `name`, or nullptr.
     domain_stats *       find_domain(const std::string & name);
