@@ -429,14 +429,14 @@ struct prompt_run {
 // Loads `path` and decodes `prompt` (tokenized by the model) with logits for
 // every token, recording the routing. False + err when any step fails.
 inline bool run_prompt(const std::string & path, const std::string & prompt, prompt_run & out, std::string & err,
-                       int n_threads = 2) {
+                       int n_threads = 2, bool exact = false) {
     model_ptr model = load_model(path);
     if (!model) {
         err = "llama.cpp could not load " + path;
         return false;
     }
     topk_collector topk;
-    context_ptr ctx = new_context(model.get(), 128, topk_collector::callback, &topk, false, n_threads);
+    context_ptr ctx = new_context(model.get(), 128, topk_collector::callback, &topk, exact, n_threads);
     if (!ctx) {
         err = "no context for " + path;
         return false;

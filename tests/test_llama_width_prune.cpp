@@ -210,9 +210,12 @@ TEST_P(WidthPrune, EqualsTheBaseWithTheRemovedChannelsZeroed) {
     width_test::expect_width_cut(src, cut, p, down_type);
     width_test::expect_shared_kept(src, cut, lay.arch, K);
 
+    // attention in F32 (exact): llama.cpp's F16 KV cache rounds the two runs'
+    // last-bit differences apart by up to 1e-3 of a logit (kimi-k3: relative
+    // rms 6.2e-4 with ggml built for AVX2), which would hide a real error
     prompt_run a, b;
-    ASSERT_TRUE(run_prompt(ref, k_prompt, a, err)) << err;
-    ASSERT_TRUE(run_prompt(cut, k_prompt, b, err)) << err;   // stock llama.cpp loads the cut file
+    ASSERT_TRUE(run_prompt(ref, k_prompt, a, err, 2, /*exact=*/true)) << err;
+    ASSERT_TRUE(run_prompt(cut, k_prompt, b, err, 2, /*exact=*/true)) << err;   // stock llama.cpp loads the cut file
     ASSERT_EQ(a.logits.size(), b.logits.size());
     std::map<int, std::vector<int32_t>> same_ids;
     std::vector<int64_t> identity(size_t(lay.n_expert));
@@ -223,10 +226,18 @@ TEST_P(WidthPrune, EqualsTheBaseWithTheRemovedChannelsZeroed) {
     const distance d = logit_distance(a, b);
     fprintf(stderr, "[ width ] %s K=%lld of %lld, down %s: %s\n", GetParam().c_str(), (long long) K,
             (long long) f.n_ff_exp, ggml_type_name(down_type), describe(d).c_str());
-    // float rounding only: the matmuls sum K terms instead of n_ff with zeros
-    // measured (2026-12-02): max |dlogit| 0 to 5.4e-4, relative rms up to 1.6e-5 (qwen3moe-q256)
-    EXPECT_LE(d.rel_rms, 1e-4) << describe(d);
-    EXPECT_LE(d.max_diff, 1e-3 * std::max(1.0, d.max_abs)) << describe(d);
+    // rounding only: the down projections sum K terms instead of n_ff with
+    // zeros, so the two runs differ in last bits, and llama.cpp quantises the
+    // activations of quantised experts to 8 bits (q8_0 for mxfp4, q8_K for
+    // k-quants), where a last-bit difference can flip a rounding. Measured
+    // 2026-12-02 with ggml built for AVX2 as `make` builds it (Makefile,
+    // GGML_ISA): kimi-k3 (mxfp4 experts) relative rms 3.5e-4, max |dlogit|
+    // 0.0116 of 4.1; the other zoo archs below 1e-4. (ggml built with
+    // -march=native on an AVX512-FP16 CPU: qwen3moe-q256 9.9e-4.) A wrong
+    // channel is far above this: the base differs from the cut by more than
+    // 100 times the distance (below).
+    EXPECT_LE(d.rel_rms, 2e-3) << describe(d);
+    EXPECT_LE(d.max_diff, 5e-3 * std::max(1.0, d.max_abs)) << describe(d);
 
     // and the base itself is measurably different (the cut is not a no-op)
     prompt_run base;

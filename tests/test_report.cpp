@@ -309,6 +309,53 @@ TEST(ReportCard, WidthSweepRowPerPoint) {
     EXPECT_FALSE(prune_test::exists(fx.dir + "/card-bad/README.md"));
 }
 
+// Issue 27: the card of a width-cut build says what the cut did. Before this
+// test the first sentence of every card said "every other weight unchanged and
+// byte-identical", false for a width cut (gate/up lose rows, down is
+// requantised), and neither the title nor the census table gave the width.
+TEST(ReportCard, WidthCutBuildSaysWhatWasCut) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_width_build", fx, why)) GTEST_SKIP() << why;
+    // reap plan SAL -m MODEL --keep 6 --width 16 (the zoo qwen3moe's experts are 32 wide)
+    const std::string count_plan = fx.plan;
+    s::archive a = fx.a;
+    saliency_test::add_channels(a, 32);
+    fx.sal = fx.dir + "/sal-width.gguf";
+    ASSERT_TRUE(s::write_archive(a, fx.sal, why, true)) << why;
+    reap::planner::plan_request req;
+    req.saliency = fx.sal;
+    req.model = fx.model;
+    req.output = fx.plan = fx.dir + "/plan-width.json";
+    req.keep = 6;
+    req.width = 16;
+    req.version = k_tool_version;
+    reap::planner::plan_choice choice;
+    reap::util::error e;
+    ASSERT_TRUE(reap::planner::choose_plan(req, choice, e)) << e.message;
+    ASSERT_TRUE(reap::write_plan(choice.p, fx.plan, false, why)) << why;
+    std::filesystem::create_directories(fx.dir + "/build-width");
+    const std::string cut = fx.dir + "/build-width/cut.gguf";
+    ASSERT_TRUE(prune_build(fx, cut, 0, why)) << why;
+    ASSERT_EQ(run_report(fx, cut, {}, "", fx.dir + "/card", false, out), 0) << out;
+    const std::string card = read_text(fx.dir + "/card/README.md");
+    EXPECT_NE(card.find(": 6 of 16 experts per MoE layer, 16 of 32 channels each\n"), std::string::npos) << card.substr(0, 1500);
+    EXPECT_NE(card.find("and every kept expert cut to 16 of its 32 intermediate channels: the gate and up rows of the kept "
+                        "channels byte-identical, the down projections requantised from the kept columns"),
+              std::string::npos) << card.substr(0, 1500);
+    EXPECT_EQ(card.find("MoE layers, every other weight"), std::string::npos) << card.substr(0, 1500);
+    const std::string census = section(card, "Source vs build");
+    EXPECT_NE(census.find("| channels per expert | 32 | 16 |"), std::string::npos) << census;
+    EXPECT_NE(census.find("| shared experts | 0 | 0 |"), std::string::npos) << census;
+    // the count build of the fixture: the sentence as before, no width row
+    fx.plan = count_plan;
+    ASSERT_EQ(run_report(fx, fx.cut, {}, "", fx.dir + "/card-count", false, out), 0) << out;
+    const std::string count_card = read_text(fx.dir + "/card-count/README.md");
+    EXPECT_NE(count_card.find(": 6 of 16 experts per MoE layer\n"), std::string::npos) << count_card.substr(0, 1500);
+    EXPECT_NE(count_card.find("MoE layers, every other weight unchanged and byte-identical."), std::string::npos) << count_card.substr(0, 1500);
+    EXPECT_EQ(count_card.find("channels per expert"), std::string::npos);
+}
+
 // A behaviour eval (`reap eval --needle --generate --json`) of one candidate,
 // written by hand as the format says (formats/behaviour_file.h): two needle
 // cells (the source exact on both, the candidate on the first only) and two

@@ -870,6 +870,31 @@ bool gather_sweep_stage(card & c, std::string & err) {
 
 // ---- the text ----
 
+// What the cut did besides removing experts, as the card's first sentence
+// says it: a count cut leaves every other weight byte-identical; a width cut
+// keeps rows of gate/up and requantises down (and, where the arch sizes it
+// with the routed width, cuts the shared expert the same way).
+std::string what_else_changed(const plan & p) {
+    const int64_t width = cut_width(p);
+    if (!width) return "every other weight unchanged and byte-identical.";
+    const bool shared_cut = !p.layers.empty() && !p.layers.front().shared_channels.empty();
+    return "and every kept expert" + std::string(shared_cut ? " and the shared expert" : "") + " cut to " + std::to_string(width) +
+           " of its " + std::to_string(p.width_n_ff) + " intermediate channels: the gate and up rows of the kept channels byte-identical, "
+           "the down projections requantised from the kept columns; every other weight unchanged and byte-identical.";
+}
+
+// The card's shared-experts cell of the build: a width cut of an arch that
+// sizes its shared experts as n_ff x count keeps their weights whole and
+// writes the count S/K (moe/width.h), so a count that changed says why.
+std::string shared_experts_of_cut(const card & c) {
+    const moe::census & src = c.src.c, & cut = c.cut.c;
+    std::string v = std::to_string(cut.n_expert_shared);
+    if (cut.n_expert_shared == src.n_expert_shared || !cut_width(c.p) || cut.expert_ff_length == 0) return v;
+    const uint64_t shared_width = (uint64_t) cut.n_expert_shared * cut.expert_ff_length;
+    return v + " (the same " + std::to_string(shared_width) + " shared channels, counted in experts of " +
+           std::to_string(cut.expert_ff_length) + ")";
+}
+
 std::string front_matter_and_census(const card & c) {
     const model_facts & src = c.src, & cut = c.cut;
     const plan & p = c.p;
@@ -888,11 +913,13 @@ std::string front_matter_and_census(const card & c) {
     o += "tags:\n  - moe\n  - expert-pruning\n  - reap\n  - gguf\n  - " + yaml_str(cut.c.arch) + "\n";
     for (const auto & [t, tc] : cut.c.types) o += "  - " + yaml_str(t) + "\n";
     o += "---\n\n";
-    o += "# " + util::markdown_text(name) + ": " + std::to_string(p.n_keep) + " of " + std::to_string(p.n_expert) + " experts per MoE layer\n\n";
+    const int64_t width = cut_width(p);
+    o += "# " + util::markdown_text(name) + ": " + std::to_string(p.n_keep) + " of " + std::to_string(p.n_expert) + " experts per MoE layer" +
+         (width ? ", " + std::to_string(width) + " of " + std::to_string(p.width_n_ff) + " channels each" : "") + "\n\n";
     o += "> Fields marked `" + std::string(k_fill_in) + "` could not be known from the files: fill them in before publishing.\n";
     o += "> Everything else on this card was written by `reap report` from the files and receipts named in it.\n\n";
     o += "An expert-pruned build of " + code(util::base_name(c.opt.source)) + " (" + util::markdown_text(cut.c.arch) + "): " + pct(removed) +
-         " of the routed experts removed from each of its " + std::to_string(p.layers.size()) + " MoE layers, every other weight unchanged and byte-identical. " +
+         " of the routed experts removed from each of its " + std::to_string(p.layers.size()) + " MoE layers, " + what_else_changed(p) + " " +
          util::format_size(src.c.file_bytes) + " → " + util::format_size(cut.c.file_bytes) + ".\n\n";
     o += "## Source vs build\n\nFrom the files themselves (`reap inspect`).\n\n| | source | this build |\n|---|---:|---:|\n";
     census_row(o, "architecture", src.c.arch, cut.c.arch);
@@ -900,7 +927,8 @@ std::string front_matter_and_census(const card & c) {
                std::to_string(cut.c.n_layer) + " (" + std::to_string(cut.c.moe_layers.size()) + ")");
     census_row(o, "routed experts per MoE layer", std::to_string(src.c.n_expert), std::to_string(cut.c.n_expert));
     census_row(o, "experts used per token", std::to_string(src.c.n_expert_used), std::to_string(cut.c.n_expert_used));
-    census_row(o, "shared experts", std::to_string(src.c.n_expert_shared), std::to_string(cut.c.n_expert_shared));
+    census_row(o, "shared experts", std::to_string(src.c.n_expert_shared), shared_experts_of_cut(c));
+    if (width) census_row(o, "channels per expert", std::to_string(src.c.expert_ff_length), std::to_string(cut.c.expert_ff_length));
     if (src.c.n_expert_groups > 1) census_row(o, "expert groups (used)", std::to_string(src.c.n_expert_groups) + " (" + std::to_string(src.c.n_expert_groups_used) + ")", std::to_string(cut.c.n_expert_groups) + " (" + std::to_string(cut.c.n_expert_groups_used) + ")");
     census_row(o, "parameters", util::group_digits(src.n_params), util::group_digits(cut.n_params));
     census_row(o, "tensors", util::group_digits(src.c.n_tensors), util::group_digits(cut.c.n_tensors));
