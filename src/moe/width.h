@@ -20,8 +20,14 @@
 //     compute them as one FFN over the concatenated shared weights, so S
 //     channels are S/K "shared experts" of width K exactly: a cut to K writes
 //     expert_shared_count = S/K and K must divide S (shared_width_refusal);
-//   * llama4 sizes its one shared expert n_ff with no count key, and every
-//     other arch with shared experts is unchecked: refused.
+//   * llama4 sizes its one shared expert n_ff with no key of its own, so a
+//     cut to K cuts it to K too (expert_width::shared_cut): it keeps the
+//     plan's shared channels (plan_layer::shared_channels), rows of
+//     ffn_gate_shexp / ffn_up_shexp and columns of ffn_down_shexp,
+//     requantised as ffn_down_exps is (whose blocks then bound K as well).
+//     Its tensors must be the three 2-D weights of width n_ff in every MoE
+//     layer, as the loader creates them;
+//   * every other arch with shared experts is unchecked: refused.
 //
 // Core library: no llama.cpp / ggml dependency.
 #pragma once
@@ -36,7 +42,7 @@ namespace reap::moe {
 
 struct expert_width {
     int64_t          n_ff = 0;          // <arch>.expert_feed_forward_length (0 when refused)
-    int64_t          down_block = 1;    // the largest block size among the ffn_down_exps types
+    int64_t          down_block = 1;    // the largest block size among the ffn_down_exps (and cut ffn_down_shexp) types
     gguf::tensor_type down_type = gguf::tensor_type::F32;  // the type with that block size (for messages)
     std::string      refusal;           // why the model cannot be cut in width; "" when it can
     // S, the width of the shared experts llama.cpp sizes as n_ff x

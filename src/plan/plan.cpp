@@ -684,6 +684,7 @@ plan_model_facts facts_of(const moe::layout & lay, const gguf::model & m) {
         f.down_type_name = gguf::type_name(w.down_type);
         f.width_refusal = w.refusal;
         f.shared_width = w.shared_width;
+        f.shared_cut = w.shared_cut;
     }
     return f;
 }
@@ -708,10 +709,43 @@ std::string width_refusal(int64_t k, const plan_model_facts & m) {
     return why.empty() ? moe::shared_width_refusal(m.shared_width, m.n_ff_exp, m.down_block, k) : why;
 }
 
+// Whether `ch` is K ascending channels in [0, n_ff).
+bool channel_list_ok(const std::vector<int64_t> & ch, int64_t n_ff, int64_t K) {
+    bool ok = int64_t(ch.size()) == K;
+    for (size_t j = 0; ok && j < ch.size(); ++j) ok = ch[j] >= 0 && ch[j] < n_ff && (j == 0 || ch[j] > ch[j - 1]);
+    return ok;
+}
+
+// A layer's shared channels: K of them exactly when the model's shared
+// expert is cut with the routed ones (llama4), none otherwise.
+bool validate_shared_channels(const plan & p, const plan_model_facts & m, const plan_layer & l, std::string & err) {
+    const std::string lwho = "plan: layer " + std::to_string(l.layer);
+    const bool want = p.has_width() && m.shared_cut;
+    if (!want && !l.shared_channels.empty()) {
+        err = lwho + ": lists shared-expert channels, but " +
+              (p.has_width() ? "the model's shared experts (if any) are not cut in width"
+                             : std::string("the plan does not cut width"));
+        return false;
+    }
+    if (want && !channel_list_ok(l.shared_channels, p.width_n_ff, p.width_keep)) {
+        err = lwho + (l.shared_channels.empty() ? ": lists no shared-expert channels" : ": shared-expert channels") +
+              " (llama.cpp's " + m.arch + " loader sizes its shared expert with the routed experts' width, so a width plan "
+              "keeps " + std::to_string(p.width_keep) + " ascending channels of it in [0, " + std::to_string(p.width_n_ff) +
+              ") in every MoE layer)";
+        return false;
+    }
+    return true;
+}
+
 // The width part of validate_plan: the plan's n_ff is the model's and K suits
 // the down tensors' blocks.
 bool validate_width(const plan & p, const plan_model_facts & m, std::string & err) {
-    if (!p.has_width()) return true;
+    if (!p.has_width()) {
+        for (const plan_layer & l : p.layers) {
+            if (!validate_shared_channels(p, m, l, err)) return false;
+        }
+        return true;
+    }
     if (m.n_ff_exp <= 0) {
         err = "plan: cuts expert width, but " + (m.width_refusal.empty() ? std::string("the model's expert width is unknown")
                                                                          : m.width_refusal);
@@ -734,17 +768,13 @@ bool validate_width(const plan & p, const plan_model_facts & m, std::string & er
             return false;
         }
         for (size_t i = 0; i < l.channels.size(); ++i) {
-            const std::vector<int64_t> & ch = l.channels[i];
-            bool ok = int64_t(ch.size()) == p.width_keep;
-            for (size_t j = 0; ok && j < ch.size(); ++j) {
-                ok = ch[j] >= 0 && ch[j] < p.width_n_ff && (j == 0 || ch[j] > ch[j - 1]);
-            }
-            if (!ok) {
+            if (!channel_list_ok(l.channels[i], p.width_n_ff, p.width_keep)) {
                 err = lwho + ": channels[" + std::to_string(i) + "] must be " + std::to_string(p.width_keep) +
                       " ascending channels in [0, " + std::to_string(p.width_n_ff) + ")";
                 return false;
             }
         }
+        if (!validate_shared_channels(p, m, l, err)) return false;
     }
     return true;
 }

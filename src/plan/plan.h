@@ -223,6 +223,9 @@ struct plan_model_facts {
     std::string      width_refusal;
     // S of shared experts kept whole by their count (moe::expert_width); K must divide it
     int64_t          shared_width = 0;
+    // the one shared expert is cut with the routed experts (llama4,
+    // moe::expert_width::shared_cut): a width plan lists its shared_channels
+    bool             shared_cut = false;
 };
 
 // Facts from a classified layout (moe::classify); the width facts stay unset.
