@@ -228,6 +228,29 @@ bool parse_channel_bitmap(const std::string & s, int64_t n_ff, int64_t K, std::v
 
 namespace {
 
+// A width plan layer's optional "shared_channel_bitmap" (version 3 and later):
+// the K channels of the shared expert cut with the routed ones (llama4), one
+// bitmap as channel_bitmaps. Whether the model needs it is validate_plan's.
+bool parse_shared_channels(const json & l, const std::string & kwho, int64_t version, const plan & p, plan_layer & pl,
+                           std::string & err) {
+    auto it = l.find("shared_channel_bitmap");
+    if (it == l.end()) return true;
+    const std::string swho = kwho + ": shared_channel_bitmap";
+    if (version < 3) {
+        err = swho + " in a version " + std::to_string(version) + " plan (shared-expert channels are version 3 or later)";
+        return false;
+    }
+    if (!it->is_string()) {
+        err = swho + " must be a string, not " + std::string(json_type_name(*it));
+        return false;
+    }
+    if (!parse_channel_bitmap(it->get_ref<const std::string &>(), p.width_n_ff, p.width_keep, pl.shared_channels, err)) {
+        err = swho + " " + err;
+        return false;
+    }
+    return true;
+}
+
 // A layer's channel lists (width plans only): n_keep of them, each width_keep
 // source channels in [0, width_n_ff), ascending without repeats. Version 2
 // lists them ("channels": arrays of ids), version 3 and later as bitmaps
@@ -244,7 +267,7 @@ bool parse_channels(const json & l, const std::string & kwho, int64_t version, c
     }
     auto it = l.find(name);
     if (!p.has_width()) {
-        for (const char * f : {"channels", "channel_bitmaps"}) {
+        for (const char * f : {"channels", "channel_bitmaps", "shared_channel_bitmap"}) {
             if (l.contains(f)) {
                 err = kwho + ": \"" + f + "\" in a plan without \"width\"";
                 return false;
@@ -252,6 +275,7 @@ bool parse_channels(const json & l, const std::string & kwho, int64_t version, c
         }
         return true;
     }
+    if (!parse_shared_channels(l, kwho, version, p, pl, err)) return false;
     if (it == l.end()) {
         err = kwho + ": missing field \"" + name + "\" (the plan cuts width: every kept expert lists its channels)";
         return false;
@@ -592,6 +616,7 @@ json plan_to_json(const plan & p) {
             json bitmaps = json::array();
             for (const auto & ch : l.channels) bitmaps.push_back(channel_bitmap(ch, p.width_n_ff));
             entry["channel_bitmaps"] = std::move(bitmaps);
+            if (!l.shared_channels.empty()) entry["shared_channel_bitmap"] = channel_bitmap(l.shared_channels, p.width_n_ff);
         }
         layers.push_back(std::move(entry));
     }
@@ -631,6 +656,9 @@ std::string plan_text(const plan & p) {
                 s += "      " + reap::util::json_text(ch[e]) + (e + 1 < ch.size() ? ",\n" : "\n");
             }
             s += "    ]";
+            if (layers[i].contains("shared_channel_bitmap")) {
+                s += ", \"shared_channel_bitmap\": " + reap::util::json_text(layers[i]["shared_channel_bitmap"]);
+            }
         }
         s += "}";
         s += i + 1 < layers.size() ? ",\n" : "\n";
