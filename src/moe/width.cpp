@@ -164,16 +164,28 @@ bool shared_experts_of(const gguf::model & m, const layout & lay, int64_t n_ff, 
 
 } // namespace
 
-bool width_keeps_rows(const std::string & name) {
+bool width_keeps_rows(const std::string & name, bool shared_cut) {
     std::string base, suffix;
     if (!split_block_name(name, base, suffix)) return false;
-    return (base == "ffn_gate_exps" || base == "ffn_up_exps") && (suffix == "weight" || suffix == "bias");
+    if (base == "ffn_gate_exps" || base == "ffn_up_exps") return suffix == "weight" || suffix == "bias";
+    return shared_cut && (base == "ffn_gate_shexp" || base == "ffn_up_shexp") && suffix == "weight";
 }
 
-bool width_cuts_columns(const std::string & name) {
+bool width_cuts_columns(const std::string & name, bool shared_cut) {
     std::string base, suffix;
     if (!split_block_name(name, base, suffix)) return false;
-    return base == "ffn_down_exps" && suffix == "weight";
+    return suffix == "weight" && (base == "ffn_down_exps" || (shared_cut && base == "ffn_down_shexp"));
+}
+
+bool width_is_shared(const std::string & name) {
+    std::string base, suffix;
+    return split_block_name(name, base, suffix) && base.size() > 6 && base.compare(base.size() - 6, 6, "_shexp") == 0;
+}
+
+int width_channel_dim(const std::string & name) {
+    std::string base, suffix;
+    if (!split_block_name(name, base, suffix)) return 0;
+    return suffix == "weight" && base.rfind("ffn_down", 0) != 0 ? 1 : 0;
 }
 
 bool expert_width_of(const gguf::model & m, const layout & lay, expert_width & out, std::string & err) {
@@ -255,6 +267,12 @@ bool expert_width_of(const gguf::model & m, const layout & lay, expert_width & o
     out.shared_width = S;
     out.shared_cut = cut;
     return true;
+}
+
+bool width_cuts_shared(const gguf::model & m, const layout & lay) {
+    expert_width w;
+    std::string err;
+    return expert_width_of(m, lay, w, err) && w.shared_cut;
 }
 
 std::string shared_width_refusal(int64_t shared_width, int64_t n_ff, int64_t block, int64_t k) {
