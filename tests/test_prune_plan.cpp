@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -409,14 +410,29 @@ TEST(PlanValidate, WidthFactsOfZooModels) {
         const reap::plan_model_facts f = reap::facts_of(lay, m);
         bool shexp = false;
         for (const auto & t : m.tensors) shexp = shexp || t.name.find("_shexp") != std::string::npos;
+        EXPECT_EQ(f.width_refusal, "");
+        EXPECT_EQ(f.shared_cut, name == "llama4");
         if (name == "llama4") {
-            // its one shared expert is n_ff wide with no key of its own: no KV keeps it whole
-            EXPECT_EQ(f.n_ff_exp, 0);
-            EXPECT_NE(f.width_refusal.find("llama4 loader sizes it llama4.expert_feed_forward_length wide with no count or "
-                                           "width key of its own"), std::string::npos) << f.width_refusal;
+            // its one shared expert is n_ff wide with no key of its own: cut with the routed experts, its
+            // three tensors checked against the loader's shapes (a wrong width, a missing one: refused)
+            EXPECT_EQ(f.shared_width, 0);
+            const std::string L = "blk." + std::to_string(lay.moe_layers.back()) + ".";
+            reap::gguf::model bad = m;
+            for (auto & t : bad.tensors) {
+                if (t.name == L + "ffn_gate_shexp.weight") t.ne[1] = 16;
+            }
+            reap::plan_model_facts bf = reap::facts_of(lay, bad);
+            EXPECT_FALSE(bf.shared_cut);
+            EXPECT_NE(bf.width_refusal.find(L + "ffn_gate_shexp.weight [64, 16] is not the 2-D shared expert 32 channels wide"),
+                      std::string::npos) << bf.width_refusal;
+            bad = m;
+            bad.tensors.erase(std::remove_if(bad.tensors.begin(), bad.tensors.end(),
+                                             [&](const reap::gguf::tensor_info & t) { return t.name == L + "ffn_up_shexp.weight"; }),
+                              bad.tensors.end());
+            bf = reap::facts_of(lay, bad);
+            EXPECT_NE(bf.width_refusal.find("has no " + L + "ffn_up_shexp.weight"), std::string::npos) << bf.width_refusal;
             continue;
         }
-        EXPECT_EQ(f.width_refusal, "");
         if (shexp && name != "qwen2moe") {
             // deepseek2, glm4moe, kimi-k3: shared experts n_ff x expert_shared_count wide (make_zoo.py: count 1,
             // so S is ffn_gate_shexp's ne[1] and the experts' width); K must divide S
