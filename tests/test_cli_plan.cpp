@@ -381,11 +381,18 @@ TEST(PlanCli, WidthRefusals) {
     EXPECT_NE(out.find("widths that fit: 1, 2, 4, 8, 16, 32"), std::string::npos) << out;
     EXPECT_EQ(run_reap("plan " + quote(dsal) + " -m " + quote(d) + " --width 16 -o " + quote(plan), out), 2) << out;
     EXPECT_NE(out.find("--width 16: " + dsal + " has no channel scores"), std::string::npos) << out;   // 16 passed
-    // llama4's one shared expert is n_ff wide with no key of its own
+    // llama4's one shared expert is n_ff wide with no key of its own: cut with the routed experts, ranked
+    // by the archive's shared-expert statistics; an archive with channel scores but none of those is
+    // refused, saying how to make one
     const std::string l4 = fx.model("llama4"), lsal = fx.dir + "/lsal.gguf";
-    archive_for(l4, lsal, {"code"});
+    s::archive la = archive_for(l4, lsal, {"code"});
+    saliency_test::add_channels(la, 32);
+    std::string err;
+    ASSERT_TRUE(s::write_archive(la, lsal, err, true)) << err;
     EXPECT_EQ(run_reap("plan " + quote(lsal) + " -m " + quote(l4) + " --width 16 -o " + quote(plan), out), 2) << out;
-    EXPECT_NE(out.find("llama.cpp's llama4 loader sizes it llama4.expert_feed_forward_length wide"), std::string::npos) << out;
+    EXPECT_NE(out.find("--width 16: " + lsal + " has no channel scores of the shared expert (the input of ffn_down_shexp)"),
+              std::string::npos) << out;
+    EXPECT_NE(out.find("reap calibrate --width-saliency"), std::string::npos) << out;
     EXPECT_FALSE(prune_test::exists(plan));
 }
 
