@@ -21,8 +21,9 @@ namespace {
 bool read_width_importance(prune_job & job, util::error & err) {
     const prune_request & req = job.req;
     if (req.imatrix.empty()) {
+        const bool shared_cut = moe::width_cuts_shared(job.model, job.lay);
         for (const gguf::tensor_info & t : job.model.tensors) {
-            if (!moe::width_cuts_columns(t.name)) continue;
+            if (!moe::width_cuts_columns(t.name, shared_cut)) continue;
             const gguf::tensor_type type = width_down_type(t, job.width);
             if (!needs_importance(type)) continue;
             return fail_with(err, error_kind::usage,
