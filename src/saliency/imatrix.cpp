@@ -34,9 +34,10 @@ int down_exps_layer(const std::string & name) {
 
 // "blk.L.ffn_down_shexp.weight" -> L; -1 otherwise.
 int down_shexp_layer(const std::string & name) {
-    static const std::string suffix = ".ffn_down_shexp.weight";
-    if (!util::starts_with(name, "blk.") || !ends_with(name, suffix) || name.size() <= 4 + suffix.size()) return -1;
-    const std::string digits = name.substr(4, name.size() - 4 - suffix.size());
+    static const char suffix[] = ".ffn_down_shexp.weight";
+    const size_t n_suffix = sizeof(suffix) - 1;
+    if (!util::starts_with(name, "blk.") || !ends_with(name, suffix) || name.size() <= 4 + n_suffix) return -1;
+    const std::string digits = name.substr(4, name.size() - 4 - n_suffix);
     if (digits.empty() || digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
         return -1;
     }
