@@ -438,7 +438,7 @@ void rewrite_gguf(const std::string & src, const std::string & dst,
 // ffn_down_shexp in_sum2 per layer and channel (relative 1e-4) and its count is every
 // token; sh_reap[c] / ‖W[:,c]‖ (the column norm computed here from ggml's reading of
 // the weight) lies between sqrt(sh_energy[c]) and sqrt(n_tokens · sh_energy[c]), as
-// Σ_t |h_c| must. reap imatrix -m imports those in_sum2 values as they are, and
+// Σ_t |h_c| must, and equals sqrt(sh_energy[c]) for one token. reap imatrix -m imports those in_sum2 values as they are, and
 // refuses a file without a layer's entry (or with another shape).
 TEST(Calibrate, SharedExpertChannelsEqualLlamaImatrix) {
     std::string err, out;
@@ -484,6 +484,26 @@ TEST(Calibrate, SharedExpertChannelsEqualLlamaImatrix) {
         }
     }
     for (uint32_t c = 0; c < a.n_ff; ++c) EXPECT_EQ(d.sh_energy[a.shared_channel_index(0, c)], 0);   // a dense layer
+    // one token: Σ_t |h_c| = sqrt(Σ_t h_c²), so sh_reap = ‖W[:,c]‖ · sqrt(sh_energy) exactly
+    sal::archive one;
+    auto o1 = opts(model, dir + "/text.txt", dir + "/one.gguf");
+    o1.width_saliency = true;
+    o1.max_tokens = 1;
+    ASSERT_TRUE(reap::run_calibrate(o1, one, rep, err)) << err;
+    ASSERT_EQ(one.domains[0].n_tokens, 1);
+    size_t n_one = 0;
+    for (int l : one.model.moe_layers) {
+        const std::vector<float> W = ggml_f32_values(model, "blk." + std::to_string(l) + ".ffn_down_shexp.weight");
+        for (uint32_t c = 0; c < one.n_ff; ++c) {
+            double sq = 0;
+            for (size_t r = 0; r < W.size() / one.n_ff; ++r) sq += (double) W[r * one.n_ff + c] * W[r * one.n_ff + c];
+            const double e = one.domains[0].sh_energy[one.shared_channel_index(l, c)];
+            const double want = std::sqrt(sq) * std::sqrt(e);
+            EXPECT_NEAR(one.domains[0].sh_reap[one.shared_channel_index(l, c)], want, 1e-9 * want) << "layer " << l << " channel " << c;
+            n_one += e > 0;
+        }
+    }
+    EXPECT_GT(n_one, (size_t) one.n_ff);
     printf("sh_energy vs llama-imatrix ffn_down_shexp in_sum2: %zu channels compared, max relative difference %.2e\n",
            n_compared, worst);
     EXPECT_EQ(n_compared, a.model.moe_layers.size() * a.n_ff);
@@ -514,11 +534,13 @@ TEST(Calibrate, SharedExpertChannelsEqualLlamaImatrix) {
         if (t.name == gone + ".in_sum2") {   // the same values as two matrices of n_ff / 2 ...
             t.ne[0] /= 2;
             t.ne[1] = 2;
+            t.n_dims = 2;   // (GGUF drops trailing dimensions of 1)
         } else if (t.name == gone + ".counts") {   // ... each with the count of the one
             auto two = std::make_shared<std::vector<uint8_t>>(*t.memory);
             two->insert(two->end(), t.memory->begin(), t.memory->end());
             t.memory = two;
             t.ne[1] = 2;
+            t.n_dims = 2;
         }
         return true;
     }));
