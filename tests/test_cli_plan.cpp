@@ -450,6 +450,40 @@ void expect_reference_channels(const nlohmann::json & j, const s::archive & a, c
 
 }  // namespace
 
+// llama4: plan --width also keeps the K shared-expert channels with the
+// largest sh_reap summed over the plan's domains (the reference computed here
+// from the archive's raw arrays) as "shared_channel_bitmap" in every layer;
+// the plan prunes to the size it predicted and verify audits the cut.
+TEST(PlanCli, WidthCutsLlama4SharedExpert) {
+    fixture fx;
+    std::string why, out, err;
+    if (!setup("plan_cli_width_llama4", fx, why)) GTEST_SKIP() << why;
+    const std::string l4 = fx.model("llama4"), lsal = fx.dir + "/lsal.gguf", plan = fx.dir + "/plan.json";
+    s::archive a = archive_for(l4, lsal, {"code", "en"});
+    saliency_test::add_channels(a, 32);
+    saliency_test::add_shared_channels(a);
+    ASSERT_TRUE(s::write_archive(a, lsal, err, true)) << err;
+    ASSERT_EQ(run_reap("plan " + quote(lsal) + " -m " + quote(l4) + " --keep 4 --width 16 --domains en -o " + quote(plan), out), 0)
+        << out;
+    const nlohmann::json j = read_json(plan);
+    ASSERT_EQ(j["layers"].size(), a.model.moe_layers.size());
+    for (const auto & l : j["layers"]) {
+        const int layer = l["layer"];
+        std::vector<std::pair<double, int64_t>> by;
+        for (int64_t c = 0; c < 32; ++c) by.push_back({-a.find_domain("en")->sh_reap[a.shared_channel_index(layer, c)], c});
+        std::sort(by.begin(), by.end());
+        std::vector<int64_t> want;
+        for (int64_t k = 0; k < 16; ++k) want.push_back(by[size_t(k)].second);
+        std::sort(want.begin(), want.end());
+        ASSERT_TRUE(l.contains("shared_channel_bitmap")) << l.dump();
+        EXPECT_EQ(bitmap_channels(l["shared_channel_bitmap"].get<std::string>()), want) << "layer " << layer;
+    }
+    const std::string cut = fx.dir + "/cut.gguf";
+    ASSERT_EQ(run_reap("prune -m " + quote(l4) + " --plan " + quote(plan) + " -o " + quote(cut), out), 0) << out;
+    EXPECT_EQ(j["provenance"]["predicted_bytes"].get<uint64_t>(), file_size(cut));
+    ASSERT_EQ(run_reap("verify -m " + quote(l4) + " --plan " + quote(plan) + " " + quote(cut), out), 0) << out;
+}
+
 // reap plan --width K ranks each kept expert's channels by the archive's
 // channel scores: ch_reap summed over the plan's domains by default, ch_energy
 // with --channel-score energy (and by default for imatrix archives); the
