@@ -137,6 +137,66 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
     }
 }
 
+// --imatrix on a llama4 width cut: the shared expert's down entry
+// (blk.L.ffn_down_shexp.weight, one matrix of n_ff values) keeps the layer's
+// shared channels, in order, and kept_importance gives them divided by its
+// count (llama-quantize's normalisation); its gate/up entries (per n_embd
+// input) are copied. Values from a formula of (matrix, channel), picked here.
+TEST(PruneWidth, ImatrixSliceOfLlama4SharedDown) {
+    std::string err;
+    const std::string zoo = prune_test::zoo_dir("prune-zoo", err);
+    if (zoo.empty()) GTEST_SKIP() << err;
+    const std::string dir = prune_test::scratch("prune-width-l4-imatrix");
+    reap::gguf::model m;
+    reap::moe::layout lay;
+    ASSERT_TRUE(reap::gguf::open_model(zoo + "/llama4.gguf", m, err) && reap::model_layout(m, lay, err)) << err;
+    const reap::plan_model_facts f = reap::facts_of(lay, m);
+    ASSERT_TRUE(f.shared_cut) << f.width_refusal;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(m, prune_test::half_keep(m), 4, p, err)) << err;
+    prune_test::random_width(p, f.n_ff_exp, f.n_ff_exp / 2, 6, true);
+    auto value = [](int64_t mat, int64_t c) { return 1.0f + float(mat) + 0.125f * float(c); };
+    std::vector<imatrix_test::fake_entry> es;
+    for (int l : lay.moe_layers) {
+        const std::string L = "blk." + std::to_string(l) + ".";
+        for (const auto & [name, n_mat] : std::vector<std::pair<std::string, int64_t>>{
+                 {"ffn_gate_exps", lay.n_expert}, {"ffn_up_exps", lay.n_expert}, {"ffn_down_exps", lay.n_expert},
+                 {"ffn_gate_shexp", 1}, {"ffn_up_shexp", 1}, {"ffn_down_shexp", 1}}) {
+            const reap::gguf::tensor_info * t = m.find_tensor(L + name + ".weight");
+            ASSERT_NE(t, nullptr) << name;
+            imatrix_test::fake_entry e{t->name, t->ne[0], n_mat, {}, std::vector<float>(size_t(n_mat), 4.0f)};
+            for (int64_t mat = 0; mat < n_mat; ++mat) {
+                for (int64_t c = 0; c < t->ne[0]; ++c) e.sums.push_back(value(mat, c));
+            }
+            es.push_back(e);
+        }
+    }
+    imatrix_test::write_gguf_imatrix(dir + "/src.imatrix.gguf", es);
+    reap::prune::imatrix_slice sl;
+    ASSERT_TRUE(reap::prune::prepare_imatrix_slice(dir + "/src.imatrix.gguf", m, lay, p, sl, err)) << err;
+    const std::string out = dir + "/cut.imatrix.gguf";
+    ASSERT_TRUE(reap::prune::write_imatrix_slice(sl, out, true, false, err)) << err;
+    const auto cut = load_with_ggml(out);
+    for (const reap::plan_layer & pl : p.layers) {
+        const std::string L = "blk." + std::to_string(pl.layer) + ".";
+        SCOPED_TRACE(L);
+        const loaded & down = cut.at(L + "ffn_down_shexp.weight.in_sum2");
+        ASSERT_EQ(down.ne[0], p.width_keep);
+        ASSERT_EQ(down.ne[1], 1);
+        const float * v = reinterpret_cast<const float *>(down.data.data());
+        std::vector<float> w;
+        ASSERT_TRUE(reap::prune::kept_importance(sl, L + "ffn_down_shexp.weight", 0, w, err)) << err;
+        ASSERT_EQ(int64_t(w.size()), p.width_keep);
+        for (int64_t j = 0; j < p.width_keep; ++j) {
+            EXPECT_EQ(v[j], value(0, pl.shared_channels[size_t(j)])) << "kept channel " << j;
+            EXPECT_FLOAT_EQ(w[size_t(j)], value(0, pl.shared_channels[size_t(j)]) / 4.0f);
+        }
+        EXPECT_EQ(cut.at(L + "ffn_down_shexp.weight.counts").ne[1], 1);
+        EXPECT_EQ(cut.at(L + "ffn_up_shexp.weight.in_sum2").ne[0], 64) << "gate/up entries are per input: copied";
+        EXPECT_EQ(cut.at(L + "ffn_down_exps.weight.in_sum2").ne[0], p.width_keep);
+    }
+}
+
 // Requantising to a quantised type: f16 down slabs of qwen3moe to q8_0 (all
 // 32 channels, in blocks of 32) agree byte for byte with the test's own ggml
 // requantisation, and verify audits them the same way.
