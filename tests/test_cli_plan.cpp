@@ -465,6 +465,7 @@ TEST(PlanCli, WidthCutsLlama4SharedExpert) {
     ASSERT_TRUE(s::write_archive(a, lsal, err, true)) << err;
     ASSERT_EQ(run_reap("plan " + quote(lsal) + " -m " + quote(l4) + " --keep 4 --width 16 --domains en -o " + quote(plan), out), 0)
         << out;
+    EXPECT_NE(out.find("width: the shared expert keeps 16 of its 32 channels too"), std::string::npos) << out;
     const nlohmann::json j = read_json(plan);
     ASSERT_EQ(j["layers"].size(), a.model.moe_layers.size());
     for (const auto & l : j["layers"]) {
