@@ -107,4 +107,21 @@ inline void add_channels(s::archive & a, uint32_t n_ff, uint32_t seed = 5) {
     }
 }
 
+// Gives archive `a` (channel statistics already added) the shared expert's channel
+// statistics: random values in its MoE layers, zero elsewhere.
+inline void add_shared_channels(s::archive & a, uint32_t seed = 11) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    a.has_shared_channels = true;
+    for (auto & d : a.domains) {
+        for (const auto & m : s::shared_metric_names(a.metrics)) {
+            std::vector<double> & v = *s::metric_data(d, m);
+            v.assign(a.n_shared_channel_values(), 0.0);
+            for (int l : a.model.moe_layers) {
+                for (uint32_t c = 0; c < a.n_ff; ++c) v[a.shared_channel_index(l, c)] = m == "sh_reap" ? u(rng) : u(rng) * 5;
+            }
+        }
+    }
+}
+
 }  // namespace saliency_test

@@ -28,7 +28,11 @@
 //     trained model ch_energy and ch_reap (Σ g·|a_c|·‖W_down[:,c]‖) equal
 //     tools/reference_forward.py's PyTorch computation; on every zoo arch the
 //     expert statistics are those of a run without it, and Σ_c ch_reap bounds
-//     reap_sum (triangle inequality) where the expert output has no bias.
+//     reap_sum (triangle inequality) where the expert output has no bias;
+//     on llama4 (its shared expert is cut with the routed ones) sh_energy equals
+//     llama-imatrix's ffn_down_shexp in_sum2 per layer and channel (rel 1e-4),
+//     sh_reap sits within the bounds the column norms put on it, and reap
+//     imatrix imports that entry (and refuses a file without it).
 #include "archive_compare.h"
 #include "llama_test_util.h"
 
@@ -37,12 +41,15 @@
 #include "llama/corpus.h"
 #include "saliency/archive.h"
 
+#include "ggml.h"
 #include "gguf.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstring>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -236,7 +243,12 @@ TEST_P(ZooCalibrate, WidthSaliencyAddsChannelsAndChangesNothingElse) {
         }
         EXPECT_EQ(back.domains[d].ch_energy, wide.domains[d].ch_energy);
         EXPECT_EQ(back.domains[d].ch_reap, wide.domains[d].ch_reap);
+        EXPECT_EQ(back.domains[d].sh_energy, wide.domains[d].sh_energy);
+        EXPECT_EQ(back.domains[d].sh_reap, wide.domains[d].sh_reap);
     }
+    // the shared expert's channels: only where it is cut with the routed experts (llama4)
+    EXPECT_EQ(wide.has_shared_channels, GetParam() == "llama4") << GetParam();
+    EXPECT_EQ(back.has_shared_channels, wide.has_shared_channels);
     const bool bounded = !rw.weights_before_ffn && rw.down_node == "ffn_moe_down";
     size_t n_bounded = 0;
     for (const auto & d : wide.domains) {
@@ -273,13 +285,10 @@ INSTANTIATE_TEST_SUITE_P(Archs, ZooCalibrate,
 // float) against calibrate --width-saliency's ch_energy (relative 1e-4); then reap
 // imatrix imports the same counts, and with --width-saliency those in_sum2 values as
 // they are, whose sum per expert is the energy_sum it has always imported.
-TEST(Calibrate, CountsAndChannelEnergiesEqualLlamaImatrix) {
-    std::string err, out;
-    const std::string model = zoo_model("qwen3moe", err);
-    ASSERT_FALSE(model.empty()) << err;
-    if (!file_exists(llama_bin("llama-imatrix"))) GTEST_SKIP() << "no " << llama_bin("llama-imatrix");
-    const std::string dir = scratch("imatrix");
-    std::string text;
+// Writes dir/text.txt (12 short lines) and runs llama-imatrix on it with -c 64 -b 64
+// (calibrate's windows in opts()) into dir/im.gguf.
+void llama_imatrix_on_text(const std::string & model, const std::string & dir) {
+    std::string text, out;
     for (int i = 0; i < 12; ++i) {
         text += "Line " + std::to_string(i) + ": the router sends each token to its top experts; "
                 "some experts see code, others prose.\n";
@@ -288,6 +297,15 @@ TEST(Calibrate, CountsAndChannelEnergiesEqualLlamaImatrix) {
     ASSERT_EQ(run_cmd(shell_quote(llama_bin("llama-imatrix")) + " -m " + shell_quote(model) + " -f " +
                           shell_quote(dir + "/text.txt") + " -c 64 -b 64 -t 2 --no-ppl -o " + shell_quote(dir + "/im.gguf"),
                       out), 0) << out;
+}
+
+TEST(Calibrate, CountsAndChannelEnergiesEqualLlamaImatrix) {
+    std::string err, out;
+    const std::string model = zoo_model("qwen3moe", err);
+    ASSERT_FALSE(model.empty()) << err;
+    if (!file_exists(llama_bin("llama-imatrix"))) GTEST_SKIP() << "no " << llama_bin("llama-imatrix");
+    const std::string dir = scratch("imatrix");
+    ASSERT_NO_FATAL_FAILURE(llama_imatrix_on_text(model, dir));
 
     sal::archive a;
     reap::calibrate_report rep;
@@ -369,6 +387,166 @@ TEST(Calibrate, CountsAndChannelEnergiesEqualLlamaImatrix) {
             EXPECT_NEAR(sum, w.domains[0].energy_sum[w.index(l, (int) e)], 1e-12 * sum) << "layer " << l << " expert " << e;
         }
     }
+}
+
+// The F32 values of tensor `name` of a GGUF file read with ggml's own reader (empty when absent).
+std::vector<float> ggml_f32_values(const std::string & path, const std::string & name) {
+    ggml_context * gctx = nullptr;
+    gguf_init_params ip = {/*no_alloc =*/ false, /*ctx =*/ &gctx};
+    gguf_context * g = gguf_init_from_file(path.c_str(), ip);
+    std::vector<float> v;
+    if (!g) return v;
+    if (ggml_tensor * t = ggml_get_tensor(gctx, name.c_str())) {
+        v.resize((size_t) ggml_nelements(t));
+        const ggml_type_traits * tr = ggml_get_type_traits(t->type);
+        if (t->type == GGML_TYPE_F32) memcpy(v.data(), t->data, v.size() * sizeof(float));
+        else tr->to_float(t->data, v.data(), (int64_t) v.size());
+    }
+    gguf_free(g);
+    ggml_free(gctx);
+    return v;
+}
+
+// A copy of GGUF file `src` at `dst` (reap's reader and writer) whose tensors pass
+// through `edit` (return false to leave one out).
+void rewrite_gguf(const std::string & src, const std::string & dst,
+                  const std::function<bool(reap::gguf::output_tensor &)> & edit) {
+    reap::gguf::model m;
+    std::string err;
+    ASSERT_TRUE(reap::gguf::open_model(src, m, err)) << err;
+    reap::gguf::output_spec spec;
+    spec.kvs = m.kvs;
+    for (const auto & t : m.tensors) {
+        reap::gguf::output_tensor o;
+        o.name = t.name;
+        o.type = t.type;
+        o.n_dims = t.n_dims;
+        for (int d = 0; d < 4; ++d) o.ne[d] = t.ne[d];
+        auto bytes = std::make_shared<std::vector<uint8_t>>(t.nbytes);
+        ASSERT_TRUE(reap::gguf::read_tensor_bytes(m, t, 0, t.nbytes, bytes->data(), err)) << err;
+        o.memory = bytes;
+        if (edit(o)) spec.tensors.push_back(std::move(o));
+    }
+    reap::gguf::write_options wo;
+    wo.force = true;
+    std::vector<std::string> written;
+    ASSERT_TRUE(reap::gguf::write_output(spec, wo, dst, written, err)) << err;
+}
+
+// llama4's shared expert is cut with the routed experts, so --width-saliency measures
+// its channels too: on the same text and windows, sh_energy equals llama-imatrix's
+// ffn_down_shexp in_sum2 per layer and channel (relative 1e-4) and its count is every
+// token; sh_reap[c] / ‖W[:,c]‖ (the column norm computed here from ggml's reading of
+// the weight) lies between sqrt(sh_energy[c]) and sqrt(n_tokens · sh_energy[c]), as
+// Σ_t |h_c| must, and equals sqrt(sh_energy[c]) for one token. reap imatrix -m imports those in_sum2 values as they are, and
+// refuses a file without a layer's entry (or with another shape).
+TEST(Calibrate, SharedExpertChannelsEqualLlamaImatrix) {
+    std::string err, out;
+    const std::string model = zoo_model("llama4", err);
+    ASSERT_FALSE(model.empty()) << err;
+    ASSERT_TRUE(file_exists(llama_bin("llama-imatrix"))) << llama_bin("llama-imatrix");
+    ASSERT_TRUE(file_exists(reap_bin())) << reap_bin();
+    const std::string dir = scratch("imatrix-shexp");
+    ASSERT_NO_FATAL_FAILURE(llama_imatrix_on_text(model, dir));
+    sal::archive a;
+    reap::calibrate_report rep;
+    auto o = opts(model, dir + "/text.txt", dir + "/s.gguf");
+    o.width_saliency = true;
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
+    ASSERT_TRUE(a.has_shared_channels);
+    ASSERT_EQ(a.domains.size(), 1u);
+    const sal::domain_stats & d = a.domains[0];
+    ASSERT_EQ(d.sh_energy.size(), (size_t) a.model.n_layer * a.n_ff);
+    double worst = 0;
+    size_t n_compared = 0;
+    for (int l : a.model.moe_layers) {
+        const std::string w = "blk." + std::to_string(l) + ".ffn_down_shexp.weight";
+        const std::vector<float> in_sum2 = ggml_f32_values(dir + "/im.gguf", w + ".in_sum2");
+        const std::vector<float> counts = ggml_f32_values(dir + "/im.gguf", w + ".counts");
+        ASSERT_EQ(in_sum2.size(), (size_t) a.n_ff) << w;
+        ASSERT_EQ(counts.size(), 1u) << w;
+        EXPECT_EQ((double) counts[0], (double) d.n_tokens) << w << ": the shared expert sees every token";
+        const std::vector<float> W = ggml_f32_values(model, w);   // [n_ff, n_embd]: row r holds n_ff columns' entries
+        ASSERT_EQ(W.size() % a.n_ff, 0u);
+        for (uint32_t c = 0; c < a.n_ff; ++c) {
+            const double ours = d.sh_energy[a.shared_channel_index(l, c)];
+            const double theirs = in_sum2[c];
+            ASSERT_GT(theirs, 0) << w << " channel " << c;
+            const double rel = std::fabs(ours - theirs) / theirs;
+            EXPECT_LE(rel, 1e-4) << w << " channel " << c << ": " << ours << " vs " << theirs;
+            worst = std::max(worst, rel);
+            ++n_compared;
+            double sq = 0;
+            for (size_t r = 0; r < W.size() / a.n_ff; ++r) sq += (double) W[r * a.n_ff + c] * W[r * a.n_ff + c];
+            const double per_norm = d.sh_reap[a.shared_channel_index(l, c)] / std::sqrt(sq);
+            EXPECT_GE(per_norm, std::sqrt(ours) * (1 - 1e-6)) << w << " channel " << c;
+            EXPECT_LE(per_norm, std::sqrt((double) d.n_tokens * ours) * (1 + 1e-6)) << w << " channel " << c;
+        }
+    }
+    for (uint32_t c = 0; c < a.n_ff; ++c) EXPECT_EQ(d.sh_energy[a.shared_channel_index(0, c)], 0);   // a dense layer
+    // one token: Σ_t |h_c| = sqrt(Σ_t h_c²), so sh_reap = ‖W[:,c]‖ · sqrt(sh_energy) exactly
+    sal::archive one;
+    auto o1 = opts(model, dir + "/text.txt", dir + "/one.gguf");
+    o1.width_saliency = true;
+    o1.max_tokens = 1;
+    ASSERT_TRUE(reap::run_calibrate(o1, one, rep, err)) << err;
+    ASSERT_EQ(one.domains[0].n_tokens, 1);
+    size_t n_one = 0;
+    for (int l : one.model.moe_layers) {
+        const std::vector<float> W = ggml_f32_values(model, "blk." + std::to_string(l) + ".ffn_down_shexp.weight");
+        for (uint32_t c = 0; c < one.n_ff; ++c) {
+            double sq = 0;
+            for (size_t r = 0; r < W.size() / one.n_ff; ++r) sq += (double) W[r * one.n_ff + c] * W[r * one.n_ff + c];
+            const double e = one.domains[0].sh_energy[one.shared_channel_index(l, c)];
+            const double want = std::sqrt(sq) * std::sqrt(e);
+            EXPECT_NEAR(one.domains[0].sh_reap[one.shared_channel_index(l, c)], want, 1e-9 * want) << "layer " << l << " channel " << c;
+            n_one += e > 0;
+        }
+    }
+    EXPECT_GT(n_one, (size_t) one.n_ff);
+    printf("sh_energy vs llama-imatrix ffn_down_shexp in_sum2: %zu channels compared, max relative difference %.2e\n",
+           n_compared, worst);
+    EXPECT_EQ(n_compared, a.model.moe_layers.size() * a.n_ff);
+
+    // reap imatrix -m imports the file's values as they are
+    const std::string imx = shell_quote(reap_bin()) + " imatrix --width-saliency -m " + shell_quote(model) + " --domain text=";
+    ASSERT_EQ(run_cmd(imx + shell_quote(dir + "/im.gguf") + " -o " + shell_quote(dir + "/imw.gguf"), out), 0) << out;
+    sal::archive b;
+    ASSERT_TRUE(sal::read_archive(dir + "/imw.gguf", b, err)) << err;
+    ASSERT_TRUE(b.has_shared_channels);
+    EXPECT_TRUE(b.domains[0].sh_reap.empty());
+    for (int l : a.model.moe_layers) {
+        const std::vector<float> in_sum2 = ggml_f32_values(dir + "/im.gguf", "blk." + std::to_string(l) + ".ffn_down_shexp.weight.in_sum2");
+        for (uint32_t c = 0; c < a.n_ff; ++c) EXPECT_EQ(b.domains[0].sh_energy[b.shared_channel_index(l, c)], (double) in_sum2[c]);
+    }
+    // a file without layer 3's entry, or with two matrices there, is refused
+    const std::string gone = "blk." + std::to_string(a.model.moe_layers.back()) + ".ffn_down_shexp.weight";
+    ASSERT_NO_FATAL_FAILURE(rewrite_gguf(dir + "/im.gguf", dir + "/gone.gguf", [&](reap::gguf::output_tensor & t) {
+        return t.name.rfind(gone, 0) != 0;
+    }));
+    EXPECT_EQ(run_cmd(imx + shell_quote(dir + "/gone.gguf") + " -o " + shell_quote(dir + "/x.gguf"), out), 2) << out;
+    EXPECT_NE(out.find("has no entry '" + gone + "' (MoE layer " + std::to_string(a.model.moe_layers.back()) + ")"),
+              std::string::npos) << out;
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " imatrix -m " + shell_quote(model) + " --domain text=" +
+                          shell_quote(dir + "/gone.gguf") + " -o " + shell_quote(dir + "/counts.gguf"), out), 0)
+        << "without --width-saliency the entry is not needed: " << out;
+    ASSERT_NO_FATAL_FAILURE(rewrite_gguf(dir + "/im.gguf", dir + "/two.gguf", [&](reap::gguf::output_tensor & t) {
+        if (t.name == gone + ".in_sum2") {   // the same values as two matrices of n_ff / 2 ...
+            t.ne[0] /= 2;
+            t.ne[1] = 2;
+            t.n_dims = 2;   // (GGUF drops trailing dimensions of 1)
+        } else if (t.name == gone + ".counts") {   // ... each with the count of the one
+            auto two = std::make_shared<std::vector<uint8_t>>(*t.memory);
+            two->insert(two->end(), t.memory->begin(), t.memory->end());
+            t.memory = two;
+            t.ne[1] = 2;
+            t.n_dims = 2;
+        }
+        return true;
+    }));
+    EXPECT_EQ(run_cmd(imx + shell_quote(dir + "/two.gguf") + " -o " + shell_quote(dir + "/x.gguf"), out), 2) << out;
+    EXPECT_NE(out.find("entry '" + gone + "': " + std::to_string(a.n_ff) + " values in 2 matrices, expected one matrix of " +
+                       std::to_string(a.n_ff)), std::string::npos) << out;
 }
 
 TEST(Calibrate, ShardsMergeToTheWhole) {

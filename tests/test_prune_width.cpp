@@ -6,7 +6,8 @@
 // the requantised tensors apart, and catches a byte changed in either part;
 // the width key and the stamp; shared experts byte-identical, with
 // expert_shared_count = S/K where llama.cpp sizes them by it (verify names a
-// file that kept the source's count); refused down types and widths name why; a
+// file that kept the source's count), except llama4's, cut with the routed
+// experts to the plan's shared channels and audited as they are; refused down types and widths name why; a
 // down type that needs an importance matrix takes the imatrix sliced to the
 // kept channels.
 #include "imatrix_test_util.h"
@@ -58,19 +59,17 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
         reap::plan_model_facts f = reap::facts_of(lay, m);
         reap::plan p;
         ASSERT_TRUE(prune_test::random_plan(m, prune_test::half_keep(m), 11, p, err)) << err;
-        if (!f.width_refusal.empty()) {
-            // llama4's shared expert is sized from the same key, with no count to rewrite: refused, saying why
-            EXPECT_EQ(name, "llama4");
-            EXPECT_NE(f.width_refusal.find("shared expert"), std::string::npos) << f.width_refusal;
-            int64_t n_ff = 0;
-            ASSERT_TRUE(m.kvs.get_i64(reap::moe::expert_width_key(lay.arch), n_ff, err)) << err;
-            prune_test::random_width(p, n_ff, n_ff / 2, 5);
+        ASSERT_EQ(f.width_refusal, "");
+        // llama4's shared expert is sized from the same key: cut with the routed ones, and a plan
+        // without its channels is refused
+        EXPECT_EQ(f.shared_cut, name == "llama4");
+        if (f.shared_cut) {
+            prune_test::random_width(p, f.n_ff_exp, f.n_ff_exp / 2, 5, false);
             reap::gguf::output_spec spec;
             EXPECT_FALSE(reap::prune::make_pruned_spec(m, lay, p, {}, reap::prune::width_options{}, spec, err));
-            EXPECT_NE(err.find("plan: cuts expert width, but the model has a shared expert"), std::string::npos) << err;
-            continue;
+            EXPECT_NE(err.find("lists no shared-expert channels"), std::string::npos) << err;
         }
-        prune_test::random_width(p, f.n_ff_exp, f.n_ff_exp / 2, 5);
+        prune_test::random_width(p, f.n_ff_exp, f.n_ff_exp / 2, 5, f.shared_cut);
         reap::prune::width_options wo;
         ggml_type down_type = GGML_TYPE_F16;
         if (f.down_block > f.n_ff_exp / 2) {
@@ -92,7 +91,7 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
         ASSERT_TRUE(reap::plan_file_sha256(dir + "/plan.json", vo.plan_sha256, err)) << err;
         reap::prune::verify_report rep;
         ASSERT_TRUE(reap::prune::verify_pruned(m, p, out, vo, rep, err)) << err;
-        EXPECT_EQ(rep.n_requantised, lay.moe_layers.size());
+        EXPECT_EQ(rep.n_requantised, lay.moe_layers.size() * (f.shared_cut ? 2 : 1));   // llama4: ffn_down_shexp too
         EXPECT_GT(rep.bytes_requantised, 0u);
 
         if (m.kvs.has(lay.arch + ".expert_shared_count")) {
@@ -116,7 +115,9 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
         reap::gguf::model o;
         ASSERT_TRUE(reap::gguf::open_model(out, o, err)) << err;
         const std::string L = "blk." + std::to_string(lay.moe_layers.back()) + ".";
-        for (const char * which : {"ffn_gate_exps.weight", "ffn_down_exps.weight"}) {
+        std::vector<std::string> tampered = {"ffn_gate_exps.weight", "ffn_down_exps.weight"};
+        if (f.shared_cut) tampered.insert(tampered.end(), {"ffn_up_shexp.weight", "ffn_down_shexp.weight"});
+        for (const std::string & which : tampered) {
             SCOPED_TRACE(which);
             const reap::gguf::tensor_info * t = nullptr;
             for (const auto & x : o.tensors) if (x.name == L + which) t = &x;
@@ -130,9 +131,69 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
             nv.check_sums = false;
             EXPECT_FALSE(reap::prune::verify_pruned(m, p, bad, nv, rep, err));
             EXPECT_TRUE(rep.differs);
-            EXPECT_NE(err.find(std::string(which).find("down") != std::string::npos ? "requantised to" : "(source channel "),
+            EXPECT_NE(err.find(which.find("down") != std::string::npos ? "requantised to" : "(source channel "),
                       std::string::npos) << err;
         }
+    }
+}
+
+// --imatrix on a llama4 width cut: the shared expert's down entry
+// (blk.L.ffn_down_shexp.weight, one matrix of n_ff values) keeps the layer's
+// shared channels, in order, and kept_importance gives them divided by its
+// count (llama-quantize's normalisation); its gate/up entries (per n_embd
+// input) are copied. Values from a formula of (matrix, channel), picked here.
+TEST(PruneWidth, ImatrixSliceOfLlama4SharedDown) {
+    std::string err;
+    const std::string zoo = prune_test::zoo_dir("prune-zoo", err);
+    if (zoo.empty()) GTEST_SKIP() << err;
+    const std::string dir = prune_test::scratch("prune-width-l4-imatrix");
+    reap::gguf::model m;
+    reap::moe::layout lay;
+    ASSERT_TRUE(reap::gguf::open_model(zoo + "/llama4.gguf", m, err) && reap::model_layout(m, lay, err)) << err;
+    const reap::plan_model_facts f = reap::facts_of(lay, m);
+    ASSERT_TRUE(f.shared_cut) << f.width_refusal;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(m, prune_test::half_keep(m), 4, p, err)) << err;
+    prune_test::random_width(p, f.n_ff_exp, f.n_ff_exp / 2, 6, true);
+    auto value = [](int64_t mat, int64_t c) { return 1.0f + float(mat) + 0.125f * float(c); };
+    std::vector<imatrix_test::fake_entry> es;
+    for (int l : lay.moe_layers) {
+        const std::string L = "blk." + std::to_string(l) + ".";
+        for (const auto & [name, n_mat] : std::vector<std::pair<std::string, int64_t>>{
+                 {"ffn_gate_exps", lay.n_expert}, {"ffn_up_exps", lay.n_expert}, {"ffn_down_exps", lay.n_expert},
+                 {"ffn_gate_shexp", 1}, {"ffn_up_shexp", 1}, {"ffn_down_shexp", 1}}) {
+            const reap::gguf::tensor_info * t = m.find_tensor(L + name + ".weight");
+            ASSERT_NE(t, nullptr) << name;
+            imatrix_test::fake_entry e{t->name, t->ne[0], n_mat, {}, std::vector<float>(size_t(n_mat), 4.0f)};
+            for (int64_t mat = 0; mat < n_mat; ++mat) {
+                for (int64_t c = 0; c < t->ne[0]; ++c) e.sums.push_back(value(mat, c));
+            }
+            es.push_back(e);
+        }
+    }
+    imatrix_test::write_gguf_imatrix(dir + "/src.imatrix.gguf", es);
+    reap::prune::imatrix_slice sl;
+    ASSERT_TRUE(reap::prune::prepare_imatrix_slice(dir + "/src.imatrix.gguf", m, lay, p, sl, err)) << err;
+    const std::string out = dir + "/cut.imatrix.gguf";
+    ASSERT_TRUE(reap::prune::write_imatrix_slice(sl, out, true, false, err)) << err;
+    const auto cut = load_with_ggml(out);
+    for (const reap::plan_layer & pl : p.layers) {
+        const std::string L = "blk." + std::to_string(pl.layer) + ".";
+        SCOPED_TRACE(L);
+        const loaded & down = cut.at(L + "ffn_down_shexp.weight.in_sum2");
+        ASSERT_EQ(down.ne[0], p.width_keep);
+        ASSERT_EQ(down.ne[1], 1);
+        const float * v = reinterpret_cast<const float *>(down.data.data());
+        std::vector<float> w;
+        ASSERT_TRUE(reap::prune::kept_importance(sl, L + "ffn_down_shexp.weight", 0, w, err)) << err;
+        ASSERT_EQ(int64_t(w.size()), p.width_keep);
+        for (int64_t j = 0; j < p.width_keep; ++j) {
+            EXPECT_EQ(v[j], value(0, pl.shared_channels[size_t(j)])) << "kept channel " << j;
+            EXPECT_FLOAT_EQ(w[size_t(j)], value(0, pl.shared_channels[size_t(j)]) / 4.0f);
+        }
+        EXPECT_EQ(cut.at(L + "ffn_down_shexp.weight.counts").ne[1], 1);
+        EXPECT_EQ(cut.at(L + "ffn_up_shexp.weight.in_sum2").ne[0], 64) << "gate/up entries are per input: copied";
+        EXPECT_EQ(cut.at(L + "ffn_down_exps.weight.in_sum2").ne[0], p.width_keep);
     }
 }
 
@@ -313,4 +374,135 @@ TEST(PruneWidth, DownTypeThatNeedsAnImportanceMatrix) {
     };
     EXPECT_TRUE(prune::verify_pruned(m, p, req.output, vo, rep, err)) << err;
     EXPECT_EQ(rep.n_requantised, 1u);
+}
+
+// The same for llama4's shared expert (cut with the routed ones): the test
+// fixture as llama4, block 0 an MoE layer with an f32 shared expert 512
+// wide, cut to 256 with --down-type iq2_xxs. An imatrix without the
+// blk.0.ffn_down_shexp.weight entry is refused before anything is written,
+// naming it; with it, the shared down bytes equal the test's own ggml
+// quantisation of its kept columns with the entry's values there / count,
+// and verify audits both down tensors with the imatrix.
+TEST(PruneWidth, Llama4SharedDownThatNeedsAnImportanceMatrix) {
+    using namespace reap;
+    const std::string dir = prune_test::scratch("prune-width-l4-iq2");
+    constexpr int64_t F = 512, K = 256, D = 64, E = 4;
+    gguf_test::model_options mo;
+    mo.n_ff_exp = F;
+    mo.n_embd = D;
+    mo.n_layer = 1;
+    gguf::output_spec spec = gguf_test::make_model_spec(mo);
+    std::vector<std::string> qwen_keys;
+    for (const auto & kv : spec.kvs.entries) {
+        if (kv.key.rfind("qwen3moe.", 0) == 0) qwen_keys.push_back(kv.key);
+    }
+    for (const std::string & k : qwen_keys) ASSERT_TRUE(spec.kvs.remove(k)) << k;
+    spec.kvs.set_string("general.architecture", "llama4");
+    spec.kvs.set_u32("llama4.block_count", 1);
+    spec.kvs.set_u32("llama4.context_length", 256);
+    spec.kvs.set_u32("llama4.embedding_length", uint32_t(D));
+    spec.kvs.set_u32("llama4.expert_count", uint32_t(E));
+    spec.kvs.set_u32("llama4.expert_used_count", 2);
+    spec.kvs.set_u32("llama4.expert_feed_forward_length", uint32_t(F));
+    spec.kvs.set_u32("llama4.interleave_moe_layer_step", 1);
+    std::mt19937 rng(8);
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    auto f32 = [&](const std::string & name, std::vector<int64_t> ne) {
+        gguf::output_tensor t;
+        t.name = name;
+        t.type = gguf::tensor_type::F32;
+        t.n_dims = uint32_t(ne.size());
+        size_t n = 1;
+        for (size_t d = 0; d < ne.size(); ++d) n *= size_t(t.ne[d] = ne[d]);
+        auto v = std::make_shared<std::vector<uint8_t>>(n * sizeof(float));
+        for (size_t i = 0; i < n; ++i) reinterpret_cast<float *>(v->data())[i] = normal(rng);
+        t.memory = v;
+        return t;
+    };
+    std::vector<gguf::output_tensor> tensors;
+    for (gguf::output_tensor & t : spec.tensors) {
+        if (t.name.find("_shexp") != std::string::npos) continue;
+        tensors.push_back(t.name.find("ffn_down_exps") != std::string::npos ? f32(t.name, {F, D, E}) : t);
+    }
+    tensors.push_back(f32("blk.0.ffn_gate_shexp.weight", {D, F}));
+    tensors.push_back(f32("blk.0.ffn_up_shexp.weight", {D, F}));
+    tensors.push_back(f32("blk.0.ffn_down_shexp.weight", {F, D}));
+    spec.tensors = tensors;
+    const std::string model_path = dir + "/model.gguf";
+    std::string err;
+    ASSERT_TRUE(gguf_test::write_fixture(spec, model_path, err)) << err;
+    gguf::model m;
+    moe::layout lay;
+    ASSERT_TRUE(gguf::open_model(model_path, m, err) && model_layout(m, lay, err)) << err;
+    ASSERT_TRUE(facts_of(lay, m).shared_cut) << facts_of(lay, m).width_refusal;
+    plan p;
+    ASSERT_TRUE(prune_test::random_plan(m, 2, 4, p, err)) << err;
+    prune_test::random_width(p, F, K, 9, true);
+    ASSERT_TRUE(write_plan(p, dir + "/plan.json", true, err)) << err;
+
+    std::uniform_real_distribution<float> uni(0.01f, 4.0f);
+    const std::vector<float> counts = {6, 2, 3, 11};
+    std::vector<imatrix_test::fake_entry> es;
+    for (const auto & [w, nv] : std::vector<std::pair<std::string, int64_t>>{{"gate", 256}, {"up", D}, {"down", F}}) {
+        imatrix_test::fake_entry e{"blk.0.ffn_" + w + "_exps.weight", nv, E, {}, counts};
+        for (int64_t i = 0; i < nv * E; ++i) e.sums.push_back(uni(rng));
+        es.push_back(e);
+    }
+    imatrix_test::write_gguf_imatrix(dir + "/no-shexp.imatrix.gguf", es);
+    imatrix_test::fake_entry sh{"blk.0.ffn_down_shexp.weight", F, 1, {}, {5}};
+    for (int64_t c = 0; c < F; ++c) sh.sums.push_back(uni(rng));
+    es.push_back(sh);
+    imatrix_test::write_gguf_imatrix(dir + "/src.imatrix.gguf", es);
+
+    prune::prune_request req;
+    req.model = model_path;
+    req.plan = dir + "/plan.json";
+    req.output = dir + "/out.gguf";
+    req.force = true;
+    req.sync = false;
+    req.down_type = "iq2_xxs";
+    req.imatrix = dir + "/no-shexp.imatrix.gguf";
+    {
+        prune::prune_job job;
+        util::error e;
+        EXPECT_FALSE(prune::prepare_prune(req, job, e));
+        EXPECT_EQ(e.kind, util::error_kind::input);
+        EXPECT_NE(e.message.find("has no entry 'blk.0.ffn_down_shexp.weight': quantising the shared expert's cut down "
+                                 "projection to iq2_xxs needs it"), std::string::npos) << e.message;
+        EXPECT_FALSE(prune_test::exists(req.output));
+    }
+    req.imatrix = dir + "/src.imatrix.gguf";
+    prune::prune_job job;
+    util::error e;
+    ASSERT_TRUE(prune::prepare_prune(req, job, e)) << e.message;
+    ASSERT_TRUE(prune::prepare_imatrix(job, e)) << e.message;
+    prune::prune_written written;
+    ASSERT_TRUE(prune::write_prune(job, written, e)) << e.message;
+
+    const auto src = load_with_ggml(model_path), out = load_with_ggml(req.output);
+    const loaded & s = src.at("blk.0.ffn_down_shexp.weight"), & o = out.at("blk.0.ffn_down_shexp.weight");
+    ASSERT_EQ(o.type, GGML_TYPE_IQ2_XXS);
+    ASSERT_EQ(o.ne[0], K);
+    const std::vector<int64_t> & ch = p.layers[0].shared_channels;
+    std::vector<float> kept(static_cast<size_t>(D * K)), imp(static_cast<size_t>(K));
+    for (int64_t r = 0; r < D; ++r) {
+        for (int64_t j = 0; j < K; ++j) kept[size_t(r * K + j)] = reinterpret_cast<const float *>(s.data.data())[r * F + ch[size_t(j)]];
+    }
+    for (int64_t j = 0; j < K; ++j) imp[size_t(j)] = sh.sums[size_t(ch[size_t(j)])] / 5.0f;
+    std::vector<uint8_t> want(o.data.size()), flat(o.data.size());
+    ASSERT_EQ(ggml_quantize_chunk(GGML_TYPE_IQ2_XXS, kept.data(), want.data(), 0, D, K, imp.data()), want.size());
+    EXPECT_TRUE(want == o.data) << "the shared down projection: kept columns quantised with the sliced importance";
+    const std::vector<float> ones(static_cast<size_t>(K), 1.0f);
+    ggml_quantize_chunk(GGML_TYPE_IQ2_XXS, kept.data(), flat.data(), 0, D, K, ones.data());
+    EXPECT_FALSE(flat == want) << "the importance changed the quantisation";
+
+    prune::verify_options vo;
+    vo.check_sums = false;
+    const prune::imatrix_slice & isl = job.islice;
+    vo.importance = [&isl](const std::string & down, size_t k, std::vector<float> & w, std::string & why) {
+        return prune::kept_importance(isl, down, k, w, why);
+    };
+    prune::verify_report rep;
+    EXPECT_TRUE(prune::verify_pruned(m, p, req.output, vo, rep, err)) << err;
+    EXPECT_EQ(rep.n_requantised, 2u);
 }

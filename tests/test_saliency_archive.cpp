@@ -47,11 +47,12 @@ std::string write_tmp(const s::archive & a, const std::string & dir, const std::
 }
 
 // Writes `spec` (after `damage`) and expects read_archive to fail with a message containing `needle`.
-// n_ff > 0: the archive has channel statistics of that width.
+// n_ff > 0: the archive has channel statistics of that width; shared: the shared expert's too.
 void expect_rejected(const std::string & dir, const std::string & name, const std::function<void(g::output_spec &)> & damage,
-                     const std::string & needle, uint32_t n_ff = 0) {
+                     const std::string & needle, uint32_t n_ff = 0, bool shared = false) {
     s::archive a = make_archive({"code", "en"});
     if (n_ff > 0) saliency_test::add_channels(a, n_ff);
+    if (shared) saliency_test::add_shared_channels(a);
     g::output_spec spec;
     std::string err;
     ASSERT_TRUE(s::archive_spec(a, spec, err)) << err;
@@ -590,4 +591,187 @@ TEST(SaliencyArchiveChannels, DamagedChannelTensorsRejected) {
                     "'ch_energy' layer 0 expert 1 channel 1: value is not finite", 4);
     expect_rejected(dir, "dense", [](g::output_spec & sp) { poke(sp, "en.ch_reap", (8 + 2) * 4 + 1, 2.0); },
                     "'ch_reap' layer 1 expert 2 channel 1: non-zero value 2 in a layer that is not an MoE layer", 4);
+}
+
+// ---- the shared expert's channel statistics (llama4's width cut, archive version 3) ----
+
+TEST(SaliencyArchiveShared, RoundTripIsVersion3WithDocumentedShapes) {
+    const std::string dir = gguf_test::scratch_dir("saliency_sh_rt");
+    std::string err;
+    for (s::metric_set ms : {s::metric_set::reap, s::metric_set::energy}) {
+        s::archive a = make_archive({"code", "en"}, make_fingerprint(), ms);
+        saliency_test::add_channels(a, 6);
+        saliency_test::add_shared_channels(a);
+        ASSERT_TRUE(s::validate(a, err)) << err;
+        const std::string path = write_tmp(a, dir, std::string(s::metric_set_name(ms)) + ".gguf");
+        s::archive b;
+        ASSERT_TRUE(s::read_archive(path, b, err)) << err;
+        EXPECT_TRUE(b.has_shared_channels);
+        for (size_t i = 0; i < a.domains.size(); ++i) {
+            EXPECT_EQ(a.domains[i].sh_energy, b.domains[i].sh_energy);
+            EXPECT_EQ(a.domains[i].sh_reap, b.domains[i].sh_reap);
+            EXPECT_EQ(a.domains[i].ch_energy, b.domains[i].ch_energy);
+        }
+        EXPECT_EQ(b.domains[0].sh_reap.empty(), ms == s::metric_set::energy);
+        EXPECT_TRUE(b.provenance.entries.empty() || !b.provenance.find(s::k_key_shared_channels));
+        g::model m;
+        ASSERT_TRUE(g::open_model(path, m, err)) << err;
+        uint32_t v = 0;
+        bool shared = false;
+        ASSERT_TRUE(m.kvs.get_u32(s::k_key_version, v, err)) << err;
+        EXPECT_EQ(v, 3u);
+        ASSERT_TRUE(m.kvs.get_bool(s::k_key_shared_channels, shared, err)) << err;
+        EXPECT_TRUE(shared);
+        const g::tensor_info * t = m.find_tensor("en.sh_energy");
+        ASSERT_NE(t, nullptr);
+        EXPECT_EQ(t->type, g::tensor_type::F64);
+        EXPECT_EQ(t->n_dims, 2u);
+        EXPECT_EQ(t->ne[0], 6);   // n_ff, n_layer
+        EXPECT_EQ(t->ne[1], 3);
+        EXPECT_EQ(m.find_tensor("en.sh_reap") != nullptr, ms == s::metric_set::reap);
+        // element (l, c) at l * n_ff + c, read here from the file's bytes
+        double x = 0;
+        ASSERT_TRUE(g::read_tensor_bytes(m, *t, (2 * 6 + 5) * sizeof(double), sizeof(double), &x, err)) << err;
+        EXPECT_EQ(x, a.find_domain("en")->sh_energy[a.shared_channel_index(2, 5)]);
+        EXPECT_GT(x, 0);
+    }
+    // the same archive without them is written as version 2 (no key, no tensors)
+    s::archive a = make_archive({"code"});
+    saliency_test::add_channels(a, 6);
+    const std::string path = write_tmp(a, dir, "v2.gguf");
+    g::model m;
+    ASSERT_TRUE(g::open_model(path, m, err)) << err;
+    uint32_t v = 0;
+    ASSERT_TRUE(m.kvs.get_u32(s::k_key_version, v, err)) << err;
+    EXPECT_EQ(v, 2u);
+    EXPECT_FALSE(m.kvs.has(s::k_key_shared_channels));
+    EXPECT_EQ(m.find_tensor("code.sh_energy"), nullptr);
+}
+
+TEST(SaliencyArchiveShared, AddDomainMergeSumsAndHash) {
+    s::archive a = make_archive({"code", "en"});
+    saliency_test::add_channels(a, 3, 1);
+    saliency_test::add_shared_channels(a, 1);
+    s::archive b = make_archive({"en", "ja"}, make_fingerprint(), s::metric_set::reap, 200);
+    saliency_test::add_channels(b, 3, 2);
+    saliency_test::add_shared_channels(b, 2);
+    std::string err;
+    // add_domain zero-fills the shared vectors
+    s::archive z = a;
+    const s::domain_stats & fresh = z.add_domain("new");
+    EXPECT_EQ(fresh.sh_energy, std::vector<double>(3 * 3, 0.0));
+    EXPECT_EQ(fresh.sh_reap, std::vector<double>(3 * 3, 0.0));
+    ASSERT_TRUE(s::validate(z, err)) << err;
+    s::archive m = a;
+    ASSERT_TRUE(s::merge_into(m, b, err)) << err;
+    EXPECT_TRUE(m.has_shared_channels);
+    const auto & ea = *a.find_domain("en"), & eb = *b.find_domain("en"), & em = *m.find_domain("en");
+    for (size_t i = 0; i < m.n_shared_channel_values(); ++i) {
+        EXPECT_EQ(em.sh_energy[i], ea.sh_energy[i] + eb.sh_energy[i]);
+        EXPECT_EQ(em.sh_reap[i], ea.sh_reap[i] + eb.sh_reap[i]);
+    }
+    EXPECT_EQ(m.find_domain("ja")->sh_energy, b.find_domain("ja")->sh_energy);
+    ASSERT_TRUE(s::validate(m, err)) << err;
+    s::domain_stats sum;
+    ASSERT_TRUE(s::sum_domains(m, {"en", "code"}, sum, err)) << err;
+    ASSERT_EQ(sum.sh_reap.size(), m.n_shared_channel_values());
+    for (size_t i = 0; i < m.n_shared_channel_values(); ++i) EXPECT_EQ(sum.sh_reap[i], em.sh_reap[i] + m.find_domain("code")->sh_reap[i]);
+    // the data hash sees them; without them an archive hashes as its channels alone
+    s::archive c = a;
+    c.domains[1].sh_energy[c.shared_channel_index(2, 1)] += 1;
+    EXPECT_NE(s::data_sha256(a), s::data_sha256(c));
+    s::archive no_sh = a;
+    no_sh.has_shared_channels = false;
+    for (auto & d : no_sh.domains) { d.sh_energy.clear(); d.sh_reap.clear(); }
+    s::archive ch_only = make_archive({"code", "en"});
+    saliency_test::add_channels(ch_only, 3, 1);
+    EXPECT_EQ(s::data_sha256(no_sh), s::data_sha256(ch_only));
+    EXPECT_NE(s::data_sha256(a), s::data_sha256(ch_only));
+    // with and without do not mix, either way round
+    s::archive x = ch_only;
+    EXPECT_FALSE(s::merge_into(x, a, err));
+    EXPECT_NE(err.find("with and without the shared expert's channel statistics (the second has them"), std::string::npos) << err;
+    s::archive y = a;
+    EXPECT_FALSE(s::merge_into(y, ch_only, err));
+    EXPECT_NE(err.find("(the first has them"), std::string::npos) << err;
+    EXPECT_EQ(y.domains[0].sh_energy, a.domains[0].sh_energy);   // nothing changed
+}
+
+TEST(SaliencyArchiveShared, ValidateRejectsBadSharedValues) {
+    std::string err;
+    s::archive a = make_archive({"code"});
+    saliency_test::add_channels(a, 4);
+    saliency_test::add_shared_channels(a);
+    ASSERT_TRUE(s::validate(a, err)) << err;
+    auto bad = [&](const std::function<void(s::archive &)> & damage, const std::string & needle) {
+        s::archive x = a;
+        damage(x);
+        EXPECT_FALSE(s::validate(x, err)) << needle;
+        EXPECT_NE(err.find(needle), std::string::npos) << err;
+    };
+    bad([](s::archive & x) { x.domains[0].sh_energy.pop_back(); }, "'sh_energy' has 11 values, expected 12 (n_layer x n_ff_exp 4)");
+    bad([](s::archive & x) { x.domains[0].sh_reap.clear(); }, "'sh_reap' has 0 values, expected 12");
+    bad([](s::archive & x) { x.has_shared_channels = false; }, "has 'sh_energy', which an archive without the shared expert's channel statistics cannot have");
+    bad([](s::archive & x) {
+        x.n_ff = 0;
+        for (auto & d : x.domains) { d.ch_energy.clear(); d.ch_reap.clear(); }
+    }, "the shared expert's channel statistics need channel statistics (n_ff_exp 0)");
+    bad([](s::archive & x) { x.domains[0].sh_reap[x.shared_channel_index(2, 3)] = NAN; }, "'sh_reap' layer 2 channel 3: value is not finite");
+    bad([](s::archive & x) { x.domains[0].sh_energy[x.shared_channel_index(0, 1)] = INFINITY; }, "'sh_energy' layer 0 channel 1: value is not finite");
+    bad([](s::archive & x) { x.domains[0].sh_energy[x.shared_channel_index(0, 2)] = -1; }, "'sh_energy' layer 0 channel 2: negative value -1");
+    bad([](s::archive & x) { x.domains[0].sh_reap[x.shared_channel_index(2, 0)] = -0.5; }, "'sh_reap' layer 2 channel 0: negative value -0.5");
+    bad([](s::archive & x) { x.domains[0].sh_energy[x.shared_channel_index(1, 3)] = 2; }, "'sh_energy' layer 1 channel 3: non-zero value 2 in a layer that is not an MoE layer");
+    s::archive e = make_archive({"code"}, make_fingerprint(), s::metric_set::energy);
+    saliency_test::add_channels(e, 4);
+    saliency_test::add_shared_channels(e);
+    e.domains[0].sh_reap = e.domains[0].sh_energy;
+    EXPECT_FALSE(s::validate(e, err));
+    EXPECT_NE(err.find("'sh_reap', which is not part of metric set 'energy'"), std::string::npos) << err;
+}
+
+TEST(SaliencyArchiveShared, DamagedSharedTensorsRejected) {
+    const std::string dir = gguf_test::scratch_dir("saliency_sh_damage");
+    expect_rejected(dir, "v2", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_version, 2); },
+                    "format version 2 with 'reap.saliency.model.shared_channels' true", 4, true);
+    expect_rejected(dir, "v3_nokey", [](g::output_spec & sp) { sp.kvs.remove(s::k_key_shared_channels); },
+                    "format version 3 with 'reap.saliency.model.shared_channels' absent", 4, true);
+    expect_rejected(dir, "v3_plain", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_version, 3); },
+                    "format version 3 with 'reap.saliency.model.shared_channels' absent", 4);
+    expect_rejected(dir, "nowidth", [](g::output_spec & sp) { sp.kvs.set_bool(s::k_key_shared_channels, true); sp.kvs.set_u32(s::k_key_version, 3); },
+                    "and 'reap.saliency.model.n_ff_exp' 0", 0);
+    expect_rejected(dir, "false", [](g::output_spec & sp) { sp.kvs.set_bool(s::k_key_shared_channels, false); },
+                    "'reap.saliency.model.shared_channels' is false", 4, true);
+    expect_rejected(dir, "key_type", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_shared_channels, 1); },
+                    s::k_key_shared_channels, 4, true);
+    expect_rejected(dir, "undeclared", [](g::output_spec & sp) {
+        sp.kvs.remove(s::k_key_shared_channels);
+        sp.kvs.set_u32(s::k_key_version, 2);
+    }, "tensor 'code.sh_energy' is not expected: the archive declares no shared expert channel statistics", 4, true);
+    expect_rejected(dir, "missing", [](g::output_spec & sp) {
+        for (size_t i = 0; i < sp.tensors.size(); ++i) if (sp.tensors[i].name == "en.sh_reap") sp.tensors.erase(sp.tensors.begin() + (ptrdiff_t) i);
+    }, "tensor 'en.sh_reap' is missing", 4, true);
+    expect_rejected(dir, "f32", [](g::output_spec & sp) {
+        g::output_tensor * t = tensor_named(sp, "en.sh_energy");
+        t->type = g::tensor_type::F32;
+        t->memory = std::make_shared<std::vector<uint8_t>>(t->memory->size() / 2);
+    }, "tensor 'en.sh_energy' has type f32, expected f64", 4, true);
+    expect_rejected(dir, "shape", [](g::output_spec & sp) {
+        g::output_tensor * t = tensor_named(sp, "code.sh_reap");
+        t->ne[0] = 6;
+        t->ne[1] = 2;
+    }, "tensor 'code.sh_reap' has shape [6, 2], expected [4, 3] (n_ff_exp, n_layer)", 4, true);
+    expect_rejected(dir, "routed_shape", [](g::output_spec & sp) {
+        g::output_tensor * t = tensor_named(sp, "code.sh_reap");
+        t->n_dims = 3;
+        t->ne[1] = 1;
+        t->ne[2] = 3;
+    }, "tensor 'code.sh_reap' has shape [4, 1, 3], expected [4, 3]", 4, true);
+    expect_rejected(dir, "nan", [](g::output_spec & sp) { poke(sp, "code.sh_energy", 2 * 4 + 1, std::nan("")); },
+                    "'sh_energy' layer 2 channel 1: value is not finite", 4, true);
+    expect_rejected(dir, "negative", [](g::output_spec & sp) { poke(sp, "en.sh_reap", 3, -2.0); },
+                    "'sh_reap' layer 0 channel 3: negative value -2", 4, true);
+    expect_rejected(dir, "dense", [](g::output_spec & sp) { poke(sp, "en.sh_reap", 4 + 2, 2.0); },
+                    "'sh_reap' layer 1 channel 2: non-zero value 2 in a layer that is not an MoE layer", 4, true);
+    expect_rejected(dir, "v4", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_version, 4); },
+                    "version 4 is not supported (this reap reads versions 1 to 3)", 4, true);
 }

@@ -90,7 +90,8 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
     t.flag("--resume", "continue from the checkpoint; the result is identical to an uninterrupted run's", opt.resume);
     t.flag("--force", "replace an existing output", opt.force);
     t.flag("--width-saliency", "also per channel of every expert (ch_energy Σa², ch_reap Σg·|a|·‖W_down[:,c]‖, a = the "
-           "down projection's input): one node more per layer, archive version 2", opt.width_saliency);
+           "down projection's input): one node more per layer, archive version 2; on llama4 the shared expert's "
+           "too (sh_energy, sh_reap: one node more, version 3)", opt.width_saliency);
     t.flag("--forward-only",
            "run the same decodes without reading the graph and write nothing (the baseline of "
            "bench/calibrate_vs_forward.sh)",

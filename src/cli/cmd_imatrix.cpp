@@ -53,7 +53,8 @@ void declare_imatrix_options(reap::cli::options & t, imatrix_params & p) {
     t.flag("-q, --quiet", "do not list unused experts", p.quiet);
     t.flag("--width-saliency",
            "also per channel: ch_energy = the expert's in_sum2 row, Σ h_c² per channel of the ffn_down input "
-           "(archive version 2; what reap calibrate --width-saliency records as ch_energy)",
+           "(archive version 2; what reap calibrate --width-saliency records as ch_energy); with -m of a llama4 "
+           "model also sh_energy from blk.L.ffn_down_shexp.weight (version 3)",
            p.channels);
     t.help_row();
     t.positional([&p](const std::string & a, std::string & err) {
@@ -105,7 +106,8 @@ int cmd_imatrix(int argc, char ** argv) {
         }
     }
     if (model_path.empty()) {
-        printf("note: no -m: the archive's fingerprint is inferred (arch 'unknown'); pass -m to use it with plan/merge\n");
+        printf("note: no -m: the archive's fingerprint is inferred (arch 'unknown'); pass -m to use it with plan/merge%s\n",
+               p.channels ? " (and, for llama4, to import the shared expert's channel energies)" : "");
     }
     printf("wrote %s\n", out_path.c_str());
     return 0;

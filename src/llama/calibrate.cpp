@@ -12,6 +12,7 @@
 #include "llama/runtime.h"
 #include "moe/census.h"
 #include "moe/layout_gguf.h"
+#include "moe/width.h"
 #include "saliency/checkpoint.h"
 #include "util/number_format.h"
 #include "util/file.h"
@@ -88,6 +89,9 @@ struct layer_state {
     std::vector<int32_t> ids;  // n_tok * n_used
     std::vector<float>   w;    // n_tok * n_used
     bool have_ids = false, have_w = false;
+    bool shared_due = false;   // the shared expert's down input of this ubatch is still to come
+    // this invocation's rows: routed (ffn_moe_topk) and read at the shared down projection
+    int64_t routed_rows = 0, shared_rows = 0;
 };
 
 struct collector {
@@ -105,6 +109,8 @@ struct collector {
     // --width-saliency: channels per expert (0 = off) and ‖W_down[:,c]‖ (calibrate_width.h)
     int64_t              n_ff = 0;
     const std::vector<double> * column_norms = nullptr;
+    // and ‖W_down_shexp[:,c]‖ when the shared expert is cut too (nullptr: it is not)
+    const std::vector<double> * shared_norms = nullptr;
 
     void fail(const std::string & e) {
         if (err.empty()) err = e;
@@ -130,6 +136,8 @@ struct collector {
         if (il == first_trunk_layer) ++n_ubatches;
         L.have_ids = true;
         L.have_w   = false;
+        L.shared_due = shared_norms != nullptr;
+        L.routed_rows += L.n_tok;
         return true;
     }
 
@@ -234,6 +242,35 @@ struct collector {
         return true;
     }
 
+    // --width-saliency on a model whose shared expert is cut too: the input of its down
+    // projection (t = the MUL_MAT with blk.L.ffn_down_shexp.weight), every token of the
+    // layer's ubatch, gate 1, into sh_energy / sh_reap.
+    bool on_shared_down_input(const ggml_tensor * t, int il) {
+        layer_state & L = layers[il];
+        if (L.weights_node < 0 || !L.shared_due) {
+            fail(std::string(t->name) + ": the product with blk." + std::to_string(il) + ".ffn_down_shexp.weight " +
+                 (L.weights_node < 0 ? "in a layer without routed experts" : "before the routing of the same ubatch"));
+            return false;
+        }
+        const ggml_tensor * a = nullptr;
+        std::string e;
+        const std::string weight = "blk." + std::to_string(il) + ".ffn_down_shexp.weight";
+        if (!shared_down_input_of(t, weight.c_str(), n_ff, L.n_tok, a, e)) {
+            fail(e);
+            return false;
+        }
+        const uint8_t * d = host_data(a);
+        saliency::domain_stats & D = *dom;
+        const size_t at = (size_t) il * (size_t) n_ff;
+        for (int64_t j = 0; j < L.n_tok; ++j) {
+            add_channel_row((const float *) (d + j * a->nb[1]), n_ff, 1.0, shared_norms->data() + at, D.sh_energy.data() + at,
+                            D.sh_reap.data() + at);
+        }
+        L.shared_due = false;
+        L.shared_rows += L.n_tok;
+        return true;
+    }
+
     // probe: remember which chain nodes each layer's graph has; ask for nothing
     void observe(const ggml_tensor * t) {
         std::string base;
@@ -267,6 +304,13 @@ struct collector {
         if (self->md == mode::probe) {
             if (ask) self->observe(t);
             return ask ? false : true;
+        }
+        if (self->shared_norms) {   // found by its weight, whatever the graph names it
+            const int sl = shared_down_layer(t);
+            if (sl >= 0 && sl < (int) self->layers.size()) {
+                if (ask) return true;
+                return self->err.empty() && self->on_shared_down_input(t, sl);
+            }
         }
         if (strncmp(t->name, "ffn_moe_", 8) != 0) return ask ? false : true;
         std::string base;
@@ -360,6 +404,7 @@ struct calibration {
 
     collector   col;
     std::vector<double> column_norms;   // --width-saliency (calibrate_width.h)
+    std::vector<double> shared_norms;   // and the shared expert's, when it is cut too
     int64_t     n_ff = 0;
     saliency::domain_stats scratch;   // forward-only: the callback is off, nothing lands here
     ctx_ptr     ctx;
@@ -783,6 +828,11 @@ bool calibration::resume() {
         err = "checkpoint '" + ckpt_path + "' was made with other options: " + ck_opts + " (now " + options_json + ")";
         return false;
     }
+    if (ck.has_shared_channels != out.has_shared_channels) {
+        err = "checkpoint '" + ckpt_path + "' was made " + (ck.has_shared_channels ? "with" : "without") +
+              " the shared expert's channel statistics, which this run " + (out.has_shared_channels ? "collects" : "does not collect");
+        return false;
+    }
     const bool at_group = std::any_of(groups.begin(), groups.end(), [&](const decode_group & g) { return g.first == ck_next; });
     if (ck_n != windows.size() || ck_next > ck_n || (ck_next < ck_n && !at_group) || ck.domains.size() != out.domains.size()) {
         err = "checkpoint '" + ckpt_path + "' does not match this run's windows/domains";
@@ -926,6 +976,15 @@ bool calibration::decode_all() {
 
 // Self-check, then write.
 bool calibration::finish() {
+    for (int l : col.shared_norms ? fp.moe_layers : std::vector<int>()) {
+        const layer_state & L = col.layers[(size_t) l];
+        if (L.shared_rows != L.routed_rows) {
+            err = "llama.cpp's graph gave the shared expert's down projection (blk." + std::to_string(l) +
+                  ".ffn_down_shexp.weight) " + std::to_string(L.shared_rows) + " rows of layer " + std::to_string(l) + "'s " +
+                  std::to_string(L.routed_rows) + " routed tokens: its channel statistics would be incomplete";
+            return false;
+        }
+    }
     if (!saliency::check_count_invariant(out, err)) {
         err = "internal check failed (please report): " + err;
         return false;
@@ -991,11 +1050,20 @@ bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calib
         if (!down_column_norms(c.gm, c.fp.moe_layers, c.fp.n_layer, c.fp.n_expert, c.column_norms, c.n_ff, err)) return false;
         c.col.n_ff         = c.n_ff;
         c.col.column_norms = &c.column_norms;
+        // a shared expert cut with the routed ones (llama4) needs its own channel saliency
+        moe::layout lay;
+        moe::expert_width w;
+        if (!moe::layout_of(c.gm, lay, err, moe::describe_options()) || !moe::expert_width_of(c.gm, lay, w, err)) return false;
+        if (w.shared_cut) {
+            if (!shared_down_column_norms(c.gm, c.fp.moe_layers, c.fp.n_layer, c.n_ff, c.shared_norms, err)) return false;
+            c.col.shared_norms = &c.shared_norms;
+        }
     }
 
     // The archive: every domain of the corpus, in first-seen order.
     out = saliency::make_archive(c.fp, saliency::metric_set::reap);
     out.n_ff = (uint32_t) c.n_ff;
+    out.has_shared_channels = c.col.shared_norms != nullptr;
     for (const auto & d : c.cp.domains) out.add_domain(d);
     c.options_json = calibrate_options_json(opt, !c.cp.jsonl, report);
     out.provenance.set_string(saliency::k_key_tool, std::string("reap calibrate"));
@@ -1004,7 +1072,8 @@ bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calib
     out.provenance.set_string(saliency::k_key_options, c.options_json);
     if (opt.collect) {
         out.provenance.set_string(k_key_nodes, "ffn_moe_topk, " + report.weights_node + ", " + report.down_node +
-                                                   (c.n_ff > 0 ? ", ffn_moe_down (its input)" : ""));
+                                                   (c.n_ff > 0 ? ", ffn_moe_down (its input)" : "") +
+                                                   (out.has_shared_channels ? ", the product with ffn_down_shexp (its input)" : ""));
         out.provenance.set_bool(k_key_before_ffn, report.weights_before_ffn);
     }
     if (!c.make_contexts()) return false;

@@ -26,14 +26,42 @@ bool down_scales(const gguf::model & m, int l, int64_t n_expert, std::vector<flo
     return gguf::read_tensor_bytes(m, *t, 0, t->nbytes, s.data(), err);
 }
 
+// Whether ggml can turn `type` into floats (F32 as it is, others through their traits).
+bool dequantisable(gguf::tensor_type type) {
+    const ggml_type_traits * tr = ggml_get_type_traits((ggml_type) type);
+    return (ggml_type) type == GGML_TYPE_F32 || (tr && tr->to_float);
+}
+
+// Σ over the rows of slab `slab` of down tensor t (n_ff values a row, ne[1] rows a
+// slab) of each column's square: sq[c] = ‖W[:,c]‖². The caller checked the type
+// (dequantisable) and that the slabs are whole rows.
+bool column_squares(const gguf::model & m, const gguf::tensor_info & t, int64_t n_ff, int64_t slab, std::vector<double> & sq,
+                    std::string & err) {
+    const ggml_type type = (ggml_type) t.type;
+    const ggml_type_traits * tr = ggml_get_type_traits(type);
+    const size_t row_bytes = ggml_row_size(type, n_ff);
+    std::vector<uint8_t> row(row_bytes);
+    std::vector<float> vals((size_t) n_ff);
+    sq.assign((size_t) n_ff, 0.0);
+    for (int64_t r = 0; r < t.ne[1]; ++r) {
+        const uint64_t off = ((uint64_t) slab * (uint64_t) t.ne[1] + (uint64_t) r) * row_bytes;
+        if (!gguf::read_tensor_bytes(m, t, off, row_bytes, row.data(), err)) return false;
+        if (type == GGML_TYPE_F32) {
+            memcpy(vals.data(), row.data(), row_bytes);
+        } else {
+            tr->to_float(row.data(), vals.data(), n_ff);
+        }
+        for (int64_t c = 0; c < n_ff; ++c) sq[(size_t) c] += (double) vals[(size_t) c] * vals[(size_t) c];
+    }
+    return true;
+}
+
 }  // namespace
 
 bool down_column_norms(const gguf::model & m, const std::vector<int> & moe_layers, int64_t n_layer, int64_t n_expert,
                        std::vector<double> & norms, int64_t & n_ff, std::string & err) {
     n_ff = 0;
     norms.clear();
-    std::vector<uint8_t> row;
-    std::vector<float> vals;
     std::vector<double> sq;
     std::vector<float> scale;
     for (int l : moe_layers) {
@@ -63,8 +91,7 @@ bool down_column_norms(const gguf::model & m, const std::vector<int> & moe_layer
             return false;
         }
         const ggml_type type = (ggml_type) t->type;
-        const ggml_type_traits * tr = ggml_get_type_traits(type);
-        if (type != GGML_TYPE_F32 && (!tr || !tr->to_float)) {
+        if (!dequantisable(t->type)) {
             err = "--width-saliency: tensor '" + name + "' has type " + gguf::type_name(t->type) + ", which ggml cannot dequantise";
             return false;
         }
@@ -74,20 +101,8 @@ bool down_column_norms(const gguf::model & m, const std::vector<int> & moe_layer
             err = "--width-saliency: tensor '" + name + "' has " + std::to_string(t->nbytes) + " bytes, not a whole number of rows";
             return false;
         }
-        row.resize(row_bytes);
-        vals.resize((size_t) n_ff);
         for (int64_t e = 0; e < n_expert; ++e) {
-            sq.assign((size_t) n_ff, 0.0);
-            for (int64_t r = 0; r < t->ne[1]; ++r) {
-                const uint64_t off = ((uint64_t) e * (uint64_t) t->ne[1] + (uint64_t) r) * row_bytes;
-                if (!gguf::read_tensor_bytes(m, *t, off, row_bytes, row.data(), err)) return false;
-                if (type == GGML_TYPE_F32) {
-                    memcpy(vals.data(), row.data(), row_bytes);
-                } else {
-                    tr->to_float(row.data(), vals.data(), n_ff);
-                }
-                for (int64_t c = 0; c < n_ff; ++c) sq[(size_t) c] += (double) vals[(size_t) c] * vals[(size_t) c];
-            }
+            if (!column_squares(m, *t, n_ff, e, sq, err)) return false;
             double * out = norms.data() + ((size_t) l * (size_t) n_expert + (size_t) e) * (size_t) n_ff;
             for (int64_t c = 0; c < n_ff; ++c) {
                 out[c] = std::fabs((double) scale[(size_t) e]) * std::sqrt(sq[(size_t) c]);
@@ -99,6 +114,64 @@ bool down_column_norms(const gguf::model & m, const std::vector<int> & moe_layer
             }
         }
     }
+    return true;
+}
+
+bool shared_down_column_norms(const gguf::model & m, const std::vector<int> & moe_layers, int64_t n_layer, int64_t n_ff,
+                              std::vector<double> & norms, std::string & err) {
+    norms.assign((size_t) (n_layer * n_ff), 0.0);   // n_layer x n_ff <= down_column_norms' bounded count
+    std::vector<double> sq;
+    for (int l : moe_layers) {
+        const std::string name = "blk." + std::to_string(l) + ".ffn_down_shexp.weight";
+        const gguf::tensor_info * t = m.find_tensor(name);
+        if (!t) {
+            err = "--width-saliency: MoE layer " + std::to_string(l) + " has no tensor '" + name +
+                  "', but the model's shared expert is cut with the routed experts";
+            return false;
+        }
+        if (t->n_dims != 2 || t->ne[0] != n_ff || t->ne[1] < 1) {
+            err = "--width-saliency: tensor '" + name + "' has shape " + t->shape_string() + ", expected [" +
+                  std::to_string(n_ff) + ", n_embd] (the shared expert is as wide as the routed experts)";
+            return false;
+        }
+        if (!dequantisable(t->type)) {
+            err = "--width-saliency: tensor '" + name + "' has type " + gguf::type_name(t->type) + ", which ggml cannot dequantise";
+            return false;
+        }
+        if ((uint64_t) ggml_row_size((ggml_type) t->type, n_ff) * (uint64_t) t->ne[1] != t->nbytes) {
+            err = "--width-saliency: tensor '" + name + "' has " + std::to_string(t->nbytes) + " bytes, not a whole number of rows";
+            return false;
+        }
+        if (!column_squares(m, *t, n_ff, 0, sq, err)) return false;
+        for (int64_t c = 0; c < n_ff; ++c) {
+            double & out = norms[(size_t) l * (size_t) n_ff + (size_t) c];
+            out = std::sqrt(sq[(size_t) c]);
+            if (!std::isfinite(out)) {
+                err = "--width-saliency: tensor '" + name + "' channel " + std::to_string(c) + ": the column norm is not finite";
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+bool shared_down_input_of(const ggml_tensor * t, const char * weight, int64_t n_ff, int64_t n_tok, const ggml_tensor *& input,
+                          std::string & err) {
+    const std::string what = std::string("node '") + t->name + "' (the product with " + weight + ")";
+    const ggml_tensor * a = t->src[1];
+    if (t->op != GGML_OP_MUL_MAT || !a) {
+        err = what + " is " + ggml_op_name(t->op) + ", not a matrix product: cannot read its input per channel";
+        return false;
+    }
+    if (a->type != GGML_TYPE_F32 || a->ne[0] != n_ff || a->ne[1] != n_tok || a->ne[2] != 1 || a->ne[3] != 1 ||
+        a->nb[0] != sizeof(float)) {
+        err = what + ": its input has type " + ggml_type_name(a->type) + " and shape [" + std::to_string(a->ne[0]) + ", " +
+              std::to_string(a->ne[1]) + ", " + std::to_string(a->ne[2]) + ", " + std::to_string(a->ne[3]) +
+              "], expected f32 [" + std::to_string(n_ff) + ", " + std::to_string(n_tok) +
+              "] (the tokens the layer's routing saw)";
+        return false;
+    }
+    input = a;
     return true;
 }
 

@@ -16,6 +16,16 @@
 // output, as reap_sum uses ‖f‖. For weights-before-ffn archs (llama4) g is
 // already inside a, and ch_reap takes |a_c|·‖W[:,c]‖ (as reap_sum takes ‖f‖).
 //
+// The shared expert (a model whose shared expert is cut with the routed ones,
+// moe::expert_width::shared_cut: llama4) is measured the same way over every
+// token, gate 1 (archive.h, sh_energy / sh_reap):
+//
+//   sh_energy[l, c] += h_c²          sh_reap[l, c] += |h_c| · ‖W_down_shexp[:,c]‖₂
+//
+// h is the src[1] of the MUL_MAT node whose src[0] is blk.L.ffn_down_shexp.weight
+// (found by its weight, as llama-imatrix finds it, whatever the graph names the
+// node), rows [n_ff, n_tokens].
+//
 // Errors are values (false + message naming the layer and tensor).
 #pragma once
 
@@ -36,6 +46,16 @@ namespace reap {
 // expert slab once, a row at a time.
 bool down_column_norms(const gguf::model & m, const std::vector<int> & moe_layers, int64_t n_layer, int64_t n_expert,
                        std::vector<double> & norms, int64_t & n_ff, std::string & err);
+
+// Per MoE layer, ‖W_down_shexp[:,c]‖₂ of blk.L.ffn_down_shexp.weight ([n_ff,
+// n_embd], n_ff the routed experts' width) at index l * n_ff + c (other layers 0).
+bool shared_down_column_norms(const gguf::model & m, const std::vector<int> & moe_layers, int64_t n_layer, int64_t n_ff,
+                              std::vector<double> & norms, std::string & err);
+
+// The input of the shared expert's down projection, MUL_MAT node t with src[0]
+// `weight`, checked: F32 [n_ff, n_tok], rows of contiguous floats.
+bool shared_down_input_of(const ggml_tensor * t, const char * weight, int64_t n_ff, int64_t n_tok, const ggml_tensor *& input,
+                          std::string & err);
 
 // The input of the down projection a MUL_MAT_ID node ffn_moe_down-L reads,
 // checked: F32, [n_ff, n_used or 1, n_tok], rows contiguous. `what` names the

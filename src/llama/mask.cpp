@@ -41,17 +41,50 @@ bool router_node(const char * name, int & which, int & layer) {
     return false;
 }
 
-// "ffn_moe_swiglu-3" -> ("ffn_moe_swiglu", 3); false for a name without "-<layer>".
-bool moe_node(const char * name, std::string & base, int & layer) {
-    if (strncmp(name, "ffn_moe_", 8) != 0) return false;
+// "ffn_swiglu-3" -> ("ffn_swiglu", 3); false for a name without "-<layer>".
+bool layer_node(const char * name, std::string & base, int & layer) {
     const char * dash = strrchr(name, '-');
-    if (!dash || dash[1] == '\0') return false;
+    if (!dash || dash == name || dash[1] == '\0') return false;
     char * end = nullptr;
     const long l = strtol(dash + 1, &end, 10);
     if (*end != '\0' || l < 0 || l > (1 << 20)) return false;
     base.assign(name, (size_t) (dash - name));
     layer = (int) l;
     return true;
+}
+
+// "ffn_moe_swiglu-3" -> ("ffn_moe_swiglu", 3); false for a name without "-<layer>".
+bool moe_node(const char * name, std::string & base, int & layer) {
+    return strncmp(name, "ffn_moe_", 8) == 0 && layer_node(name, base, layer);
+}
+
+// One matrix's bitmap of removed channels (`words` words, n_ff channels):
+// every channel but `kept` (in [0, n_ff), unique, at least one). `where`
+// names the matrix in messages.
+bool removed_row(uint64_t * row, size_t words, int64_t n_ff, const std::vector<int64_t> & kept, const std::string & where,
+                 std::string & err) {
+    if (kept.empty()) { err = where + " keeps no channel"; return false; }
+    std::fill(row, row + words, ~uint64_t(0));   // every channel removed, then the kept ones cleared
+    if (n_ff % 64) row[words - 1] = (uint64_t(1) << (n_ff % 64)) - 1;
+    for (int64_t c : kept) {
+        if (c < 0 || c >= n_ff || !((row[c / 64] >> (c % 64)) & 1)) {
+            err = where + ": channel " + std::to_string(c) +
+                  (c < 0 || c >= n_ff ? " out of range [0, " + std::to_string(n_ff) + ")" : std::string(" listed twice"));
+            return false;
+        }
+        row[c / 64] &= ~(uint64_t(1) << (c % 64));
+    }
+    return true;
+}
+
+// build_ffn's activations (llama.cpp src/llama-graph.cpp), the input of its
+// down projection: where a shared expert's removed channels are zeroed.
+bool is_ffn_activation(const std::string & base) {
+    static const char * const k_names[] = {"ffn_swiglu", "ffn_swiglu_limited", "ffn_geglu", "ffn_reglu", "ffn_gate_par"};
+    for (const char * n : k_names) {
+        if (base == n) return true;
+    }
+    return false;
 }
 
 } // namespace
@@ -79,19 +112,22 @@ bool set_width_block(expert_mask & m, int block, const std::vector<int64_t> & ex
             err = where + ": expert " + std::to_string(e) + " listed twice";
             return false;
         }
-        if (channels[i].empty()) { err = where + " expert " + std::to_string(e) + " keeps no channel"; return false; }
-        std::fill(row, row + words, ~uint64_t(0));   // every channel removed, then the kept ones cleared
-        if (n_ff % 64) row[words - 1] = (uint64_t(1) << (n_ff % 64)) - 1;
-        for (int64_t c : channels[i]) {
-            if (c < 0 || c >= n_ff || !((row[c / 64] >> (c % 64)) & 1)) {
-                err = where + " expert " + std::to_string(e) + ": channel " + std::to_string(c) +
-                      (c < 0 || c >= n_ff ? " out of range [0, " + std::to_string(n_ff) + ")" : std::string(" listed twice"));
-                return false;
-            }
-            row[c / 64] &= ~(uint64_t(1) << (c % 64));
-        }
+        if (!removed_row(row, words, n_ff, channels[i], where + " expert " + std::to_string(e), err)) return false;
     }
     m.removed_channels[(size_t) block] = std::move(bits);
+    return true;
+}
+
+bool set_width_shared(expert_mask & m, int block, const std::vector<int64_t> & channels, std::string & err) {
+    const std::string where = "width mask: block " + std::to_string(block) + " shared expert";
+    if (m.n_ff < 1) { err = "width mask: " + std::to_string(m.n_ff) + " channels per expert"; return false; }
+    const bool moe = block >= 0 && (size_t) block < m.removed.size() && !m.removed[(size_t) block].empty();
+    if (!moe) { err = "width mask: block " + std::to_string(block) + " is not an MoE block of the mask"; return false; }
+    m.removed_shared_channels.resize(m.removed.size());
+    if (!m.removed_shared_channels[(size_t) block].empty()) { err = where + " is given twice"; return false; }
+    std::vector<uint64_t> bits(m.words_per_expert(), 0);
+    if (!removed_row(bits.data(), bits.size(), m.n_ff, channels, where, err)) return false;
+    m.removed_shared_channels[(size_t) block] = std::move(bits);
     return true;
 }
 
@@ -131,7 +167,8 @@ bool mask_of_plan(const plan & p, const std::string & name, const moe::layout & 
         for (int64_t e : pl.keep) r[(size_t) e] = 0;
         (lay.is_mtp(pl.layer) ? m.mtp_layers : m.moe_layers).push_back(pl.layer);
         // a width plan: each kept source expert keep[i] keeps channels[i], one bit per channel
-        if (p.has_width() && !set_width_block(m, pl.layer, pl.keep, pl.channels, err)) {
+        if (p.has_width() && (!set_width_block(m, pl.layer, pl.keep, pl.channels, err) ||
+                              (!pl.shared_channels.empty() && !set_width_shared(m, pl.layer, pl.shared_channels, err)))) {
             err = name + ": " + err;
             return false;
         }
@@ -174,7 +211,7 @@ bool mask_hook::callback(ggml_tensor * t, bool ask, void * user) {
     auto * self = static_cast<mask_hook *>(user);
     const expert_mask * m = self->active;
     if (!m) return ask ? false : true;
-    if (m->n_ff > 0 && self->width_node(t, ask)) return true;
+    if (m->n_ff > 0 && (self->width_node(t, ask) || self->shared_width_node(t, ask))) return true;
     int which = 0, layer = 0;
     if (!router_node(t->name, which, layer) || layer >= (int) m->removed.size() || m->removed[(size_t) layer].empty()) {
         return ask ? false : true;
@@ -398,13 +435,65 @@ bool mask_hook::width_node(ggml_tensor * t, bool ask) {
     return true;
 }
 
+// The shared expert's width mask (mask.h): build_ffn's activation of a layer
+// whose shared expert is cut is zeroed in the removed channels, for every
+// token; ffn_moe_shexp-L must be ffn_down_shexp.weight times that node. True
+// when t is one of these nodes of such a layer.
+bool mask_hook::shared_width_node(ggml_tensor * t, bool ask) {
+    const expert_mask * m = active;
+    std::string base;
+    int layer = 0;
+    if (!layer_node(t->name, base, layer) || !m->has_shared_width(layer)) return false;
+    const bool act = is_ffn_activation(base), down = base == "ffn_moe_shexp";
+    if (!act && !down) return false;
+    if (ask || !error_.empty()) return true;
+    const std::string what = std::string("node '") + t->name + "'";
+    if (down) {
+        if (shared_down_layer(t) != layer || !shared_zeroed_ || t->src[1] != shared_zeroed_) {
+            error_ = what + ": not blk." + std::to_string(layer) +
+                     ".ffn_down_shexp.weight times the shared expert's activation node the width mask zeroed (" +
+                     (shared_zeroed_ ? std::string(shared_zeroed_->name) : std::string("none")) +
+                     "): cannot mask the shared expert's channels in this architecture's graph; prune the width instead";
+            return true;
+        }
+        if (shared_seen_.size() < m->removed.size()) shared_seen_.resize(m->removed.size(), 0);
+        shared_seen_[(size_t) layer] = 1;
+        shared_zeroed_ = nullptr;
+        return true;
+    }
+    if (t->type != GGML_TYPE_F32 || t->ne[0] != m->n_ff || t->nb[0] != sizeof(float) || t->ne[3] != 1) {
+        error_ = what + ": expected the shared expert's f32 [" + std::to_string(m->n_ff) + ", n_tokens] activation (type " +
+                 ggml_type_name(t->type) + ", " + std::to_string(t->ne[0]) + " x " + std::to_string(t->ne[1]) + " x " +
+                 std::to_string(t->ne[2]) + "): cannot mask its channels";
+        return true;
+    }
+    const uint64_t * removed = m->removed_shared_channels[(size_t) layer].data();
+    const size_t words = m->words_per_expert();
+    const size_t n = ggml_nbytes(t);
+    row_buf_.resize((n + sizeof(float) - 1) / sizeof(float));
+    ggml_backend_tensor_get(t, row_buf_.data(), 0, n);
+    for (int64_t j = 0; j < t->ne[2]; ++j) {
+        for (int64_t i = 0; i < t->ne[1]; ++i) {
+            float * row = row_buf_.data() + (size_t) (i * t->nb[1] + j * t->nb[2]) / sizeof(float);
+            for (size_t w = 0; w < words; ++w) {
+                for (uint64_t b = removed[w]; b; b &= b - 1) row[w * 64 + (size_t) __builtin_ctzll(b)] = 0.0f;
+            }
+        }
+    }
+    ggml_backend_tensor_set(t, row_buf_.data(), 0, n);
+    shared_zeroed_ = t;
+    return true;
+}
+
 bool mask_hook::check(bool had_outputs, std::string & err) {
     const std::string problem = error_;
-    std::vector<uint8_t> seen, width_seen;
+    std::vector<uint8_t> seen, width_seen, shared_seen;
     seen.swap(seen_);
     width_seen.swap(width_seen_);
+    shared_seen.swap(shared_seen_);
     error_.clear();
     zeroed_ = nullptr;
+    shared_zeroed_ = nullptr;
     ids_layer_ = -1;
     narrow_logits_of_ = nullptr;   // the next decode's graph may put another node at that address
     if (!active) return true;
@@ -424,6 +513,12 @@ bool mask_hook::check(bool had_outputs, std::string & err) {
             err = "mask " + active->name + ": MoE layer " + std::to_string(l) +
                   " shows no activation node feeding ffn_moe_down in llama.cpp's graph, so its channels cannot be "
                   "masked; prune the width instead";
+            return false;
+        }
+        if (active->has_shared_width(l) && ((size_t) l >= shared_seen.size() || !shared_seen[(size_t) l])) {
+            err = "mask " + active->name + ": MoE layer " + std::to_string(l) +
+                  " shows no shared-expert activation feeding ffn_down_shexp (ffn_moe_shexp) in llama.cpp's graph, so "
+                  "its shared channels cannot be masked; prune the width instead";
             return false;
         }
     }

@@ -53,6 +53,15 @@
 // zeroed too (0 stays 0 through the clamp and the product). When ffn_moe_down-L
 // is computed the hook checks that its input is the node it zeroed; a layer
 // of the width mask without that is an error naming the layer.
+//
+// llama4's shared expert, cut with the routed ones (a width plan's
+// shared_channels, set_width_shared): its FFN is build_ffn with the shexp
+// tensors, whose activation (ffn_swiglu-L, or build_ffn's other activation
+// names) is the input of the ffn_down_shexp matmul, named ffn_moe_shexp-L.
+// The hook zeroes the removed shared channels of every token's row of that
+// activation and, at ffn_moe_shexp-L, checks that the matmul reads
+// ffn_down_shexp.weight times the node it zeroed; a layer whose graph does
+// not show that is an error naming the layer.
 #pragma once
 
 #include "gguf/gguf.h"
@@ -86,6 +95,13 @@ struct expert_mask {
     int64_t                            n_ff = 0;
     std::vector<std::vector<uint64_t>> removed_channels;
     size_t words_per_expert() const { return (size_t) ((n_ff + 63) / 64); }
+    // the shared expert cut with the routed ones (llama4): per block, a bitmap of the channels it
+    // removes (words_per_expert() words, same bit order); empty = the block's shared expert is whole
+    std::vector<std::vector<uint64_t>> removed_shared_channels;
+    bool has_shared_width(int block) const {
+        return n_ff > 0 && block >= 0 && (size_t) block < removed_shared_channels.size() &&
+               !removed_shared_channels[(size_t) block].empty();
+    }
     bool has_width(int block) const {
         return n_ff > 0 && block >= 0 && (size_t) block < removed_channels.size() && !removed_channels[(size_t) block].empty();
     }
@@ -104,6 +120,12 @@ struct expert_mask {
 bool set_width_block(expert_mask & m, int block, const std::vector<int64_t> & experts,
                      const std::vector<std::vector<int64_t>> & channels, std::string & err);
 
+// Gives block `block` of `m` (an MoE block of the mask; m.n_ff set) a mask of
+// its shared expert's channels: it keeps `channels` (in [0, n_ff), unique, at
+// least one), the others are zeroed. Each block once; the message names the
+// block and channel.
+bool set_width_shared(expert_mask & m, int block, const std::vector<int64_t> & channels, std::string & err);
+
 // Gives `m` a width mask: n_ff channels per expert, and for each block of
 // `kept` (block -> per expert, the channels it keeps) the other channels
 // removed. Every block must be one of m's MoE blocks with exactly n_expert
@@ -116,7 +138,8 @@ bool set_width_mask(expert_mask & m, int64_t n_ff, const std::vector<std::pair<i
 // `lay` (lay.is_mtp says which of the plan's blocks are MTP blocks). A width
 // plan's mask also removes channels (set_width_mask): each kept source
 // expert keep[i] keeps channels[i]; removed experts keep every channel (they
-// are never routed to). False with `err` only when the width mask is refused.
+// are never routed to); a shared expert cut with them keeps the layer's
+// shared_channels (set_width_shared). False with `err` only when the width mask is refused.
 bool mask_of_plan(const plan & p, const std::string & name, const moe::layout & lay, expert_mask & out, std::string & err);
 
 // Reads the plan at `path` once and checks it against `model` with the rules
@@ -153,6 +176,7 @@ struct mask_hook {
   private:
     bool mask_router(ggml_tensor * t, int which, int layer);
     bool width_node(ggml_tensor * t, bool ask);   // width masks: topk, activations, down
+    bool shared_width_node(ggml_tensor * t, bool ask);   // the shared expert's activation and down (llama4)
     // the pruned model's router on the CPU, bit for bit (mask.cpp says why)
     void narrow_router_logits(const ggml_tensor * t, int layer);
     void narrow_router_softmax(const ggml_tensor * t, int layer);
@@ -167,6 +191,8 @@ struct mask_hook {
     std::vector<int32_t> ids_;      // width: the routed experts of the current layer's ubatch
     int64_t              ids_tok_ = 0, ids_layer_ = -1;
     const ggml_tensor *  zeroed_ = nullptr;   // width: the last activation node zeroed
+    const ggml_tensor *  shared_zeroed_ = nullptr;   // width: the last shared-expert activation zeroed
+    std::vector<uint8_t> shared_seen_;   // [block]: the shared expert's down input was zeroed in this decode
     std::string          error_;    // first problem in this decode
 };
 

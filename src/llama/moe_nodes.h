@@ -24,4 +24,10 @@ bool read_routed_ids(const ggml_tensor * t, int64_t n_used, int64_t n_expert, st
 // projection, or, for a clamped SwiGLU, a factor of it).
 bool is_moe_activation(const std::string & base);
 
+// The layer L when t is a matrix product (MUL_MAT) whose src[0] is
+// blk.L.ffn_down_shexp.weight (the shared expert's down projection), else -1.
+// A weight the scheduler copied to another backend ("<backend>#<name>#<n>")
+// counts by its name, as llama-imatrix reads it.
+int shared_down_layer(const ggml_tensor * t);
+
 }  // namespace reap

@@ -161,12 +161,13 @@ bool width_header(const gguf::model & m, const layout & lay, const width_cut & w
         err = "the pruned header has " + std::to_string(spec.tensors.size()) + " tensors, the model " + std::to_string(m.tensors.size());
         return false;
     }
+    const bool shared = width_cuts_shared(m, lay);
     for (size_t i = 0; i < m.tensors.size(); ++i) {
         const gguf::tensor_info & t = m.tensors[i];
-        const bool cols = width_cuts_columns(t.name);
-        if (!cols && !width_keeps_rows(t.name)) continue;
+        const bool cols = width_cuts_columns(t.name, shared);
+        if (!cols && !width_keeps_rows(t.name, shared)) continue;
         // down: [n_ff, n_embd, n_expert]; gate/up: [n_embd, n_ff, n_expert]; their biases [n_ff, n_expert]
-        const int dim = cols || t.n_dims == 2 ? 0 : 1;
+        const int dim = width_channel_dim(t.name);
         if (t.ne[dim] != w.n_ff) {
             err = "tensor '" + t.name + "' " + t.shape_string() + " is not " + std::to_string(w.n_ff) + " channels wide";
             return false;
@@ -186,11 +187,15 @@ bool pruned_files(const gguf::model & m, const layout & lay, int64_t n_keep, con
     gguf::output_spec spec;
     if (!pruned_header(m, lay, n_keep, stamp, spec, err)) return false;
     if (width.keep > 0 && !width_header(m, lay, width, stamp.stamp, spec, err)) return false;
-    // Only the layout is computed: one piece of the kept length stands for the kept experts.
+    // Only the layout is computed: one piece of the kept length stands for the kept experts
+    // (and for a shared expert cut in width).
+    const bool shared = width.keep > 0 && width_cuts_shared(m, lay);
     for (size_t i = 0; i < spec.tensors.size(); ++i) {
         const tensor_role & role = lay.roles[i];
-        if (role.slice == slice_kind::none) continue;
         const gguf::tensor_info & t = m.tensors[i];
+        const bool cut = width.keep > 0 && (width_keeps_rows(t.name, shared) || width_cuts_columns(t.name, shared));
+        if (role.slice == slice_kind::none && !cut) continue;
+        spec.tensors[i].pieces.clear();
         const gguf::output_tensor & o = spec.tensors[i];
         uint64_t kept = 0;
         if (!gguf::tensor_nbytes(o.type, o.n_dims, o.ne, kept, err, "output tensor '" + o.name + "'")) return false;

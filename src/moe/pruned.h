@@ -83,7 +83,9 @@ bool width_kvs(const gguf::model & m, const layout & lay, int64_t k, gguf::kv_st
 
 // Reshapes `spec`, the pruned header of `m` (pruned_header), for width cut
 // `w`: ffn_gate_exps / ffn_up_exps weights (ne[1]) and biases (ne[0]) and
-// ffn_down_exps weights (ne[0]) become K wide, down takes its output type,
+// ffn_down_exps weights (ne[0]) become K wide, down takes its output type
+// (and so the shared expert's ffn_{gate,up,down}_shexp where the cut takes
+// it too: moe::width_cuts_shared, llama4),
 // the KVs change as width_kvs says and, with `stamp`,
 // k_key_width_source_length records n_ff. Data pieces are the
 // caller's (prune::apply_width). Fails, naming the tensor, when one is not

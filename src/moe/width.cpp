@@ -91,12 +91,53 @@ bool shared_count_width(const gguf::model & m, const std::string & arch, int64_t
     return true;
 }
 
+// llama4's one shared expert per MoE layer, sized n_ff by its loader with no
+// key of its own: every _shexp tensor is one of blk.L.ffn_{gate,up,down}_shexp.weight
+// of an MoE layer L, 2-D and n_ff wide, and every MoE layer has all three (what
+// the loader creates). `refusal` says what does not fit.
+void shared_cut_shapes(const gguf::model & m, const layout & lay, int64_t n_ff, std::string & refusal) {
+    const char * const bases[] = {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"};
+    std::map<std::string, const gguf::tensor_info *> shexp;
+    for (const gguf::tensor_info & t : m.tensors) {
+        if (t.name.find("_shexp") == std::string::npos) continue;
+        std::string base, suffix;
+        const bool known = split_block_name(t.name, base, suffix) && suffix == "weight" &&
+                           (base == bases[0] || base == bases[1] || base == bases[2]);
+        size_t dot = 0;
+        const int64_t layer = known ? gguf::block_index(t.name, dot) : -1;
+        if (!known || !std::binary_search(lay.moe_layers.begin(), lay.moe_layers.end(), int(layer))) {
+            refusal = "the model has shared-expert tensor " + t.name + ", which llama.cpp's llama4 loader does not create";
+            return;
+        }
+        const int64_t width = base == "ffn_down_shexp" ? t.ne[0] : t.ne[1];
+        if (t.n_dims != 2 || width != n_ff) {
+            refusal = t.name + " " + t.shape_string() + " is not the 2-D shared expert " + std::to_string(n_ff) +
+                      " channels wide (" + expert_width_key(lay.arch) + ") that llama.cpp's llama4 loader expects";
+            return;
+        }
+        shexp[t.name] = &t;
+    }
+    for (int layer : lay.moe_layers) {
+        for (const char * base : bases) {
+            const std::string name = "blk." + std::to_string(layer) + "." + base + ".weight";
+            if (!shexp.count(name)) {
+                refusal = "layer " + std::to_string(layer) + " has no " + name + " (llama.cpp's llama4 loader requires "
+                          "the shared expert's gate, up and down in every MoE layer)";
+                return;
+            }
+        }
+    }
+}
+
 // Why the shared experts of `m` stop a width cut ("" when they do not) and,
-// for a count arch, their width S (else 0). False only as shared_count_width.
-bool shared_experts_of(const gguf::model & m, const std::string & arch, int64_t n_ff, int64_t & S, std::string & refusal,
-                       std::string & err) {
+// for a count arch, their width S (else 0); `cut`: they are cut with the
+// routed experts (llama4). False only as shared_count_width.
+bool shared_experts_of(const gguf::model & m, const layout & lay, int64_t n_ff, int64_t & S, bool & cut,
+                       std::string & refusal, std::string & err) {
     S = 0;
+    cut = false;
     refusal.clear();
+    const std::string & arch = lay.arch;
     const gguf::tensor_info * shexp = nullptr;
     for (const gguf::tensor_info & t : m.tensors) {
         if (t.name.find("_shexp") != std::string::npos) {
@@ -108,9 +149,8 @@ bool shared_experts_of(const gguf::model & m, const std::string & arch, int64_t 
     if (listed(k_shared_count_archs, arch)) return shared_count_width(m, arch, n_ff, S, refusal, err);
     const std::string key = kv_key(arch, "expert_shared_feed_forward_length");
     if (arch == "llama4") {
-        refusal = "the model has a shared expert (" + shexp->name + ") and llama.cpp's llama4 loader sizes it " +
-                  expert_width_key(arch) + " wide with no count or width key of its own: no KV keeps it whole when "
-                  "the routed experts' width changes";
+        shared_cut_shapes(m, lay, n_ff, refusal);
+        cut = refusal.empty();
     } else if (!listed(k_shared_width_archs, arch)) {
         refusal = "the model has shared experts (" + shexp->name + ") and llama.cpp's " + arch +
                   " loader derives their width from " + expert_width_key(arch) +
@@ -124,16 +164,28 @@ bool shared_experts_of(const gguf::model & m, const std::string & arch, int64_t 
 
 } // namespace
 
-bool width_keeps_rows(const std::string & name) {
+bool width_keeps_rows(const std::string & name, bool shared_cut) {
     std::string base, suffix;
     if (!split_block_name(name, base, suffix)) return false;
-    return (base == "ffn_gate_exps" || base == "ffn_up_exps") && (suffix == "weight" || suffix == "bias");
+    if (base == "ffn_gate_exps" || base == "ffn_up_exps") return suffix == "weight" || suffix == "bias";
+    return shared_cut && (base == "ffn_gate_shexp" || base == "ffn_up_shexp") && suffix == "weight";
 }
 
-bool width_cuts_columns(const std::string & name) {
+bool width_cuts_columns(const std::string & name, bool shared_cut) {
     std::string base, suffix;
     if (!split_block_name(name, base, suffix)) return false;
-    return base == "ffn_down_exps" && suffix == "weight";
+    return suffix == "weight" && (base == "ffn_down_exps" || (shared_cut && base == "ffn_down_shexp"));
+}
+
+bool width_is_shared(const std::string & name) {
+    std::string base, suffix;
+    return split_block_name(name, base, suffix) && base.size() > 6 && base.compare(base.size() - 6, 6, "_shexp") == 0;
+}
+
+int width_channel_dim(const std::string & name) {
+    std::string base, suffix;
+    if (!split_block_name(name, base, suffix)) return 0;
+    return suffix == "weight" && base.rfind("ffn_down", 0) != 0 ? 1 : 0;
 }
 
 bool expert_width_of(const gguf::model & m, const layout & lay, expert_width & out, std::string & err) {
@@ -197,11 +249,30 @@ bool expert_width_of(const gguf::model & m, const layout & lay, expert_width & o
     }
     std::string shared;
     int64_t S = 0;
-    if (!shared_experts_of(m, lay.arch, n_ff, S, shared, err)) return false;
+    bool cut = false;
+    if (!shared_experts_of(m, lay, n_ff, S, cut, shared, err)) return false;
     if (!shared.empty()) return refuse(shared);
+    if (cut) {   // ffn_down_shexp is requantised as ffn_down_exps: its blocks bound K too
+        for (int layer : lay.moe_layers) {
+            const gguf::tensor_info & t = *by_name.at("blk." + std::to_string(layer) + ".ffn_down_shexp.weight");
+            const gguf::type_info * ti = gguf::find_type((uint32_t) t.type);
+            if (!ti) return refuse(t.name + " has an unknown type " + std::to_string((uint32_t) t.type));
+            if (ti->block_size > out.down_block) {
+                out.down_block = ti->block_size;
+                out.down_type = t.type;
+            }
+        }
+    }
     out.n_ff = n_ff;
     out.shared_width = S;
+    out.shared_cut = cut;
     return true;
+}
+
+bool width_cuts_shared(const gguf::model & m, const layout & lay) {
+    expert_width w;
+    std::string err;
+    return expert_width_of(m, lay, w, err) && w.shared_cut;
 }
 
 std::string shared_width_refusal(int64_t shared_width, int64_t n_ff, int64_t block, int64_t k) {

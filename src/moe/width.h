@@ -20,8 +20,14 @@
 //     compute them as one FFN over the concatenated shared weights, so S
 //     channels are S/K "shared experts" of width K exactly: a cut to K writes
 //     expert_shared_count = S/K and K must divide S (shared_width_refusal);
-//   * llama4 sizes its one shared expert n_ff with no count key, and every
-//     other arch with shared experts is unchecked: refused.
+//   * llama4 sizes its one shared expert n_ff with no key of its own, so a
+//     cut to K cuts it to K too (expert_width::shared_cut): it keeps the
+//     plan's shared channels (plan_layer::shared_channels), rows of
+//     ffn_gate_shexp / ffn_up_shexp and columns of ffn_down_shexp,
+//     requantised as ffn_down_exps is (whose blocks then bound K as well).
+//     Its tensors must be the three 2-D weights of width n_ff in every MoE
+//     layer, as the loader creates them;
+//   * every other arch with shared experts is unchecked: refused.
 //
 // Core library: no llama.cpp / ggml dependency.
 #pragma once
@@ -36,7 +42,7 @@ namespace reap::moe {
 
 struct expert_width {
     int64_t          n_ff = 0;          // <arch>.expert_feed_forward_length (0 when refused)
-    int64_t          down_block = 1;    // the largest block size among the ffn_down_exps types
+    int64_t          down_block = 1;    // the largest block size among the ffn_down_exps (and cut ffn_down_shexp) types
     gguf::tensor_type down_type = gguf::tensor_type::F32;  // the type with that block size (for messages)
     std::string      refusal;           // why the model cannot be cut in width; "" when it can
     // S, the width of the shared experts llama.cpp sizes as n_ff x
@@ -55,6 +61,10 @@ struct expert_width {
 // `err`) only for a key of the wrong type.
 bool expert_width_of(const gguf::model & m, const layout & lay, expert_width & out, std::string & err);
 
+// Whether a width cut of `m` cuts its shared expert too: expert_width_of's
+// shared_cut (false where the model cannot be cut or its key is malformed).
+bool width_cuts_shared(const gguf::model & m, const layout & lay);
+
 // The KV key of the experts' width: "<arch>.expert_feed_forward_length".
 std::string expert_width_key(const std::string & arch);
 // The KV key of the shared experts' count: "<arch>.expert_shared_count".
@@ -66,10 +76,21 @@ std::string expert_shared_count_key(const std::string & arch);
 // are multiples of `block` (the down projections' block size).
 std::string shared_width_refusal(int64_t shared_width, int64_t n_ff, int64_t block, int64_t k);
 
-// Whether the tensor named `base` ("ffn_gate_exps", ...) with suffix "weight"
-// or "bias" keeps rows (gate, up) in a width cut; down's weight loses
-// columns; everything else is unchanged.
-bool width_keeps_rows(const std::string & name);
-bool width_cuts_columns(const std::string & name);
+// Whether tensor `name` ("blk.L.<base>.<suffix>") keeps rows in a width cut:
+// ffn_gate_exps / ffn_up_exps weights and biases and, when the model's shared
+// expert is cut with them (`shared_cut`, expert_width::shared_cut: llama4),
+// ffn_gate_shexp / ffn_up_shexp weights; whether it loses columns:
+// ffn_down_exps's weight and, with `shared_cut`, ffn_down_shexp's.
+// Everything else is unchanged. The one rule of which tensors a cut touches.
+bool width_keeps_rows(const std::string & name, bool shared_cut);
+bool width_cuts_columns(const std::string & name, bool shared_cut);
+// Whether `name` is a shared-expert tensor ("..._shexp"): one matrix, where
+// the routed ones hold one per expert.
+bool width_is_shared(const std::string & name);
+// The dimension of a tensor a width cut touches (width_keeps_rows /
+// width_cuts_columns) that holds its channels: 1 for a gate/up weight
+// ([n_embd, n_ff, ...]), 0 for down's weight ([n_ff, n_embd, ...]) and the
+// gate/up biases ([n_ff, n_expert]).
+int width_channel_dim(const std::string & name);
 
 }  // namespace reap::moe

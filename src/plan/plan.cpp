@@ -228,6 +228,29 @@ bool parse_channel_bitmap(const std::string & s, int64_t n_ff, int64_t K, std::v
 
 namespace {
 
+// A width plan layer's optional "shared_channel_bitmap" (version 3 and later):
+// the K channels of the shared expert cut with the routed ones (llama4), one
+// bitmap as channel_bitmaps. Whether the model needs it is validate_plan's.
+bool parse_shared_channels(const json & l, const std::string & kwho, int64_t version, const plan & p, plan_layer & pl,
+                           std::string & err) {
+    auto it = l.find("shared_channel_bitmap");
+    if (it == l.end()) return true;
+    const std::string swho = kwho + ": shared_channel_bitmap";
+    if (version < 3) {
+        err = swho + " in a version " + std::to_string(version) + " plan (shared-expert channels are version 3 or later)";
+        return false;
+    }
+    if (!it->is_string()) {
+        err = swho + " must be a string, not " + std::string(json_type_name(*it));
+        return false;
+    }
+    if (!parse_channel_bitmap(it->get_ref<const std::string &>(), p.width_n_ff, p.width_keep, pl.shared_channels, err)) {
+        err = swho + " " + err;
+        return false;
+    }
+    return true;
+}
+
 // A layer's channel lists (width plans only): n_keep of them, each width_keep
 // source channels in [0, width_n_ff), ascending without repeats. Version 2
 // lists them ("channels": arrays of ids), version 3 and later as bitmaps
@@ -244,7 +267,7 @@ bool parse_channels(const json & l, const std::string & kwho, int64_t version, c
     }
     auto it = l.find(name);
     if (!p.has_width()) {
-        for (const char * f : {"channels", "channel_bitmaps"}) {
+        for (const char * f : {"channels", "channel_bitmaps", "shared_channel_bitmap"}) {
             if (l.contains(f)) {
                 err = kwho + ": \"" + f + "\" in a plan without \"width\"";
                 return false;
@@ -252,6 +275,7 @@ bool parse_channels(const json & l, const std::string & kwho, int64_t version, c
         }
         return true;
     }
+    if (!parse_shared_channels(l, kwho, version, p, pl, err)) return false;
     if (it == l.end()) {
         err = kwho + ": missing field \"" + name + "\" (the plan cuts width: every kept expert lists its channels)";
         return false;
@@ -592,6 +616,7 @@ json plan_to_json(const plan & p) {
             json bitmaps = json::array();
             for (const auto & ch : l.channels) bitmaps.push_back(channel_bitmap(ch, p.width_n_ff));
             entry["channel_bitmaps"] = std::move(bitmaps);
+            if (!l.shared_channels.empty()) entry["shared_channel_bitmap"] = channel_bitmap(l.shared_channels, p.width_n_ff);
         }
         layers.push_back(std::move(entry));
     }
@@ -631,6 +656,9 @@ std::string plan_text(const plan & p) {
                 s += "      " + reap::util::json_text(ch[e]) + (e + 1 < ch.size() ? ",\n" : "\n");
             }
             s += "    ]";
+            if (layers[i].contains("shared_channel_bitmap")) {
+                s += ", \"shared_channel_bitmap\": " + reap::util::json_text(layers[i]["shared_channel_bitmap"]);
+            }
         }
         s += "}";
         s += i + 1 < layers.size() ? ",\n" : "\n";
@@ -684,6 +712,7 @@ plan_model_facts facts_of(const moe::layout & lay, const gguf::model & m) {
         f.down_type_name = gguf::type_name(w.down_type);
         f.width_refusal = w.refusal;
         f.shared_width = w.shared_width;
+        f.shared_cut = w.shared_cut;
     }
     return f;
 }
@@ -708,10 +737,43 @@ std::string width_refusal(int64_t k, const plan_model_facts & m) {
     return why.empty() ? moe::shared_width_refusal(m.shared_width, m.n_ff_exp, m.down_block, k) : why;
 }
 
+// Whether `ch` is K ascending channels in [0, n_ff).
+bool channel_list_ok(const std::vector<int64_t> & ch, int64_t n_ff, int64_t K) {
+    bool ok = int64_t(ch.size()) == K;
+    for (size_t j = 0; ok && j < ch.size(); ++j) ok = ch[j] >= 0 && ch[j] < n_ff && (j == 0 || ch[j] > ch[j - 1]);
+    return ok;
+}
+
+// A layer's shared channels: K of them exactly when the model's shared
+// expert is cut with the routed ones (llama4), none otherwise.
+bool validate_shared_channels(const plan & p, const plan_model_facts & m, const plan_layer & l, std::string & err) {
+    const std::string lwho = "plan: layer " + std::to_string(l.layer);
+    const bool want = p.has_width() && m.shared_cut;
+    if (!want && !l.shared_channels.empty()) {
+        err = lwho + ": lists shared-expert channels, but " +
+              (p.has_width() ? "the model's shared experts (if any) are not cut in width"
+                             : std::string("the plan does not cut width"));
+        return false;
+    }
+    if (want && !channel_list_ok(l.shared_channels, p.width_n_ff, p.width_keep)) {
+        err = lwho + (l.shared_channels.empty() ? ": lists no shared-expert channels" : ": shared-expert channels") +
+              " (llama.cpp's " + m.arch + " loader sizes its shared expert with the routed experts' width, so a width plan "
+              "keeps " + std::to_string(p.width_keep) + " ascending channels of it in [0, " + std::to_string(p.width_n_ff) +
+              ") in every MoE layer)";
+        return false;
+    }
+    return true;
+}
+
 // The width part of validate_plan: the plan's n_ff is the model's and K suits
 // the down tensors' blocks.
 bool validate_width(const plan & p, const plan_model_facts & m, std::string & err) {
-    if (!p.has_width()) return true;
+    if (!p.has_width()) {
+        for (const plan_layer & l : p.layers) {
+            if (!validate_shared_channels(p, m, l, err)) return false;
+        }
+        return true;
+    }
     if (m.n_ff_exp <= 0) {
         err = "plan: cuts expert width, but " + (m.width_refusal.empty() ? std::string("the model's expert width is unknown")
                                                                          : m.width_refusal);
@@ -734,17 +796,13 @@ bool validate_width(const plan & p, const plan_model_facts & m, std::string & er
             return false;
         }
         for (size_t i = 0; i < l.channels.size(); ++i) {
-            const std::vector<int64_t> & ch = l.channels[i];
-            bool ok = int64_t(ch.size()) == p.width_keep;
-            for (size_t j = 0; ok && j < ch.size(); ++j) {
-                ok = ch[j] >= 0 && ch[j] < p.width_n_ff && (j == 0 || ch[j] > ch[j - 1]);
-            }
-            if (!ok) {
+            if (!channel_list_ok(l.channels[i], p.width_n_ff, p.width_keep)) {
                 err = lwho + ": channels[" + std::to_string(i) + "] must be " + std::to_string(p.width_keep) +
                       " ascending channels in [0, " + std::to_string(p.width_n_ff) + ")";
                 return false;
             }
         }
+        if (!validate_shared_channels(p, m, l, err)) return false;
     }
     return true;
 }

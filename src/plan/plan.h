@@ -27,6 +27,12 @@
 // nibble first): byte b holds channels 8b .. 8b+7, bit j (value 1 << j) set
 // when channel 8b + j is kept; bits past n_ff are zero, exactly K are set.
 //
+// A model whose one shared expert is cut with the routed experts (llama4,
+// moe::expert_width::shared_cut) also gives, in every layer object, the K
+// channels of its shared expert as one bitmap of the same format:
+//
+//     {"layer": 3, "keep": [...], "channel_bitmaps": [...], "shared_channel_bitmap": "5a0f..."}
+//
 // width.n_ff is the source's <arch>.expert_feed_forward_length, width.keep
 // (K) the output's: one width for every expert of the model (GGUF has one
 // key). channels[i] lists the K source channels (rows of gate/up, columns of
@@ -47,7 +53,8 @@
 //     n_expert_used <= n_keep <= n_expert, a width plan's n_ff equal to the
 //     model's expert width and K a multiple of the block size of every expert
 //     down tensor's type (its columns are requantised in blocks of that
-//     size), and for group-limited routers
+//     size), shared channels in every layer exactly when the model's shared
+//     expert is cut with the routed ones (plan_model_facts::shared_cut), and for group-limited routers
 //     (<arch>.expert_group_count > 1) the same number kept in every group, the
 //     experts of each group kept together in group order (llama.cpp assigns
 //     output expert i to group i / (n_keep / n_group)), at least 2 per group
@@ -138,8 +145,10 @@ struct plan {
 // field, or a count of lists other than n_keep; a list whose length is not K,
 // a channel out of [0, n_ff), not ascending or repeated (version 2); a bitmap
 // that is not a string of 2 * ceil(n_ff / 8) hex digits, sets a bit past
-// n_ff or other than K bits (version 3); "width" in a version 1 plan, channels
-// in a plan without "width". Unknown top-level keys are ignored (forward
+// n_ff or other than K bits (version 3), and so a "shared_channel_bitmap";
+// "width" in a version 1 plan, channels (shared ones too) in a plan without
+// "width", "shared_channel_bitmap" before version 3. Whether a model needs
+// shared channels is validate_plan's. Unknown top-level keys are ignored (forward
 // compatibility); "provenance" is optional (default {}).
 bool parse_plan(const std::string & text, const std::string & name, plan & out, std::string & err);
 
@@ -223,6 +232,9 @@ struct plan_model_facts {
     std::string      width_refusal;
     // S of shared experts kept whole by their count (moe::expert_width); K must divide it
     int64_t          shared_width = 0;
+    // the one shared expert is cut with the routed experts (llama4,
+    // moe::expert_width::shared_cut): a width plan lists its shared_channels
+    bool             shared_cut = false;
 };
 
 // Facts from a classified layout (moe::classify); the width facts stay unset.

@@ -67,12 +67,16 @@ bool setup_width(const ranked_model & rm, const std::string & saliency_name, con
     if (!archive_channel_scores(rm.archive, saliency_name, rm.rank.opts.domains, w.by, w.facts.n_ff_exp, w.scores, msg)) {
         return util::fail_with(err, error_kind::input, flag + ": " + msg);
     }
+    if (w.facts.shared_cut && !archive_shared_channel_scores(rm.archive, saliency_name, rm.rank.opts.domains, w.by,
+                                                             w.facts.n_ff_exp, w.shared_scores, msg)) {
+        return util::fail_with(err, error_kind::input, flag + ": " + msg);
+    }
     out = std::move(w);
     return true;
 }
 
 bool cut_plan_width(const width_setup & w, int64_t K, plan & p, std::string & err) {
-    if (!add_width(p, w.facts.n_ff_exp, K, w.scores, err)) return false;
+    if (!add_width(p, w.facts.n_ff_exp, K, w.scores, err, w.shared_scores)) return false;
     if (!validate_plan(p, w.facts, err)) return false;
     p.provenance["channel_score"] = channel_score_name(w.by);
     if (w.cut.down_type) {   // the size predicted is that of prune --down-type with this type

@@ -59,6 +59,7 @@ struct width_setup {
     moe::width_cut   cut;                       // n_ff and the down type; keep 0
     channel_score    by = channel_score::reap;  // what ranks the channels
     channel_scores   scores;                    // the archive's, summed over the ranking's domains
+    shared_channel_scores shared_scores;        // the same for the shared expert (facts.shared_cut only)
 };
 
 // Sets up width cuts of rm's model to each K of `widths`: `down_type` "" =
@@ -67,7 +68,9 @@ struct width_setup {
 // width, the type is unknown or a K is refused (K in [1, n_ff], a multiple
 // of the down type's block; checked before the archive), and (input) when
 // the archive has no usable channel scores (archive_channel_scores'
-// messages, naming `saliency_name`). Messages start with `flag` (the option
+// messages, naming `saliency_name`; for a model whose shared expert is cut
+// with the routed ones, llama4, also archive_shared_channel_scores'). Messages
+// start with `flag` (the option
 // asked, "--width 16"), --down-type's with "--down-type".
 bool setup_width(const ranked_model & rm, const std::string & saliency_name, const std::string & down_type,
                  std::optional<channel_score> by, const std::vector<int64_t> & widths, const std::string & flag,

@@ -22,7 +22,8 @@ std::vector<int64_t> top_channels(const std::vector<double> & scores, int64_t K)
     return ids;
 }
 
-bool add_width(plan & p, int64_t n_ff, int64_t K, const channel_scores & scores, std::string & err) {
+bool add_width(plan & p, int64_t n_ff, int64_t K, const channel_scores & scores, std::string & err,
+               const shared_channel_scores & shared) {
     if (K < 1 || K > n_ff) {
         err = "width " + std::to_string(K) + " out of range [1, " + std::to_string(n_ff) + "]";
         return false;
@@ -39,6 +40,15 @@ bool add_width(plan & p, int64_t n_ff, int64_t K, const channel_scores & scores,
             }
             l.channels.push_back(top_channels(s, K));
         }
+        l.shared_channels.clear();
+        if (!shared) continue;
+        if (!shared(l.layer, s, err)) return false;
+        if (int64_t(s.size()) != n_ff) {
+            err = "layer " + std::to_string(l.layer) + " shared expert: " + std::to_string(s.size()) +
+                  " channel scores, it has " + std::to_string(n_ff) + " channels";
+            return false;
+        }
+        l.shared_channels = top_channels(s, K);
     }
     p.width_n_ff = n_ff;
     p.width_keep = K;
@@ -98,6 +108,40 @@ bool archive_channel_scores(const saliency::archive & a, const std::string & arc
         }
         // archive::channel_index(layer, expert, 0); the callback outlives `a`
         const size_t at = (size_t(layer) * size_t(n_expert) + size_t(expert)) * width;
+        scores.assign(values->begin() + std::ptrdiff_t(at), values->begin() + std::ptrdiff_t(at + width));
+        return true;
+    };
+    return true;
+}
+
+bool archive_shared_channel_scores(const saliency::archive & a, const std::string & archive_name,
+                                   const std::vector<std::string> & domains, channel_score which, int64_t n_ff,
+                                   shared_channel_scores & out, std::string & err) {
+    channel_scores routed;   // the archive's channel checks (width, metric set), one rule
+    if (!archive_channel_scores(a, archive_name, domains, which, n_ff, routed, err)) return false;
+    if (!a.has_shared_channels) {
+        err = archive_name + " has no channel scores of the shared expert (the input of ffn_down_shexp); the model's "
+              "shared expert is as wide as its routed experts and is cut with them, ranked by them. Make the archive "
+              "again with `reap calibrate --width-saliency` or `reap imatrix --width-saliency` (from an imatrix with "
+              "ffn_down_shexp entries)";
+        return false;
+    }
+    auto sum = std::make_shared<saliency::domain_stats>();
+    if (!saliency::sum_domains(a, domains, *sum, err)) return false;
+    auto values = std::shared_ptr<const std::vector<double>>(sum, which == channel_score::reap ? &sum->sh_reap : &sum->sh_energy);
+    if (values->size() != a.n_shared_channel_values()) {
+        err = archive_name + ": the summed shared-expert channel scores hold " + std::to_string(values->size()) +
+              " values, expected " + std::to_string(a.n_shared_channel_values());
+        return false;
+    }
+    const std::vector<int> moe_layers = a.model.moe_layers;
+    const uint32_t width = a.n_ff;
+    out = [values, moe_layers, width, archive_name](int layer, std::vector<double> & scores, std::string & msg) {
+        if (!std::binary_search(moe_layers.begin(), moe_layers.end(), layer)) {
+            msg = archive_name + " has no shared-expert channel scores for layer " + std::to_string(layer);
+            return false;
+        }
+        const size_t at = size_t(layer) * width;   // archive::shared_channel_index(layer, 0); the callback outlives `a`
         scores.assign(values->begin() + std::ptrdiff_t(at), values->begin() + std::ptrdiff_t(at + width));
         return true;
     };

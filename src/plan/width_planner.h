@@ -6,7 +6,10 @@
 // lower channel id), listed ascending. Where the scores come from is the
 // caller's: the saliency archive's channel scores (archive_channel_scores:
 // REAP-style Σg·|a_c|·‖W_down[:,c]‖ or the energy Σa_c², summed over the
-// plan's domains as the expert scores are); a test's own values.
+// plan's domains as the expert scores are); a test's own values. A model
+// whose one shared expert is cut with the routed experts (llama4) keeps its
+// K best shared channels by the archive's shared-expert statistics of the
+// same metric (sh_reap / sh_energy).
 //
 // Core library: no llama.cpp dependency. Errors are values.
 #pragma once
@@ -30,11 +33,17 @@ using channel_scores = std::function<bool(int layer, int64_t expert, std::vector
 // a NaN ranks last), ascending.
 std::vector<int64_t> top_channels(const std::vector<double> & scores, int64_t K);
 
+// The scores of the one shared expert of MoE layer `layer` (llama4, cut with
+// the routed experts: moe::expert_width::shared_cut): n_ff values.
+using shared_channel_scores = std::function<bool(int layer, std::vector<double> & scores, std::string & err)>;
+
 // Makes `p` (an expert plan: its keep lists) a width plan of width K out of
-// n_ff, each kept expert's channels from `scores`. Fails when K is outside
-// [1, n_ff] or a score vector does not have n_ff values (naming layer and
-// expert).
-bool add_width(plan & p, int64_t n_ff, int64_t K, const channel_scores & scores, std::string & err);
+// n_ff, each kept expert's channels from `scores`, and, when `shared` is
+// set, each layer's shared_channels (the shared expert's K best) from it.
+// Fails when K is outside [1, n_ff] or a score vector does not have n_ff
+// values (naming layer and expert).
+bool add_width(plan & p, int64_t n_ff, int64_t K, const channel_scores & scores, std::string & err,
+               const shared_channel_scores & shared = nullptr);
 
 // Which of the archive's channel statistics ranks the channels.
 enum class channel_score {
@@ -61,5 +70,15 @@ channel_score default_channel_score(saliency::metric_set ms);
 bool archive_channel_scores(const saliency::archive & a, const std::string & archive_name,
                             const std::vector<std::string> & domains, channel_score which, int64_t n_ff,
                             channel_scores & out, std::string & err);
+
+// The shared expert's channel scores of archive `a` (its sh_energy / sh_reap
+// by `which`, the same metric as the routed channels', summed over `domains`
+// as archive_channel_scores sums), for a model whose shared expert is cut
+// with the routed experts (llama4). Fails, saying how to make one, when the
+// archive has no shared-expert statistics (archive::has_shared_channels),
+// and as archive_channel_scores does otherwise.
+bool archive_shared_channel_scores(const saliency::archive & a, const std::string & archive_name,
+                                   const std::vector<std::string> & domains, channel_score which, int64_t n_ff,
+                                   shared_channel_scores & out, std::string & err);
 
 }  // namespace reap::planner

@@ -59,13 +59,38 @@ static bool width_channels_of(const std::string & head, const std::string & name
                               const plan_layer & pl, int layer, const std::vector<std::vector<int64_t>> *& channels,
                               std::string & err) {
     channels = nullptr;
-    if (!p.has_width() || !moe::width_cuts_columns(name)) return true;
+    if (!p.has_width() || !moe::width_cuts_columns(name, false)) return true;
     if (t.ne[0] != p.width_n_ff || pl.channels.size() != pl.keep.size()) {
         err = head + ": entry '" + name + "' has " + std::to_string(t.ne[0]) + " channels per expert, the plan cuts " +
               std::to_string(p.width_n_ff) + "-channel experts (layer " + std::to_string(layer) + ")";
         return false;
     }
     channels = &pl.channels;
+    return true;
+}
+
+// The shared expert's down entry of a width plan that cuts it (llama4): one
+// matrix of n_ff values, cut to the layer's shared channels as a kept expert's.
+static bool add_shared_down(const std::string & head, const std::string & name, const gguf::tensor_info & t,
+                            const saliency::imatrix_entry & en, bool legacy, const plan & p, int layer, imatrix_slice & out,
+                            std::string & err) {
+    static const std::vector<int64_t> k_one_matrix{0};
+    const plan_layer * pl = p.find_layer(layer);
+    if (t.ne[0] != p.width_n_ff || en.n_values != t.ne[0] || (!legacy && en.n_mat != 1)) {
+        err = head + " is for another model: entry '" + name + "' has " + std::to_string(en.n_values) +
+              " values, the model's tensor has shape " + t.shape_string() + " and the plan cuts " +
+              std::to_string(p.width_n_ff) + "-channel experts";
+        return false;
+    }
+    if (!pl || int64_t(pl->shared_channels.size()) != p.width_keep) {
+        err = "the plan has no shared-expert channels for layer " + std::to_string(layer) + " (entry '" + name + "')";
+        return false;
+    }
+    out.shared_lists.push_back({pl->shared_channels});
+    out.sliced.push_back(name);
+    out.keep.push_back(&k_one_matrix);
+    out.channels.push_back(&out.shared_lists.back());
+    out.n_mat.push_back(1);
     return true;
 }
 
@@ -77,6 +102,7 @@ bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, 
     if (!saliency::read_imatrix(path, out.file, err, lay.n_expert)) return false;
     const saliency::imatrix_file & f = out.file;
     const std::string head = "imatrix '" + path + "'";
+    const bool shared_cut = p.has_width() && moe::width_cuts_shared(model, lay);
 
     // Which entries carry the expert axis: the layout table says, per model tensor.
     std::map<int, std::vector<std::string>> layer_entries;   // MoE layer -> its expert entries present
@@ -107,7 +133,10 @@ bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, 
             out.sliced.push_back(name);
             out.keep.push_back(&pl->keep);
             out.channels.push_back(channels);
+            out.n_mat.push_back(lay.n_expert);
             layer_entries[role.layer].push_back(name);
+        } else if (shared_cut && moe::width_is_shared(name) && moe::width_cuts_columns(name, true)) {
+            if (!add_shared_down(head, name, *t, en, f.legacy, p, role.layer, out, err)) return false;
         } else if (role.slice != moe::slice_kind::none && role.kind != moe::tensor_kind::router_weight) {
             // (the router's entry is per input channel: its expert axis is the output rows, untouched)
             err = head + ": entry '" + name + "' is for a per-expert " + moe::kind_name(role.kind) +
@@ -191,13 +220,14 @@ namespace {
 bool read_expert_values(const imatrix_slice & s, size_t i, int64_t e, std::vector<float> & row, std::string & err) {
     const std::string & name = s.sliced[i];
     const saliency::imatrix_entry & en = s.file.entries.at(name);
-    const uint64_t per = (uint64_t) en.n_values / (uint64_t) s.n_expert;
+    const int64_t n_mat = s.n_mat[i];
+    const uint64_t per = (uint64_t) en.n_values / (uint64_t) n_mat;
     row.assign(per, 0.0f);
     if (!s.file.legacy) {
         const gguf::tensor_info * t = s.gguf_source.find_tensor(name + ".in_sum2");
-        if (!t || t->type != gguf::tensor_type::F32 || (uint64_t) t->ne[0] != per || t->ne[1] != s.n_expert) {
+        if (!t || t->type != gguf::tensor_type::F32 || (uint64_t) t->ne[0] != per || t->ne[1] != n_mat) {
             err = "imatrix '" + s.source_path + "': entry '" + name + ".in_sum2' is not [" + std::to_string(per) + ", " +
-                  std::to_string(s.n_expert) + "] f32 (changed since it was read?)";
+                  std::to_string(n_mat) + "] f32 (changed since it was read?)";
             return false;
         }
         return gguf::read_tensor_bytes(s.gguf_source, *t, (uint64_t) e * per * sizeof(float), per * sizeof(float),
@@ -374,8 +404,8 @@ bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool 
             continue;
         }
         const std::vector<int64_t> & keep = *s.keep[it->second];
-        // n_expert slabs of nval / n_expert values (prepare checked nval against the model)
-        const uint64_t per = nval / (uint64_t) s.n_expert;
+        // n_mat slabs of nval / n_mat values (prepare checked nval against the model)
+        const uint64_t per = nval / (uint64_t) s.n_mat[it->second];
         if (const auto * channels = s.channels[it->second]) {
             // a down entry of a width plan: each kept expert's kept channels
             const uint64_t K = channels->empty() ? 0 : (uint64_t) channels->front().size();

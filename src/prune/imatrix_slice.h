@@ -20,6 +20,9 @@
 //   GGUF    `W.in_sum2` -> [K, n_keep] (values copied as they are), counts as above;
 //   legacy  n_keep * K values (nval updated);
 // gate/up entries are per d_model input channel: cut along the experts only.
+// A shared expert cut with the routed ones (llama4, moe::width_cuts_shared)
+// has its down entry (ffn_down_shexp: one matrix) cut to the layer's
+// shared_channels the same way, its gate/up entries copied.
 // Every other entry (the router's too: an entry is per input channel, and the
 // router's expert axis is its output rows), every KV and the legacy trailer (chunk count, dataset)
 // are copied unchanged, in the source's order. The output is written through
@@ -49,6 +52,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -87,6 +91,11 @@ struct imatrix_slice {
     // entries only; else nullptr) the channel lists of its layer
     std::vector<const std::vector<int64_t> *> keep;
     std::vector<const std::vector<std::vector<int64_t>> *> channels;
+    // per sliced entry: its matrices (n_expert; 1 for a shared expert's down
+    // entry cut in width, whose keep list is {0} and channel list the layer's
+    // shared channels, held in shared_lists)
+    std::vector<int64_t> n_mat;
+    std::deque<std::vector<std::vector<int64_t>>> shared_lists;
     gguf::model             gguf_source;  // the source opened as GGUF (not legacy): where values are read
     coverage_receipt        coverage;
 };

@@ -8,6 +8,8 @@
 #include "util/file.h"
 #include "util/path.h"
 
+#include <algorithm>
+
 namespace reap::prune {
 
 using util::error_kind;
@@ -20,9 +22,10 @@ namespace {
 // down type that needs one without --imatrix is a usage error naming it.
 bool read_width_importance(prune_job & job, util::error & err) {
     const prune_request & req = job.req;
+    const bool shared_cut = moe::width_cuts_shared(job.model, job.lay);
     if (req.imatrix.empty()) {
         for (const gguf::tensor_info & t : job.model.tensors) {
-            if (!moe::width_cuts_columns(t.name)) continue;
+            if (!moe::width_cuts_columns(t.name, shared_cut)) continue;
             const gguf::tensor_type type = width_down_type(t, job.width);
             if (!needs_importance(type)) continue;
             return fail_with(err, error_kind::usage,
@@ -37,6 +40,16 @@ bool read_width_importance(prune_job & job, util::error & err) {
         return fail_with(err, error_kind::input, msg);
     }
     const imatrix_slice & s = job.islice;
+    // a shared expert's down entry is no expert entry (prepare requires those): checked here where its type needs it
+    for (const gguf::tensor_info & t : job.model.tensors) {
+        if (!shared_cut || !moe::width_is_shared(t.name) || !moe::width_cuts_columns(t.name, true)) continue;
+        const gguf::tensor_type type = width_down_type(t, job.width);
+        if (needs_importance(type) && std::find(s.sliced.begin(), s.sliced.end(), t.name) == s.sliced.end()) {
+            return fail_with(err, error_kind::input,
+                             "imatrix '" + req.imatrix + "' has no entry '" + t.name + "': quantising the shared expert's cut "
+                             "down projection to " + gguf::type_name(type) + " needs it");
+        }
+    }
     job.width.importance = [&s](const std::string & down, size_t k, std::vector<float> & w, std::string & e) {
         return kept_importance(s, down, k, w, e);
     };

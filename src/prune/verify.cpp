@@ -229,57 +229,47 @@ bool check_kvs(const gguf::model & src, const gguf::model & out, const moe::layo
     return check_kept_ids(out, lay, p, rep, err);
 }
 
-// A tensor a width plan cuts (s in the source, o in the output): gate/up rows
-// (bias elements) of the kept channels byte for byte; down rows against a
-// fresh requantisation of the kept columns to the output's type.
-bool check_width_tensor(const gguf::model & src, const gguf::model & out, const gguf::tensor_info & s,
-                        const gguf::tensor_info & o, const plan_layer & pl, const plan & p, int64_t n_expert, comparer & cmp,
-                        const verify_options & opts, verify_report & rep, std::string & err) {
+// gate/up rows (bias elements) of the kept channels of every matrix `mats`, byte for byte.
+bool check_width_rows(const gguf::model & src, const gguf::model & out, const gguf::tensor_info & s,
+                      const gguf::tensor_info & o, const width_matrices & mats, const plan & p, int64_t n_mat, comparer & cmp,
+                      std::string & err) {
     const std::string who = "tensor '" + s.name + "'";
-    const bool down = moe::width_cuts_columns(s.name);
-    const bool bias = !down && s.n_dims == 2;
-    const int width_dim = down || bias ? 0 : 1;
-    int64_t ne_want[4] = {s.ne[0], s.ne[1], s.ne[2], s.ne[3]};
-    ne_want[width_dim] = p.width_keep;
-    ne_want[bias ? 1 : 2] = p.n_keep;
-    bool shape_ok = o.n_dims == s.n_dims;
-    for (int d = 0; d < 4; ++d) shape_ok = shape_ok && o.ne[d] == ne_want[d];
-    if (!shape_ok) {
-        gguf::tensor_info w = s;
-        for (int d = 0; d < 4; ++d) w.ne[d] = ne_want[d];
-        err = who + ": shape " + o.shape_string() + " in the output, " + w.shape_string() + " expected (width " +
-              std::to_string(p.width_keep) + ")";
+    if (o.type != s.type) {
+        err = who + ": type " + std::string(gguf::type_name(o.type)) + " in the output, " + gguf::type_name(s.type) + " in the source";
         return false;
     }
-    if (!down) {
-        if (o.type != s.type) {
-            err = who + ": type " + std::string(gguf::type_name(o.type)) + " in the output, " + gguf::type_name(s.type) + " in the source";
-            return false;
-        }
-        const uint64_t per_expert = s.nbytes / uint64_t(n_expert), row = per_expert / uint64_t(p.width_n_ff);
-        if (o.nbytes != row * uint64_t(p.width_keep) * uint64_t(p.n_keep)) {
-            err = who + ": " + std::to_string(o.nbytes) + " bytes in the output, " +
-                  std::to_string(row * uint64_t(p.width_keep) * uint64_t(p.n_keep)) + " expected";
-            return false;
-        }
-        for (size_t k = 0; k < pl.keep.size(); ++k) {
-            for (size_t j = 0; j < pl.channels[k].size(); ++j) {
-                const uint64_t at_src = s.file_offset + uint64_t(pl.keep[k]) * per_expert + uint64_t(pl.channels[k][j]) * row;
-                const uint64_t at_out = o.file_offset + (k * pl.channels[k].size() + j) * row;
-                uint64_t diff = 0;
-                if (!cmp.same(src.path_of(s), at_src, out.path_of(o), at_out, row, diff, err)) {
-                    if (err.empty()) {
-                        err = who + ": output expert " + std::to_string(k) + " (source expert " + std::to_string(pl.keep[k]) +
-                              ") channel " + std::to_string(j) + " (source channel " + std::to_string(pl.channels[k][j]) +
-                              ") differs at byte " + std::to_string(diff) + " of its row";
-                    }
-                    return false;
+    const uint64_t per_expert = s.nbytes / uint64_t(n_mat), row = per_expert / uint64_t(p.width_n_ff);
+    if (o.nbytes != row * uint64_t(p.width_keep) * uint64_t(mats.size())) {
+        err = who + ": " + std::to_string(o.nbytes) + " bytes in the output, " +
+              std::to_string(row * uint64_t(p.width_keep) * uint64_t(mats.size())) + " expected";
+        return false;
+    }
+    for (size_t k = 0; k < mats.size(); ++k) {
+        const std::vector<int64_t> & ch = mats.channels(k);
+        for (size_t j = 0; j < ch.size(); ++j) {
+            const uint64_t at_src = s.file_offset + uint64_t(mats.source(k)) * per_expert + uint64_t(ch[j]) * row;
+            const uint64_t at_out = o.file_offset + (k * ch.size() + j) * row;
+            uint64_t diff = 0;
+            if (!cmp.same(src.path_of(s), at_src, out.path_of(o), at_out, row, diff, err)) {
+                if (err.empty()) {
+                    err = who + ": " + (mats.shared ? std::string("shared expert") : "output expert " + std::to_string(k) +
+                                                                                      " (source expert " + std::to_string(mats.source(k)) + ")") +
+                          " channel " + std::to_string(j) + " (source channel " + std::to_string(ch[j]) + ") differs at byte " +
+                          std::to_string(diff) + " of its row";
                 }
+                return false;
             }
         }
-        return true;
     }
-    const uint64_t per_out = o.nbytes / uint64_t(p.n_keep);
+    return true;
+}
+
+// down: every matrix of `mats` against a fresh requantisation of its kept columns to the output's type.
+bool check_width_down(const gguf::model & src, const gguf::model & out, const gguf::tensor_info & s,
+                      const gguf::tensor_info & o, const width_matrices & mats, const verify_options & opts,
+                      verify_report & rep, std::string & err) {
+    const std::string who = "tensor '" + s.name + "'";
+    const uint64_t per_out = o.nbytes / uint64_t(mats.size());
     const bool weighted = needs_importance(o.type);
     if (weighted && !opts.importance) {
         rep.differs = false;   // not a difference: the audit cannot be made
@@ -289,25 +279,26 @@ bool check_width_tensor(const gguf::model & src, const gguf::model & out, const 
     }
     std::vector<uint8_t> want, got(per_out);
     std::vector<float> w;
-    for (size_t k = 0; k < pl.keep.size(); ++k) {
+    for (size_t k = 0; k < mats.size(); ++k) {
         if (weighted && !opts.importance(s.name, k, w, err)) {
             rep.differs = false;
             return false;
         }
-        if (!requantise_down_expert(src, s, pl.keep[k], pl.channels[k], o.type, want, err, weighted ? &w : nullptr)) {
+        if (!requantise_down_expert(src, s, mats.source(k), mats.channels(k), o.type, want, err, weighted ? &w : nullptr)) {
             return false;
         }
         if (want.size() != per_out) {
-            err = who + ": " + std::to_string(o.nbytes) + " bytes in the output, " + std::to_string(want.size() * p.n_keep) +
-                  " expected (" + std::to_string(p.n_keep) + " experts requantised to " + gguf::type_name(o.type) + ")";
+            err = who + ": " + std::to_string(o.nbytes) + " bytes in the output, " + std::to_string(want.size() * mats.size()) +
+                  " expected (" + std::to_string(mats.size()) + " matrices requantised to " + gguf::type_name(o.type) + ")";
             return false;
         }
         if (!gguf::read_tensor_bytes(out, o, k * per_out, per_out, got.data(), err)) return false;
         if (want != got) {
             size_t i = 0;
             while (want[i] == got[i]) ++i;
-            err = who + ": output expert " + std::to_string(k) + " (source expert " + std::to_string(pl.keep[k]) +
-                  ") differs at byte " + std::to_string(i) + " from the source's kept columns requantised to " +
+            err = who + ": " + (mats.shared ? std::string("the shared expert") : "output expert " + std::to_string(k) +
+                                                                              " (source expert " + std::to_string(mats.source(k)) + ")") +
+                  " differs at byte " + std::to_string(i) + " from the source's kept columns requantised to " +
                   gguf::type_name(o.type);
             return false;
         }
@@ -315,6 +306,39 @@ bool check_width_tensor(const gguf::model & src, const gguf::model & out, const 
     }
     ++rep.n_requantised;
     return true;
+}
+
+// A tensor a width plan cuts (s in the source, o in the output): its shape,
+// then gate/up rows (bias elements) of the kept channels byte for byte, down
+// rows against a fresh requantisation of the kept columns to the output's
+// type. A shared expert cut with the routed ones (llama4) is one matrix with
+// the layer's shared channels.
+bool check_width_tensor(const gguf::model & src, const gguf::model & out, const gguf::tensor_info & s,
+                        const gguf::tensor_info & o, const plan_layer & pl, const plan & p, int64_t n_expert, comparer & cmp,
+                        const verify_options & opts, verify_report & rep, std::string & err) {
+    const std::string who = "tensor '" + s.name + "'";
+    const bool shared = moe::width_is_shared(s.name);
+    const bool down = moe::width_cuts_columns(s.name, shared);
+    const int width_dim = moe::width_channel_dim(s.name);
+    int64_t ne_want[4] = {s.ne[0], s.ne[1], s.ne[2], s.ne[3]};
+    ne_want[width_dim] = p.width_keep;
+    if (!shared) ne_want[s.n_dims - 1] = p.n_keep;   // the expert axis: last (weights [.., .., n_expert], biases [n_ff, n_expert])
+    bool shape_ok = o.n_dims == s.n_dims;
+    for (int d = 0; d < 4; ++d) shape_ok = shape_ok && o.ne[d] == ne_want[d];
+    if (!shape_ok) {
+        gguf::tensor_info w = s;
+        for (int d = 0; d < 4; ++d) w.ne[d] = ne_want[d];
+        err = who + ": shape " + o.shape_string() + " in the output, " + w.shape_string() + " expected (width " +
+              std::to_string(p.width_keep) + ")";
+        return false;
+    }
+    const width_matrices mats{&pl, shared};
+    if (shared && int64_t(pl.shared_channels.size()) != p.width_keep) {
+        err = who + ": layer " + std::to_string(pl.layer) + " has no shared-expert channels in the plan";
+        return false;
+    }
+    if (!down) return check_width_rows(src, out, s, o, mats, p, shared ? 1 : n_expert, cmp, err);
+    return check_width_down(src, out, s, o, mats, opts, rep, err);
 }
 
 bool check_tensors(const gguf::model & src, const gguf::model & out, const moe::layout & lay, const plan & p,
@@ -325,6 +349,7 @@ bool check_tensors(const gguf::model & src, const gguf::model & out, const moe::
         return false;
     }
     comparer cmp;
+    const bool shared_cut = p.has_width() && moe::width_cuts_shared(src, lay);
     for (size_t i = 0; i < src.tensors.size(); ++i) {
         const gguf::tensor_info & s = src.tensors[i];
         const gguf::tensor_info & o = out.tensors[i];
@@ -334,7 +359,7 @@ bool check_tensors(const gguf::model & src, const gguf::model & out, const moe::
             err = "tensor " + std::to_string(i) + " is '" + o.name + "' in the output, '" + s.name + "' in the source";
             return false;
         }
-        if (p.has_width() && (moe::width_keeps_rows(s.name) || moe::width_cuts_columns(s.name))) {
+        if (p.has_width() && (moe::width_keeps_rows(s.name, shared_cut) || moe::width_cuts_columns(s.name, shared_cut))) {
             const plan_layer * pl = p.find_layer(role.layer);
             if (!pl || pl->channels.size() != pl->keep.size()) {
                 err = who + ": layer " + std::to_string(role.layer) + " has no channel lists in the plan";

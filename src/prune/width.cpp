@@ -146,18 +146,21 @@ bool apply_width(const gguf::model & m, const moe::layout & lay, const plan & p,
     const int64_t n_ff = p.width_n_ff;
     // shapes, down's type, the width KV and the stamp: the header rule plan --budget sizes with too
     if (!moe::width_header(m, lay, {n_ff, p.width_keep, o.down_type}, stamp, spec, err)) return false;
+    const bool shared_cut = moe::width_cuts_shared(m, lay);
     for (size_t i = 0; i < m.tensors.size(); ++i) {
         const gguf::tensor_info & t = m.tensors[i];
-        const bool rows = moe::width_keeps_rows(t.name), cols = moe::width_cuts_columns(t.name);
+        const bool rows = moe::width_keeps_rows(t.name, shared_cut), cols = moe::width_cuts_columns(t.name, shared_cut);
         if (!rows && !cols) continue;
         const std::string who = "tensor '" + t.name + "'";
         const plan_layer * pl = p.find_layer(lay.roles[i].layer);
-        if (!pl || pl->channels.size() != pl->keep.size()) {
-            err = who + ": its layer has no channel lists in the plan";
+        // a shared expert is one matrix (keep "expert" 0) with the layer's shared channels
+        const bool shared = moe::width_is_shared(t.name);
+        if (!pl || pl->channels.size() != pl->keep.size() || (shared && int64_t(pl->shared_channels.size()) != p.width_keep)) {
+            err = who + ": its layer has no " + (shared ? "shared-expert channels" : "channel lists") + " in the plan";
             return false;
         }
+        const width_matrices mats{pl, shared};
         gguf::output_tensor & out = spec.tensors[i];
-        const int64_t n_expert = lay.n_expert;
         if (cols) {
             // checked now, requantised when written (its size is known from type and shape: a dry run makes none of it)
             const gguf::tensor_type type = width_down_type(t, o);
@@ -165,14 +168,16 @@ bool apply_width(const gguf::model & m, const moe::layout & lay, const plan & p,
             if (!check_down_cut(t, p.width_keep, type, weighted, err)) return false;
             out.pieces.clear();
             out.memory.reset();
-            out.produce = [&m, &t, pl, type, importance = weighted ? o.importance : down_importance()](std::vector<uint8_t> & data,
-                                                                                                      std::string & e) {
+            out.produce = [&m, &t, mats, type,
+                           importance = weighted ? o.importance : down_importance()](std::vector<uint8_t> & data, std::string & e) {
                 data.clear();
                 std::vector<uint8_t> one;
                 std::vector<float> w;
-                for (size_t k = 0; k < pl->keep.size(); ++k) {
+                for (size_t k = 0; k < mats.size(); ++k) {
                     if (importance && !importance(t.name, k, w, e)) return false;
-                    if (!requantise_down_expert(m, t, pl->keep[k], pl->channels[k], type, one, e, importance ? &w : nullptr)) return false;
+                    if (!requantise_down_expert(m, t, mats.source(k), mats.channels(k), type, one, e, importance ? &w : nullptr)) {
+                        return false;
+                    }
                     data.insert(data.end(), one.begin(), one.end());
                 }
                 return true;
@@ -180,19 +185,21 @@ bool apply_width(const gguf::model & m, const moe::layout & lay, const plan & p,
             continue;
         }
         // gate / up: rows (weight: ne[1]) or elements (bias: ne[0]) of the kept channels
-        const bool bias = t.n_dims == 2;
-        const uint64_t per_expert = t.nbytes / uint64_t(n_expert);
+        const bool bias = moe::width_channel_dim(t.name) == 0;
+        const int64_t n_mat = shared ? 1 : lay.n_expert;
+        const uint64_t per_expert = t.nbytes / uint64_t(n_mat);
         const uint64_t row_bytes = per_expert / uint64_t(n_ff);
-        if (row_bytes * uint64_t(n_ff) * uint64_t(n_expert) != t.nbytes ||
+        if (row_bytes * uint64_t(n_ff) * uint64_t(n_mat) != t.nbytes ||
             (bias && gguf::find_type(uint32_t(t.type))->block_size != 1)) {
-            err = who + " " + t.shape_string() + " does not hold " + std::to_string(n_ff) + " whole rows per expert";
+            err = who + " " + t.shape_string() + " does not hold " + std::to_string(n_ff) + " whole rows per " +
+                  (shared ? "matrix" : "expert");
             return false;
         }
         out.pieces.clear();
         out.memory.reset();
-        for (size_t k = 0; k < pl->keep.size(); ++k) {
-            add_row_pieces(out.pieces, m.path_of(t), t.file_offset + uint64_t(pl->keep[k]) * per_expert, row_bytes,
-                           pl->channels[k]);
+        for (size_t k = 0; k < mats.size(); ++k) {
+            add_row_pieces(out.pieces, m.path_of(t), t.file_offset + uint64_t(mats.source(k)) * per_expert, row_bytes,
+                           mats.channels(k));
         }
     }
     return true;

@@ -13,6 +13,10 @@
 //     width_options::importance (the source imatrix sliced to the kept
 //     channels, prune/imatrix_slice.h kept_importance) and is refused, naming
 //     the type, without one; other types are quantised without one, as before;
+//   * a shared expert cut with the routed ones (llama4: moe::width_cuts_shared)
+//     is cut the same way to the layer's shared_channels: rows of
+//     ffn_gate_shexp / ffn_up_shexp, ffn_down_shexp requantised as above
+//     (the same type rule, importance from the imatrix's ffn_down_shexp entry);
 //   * <arch>.expert_feed_forward_length becomes K (its value type kept) and,
 //     stamped, reap.width.source_length records the source's width.
 // Everything else is what make_pruned_spec made of it (expert slicing).
@@ -76,6 +80,18 @@ bool requantise_down_expert(const gguf::model & m, const gguf::tensor_info & t, 
 // (requantise_refusal), a source type ggml dequantises, and data that is
 // n_expert slabs of n_rows whole rows. False with `err` naming the tensor.
 bool check_down_cut(const gguf::tensor_info & t, int64_t K, gguf::tensor_type out_type, bool have_importance, std::string & err);
+
+// The matrices of one tensor a width cut touches, in output order: layer
+// `pl`'s kept experts (output k = source expert keep[k], channels[k]) or, for
+// a shared expert's tensor (`shared`), its one matrix (source 0,
+// shared_channels). What the slicer writes and reap verify audits.
+struct width_matrices {
+    const plan_layer * pl = nullptr;
+    bool               shared = false;
+    size_t  size() const { return shared ? 1 : pl->keep.size(); }
+    int64_t source(size_t k) const { return shared ? 0 : pl->keep[k]; }
+    const std::vector<int64_t> & channels(size_t k) const { return shared ? pl->shared_channels : pl->channels[k]; }
+};
 
 // Applies the width cut of plan `p` (validated, has_width()) to `spec`, the
 // expert-sliced output of `m` (make_pruned_spec): shapes, pieces, the width

@@ -604,7 +604,9 @@ bool audit_build(card & c, bool & differs, std::string & err) {
                          " sliced along the expert axis), " + util::group_digits(vr.bytes_compared) + " bytes compared with the source, " +
                          util::group_digits(vr.n_kvs) + " metadata keys; provenance " + (vr.stamped ? "stamped (reap.plan.sha256 = this plan's hash)" : "not stamped") + ".");
     if (width) {
-        c.verified.push_back("**Width cut**: every kept expert keeps " + std::to_string(c.p.width_keep) + " of its " +
+        const bool shared = !c.p.layers.empty() && !c.p.layers[0].shared_channels.empty();   // llama4's shared expert too
+        c.verified.push_back("**Width cut**: every kept expert" + std::string(shared ? " and the shared expert" : "") + " keeps " +
+                             std::to_string(c.p.width_keep) + " of its " +
                              std::to_string(c.p.width_n_ff) + " channels; gate/up rows are among the bytes compared above, and the " +
                              util::group_digits(vr.n_requantised) + " requantised down tensors (" + util::group_digits(vr.bytes_requantised) +
                              " bytes) equal a fresh requantisation (ggml) of the source's kept columns.");

@@ -43,6 +43,7 @@ bool is_format_key(const std::string & k) {
     static const std::set<std::string> keys = {
         k_key_version, k_key_domains, k_key_n_tokens, k_key_metrics, k_key_arch, k_key_n_layer,
         k_key_n_expert, k_key_n_expert_used, k_key_moe_layers, k_key_router_sha256, k_key_n_ff,
+        k_key_shared_channels,
     };
     return keys.count(k) != 0;
 }
@@ -77,6 +78,12 @@ const std::vector<std::string> & channel_metric_names(metric_set m) {
     return m == metric_set::reap ? reap : energy;
 }
 
+const std::vector<std::string> & shared_metric_names(metric_set m) {
+    static const std::vector<std::string> reap = {"sh_energy", "sh_reap"};
+    static const std::vector<std::string> energy = {"sh_energy"};
+    return m == metric_set::reap ? reap : energy;
+}
+
 std::vector<double> * metric_data(domain_stats & d, const std::string & name) {
     if (name == "count") return &d.count;
     if (name == "gate_sum") return &d.gate_sum;
@@ -86,6 +93,8 @@ std::vector<double> * metric_data(domain_stats & d, const std::string & name) {
     if (name == "energy_sum") return &d.energy_sum;
     if (name == "ch_energy") return &d.ch_energy;
     if (name == "ch_reap") return &d.ch_reap;
+    if (name == "sh_energy") return &d.sh_energy;
+    if (name == "sh_reap") return &d.sh_reap;
     return nullptr;
 }
 
@@ -170,6 +179,9 @@ domain_stats & archive::add_domain(const std::string & name) {
     if (n_ff > 0) {
         for (const auto & m : channel_metric_names(metrics)) metric_data(d, m)->assign(n_channel_values(), 0.0);
     }
+    if (has_shared_channels) {
+        for (const auto & m : shared_metric_names(metrics)) metric_data(d, m)->assign(n_shared_channel_values(), 0.0);
+    }
     domains.push_back(std::move(d));
     return domains.back();
 }
@@ -220,8 +232,44 @@ static bool validate_channels(const archive & a, const domain_stats & d, const s
     return true;
 }
 
+// The shared expert's channel statistics of domain d (archive.h, validate()).
+static bool validate_shared_channels(const archive & a, const domain_stats & d, const std::vector<bool> & is_moe, std::string & err) {
+    const std::string dn = "saliency archive: domain '" + d.name + "'";
+    const auto & wanted = shared_metric_names(a.metrics);
+    for (const std::string m : {"sh_energy", "sh_reap"}) {
+        const std::vector<double> & v = *metric_data(d, m);
+        const bool want = a.has_shared_channels && std::find(wanted.begin(), wanted.end(), m) != wanted.end();
+        if (!want && !v.empty()) {
+            err = dn + " has '" + m + "', which " +
+                  (!a.has_shared_channels ? std::string("an archive without the shared expert's channel statistics cannot have")
+                                          : "is not part of metric set '" + std::string(metric_set_name(a.metrics)) + "'");
+            return false;
+        }
+        if (want && v.size() != a.n_shared_channel_values()) {
+            err = dn + ": '" + m + "' has " + std::to_string(v.size()) + " values, expected " +
+                  std::to_string(a.n_shared_channel_values()) + " (n_layer x n_ff_exp " + std::to_string(a.n_ff) + ")";
+            return false;
+        }
+        for (size_t i = 0; i < v.size(); ++i) {
+            const double x = v[i];
+            if (x == 0) continue;
+            const uint32_t l = (uint32_t) (i / a.n_ff);
+            const std::string where = dn + " '" + m + "' layer " + std::to_string(l) + " channel " + std::to_string(i % a.n_ff);
+            if (!std::isfinite(x)) { err = where + ": value is not finite"; return false; }
+            // both are sums of non-negative terms: the shared expert's gate is 1
+            if (x < 0) { err = where + ": negative value " + fmt_num(x); return false; }
+            if (!is_moe[l]) { err = where + ": non-zero value " + fmt_num(x) + " in a layer that is not an MoE layer"; return false; }
+        }
+    }
+    return true;
+}
+
 bool validate(const archive & a, std::string & err) {
     const fingerprint & fp = a.model;
+    if (a.has_shared_channels && a.n_ff == 0) {
+        err = "saliency archive: the shared expert's channel statistics need channel statistics (n_ff_exp 0)";
+        return false;
+    }
     if (fp.arch.empty()) { err = "saliency archive: model arch is empty"; return false; }
     if (fp.n_layer < 1 || fp.n_expert < 1) {
         err = "saliency archive: n_layer " + std::to_string(fp.n_layer) + " and n_expert " + std::to_string(fp.n_expert) + " must be >= 1";
@@ -296,7 +344,7 @@ bool validate(const archive & a, std::string & err) {
                 }
             }
         }
-        if (!validate_channels(a, d, is_moe, err)) return false;
+        if (!validate_channels(a, d, is_moe, err) || !validate_shared_channels(a, d, is_moe, err)) return false;
     }
     return true;
 }
@@ -339,9 +387,9 @@ bool check_type_and_version(const gguf::kv_store & kv, const std::string & where
         return false;
     }
     if (!kv.get_u32(k_key_version, version, e)) { err = where + e; return false; }
-    if (version != k_version && version != k_version_experts) {
+    if (version != k_version && version != k_version_experts && version != k_version_shared) {
         err = where + "format version " + std::to_string(version) + " is not supported (this reap reads versions " +
-              std::to_string(k_version_experts) + " and " + std::to_string(k_version) + ")";
+              std::to_string(k_version_experts) + " to " + std::to_string(k_version_shared) + ")";
         return false;
     }
     return true;
@@ -418,6 +466,49 @@ bool read_channel_tensors(const gguf::model & m, const std::string & where, cons
     return true;
 }
 
+// Domain d's shared expert channel tensors (a.has_shared_channels): type,
+// shape [n_ff, n_layer] and size checked; none without shared_channels, and
+// none outside the metric set.
+bool read_shared_tensors(const gguf::model & m, const std::string & where, const archive & a, domain_stats & d,
+                         std::string & err) {
+    const auto & wanted = shared_metric_names(a.metrics);
+    for (const std::string mn : {"sh_energy", "sh_reap"}) {
+        const std::string tn = d.name + "." + mn;
+        const gguf::tensor_info * t = m.find_tensor(tn);
+        const bool want = a.has_shared_channels && std::find(wanted.begin(), wanted.end(), mn) != wanted.end();
+        if (!want) {
+            if (t) {
+                err = where + "tensor '" + tn + "' is not expected: " +
+                      (!a.has_shared_channels ? std::string("the archive declares no shared expert channel statistics ('") +
+                                                    k_key_shared_channels + "' absent)"
+                                              : "it does not belong to metric set '" + std::string(metric_set_name(a.metrics)) + "'");
+                return false;
+            }
+            continue;
+        }
+        if (!t) { err = where + "domain '" + d.name + "': tensor '" + tn + "' is missing ('" + k_key_shared_channels + "' is true)"; return false; }
+        if (t->type != gguf::tensor_type::F64) {
+            err = where + "tensor '" + tn + "' has type " + gguf::type_name(t->type) + ", expected f64";
+            return false;
+        }
+        if (t->ne[0] != (int64_t) a.n_ff || t->ne[1] != (int64_t) a.model.n_layer || t->ne[2] != 1 || t->ne[3] != 1) {
+            err = where + "tensor '" + tn + "' has shape " + t->shape_string() + ", expected [" + std::to_string(a.n_ff) + ", " +
+                  std::to_string(a.model.n_layer) + "] (n_ff_exp, n_layer)";
+            return false;
+        }
+        const uint64_t n = (uint64_t) a.model.n_layer * a.n_ff;   // <= n_cells() * n_ff, bounded by read_channel_tensors
+        if (t->nbytes != n * sizeof(double)) {
+            err = where + "tensor '" + tn + "' has " + std::to_string(t->nbytes) + " bytes, expected " + std::to_string(n * sizeof(double));
+            return false;
+        }
+        std::vector<double> & v = *metric_data(d, mn);
+        v.resize((size_t) n);   // bounded: the reader checked that the data lie inside the file
+        std::string e;
+        if (!gguf::read_tensor_bytes(m, *t, 0, t->nbytes, v.data(), e)) { err = where + e; return false; }
+    }
+    return true;
+}
+
 // Domain d's tensors of archive a's metric set (`metrics` names it), each
 // checked for type, shape and size, and no tensor of the other set.
 bool read_domain_tensors(const gguf::model & m, const std::string & where, const archive & a,
@@ -455,7 +546,7 @@ bool read_domain_tensors(const gguf::model & m, const std::string & where, const
             return false;
         }
     }
-    return read_channel_tensors(m, where, a, d, err);
+    return read_channel_tensors(m, where, a, d, err) && read_shared_tensors(m, where, a, d, err);
 }
 
 // The domains (names checked, each listed once) and their tensors into a.domains.
@@ -523,6 +614,22 @@ bool read_archive(const std::string & path, archive & out, std::string & err) {
               "' is " + std::to_string(a.n_ff);
         return false;
     }
+    if (kv.has(k_key_shared_channels)) {
+        bool shared = false;
+        if (!kv.get_bool(k_key_shared_channels, shared, e)) { err = where + e; return false; }
+        if (!shared) {
+            err = where + "'" + k_key_shared_channels + "' is false: writers leave it out instead";
+            return false;
+        }
+        a.has_shared_channels = true;
+    }
+    if (a.has_shared_channels != (version == k_version_shared) || (a.has_shared_channels && a.n_ff == 0)) {
+        err = where + "format version " + std::to_string(version) + " with '" + k_key_shared_channels + "' " +
+              (a.has_shared_channels ? "true" : "absent") + " and '" + k_key_n_ff + "' " + std::to_string(a.n_ff) +
+              ": the shared expert's channel statistics come with version " + std::to_string(k_version_shared) +
+              " and channel statistics, and only with them";
+        return false;
+    }
     if (!parse_metric_set(metrics, a.metrics)) {
         err = where + "'" + k_key_metrics + "' = '" + metrics + "', expected 'reap' or 'energy'";
         return false;
@@ -547,7 +654,7 @@ bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err)
     gguf::output_spec spec;
     gguf::kv_store & kv = spec.kvs;
     kv.set_string(k_key_type, k_general_type);
-    kv.set_u32(k_key_version, a.n_ff > 0 ? k_version : k_version_experts);
+    kv.set_u32(k_key_version, a.has_shared_channels ? k_version_shared : a.n_ff > 0 ? k_version : k_version_experts);
     std::vector<std::string> names;
     std::vector<int64_t> n_tokens;
     for (const auto & d : a.domains) {
@@ -564,6 +671,7 @@ bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err)
     kv.set_i32_array(k_key_moe_layers, std::vector<int32_t>(a.model.moe_layers.begin(), a.model.moe_layers.end()));
     kv.set_string(k_key_router_sha256, a.model.router_sha256);
     if (a.n_ff > 0) kv.set_u32(k_key_n_ff, a.n_ff);
+    if (a.has_shared_channels) kv.set_bool(k_key_shared_channels, true);
     for (const auto & entry : a.provenance.entries) {
         if (!starts_with(entry.key, "reap.saliency.") || is_format_key(entry.key)) {
             err = "saliency archive: provenance key '" + entry.key + "' must start with 'reap.saliency.' and not be a format key";
@@ -593,6 +701,17 @@ bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err)
             t.ne[0] = a.n_ff;
             t.ne[1] = a.model.n_expert;
             t.ne[2] = a.model.n_layer;
+            t.type = gguf::tensor_type::F64;
+            t.memory = std::make_shared<std::vector<uint8_t>>((const uint8_t *) v.data(), (const uint8_t *) (v.data() + v.size()));
+            spec.tensors.push_back(std::move(t));
+        }
+        for (const auto & mn : a.has_shared_channels ? shared_metric_names(a.metrics) : std::vector<std::string>()) {
+            const std::vector<double> & v = *metric_data(d, mn);
+            gguf::output_tensor t;
+            t.name = d.name + "." + mn;
+            t.n_dims = 2;
+            t.ne[0] = a.n_ff;
+            t.ne[1] = a.model.n_layer;
             t.type = gguf::tensor_type::F64;
             t.memory = std::make_shared<std::vector<uint8_t>>((const uint8_t *) v.data(), (const uint8_t *) (v.data() + v.size()));
             spec.tensors.push_back(std::move(t));
@@ -634,6 +753,7 @@ static void add_stats(domain_stats & into, const domain_stats & other, metric_se
     into.n_tokens += other.n_tokens;
     std::vector<std::string> names = metric_names(ms);
     for (const auto & mn : channel_metric_names(ms)) names.push_back(mn);   // empty vectors add nothing
+    for (const auto & mn : shared_metric_names(ms)) names.push_back(mn);
     for (const auto & mn : names) {
         std::vector<double> & a = *metric_data(into, mn);
         const std::vector<double> & b = *metric_data(other, mn);
@@ -651,6 +771,11 @@ bool merge_into(archive & into, const archive & other, std::string & err) {
     if (into.n_ff != other.n_ff) {
         err = "cannot merge saliency archives with different channel statistics: n_ff_exp " + std::to_string(into.n_ff) +
               " vs " + std::to_string(other.n_ff) + " (0 = none; calibrate both with --width-saliency, or neither)";
+        return false;
+    }
+    if (into.has_shared_channels != other.has_shared_channels) {
+        err = std::string("cannot merge saliency archives with and without the shared expert's channel statistics (") +
+              (into.has_shared_channels ? "the first" : "the second") + " has them: calibrate both with the same reap, or import both with -m)";
         return false;
     }
     if (!validate(into, err) || !validate(other, err)) return false;
@@ -713,6 +838,9 @@ bool sum_domains(const archive & a, const std::vector<std::string> & names, doma
     if (a.n_ff > 0) {
         for (const auto & mn : channel_metric_names(a.metrics)) metric_data(s, mn)->assign(a.n_channel_values(), 0.0);
     }
+    if (a.has_shared_channels) {
+        for (const auto & mn : shared_metric_names(a.metrics)) metric_data(s, mn)->assign(a.n_shared_channel_values(), 0.0);
+    }
     for (const auto * d : sel) add_stats(s, *d, a.metrics);
     out = std::move(s);
     return true;
@@ -742,6 +870,14 @@ std::string data_sha256(const archive & a) {
             const uint64_t w = a.n_ff;
             h.update(&w, sizeof w);
             for (const std::string & m : channel_metric_names(a.metrics)) {
+                const std::vector<double> * v = metric_data(*d, m);
+                if (!v->empty()) h.update(v->data(), v->size() * sizeof(double));
+            }
+        }
+        if (a.has_shared_channels) {   // only then: an archive without them hashes as before
+            const uint64_t tag = 0x5348;   // "SH": the shared vectors follow
+            h.update(&tag, sizeof tag);
+            for (const std::string & m : shared_metric_names(a.metrics)) {
                 const std::vector<double> * v = metric_data(*d, m);
                 if (!v->empty()) h.update(v->data(), v->size() * sizeof(double));
             }

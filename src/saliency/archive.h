@@ -4,9 +4,11 @@
 //
 // File format (all keys prefixed "reap.saliency."):
 //   general.type                = "reap.saliency"
-//   reap.saliency.version       u32   2 when the archive holds channel statistics, else 1
+//   reap.saliency.version       u32   3 when the archive holds the shared expert's channel
+//                                     statistics, else 2 when it holds channel statistics, else 1
 //                                     (an archive without them is written exactly as before;
-//                                     both versions are read)
+//                                     every version is read; a reader that predates version 3
+//                                     refuses such a file rather than dropping what it holds)
 //   reap.saliency.domains       array[string]  domain names (unique, non-empty, <= 52 bytes)
 //   reap.saliency.n_tokens      array[i64]     tokens seen per domain (same order)
 //   reap.saliency.metrics       string  "reap" | "energy"  (the metric set, see below)
@@ -18,6 +20,9 @@
 //   reap.saliency.model.router_sha256 string  sha256 of the router bytes ("" = unknown)
 //   reap.saliency.model.n_ff_exp      u32     version 2: channels per expert (the input width of
 //                                              ffn_down_exps); absent or 0 = no channel statistics
+//   reap.saliency.model.shared_channels bool  version 3: true = the shared expert's channel
+//                                              statistics are present (absent = none; written
+//                                              only as true, and only with n_ff_exp > 0)
 //   any other reap.saliency.* key      free-form provenance (corpus_sha256, options, ...)
 //   per domain D, F64 tensors of shape [n_expert, n_layer] (ne0 = n_expert), element
 //   (layer l, expert e) at index l * n_expert + e; rows of non-MoE layers are zero:
@@ -27,6 +32,11 @@
 //   [n_ff_exp, n_expert, n_layer], element (l, e, c) at (l * n_expert + e) * n_ff_exp + c:
 //     metric set "reap":   D.ch_energy D.ch_reap
 //     metric set "energy": D.ch_energy
+//   with shared_channels (version 3), per domain D, F64 tensors of shape [n_ff_exp, n_layer],
+//   element (l, c) at l * n_ff_exp + c (archive::shared_channel_index); rows of non-MoE
+//   layers are zero:
+//     metric set "reap":   D.sh_energy D.sh_reap
+//     metric set "energy": D.sh_energy
 //
 // Meaning (over the tokens routed to expert e in layer l):
 //   count      number of routed tokens
@@ -38,6 +48,15 @@
 //   ch_energy  Σ h_c²          per channel c of h (llama-imatrix's in_sum2 of ffn_down_exps)
 //   ch_reap    Σ g · |h_c| · ‖W_down[:,c]‖₂   (the REAP score of one channel: the norm of
 //              its contribution to the expert's output, weighted by the gate)
+//   sh_energy, sh_reap  the same for the layer's one shared expert, over every token of the
+//              domain (it sees them all, with gate 1): h = the input to ffn_down_shexp,
+//              W_down = blk.L.ffn_down_shexp.weight. Present only for a model whose shared
+//              expert is cut with the routed experts (moe::expert_width::shared_cut: llama4,
+//              whose loader sizes it with expert_feed_forward_length): a width cut to K
+//              keeps its K channels of highest shared saliency. reap calibrate
+//              --width-saliency collects them from the shared down projection's matrix
+//              product; reap imatrix --width-saliency takes sh_energy from the
+//              blk.L.ffn_down_shexp.weight entries (their in_sum2, one matrix).
 //
 // Errors are values (bool + message naming the file, domain, tensor or
 // element); nothing here exits. No llama.cpp dependency.
@@ -53,6 +72,7 @@
 namespace reap::saliency {
 
 constexpr const char * k_general_type      = "reap.saliency";
+constexpr uint32_t     k_version_shared    = 3;    // and the shared expert's channel statistics
 constexpr uint32_t     k_version           = 2;    // channel statistics may be present
 constexpr uint32_t     k_version_experts   = 1;    // written for an archive without them, read as always
 constexpr size_t       k_max_domain_bytes  = 52;   // so that "D.energy_sum" / "D.ch_energy" fit GGUF's 63-byte names
@@ -71,6 +91,7 @@ constexpr const char * k_key_n_expert_used = "reap.saliency.model.n_expert_used"
 constexpr const char * k_key_moe_layers    = "reap.saliency.model.moe_layers";
 constexpr const char * k_key_router_sha256 = "reap.saliency.model.router_sha256";
 constexpr const char * k_key_n_ff          = "reap.saliency.model.n_ff_exp";
+constexpr const char * k_key_shared_channels = "reap.saliency.model.shared_channels";
 // Conventional provenance keys (free-form; writers may add others under reap.saliency.).
 constexpr const char * k_key_corpus_sha256 = "reap.saliency.corpus_sha256";
 constexpr const char * k_key_options       = "reap.saliency.options";
@@ -139,7 +160,10 @@ struct domain_stats {
 const std::vector<std::string> & metric_names(metric_set m);
 // The names of the channel tensors of a metric set: {"ch_energy", "ch_reap"} / {"ch_energy"}.
 const std::vector<std::string> & channel_metric_names(metric_set m);
-// The vector of `d` holding metric `name` ("count", ..., "ch_energy", "ch_reap"), or nullptr for an unknown name.
+// The names of the shared expert's channel tensors: {"sh_energy", "sh_reap"} / {"sh_energy"}.
+const std::vector<std::string> & shared_metric_names(metric_set m);
+// The vector of `d` holding metric `name` ("count", ..., "ch_energy", "ch_reap", "sh_energy",
+// "sh_reap"), or nullptr for an unknown name.
 std::vector<double> *       metric_data(domain_stats & d, const std::string & name);
 const std::vector<double> * metric_data(const domain_stats & d, const std::string & name);
 
@@ -170,8 +194,9 @@ struct archive {
     const domain_stats * find_domain(const std::string & name) const;
     // The domain named `name`, appended (all metric vectors of the archive's
     // metric set zero-filled to n_cells(), its channel vectors to
-    // n_channel_values() when n_ff > 0) when absent. Set `model`, `metrics`
-    // and `n_ff` first.
+    // n_channel_values() when n_ff > 0, its shared channel vectors to
+    // n_shared_channel_values() when has_shared_channels) when absent. Set
+    // `model`, `metrics`, `n_ff` and `has_shared_channels` first.
     domain_stats & add_domain(const std::string & name);
 };
 
@@ -187,7 +212,10 @@ archive make_archive(const fingerprint & fp, metric_set metrics);
 // zero where count is zero; with n_ff > 0 the channel vectors of the set
 // present with n_channel_values() values (n_cells() * n_ff <=
 // k_max_channel_values), finite, ch_energy >= 0, zero in non-MoE layers and
-// where count is zero; with n_ff = 0 no channel vector. The message names the
+// where count is zero; with n_ff = 0 no channel vector; with
+// has_shared_channels (needs n_ff > 0) the shared vectors of the set present
+// with n_shared_channel_values() values, finite, >= 0 (gate 1) and zero in
+// non-MoE layers, else none. The message names the
 // domain, metric and cell (and channel).
 bool validate(const archive & a, std::string & err);
 
@@ -200,8 +228,10 @@ bool check_count_invariant(const archive & a, std::string & err, double rel_tol 
 // Reads an archive (a single file; split sets are not used for archives).
 // Hostile input: every key's type, every tensor's name, type (F64), shape
 // and byte count are checked, and validate() runs on the result. The
-// message names the file and the object. Versions 1 and 2 are read; channel
-// tensors in a version 1 archive, or without n_ff_exp, are an error.
+// message names the file and the object. Versions 1 to 3 are read; channel
+// tensors in a version 1 archive, or without n_ff_exp, are an error, and so
+// are shared channel tensors without shared_channels (or in a version below
+// 3), and version 3 without shared_channels.
 bool read_archive(const std::string & path, archive & out, std::string & err);
 
 // The GGUF spec of an archive (KVs + in-memory tensors), for writers that
@@ -211,12 +241,13 @@ bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err)
 // Validates and writes an archive (temp file + fsync + rename through
 // gguf::write_output). Refuses an existing target unless `force`. Version 1
 // (byte for byte what earlier versions wrote) without channel statistics,
-// version 2 with them.
+// version 2 with them, version 3 with the shared expert's as well.
 bool write_archive(const archive & a, const std::string & path, std::string & err, bool force = false);
 
 // Adds `other` into `into`: fingerprints must be equal (every field; the
 // message names the differing field), the metric sets the same, and both
-// with channel statistics of the same width or both without. Domains
+// with channel statistics of the same width or both without, and both with
+// the shared expert's or both without. Domains
 // with the same name are summed (n_tokens, count, sums; max_norm takes the
 // max); others are appended in `other`'s order. Provenance keys whose values
 // differ between the two are dropped from `into`; keys only in `other` are
@@ -235,7 +266,8 @@ constexpr const char * k_key_merge_sources = "reap.saliency.merge.sources";
 // name order its name, token count and every metric vector (the F64 values
 // as stored). Equal for two files that hold the same measurements whatever
 // their provenance keys. Channel statistics, when present, follow each
-// domain's vectors (an archive without them hashes as before).
+// domain's vectors, the shared expert's after them (an archive without
+// them hashes as before).
 std::string data_sha256(const archive & a);
 
 // The archives `a` holds, as data_sha256 values: the list `a` records under
@@ -247,7 +279,7 @@ bool merge_sources(const archive & a, std::vector<std::string> & out, std::strin
 // One domain that is the sum over `names` (all domains when empty) — the
 // statistics a planner scores with. Unknown names are an error listing the
 // archive's domains. max_norm is the max over the domains. Channel
-// statistics are summed too.
+// statistics (the shared expert's too) are summed too.
 bool sum_domains(const archive & a, const std::vector<std::string> & names, domain_stats & out, std::string & err);
 
 } // namespace reap::saliency

@@ -3,6 +3,7 @@
 // See imatrix.h.
 #include "saliency/imatrix.h"
 #include "moe/layout_gguf.h"
+#include "moe/width.h"
 #include "util/file.h"
 #include "util/path.h"
 
@@ -29,6 +30,18 @@ int down_exps_layer(const std::string & name) {
     int layer = -1;
     std::string base;
     return moe::parse_expert_weight(name, layer, base) && base == "ffn_down_exps" ? layer : -1;
+}
+
+// "blk.L.ffn_down_shexp.weight" -> L; -1 otherwise.
+int down_shexp_layer(const std::string & name) {
+    static const char suffix[] = ".ffn_down_shexp.weight";
+    const size_t n_suffix = sizeof(suffix) - 1;
+    if (!util::starts_with(name, "blk.") || !ends_with(name, suffix) || name.size() <= 4 + n_suffix) return -1;
+    const std::string digits = name.substr(4, name.size() - 4 - n_suffix);
+    if (digits.empty() || digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return -1;
+    }
+    return std::stoi(digits);
 }
 
 // Whether `name` is a routed-expert weight (ffn_*_exps.weight) as the layout table names them.
@@ -153,7 +166,7 @@ bool read_gguf_imatrix(const std::string & path, imatrix_file & out, std::string
             }
             en.counts[(size_t) i] = std::round(f);
         }
-        if (down_exps_layer(name) >= 0) {
+        if (down_exps_layer(name) >= 0 || (keep_values && down_shexp_layer(name) >= 0)) {
             const auto read = [&](uint64_t first, size_t n, float * dst, std::string & e) {
                 return gguf::read_tensor_bytes(m, *s, first * sizeof(float), n * sizeof(float), dst, e);
             };
@@ -226,13 +239,15 @@ bool parse_legacy(const Read & read, uint64_t size, const std::string & name, im
         en.n_values = nval;
         en.counts   = {(double) ncall};
         en.values_offset = pos;
-        if (down_exps_layer(ename) >= 0 && legacy_split > 0 && nval % legacy_split == 0) {
-            en.n_mat = legacy_split;
+        // the shared expert's down entry is one matrix, read only for its values
+        const bool shexp = keep_values && down_shexp_layer(ename) >= 0;
+        if ((down_exps_layer(ename) >= 0 && legacy_split > 0 && nval % legacy_split == 0) || shexp) {
+            en.n_mat = shexp ? 1 : legacy_split;
             const uint64_t base = pos;
             const auto rd = [&](uint64_t first, size_t n, float * dst, std::string & e) {
                 return read(base + first * sizeof(float), n * sizeof(float), dst, e);
             };
-            if (!reduce_values(nval, legacy_split, (float) ncall, rd, where + " ('" + ename + "')", en, err, keep_values)) return false;
+            if (!reduce_values(nval, en.n_mat, (float) ncall, rd, where + " ('" + ename + "')", en, err, keep_values)) return false;
         }
         pos += (uint64_t) nval * sizeof(float);
         if (!out.entries.emplace(ename, std::move(en)).second) {
@@ -447,6 +462,36 @@ bool add_layer(const imatrix_file & f, const imatrix_entry & en, const std::stri
     return true;
 }
 
+// Adds layer `l`'s shared expert channel energies (blk.L.ffn_down_shexp.weight's
+// in_sum2: one matrix of n_ff values, Σ h_c² over every token) to domain `d`.
+bool add_shared_layer(const imatrix_file & f, const std::string & head, int l, archive & out, domain_stats & d,
+                      std::string & err) {
+    const std::string name = "blk." + std::to_string(l) + ".ffn_down_shexp.weight";
+    auto it = f.entries.find(name);
+    if (it == f.entries.end()) {
+        err = head + " has no entry '" + name + "' (MoE layer " + std::to_string(l) + "): the model's shared expert is cut " +
+              "with the routed experts in a width cut, which then needs its channel energies (llama-imatrix records them " +
+              "for every layer it ran on 16 or more rows)";
+        return false;
+    }
+    const imatrix_entry & en = it->second;
+    if ((!f.legacy && en.n_mat != 1) || en.n_values != (int64_t) out.n_ff || en.values.size() != (size_t) out.n_ff) {
+        err = head + " entry '" + name + "': " + std::to_string(en.n_values) + " values in " + std::to_string(en.n_mat) +
+              " matrices, expected one matrix of " + std::to_string(out.n_ff) +
+              " (the shared expert is as wide as the routed experts): the file is from another model";
+        return false;
+    }
+    const bool no_rows = f.legacy ? en.ncall == 0 : en.counts.at(0) == 0;
+    for (uint32_t c = 0; c < out.n_ff; ++c) {
+        if (no_rows && en.values[c] != 0 && !f.legacy) {
+            err = head + " entry '" + name + "': no count but a non-zero value in channel " + std::to_string(c);
+            return false;
+        }
+        if (!no_rows) d.sh_energy[out.shared_channel_index(l, c)] += en.values[c];
+    }
+    return true;
+}
+
 // Adds one read file to the archive as domain `domain`: checks it against the
 // model (when given) and the MoE layers, then sums every layer's experts.
 bool add_file(const imatrix_file & f, const std::string & domain, const gguf::model * model, const fingerprint & fp,
@@ -488,6 +533,7 @@ bool add_file(const imatrix_file & f, const std::string & domain, const gguf::mo
         double layer_count = 0;
         if (!add_layer(f, it->second, head, name, l, fp.n_expert, out, d, rep, layer_count, err)) return false;
         if (first_layer_count < 0) first_layer_count = layer_count;
+        if (out.has_shared_channels && !add_shared_layer(f, head, l, out, d, err)) return false;
     }
     if (!f.legacy) {
         if (fp.n_expert_used > 0 && first_layer_count >= 0 &&
@@ -523,6 +569,12 @@ bool import_imatrix(const std::vector<imatrix_input> & inputs, const gguf::model
         if (!infer_fingerprint(first, fp, err)) return false;
     }
     out = make_archive(fp, metric_set::energy);
+    if (model && channels) {   // a shared expert cut with the routed ones (llama4) needs its channel energies
+        moe::layout lay;
+        moe::expert_width w;
+        if (!moe::layout_of(*model, lay, err, moe::describe_options()) || !moe::expert_width_of(*model, lay, w, err)) return false;
+        out.has_shared_channels = w.shared_cut;
+    }
     bool any_legacy = false;
 
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -6,7 +6,14 @@
 //               the sum of the expert's row of `blk.L.ffn_down_exps.weight.in_sum2`
 // and, when asked (channels, reap imatrix --width-saliency), per channel c of
 // that input: ch_energy = the expert's row of in_sum2 itself, value by value
-// (archive version 2, n_ff_exp = the entry's values per expert).
+// (archive version 2, n_ff_exp = the entry's values per expert). For a model
+// whose one shared expert is cut with the routed experts (-m given and
+// moe::expert_width::shared_cut: llama4), also sh_energy = the in_sum2 of
+// blk.L.ffn_down_shexp.weight (one matrix of n_ff_exp values, Σ h_c² over every
+// token) per MoE layer (archive version 3); a file without that entry for a MoE
+// layer is an error, since the width cut of such a model needs it. Without -m
+// the shared expert's entries are not read (the archive, arch "unknown", is of
+// no use to plan).
 // One file is one domain (named by --domain NAME=FILE, else the file's stem);
 // files naming the same domain are summed.
 //
@@ -62,7 +69,7 @@ struct imatrix_entry {
     // equals ncall (legacy placeholders of a matrix that saw no rows).
     std::vector<double>  mat_sum;
     std::vector<uint8_t> mat_all_ncall;
-    // down_exps entries read with keep_values: every value, in file order (as double)
+    // down_exps (and ffn_down_shexp) entries read with keep_values: every value, in file order (as double)
     std::vector<double>  values;
 };
 
