@@ -137,20 +137,25 @@ inline bool random_plan(const reap::gguf::model & m, int64_t n_keep, uint32_t se
 
 // Makes expert plan `p` a width plan: each kept expert keeps K random
 // channels of n_ff (seeded), ascending.
-inline void random_width(reap::plan & p, int64_t n_ff, int64_t K, uint32_t seed) {
+// `shared`: the model's shared expert is cut too (llama4, plan_model_facts::shared_cut):
+// each layer also keeps K random shared channels.
+inline void random_width(reap::plan & p, int64_t n_ff, int64_t K, uint32_t seed, bool shared = false) {
     std::mt19937 rng(seed);
     p.width_n_ff = n_ff;
     p.width_keep = K;
+    auto pick = [&] {
+        std::vector<int64_t> ids(static_cast<size_t>(n_ff));
+        for (int64_t c = 0; c < n_ff; ++c) ids[size_t(c)] = c;
+        std::shuffle(ids.begin(), ids.end(), rng);
+        ids.resize(size_t(K));
+        std::sort(ids.begin(), ids.end());
+        return ids;
+    };
     for (auto & l : p.layers) {
         l.channels.clear();
-        for (size_t k = 0; k < l.keep.size(); ++k) {
-            std::vector<int64_t> ids(static_cast<size_t>(n_ff));
-            for (int64_t c = 0; c < n_ff; ++c) ids[size_t(c)] = c;
-            std::shuffle(ids.begin(), ids.end(), rng);
-            ids.resize(size_t(K));
-            std::sort(ids.begin(), ids.end());
-            l.channels.push_back(ids);
-        }
+        for (size_t k = 0; k < l.keep.size(); ++k) l.channels.push_back(pick());
+        l.shared_channels.clear();
+        if (shared) l.shared_channels = pick();
     }
 }
 

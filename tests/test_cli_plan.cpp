@@ -381,11 +381,18 @@ TEST(PlanCli, WidthRefusals) {
     EXPECT_NE(out.find("widths that fit: 1, 2, 4, 8, 16, 32"), std::string::npos) << out;
     EXPECT_EQ(run_reap("plan " + quote(dsal) + " -m " + quote(d) + " --width 16 -o " + quote(plan), out), 2) << out;
     EXPECT_NE(out.find("--width 16: " + dsal + " has no channel scores"), std::string::npos) << out;   // 16 passed
-    // llama4's one shared expert is n_ff wide with no key of its own
+    // llama4's one shared expert is n_ff wide with no key of its own: cut with the routed experts, ranked
+    // by the archive's shared-expert statistics; an archive with channel scores but none of those is
+    // refused, saying how to make one
     const std::string l4 = fx.model("llama4"), lsal = fx.dir + "/lsal.gguf";
-    archive_for(l4, lsal, {"code"});
+    s::archive la = archive_for(l4, lsal, {"code"});
+    saliency_test::add_channels(la, 32);
+    std::string err;
+    ASSERT_TRUE(s::write_archive(la, lsal, err, true)) << err;
     EXPECT_EQ(run_reap("plan " + quote(lsal) + " -m " + quote(l4) + " --width 16 -o " + quote(plan), out), 2) << out;
-    EXPECT_NE(out.find("llama.cpp's llama4 loader sizes it llama4.expert_feed_forward_length wide"), std::string::npos) << out;
+    EXPECT_NE(out.find("--width 16: " + lsal + " has no channel scores of the shared expert (the input of ffn_down_shexp)"),
+              std::string::npos) << out;
+    EXPECT_NE(out.find("reap calibrate --width-saliency"), std::string::npos) << out;
     EXPECT_FALSE(prune_test::exists(plan));
 }
 
@@ -442,6 +449,40 @@ void expect_reference_channels(const nlohmann::json & j, const s::archive & a, c
 }
 
 }  // namespace
+
+// llama4: plan --width also keeps the K shared-expert channels with the
+// largest sh_reap summed over the plan's domains (the reference computed here
+// from the archive's raw arrays) as "shared_channel_bitmap" in every layer;
+// the plan prunes to the size it predicted and verify audits the cut.
+TEST(PlanCli, WidthCutsLlama4SharedExpert) {
+    fixture fx;
+    std::string why, out, err;
+    if (!setup("plan_cli_width_llama4", fx, why)) GTEST_SKIP() << why;
+    const std::string l4 = fx.model("llama4"), lsal = fx.dir + "/lsal.gguf", plan = fx.dir + "/plan.json";
+    s::archive a = archive_for(l4, lsal, {"code", "en"});
+    saliency_test::add_channels(a, 32);
+    saliency_test::add_shared_channels(a);
+    ASSERT_TRUE(s::write_archive(a, lsal, err, true)) << err;
+    ASSERT_EQ(run_reap("plan " + quote(lsal) + " -m " + quote(l4) + " --keep 4 --width 16 --domains en -o " + quote(plan), out), 0)
+        << out;
+    const nlohmann::json j = read_json(plan);
+    ASSERT_EQ(j["layers"].size(), a.model.moe_layers.size());
+    for (const auto & l : j["layers"]) {
+        const int layer = l["layer"];
+        std::vector<std::pair<double, int64_t>> by;
+        for (int64_t c = 0; c < 32; ++c) by.push_back({-a.find_domain("en")->sh_reap[a.shared_channel_index(layer, c)], c});
+        std::sort(by.begin(), by.end());
+        std::vector<int64_t> want;
+        for (int64_t k = 0; k < 16; ++k) want.push_back(by[size_t(k)].second);
+        std::sort(want.begin(), want.end());
+        ASSERT_TRUE(l.contains("shared_channel_bitmap")) << l.dump();
+        EXPECT_EQ(bitmap_channels(l["shared_channel_bitmap"].get<std::string>()), want) << "layer " << layer;
+    }
+    const std::string cut = fx.dir + "/cut.gguf";
+    ASSERT_EQ(run_reap("prune -m " + quote(l4) + " --plan " + quote(plan) + " -o " + quote(cut), out), 0) << out;
+    EXPECT_EQ(j["provenance"]["predicted_bytes"].get<uint64_t>(), file_size(cut));
+    ASSERT_EQ(run_reap("verify -m " + quote(l4) + " --plan " + quote(plan) + " " + quote(cut), out), 0) << out;
+}
 
 // reap plan --width K ranks each kept expert's channels by the archive's
 // channel scores: ch_reap summed over the plan's domains by default, ch_energy

@@ -290,7 +290,9 @@ TEST(MaskWidth, BadWidthMasksRefused) {
 // too; shared experts, which the cut keeps whole by writing
 // expert_shared_count = S/K) masked by a plan that keeps a random half of the
 // experts, in unsorted order, each with a random half of its channels, vs
-// the file reap prune writes from the same plan. Same model up to float
+// the file reap prune writes from the same plan; and zoo llama4, whose one
+// shared expert is cut with the routed ones (the mask zeroes its removed
+// channels too). Same model up to float
 // summation order: KLD <= 1e-5, top-1 >= 99.9%, PPL ratio within 1e-4 (the
 // bounds of MaskEqualsPrune), while the cut costs something.
 class MaskWidthPlan : public ::testing::TestWithParam<std::string> {};
@@ -308,7 +310,9 @@ TEST_P(MaskWidthPlan, EqualsThePrunedFile) {
     ASSERT_GT(n_ff, 0) << name << ": " << reap::facts_of(lay, m).width_refusal;
     reap::plan p;
     ASSERT_TRUE(prune_test::random_plan(m, prune_test::half_keep(m), 20261202, p, err)) << err;
-    prune_test::random_width(p, n_ff, n_ff / 2, 7);
+    const bool shared_cut = reap::facts_of(lay, m).shared_cut;   // llama4: its shared expert is cut (and masked) too
+    EXPECT_EQ(shared_cut, name == "llama4");
+    prune_test::random_width(p, n_ff, n_ff / 2, 7, shared_cut);
     const std::string dir = prune_test::scratch("mask-width-plan-" + name);
     const std::string plan_path = dir + "/plan.json", cut = dir + "/cut.gguf";
     std::vector<std::string> written;
@@ -336,7 +340,8 @@ TEST_P(MaskWidthPlan, EqualsThePrunedFile) {
                 pruned.kld_mean, (unsigned long long) d.n_tokens, d.kld_mean, 100 * d.argmax_agree, d.ppl_ratio);
 }
 
-INSTANTIATE_TEST_SUITE_P(TrainedAndShared, MaskWidthPlan, ::testing::Values(std::string("trained"), std::string("deepseek2")),
+INSTANTIATE_TEST_SUITE_P(TrainedAndShared, MaskWidthPlan,
+                         ::testing::Values(std::string("trained"), std::string("deepseek2"), std::string("llama4")),
                          [](const ::testing::TestParamInfo<std::string> & i) { return i.param; });
 
 TEST(Mask, BadPlansRefusedAsPruneRefusesThem) {

@@ -2,25 +2,24 @@
 // a width-pruned file loads in stock llama.cpp and computes what the base
 // model computes with the removed channels zeroed.
 //
-// For every zoo arch whose width can be cut (all but llama4), a plan keeps
-// every expert and a random half of each expert's channels; reap's slicer
+// For every zoo arch (each has gate/up/down experts), a plan keeps every
+// expert and a random half of each expert's channels (and, for llama4, whose
+// one shared expert llama.cpp sizes with the experts' width, a random half of
+// the shared expert's channels too); reap's slicer
 // writes the pruned file. Its bytes are checked against the source from
 // ggml's gguf reader (width_test_util.h: gate/up rows exactly, down the kept
 // columns requantised here, shared experts byte-identical with
 // <arch>.expert_shared_count = S/K where llama.cpp sizes them n_ff x count:
 // deepseek2, glm4moe, kimi-k3). The reference is written here,
-// independently: the source with, in every down projection, the removed
-// channels' columns set to zero (dequantised by ggml and written in the
-// pruned file's down type; gate/up untouched: a removed channel's activation
+// independently: the source with, in every down projection (llama4's
+// ffn_down_shexp too), the removed channels' columns set to zero (dequantised
+// by ggml and written in the pruned file's down type; gate/up untouched: a
+// removed channel's activation
 // then meets a zero column, which is what dropping its gate/up rows and its
 // down column computes). Both run in llama.cpp on the same prompt; the down
 // type is the source's (f16: the column drop is exact) or, where the
 // source's blocks are wider than the kept width (mxfp4), f32 (exact too). So
 // logits agree to float rounding only, and the routing is the same.
-//
-// llama4 is refused: its loader sizes the one shared expert n_ff wide with no
-// key of its own; the test shows that the same cut, written with the check
-// bypassed, does not load.
 //
 // Quantised down: qwen3moe-wide's f16 down slabs cut from 512 to 256
 // channels and requantised to q8_0 / q4_K; the logits' distance from the
@@ -51,8 +50,9 @@ const char * k_prompt =
     "Width pruning keeps some channels of every expert: gate and up rows, down columns. "
     "def f(x):\n    return [y * 2 for y in x]\n";
 
-// A plan keeping every expert (identity order) and K random channels of each.
-reap::plan width_plan(const reap::moe::layout & lay, int64_t n_ff, int64_t K, uint32_t seed) {
+// A plan keeping every expert (identity order) and K random channels of each
+// (and of the shared expert, when `shared`).
+reap::plan width_plan(const reap::moe::layout & lay, int64_t n_ff, int64_t K, uint32_t seed, bool shared = false) {
     reap::plan p;
     p.arch = lay.arch;
     p.n_layer = lay.n_layer;
@@ -62,18 +62,22 @@ reap::plan width_plan(const reap::moe::layout & lay, int64_t n_ff, int64_t K, ui
     p.width_n_ff = n_ff;
     p.width_keep = K;
     std::mt19937 rng(seed);
+    auto pick = [&] {
+        std::vector<int64_t> ch(static_cast<size_t>(n_ff));
+        std::iota(ch.begin(), ch.end(), 0);
+        std::shuffle(ch.begin(), ch.end(), rng);
+        ch.resize(size_t(K));
+        std::sort(ch.begin(), ch.end());
+        return ch;
+    };
     for (int layer : lay.moe_layers) {
         reap::plan_layer pl;
         pl.layer = layer;
         for (int64_t e = 0; e < lay.n_expert; ++e) {
             pl.keep.push_back(e);
-            std::vector<int64_t> ch(static_cast<size_t>(n_ff));
-            std::iota(ch.begin(), ch.end(), 0);
-            std::shuffle(ch.begin(), ch.end(), rng);
-            ch.resize(size_t(K));
-            std::sort(ch.begin(), ch.end());
-            pl.channels.push_back(ch);
+            pl.channels.push_back(pick());
         }
+        if (shared) pl.shared_channels = pick();
         p.layers.push_back(pl);
     }
     return p;
@@ -87,19 +91,22 @@ bool write_pruned(const reap::gguf::model & m, const reap::moe::layout &, const 
 }
 
 // The reference: `m` with every down_exps column of a removed channel set to
-// zero, down written as `down_type` (f16 or f32), everything else copied.
+// zero (and ffn_down_shexp's of a removed shared channel, where the plan
+// lists them), down written as `down_type` (f16 or f32), everything else copied.
 bool write_zeroed(const reap::gguf::model & m, const reap::plan & p, ggml_type down_type, const std::string & out,
                   std::string & err) {
     reap::gguf::output_spec spec = reap::gguf::spec_from_model(m);
     for (size_t i = 0; i < m.tensors.size(); ++i) {
         const reap::gguf::tensor_info & t = m.tensors[i];
-        if (!reap::moe::width_cuts_columns(t.name)) continue;
+        const bool shared = t.name.find("ffn_down_shexp.weight") != std::string::npos;
+        if (t.name.find("ffn_down_exps.weight") == std::string::npos && !shared) continue;
         size_t dot = 0;
         const reap::plan_layer * pl = p.find_layer(int(reap::gguf::block_index(t.name, dot)));
         if (!pl) {
             err = t.name + ": no plan layer";
             return false;
         }
+        if (shared && pl->shared_channels.empty()) continue;   // kept whole (deepseek2, ...)
         std::vector<uint8_t> src;
         if (!reap::gguf::read_tensor(m, t.name, src, err)) return false;
         const int64_t n_ff = t.ne[0], rows = t.ne[1] * t.ne[2];
@@ -113,7 +120,8 @@ bool write_zeroed(const reap::gguf::model & m, const reap::plan & p, ggml_type d
         }
         for (int64_t e = 0; e < t.ne[2]; ++e) {
             std::vector<bool> kept(static_cast<size_t>(n_ff), false);
-            for (int64_t c : pl->channels[size_t(e)]) kept[size_t(c)] = true;   // identity keep: output e = source e
+            // identity keep: output e = source e; the shared expert is one matrix
+            for (int64_t c : shared ? pl->shared_channels : pl->channels[size_t(e)]) kept[size_t(c)] = true;
             for (int64_t r = 0; r < t.ne[1]; ++r) {
                 for (int64_t c = 0; c < n_ff; ++c) {
                     if (!kept[size_t(c)]) vals[size_t((e * t.ne[1] + r) * n_ff + c)] = 0.0f;
@@ -166,31 +174,10 @@ TEST_P(WidthPrune, EqualsTheBaseWithTheRemovedChannelsZeroed) {
     reap::moe::layout lay;
     ASSERT_TRUE(reap::gguf::open_model(src, m, err) && reap::moe::layout_of(m, lay, err)) << err;
     const reap::plan_model_facts f = reap::facts_of(lay, m);
-    if (!f.width_refusal.empty()) {
-        // llama4: llama.cpp sizes its shared expert from expert_feed_forward_length
-        // with no count to rewrite. What the refusal prevents: the same cut
-        // with the check bypassed does not load.
-        EXPECT_EQ(GetParam(), "llama4");
-        EXPECT_NE(f.width_refusal.find("llama4 loader sizes it llama4.expert_feed_forward_length wide"), std::string::npos)
-            << f.width_refusal;
-        int64_t n_ff = 0;
-        ASSERT_TRUE(m.kvs.get_i64(reap::moe::expert_width_key(lay.arch), n_ff, err)) << err;
-        reap::plan p = width_plan(lay, n_ff, n_ff / 2, 77);
-        reap::gguf::output_spec spec = reap::gguf::spec_from_model(m);
-        reap::prune::width_options wo;
-        wo.down_type = reap::gguf::tensor_type::F32;
-        ASSERT_TRUE(reap::prune::apply_width(m, lay, p, wo, false, spec, err)) << err;
-        reap::gguf::write_options w;
-        w.force = true;
-        w.sync = false;
-        std::vector<std::string> written;
-        const std::string cut = test_tmp_dir() + "/width-" + GetParam() + "-unchecked.gguf";
-        ASSERT_TRUE(reap::gguf::write_output(spec, w, cut, written, err)) << err;
-        EXPECT_FALSE(load_model(cut)) << "llama.cpp loaded a width cut of " << GetParam() << " with shared experts";
-        return;
-    }
+    ASSERT_EQ(f.width_refusal, "");
     const int64_t K = f.n_ff_exp / 2;
-    const reap::plan p = width_plan(lay, f.n_ff_exp, K, 77);
+    const reap::plan p = width_plan(lay, f.n_ff_exp, K, 77, f.shared_cut);
+    EXPECT_EQ(f.shared_cut, GetParam() == "llama4");
     reap::prune::width_options wo;
     ggml_type down_type = GGML_TYPE_F16;
     if (f.down_block > K) {
@@ -198,7 +185,7 @@ TEST_P(WidthPrune, EqualsTheBaseWithTheRemovedChannelsZeroed) {
         down_type = GGML_TYPE_F32;
     }
     for (const auto & t : m.tensors) {
-        if (reap::moe::width_cuts_columns(t.name) && !wo.down_type) {
+        if (reap::moe::width_cuts_columns(t.name, f.shared_cut) && !wo.down_type) {
             ASSERT_EQ(t.type, reap::gguf::tensor_type::F16) << t.name;
         }
     }

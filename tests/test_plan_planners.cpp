@@ -716,6 +716,74 @@ TEST(Planners, WidthKeepsEachExpertsBestChannels) {
     EXPECT_NE(err.find("layer 0 expert 3: 7 channel scores, the experts have 8 channels"), std::string::npos) << err;
 }
 
+// llama4's shared expert (cut with the routed ones): the planner keeps, per
+// layer, the K shared channels with the largest archive score of the asked
+// metric summed over the plan's domains (sh_reap / sh_energy), computed here
+// from the raw arrays; the plan's text round-trips them as
+// "shared_channel_bitmap". An archive without shared statistics is refused,
+// saying how to make one; an unknown domain, naming it.
+TEST(WidthPlanner, SharedChannelsFromTheArchive) {
+    s::archive a = make_archive({"code", "en", "ja"}, make_fingerprint(2, 4, 1, {0, 1}, "llama4"));
+    saliency_test::add_channels(a, 8);
+    std::string err;
+    pl::shared_channel_scores shared;
+    EXPECT_FALSE(pl::archive_shared_channel_scores(a, "sal.gguf", {}, pl::channel_score::reap, 8, shared, err));
+    EXPECT_NE(err.find("sal.gguf has no channel scores of the shared expert"), std::string::npos) << err;
+    EXPECT_NE(err.find("reap calibrate --width-saliency"), std::string::npos) << err;
+
+    a.has_shared_channels = true;
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (auto & d : a.domains) {
+        d.sh_energy.resize(a.n_shared_channel_values());
+        d.sh_reap.resize(a.n_shared_channel_values());
+        for (double & v : d.sh_energy) v = u(rng);
+        for (double & v : d.sh_reap) v = u(rng) - 0.3;
+    }
+    // the reference: layer l's sum over `domains` of `metric`, its K best channels ascending (ties to the lower id)
+    auto reference = [&](const std::vector<std::string> & domains, bool reap, int layer, int64_t K) {
+        std::vector<std::pair<double, int64_t>> by;
+        for (int64_t c = 0; c < 8; ++c) {
+            double sum = 0;
+            for (const auto & d : a.domains) {
+                if (!domains.empty() && std::find(domains.begin(), domains.end(), d.name) == domains.end()) continue;
+                sum += (reap ? d.sh_reap : d.sh_energy)[size_t(layer) * 8 + size_t(c)];
+            }
+            by.push_back({-sum, c});
+        }
+        std::sort(by.begin(), by.end());
+        std::vector<int64_t> keep;
+        for (int64_t j = 0; j < K; ++j) keep.push_back(by[size_t(j)].second);
+        std::sort(keep.begin(), keep.end());
+        return keep;
+    };
+    pl::channel_scores routed;
+    ASSERT_TRUE(pl::archive_channel_scores(a, "sal.gguf", {}, pl::channel_score::reap, 8, routed, err)) << err;
+    for (const auto & [domains, score] : std::vector<std::pair<std::vector<std::string>, pl::channel_score>>{
+             {{}, pl::channel_score::reap}, {{"ja", "code"}, pl::channel_score::energy}}) {
+        ASSERT_TRUE(pl::archive_shared_channel_scores(a, "sal.gguf", domains, score, 8, shared, err)) << err;
+        reap::plan p;
+        p.arch = "llama4";
+        p.n_layer = 2;
+        p.n_expert = 4;
+        p.n_expert_used = 1;
+        p.n_keep = 2;
+        p.layers = {{0, {3, 1}, {}, {}}, {1, {0, 2}, {}, {}}};
+        ASSERT_TRUE(pl::add_width(p, 8, 3, routed, err, shared)) << err;
+        for (const auto & l : p.layers) {
+            EXPECT_EQ(l.shared_channels, reference(domains, score == pl::channel_score::reap, l.layer, 3)) << "layer " << l.layer;
+        }
+        const std::string text = reap::plan_text(p);
+        EXPECT_NE(text.find("\"shared_channel_bitmap\": \"" + reap::channel_bitmap(p.layers[1].shared_channels, 8) + "\""),
+                  std::string::npos) << text;
+        reap::plan q;
+        ASSERT_TRUE(reap::parse_plan(text, "t.json", q, err)) << err;
+        for (size_t i = 0; i < p.layers.size(); ++i) EXPECT_EQ(q.layers[i].shared_channels, p.layers[i].shared_channels);
+    }
+    EXPECT_FALSE(pl::archive_shared_channel_scores(a, "sal.gguf", {"fr"}, pl::channel_score::reap, 8, shared, err));
+    EXPECT_NE(err.find("unknown domain 'fr'"), std::string::npos) << err;
+}
+
 // ---- the rerank statistic of a width plan (plan/width_rerank.h) -----------------
 
 // Spearman's rho: a case with ties worked by hand (average ranks, then

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -234,6 +235,58 @@ TEST(PlanFormat, WidthPlansAsBitmaps) {
     expect_reject(with([](json & x) { x.erase("width"); }), "layer 0: \"channel_bitmaps\" in a plan without \"width\"");
 }
 
+// Version 3's "shared_channel_bitmap" (llama4's shared expert, cut with the
+// routed ones): one bitmap per layer, read as channel_bitmaps are (ids worked
+// out by hand), written back; hostile values refused, naming the layer.
+TEST(PlanFormat, SharedChannelBitmap) {
+    json d = good_doc();
+    d["version"] = 3;
+    d["width"] = {{"n_ff", 12}, {"keep", 4}};
+    d["layers"][0]["channel_bitmaps"] = {"0f00", "000f", "1109", "aa00"};
+    d["layers"][1]["channel_bitmaps"] = {"0f00", "0f00", "000f", "3003"};
+    d["layers"][0]["shared_channel_bitmap"] = "1109";
+    d["layers"][1]["shared_channel_bitmap"] = "f000";
+    reap::plan p;
+    std::string err;
+    ASSERT_TRUE(reap::parse_plan(d.dump(), "t.json", p, err)) << err;
+    EXPECT_EQ(p.layers[0].shared_channels, (std::vector<int64_t>{0, 4, 8, 11}));
+    EXPECT_EQ(p.layers[1].shared_channels, (std::vector<int64_t>{4, 5, 6, 7}));
+    const json back = json::parse(reap::plan_text(p));
+    EXPECT_EQ(back, reap::plan_to_json(p));
+    EXPECT_EQ(back["layers"][0]["shared_channel_bitmap"], "1109");
+    EXPECT_EQ(back["layers"][1]["shared_channel_bitmap"], "f000");
+    // a plan without them writes none
+    d["layers"][0].erase("shared_channel_bitmap");
+    d["layers"][1].erase("shared_channel_bitmap");
+    ASSERT_TRUE(reap::parse_plan(d.dump(), "t.json", p, err)) << err;
+    EXPECT_TRUE(p.layers[0].shared_channels.empty());
+    EXPECT_FALSE(json::parse(reap::plan_text(p))["layers"][0].contains("shared_channel_bitmap"));
+
+    auto with = [&](auto f) {
+        json x = d;
+        x["layers"][1]["shared_channel_bitmap"] = "f000";
+        f(x);
+        return x;
+    };
+    expect_reject(with([](json & x) { x["layers"][1]["shared_channel_bitmap"] = 15; }),
+                  "layer 2: shared_channel_bitmap must be a string, not integer");
+    expect_reject(with([](json & x) { x["layers"][1]["shared_channel_bitmap"] = {"f000"}; }), "must be a string, not array");
+    expect_reject(with([](json & x) { x["layers"][1]["shared_channel_bitmap"] = "f00"; }),
+                  "layer 2: shared_channel_bitmap has 3 hex digits, 4 expected");
+    expect_reject(with([](json & x) { x["layers"][1]["shared_channel_bitmap"] = "f0z0"; }), "has 'z' at 2, not a hex digit");
+    expect_reject(with([](json & x) { x["layers"][1]["shared_channel_bitmap"] = "0080"; }),
+                  "layer 2: shared_channel_bitmap sets channel 15, beyond the 12 channels");
+    expect_reject(with([](json & x) { x["layers"][1]["shared_channel_bitmap"] = "f100"; }), "keeps 5 channels, width.keep is 4");
+    expect_reject(with([](json & x) {
+                      x.erase("width");
+                      for (auto & l : x["layers"]) l.erase("channel_bitmaps");
+                  }),
+                  "layer 2: \"shared_channel_bitmap\" in a plan without \"width\"");
+    json v2 = good_width_doc();
+    v2["layers"][0]["shared_channel_bitmap"] = "0f";
+    expect_reject(v2, "layer 0: shared_channel_bitmap in a version 2 plan");
+}
+
 TEST(PlanFormat, WriteReadRoundTripAndSha) {
     const std::string dir = prune_test::scratch("plan-format-roundtrip");
     reap::plan p;
@@ -348,6 +401,25 @@ TEST(PlanValidate, Width) {
     // expert-only plans ignore the width facts
     EXPECT_TRUE(reap::validate_plan(make(8, 2, 2, {{1, {7, 0}}, {3, {1, 2}}}), g, err)) << err;
 
+    // a model whose shared expert is cut too (llama4): K ascending shared channels in every layer, else none
+    auto sf = f;
+    sf.shared_cut = true;
+    expect_invalid(p, sf, "plan: layer 1: lists no shared-expert channels (llama.cpp's qwen3moe loader sizes its shared "
+                          "expert with the routed experts' width, so a width plan keeps 256 ascending channels of it");
+    auto sp = p;
+    for (auto & l : sp.layers) l.shared_channels = high;
+    EXPECT_TRUE(reap::validate_plan(sp, sf, err)) << err;
+    auto sq = sp;
+    sq.layers[1].shared_channels.pop_back();
+    expect_invalid(sq, sf, "plan: layer 3: shared-expert channels (llama.cpp's");
+    sq = sp;
+    sq.layers[0].shared_channels[0] = 512;
+    expect_invalid(sq, sf, "plan: layer 1: shared-expert channels");
+    expect_invalid(sp, f, "plan: layer 1: lists shared-expert channels, but the model's shared experts (if any) are not cut in width");
+    auto expert_only = make(8, 2, 2, {{1, {7, 0}}, {3, {1, 2}}});
+    expert_only.layers[1].shared_channels = {0};
+    expect_invalid(expert_only, f, "plan: layer 3: lists shared-expert channels, but the plan does not cut width");
+
     EXPECT_EQ(reap::width_refusal(256, 768, 256, "q4_K"), "");
     EXPECT_EQ(reap::width_refusal(100, 768, 1, "f32"), "");
     EXPECT_EQ(reap::width_refusal(300, 768, 256, "q4_K"),
@@ -409,14 +481,29 @@ TEST(PlanValidate, WidthFactsOfZooModels) {
         const reap::plan_model_facts f = reap::facts_of(lay, m);
         bool shexp = false;
         for (const auto & t : m.tensors) shexp = shexp || t.name.find("_shexp") != std::string::npos;
+        EXPECT_EQ(f.width_refusal, "");
+        EXPECT_EQ(f.shared_cut, name == "llama4");
         if (name == "llama4") {
-            // its one shared expert is n_ff wide with no key of its own: no KV keeps it whole
-            EXPECT_EQ(f.n_ff_exp, 0);
-            EXPECT_NE(f.width_refusal.find("llama4 loader sizes it llama4.expert_feed_forward_length wide with no count or "
-                                           "width key of its own"), std::string::npos) << f.width_refusal;
+            // its one shared expert is n_ff wide with no key of its own: cut with the routed experts, its
+            // three tensors checked against the loader's shapes (a wrong width, a missing one: refused)
+            EXPECT_EQ(f.shared_width, 0);
+            const std::string L = "blk." + std::to_string(lay.moe_layers.back()) + ".";
+            reap::gguf::model bad = m;
+            for (auto & t : bad.tensors) {
+                if (t.name == L + "ffn_gate_shexp.weight") t.ne[1] = 16;
+            }
+            reap::plan_model_facts bf = reap::facts_of(lay, bad);
+            EXPECT_FALSE(bf.shared_cut);
+            EXPECT_NE(bf.width_refusal.find(L + "ffn_gate_shexp.weight [64, 16] is not the 2-D shared expert 32 channels wide"),
+                      std::string::npos) << bf.width_refusal;
+            bad = m;
+            bad.tensors.erase(std::remove_if(bad.tensors.begin(), bad.tensors.end(),
+                                             [&](const reap::gguf::tensor_info & t) { return t.name == L + "ffn_up_shexp.weight"; }),
+                              bad.tensors.end());
+            bf = reap::facts_of(lay, bad);
+            EXPECT_NE(bf.width_refusal.find("has no " + L + "ffn_up_shexp.weight"), std::string::npos) << bf.width_refusal;
             continue;
         }
-        EXPECT_EQ(f.width_refusal, "");
         if (shexp && name != "qwen2moe") {
             // deepseek2, glm4moe, kimi-k3: shared experts n_ff x expert_shared_count wide (make_zoo.py: count 1,
             // so S is ffn_gate_shexp's ne[1] and the experts' width); K must divide S

@@ -6,7 +6,8 @@
 // the requantised tensors apart, and catches a byte changed in either part;
 // the width key and the stamp; shared experts byte-identical, with
 // expert_shared_count = S/K where llama.cpp sizes them by it (verify names a
-// file that kept the source's count); refused down types and widths name why; a
+// file that kept the source's count), except llama4's, cut with the routed
+// experts to the plan's shared channels and audited as they are; refused down types and widths name why; a
 // down type that needs an importance matrix takes the imatrix sliced to the
 // kept channels.
 #include "imatrix_test_util.h"
@@ -58,19 +59,17 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
         reap::plan_model_facts f = reap::facts_of(lay, m);
         reap::plan p;
         ASSERT_TRUE(prune_test::random_plan(m, prune_test::half_keep(m), 11, p, err)) << err;
-        if (!f.width_refusal.empty()) {
-            // llama4's shared expert is sized from the same key, with no count to rewrite: refused, saying why
-            EXPECT_EQ(name, "llama4");
-            EXPECT_NE(f.width_refusal.find("shared expert"), std::string::npos) << f.width_refusal;
-            int64_t n_ff = 0;
-            ASSERT_TRUE(m.kvs.get_i64(reap::moe::expert_width_key(lay.arch), n_ff, err)) << err;
-            prune_test::random_width(p, n_ff, n_ff / 2, 5);
+        ASSERT_EQ(f.width_refusal, "");
+        // llama4's shared expert is sized from the same key: cut with the routed ones, and a plan
+        // without its channels is refused
+        EXPECT_EQ(f.shared_cut, name == "llama4");
+        if (f.shared_cut) {
+            prune_test::random_width(p, f.n_ff_exp, f.n_ff_exp / 2, 5, false);
             reap::gguf::output_spec spec;
             EXPECT_FALSE(reap::prune::make_pruned_spec(m, lay, p, {}, reap::prune::width_options{}, spec, err));
-            EXPECT_NE(err.find("plan: cuts expert width, but the model has a shared expert"), std::string::npos) << err;
-            continue;
+            EXPECT_NE(err.find("lists no shared-expert channels"), std::string::npos) << err;
         }
-        prune_test::random_width(p, f.n_ff_exp, f.n_ff_exp / 2, 5);
+        prune_test::random_width(p, f.n_ff_exp, f.n_ff_exp / 2, 5, f.shared_cut);
         reap::prune::width_options wo;
         ggml_type down_type = GGML_TYPE_F16;
         if (f.down_block > f.n_ff_exp / 2) {
@@ -92,7 +91,7 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
         ASSERT_TRUE(reap::plan_file_sha256(dir + "/plan.json", vo.plan_sha256, err)) << err;
         reap::prune::verify_report rep;
         ASSERT_TRUE(reap::prune::verify_pruned(m, p, out, vo, rep, err)) << err;
-        EXPECT_EQ(rep.n_requantised, lay.moe_layers.size());
+        EXPECT_EQ(rep.n_requantised, lay.moe_layers.size() * (f.shared_cut ? 2 : 1));   // llama4: ffn_down_shexp too
         EXPECT_GT(rep.bytes_requantised, 0u);
 
         if (m.kvs.has(lay.arch + ".expert_shared_count")) {
@@ -116,7 +115,9 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
         reap::gguf::model o;
         ASSERT_TRUE(reap::gguf::open_model(out, o, err)) << err;
         const std::string L = "blk." + std::to_string(lay.moe_layers.back()) + ".";
-        for (const char * which : {"ffn_gate_exps.weight", "ffn_down_exps.weight"}) {
+        std::vector<std::string> tampered = {"ffn_gate_exps.weight", "ffn_down_exps.weight"};
+        if (f.shared_cut) tampered.insert(tampered.end(), {"ffn_up_shexp.weight", "ffn_down_shexp.weight"});
+        for (const std::string & which : tampered) {
             SCOPED_TRACE(which);
             const reap::gguf::tensor_info * t = nullptr;
             for (const auto & x : o.tensors) if (x.name == L + which) t = &x;
@@ -130,7 +131,7 @@ TEST(PruneWidth, ZooModelsHalfTheChannels) {
             nv.check_sums = false;
             EXPECT_FALSE(reap::prune::verify_pruned(m, p, bad, nv, rep, err));
             EXPECT_TRUE(rep.differs);
-            EXPECT_NE(err.find(std::string(which).find("down") != std::string::npos ? "requantised to" : "(source channel "),
+            EXPECT_NE(err.find(which.find("down") != std::string::npos ? "requantised to" : "(source channel "),
                       std::string::npos) << err;
         }
     }

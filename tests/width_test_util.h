@@ -2,7 +2,8 @@
 // test_prune_width.cpp (reap's slicer, in process) and
 // test_llama_width_prune.cpp (the cut loaded in llama.cpp) share, from ggml's
 // own gguf reader: gate/up rows byte for byte, down the kept columns
-// requantised by ggml here, shared experts untouched and their count.
+// requantised by ggml here, shared experts untouched and their count (llama4:
+// its shared expert cut with the routed ones, checked as they are).
 #pragma once
 
 #include "moe/width.h"
@@ -78,24 +79,32 @@ inline void expect_width_cut(const std::string & src_path, const std::string & o
     ASSERT_FALSE(src.empty());
     ASSERT_EQ(src.size(), out.size());
     const int64_t K = p.width_keep, n_ff = p.width_n_ff;
-    int n_checked = 0;
+    // a plan for a model whose shared expert is cut too (llama4) lists its channels in every layer
+    const bool shared_cut = !p.layers.empty() && !p.layers[0].shared_channels.empty();
+    int n_checked = 0, n_shared = 0;
     for (const auto & [name, s] : src) {
         const loaded & o = out.at(name);
-        const bool rows = reap::moe::width_keeps_rows(name), down = reap::moe::width_cuts_columns(name);
+        const bool rows = reap::moe::width_keeps_rows(name, shared_cut), down = reap::moe::width_cuts_columns(name, shared_cut);
         if (!rows && !down) continue;
         SCOPED_TRACE(name);
         size_t dot = 0;
         const reap::plan_layer * pl = p.find_layer(int(reap::gguf::block_index(name, dot)));
         ASSERT_NE(pl, nullptr);
-        const bool bias = s.ne[2] == 1 && !down;
-        const int64_t n_expert = bias ? s.ne[1] : s.ne[2];
+        // the shared expert: one matrix (source 0) keeping the layer's shared channels
+        const bool shared = name.find("_shexp.") != std::string::npos;
+        const size_t n_out = shared ? 1 : pl->keep.size();
+        auto source = [&](size_t k) { return shared ? int64_t(0) : pl->keep[k]; };
+        auto channels = [&](size_t k) -> const std::vector<int64_t> & { return shared ? pl->shared_channels : pl->channels[k]; };
+        n_shared += shared;
+        const bool bias = s.ne[2] == 1 && !down && !shared;
+        const int64_t n_expert = shared ? 1 : bias ? s.ne[1] : s.ne[2];
         if (down) {
             ASSERT_EQ(o.type, down_type);
             ASSERT_EQ(o.ne[0], K);
-            ASSERT_EQ(o.ne[2], p.n_keep);
-            const size_t per_out = o.data.size() / size_t(p.n_keep);
-            for (size_t k = 0; k < pl->keep.size(); ++k) {
-                const std::vector<uint8_t> want = expected_down(s, pl->keep[k], pl->channels[k], down_type);
+            ASSERT_EQ(o.ne[2], int64_t(n_out));
+            const size_t per_out = o.data.size() / n_out;
+            for (size_t k = 0; k < n_out; ++k) {
+                const std::vector<uint8_t> want = expected_down(s, source(k), channels(k), down_type);
                 ASSERT_EQ(want.size(), per_out);
                 EXPECT_EQ(0, memcmp(want.data(), o.data.data() + k * per_out, per_out)) << "output expert " << k;
             }
@@ -103,9 +112,9 @@ inline void expect_width_cut(const std::string & src_path, const std::string & o
             ASSERT_EQ(o.type, s.type);
             ASSERT_EQ(bias ? o.ne[0] : o.ne[1], K);
             const size_t row = s.data.size() / size_t(n_expert * n_ff);
-            for (size_t k = 0; k < pl->keep.size(); ++k) {
+            for (size_t k = 0; k < n_out; ++k) {
                 for (int64_t j = 0; j < K; ++j) {
-                    const size_t at_s = (size_t(pl->keep[k]) * size_t(n_ff) + size_t(pl->channels[k][size_t(j)])) * row;
+                    const size_t at_s = (size_t(source(k)) * size_t(n_ff) + size_t(channels(k)[size_t(j)])) * row;
                     const size_t at_o = (k * size_t(K) + size_t(j)) * row;
                     ASSERT_EQ(0, memcmp(s.data.data() + at_s, o.data.data() + at_o, row)) << "expert " << k << " row " << j;
                 }
@@ -114,6 +123,7 @@ inline void expect_width_cut(const std::string & src_path, const std::string & o
         ++n_checked;
     }
     EXPECT_GT(n_checked, 0);
+    if (shared_cut) EXPECT_EQ(n_shared, 3 * int(p.layers.size())) << "gate, up and down of every layer's shared expert";
 }
 
 // Shared experts (deepseek2, glm4moe, kimi-k3 in the zoo): llama.cpp sizes
@@ -123,6 +133,16 @@ inline void expect_width_cut(const std::string & src_path, const std::string & o
 // any, is unchanged.
 inline void expect_shared_kept(const std::string & src_path, const std::string & out_path, const std::string & arch, int64_t K) {
     const auto src = load_with_ggml(src_path), out = load_with_ggml(out_path);
+    if (arch == "llama4") {   // its one shared expert is cut with the routed ones (expect_width_cut audits it): K wide
+        int n = 0;
+        for (const auto & [name, o] : out) {
+            if (name.find("_shexp.") == std::string::npos) continue;
+            EXPECT_EQ(name.find("ffn_down_shexp") != std::string::npos ? o.ne[0] : o.ne[1], K) << name;
+            ++n;
+        }
+        EXPECT_GE(n, 3);
+        return;
+    }
     int64_t S = 0;
     int n_shared = 0;
     for (const auto & [name, s] : src) {

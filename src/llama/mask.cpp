@@ -449,9 +449,9 @@ bool mask_hook::shared_width_node(ggml_tensor * t, bool ask) {
     if (ask || !error_.empty()) return true;
     const std::string what = std::string("node '") + t->name + "'";
     if (down) {
-        const std::string weight = "blk." + std::to_string(layer) + ".ffn_down_shexp.weight";
-        if (t->op != GGML_OP_MUL_MAT || !t->src[0] || weight != t->src[0]->name || !shared_zeroed_ || t->src[1] != shared_zeroed_) {
-            error_ = what + ": not " + weight + " times the shared expert's activation node the width mask zeroed (" +
+        if (shared_down_layer(t) != layer || !shared_zeroed_ || t->src[1] != shared_zeroed_) {
+            error_ = what + ": not blk." + std::to_string(layer) +
+                     ".ffn_down_shexp.weight times the shared expert's activation node the width mask zeroed (" +
                      (shared_zeroed_ ? std::string(shared_zeroed_->name) : std::string("none")) +
                      "): cannot mask the shared expert's channels in this architecture's graph; prune the width instead";
             return true;

@@ -117,7 +117,7 @@ bool archive_channel_scores(const saliency::archive & a, const std::string & arc
 bool archive_shared_channel_scores(const saliency::archive & a, const std::string & archive_name,
                                    const std::vector<std::string> & domains, channel_score which, int64_t n_ff,
                                    shared_channel_scores & out, std::string & err) {
-    channel_scores routed;   // the archive's channel checks (width, metric set, domains), one rule
+    channel_scores routed;   // the archive's channel checks (width, metric set), one rule
     if (!archive_channel_scores(a, archive_name, domains, which, n_ff, routed, err)) return false;
     if (!a.has_shared_channels) {
         err = archive_name + " has no channel scores of the shared expert (the input of ffn_down_shexp); the model's "
@@ -126,31 +126,23 @@ bool archive_shared_channel_scores(const saliency::archive & a, const std::strin
               "ffn_down_shexp entries)";
         return false;
     }
-    // the domains archive_channel_scores summed (it checked the names): all, or those named (archive names are unique)
-    std::vector<const saliency::domain_stats *> sel;
-    for (const saliency::domain_stats & d : a.domains) {
-        if (domains.empty() || std::find(domains.begin(), domains.end(), d.name) != domains.end()) sel.push_back(&d);
-    }
-    const size_t n = a.n_shared_channel_values();
-    auto sum = std::make_shared<std::vector<double>>(n, 0.0);
-    for (const saliency::domain_stats * d : sel) {
-        const std::vector<double> & v = which == channel_score::reap ? d->sh_reap : d->sh_energy;
-        if (v.size() != n) {
-            err = archive_name + ": domain '" + d->name + "' holds " + std::to_string(v.size()) + " shared-expert channel "
-                  "scores, expected " + std::to_string(n);
-            return false;
-        }
-        for (size_t i = 0; i < n; ++i) (*sum)[i] += v[i];
+    auto sum = std::make_shared<saliency::domain_stats>();
+    if (!saliency::sum_domains(a, domains, *sum, err)) return false;
+    auto values = std::shared_ptr<const std::vector<double>>(sum, which == channel_score::reap ? &sum->sh_reap : &sum->sh_energy);
+    if (values->size() != a.n_shared_channel_values()) {
+        err = archive_name + ": the summed shared-expert channel scores hold " + std::to_string(values->size()) +
+              " values, expected " + std::to_string(a.n_shared_channel_values());
+        return false;
     }
     const std::vector<int> moe_layers = a.model.moe_layers;
     const uint32_t width = a.n_ff;
-    out = [sum, moe_layers, width, archive_name](int layer, std::vector<double> & scores, std::string & msg) {
+    out = [values, moe_layers, width, archive_name](int layer, std::vector<double> & scores, std::string & msg) {
         if (!std::binary_search(moe_layers.begin(), moe_layers.end(), layer)) {
             msg = archive_name + " has no shared-expert channel scores for layer " + std::to_string(layer);
             return false;
         }
         const size_t at = size_t(layer) * width;   // archive::shared_channel_index(layer, 0); the callback outlives `a`
-        scores.assign(sum->begin() + std::ptrdiff_t(at), sum->begin() + std::ptrdiff_t(at + width));
+        scores.assign(values->begin() + std::ptrdiff_t(at), values->begin() + std::ptrdiff_t(at + width));
         return true;
     };
     return true;
