@@ -519,6 +519,25 @@ TEST(Calibrate, SharedExpertChannelsEqualLlamaImatrix) {
         const std::vector<float> in_sum2 = ggml_f32_values(dir + "/im.gguf", "blk." + std::to_string(l) + ".ffn_down_shexp.weight.in_sum2");
         for (uint32_t c = 0; c < a.n_ff; ++c) EXPECT_EQ(b.domains[0].sh_energy[b.shared_channel_index(l, c)], (double) in_sum2[c]);
     }
+    // the legacy .dat of the same run holds in_sum2 / count x ncall (ncall = count / 64 rounded up, per
+    // llama-imatrix's writer): reap imatrix imports those values as they are (the channels' order unchanged)
+    ASSERT_EQ(run_cmd(shell_quote(llama_bin("llama-imatrix")) + " -m " + shell_quote(model) + " -f " +
+                          shell_quote(dir + "/text.txt") + " -c 64 -b 64 -t 2 --no-ppl --output-format dat -o " +
+                          shell_quote(dir + "/im.dat"), out), 0) << out;
+    ASSERT_EQ(run_cmd(imx + shell_quote(dir + "/im.dat") + " -o " + shell_quote(dir + "/imd.gguf"), out), 0) << out;
+    sal::archive dat;
+    ASSERT_TRUE(sal::read_archive(dir + "/imd.gguf", dat, err)) << err;
+    ASSERT_TRUE(dat.has_shared_channels);
+    for (int l : a.model.moe_layers) {
+        const std::string w = "blk." + std::to_string(l) + ".ffn_down_shexp.weight";
+        const std::vector<float> in_sum2 = ggml_f32_values(dir + "/im.gguf", w + ".in_sum2");
+        const float count = ggml_f32_values(dir + "/im.gguf", w + ".counts").at(0);
+        const float ncall = (float) (((int) count + 63) / 64);
+        for (uint32_t c = 0; c < a.n_ff; ++c) {
+            const float want = in_sum2[c] / count * ncall;
+            EXPECT_NEAR(dat.domains[0].sh_energy[dat.shared_channel_index(l, c)], want, 1e-6 * want) << w << " channel " << c;
+        }
+    }
     // a file without layer 3's entry, or with two matrices there, is refused
     const std::string gone = "blk." + std::to_string(a.model.moe_layers.back()) + ".ffn_down_shexp.weight";
     ASSERT_NO_FATAL_FAILURE(rewrite_gguf(dir + "/im.gguf", dir + "/gone.gguf", [&](reap::gguf::output_tensor & t) {
