@@ -32,7 +32,8 @@
 //     on llama4 (its shared expert is cut with the routed ones) sh_energy equals
 //     llama-imatrix's ffn_down_shexp in_sum2 per layer and channel (rel 1e-4),
 //     sh_reap sits within the bounds the column norms put on it, and reap
-//     imatrix imports that entry (and refuses a file without it).
+//     imatrix imports that entry (and refuses a file without it); resumed =
+//     uninterrupted with them, and a checkpoint without them does not resume.
 #include "archive_compare.h"
 #include "llama_test_util.h"
 
@@ -673,6 +674,47 @@ TEST(Calibrate, InterruptedAndResumedEqualsUninterrupted) {
     const std::string x = read_bytes(dir + "/full.gguf"), y = read_bytes(dir + "/resumed.gguf");
     EXPECT_FALSE(x.empty());
     EXPECT_TRUE(x == y) << "resumed archive differs from the uninterrupted one";
+}
+
+// llama4 with --width-saliency (the shared expert's channels too): stopped after the first
+// decode and resumed = uninterrupted, byte for byte; a checkpoint without the shared
+// statistics (as a reap before them wrote, same options) is refused, saying so.
+TEST(Calibrate, SharedChannelsResumeEqualsUninterrupted) {
+    std::string err;
+    const std::string model = zoo_model("llama4", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("resume-shared");
+    const std::string corpus = small_corpus(dir);
+    sal::archive a;
+    reap::calibrate_report rep;
+    auto full = opts(model, corpus, dir + "/full.gguf");
+    full.width_saliency = true;
+    ASSERT_TRUE(reap::run_calibrate(full, a, rep, err)) << err;
+    ASSERT_TRUE(a.has_shared_channels);
+    std::atomic<bool> stop{true};
+    auto o = opts(model, corpus, dir + "/resumed.gguf");
+    o.width_saliency = true;
+    o.force = false;
+    o.stop  = &stop;
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
+    ASSERT_TRUE(rep.interrupted);
+    const std::string ck = dir + "/resumed.gguf.checkpoint";
+    ASSERT_TRUE(file_exists(ck));
+    const std::string ck_bytes = read_bytes(ck);
+    // the same checkpoint without the shared statistics: refused
+    sal::archive c;
+    ASSERT_TRUE(sal::read_archive(ck, c, err)) << err;
+    c.has_shared_channels = false;
+    for (auto & d : c.domains) { d.sh_energy.clear(); d.sh_reap.clear(); }
+    ASSERT_TRUE(sal::write_archive(c, ck, err, true)) << err;
+    stop = false;
+    o.resume = true;
+    EXPECT_FALSE(reap::run_calibrate(o, a, rep, err));
+    EXPECT_NE(err.find("was made without the shared expert's channel statistics, which this run collects"), std::string::npos) << err;
+    write_file(ck, ck_bytes);
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
+    EXPECT_TRUE(rep.resumed);
+    EXPECT_TRUE(read_bytes(dir + "/full.gguf") == read_bytes(dir + "/resumed.gguf")) << "resumed archive differs from the uninterrupted one";
 }
 
 TEST(Calibrate, QuantisedModel) {
