@@ -353,6 +353,21 @@ const std::vector<hostile_case> & cases() {
              if (!g::write_output(spec, g::write_options{}, bad, written, err)) ADD_FAILURE() << err;
          },
          2, "tensor 'en.ch_energy' has shape [4, 4, 1], expected [5, 4, 1] (n_ff_exp, n_expert, n_layer)"},
+        {"archive: shared-expert channel tensors it does not declare", "plan {bad} -m {model} --keep 2 -o {out}",
+         [](const inputs & in, const std::string & bad) {
+             s::archive a;
+             g::output_spec spec;
+             std::vector<std::string> written;
+             std::string err;
+             if (!s::read_archive(in.sal, a, err)) ADD_FAILURE() << err;
+             saliency_test::add_channels(a, 4);
+             saliency_test::add_shared_channels(a);
+             if (!s::archive_spec(a, spec, err)) ADD_FAILURE() << err;
+             spec.kvs.remove(s::k_key_shared_channels);   // as a version 2 archive would be
+             spec.kvs.set_u32(s::k_key_version, 2);
+             if (!g::write_output(spec, g::write_options{}, bad, written, err)) ADD_FAILURE() << err;
+         },
+         2, "tensor 'en.sh_energy' is not expected: the archive declares no shared expert channel statistics"},
         {"archive: merged with one that has channel statistics", "merge {sal} {bad} -o {out}",
          [](const inputs & in, const std::string & bad) {
              s::archive a;

@@ -32,7 +32,8 @@
 //     on llama4 (its shared expert is cut with the routed ones) sh_energy equals
 //     llama-imatrix's ffn_down_shexp in_sum2 per layer and channel (rel 1e-4),
 //     sh_reap sits within the bounds the column norms put on it, and reap
-//     imatrix imports that entry (and refuses a file without it).
+//     imatrix imports that entry (and refuses a file without it); resumed =
+//     uninterrupted with them, and a checkpoint without them does not resume.
 #include "archive_compare.h"
 #include "llama_test_util.h"
 
@@ -519,6 +520,25 @@ TEST(Calibrate, SharedExpertChannelsEqualLlamaImatrix) {
         const std::vector<float> in_sum2 = ggml_f32_values(dir + "/im.gguf", "blk." + std::to_string(l) + ".ffn_down_shexp.weight.in_sum2");
         for (uint32_t c = 0; c < a.n_ff; ++c) EXPECT_EQ(b.domains[0].sh_energy[b.shared_channel_index(l, c)], (double) in_sum2[c]);
     }
+    // the legacy .dat of the same run holds in_sum2 / count x ncall (ncall = count / 64 rounded up, per
+    // llama-imatrix's writer): reap imatrix imports those values as they are (the channels' order unchanged)
+    ASSERT_EQ(run_cmd(shell_quote(llama_bin("llama-imatrix")) + " -m " + shell_quote(model) + " -f " +
+                          shell_quote(dir + "/text.txt") + " -c 64 -b 64 -t 2 --no-ppl --output-format dat -o " +
+                          shell_quote(dir + "/im.dat"), out), 0) << out;
+    ASSERT_EQ(run_cmd(imx + shell_quote(dir + "/im.dat") + " -o " + shell_quote(dir + "/imd.gguf"), out), 0) << out;
+    sal::archive dat;
+    ASSERT_TRUE(sal::read_archive(dir + "/imd.gguf", dat, err)) << err;
+    ASSERT_TRUE(dat.has_shared_channels);
+    for (int l : a.model.moe_layers) {
+        const std::string w = "blk." + std::to_string(l) + ".ffn_down_shexp.weight";
+        const std::vector<float> in_sum2 = ggml_f32_values(dir + "/im.gguf", w + ".in_sum2");
+        const float count = ggml_f32_values(dir + "/im.gguf", w + ".counts").at(0);
+        const float ncall = (float) (((int) count + 63) / 64);
+        for (uint32_t c = 0; c < a.n_ff; ++c) {
+            const float want = in_sum2[c] / count * ncall;
+            EXPECT_NEAR(dat.domains[0].sh_energy[dat.shared_channel_index(l, c)], want, 1e-6 * want) << w << " channel " << c;
+        }
+    }
     // a file without layer 3's entry, or with two matrices there, is refused
     const std::string gone = "blk." + std::to_string(a.model.moe_layers.back()) + ".ffn_down_shexp.weight";
     ASSERT_NO_FATAL_FAILURE(rewrite_gguf(dir + "/im.gguf", dir + "/gone.gguf", [&](reap::gguf::output_tensor & t) {
@@ -654,6 +674,47 @@ TEST(Calibrate, InterruptedAndResumedEqualsUninterrupted) {
     const std::string x = read_bytes(dir + "/full.gguf"), y = read_bytes(dir + "/resumed.gguf");
     EXPECT_FALSE(x.empty());
     EXPECT_TRUE(x == y) << "resumed archive differs from the uninterrupted one";
+}
+
+// llama4 with --width-saliency (the shared expert's channels too): stopped after the first
+// decode and resumed = uninterrupted, byte for byte; a checkpoint without the shared
+// statistics (as a reap before them wrote, same options) is refused, saying so.
+TEST(Calibrate, SharedChannelsResumeEqualsUninterrupted) {
+    std::string err;
+    const std::string model = zoo_model("llama4", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("resume-shared");
+    const std::string corpus = small_corpus(dir);
+    sal::archive a;
+    reap::calibrate_report rep;
+    auto full = opts(model, corpus, dir + "/full.gguf");
+    full.width_saliency = true;
+    ASSERT_TRUE(reap::run_calibrate(full, a, rep, err)) << err;
+    ASSERT_TRUE(a.has_shared_channels);
+    std::atomic<bool> stop{true};
+    auto o = opts(model, corpus, dir + "/resumed.gguf");
+    o.width_saliency = true;
+    o.force = false;
+    o.stop  = &stop;
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
+    ASSERT_TRUE(rep.interrupted);
+    const std::string ck = dir + "/resumed.gguf.checkpoint";
+    ASSERT_TRUE(file_exists(ck));
+    const std::string ck_bytes = read_bytes(ck);
+    // the same checkpoint without the shared statistics: refused
+    sal::archive c;
+    ASSERT_TRUE(sal::read_archive(ck, c, err)) << err;
+    c.has_shared_channels = false;
+    for (auto & d : c.domains) { d.sh_energy.clear(); d.sh_reap.clear(); }
+    ASSERT_TRUE(sal::write_archive(c, ck, err, true)) << err;
+    stop = false;
+    o.resume = true;
+    EXPECT_FALSE(reap::run_calibrate(o, a, rep, err));
+    EXPECT_NE(err.find("was made without the shared expert's channel statistics, which this run collects"), std::string::npos) << err;
+    write_file(ck, ck_bytes);
+    ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
+    EXPECT_TRUE(rep.resumed);
+    EXPECT_TRUE(read_bytes(dir + "/full.gguf") == read_bytes(dir + "/resumed.gguf")) << "resumed archive differs from the uninterrupted one";
 }
 
 TEST(Calibrate, QuantisedModel) {

@@ -870,3 +870,14 @@ TEST(MoeLayout, ParseExpertWeight) {
         EXPECT_FALSE(parse_expert_weight(not_one, layer, base)) << not_one;
     }
 }
+
+// The shared expert's down weight by name (calibrate and imatrix find its input by it).
+TEST(LayoutNames, SharedDownWeightLayer) {
+    EXPECT_EQ(shared_down_weight_layer("blk.3.ffn_down_shexp.weight"), 3);
+    EXPECT_EQ(shared_down_weight_layer("blk.47.ffn_down_shexp.weight"), 47);
+    for (const char * not_one : {"blk.3.ffn_down_shexp.bias", "blk.3.ffn_down_exps.weight", "ffn_down_shexp.weight",
+                                 "blk.3.ffn_up_shexp.weight", "blk.x.ffn_down_shexp.weight", "blk.3.ffn_down_shexp",
+                                 "blk.3.ffn_down_shexp.weight.in_sum2"}) {
+        EXPECT_EQ(shared_down_weight_layer(not_one), -1) << not_one;
+    }
+}

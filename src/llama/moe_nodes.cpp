@@ -1,6 +1,8 @@
 // Reading build_moe_ffn's nodes in an eval callback (see moe_nodes.h).
 #include "llama/moe_nodes.h"
 
+#include "moe/layout.h"
+
 #include "ggml-backend.h"
 #include "ggml.h"
 
@@ -53,16 +55,13 @@ bool is_moe_activation(const std::string & base) {
 int shared_down_layer(const ggml_tensor * t) {
     if (t->op != GGML_OP_MUL_MAT || !t->src[0]) return -1;
     const char * name = t->src[0]->name;
-    if (const char * hash = strchr(name, '#')) name = hash + 1;   // "<backend>#<name>#<n>": the name between
-    if (strncmp(name, "blk.", 4) != 0) return -1;
-    const char * p = name + 4;
-    int layer = 0, digits = 0;
-    for (; *p >= '0' && *p <= '9' && digits < 7; ++p, ++digits) layer = layer * 10 + (*p - '0');
-    if (digits == 0) return -1;
-    static const char suffix[] = ".ffn_down_shexp.weight";
-    const size_t n = sizeof(suffix) - 1;
-    if (strncmp(p, suffix, n) != 0 || (p[n] != '\0' && p[n] != '#')) return -1;
-    return layer;
+    if (strncmp(name, "blk.", 4) != 0 && !strchr(name, '#')) return -1;   // the common case, without a string
+    std::string w = name;
+    if (const size_t hash = w.find('#'); hash != std::string::npos) {   // "<backend>#<name>#<n>": the name between
+        w = w.substr(hash + 1);
+        w = w.substr(0, w.find('#'));
+    }
+    return moe::shared_down_weight_layer(w);
 }
 
 }  // namespace reap

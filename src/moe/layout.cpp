@@ -411,6 +411,11 @@ bool parse_expert_weight(const std::string & name, int & layer, std::string & ba
     return true;
 }
 
+int shared_down_weight_layer(const std::string & name) {
+    const parsed_name p = parse_name(name);
+    return p.layer >= 0 && p.base == "ffn_down_shexp" && p.suffix == "weight" ? p.layer : -1;
+}
+
 bool is_known_arch(const std::string & arch) {
     return find_arch(arch) != nullptr;
 }

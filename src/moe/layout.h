@@ -154,6 +154,10 @@ int64_t n_layer_of(const moe_kv & kv, const std::vector<tensor_desc> & tensors);
 // if so, its block index and base name ("ffn_down_exps", ...) are set.
 bool parse_expert_weight(const std::string & name, int & layer, std::string & base);
 
+// The block index L when `name` is a shared expert's down projection weight
+// ("blk.L.ffn_down_shexp.weight"), else -1.
+int shared_down_weight_layer(const std::string & name);
+
 struct classify_options {
     // classify archs missing from the table with the name rules alone
     // (router facts then have known_arch = false). Off by default: a new arch is

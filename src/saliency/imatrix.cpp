@@ -32,16 +32,9 @@ int down_exps_layer(const std::string & name) {
     return moe::parse_expert_weight(name, layer, base) && base == "ffn_down_exps" ? layer : -1;
 }
 
-// "blk.L.ffn_down_shexp.weight" -> L; -1 otherwise.
+// "blk.L.ffn_down_shexp.weight" -> L; -1 otherwise (the layout table's names).
 int down_shexp_layer(const std::string & name) {
-    static const char suffix[] = ".ffn_down_shexp.weight";
-    const size_t n_suffix = sizeof(suffix) - 1;
-    if (!util::starts_with(name, "blk.") || !ends_with(name, suffix) || name.size() <= 4 + n_suffix) return -1;
-    const std::string digits = name.substr(4, name.size() - 4 - n_suffix);
-    if (digits.empty() || digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-        return -1;
-    }
-    return std::stoi(digits);
+    return moe::shared_down_weight_layer(name);
 }
 
 // Whether `name` is a routed-expert weight (ffn_*_exps.weight) as the layout table names them.

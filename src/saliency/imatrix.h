@@ -10,7 +10,8 @@
 // whose one shared expert is cut with the routed experts (-m given and
 // moe::expert_width::shared_cut: llama4), also sh_energy = the in_sum2 of
 // blk.L.ffn_down_shexp.weight (one matrix of n_ff_exp values, Σ h_c² over every
-// token) per MoE layer (archive version 3); a file without that entry for a MoE
+// token; a legacy file's values, Σ h_c² / rows × ncall, in the same channel
+// order) per MoE layer (archive version 3); a file without that entry for a MoE
 // layer is an error, since the width cut of such a model needs it. Without -m
 // the shared expert's entries are not read (the archive, arch "unknown", is of
 // no use to plan).
