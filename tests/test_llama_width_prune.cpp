@@ -19,7 +19,9 @@
 // down column computes). Both run in llama.cpp on the same prompt; the down
 // type is the source's (f16: the column drop is exact) or, where the
 // source's blocks are wider than the kept width (mxfp4), f32 (exact too). So
-// logits agree to float rounding only, and the routing is the same.
+// logits agree to rounding only (float sums in another order, and where that
+// flips the 8-bit rounding of a quantised expert's input; bound below), and
+// the routing is the same.
 //
 // Quantised down: qwen3moe-wide's f16 down slabs cut from 512 to 256
 // channels and requantised to q8_0 / q4_K; the logits' distance from the
