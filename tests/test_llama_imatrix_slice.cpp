@@ -241,10 +241,14 @@ TEST_F(Fixture, ExactCutEqualsLlamaImatrixOnThePrunedModel) {
     // float rounding (about 1e-4 relative in later layers; llama-imatrix run with
     // another thread count gives bit-equal sums, so this is no noise of ours), yet
     // a quantiser's discrete scale search flips on such differences in a few
-    // percent of blocks, by an amount that depends on the type: IQ4_NL (non-linear
-    // grid, the type llama-quantize falls back to for i-quants on these 192-wide
-    // rows) stays within the 1e-4 mean KLD; the legacy Q5_1 (scale and
-    // min searched jointly) is held to 10% of what quantising itself costs.
+    // percent of blocks, by an amount that depends on the type and on the
+    // rounding of the machine's kernels: IQ4_NL (non-linear grid, the type
+    // llama-quantize falls back to for i-quants on these 192-wide rows) gave
+    // a mean KLD under the 1e-4 with ggml built natively, 1.37e-4 with
+    // ggml built for AVX2 as `make` builds it (2026-12-02), so it is held to
+    // 2.5e-4, under 2% of what quantising to it costs (8.1e-3); both types are
+    // held to 10% of that cost, the legacy Q5_1 (scale and min searched
+    // jointly; 1.13e-4 of 2.33e-3) by that bound alone.
     // One run per type: against the recomputed one's quantisation, the sliced
     // one's and the F32 model (what quantising costs).
     struct type_bound {
@@ -252,7 +256,7 @@ TEST_F(Fixture, ExactCutEqualsLlamaImatrixOnThePrunedModel) {
         double       max_kld;       // absolute bound on the two quantisations' KLD; 0: none
         double       max_of_cost;   // bound as a share of the type's own KLD from F32
     };
-    for (const type_bound & t : {type_bound{"IQ4_NL", 1e-4, 0.1}, type_bound{"Q5_1", 0, 0.1}}) {
+    for (const type_bound & t : {type_bound{"IQ4_NL", 2.5e-4, 0.1}, type_bound{"Q5_1", 0, 0.1}}) {
         SCOPED_TRACE(t.type);
         const std::string qs = dir + "/q-sliced-" + t.type + ".gguf", qr = dir + "/q-recomputed-" + t.type + ".gguf";
         quantize(cut, sliced, t.type, qs);

@@ -132,8 +132,12 @@ TEST(Rpc, CalibrateAndMaskedEvalAcrossTwoServers) {
     ASSERT_EQ(run_cmd(eval_cmd + rpc + " 2>/dev/null", out), 0) << out;
     const nlohmann::json r = nlohmann::json::parse(out);
     EXPECT_GT(l.at("kld_mean").get<double>(), 1e-3) << "the cut should cost something";
+    // the graph split across backends need not compute in the same order as
+    // one local backend: the scores agree to float rounding (kld_p99 differed
+    // by 1.3e-6 relative with ggml built for AVX2, 2026-12-02; under 1e-6 with
+    // ggml built natively before)
     for (const char * k : {"ppl_base", "ppl_pruned", "kld_mean", "kld_p99", "argmax_agree"}) {
-        EXPECT_NEAR(l.at(k).get<double>(), r.at(k).get<double>(), 1e-6 * std::max(1.0, std::fabs(l.at(k).get<double>()))) << k;
+        EXPECT_NEAR(l.at(k).get<double>(), r.at(k).get<double>(), 1e-5 * std::max(1.0, std::fabs(l.at(k).get<double>()))) << k;
     }
     EXPECT_EQ(l.at("n_tokens"), r.at("n_tokens"));
 }

@@ -221,7 +221,7 @@ TEST_P(WidthPrune, EqualsTheBaseWithTheRemovedChannelsZeroed) {
     // k-quants), where a last-bit difference can flip a rounding. Measured
     // 2026-12-02 with ggml built for AVX2 as `make` builds it (Makefile,
     // GGML_ISA): kimi-k3 (mxfp4 experts) relative rms 3.5e-4, max |dlogit|
-    // 0.0116 of 4.1; the other zoo archs below 1e-4. (ggml built with
+    // 0.0116 of 4.1; llama4 1.1e-4; the other zoo archs below 1e-4. (ggml built with
     // -march=native on an AVX512-FP16 CPU: qwen3moe-q256 9.9e-4.) A wrong
     // channel is far above this: the base differs from the cut by more than
     // 100 times the distance (below).
