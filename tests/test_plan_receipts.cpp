@@ -216,10 +216,13 @@ std::vector<int64_t> ranks(const sl::archive & a, const sl::domain_stats & d, in
     for (int64_t e = 0; e < kE; ++e) routed += d.count[a.index(l, (int) e)];
     if (routed == 0) return {};
     std::vector<int64_t> ids(kE);
-    for (int64_t e = 0; e < kE; ++e) ids[e] = e;
+    std::vector<double> score(kE);   // each expert's score once, not once per comparison
+    for (int64_t e = 0; e < kE; ++e) {
+        ids[e] = e;
+        score[e] = score_of(d, a.index(l, (int) e), method);
+    }
     std::sort(ids.begin(), ids.end(), [&](int64_t x, int64_t y) {
-        const double sx = score_of(d, a.index(l, (int) x), method), sy = score_of(d, a.index(l, (int) y), method);
-        return sx != sy ? sx > sy : x < y;
+        return score[x] != score[y] ? score[x] > score[y] : x < y;
     });
     std::vector<int64_t> r(kE);
     for (int64_t k = 0; k < kE; ++k) r[ids[k]] = k + 1;
