@@ -420,14 +420,15 @@ TEST(PlanReceipts, K3DimsRecordedPrintedAndShort) {
                 rs[e] += d.reap_sum[f.a.index(l, (int) e)];
             }
         }
-        std::vector<int64_t> ids(kE);
-        for (int64_t e = 0; e < kE; ++e) ids[e] = e;
-        auto tier = [&](int64_t e) {
-            return std::count(kSuper.begin(), kSuper.end(), std::make_pair(l, e)) ? 0 : cnt[e] == 0 ? 2 : 1;
-        };
-        auto sc = [&](int64_t e) { return cnt[e] > 0 ? rs[e] / cnt[e] : 0.0; };
+        std::vector<int64_t> ids(kE), tier(kE);
+        std::vector<double> sc(kE);   // once per expert, not once per comparison
+        for (int64_t e = 0; e < kE; ++e) {
+            ids[e] = e;
+            tier[e] = std::count(kSuper.begin(), kSuper.end(), std::make_pair(l, e)) ? 0 : cnt[e] == 0 ? 2 : 1;
+            sc[e] = cnt[e] > 0 ? rs[e] / cnt[e] : 0.0;
+        }
         std::sort(ids.begin(), ids.end(), [&](int64_t x, int64_t y) {
-            return tier(x) != tier(y) ? tier(x) < tier(y) : sc(x) != sc(y) ? sc(x) > sc(y) : x < y;
+            return tier[x] != tier[y] ? tier[x] < tier[y] : sc[x] != sc[y] ? sc[x] > sc[y] : x < y;
         });
         ids.resize(720);
         std::sort(ids.begin(), ids.end());
