@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -69,9 +70,36 @@ inline std::string reap_bin() { return env_or("REAP_BIN", own_bin_dir() + "/reap
 // Where llama.cpp's tools are: $REAP_LLAMA_BIN_DIR, else beside the test binary.
 inline std::string llama_bin_dir() { return env_or("REAP_LLAMA_BIN_DIR", own_bin_dir()); }
 
+// The whole file (empty when it cannot be opened), read in one call where its
+// size is known: a stream iterator goes a byte at a time, and ~30 test files
+// read their models and outputs back through this, under ASan in one phase.
 inline std::vector<uint8_t> read_all(const std::string & path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    std::vector<uint8_t> bytes;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return bytes;
+    }
+    struct stat st;
+    // /proc files say size 0; anything else is sized once, then grown only if it grew
+    bytes.resize(::fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t) st.st_size : 4096);
+    size_t have = 0;
+    for (;;) {
+        if (have == bytes.size()) {
+            uint8_t probe;   // at the stated size: EOF, or a file that grew
+            const ssize_t n = ::read(fd, &probe, 1);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            bytes.resize(bytes.size() * 2);
+            bytes[have++] = probe;
+        }
+        const ssize_t n = ::read(fd, bytes.data() + have, bytes.size() - have);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        have += (size_t) n;
+    }
+    ::close(fd);
+    bytes.resize(have);
+    return bytes;
 }
 
 inline void write_all(const std::string & path, const std::vector<uint8_t> & bytes) {

@@ -216,10 +216,13 @@ std::vector<int64_t> ranks(const sl::archive & a, const sl::domain_stats & d, in
     for (int64_t e = 0; e < kE; ++e) routed += d.count[a.index(l, (int) e)];
     if (routed == 0) return {};
     std::vector<int64_t> ids(kE);
-    for (int64_t e = 0; e < kE; ++e) ids[e] = e;
+    std::vector<double> score(kE);   // each expert's score once, not once per comparison
+    for (int64_t e = 0; e < kE; ++e) {
+        ids[e] = e;
+        score[e] = score_of(d, a.index(l, (int) e), method);
+    }
     std::sort(ids.begin(), ids.end(), [&](int64_t x, int64_t y) {
-        const double sx = score_of(d, a.index(l, (int) x), method), sy = score_of(d, a.index(l, (int) y), method);
-        return sx != sy ? sx > sy : x < y;
+        return score[x] != score[y] ? score[x] > score[y] : x < y;
     });
     std::vector<int64_t> r(kE);
     for (int64_t k = 0; k < kE; ++k) r[ids[k]] = k + 1;
@@ -417,14 +420,15 @@ TEST(PlanReceipts, K3DimsRecordedPrintedAndShort) {
                 rs[e] += d.reap_sum[f.a.index(l, (int) e)];
             }
         }
-        std::vector<int64_t> ids(kE);
-        for (int64_t e = 0; e < kE; ++e) ids[e] = e;
-        auto tier = [&](int64_t e) {
-            return std::count(kSuper.begin(), kSuper.end(), std::make_pair(l, e)) ? 0 : cnt[e] == 0 ? 2 : 1;
-        };
-        auto sc = [&](int64_t e) { return cnt[e] > 0 ? rs[e] / cnt[e] : 0.0; };
+        std::vector<int64_t> ids(kE), tier(kE);
+        std::vector<double> sc(kE);   // once per expert, not once per comparison
+        for (int64_t e = 0; e < kE; ++e) {
+            ids[e] = e;
+            tier[e] = std::count(kSuper.begin(), kSuper.end(), std::make_pair(l, e)) ? 0 : cnt[e] == 0 ? 2 : 1;
+            sc[e] = cnt[e] > 0 ? rs[e] / cnt[e] : 0.0;
+        }
         std::sort(ids.begin(), ids.end(), [&](int64_t x, int64_t y) {
-            return tier(x) != tier(y) ? tier(x) < tier(y) : sc(x) != sc(y) ? sc(x) > sc(y) : x < y;
+            return tier[x] != tier[y] ? tier[x] < tier[y] : sc[x] != sc[y] ? sc[x] > sc[y] : x < y;
         });
         ids.resize(720);
         std::sort(ids.begin(), ids.end());
@@ -579,12 +583,16 @@ TEST(PlanReceipts, ManyDeadExpertsStayShort) {
     const auto keep = keeps_of(j);
     size_t n_dead = 0, n_kept = 0;
     for (int l = 0; l < kLayers; ++l) {
+        std::vector<size_t> times_kept(kE, 0);   // one pass over the keep-list, not one per dead expert
+        for (int64_t e : keep[l]) {
+            if (e >= 0 && e < kE) ++times_kept[e];
+        }
         for (int64_t e = 0; e < kE; ++e) {
             bool any = false;
             for (const auto & d : sparse.domains) any = any || d.count[sparse.index(l, (int) e)] > 0;
             if (any) continue;
             ++n_dead;
-            n_kept += std::count(keep[l].begin(), keep[l].end(), e);
+            n_kept += times_kept[e];
         }
     }
     ASSERT_GE(n_dead, (size_t) kLayers * (kE - 16));

@@ -422,10 +422,14 @@ bool keep_allowed(const plan_model_facts & facts, int64_t n_keep, std::string & 
     const int64_t G = facts.n_group > 1 ? facts.n_group : 1;
     layer_ranking lr;
     for (int64_t e = 0; e < facts.n_expert; ++e) lr.order.push_back(e);
+    // every layer gets the same list: selected once, not once per layer
+    // (allowed_keeps asks this for every n_keep: at K3 dims 92 x 896 selections)
+    std::vector<int64_t> keep;
+    if (!facts.moe_layers.empty()) keep = select_keep(lr, facts.n_expert, G, n_keep);
     for (int l : facts.moe_layers) {
         plan_layer pl;
         pl.layer = l;
-        pl.keep = select_keep(lr, facts.n_expert, G, n_keep);
+        pl.keep = keep;
         if ((int64_t) pl.keep.size() != n_keep) {
             why = "n_keep " + std::to_string(n_keep) + " is not a multiple of the " + std::to_string(G) +
                   " expert groups of the group-limited router; every group must keep the same number";

@@ -216,17 +216,21 @@ static bool validate_channels(const archive & a, const domain_stats & d, const s
                   std::to_string(a.n_channel_values()) + " (n_layer x n_expert x n_ff_exp " + std::to_string(a.n_ff) + ")";
             return false;
         }
+        const bool is_energy = m == "ch_energy";
         for (size_t i = 0; i < v.size(); ++i) {
             const double x = v[i];
             if (x == 0) continue;
             const size_t cell = i / a.n_ff;
             const uint32_t l = (uint32_t) (cell / a.model.n_expert), e = (uint32_t) (cell % a.model.n_expert);
-            const std::string where = dn + " '" + m + "' layer " + std::to_string(l) + " expert " + std::to_string(e) +
-                                      " channel " + std::to_string(i % a.n_ff);
-            if (!std::isfinite(x)) { err = where + ": value is not finite"; return false; }
-            if (m == "ch_energy" && x < 0) { err = where + ": negative value " + fmt_num(x); return false; }
-            if (!is_moe[l]) { err = where + ": non-zero value " + fmt_num(x) + " in a layer that is not an MoE layer"; return false; }
-            if (d.count[cell] == 0) { err = where + ": value " + fmt_num(x) + " where count is 0"; return false; }
+            // the place is spelled out only for an error: per value it was most of a read's time
+            auto where = [&] {
+                return dn + " '" + m + "' layer " + std::to_string(l) + " expert " + std::to_string(e) + " channel " +
+                       std::to_string(i % a.n_ff);
+            };
+            if (!std::isfinite(x)) { err = where() + ": value is not finite"; return false; }
+            if (is_energy && x < 0) { err = where() + ": negative value " + fmt_num(x); return false; }
+            if (!is_moe[l]) { err = where() + ": non-zero value " + fmt_num(x) + " in a layer that is not an MoE layer"; return false; }
+            if (d.count[cell] == 0) { err = where() + ": value " + fmt_num(x) + " where count is 0"; return false; }
         }
     }
     return true;
@@ -330,16 +334,20 @@ bool validate(const archive & a, std::string & err) {
         for (const auto & m : wanted) {
             const std::vector<double> & v = *metric_data(d, m);
             const bool nonneg = m != "gate_sum" && m != "reap_sum";
+            const bool is_count = m == "count";
             for (size_t i = 0; i < v.size(); ++i) {
                 const uint32_t l = (uint32_t) (i / fp.n_expert), e = (uint32_t) (i % fp.n_expert);
-                const std::string cell = "saliency archive: " + dn + " '" + m + "' layer " + std::to_string(l) + " expert " + std::to_string(e);
+                // spelled out only for an error (as in validate_channels)
+                auto cell = [&] {
+                    return "saliency archive: " + dn + " '" + m + "' layer " + std::to_string(l) + " expert " + std::to_string(e);
+                };
                 const double x = v[i];
-                if (!std::isfinite(x)) { err = cell + ": value is not finite"; return false; }
-                if (nonneg && x < 0) { err = cell + ": negative value " + fmt_num(x); return false; }
-                if (m == "count" && x != std::floor(x)) { err = cell + ": count " + fmt_num(x) + " is not an integer"; return false; }
-                if (!is_moe[l] && x != 0) { err = cell + ": non-zero value " + fmt_num(x) + " in a layer that is not an MoE layer"; return false; }
-                if (m != "count" && x != 0 && d.count[i] == 0) {
-                    err = cell + ": value " + fmt_num(x) + " where count is 0";
+                if (!std::isfinite(x)) { err = cell() + ": value is not finite"; return false; }
+                if (nonneg && x < 0) { err = cell() + ": negative value " + fmt_num(x); return false; }
+                if (is_count && x != std::floor(x)) { err = cell() + ": count " + fmt_num(x) + " is not an integer"; return false; }
+                if (!is_moe[l] && x != 0) { err = cell() + ": non-zero value " + fmt_num(x) + " in a layer that is not an MoE layer"; return false; }
+                if (!is_count && x != 0 && d.count[i] == 0) {
+                    err = cell() + ": value " + fmt_num(x) + " where count is 0";
                     return false;
                 }
             }
