@@ -258,11 +258,16 @@ static bool validate_shared_channels(const archive & a, const domain_stats & d, 
             const double x = v[i];
             if (x == 0) continue;
             const uint32_t l = (uint32_t) (i / a.n_ff);
-            const std::string where = dn + " '" + m + "' layer " + std::to_string(l) + " channel " + std::to_string(i % a.n_ff);
-            if (!std::isfinite(x)) { err = where + ": value is not finite"; return false; }
             // both are sums of non-negative terms: the shared expert's gate is 1
-            if (x < 0) { err = where + ": negative value " + fmt_num(x); return false; }
-            if (!is_moe[l]) { err = where + ": non-zero value " + fmt_num(x) + " in a layer that is not an MoE layer"; return false; }
+            const char * wrong = !std::isfinite(x) ? "value is not finite"
+                                 : x < 0           ? "negative value "
+                                 : !is_moe[l]      ? "non-zero value "
+                                                   : nullptr;
+            if (!wrong) continue;
+            // the place is spelt out only for an error: validate reads every value
+            err = dn + " '" + m + "' layer " + std::to_string(l) + " channel " + std::to_string(i % a.n_ff) + ": " + wrong +
+                  (std::isfinite(x) ? fmt_num(x) : "") + (std::isfinite(x) && x >= 0 ? " in a layer that is not an MoE layer" : "");
+            return false;
         }
     }
     return true;
