@@ -1363,14 +1363,17 @@ INSTANTIATE_TEST_SUITE_P(CalibrateCli, LargeVocabulary, ::testing::Values("kimi-
 // (1 GiB) allows for the scored rows' logits, held twice: 1536 (768 scored rows
 // x 640 KiB x 2 = 960 MiB), not llama.cpp's 2048 (1.25 GiB) nor 4096. A masked
 // eval with them stays under 1.5 GiB of peak RSS (the base's rows go to a temp
-// file), and its JSON says what it chose.
+// file), and its JSON says what it chose. Four windows: the first decode holds
+// three (a full batch, the peak), and the base's rows of all four (650 MiB) would
+// push the peak past the bound if they stayed in memory; calibrate (only there
+// for a plan) reads the same text. Eight windows cost 30 CPU-s, four about half.
 TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
     std::string err, out;
     const std::string model = zoo_model("qwen3moe-v163840", err);
     ASSERT_FALSE(model.empty()) << err;
     const std::string dir = scratch("eval-large-vocab");
     std::string text;
-    while (text.size() < 5200) text += "the experts of every layer see the tokens routed to them. ";
+    while (text.size() < 2700) text += "the experts of every layer see the tokens routed to them. ";
     write_file(dir + "/c.txt", text);
     auto o = opts(model, dir + "/c.txt", dir + "/s.gguf");
     o.llama.n_ctx = 512;
@@ -1395,6 +1398,7 @@ TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
     // one candidate: its report is the object itself
     EXPECT_EQ(j.value("n_batch", 0), 1536) << text_log;
     EXPECT_EQ(j.value("n_ubatch", 0), 1536) << text_log;
+    EXPECT_EQ(j.value("n_windows", 0), 4) << text_log;   // one full decode and one more
     EXPECT_LT(rss, 1536l << 10);
 }
 
