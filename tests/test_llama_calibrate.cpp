@@ -1157,16 +1157,15 @@ TEST(CalibrateCli, CorpusMemoryFlat) {
     // The compact corpus and the big one (same samples, blank lines between).
     {
         std::ofstream small(dir + "/small.jsonl", std::ios::binary), big(dir + "/big.jsonl", std::ios::binary);
-        const std::string blank = std::string(4095, ' ') + "\n";
+        // a block's blank lines (4095 spaces and a newline each) as one write
+        std::string blanks;
+        for (int k = 0; k < 256; ++k) blanks += std::string(4095, ' ') + "\n";
         for (size_t i = 0; i < samples.size(); ++i) {
-            small << line(i);
-            big << line(i);
+            const std::string l = line(i);
+            small << l;
+            big << l;
             if (i >= n_head && i < n_head + n_blocks) {
-                size_t written = line(i).size();
-                while (written + blank.size() <= (1u << 20)) {
-                    big << blank;
-                    written += blank.size();
-                }
+                big.write(blanks.data(), (std::streamsize) (((1u << 20) - l.size()) / 4096 * 4096));
             }
         }
         ASSERT_TRUE(small.good() && big.good());
@@ -1177,10 +1176,12 @@ TEST(CalibrateCli, CorpusMemoryFlat) {
     ASSERT_GT(big_size, 2000000000ull);
 
     const int64_t max_tokens = 2000, per_domain = 1800;
+    // One thread: what is measured is the scan, and under a loaded ctest a second
+    // thread's OpenMP spin-waits cost more CPU than this tiny model's decodes.
     auto run = [&](const std::string & corpus, const std::string & out, long & rss) {
         int status = -1;
         rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "calibrate", "-m", model, "--corpus", corpus, "-o", out, "-c", "64",
-                                           "-b", "64", "-ub", "64", "-t", "2", "--max-tokens", std::to_string(max_tokens),
+                                           "-b", "64", "-ub", "64", "-t", "1", "--max-tokens", std::to_string(max_tokens),
                                            "--max-tokens-per-domain", std::to_string(per_domain), "--no-progress", "--force"},
                                           out + ".log", status);
         EXPECT_EQ(status, 0) << read_bytes(out + ".log");
@@ -1363,18 +1364,22 @@ INSTANTIATE_TEST_SUITE_P(CalibrateCli, LargeVocabulary, ::testing::Values("kimi-
 // (1 GiB) allows for the scored rows' logits, held twice: 1536 (768 scored rows
 // x 640 KiB x 2 = 960 MiB), not llama.cpp's 2048 (1.25 GiB) nor 4096. A masked
 // eval with them stays under 1.5 GiB of peak RSS (the base's rows go to a temp
-// file), and its JSON says what it chose.
+// file), and its JSON says what it chose. Four windows: the first decode holds
+// three (a full batch, the peak), and the base's rows of all four (650 MiB) would
+// push the peak past the bound if they stayed in memory; calibrate (only there
+// for a plan) reads the same text. Eight windows cost 30 CPU-s, four about half.
 TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
     std::string err, out;
     const std::string model = zoo_model("qwen3moe-v163840", err);
     ASSERT_FALSE(model.empty()) << err;
     const std::string dir = scratch("eval-large-vocab");
     std::string text;
-    while (text.size() < 5200) text += "the experts of every layer see the tokens routed to them. ";
+    while (text.size() < 2700) text += "the experts of every layer see the tokens routed to them. ";
     write_file(dir + "/c.txt", text);
     auto o = opts(model, dir + "/c.txt", dir + "/s.gguf");
     o.llama.n_ctx = 512;
     o.n_batch = o.n_ubatch = 256;
+    o.llama.cpuparams.n_threads = 1;   // as the eval below: a second thread's spin-waits cost CPU under load
     sal::archive a;
     reap::calibrate_report rep;
     ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
@@ -1383,7 +1388,7 @@ TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
     int status = -1;
     const std::string log = dir + "/eval.log";
     const long rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "eval", "-m", model, "--mask", dir + "/p.json",
-                                                  "-f", dir + "/c.txt", "-c", "512", "-t", "2", "--tmp-dir", dir, "--json"},
+                                                  "-f", dir + "/c.txt", "-c", "512", "-t", "1", "--tmp-dir", dir, "--json"},
                                                  log, status);
     const std::string text_log = read_bytes(log);
     ASSERT_EQ(status, 0) << text_log;
@@ -1395,6 +1400,7 @@ TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
     // one candidate: its report is the object itself
     EXPECT_EQ(j.value("n_batch", 0), 1536) << text_log;
     EXPECT_EQ(j.value("n_ubatch", 0), 1536) << text_log;
+    EXPECT_EQ(j.value("n_windows", 0), 4) << text_log;   // one full decode and one more
     EXPECT_LT(rss, 1536l << 10);
 }
 

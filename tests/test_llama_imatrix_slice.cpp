@@ -86,11 +86,14 @@ std::map<std::string, std::vector<uint8_t>> tensor_bytes(const std::string & pat
 std::string bin(const std::string & tool) { return shell_quote(llama_bin_dir() + "/" + tool); }
 
 // llama-imatrix over `text` in chunks of `ctx` tokens (`chunks` of them; 0: all).
+// One thread here and in kld(): the sums and KLDs are bit-equal to two threads'
+// (the printed numbers did not move), and a second OpenMP thread's spin-waits
+// under a loaded ctest cost more CPU than this model's decodes.
 void run_imatrix(const std::string & model, const std::string & text, int ctx, int chunks, const std::string & out) {
     std::string log;
     const std::string c = std::to_string(ctx);
     ASSERT_EQ(run_cmd(bin("llama-imatrix") + " -m " + shell_quote(model) + " -f " + shell_quote(text) + " -o " +
-                          shell_quote(out) + " -c " + c + " -b " + c + " -ub " + c + " -t 2 --no-ppl" +
+                          shell_quote(out) + " -c " + c + " -b " + c + " -ub " + c + " -t 1 --no-ppl" +
                           (chunks > 0 ? " --chunks " + std::to_string(chunks) : ""),
                       log),
               0)
@@ -113,7 +116,7 @@ std::map<std::string, double> kld(const std::string & base, const std::vector<st
     // -b/-ub as the bounds below were measured with (llama-perplexity's defaults): a
     // quantised model's near-tie routings can flip between batch shapes
     std::string cmd = shell_quote(reap_bin()) + " eval -m " + shell_quote(base) + " -f " + shell_quote(text) +
-                      " -c 128 -t 2 -b 2048 -ub 512 --json";
+                      " -c 128 -t 1 -b 2048 -ub 512 --json";
     for (const auto & c : cands) cmd += " -p " + shell_quote(c);
     std::string out;
     EXPECT_EQ(run_cmd("(" + cmd + " 2>/dev/null)", out), 0) << out;
