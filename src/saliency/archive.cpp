@@ -436,6 +436,45 @@ bool read_fingerprint(const gguf::kv_store & kv, const std::string & where, fing
     return true;
 }
 
+// Reads channel statistics tensor `t` into `v`: type F64, shape `ne` (the
+// dimensions named by `dims` in messages; the rest 1), and a byte count
+// that matches, at most k_max_channel_values values.
+bool read_f64_tensor(const gguf::model & m, const std::string & where, const gguf::tensor_info & t,
+                     const std::vector<uint64_t> & ne, const char * dims, std::vector<double> & v, std::string & err) {
+    if (t.type != gguf::tensor_type::F64) {
+        err = where + "tensor '" + t.name + "' has type " + gguf::type_name(t.type) + ", expected f64";
+        return false;
+    }
+    bool shape_ok = true;
+    uint64_t n = 1;
+    std::string expected;
+    for (size_t i = 0; i < 4; ++i) {
+        const uint64_t want = i < ne.size() ? ne[i] : 1;
+        shape_ok = shape_ok && t.ne[i] == (int64_t) want;
+        if (i < ne.size()) {
+            expected += (i ? ", " : "") + std::to_string(want);
+            // saturating: past the bound the count only has to stay past it
+            n = want != 0 && n > k_max_channel_values / want ? k_max_channel_values + 1 : n * want;
+        }
+    }
+    if (!shape_ok) {
+        err = where + "tensor '" + t.name + "' has shape " + t.shape_string() + ", expected [" + expected + "] " + dims;
+        return false;
+    }
+    if (n > k_max_channel_values || t.nbytes != n * sizeof(double)) {
+        err = where + "tensor '" + t.name + "' has " + std::to_string(t.nbytes) + " bytes, expected " +
+              std::to_string(n * sizeof(double)) + (n > k_max_channel_values ? " (implausibly many channel values)" : "");
+        return false;
+    }
+    v.resize((size_t) n);   // bounded: the reader checked that the data lie inside the file
+    std::string e;
+    if (!gguf::read_tensor_bytes(m, t, 0, t.nbytes, v.data(), e)) {
+        err = where + e;
+        return false;
+    }
+    return true;
+}
+
 // Domain d's channel tensors (a.n_ff > 0): type, shape [n_ff, n_expert, n_layer]
 // and size checked; none when a.n_ff is 0, and none outside the metric set.
 bool read_channel_tensors(const gguf::model & m, const std::string & where, const archive & a, domain_stats & d,
@@ -455,26 +494,10 @@ bool read_channel_tensors(const gguf::model & m, const std::string & where, cons
             continue;
         }
         if (!t) { err = where + "domain '" + d.name + "': tensor '" + tn + "' is missing (n_ff_exp " + std::to_string(a.n_ff) + ")"; return false; }
-        if (t->type != gguf::tensor_type::F64) {
-            err = where + "tensor '" + tn + "' has type " + gguf::type_name(t->type) + ", expected f64";
+        if (!read_f64_tensor(m, where, *t, {a.n_ff, a.model.n_expert, a.model.n_layer}, "(n_ff_exp, n_expert, n_layer)",
+                             *metric_data(d, mn), err)) {
             return false;
         }
-        if (t->ne[0] != (int64_t) a.n_ff || t->ne[1] != (int64_t) a.model.n_expert || t->ne[2] != (int64_t) a.model.n_layer ||
-            t->ne[3] != 1) {
-            err = where + "tensor '" + tn + "' has shape " + t->shape_string() + ", expected [" + std::to_string(a.n_ff) + ", " +
-                  std::to_string(a.model.n_expert) + ", " + std::to_string(a.model.n_layer) + "] (n_ff_exp, n_expert, n_layer)";
-            return false;
-        }
-        const uint64_t n = (uint64_t) a.n_cells() * a.n_ff;
-        if (n > k_max_channel_values || t->nbytes != n * sizeof(double)) {
-            err = where + "tensor '" + tn + "' has " + std::to_string(t->nbytes) + " bytes, expected " +
-                  std::to_string(n * sizeof(double)) + (n > k_max_channel_values ? " (implausibly many channel values)" : "");
-            return false;
-        }
-        std::vector<double> & v = *metric_data(d, mn);
-        v.resize((size_t) n);   // bounded: the reader checked that the data lie inside the file
-        std::string e;
-        if (!gguf::read_tensor_bytes(m, *t, 0, t->nbytes, v.data(), e)) { err = where + e; return false; }
     }
     return true;
 }
@@ -500,24 +523,9 @@ bool read_shared_tensors(const gguf::model & m, const std::string & where, const
             continue;
         }
         if (!t) { err = where + "domain '" + d.name + "': tensor '" + tn + "' is missing ('" + k_key_shared_channels + "' is true)"; return false; }
-        if (t->type != gguf::tensor_type::F64) {
-            err = where + "tensor '" + tn + "' has type " + gguf::type_name(t->type) + ", expected f64";
+        if (!read_f64_tensor(m, where, *t, {a.n_ff, a.model.n_layer}, "(n_ff_exp, n_layer)", *metric_data(d, mn), err)) {
             return false;
         }
-        if (t->ne[0] != (int64_t) a.n_ff || t->ne[1] != (int64_t) a.model.n_layer || t->ne[2] != 1 || t->ne[3] != 1) {
-            err = where + "tensor '" + tn + "' has shape " + t->shape_string() + ", expected [" + std::to_string(a.n_ff) + ", " +
-                  std::to_string(a.model.n_layer) + "] (n_ff_exp, n_layer)";
-            return false;
-        }
-        const uint64_t n = (uint64_t) a.model.n_layer * a.n_ff;   // <= n_cells() * n_ff, bounded by read_channel_tensors
-        if (t->nbytes != n * sizeof(double)) {
-            err = where + "tensor '" + tn + "' has " + std::to_string(t->nbytes) + " bytes, expected " + std::to_string(n * sizeof(double));
-            return false;
-        }
-        std::vector<double> & v = *metric_data(d, mn);
-        v.resize((size_t) n);   // bounded: the reader checked that the data lie inside the file
-        std::string e;
-        if (!gguf::read_tensor_bytes(m, *t, 0, t->nbytes, v.data(), e)) { err = where + e; return false; }
     }
     return true;
 }
