@@ -347,6 +347,35 @@ TEST(ReportCard, WidthCutBuildSaysWhatWasCut) {
     const std::string census = section(card, "Source vs build");
     EXPECT_NE(census.find("| channels per expert | 32 | 16 |"), std::string::npos) << census;
     EXPECT_NE(census.find("| shared experts | 0 | 0 |"), std::string::npos) << census;
+    // deepseek2 sizes its shared experts n_ff x expert_shared_count: the cut
+    // to 16 of 32 keeps their 32 channels whole and writes a count of 2, which
+    // the census row explains
+    {
+        fixture ds = fx;
+        ds.model = prune_test::zoo_dir("report_zoo", why) + "/deepseek2.gguf";
+        g::model dm;
+        ASSERT_TRUE(g::open_model(ds.model, dm, why)) << why;
+        s::fingerprint fp;
+        ASSERT_TRUE(s::model_fingerprint(dm, fp, why)) << why;
+        s::archive da = s::make_archive(fp, s::metric_set::reap);
+        saliency_test::simulate_domain(da, "en", saliency_test::sim_options{});
+        saliency_test::add_channels(da, 32);
+        req.saliency = ds.sal = fx.dir + "/sal-ds.gguf";
+        ASSERT_TRUE(s::write_archive(da, ds.sal, why, true)) << why;
+        req.model = ds.model;
+        req.output = ds.plan = fx.dir + "/plan-ds.json";
+        req.keep = fp.n_expert;
+        ASSERT_TRUE(reap::planner::choose_plan(req, choice, e)) << e.message;
+        ASSERT_TRUE(reap::write_plan(choice.p, ds.plan, false, why)) << why;
+        std::filesystem::create_directories(fx.dir + "/build-ds");
+        const std::string ds_cut = fx.dir + "/build-ds/cut.gguf";
+        ASSERT_TRUE(prune_build(ds, ds_cut, 0, why)) << why;
+        ASSERT_EQ(run_report(ds, ds_cut, {}, "", fx.dir + "/card-ds", false, out), 0) << out;
+        const std::string ds_census = section(read_text(fx.dir + "/card-ds/README.md"), "Source vs build");
+        EXPECT_NE(ds_census.find("| shared experts | 1 | 2 \\(the same 32 shared channels, counted in experts of 16\\) |"), std::string::npos)
+            << ds_census;
+        EXPECT_NE(ds_census.find("| channels per expert | 32 | 16 |"), std::string::npos) << ds_census;
+    }
     // the count build of the fixture: the sentence as before, no width row
     fx.plan = count_plan;
     ASSERT_EQ(run_report(fx, fx.cut, {}, "", fx.dir + "/card-count", false, out), 0) << out;
