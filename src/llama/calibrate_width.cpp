@@ -56,13 +56,44 @@ bool column_squares(const gguf::model & m, const gguf::tensor_info & t, int64_t 
     return true;
 }
 
+// The column norms of down tensor t (`name`), n_slabs slabs of ne[1] rows of
+// n_ff values: out[slab * n_ff + c] = |scale[slab]| * ‖W_slab[:,c]‖ (scale
+// all 1 when empty). Checks that ggml can dequantise its type, that the
+// slabs are whole rows and that every norm is finite; `per_expert` names
+// the slab in that message (routed experts).
+bool slab_column_norms(const gguf::model & m, const gguf::tensor_info & t, const std::string & name, int64_t n_ff,
+                       int64_t n_slabs, const std::vector<float> & scale, bool per_expert, double * out, std::string & err) {
+    if (!dequantisable(t.type)) {
+        err = "--width-saliency: tensor '" + name + "' has type " + gguf::type_name(t.type) + ", which ggml cannot dequantise";
+        return false;
+    }
+    if ((uint64_t) ggml_row_size((ggml_type) t.type, n_ff) * (uint64_t) t.ne[1] * (uint64_t) n_slabs != t.nbytes) {
+        err = "--width-saliency: tensor '" + name + "' has " + std::to_string(t.nbytes) + " bytes, not a whole number of rows";
+        return false;
+    }
+    std::vector<double> sq;
+    for (int64_t e = 0; e < n_slabs; ++e) {
+        if (!column_squares(m, t, n_ff, e, sq, err)) return false;
+        const double s = scale.empty() ? 1.0 : std::fabs((double) scale[(size_t) e]);
+        for (int64_t c = 0; c < n_ff; ++c) {
+            double & o = out[(size_t) e * (size_t) n_ff + (size_t) c];
+            o = s * std::sqrt(sq[(size_t) c]);
+            if (!std::isfinite(o)) {
+                err = "--width-saliency: tensor '" + name + "'" + (per_expert ? " expert " + std::to_string(e) : std::string()) +
+                      " channel " + std::to_string(c) + ": the column norm is not finite";
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 }  // namespace
 
 bool down_column_norms(const gguf::model & m, const std::vector<int> & moe_layers, int64_t n_layer, int64_t n_expert,
                        std::vector<double> & norms, int64_t & n_ff, std::string & err) {
     n_ff = 0;
     norms.clear();
-    std::vector<double> sq;
     std::vector<float> scale;
     for (int l : moe_layers) {
         const std::string name = "blk." + std::to_string(l) + ".ffn_down_exps.weight";
@@ -90,29 +121,13 @@ bool down_column_norms(const gguf::model & m, const std::vector<int> & moe_layer
                   std::to_string(n_ff) + ": an archive holds one expert width";
             return false;
         }
-        const ggml_type type = (ggml_type) t->type;
-        if (!dequantisable(t->type)) {
+        if (!dequantisable(t->type)) {   // named before a problem with the scales
             err = "--width-saliency: tensor '" + name + "' has type " + gguf::type_name(t->type) + ", which ggml cannot dequantise";
             return false;
         }
         if (!down_scales(m, l, n_expert, scale, err)) return false;
-        const size_t row_bytes = ggml_row_size(type, n_ff);
-        if ((uint64_t) row_bytes * (uint64_t) t->ne[1] * (uint64_t) n_expert != t->nbytes) {
-            err = "--width-saliency: tensor '" + name + "' has " + std::to_string(t->nbytes) + " bytes, not a whole number of rows";
-            return false;
-        }
-        for (int64_t e = 0; e < n_expert; ++e) {
-            if (!column_squares(m, *t, n_ff, e, sq, err)) return false;
-            double * out = norms.data() + ((size_t) l * (size_t) n_expert + (size_t) e) * (size_t) n_ff;
-            for (int64_t c = 0; c < n_ff; ++c) {
-                out[c] = std::fabs((double) scale[(size_t) e]) * std::sqrt(sq[(size_t) c]);
-                if (!std::isfinite(out[c])) {
-                    err = "--width-saliency: tensor '" + name + "' expert " + std::to_string(e) + " channel " + std::to_string(c) +
-                          ": the column norm is not finite";
-                    return false;
-                }
-            }
-        }
+        double * out = norms.data() + (size_t) l * (size_t) n_expert * (size_t) n_ff;
+        if (!slab_column_norms(m, *t, name, n_ff, n_expert, scale, true, out, err)) return false;
     }
     return true;
 }
@@ -120,7 +135,6 @@ bool down_column_norms(const gguf::model & m, const std::vector<int> & moe_layer
 bool shared_down_column_norms(const gguf::model & m, const std::vector<int> & moe_layers, int64_t n_layer, int64_t n_ff,
                               std::vector<double> & norms, std::string & err) {
     norms.assign((size_t) (n_layer * n_ff), 0.0);   // n_layer x n_ff <= down_column_norms' bounded count
-    std::vector<double> sq;
     for (int l : moe_layers) {
         const std::string name = "blk." + std::to_string(l) + ".ffn_down_shexp.weight";
         const gguf::tensor_info * t = m.find_tensor(name);
@@ -134,23 +148,7 @@ bool shared_down_column_norms(const gguf::model & m, const std::vector<int> & mo
                   std::to_string(n_ff) + ", n_embd] (the shared expert is as wide as the routed experts)";
             return false;
         }
-        if (!dequantisable(t->type)) {
-            err = "--width-saliency: tensor '" + name + "' has type " + gguf::type_name(t->type) + ", which ggml cannot dequantise";
-            return false;
-        }
-        if ((uint64_t) ggml_row_size((ggml_type) t->type, n_ff) * (uint64_t) t->ne[1] != t->nbytes) {
-            err = "--width-saliency: tensor '" + name + "' has " + std::to_string(t->nbytes) + " bytes, not a whole number of rows";
-            return false;
-        }
-        if (!column_squares(m, *t, n_ff, 0, sq, err)) return false;
-        for (int64_t c = 0; c < n_ff; ++c) {
-            double & out = norms[(size_t) l * (size_t) n_ff + (size_t) c];
-            out = std::sqrt(sq[(size_t) c]);
-            if (!std::isfinite(out)) {
-                err = "--width-saliency: tensor '" + name + "' channel " + std::to_string(c) + ": the column norm is not finite";
-                return false;
-            }
-        }
+        if (!slab_column_norms(m, *t, name, n_ff, 1, {}, false, norms.data() + (size_t) l * (size_t) n_ff, err)) return false;
     }
     return true;
 }
