@@ -157,7 +157,7 @@ void print_plan_report(FILE * out, const plan_request & req, const plan_choice &
         fprintf(out, "  width: every kept expert keeps %" PRId64 " of its %" PRId64 " channels (ranked by channel score %s); down "
                      "requantised to %s\n", c.p.width_keep, c.p.width_n_ff, c.p.provenance.value("channel_score", std::string("?")).c_str(),
                 down.c_str());
-        if (!c.p.layers.empty() && !c.p.layers[0].shared_channels.empty()) {   // llama4: cut with them (plan.h)
+        if (c.p.cuts_shared_expert()) {   // llama4: cut with them (plan.h)
             fprintf(out, "  width: the shared expert keeps %" PRId64 " of its %" PRId64 " channels too (its own channel scores)\n",
                     c.p.width_keep, c.p.width_n_ff);
         }

@@ -132,6 +132,9 @@ struct plan {
     const plan_layer * find_layer(int layer) const;
     // Whether the plan cuts channels inside the experts.
     bool has_width() const { return width_keep > 0; }
+    // Whether the width cut takes the shared expert too (llama4; validate_plan
+    // requires shared channels in every layer or in none).
+    bool cuts_shared_expert() const { return has_width() && !layers.empty() && !layers.front().shared_channels.empty(); }
 };
 
 // Parses a plan document. `name` stands for the source in messages (a path).

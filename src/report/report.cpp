@@ -604,7 +604,7 @@ bool audit_build(card & c, bool & differs, std::string & err) {
                          " sliced along the expert axis), " + util::group_digits(vr.bytes_compared) + " bytes compared with the source, " +
                          util::group_digits(vr.n_kvs) + " metadata keys; provenance " + (vr.stamped ? "stamped (reap.plan.sha256 = this plan's hash)" : "not stamped") + ".");
     if (width) {
-        const bool shared = !c.p.layers.empty() && !c.p.layers[0].shared_channels.empty();   // llama4's shared expert too
+        const bool shared = c.p.cuts_shared_expert();   // llama4's shared expert too
         c.verified.push_back("**Width cut**: every kept expert" + std::string(shared ? " and the shared expert" : "") + " keeps " +
                              std::to_string(c.p.width_keep) + " of its " +
                              std::to_string(c.p.width_n_ff) + " channels; gate/up rows are among the bytes compared above, and the " +
@@ -879,7 +879,7 @@ bool gather_sweep_stage(card & c, std::string & err) {
 std::string what_else_changed(const plan & p) {
     const int64_t width = cut_width(p);
     if (!width) return "every other weight unchanged and byte-identical.";
-    const bool shared_cut = !p.layers.empty() && !p.layers.front().shared_channels.empty();
+    const bool shared_cut = p.cuts_shared_expert();
     return "and every kept expert" + std::string(shared_cut ? " and the shared expert" : "") + " cut to " + std::to_string(width) +
            " of its " + std::to_string(p.width_n_ff) + " intermediate channels: the gate and up rows of the kept channels byte-identical, "
            "the down projections requantised from the kept columns; every other weight unchanged and byte-identical.";
