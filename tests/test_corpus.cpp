@@ -185,3 +185,29 @@ TEST(CorpusLine, SaysWhatIsWrongWithALine) {
     ASSERT_TRUE(reap::parse_corpus_line("{\"domain\": \"en\", \"text\": \"abc\"}", "c.jsonl:6", line, blank, err)) << err;
     EXPECT_FALSE(blank);
 }
+
+// A number too large for a double is nlohmann's out_of_range (406), not a
+// parse_error: it escaped parse_corpus_line as an exception and `reap
+// calibrate` aborted (exit 134; found by fuzz_corpus, the lines kept in
+// fuzz/regressions/corpus/). It is a bad line like any other, named by its
+// line and the column where the number ends; the JSONL-or-text guess says
+// "not a corpus" without throwing.
+TEST(CorpusLine, ANumberTooLargeForADoubleIsABadLine) {
+    for (const char * text : {"44444444444444444444444444444444444444e4444444444e44{",
+                              "{\"domain\":\"en\",\"text\":\"x\",\"n\":1e99999}"}) {
+        SCOPED_TRACE(text);
+        reap::corpus_line line;
+        bool blank = true;
+        std::string err;
+        EXPECT_FALSE(reap::parse_corpus_line(text, "corpus.jsonl:7", line, blank, err));
+        EXPECT_FALSE(blank);
+        EXPECT_EQ(err.rfind("corpus.jsonl:7: not valid JSON at column ", 0), 0u) << err;
+        EXPECT_NE(err.find("number overflow"), std::string::npos) << err;
+        EXPECT_FALSE(reap::looks_like_jsonl_corpus("corpus.txt", std::string(text) + "\n{\"domain\":\"en\",\"text\":\"x\"}\n"));
+    }
+    reap::corpus_line line;
+    bool blank = false;
+    std::string err;
+    EXPECT_FALSE(reap::parse_corpus_line("{\"domain\":\"en\",\"text\":\"x\",\"n\":1e99999}", "c.jsonl:2", line, blank, err));
+    EXPECT_NE(err.find("c.jsonl:2: not valid JSON at column 37: number overflow parsing '1e99999'"), std::string::npos) << err;
+}

@@ -8,10 +8,15 @@
 //     still read, each number equal to the one in the file as nlohmann reads
 //     it directly;
 //   * each malformed field is refused with a message naming that field
-//     (a table: the field, the bad value, the words expected).
+//     (a table: the field, the bad value, the words expected);
+//   * a file that is not JSON, a number too large for a double included, is
+//     refused naming the file and the line.
+#include "formats/behaviour_file.h"
 #include "formats/eval_file.h"
 #include "formats/sweep_file.h"
+#include "gguf_test_util.h"
 #include "plan/provenance.h"
+#include "util/json_fields.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -536,3 +541,53 @@ TEST(PlanProvenance, CardFieldsAreTypeChecked) {
 }
 
 } // namespace
+
+// A number too large for a double is nlohmann's out_of_range (406), not a
+// parse_error: it used to escape read_json_file as an exception (the fuzzer
+// found it in a corpus line; `reap report --eval` aborted on it). Each JSON file
+// of src/formats/ is refused naming the file and the line the number is on.
+TEST(JsonFiles, ANumberTooLargeForADoubleNamesTheFileAndLine) {
+    const std::string dir  = gguf_test::scratch_dir("json-number-overflow");
+    const std::string path = dir + "/overflow.json";
+    const std::string text = "{\n  \"format\": \"reap-eval\",\n  \"kld_mean\": 1e99999\n}\n";
+    gguf_test::write_all(path, std::vector<uint8_t>(text.begin(), text.end()));
+    const auto said = [&](const std::string & err) {
+        EXPECT_NE(err.find("'" + path + "'"), std::string::npos) << err;
+        EXPECT_NE(err.find("line 3"), std::string::npos) << err;
+        EXPECT_NE(err.find("number overflow"), std::string::npos) << err;
+    };
+    std::string err;
+    reap::eval_document e;
+    EXPECT_FALSE(reap::read_eval_document(path, e, err));
+    said(err);
+    err.clear();
+    reap::sweep_record s;
+    EXPECT_FALSE(reap::read_sweep(path, s, err));
+    said(err);
+    err.clear();
+    reap::behaviour_document b;
+    EXPECT_FALSE(reap::read_behaviour_document(path, b, err));
+    said(err);
+}
+
+// parse_json_text, the one entry point: the position of a number too large for
+// a double is found (nlohmann's message has none), that of a parse error is the
+// line and column nlohmann gives, and a good text parses.
+TEST(JsonFiles, ParseJsonTextSaysWhere) {
+    json j;
+    std::string err;
+    EXPECT_FALSE(reap::util::parse_json_text("{\"a\": 1,\n \"b\": [1, -2e400]}", "x.json", j, err));
+    EXPECT_EQ(err, "x.json: not valid JSON at line 2, column 16: number overflow parsing '-2e400'");
+    EXPECT_TRUE(j.is_null());
+    EXPECT_FALSE(reap::util::parse_json_text("{\"a\": 1,\n\n \"b\" 2}", "x.json", j, err));
+    EXPECT_NE(err.find("x.json: not valid JSON at line 3, column 6: syntax error while parsing object separator"), std::string::npos)
+        << err;
+    try {
+        (void) json::parse("{\"a\": 1,\n\n \"b\" 2}");
+        ADD_FAILURE() << "nlohmann parsed it";
+    } catch (const json::parse_error & e) {
+        EXPECT_NE(std::string(e.what()).find("line 3, column 6"), std::string::npos) << e.what();
+    }
+    ASSERT_TRUE(reap::util::parse_json_text("{\"a\": [1, 2.5]}\n", "x.json", j, err)) << err;
+    EXPECT_EQ(j["a"][1].get<double>(), 2.5);
+}

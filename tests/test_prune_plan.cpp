@@ -66,6 +66,12 @@ TEST(PlanFormat, RejectsHostileDocuments) {
         // parse_error (found by fuzz_plan: it used to escape as an exception)
         EXPECT_FALSE(reap::parse_plan("{\"share\": 0.6e2222222222}", "t.json", p, err));
         EXPECT_NE(err.find("not valid JSON"), std::string::npos) << err;
+        // ... and the message says where, as it does for a parse error
+        EXPECT_FALSE(reap::parse_plan("{\n  \"format\": \"reap-plan\",\n  \"n_keep\": 1e99999\n}\n", "t.json", p, err));
+        EXPECT_NE(err.find("plan t.json: not valid JSON at line 3, column "), std::string::npos) << err;
+        EXPECT_NE(err.find("number overflow parsing '1e99999'"), std::string::npos) << err;
+        EXPECT_FALSE(reap::parse_plan("{\n  \"format\": \"reap-plan\",\n  \"n_keep\": [1 2]\n}\n", "t.json", p, err));
+        EXPECT_NE(err.find("plan t.json: not valid JSON at line 3, column 16: "), std::string::npos) << err;
     }
     auto with = [](auto f) {
         json d = good_doc();

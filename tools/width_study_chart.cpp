@@ -10,6 +10,7 @@
 //
 // usage: width_study_chart CHART.json OUT.svg
 #include "util/file.h"
+#include "util/json_fields.h"
 #include "util/publish.h"
 #include "util/svg_chart.h"
 
@@ -28,9 +29,13 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "width_study_chart: %s\n", err.c_str());
         return 2;
     }
+    nlohmann::json j;
+    if (!reap::util::parse_json_text(text, std::string("chart data '") + argv[1] + "'", j, err)) {
+        fprintf(stderr, "width_study_chart: %s\n", err.c_str());
+        return 2;
+    }
     reap::util::chart c;
-    try {
-        const nlohmann::json j = nlohmann::json::parse(text);
+    try {   // a missing field or a value of another type: nlohmann's message
         c.title = "Count against width at equal bytes (reap-moe-tiny)";
         c.x_label = "share of its channels each kept expert keeps (count only = 1, width only = the budget)";
         for (const auto & p : j.at("panels")) {

@@ -8,6 +8,7 @@
 #include "gguf/gguf.h"
 #include "moe/census.h"
 #include "util/json.h"
+#include "util/json_fields.h"
 #include "util/number_format.h"
 
 #include <cstdio>
@@ -88,7 +89,10 @@ int cmd_inspect(int argc, char ** argv) {
     reap::moe::census c;
     if (!reap::moe::take_census(model, params.keeps, c, err, stamp)) return reap::cli::fail("inspect", params.model + ": " + err);
     if (params.json) {
-        nlohmann::json j = nlohmann::json::parse(reap::moe::census_json(c));
+        nlohmann::json j;   // reap's own text: not JSON would be a bug, said as an error all the same
+        if (!reap::util::parse_json_text(reap::moe::census_json(c), "the census of " + params.model, j, err)) {
+            return reap::cli::fail("inspect", err);
+        }
         j["fused_topk_moe"] = reap::planner::fused_kernel_takes(c.n_expert);
         printf("%s\n", reap::util::json_text(j, 2).c_str());
         return 0;

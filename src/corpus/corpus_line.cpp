@@ -1,5 +1,6 @@
 // reap corpus lines: parsing and checking one JSONL sample. See corpus_line.h.
 #include "corpus/corpus_line.h"
+#include "util/json_fields.h"
 #include "util/path.h"
 #include "util/text_escape.h"
 
@@ -30,7 +31,9 @@ bool looks_like_jsonl_corpus(const std::string & path, const std::string & text)
         return false;
     }
     const size_t e = text.find('\n', b);
-    const auto   j = nlohmann::json::parse(text.substr(b, e == std::string::npos ? std::string::npos : e - b), nullptr, false);
+    nlohmann::json          j;
+    util::json_text_problem problem;   // not JSON (a number too large for a double included): not a corpus
+    if (!util::parse_json_text(text.substr(b, e == std::string::npos ? std::string::npos : e - b), j, problem)) return false;
     return j.is_object() && j.contains("domain") && (j.contains("text") || j.contains("messages"));
 }
 
@@ -43,14 +46,13 @@ bool parse_corpus_line(const std::string & raw, const std::string & where, corpu
         blank = true;
         return true;
     }
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(out.line);
-    } catch (const nlohmann::json::parse_error & e) {
-        // nlohmann's message names what is wrong (an ill-formed UTF-8 byte, ...) and its column
-        const std::string what = e.what();
-        const size_t at = what.find("parse error");
-        err = where + ": not valid JSON: " + (at == std::string::npos ? what : what.substr(at));
+    nlohmann::json          j;
+    util::json_text_problem problem;
+    if (!util::parse_json_text(out.line, j, problem)) {
+        // `where` names the line; the problem's column, and what is wrong (an
+        // ill-formed UTF-8 byte, a number too large for a double, ...)
+        err = where + ": not valid JSON" + (problem.column > 0 ? " at column " + std::to_string(problem.column) : "") + ": " +
+              problem.reason;
         return false;
     }
     if (!j.is_object()) {

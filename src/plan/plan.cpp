@@ -418,12 +418,7 @@ bool parse_layers(const json & doc, const std::string & who, int64_t version, pl
 bool parse_plan(const std::string & text, const std::string & name, plan & out, std::string & err) {
     const std::string who = "plan " + name;
     json doc;
-    try {
-        doc = json::parse(text);
-    } catch (const json::exception & e) {  // parse_error, and out_of_range for a number too large for a double
-        err = who + ": not valid JSON: " + e.what();
-        return false;
-    }
+    if (!util::parse_json_text(text, who, doc, err)) return false;   // a number too large for a double included
     if (!doc.is_object()) {
         err = who + ": top level must be an object, not " + std::string(json_type_name(doc));
         return false;

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -27,6 +28,105 @@ const char * json_type_name(const json & v) {
     }
 }
 
+namespace {
+
+// The DOM parser nlohmann's own parse() uses, behind a handler that keeps the
+// byte position and the exception of the first problem instead of throwing:
+// nlohmann puts the line and column into a parse_error's message but not into
+// out_of_range's (a number too large for a double), and sax_parse hands both
+// to parse_error() with the position.
+struct located_dom_parser {
+    using dom = nlohmann::detail::json_sax_dom_parser<json>;
+    dom          parser;
+    bool         failed = false;
+    size_t       position = 0;   // bytes read when the problem was found
+    std::string  what;           // nlohmann's message
+
+    explicit located_dom_parser(json & out) : parser(out, false) {}
+
+    bool null() { return parser.null(); }
+    bool boolean(bool v) { return parser.boolean(v); }
+    bool number_integer(json::number_integer_t v) { return parser.number_integer(v); }
+    bool number_unsigned(json::number_unsigned_t v) { return parser.number_unsigned(v); }
+    bool number_float(json::number_float_t v, const json::string_t & s) { return parser.number_float(v, s); }
+    bool string(json::string_t & v) { return parser.string(v); }
+    bool binary(json::binary_t & v) { return parser.binary(v); }
+    bool start_object(size_t n) { return parser.start_object(n); }
+    bool key(json::string_t & v) { return parser.key(v); }
+    bool end_object() { return parser.end_object(); }
+    bool start_array(size_t n) { return parser.start_array(n); }
+    bool end_array() { return parser.end_array(); }
+    bool parse_error(size_t pos, const std::string & /*last_token*/, const nlohmann::detail::exception & e) {
+        if (!failed) {
+            failed   = true;
+            position = pos;
+            what     = e.what();
+        }
+        return false;
+    }
+};
+
+// nlohmann's message without its "[json.exception.parse_error.101] " tag and
+// the "parse error at line 1, column 5: " that the caller says its own way.
+std::string json_reason(std::string what) {
+    if (what.rfind("[json.exception.", 0) == 0) {
+        const size_t close = what.find("] ");
+        if (close != std::string::npos) what.erase(0, close + 2);
+    }
+    if (what.rfind("parse error", 0) == 0) {
+        const size_t colon = what.find(": ");
+        if (colon != std::string::npos) what.erase(0, colon + 2);
+    }
+    return what;
+}
+
+} // namespace
+
+bool parse_json_text(const std::string & text, json & out, json_text_problem & problem) {
+    problem = json_text_problem();
+    out     = json();
+    json doc;
+    located_dom_parser handler(doc);
+    bool ok = false;
+    try {
+        ok = json::sax_parse(text, &handler) && !handler.failed;
+    } catch (const json::exception & e) {   // none is known to reach here; every one is a value all the same
+        problem.reason = json_reason(e.what());
+        return false;
+    }
+    if (!ok) {
+        if (!handler.failed) {   // cannot happen: sax_parse fails only through parse_error()
+            problem.reason = "the JSON parser stopped without saying why";
+            return false;
+        }
+        problem.reason = json_reason(handler.what);
+        // the position counts the bytes read, the problem's own the last of them
+        const size_t last = std::min(handler.position, text.size());
+        const size_t at   = last > 0 ? last - 1 : 0;
+        size_t line_start = 0;
+        problem.line      = 1;
+        for (size_t i = 0; i < at; ++i) {
+            if (text[i] == '\n') {
+                ++problem.line;
+                line_start = i + 1;
+            }
+        }
+        problem.column = text.empty() ? 0 : at - line_start + 1;
+        return false;
+    }
+    out = std::move(doc);
+    return true;
+}
+
+bool parse_json_text(const std::string & text, const std::string & where, json & out, std::string & err) {
+    json_text_problem p;
+    if (parse_json_text(text, out, p)) return true;
+    err = where + ": not valid JSON";
+    if (p.line > 0) err += " at line " + std::to_string(p.line) + (p.column > 0 ? ", column " + std::to_string(p.column) : "");
+    err += ": " + p.reason;
+    return false;
+}
+
 bool read_json_file(const std::string & path, const char * what, uint64_t max_bytes, json & out, std::string & err) {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t) st.st_size > max_bytes) {
@@ -36,13 +136,7 @@ bool read_json_file(const std::string & path, const char * what, uint64_t max_by
     }
     std::string text;
     if (!read_file(path, what, text, err)) return false;
-    try {
-        out = json::parse(text);
-    } catch (const json::parse_error & e) {
-        err = std::string(what) + " '" + path + "' is not JSON (" + e.what() + ")";
-        return false;
-    }
-    return true;
+    return parse_json_text(text, std::string(what) + " '" + path + "'", out, err);
 }
 
 bool is_sha256_hex(const std::string & s) {

@@ -17,9 +17,26 @@ namespace reap::util {
 // "object", "string", "integer", ... for messages.
 const char * json_type_name(const nlohmann::json & v);
 
+// Where and why a text is not JSON: the line and column (1-based, in bytes)
+// of the last byte the parser read, 0 where unknown, and nlohmann's reason
+// without its tag ("number overflow parsing '1e99999'", "syntax error while
+// parsing value - invalid literal; last read: 'K'").
+struct json_text_problem {
+    uint64_t    line = 0, column = 0;
+    std::string reason;
+};
+
+// The one way reap parses JSON text: every nlohmann exception, parse_error
+// and out_of_range (a number too large for a double) alike, becomes a false
+// return with the problem, its position included (nlohmann's message for
+// out_of_range has none). `out` is null on failure.
+bool parse_json_text(const std::string & text, nlohmann::json & out, json_text_problem & problem);
+
+// The same, the message "<where>: not valid JSON at line L, column C: <reason>".
+bool parse_json_text(const std::string & text, const std::string & where, nlohmann::json & out, std::string & err);
+
 // Reads the regular file at `path` (at most `max_bytes`) and parses it as
-// JSON; messages name it as "<what> '<path>'" (not JSON: with nlohmann's
-// reason, e.g. invalid UTF-8 at byte N).
+// JSON (parse_json_text); messages name it as "<what> '<path>'".
 bool read_json_file(const std::string & path, const char * what, uint64_t max_bytes, nlohmann::json & out, std::string & err);
 
 // Whether `s` is a SHA-256 in hex as reap writes it (64 lowercase hex digits).
