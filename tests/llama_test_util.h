@@ -14,12 +14,14 @@
 #include "ggml.h"
 #include "gguf.h"
 #include "llama.h"
+#include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
 #include <cmath>
 #include <cstdio>
@@ -28,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -105,6 +108,58 @@ inline int run_cmd(const std::string & cmd, std::string & output) {
     }
     int st = ::pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// The number after `key` in `text` (NAN when `key` is absent): llama.cpp tools' reports.
+inline double find_number(const std::string & text, const std::string & key) {
+    const size_t at = text.find(key);
+    if (at == std::string::npos) return NAN;
+    return std::strtod(text.c_str() + at + key.size(), nullptr);
+}
+
+// The first CPU this process may run on (for taskset), or -1.
+inline int first_allowed_cpu() {
+    std::ifstream st("/proc/self/status");
+    std::string line;
+    while (std::getline(st, line)) {
+        if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+            return std::atoi(line.c_str() + line.find_first_of("0123456789"));
+        }
+    }
+    return -1;
+}
+
+// Runs llama-perplexity with ARGS until its output contains NEEDLE. Its log is
+// written by a worker thread that the pinned llama.cpp leaves running at exit
+// (common_log_main() is leaked on purpose, llama.cpp issue 22142); on a tiny
+// model the worker lags far behind, so a successful run usually loses the tail
+// of its report, the summary included. Where strace works, it holds the exiting
+// thread at exit_group for half a second, which lets the worker drain the queue;
+// otherwise pinning to one CPU and writing to files instead of a pipe make the
+// loss rarer; retries do the rest.
+inline int run_llama_perplexity(const std::string & args, const std::string & needle, std::string & out) {
+    const std::string base = env_or("REAP_TEST_TMP", "test-tmp") + "/llama-perplexity-" + std::to_string(getpid());
+    std::string wrap, ignored;
+    if (run_cmd("strace -f -qq -o /dev/null -e trace=exit_group true", ignored) == 0) {
+        wrap = "strace -f -qq -o /dev/null -e trace=exit_group -e inject=exit_group:delay_enter=500000 ";
+    } else if (first_allowed_cpu() >= 0 && run_cmd("command -v taskset", ignored) == 0) {
+        wrap = "taskset -c " + std::to_string(first_allowed_cpu()) + " ";
+    }
+    auto slurp_file = [](const std::string & path) {
+        std::ifstream in(path, std::ios::binary);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        return ss.str();
+    };
+    int rc = -1;
+    for (int attempt = 0; attempt < 12; ++attempt) {
+        rc = run_cmd(wrap + llama_bin_dir() + "/llama-perplexity " + args + " >" + base + ".out 2>" + base + ".err", ignored);
+        out = slurp_file(base + ".out") + slurp_file(base + ".err");
+        if (rc != 0 || out.find(needle) != std::string::npos) break;
+    }
+    remove((base + ".out").c_str());
+    remove((base + ".err").c_str());
+    return rc;
 }
 
 // Calls fn(name, tensor) for every tensor of a GGUF file, its data loaded by
@@ -540,6 +595,19 @@ inline bool corpus_subset(const std::string & split, const std::string & out, co
         return false;
     }
     std::fclose(o);
+    return true;
+}
+
+// Plain text (a KLD base file needs it): the "text" of the first samples of
+// the held-out split's `domains` (en and code when empty), up to `bytes` each.
+inline bool heldout_text(const std::string & out, size_t bytes, std::string & err,
+                         const std::vector<std::string> & domains = {"en", "code"}) {
+    const std::string jsonl = out + ".jsonl";
+    if (!corpus_subset("heldout", jsonl, domains, bytes, err)) return false;
+    std::ifstream in(jsonl);
+    std::ofstream o(out);
+    std::string line;
+    while (std::getline(in, line)) o << nlohmann::json::parse(line).at("text").get<std::string>() << "\n";
     return true;
 }
 

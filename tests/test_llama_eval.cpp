@@ -10,6 +10,7 @@
 // random-weight qwen3moe models (base, and pruned = base with perturbed experts)
 // and one with a different vocabulary; the text is generated from a seeded RNG.
 #include "gguf_test_util.h"
+#include "llama_test_util.h"
 #include "llama/eval.h"
 
 #include <gtest/gtest.h>
@@ -54,6 +55,8 @@ std::string exe_dir() {
 
 std::string source_dir() { return env_or("REAP_SOURCE_DIR", REAP_SOURCE_DIR); }
 using gguf_test::reap_bin;
+using reap_test::find_number;
+using reap_test::run_llama_perplexity;
 std::string llama_bin(const std::string & tool) { return env_or("REAP_LLAMA_BIN_DIR", exe_dir()) + "/" + tool; }
 
 // Runs a shell command; stdout and stderr come back separately (stderr is
@@ -116,51 +119,6 @@ std::string make_text(uint32_t seed, int n_words) {
         s += (i % 17 == 16) ? ".\n" : " ";
     }
     return s;
-}
-
-double find_number(const std::string & text, const std::string & key) {
-    const size_t at = text.find(key);
-    if (at == std::string::npos) return NAN;
-    return std::strtod(text.c_str() + at + key.size(), nullptr);
-}
-
-// The first CPU this process may run on (for taskset), or -1.
-int first_allowed_cpu() {
-    std::ifstream st("/proc/self/status");
-    std::string line;
-    while (std::getline(st, line)) {
-        if (line.rfind("Cpus_allowed_list:", 0) == 0) {
-            return std::atoi(line.c_str() + line.find_first_of("0123456789"));
-        }
-    }
-    return -1;
-}
-
-// Runs llama-perplexity with ARGS until its output contains NEEDLE. Its log is
-// written by a worker thread that the pinned llama.cpp leaves running at exit
-// (common_log_main() is leaked on purpose, llama.cpp issue 22142); on a tiny
-// model the worker lags far behind, so a successful run usually loses the tail
-// of its report, the summary included. Where strace works, it holds the exiting
-// thread at exit_group for half a second, which lets the worker drain the queue;
-// otherwise pinning to one CPU and writing to files instead of a pipe make the
-// loss rarer; retries do the rest.
-int llama_perplexity(const std::string & args, const std::string & needle, std::string & out) {
-    const std::string base = env_or("REAP_TEST_TMP", "test-tmp") + "/llama-perplexity-" + std::to_string(getpid());
-    std::string wrap, ignored;
-    if (run("strace -f -qq -o /dev/null -e trace=exit_group true", ignored) == 0) {
-        wrap = "strace -f -qq -o /dev/null -e trace=exit_group -e inject=exit_group:delay_enter=500000 ";
-    } else if (first_allowed_cpu() >= 0 && run("command -v taskset", ignored) == 0) {
-        wrap = "taskset -c " + std::to_string(first_allowed_cpu()) + " ";
-    }
-    int rc = -1;
-    for (int attempt = 0; attempt < 12; ++attempt) {
-        rc = run(wrap + llama_bin("llama-perplexity") + " " + args + " >" + base + ".out 2>" + base + ".err", ignored);
-        out = read_bytes(base + ".out") + read_bytes(base + ".err");
-        if (rc != 0 || out.find(needle) != std::string::npos) break;
-    }
-    remove((base + ".out").c_str());
-    remove((base + ".err").c_str());
-    return rc;
 }
 
 // Shared fixtures, made once per directory (each test may run in its own
@@ -323,7 +281,7 @@ TEST(Eval, BasePerplexityMatchesLlamaPerplexity) {
     // side by side as separate sequences, as llama-perplexity packs them.
     for (int batch : {128, 512, 2048}) {
         std::string out;
-        ASSERT_EQ(llama_perplexity("-m " + fx().base + " -f " + fx().text + " -c 128 -t 1 -b " + std::to_string(batch),
+        ASSERT_EQ(run_llama_perplexity("-m " + fx().base + " -f " + fx().text + " -c 128 -t 1 -b " + std::to_string(batch),
                                    "Final estimate", out), 0) << out;
         const double lp = find_number(out, "Final estimate: PPL = ");
         ASSERT_TRUE(std::isfinite(lp)) << out;
@@ -345,7 +303,7 @@ TEST(Eval, KldMatchesLlamaPerplexity) {
     std::string why;
     ASSERT_TRUE(llama_perplexity_base_file(why)) << why;
     std::string out;
-    ASSERT_EQ(llama_perplexity("-m " + fx().pruned + " -c 128 -t 1 --kl-divergence --kl-divergence-base " +
+    ASSERT_EQ(run_llama_perplexity("-m " + fx().pruned + " -c 128 -t 1 --kl-divergence --kl-divergence-base " +
                                fx().kld_lp, "Same top p", out), 0) << out;
     const double lp_kld = find_number(out, "Mean    KLD:");
     const double lp_top = find_number(out, "Same top p:");
@@ -396,7 +354,7 @@ TEST(Eval, BaseFilesPassBetweenTools) {
 
     // ... and llama-perplexity reads it, agreeing with reap.
     std::string lp;
-    ASSERT_EQ(llama_perplexity("-m " + fx().pruned + " -c 128 -t 1 --kl-divergence --kl-divergence-base " + mine,
+    ASSERT_EQ(run_llama_perplexity("-m " + fx().pruned + " -c 128 -t 1 --kl-divergence --kl-divergence-base " + mine,
                                "Same top p", lp), 0) << lp;
     const double lp_kld = find_number(lp, "Mean    KLD:");
     EXPECT_NEAR(j["kld_mean"].get<double>(), lp_kld, 2e-6 + 1e-4 * lp_kld);

@@ -45,18 +45,6 @@ uint64_t file_size(const std::string & path) {
     return ::stat(path.c_str(), &st) == 0 ? (uint64_t) st.st_size : 0;
 }
 
-// Plain text (the KLD base file needs it): the "text" of the first samples of
-// the held-out split, up to `bytes`.
-bool heldout_text(const std::string & out, size_t bytes, std::string & err) {
-    const std::string jsonl = out + ".jsonl";
-    if (!corpus_subset("heldout", jsonl, {"en", "code"}, bytes, err)) return false;
-    std::ifstream in(jsonl);
-    std::ofstream o(out);
-    std::string line;
-    while (std::getline(in, line)) o << nlohmann::json::parse(line).at("text").get<std::string>() << "\n";
-    return true;
-}
-
 // The size and SHA-256 models/README.md states for reap-moe-wide.gguf (its
 // table row "| file | ... `BYTES` bytes, SHA-256 `HEX` |"); empty when absent.
 std::pair<std::string, std::string> documented_wide_file() {

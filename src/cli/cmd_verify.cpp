@@ -1,16 +1,12 @@
-// reap verify: the byte audit of a pruned model. A thin layer over
-// reap::prune::verify_pruned: exit 0 only when the output is exactly the
+// reap verify: the byte audit of a pruned model. Option parsing and printing
+// over reap::prune::run_verify (prune/verify_run.h), the verify that reap report
+// and reap fit run too: exit 0 only when the output is exactly the
 // source pruned by the plan and SHA256SUMS agrees; 1 and the first difference
 // when it is not; 2 when the check cannot be made (usage, unreadable inputs).
 // It reads under the output folder's shared lock, so a publish into that
 // folder (prune --force over OUT) is never seen half done.
 #include "cli/args.h"
-#include "gguf/gguf.h"
-#include "plan/plan.h"
-#include "prune/imatrix_slice.h"
-#include "prune/prune.h"
-#include "util/path.h"
-#include "util/publish.h"
+#include "prune/verify_run.h"
 
 #include <cinttypes>
 #include <cstdio>
@@ -18,22 +14,8 @@
 
 namespace {
 
-// How long verify waits for a publish into OUT's folder (its journal and
-// renames: seconds, whatever the model's size) before giving up.
-constexpr double k_publish_wait_s = 120;
-
-struct verify_params {
-    std::string model;
-    std::string plan;
-    std::string output;
-    std::string sums;
-    std::string imatrix;
-    bool        check_sums = true;
-    bool        allow_other_model = false;
-};
-
 // The command's options, parsed and printed from one table.
-void declare_verify_options(reap::cli::options & t, verify_params & p) {
+void declare_verify_options(reap::cli::options & t, reap::prune::verify_request & p) {
     t.about(
         "Re-reads OUT (a single file, or the first shard of a split set) and proves that\n"
         "it is MODEL pruned by PLAN:\n"
@@ -84,59 +66,29 @@ void declare_verify_options(reap::cli::options & t, verify_params & p) {
 } // namespace
 
 int cmd_verify(int argc, char ** argv) {
-    verify_params params;
+    reap::prune::verify_request req;
     reap::cli::options t("verify", "usage: reap verify -m MODEL.gguf --plan PLAN.json OUT.gguf [options]");
-    declare_verify_options(t, params);
+    declare_verify_options(t, req);
     if (int status = 0; !t.parse(argc, argv, status)) return status;
-    std::string err;
-    reap::gguf::model model;
-    if (!reap::gguf::open_model(params.model, model, err)) return reap::cli::fail("verify", err);
-    reap::plan plan;
-    if (!reap::read_plan(params.plan, plan, err)) return reap::cli::fail("verify", err);
-    std::string warning;
-    if (!reap::check_plan_model(plan, model, params.allow_other_model, params.plan, params.model, warning, err)) {
-        return reap::cli::fail("verify", err);
-    }
-    if (!warning.empty()) fprintf(stderr, "reap verify: warning: %s\n", warning.c_str());
-    reap::prune::verify_options vopts;
-    vopts.check_sums = params.check_sums;
-    vopts.sums_path = params.sums;
-    if (!reap::plan_file_sha256(params.plan, vopts.plan_sha256, err)) return reap::cli::fail("verify", err);
-    reap::prune::imatrix_slice islice;
-    if (!params.imatrix.empty()) {
-        // (the plan is checked against the model before the slice reads its keep lists)
-        reap::moe::layout lay;
-        if (!reap::model_layout(model, lay, err)) return reap::cli::fail("verify", err);
-        reap::plan_model_facts facts = plan.has_width() ? reap::facts_of(lay, model) : reap::facts_of(lay);
-        facts.down_block = 1;   // as verify_pruned: the output's down type is checked tensor by tensor
-        if (!reap::validate_plan(plan, facts, err) ||
-            !reap::prune::prepare_imatrix_slice(params.imatrix, model, lay, plan, islice, err)) {
-            return reap::cli::fail("verify", err);
-        }
-        vopts.importance = [&islice](const std::string & down, size_t k, std::vector<float> & w, std::string & e) {
-            return reap::prune::kept_importance(islice, down, k, w, e);
-        };
-    }
-    // a whole set: no publish into OUT's folder while it is read
-    reap::util::dir_lock reading;
-    auto waiting = [](const std::string & dir) {
+    req.on_wait = [](const std::string & dir) {
         fprintf(stderr, "reap verify: waiting for the publish in progress in %s to finish\n", dir.c_str());
     };
-    if (!reading.lock_shared(reap::util::dir_of(params.output), k_publish_wait_s, err, waiting)) {
-        return reap::cli::fail("verify", err);
-    }
-    reap::prune::verify_report rep;
-    if (!reap::prune::verify_pruned(model, plan, params.output, vopts, rep, err)) {
-        if (!rep.differs) return reap::cli::fail("verify", err);
-        fprintf(stderr, "reap verify: FAILED: %s: %s\n", params.output.c_str(), err.c_str());
+    reap::prune::verify_run_result res;
+    reap::util::error err;
+    const bool ok = reap::prune::run_verify(req, res, err);
+    if (!res.warning.empty()) fprintf(stderr, "reap verify: warning: %s\n", res.warning.c_str());
+    if (!ok) {
+        if (!res.report.differs) return reap::cli::fail("verify", err.message);
+        fprintf(stderr, "reap verify: FAILED: %s: %s\n", req.output.c_str(), err.message.c_str());
         return reap::cli::exit_differs;
     }
-    printf("reap verify: OK: %s is %s pruned by %s\n", params.output.c_str(), params.model.c_str(), params.plan.c_str());
+    const reap::prune::verify_report & rep = res.report;
+    printf("reap verify: OK: %s is %s pruned by %s\n", req.output.c_str(), req.model.c_str(), req.plan.c_str());
     printf("  %u file(s), %" PRIu64 " tensors (%" PRIu64 " sliced), %" PRIu64 " bytes compared, %" PRIu64
            " KVs, provenance %s, SHA256SUMS %s\n",
            rep.n_shards, rep.n_tensors, rep.n_sliced, rep.bytes_compared, rep.n_kvs,
            rep.stamped ? "stamped" : "not stamped",
-           params.check_sums ? (std::to_string(rep.n_sums_checked) + " file(s) checked").c_str() : "not checked");
+           req.check_sums ? (std::to_string(rep.n_sums_checked) + " file(s) checked").c_str() : "not checked");
     if (rep.n_requantised > 0) {
         printf("  width cut: %" PRIu64 " down tensors (%" PRIu64 " bytes) requantised, equal to a fresh requantisation of "
                "the kept columns; the bytes compared above are byte-exact\n", rep.n_requantised, rep.bytes_requantised);

@@ -23,6 +23,7 @@ int cmd_report(int argc, char ** argv);
 int cmd_calibrate(int argc, char ** argv);
 int cmd_eval(int argc, char ** argv);
 int cmd_sweep(int argc, char ** argv);
+int cmd_fit(int argc, char ** argv);
 #else
 // Whatever the arguments (--help too): the command is not in this build.
 static int without_llama(int, char ** argv) {
@@ -35,6 +36,7 @@ static int without_llama(int, char ** argv) {
 static int cmd_calibrate(int argc, char ** argv) { return without_llama(argc, argv); }
 static int cmd_eval(int argc, char ** argv) { return without_llama(argc, argv); }
 static int cmd_sweep(int argc, char ** argv) { return without_llama(argc, argv); }
+static int cmd_fit(int argc, char ** argv) { return without_llama(argc, argv); }
 #endif
 
 namespace reap {
@@ -53,6 +55,7 @@ const std::vector<command> & commands() {
         {"compare", "overlap of two plans per layer, and the saliency each keeps against the top-N oracle", cmd_compare},
         {"eval", "what the cut cost: PPL, KL divergence, top-1 agreement of base vs pruned or masked (per domain)", cmd_eval, true},
         {"sweep", "score several cut sizes by masking, without writing a model: the table and chart to choose N", cmd_sweep, true},
+        {"fit", "from a memory budget to the best verified build: experts, channels and source bits chosen by measurement", cmd_fit, true},
         {"report", "the model card of a pruned build, written and checked from its receipts, with figures", cmd_report},
     };
     return table;

@@ -93,6 +93,10 @@ struct eval_report {
     std::string                   mtp_note;
     // What the run could not check (a plan without a model fingerprint).
     std::vector<std::string>      warnings;
+    // Mean KLD over the scored tokens of the first and of the second half of
+    // the windows (window order): how much the mean moves with the text it is
+    // measured on (reap fit's noise estimate). In memory only, not in the JSON.
+    double                        kld_half[2] = {0, 0};
 
     // The reference was the base masked by a plan, not the base.
     bool base_masked() const { return !base_mask.empty(); }

@@ -631,6 +631,8 @@ bool score_pass(llama_model * model, const eval_runtime & rt, const pass_setup &
     std::vector<float>       logp;
     std::vector<int32_t>     argmax;
     std::vector<token_stat>  stats;
+    double                   half_sum[2] = {0, 0};
+    size_t                   half_n[2] = {0, 0};
     const bool ok = decode_windows({ctx.get()}, wl.windows, s.n_seq, s.n_batch, s.bos, prog,
         ([&](const std::vector<out_row> & rows) {
             logp.resize(rows.size() * (size_t) s.n_vocab);
@@ -645,11 +647,15 @@ bool score_pass(llama_model * model, const eval_runtime & rt, const pass_setup &
             for (size_t r = 0; r < rows.size(); ++r) {
                 all.add(stats[r]);
                 acc[rows[r].w->domain].add(stats[r]);
+                const int half = rows[r].window_no < wl.windows.size() / 2 ? 0 : 1;
+                half_sum[half] += stats[r].kld;
+                ++half_n[half];
             }
             return true;
         }), err, hook);
     if (!ok) return false;
     report.overall = all.finish();
+    for (int h = 0; h < 2; ++h) report.kld_half[h] = half_n[h] > 0 ? half_sum[h] / (double) half_n[h] : report.overall.kld_mean;
     if (wl.corpus) {
         for (size_t d = 0; d < wl.domains.size(); ++d) report.domains.emplace_back(wl.domains[d], acc[d].finish());
     }

@@ -36,9 +36,10 @@ const char * kind_name(pl::size_kind k) {
     return k == pl::size_kind::keep ? "keep" : k == pl::size_kind::ratio ? "ratio" : "budget";
 }
 
-// The plans of every size of one source, each with the provenance reap plan records.
-bool plan_points(const sweep_options & o, const pl::ranked_model & rm, std::vector<pl::sweep_point> & points,
-                 const std::string & archive_sha, std::string & err) {
+} // namespace
+
+bool plan_source_points(const sweep_options & o, const pl::ranked_model & rm, const std::string & archive_sha,
+                        std::vector<pl::sweep_point> & points, std::string & err) {
     pl::size_context sctx;
     sctx.model = &rm.model;
     sctx.layout = &rm.layout;
@@ -80,6 +81,8 @@ bool plan_points(const sweep_options & o, const pl::ranked_model & rm, std::vect
     }
     return true;
 }
+
+namespace {
 
 // The record's points of one source: its plans and what they scored.
 std::vector<sweep_record_point> record_points(const sweep_options & o, const std::string & source, const moe::layout & lay,
@@ -190,7 +193,7 @@ bool plan_other_sources(const sweep_options & o, sweep_result & r, std::string &
         run->path = path;
         if (!pl::open_ranked_model(path, o.saliency, o.rank, o.method_given, run->rm, err)) return false;
         if (!same_model(path, run->rm.identity, "source")) return false;
-        if (!plan_points(o, run->rm, run->points, r.archive_sha256, err)) return false;
+        if (!plan_source_points(o, run->rm, r.archive_sha256, run->points, err)) return false;
         for (const auto & pt : run->points) {
             auto [it, fresh] = keep_sets.emplace(pt.n_keep, &pt.p);
             bool same = fresh || it->second->layers.size() == pt.p.layers.size();
@@ -317,7 +320,7 @@ bool plan_sweep_points(const sweep_options & o, sweep_result & r, std::string & 
         return false;
     }
     if (!pl::open_ranked_model(o.eval.base_path, o.saliency, o.rank, o.method_given, r.rm, err)) return false;
-    if (!util::sha256_file(o.saliency, r.archive_sha256, err) || !plan_points(o, r.rm, r.points, r.archive_sha256, err)) return false;
+    if (!util::sha256_file(o.saliency, r.archive_sha256, err) || !plan_source_points(o, r.rm, r.archive_sha256, r.points, err)) return false;
     return !o.several_sources() || plan_other_sources(o, r, err);
 }
 

@@ -16,6 +16,7 @@
 #include "plan/provenance.h"
 #include "plan/receipts.h"
 #include "prune/prune.h"
+#include "prune/verify_run.h"
 #include "saliency/archive.h"
 #include "util/file.h"
 #include "util/number_format.h"
@@ -569,11 +570,18 @@ bool audit_build(card & c, bool & differs, std::string & err) {
     if (!open_facts(opt.source, c.src, err)) return false;
     std::string & plan_sha = c.build.plan_sha256;
     if (!read_plan(opt.plan, c.p, plan_sha, err) || !pl::read_card_provenance(c.p.provenance, opt.plan, c.prov, err)) return false;
-    prune::verify_options vo;
-    vo.plan_sha256 = plan_sha;
-    if (!prune::verify_pruned(c.src.m, c.p, opt.pruned, vo, c.vr, err)) {
+    // the audit of reap verify itself (prune/verify_run.h), folder lock included
+    prune::verify_request vreq;
+    vreq.model = opt.source;
+    vreq.plan = opt.plan;
+    vreq.output = opt.pruned;
+    prune::verify_run_result vres;
+    util::error verr;
+    const bool verified = prune::run_verify(vreq, vres, verr);
+    c.vr = vres.report;
+    if (!verified) {
         differs = c.vr.differs;
-        if (c.vr.differs) err = "the build failed verification, no card written: " + opt.pruned + ": " + err;
+        err = c.vr.differs ? "the build failed verification, no card written: " + opt.pruned + ": " + verr.message : verr.message;
         return false;
     }
     if (!open_facts(opt.pruned, c.cut, err)) return false;
@@ -1212,6 +1220,7 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     if (!opt.sweep.empty()) {
         for (const char * f : {"sweep-kld.svg", "sweep-frontier.svg"}) may_write.push_back(c.fig_dir + "/" + f);
     }
+    for (const auto & f : opt.extra_figures) may_write.push_back(c.fig_dir + "/" + f.first);
     if (!check_outputs(may_write, inputs_of(opt, nullptr, nullptr), opt.force, err)) return false;
 
     if (!audit_build(c, out.differs, err) || !gather_method(c, err) || !gather_evals(c, err)) return false;
@@ -1228,7 +1237,9 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     }
     if (c.sw.have) figures.push_back({"sweep-kld.svg", util::render_svg(sweep_kld_chart(c.sw, c.p))});
     if (c.sw.have && !c.sw.s.sources.empty()) figures.push_back({"sweep-frontier.svg", util::render_svg(sweep_frontier_chart(c.sw.s))});
-    const std::string text = front_matter_and_census(c) + method_section(c) + verified_sections(c) + sweep_section(c) + running_sections(c);
+    for (const auto & f : opt.extra_figures) figures.push_back(f);
+    const std::string text = front_matter_and_census(c) + method_section(c) + verified_sections(c) + sweep_section(c) +
+                             opt.extra_section + running_sections(c);
     return publish_card(c, figures, text, out, err);
 }
 

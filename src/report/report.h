@@ -33,6 +33,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace reap::report {
@@ -51,6 +52,11 @@ struct report_options {
     bool                     force = false;   // replace existing files of the card (never an input)
     bool                     sync = true;     // fsync outputs (off in tests)
     std::string              tool_version;    // written in the card's footer
+    // A section another command adds (reap fit: how the build was chosen),
+    // Markdown whose input texts that command has escaped, placed after the
+    // sweep's; and its figures as (file name, SVG), written to DIR/figures.
+    std::string              extra_section;
+    std::vector<std::pair<std::string, std::string>> extra_figures;
 };
 
 struct report_result {

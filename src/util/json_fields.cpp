@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 namespace reap::util {
 
@@ -30,33 +31,55 @@ const char * json_type_name(const json & v) {
 
 namespace {
 
-// The DOM parser nlohmann's own parse() uses, behind a handler that keeps the
-// byte position and the exception of the first problem instead of throwing:
-// nlohmann puts the line and column into a parse_error's message but not into
-// out_of_range's (a number too large for a double), and sax_parse hands both
-// to parse_error() with the position.
+// A DOM builder behind nlohmann's SAX interface, that keeps the byte position
+// and the message of the first problem instead of throwing: nlohmann puts the
+// line and column into a parse_error's message but not into out_of_range's (a
+// number too large for a double), and sax_parse hands both to parse_error()
+// with the position. Written on the public SAX interface only (nlohmann's own
+// DOM parser is a detail that changes between versions).
 struct located_dom_parser {
-    using dom = nlohmann::detail::json_sax_dom_parser<json>;
-    dom          parser;
-    bool         failed = false;
-    size_t       position = 0;   // bytes read when the problem was found
-    std::string  what;           // nlohmann's message
+    json &              root;
+    std::vector<json *> open;                   // the arrays and objects being filled, innermost last
+    json *              member = nullptr;       // the object member the next value goes to
+    bool                failed = false;
+    size_t              position = 0;           // bytes read when the problem was found
+    std::string         what;                   // nlohmann's message
 
-    explicit located_dom_parser(json & out) : parser(out, false) {}
+    explicit located_dom_parser(json & out) : root(out) {}
 
-    bool null() { return parser.null(); }
-    bool boolean(bool v) { return parser.boolean(v); }
-    bool number_integer(json::number_integer_t v) { return parser.number_integer(v); }
-    bool number_unsigned(json::number_unsigned_t v) { return parser.number_unsigned(v); }
-    bool number_float(json::number_float_t v, const json::string_t & s) { return parser.number_float(v, s); }
-    bool string(json::string_t & v) { return parser.string(v); }
-    bool binary(json::binary_t & v) { return parser.binary(v); }
-    bool start_object(size_t n) { return parser.start_object(n); }
-    bool key(json::string_t & v) { return parser.key(v); }
-    bool end_object() { return parser.end_object(); }
-    bool start_array(size_t n) { return parser.start_array(n); }
-    bool end_array() { return parser.end_array(); }
-    bool parse_error(size_t pos, const std::string & /*last_token*/, const nlohmann::detail::exception & e) {
+    // Earlier elements of an open array may move when it grows, but they are
+    // all closed by then: only the open containers are pointed to, and each
+    // lives in a parent that does not change while it is open.
+    json * put(json && v) {
+        if (open.empty()) {
+            root = std::move(v);
+            return &root;
+        }
+        json & top = *open.back();
+        if (top.is_array()) {
+            top.push_back(std::move(v));
+            return &top.back();
+        }
+        *member = std::move(v);
+        return member;
+    }
+    bool null() { put(json(nullptr)); return true; }
+    bool boolean(bool v) { put(json(v)); return true; }
+    bool number_integer(json::number_integer_t v) { put(json(v)); return true; }
+    bool number_unsigned(json::number_unsigned_t v) { put(json(v)); return true; }
+    bool number_float(json::number_float_t v, const json::string_t &) { put(json(v)); return true; }
+    bool string(json::string_t & v) { put(json(std::move(v))); return true; }
+    bool binary(json::binary_t &) {   // JSON text has none
+        failed = true;
+        what   = "a binary value";
+        return false;
+    }
+    bool start_object(size_t) { open.push_back(put(json::object())); return true; }
+    bool key(json::string_t & k) { member = &(*open.back())[k]; return true; }
+    bool end_object() { open.pop_back(); return true; }
+    bool start_array(size_t) { open.push_back(put(json::array())); return true; }
+    bool end_array() { open.pop_back(); return true; }
+    bool parse_error(size_t pos, const std::string & /*last_token*/, const json::exception & e) {
         if (!failed) {
             failed   = true;
             position = pos;

@@ -311,7 +311,7 @@ bool dir_lock::lock(const std::string & dir, std::string & err) {
 }
 
 bool dir_lock::lock_shared(const std::string & dir, double timeout_s, std::string & err,
-                           void (*on_wait)(const std::string & dir)) {
+                           const std::function<void(const std::string & dir)> & on_wait) {
     if (char * real = ::realpath(dir.c_str(), nullptr)) {
         const bool ours = g_held.count(real) != 0;   // this process publishes there: held already
         free(real);

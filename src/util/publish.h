@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -142,7 +143,7 @@ public:
     // folder that cannot be opened is not locked (true: the reader's own open
     // then says what is wrong).
     bool lock_shared(const std::string & dir, double timeout_s, std::string & err,
-                     void (*on_wait)(const std::string & dir) = nullptr);
+                     const std::function<void(const std::string & dir)> & on_wait = nullptr);
 private:
     std::string key_;   // the directory, resolved; empty when not held
     int         shared_fd_ = -1;

@@ -1,0 +1,197 @@
+// reap fit's journal (fit_journal.h): the inputs' fingerprint, the stages
+// done and every score, read back on a rerun.
+#include "formats/fit_journal.h"
+
+#include "gguf/gguf.h"
+#include "moe/identity.h"
+#include "plan/plan.h"
+#include "util/json.h"
+#include "util/json_fields.h"
+#include "util/publish.h"
+#include "util/sha256.h"
+
+#include <sys/stat.h>
+
+namespace reap {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char * k_journal_format = "reap-fit-journal";
+constexpr int          k_journal_version = 1;
+constexpr uint64_t     k_max_journal_bytes = 64ull << 20;
+
+bool model_fingerprint(const std::string & path, json & out, std::string & err) {
+    gguf::model m;
+    moe::model_identity id;
+    if (!gguf::open_model(path, m, err)) return false;
+    if (!moe::identity_of(m, id, err)) {
+        err = path + ": " + err;
+        return false;
+    }
+    out = {{"path", path}, {"header_sha256", model_header_sha256(m)}, {"router_sha256", id.router_sha256},
+           {"bytes", m.file_bytes()}};
+    return true;
+}
+
+bool file_sha(const std::string & path, json & out, std::string & err) {
+    std::string hex;
+    if (!util::sha256_file(path, hex, err)) return false;
+    out = {{"path", path}, {"sha256", hex}};
+    return true;
+}
+
+// The first key at which two fingerprints differ, as a path ("sources[1].router_sha256").
+std::string first_difference(const json & a, const json & b, const std::string & at) {
+    if (a.type() != b.type()) return at.empty() ? "(top level)" : at;
+    if (a.is_object()) {
+        for (auto it = a.begin(); it != a.end(); ++it) {
+            const std::string where = at.empty() ? it.key() : at + "." + it.key();
+            if (!b.contains(it.key())) return where;
+            const std::string d = first_difference(*it, b.at(it.key()), where);
+            if (!d.empty()) return d;
+        }
+        for (auto it = b.begin(); it != b.end(); ++it) {
+            if (!a.contains(it.key())) return at.empty() ? it.key() : at + "." + it.key();
+        }
+        return "";
+    }
+    if (a.is_array()) {
+        if (a.size() != b.size()) return at + " (" + std::to_string(a.size()) + " entries, now " + std::to_string(b.size()) + ")";
+        for (size_t i = 0; i < a.size(); ++i) {
+            const std::string d = first_difference(a[i], b[i], at + "[" + std::to_string(i) + "]");
+            if (!d.empty()) return d;
+        }
+        return "";
+    }
+    return a == b ? "" : at;
+}
+
+bool read_scores(util::json_fields & f, fit_journal & j) {
+    std::vector<const json *> items;
+    if (!f.elements("scores", items)) return false;
+    for (size_t i = 0; i < items.size(); ++i) {
+        util::json_fields s = f.nested(*items[i], "scores[" + std::to_string(i) + "]");
+        uint64_t source = 0;
+        int64_t  width = 0, n_keep = 0;
+        planner::fit_score sc;
+        if (!s.u64("source", source, 1u << 20) || !s.i64("width", width, 1, INT64_MAX) || !s.i64("n_keep", n_keep, 1, INT64_MAX) ||
+            !s.num("kld", sc.kld, -1, 1e9) || !s.num("kld_half_1", sc.kld_half[0], -1, 1e9) ||
+            !s.num("kld_half_2", sc.kld_half[1], -1, 1e9) || !s.num("top1", sc.top1, 0, 1)) {
+            return false;
+        }
+        j.scores[{(size_t) source, width, n_keep}] = sc;
+    }
+    return true;
+}
+
+bool fingerprint(const fit_inputs & o, json & out, std::string & err) {
+    out = json::object();
+    json sources = json::array();
+    for (const std::string & s : o.sources) {
+        json m;
+        if (!model_fingerprint(s, m, err)) return false;
+        sources.push_back(m);
+    }
+    out["sources"] = sources;
+    if (!o.reference.empty() && !model_fingerprint(o.reference, out["reference"], err)) return false;
+    struct stat st;
+    if (!o.kld_base.empty() && ::stat(o.kld_base.c_str(), &st) == 0 && !file_sha(o.kld_base, out["kld_base"], err)) return false;
+    if (!o.corpus.empty() && !file_sha(o.corpus, out["corpus"], err)) return false;
+    if (!o.saliency.empty() && !file_sha(o.saliency, out["saliency"], err)) return false;
+    if (!file_sha(o.heldout, out["heldout"], err)) return false;
+    out["budget"] = o.budget;
+    out["axes"] = {{"experts", o.axis_experts}, {"width", o.axis_width}, {"sources", o.axis_sources}};
+    out["method"] = o.method;
+    out["domains"] = o.domains;
+    out["down_type"] = o.down_type;
+    return true;
+}
+
+} // namespace
+
+bool open_fit_journal(const std::string & dir, const fit_inputs & in, fit_journal & j, bool & resumed, std::string & err) {
+    j = fit_journal();
+    j.path = dir + "/fit-journal.json";
+    json inputs;
+    if (!fingerprint(in, inputs, err)) return false;
+    j.inputs = util::json_text(inputs);
+    j.kld_base_given = inputs.contains("kld_base");
+    struct stat st;
+    resumed = ::stat(j.path.c_str(), &st) == 0;
+    if (!resumed) return true;
+    json doc;
+    if (!util::read_json_file(j.path, "fit journal", k_max_journal_bytes, doc, err)) return false;
+    util::json_fields f(doc, "fit journal '" + j.path + "'");
+    std::string format;
+    int64_t version = 0;
+    if (!f.str("format", format) || !f.i64("version", version, 1, k_journal_version)) {
+        err = f.error();
+        return false;
+    }
+    if (format != k_journal_format) {
+        err = "fit journal '" + j.path + "': format is '" + format + "', not " + k_journal_format;
+        return false;
+    }
+    if (!doc.contains("inputs") || doc["inputs"] != inputs) {
+        const std::string d = doc.contains("inputs") ? first_difference(doc["inputs"], inputs, "") : "inputs";
+        err = "'" + dir + "' holds a fit of other inputs (" + d + " differs from this run's; fit-journal.json): "
+              "give another -o DIR, or remove that folder to start again";
+        return false;
+    }
+    std::vector<std::pair<std::string, const json *>> stages;
+    if (!f.members("stages", stages)) {
+        err = f.error();
+        return false;
+    }
+    for (const auto & [name, v] : stages) {
+        if (!v->is_string()) {
+            err = "fit journal '" + j.path + "': stages." + name + " is not a string";
+            return false;
+        }
+        j.stages[name] = v->get<std::string>();
+    }
+    if (!read_scores(f, j)) {
+        err = f.error();
+        return false;
+    }
+    return true;
+}
+
+bool save_fit_journal(const fit_journal & j, std::string & err) {
+    json doc = {{"format", k_journal_format}, {"version", k_journal_version}};
+    std::string e;
+    if (!util::parse_json_text(j.inputs, "fit inputs", doc["inputs"], e)) {
+        err = "fit journal '" + j.path + "': " + e;   // cannot happen: the text is ours
+        return false;
+    }
+    doc["stages"] = json::object();
+    for (const auto & [name, sha] : j.stages) doc["stages"][name] = sha;
+    doc["scores"] = json::array();
+    for (const auto & [key, sc] : j.scores) {
+        doc["scores"].push_back({{"source", std::get<0>(key)}, {"width", std::get<1>(key)}, {"n_keep", std::get<2>(key)},
+                                 {"kld", sc.kld}, {"kld_half_1", sc.kld_half[0]}, {"kld_half_2", sc.kld_half[1]}, {"top1", sc.top1}});
+    }
+    return util::write_file_durably(j.path, util::json_text(doc, 1) + "\n", err);
+}
+
+bool fit_file_exists(const std::string & path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+bool fit_stage_holds(const fit_journal & j, const std::string & stage, const std::string & path) {
+    if (!j.done(stage) || !fit_file_exists(path)) return false;
+    std::string hex, e;
+    return util::sha256_file(path, hex, e) && hex == j.stages.at(stage);
+}
+
+bool fit_mark_stage(fit_journal & j, const std::string & stage, const std::string & path, std::string & err) {
+    std::string hex;
+    if (!path.empty() && !util::sha256_file(path, hex, err)) return false;
+    j.stages[stage] = hex;
+    return save_fit_journal(j, err);
+}
+
+} // namespace reap

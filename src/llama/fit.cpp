@@ -1,0 +1,275 @@
+// reap fit, the library half (see fit.h): calibrate, the reference's rows,
+// the space, the search, then the build of the winner; each stage journalled.
+#include "llama/fit.h"
+
+#include "llama/calibrate.h"
+#include "formats/fit_journal.h"
+#include "llama/fit_stages.h"
+#include "llama/sweep.h"
+#include "moe/census.h"
+#include "plan/provenance.h"
+#include "prune/prune.h"
+#include "prune/run.h"
+#include "saliency/archive.h"
+#include "util/disk.h"
+#include "util/output_rule.h"
+#include "util/path.h"
+#include "util/sha256.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstring>
+#include <sys/stat.h>
+
+namespace reap {
+
+namespace pl = reap::planner;
+
+namespace {
+
+// calibrate: DIR/saliency.gguf over --corpus, on the reference when given
+// (else the first source); with the channel scores the width axis needs.
+bool calibrate_stage(const fit_options & o, fit_journal & j, std::string & saliency, FILE * out, std::string & err) {
+    if (!o.saliency.empty()) {
+        saliency = o.saliency;
+        return true;
+    }
+    saliency = o.out_dir + "/saliency.gguf";
+    if (fit_stage_holds(j, "calibrate", saliency)) {
+        fprintf(out, "reap fit: calibrate: done earlier (%s)\n", saliency.c_str());
+        return true;
+    }
+    calibrate_options c;
+    c.model_path = o.reference.empty() ? o.sources[0] : o.reference;
+    c.corpus_path = o.corpus;
+    c.out_path = saliency;
+    c.llama = o.rt.llama;
+    c.llama.n_ctx = o.rt.n_ctx > 0 ? o.rt.n_ctx : 512;
+    c.n_batch = o.rt.n_batch;
+    c.n_ubatch = o.rt.n_ubatch;
+    c.batch_memory = o.rt.batch_memory;
+    c.width_saliency = o.axis_width;
+    c.force = true;   // DIR is fit's: an archive without its journal line is from a killed run
+    c.checkpoint_every = 64;
+    c.resume = fit_file_exists(saliency + ".checkpoint");
+    c.progress = o.progress;
+    c.verbose = o.verbose;
+    fprintf(out, "reap fit: calibrate %s over %s%s\n", c.model_path.c_str(), o.corpus.c_str(), c.resume ? " (resumed)" : "");
+    saliency::archive arch;
+    calibrate_report rep;
+    if (!run_calibrate(c, arch, rep, err)) return false;
+    if (rep.interrupted) {
+        err = "calibration interrupted; its checkpoint is kept: run the same command again to resume";
+        return false;
+    }
+    return fit_mark_stage(j, "calibrate", saliency, err);
+}
+
+// The reference's rows: --kld-base when it exists, else written once into
+// DIR/reference.kld (or --kld-base) from --reference, or from the first source.
+bool reference_stage(const fit_options & o, fit_journal & j, std::string & kld, FILE * out, std::string & err) {
+    kld = o.kld_base.empty() ? o.out_dir + "/reference.kld" : o.kld_base;
+    if (!o.kld_base.empty() && j.kld_base_given) return true;   // given, existing: read only
+    if (fit_stage_holds(j, "reference", kld)) {
+        fprintf(out, "reap fit: reference rows: done earlier (%s)\n", kld.c_str());
+        return true;
+    }
+    if (fit_file_exists(kld) && !util::current_disk().unlink(kld)) {   // a killed run's (published whole, not journalled)
+        err = "cannot remove '" + kld + "': " + strerror(errno);
+        return false;
+    }
+    eval_options e;
+    e.base_path = o.reference.empty() ? o.sources[0] : o.reference;
+    e.input_path = o.heldout;
+    e.kld_base_path = kld;
+    e.rt = o.rt;
+    e.progress = o.progress;
+    e.verbose = o.verbose;
+    fprintf(out, "reap fit: reference rows of %s over %s -> %s (pass 0)\n", e.base_path.c_str(), o.heldout.c_str(), kld.c_str());
+    std::vector<eval_report> none;
+    if (!run_eval_candidates(e, {}, none, err)) return false;
+    return fit_mark_stage(j, "reference", kld, err);
+}
+
+// The widths of one source's line: every multiple of the down type's block up
+// to the experts' width (with the width axis), else the full width only.
+bool line_widths(const fit_options & o, const pl::ranked_model & rm, const std::string & saliency, std::vector<int64_t> & widths,
+                 std::string & err) {
+    const int64_t n_ff = facts_of(rm.layout, rm.model).n_ff_exp;
+    widths = {n_ff};
+    if (!o.axis_width) return true;
+    pl::width_setup w;
+    util::error e;
+    if (!pl::setup_width(rm, saliency, o.down_type, std::nullopt, {n_ff}, "the width axis", w, e)) {
+        err = e.message + " (leave the width out: --axes experts,sources)";
+        return false;
+    }
+    const int64_t blk = std::max<int64_t>(1, w.facts.down_block);
+    widths.clear();
+    for (int64_t k = blk; k < n_ff; k += blk) widths.push_back(k);
+    widths.push_back(n_ff);
+    return true;
+}
+
+// The space: for every source and K, the largest N whose file fits (or every
+// expert, without the experts axis), planned as reap sweep plans.
+bool build_space(const fit_options & o, const std::string & saliency, fit_result & r, FILE * out, std::string & err) {
+    std::string & archive_sha = r.archive_sha256;
+    if (!util::sha256_file(saliency, archive_sha, err)) return false;
+    r.saliency_path = saliency;
+    const size_t n_sources = o.axis_sources ? o.sources.size() : 1;
+    for (size_t s = 0; s < n_sources; ++s) {
+        pl::ranked_model rm;
+        if (!pl::open_ranked_model(o.sources[s], saliency, o.rank, o.method_given, rm, err)) return false;
+        std::vector<int64_t> widths;
+        if (!line_widths(o, rm, saliency, widths, err)) return false;
+        r.metric_set = saliency::metric_set_name(rm.archive.metrics);
+        moe::census cen;
+        if (!moe::take_census(rm.model, {}, cen, err)) return false;
+        r.pool_bytes.push_back(cen.expert_pool_bytes);
+        r.lines.emplace_back();
+        for (int64_t K : widths) {
+            sweep_options so;
+            so.saliency = saliency;
+            so.rank = o.rank;
+            so.method_given = o.method_given;
+            so.tool_version = o.tool_version;
+            so.down_type = o.down_type;
+            if (o.axis_width) so.widths = {K};
+            if (o.axis_experts) {
+                so.sizes.push_back({pl::size_kind::budget, o.budget_text, 0, 0, o.budget});
+            } else {
+                so.sizes.push_back({pl::size_kind::keep, std::to_string(rm.layout.n_expert), rm.layout.n_expert, 0, 0});
+            }
+            std::vector<pl::sweep_point> pts;
+            std::string why;
+            if (!plan_source_points(so, rm, archive_sha, pts, why) || pts.empty()) {
+                r.excluded.push_back({o.sources[s], K, why.empty() ? "no plan" : why});
+                continue;
+            }
+            if (pts[0].bytes > o.budget) {
+                r.excluded.push_back({o.sources[s], K, "every expert kept: " + std::to_string(pts[0].bytes) + " bytes, over the budget"});
+                continue;
+            }
+            fit_candidate c;
+            c.point = {s, K, pts[0].n_keep, pts[0].bytes};
+            c.source_path = o.sources[s];
+            c.p = std::move(pts[0].p);
+            r.lines.back().push_back(r.space.size());
+            r.space.push_back(std::move(c));
+        }
+    }
+    r.scores.assign(r.space.size(), std::nullopt);
+    print_fit_space(out, o, r);
+    return true;
+}
+
+// One masked pass: candidate i of its source against the reference's rows.
+bool score_candidate(const fit_options & o, const std::string & kld, const fit_candidate & c, pl::fit_score & sc, std::string & err) {
+    eval_options e;
+    e.base_path = c.source_path;
+    e.input_path = o.heldout;
+    e.kld_base_path = kld;
+    e.rt = o.rt;
+    e.rt.n_ctx = 0;   // the KLD base file's
+    e.progress = o.progress;
+    e.verbose = o.verbose;
+    std::vector<eval_report> reps;
+    const std::string label = util::base_name(c.source_path) + " N=" + std::to_string(c.point.n_keep) + " K=" + std::to_string(c.point.width);
+    if (!run_eval_candidates(e, {{label, true, &c.p}}, reps, err)) return false;
+    sc.kld = reps[0].overall.kld_mean;
+    sc.kld_half[0] = reps[0].kld_half[0];
+    sc.kld_half[1] = reps[0].kld_half[1];
+    sc.top1 = reps[0].overall.argmax_agree;
+    return true;
+}
+
+// The search: fit_search's picks, one masked pass each, every score journalled
+// at once; scores of an earlier run are read back, never measured again.
+bool search_stage(const fit_options & o, fit_journal & j, const std::string & kld, fit_result & r, FILE * out, std::string & err) {
+    std::vector<pl::fit_point> pts;
+    for (const fit_candidate & c : r.space) pts.push_back(c.point);
+    pl::fit_search s(pts, r.lines, o.max_passes);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::vector<size_t> next = s.next(); !next.empty(); next = s.next()) {
+        for (size_t i : next) {
+            const fit_candidate & c = r.space[i];
+            const fit_key key{c.point.source, c.point.width, c.point.n_keep};
+            pl::fit_score sc;
+            if (auto it = j.scores.find(key); it != j.scores.end()) {
+                sc = it->second;
+                ++r.passes_resumed;
+            } else {
+                if (!score_candidate(o, kld, c, sc, err)) return false;
+                j.scores[key] = sc;
+                if (!save_fit_journal(j, err)) return false;
+                ++r.passes_this_run;
+            }
+            s.record(i, sc);
+            r.scores[i] = sc;
+            const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            print_fit_pass(out, r, i, fit_passes_left_estimate(s), elapsed);
+        }
+    }
+    r.stop_reason = s.stop_reason();
+    r.noise = s.noise();
+    r.winner = s.best();
+    r.runner_up = s.runner_up();
+    if (!r.winner) {
+        err = "no candidate fits --budget " + o.budget_text + (r.excluded.empty() ? "" : " (" + r.excluded[0].why + ")");
+        return false;
+    }
+    return true;
+}
+
+} // namespace
+
+bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & err) {
+    if (o.sources.empty() || o.heldout.empty() || o.out_dir.empty() || o.budget == 0 || (o.corpus.empty() && o.saliency.empty())) {
+        err = "fit needs -m SOURCE, -f HELDOUT, --budget SIZE, -o DIR and --corpus CALIB (or --saliency)";
+        return false;
+    }
+    if (!util::current_disk().mkdir(o.out_dir, 0755) && errno != EEXIST) {
+        err = "cannot create '" + o.out_dir + "': " + strerror(errno);
+        return false;
+    }
+    fit_inputs in;
+    in.sources = o.sources;
+    in.reference = o.reference;
+    in.kld_base = o.kld_base;
+    in.corpus = o.corpus;
+    in.saliency = o.saliency;
+    in.heldout = o.heldout;
+    in.budget = o.budget;
+    in.axis_experts = o.axis_experts;
+    in.axis_width = o.axis_width;
+    in.axis_sources = o.axis_sources;
+    in.method = o.method_given ? planner::method_name(o.rank.how) : "archive default";
+    in.domains = o.rank.domains;
+    in.down_type = o.down_type;
+    fit_journal j;
+    bool resumed = false;
+    if (!open_fit_journal(o.out_dir, in, j, resumed, err)) return false;
+    if (resumed) fprintf(out, "reap fit: resuming %s (%zu scores, %zu stages done)\n", j.path.c_str(), j.scores.size(), j.stages.size());
+    else if (!o.dry_run && !save_fit_journal(j, err)) return false;
+    std::string saliency, kld;
+    if (o.dry_run && o.saliency.empty() && !fit_stage_holds(j, "calibrate", o.out_dir + "/saliency.gguf")) {
+        fprintf(out, "reap fit: --dry-run: the space needs the archive; calibrate would run first over %s\n", o.corpus.c_str());
+        print_fit_cost(out, o, r);
+        return true;
+    }
+    if (!calibrate_stage(o, j, saliency, out, err)) return false;
+    if (!build_space(o, saliency, r, out, err)) return false;
+    if (o.dry_run) {
+        print_fit_cost(out, o, r);
+        return true;
+    }
+    if (!reference_stage(o, j, kld, out, err) || !search_stage(o, j, kld, r, out, err)) return false;
+    r.kld_path = kld;
+    return build_winner(o, j, saliency, kld, r, out, err);
+}
+
+} // namespace reap

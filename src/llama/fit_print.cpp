@@ -1,0 +1,258 @@
+// reap fit, what it prints and records (fit_stages.h): the space and the cost
+// model before the search, a line a pass with the whole run's ETA, the result,
+// DIR/fit.json, and the card's section and figure on the search.
+#include "llama/fit_stages.h"
+
+#include "gguf/gguf.h"
+#include "metrics/kld_record.h"
+#include "util/memory.h"
+#include "util/number_format.h"
+#include "util/path.h"
+#include "util/svg_chart.h"
+#include "util/text_escape.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <map>
+#include <sys/stat.h>
+
+namespace reap {
+
+namespace pl = reap::planner;
+
+namespace {
+
+std::string source_name(const fit_result & r, size_t source) {
+    for (const fit_candidate & c : r.space) {
+        if (c.point.source == source) return util::base_name(c.source_path);
+    }
+    return "source " + std::to_string(source);
+}
+
+// Tokens of one pass and the vocabulary: from the reference's KLD base file
+// when it exists (exact), else the held-out bytes (an estimate: 1 token a byte
+// is a byte vocabulary's, about 4 bytes a token a BPE vocabulary's).
+struct pass_size {
+    uint64_t tokens = 0;
+    bool     exact = false;
+    int      n_ctx = 512;
+    int64_t  n_vocab = 0;
+};
+
+pass_size pass_size_of(const fit_options & o, const fit_result & r) {
+    pass_size ps;
+    kld_base_header h;
+    std::string err;
+    const std::string kld = !r.kld_path.empty() ? r.kld_path : !o.kld_base.empty() ? o.kld_base : o.out_dir + "/reference.kld";
+    if (kld_base_read_header(kld, h, err)) {
+        ps.tokens = (uint64_t) h.n_chunk * (uint64_t) h.n_ctx;
+        ps.exact = true;
+        ps.n_ctx = h.n_ctx;
+        ps.n_vocab = h.n_vocab;
+        return ps;
+    }
+    gguf::model m;
+    if (gguf::open_model(o.sources[0], m, err)) {
+        for (const auto & t : m.tensors) {
+            if (t.name == "token_embd.weight" && t.n_dims >= 2) ps.n_vocab = t.ne[1];
+        }
+    }
+    struct stat st;
+    const uint64_t bytes = ::stat(o.heldout.c_str(), &st) == 0 ? (uint64_t) st.st_size : 0;
+    ps.tokens = ps.n_vocab > 0 && ps.n_vocab <= 512 ? bytes : bytes / 4;
+    if (o.rt.n_ctx > 0) ps.n_ctx = o.rt.n_ctx;
+    return ps;
+}
+
+} // namespace
+
+void print_fit_space(FILE * out, const fit_options & o, const fit_result & r) {
+    fprintf(out, "reap fit: budget %s (%s); %zu candidates in %zu lines (source x width, each at the largest N that fits)\n",
+            o.budget_text.c_str(), util::format_size(o.budget).c_str(), r.space.size(), r.lines.size());
+    for (size_t l = 0; l < r.lines.size(); ++l) {
+        const std::vector<size_t> & ln = r.lines[l];
+        if (ln.empty()) continue;
+        const fit_candidate & a = r.space[ln.front()], & b = r.space[ln.back()];
+        fprintf(out, "  %-28s %3zu candidates: K %" PRId64 "..%" PRId64 ", N %" PRId64 "..%" PRId64 "\n",
+                util::base_name(a.source_path).c_str(), ln.size(), a.point.width, b.point.width, a.point.n_keep, b.point.n_keep);
+    }
+    if (!r.excluded.empty()) {
+        fprintf(out, "  pruned away by the budget: %zu (source, K) pairs (the first: %s K=%" PRId64 ": %s)\n", r.excluded.size(),
+                util::base_name(r.excluded[0].source_path).c_str(), r.excluded[0].width, r.excluded[0].why.c_str());
+    }
+}
+
+void print_fit_cost(FILE * out, const fit_options & o, const fit_result & r) {
+    const pass_size ps = pass_size_of(o, r);
+    eval_runtime rt = o.rt;
+    settle_batches(rt, ps.n_ctx, std::max<int64_t>(ps.n_vocab, 1));
+    const uint64_t ubatches = rt.n_ubatch > 0 ? (ps.tokens + (uint64_t) rt.n_ubatch - 1) / (uint64_t) rt.n_ubatch : 0;
+    uint64_t pool = 0;
+    for (uint64_t b : r.pool_bytes) pool = std::max(pool, b);
+    std::vector<pl::fit_point> pts;
+    for (const fit_candidate & c : r.space) pts.push_back(c.point);
+    const size_t planned = std::min(r.space.size(), fit_passes_left_estimate(pl::fit_search(pts, r.lines, o.max_passes)));
+    fprintf(out, "reap fit: cost model: the full grid is %zu passes (+1 for the reference's rows); the search plans about %zu%s\n",
+            r.space.size(), planned, o.max_passes ? (" (--max-passes " + std::to_string(o.max_passes) + ")").c_str() : "");
+    fprintf(out, "  a pass: %s%" PRIu64 " tokens of %s in windows of %d, -ub %d: %" PRIu64 " ubatches, each reading up to the expert pool (%s)\n",
+            ps.exact ? "" : "about ", ps.tokens, o.heldout.c_str(), ps.n_ctx, rt.n_ubatch, ubatches, util::format_size(pool).c_str());
+    const std::optional<util::memory_limit> mem = util::available_memory();
+    uint64_t largest_file = 0;
+    for (const fit_candidate & c : r.space) largest_file = std::max(largest_file, c.point.bytes);
+    if (mem && !r.space.empty()) {
+        gguf::model m;
+        std::string err;
+        const uint64_t src_bytes = gguf::open_model(r.space[0].source_path, m, err) ? m.file_bytes() : 0;
+        if (src_bytes > mem->bytes) {
+            fprintf(out, "  the source (%s) exceeds the memory available (%s, %s): it streams, about %s read a pass, %s for the search\n",
+                    util::format_size(src_bytes).c_str(), util::format_size(mem->bytes).c_str(), mem->source.c_str(),
+                    util::format_size(pool * ubatches).c_str(), util::format_size(pool * ubatches * (planned + 1)).c_str());
+        }
+    }
+}
+
+size_t fit_passes_left_estimate(const pl::fit_search & s) {
+    size_t left = 0;
+    for (size_t l = 0; l < s.lines().size(); ++l) {
+        const std::vector<size_t> & ln = s.lines()[l];
+        std::vector<size_t> scored;
+        for (size_t pos = 0; pos < ln.size(); ++pos) {
+            if (s.score(ln[pos])) scored.push_back(pos);
+        }
+        if (scored.empty()) {   // ends and middle, then about two halvings a level around the best
+            left += std::min<size_t>(ln.size(), 3) + (ln.size() > 3 ? 2 * (size_t) std::ceil(std::log2((double) ln.size() / 2)) : 0);
+            continue;
+        }
+        const std::optional<size_t> b = s.best();
+        const double target = b ? s.score(*b)->kld - s.noise() : 0;
+        for (size_t k = 0; k + 1 < scored.size(); ++k) {
+            const size_t gap = scored[k + 1] - scored[k];
+            if (gap > 1 && s.gap_bound(l, scored[k], scored[k + 1]) < target) left += (size_t) std::ceil(std::log2((double) gap));
+        }
+    }
+    return s.n_scored() + left;
+}
+
+void print_fit_pass(FILE * out, const fit_result & r, size_t i, size_t planned, double elapsed_s) {
+    const fit_candidate & c = r.space[i];
+    const pl::fit_score & sc = *r.scores[i];
+    const size_t done = r.passes_this_run + r.passes_resumed;
+    const double per = r.passes_this_run > 0 ? elapsed_s / (double) r.passes_this_run : 0;
+    const size_t left = planned > done ? planned - done : 0;
+    fprintf(out, "  [%zu/~%zu] %-22s N %4" PRId64 " K %5" PRId64 " %12s  KLD %.6f (halves %.6f %.6f) top-1 %.3f%%  %s; ETA %.0f s\n",
+            done, std::max(planned, done), util::base_name(c.source_path).c_str(), c.point.n_keep, c.point.width,
+            util::format_size(c.point.bytes).c_str(), sc.kld, sc.kld_half[0], sc.kld_half[1], 100 * sc.top1,
+            r.passes_this_run > 0 && done > r.passes_resumed ? "measured" : "from the journal", per * (double) left);
+    fflush(out);
+}
+
+void print_fit_result(FILE * out, const fit_options & o, const fit_result & r) {
+    const fit_candidate & w = r.space[*r.winner];
+    const pl::fit_score & ws = *r.scores[*r.winner];
+    fprintf(out, "\nreap fit: %zu of %zu candidates scored (%zu this run, %zu from the journal; the full grid: %zu); %s\n",
+            r.passes_this_run + r.passes_resumed, r.space.size(), r.passes_this_run, r.passes_resumed, r.space.size(), r.stop_reason.c_str());
+    fprintf(out, "  winner: %s N %" PRId64 " K %" PRId64 ", %s (budget %s): masked KLD %.6f, top-1 %.3f%%\n",
+            util::base_name(w.source_path).c_str(), w.point.n_keep, w.point.width, util::format_size(w.point.bytes).c_str(),
+            o.budget_text.c_str(), ws.kld, 100 * ws.top1);
+    if (r.runner_up) {
+        const fit_candidate & u = r.space[*r.runner_up];
+        fprintf(out, "  by %.6f nats over %s N %" PRId64 " K %" PRId64 " (noise: %.6f, the split-half disagreement of that difference)\n",
+                r.scores[*r.runner_up]->kld - ws.kld, util::base_name(u.source_path).c_str(), u.point.n_keep, u.point.width, r.noise);
+    }
+    if (!r.eval_path.empty()) {
+        fprintf(out, "  the written build: %s, KLD %.6f against the reference (its mask: %.6f), top-1 %.3f%%; verified\n",
+                util::format_size(r.file_bytes).c_str(), r.file_kld, ws.kld, 100 * r.file_top1);
+        fprintf(out, "  wrote %s, %s, %s, %s/README.md, %s\n", r.plan_path.c_str(), r.build_path.c_str(), r.eval_path.c_str(),
+                r.card_dir.c_str(), r.fit_json.c_str());
+    }
+}
+
+nlohmann::json fit_record(const fit_options & o, const fit_result & r) {
+    nlohmann::json j = {{"format", "reap-fit"}, {"version", 1}, {"tool", "reap fit " + o.tool_version}};
+    j["budget"] = {{"text", o.budget_text}, {"bytes", o.budget}};
+    j["sources"] = o.sources;
+    j["reference"] = o.reference.empty() ? o.sources[0] : o.reference;
+    j["heldout"] = o.heldout;
+    j["saliency"] = {{"file", r.saliency_path}, {"sha256", r.archive_sha256}};
+    nlohmann::json cands = nlohmann::json::array();
+    for (size_t i = 0; i < r.space.size(); ++i) {
+        const fit_candidate & c = r.space[i];
+        nlohmann::json e = {{"source", c.source_path}, {"n_keep", c.point.n_keep}, {"width", c.point.width}, {"bytes", c.point.bytes}};
+        if (r.scores[i]) {
+            e["kld_mean"] = r.scores[i]->kld;
+            e["kld_halves"] = {r.scores[i]->kld_half[0], r.scores[i]->kld_half[1]};
+            e["top1"] = r.scores[i]->top1;
+        }
+        cands.push_back(e);
+    }
+    j["candidates"] = cands;
+    nlohmann::json ex = nlohmann::json::array();
+    for (const fit_excluded & x : r.excluded) ex.push_back({{"source", x.source_path}, {"width", x.width}, {"why", x.why}});
+    j["excluded_by_budget"] = ex;
+    j["passes"] = {{"scored", r.passes_this_run + r.passes_resumed}, {"full_grid", r.space.size()}, {"reference", 1}};
+    j["stop_reason"] = r.stop_reason;
+    j["noise"] = r.noise;
+    j["winner"] = *r.winner;
+    if (r.runner_up) j["runner_up"] = *r.runner_up;
+    j["build"] = {{"plan", r.plan_path}, {"file", r.build_path}, {"bytes", r.file_bytes}, {"eval", r.eval_path},
+                  {"kld_mean", r.file_kld}, {"top1", r.file_top1}, {"card", r.card_dir + "/README.md"}};
+    return j;
+}
+
+std::string fit_card_section(const fit_options & o, const fit_result & r) {
+    const fit_candidate & w = r.space[*r.winner];
+    const std::string ref = util::markdown_text(util::base_name(o.reference.empty() ? o.sources[0] : o.reference));
+    char buf[512];
+    std::string s = "## How this build was chosen (`reap fit`)\n\n";
+    snprintf(buf, sizeof(buf),
+             "Budget %s. %zu candidates fit it (each source quantisation x channel width K, each at the largest expert count N "
+             "whose file fits); %zu were scored, one masked pass each against the rows of %s on %s (the full grid: %zu passes). ",
+             util::markdown_text(o.budget_text).c_str(), r.space.size(), r.passes_this_run + r.passes_resumed, ref.c_str(),
+             util::markdown_text(util::base_name(o.heldout)).c_str(), r.space.size());
+    s += buf;
+    s += "The search stopped because " + util::markdown_text(r.stop_reason) + ".\n\n";
+    snprintf(buf, sizeof(buf), "The winner, %s with N = %" PRId64 " and K = %" PRId64 ", scored KLD %.6f by mask; its written file %.6f.",
+             util::markdown_text(util::base_name(w.source_path)).c_str(), w.point.n_keep, w.point.width, r.scores[*r.winner]->kld, r.file_kld);
+    s += buf;
+    if (r.runner_up) {
+        snprintf(buf, sizeof(buf), " It beat the runner-up by %.6f nats; the noise of that difference (its split-half disagreement) is %.6f.",
+                 r.scores[*r.runner_up]->kld - r.scores[*r.winner]->kld, r.noise);
+        s += buf;
+    }
+    s += "\n\n| source | N | K | file | KLD (mask) | top-1 |\n|---|---:|---:|---:|---:|---:|\n";
+    for (size_t i = 0; i < r.space.size(); ++i) {
+        if (!r.scores[i]) continue;
+        const fit_candidate & c = r.space[i];
+        snprintf(buf, sizeof(buf), "| %s%s | %" PRId64 " | %" PRId64 " | %s | %.6f | %.3f%% |\n", util::markdown_text(util::base_name(c.source_path)).c_str(),
+                 i == *r.winner ? " (winner)" : "", c.point.n_keep, c.point.width, util::format_size(c.point.bytes).c_str(),
+                 r.scores[i]->kld, 100 * r.scores[i]->top1);
+        s += buf;
+    }
+    if (!r.excluded.empty()) s += "\n" + std::to_string(r.excluded.size()) + " (source, K) pairs had no N that fits the budget.\n";
+    s += "\n![KLD against K, one line per source](figures/fit-search.svg)\n\n";
+    return s;
+}
+
+std::string fit_card_figure(const fit_result & r) {
+    util::chart c;
+    c.title = "reap fit: KLD of each scored candidate against its width K (N the largest that fits)";
+    c.x_label = "channels kept per expert (K)";
+    c.x_integer = true;
+    util::chart_panel p;
+    p.y_label = "KL divergence from the reference (nats/token, mean)";
+    std::map<size_t, util::chart_series> lines;
+    for (size_t i = 0; i < r.space.size(); ++i) {
+        if (!r.scores[i]) continue;
+        util::chart_series & s = lines[r.space[i].point.source];
+        s.name = source_name(r, r.space[i].point.source);
+        s.x.push_back((double) r.space[i].point.width);
+        s.y.push_back(r.scores[i]->kld);
+    }
+    for (auto & [src, s] : lines) p.series.push_back(s);   // r.space is ascending in K within a source
+    c.panels.push_back(p);
+    if (r.winner) c.marks.push_back({(double) r.space[*r.winner].point.width, "winner"});
+    return util::render_svg(c);
+}
+
+} // namespace reap

@@ -1,0 +1,46 @@
+// reap fit's stages after the search, and what it prints: the build of the
+// winner (fit_build.cpp) and the lines, tables, record and card section
+// (fit_print.cpp). Internal to src/llama/fit*.cpp; fit.h is the interface.
+#pragma once
+
+#include "llama/fit.h"
+#include "formats/fit_journal.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <string>
+
+namespace reap {
+
+// The tolerance between a candidate's masked KLD and its written file's:
+// what the mask leaves out is the down projection's requantisation of a width
+// cut and the order of the sums; more than this is a fault, not noise.
+constexpr double k_fit_mask_file_rel = 0.05;
+constexpr double k_fit_mask_file_abs = 1e-4;
+
+// The space: lines, candidates, what the budget excluded; before the search.
+void print_fit_space(FILE * out, const fit_options & o, const fit_result & r);
+// The cost model: passes in the full grid and planned, tokens and ubatches a
+// pass, expert bytes a ubatch reads, bytes read a pass when a source streams.
+void print_fit_cost(FILE * out, const fit_options & o, const fit_result & r);
+// One scored candidate, with the progress of the whole search and its ETA.
+void print_fit_pass(FILE * out, const fit_result & r, size_t i, size_t left, double elapsed_s);
+// About how many more passes the search will take (an estimate for the ETA).
+size_t fit_passes_left_estimate(const planner::fit_search & s);
+// The result: winner, runner-up, margin, noise, passes, the build's numbers.
+void print_fit_result(FILE * out, const fit_options & o, const fit_result & r);
+
+// DIR/fit.json: the inputs, the space, every score, the winner and the build.
+nlohmann::json fit_record(const fit_options & o, const fit_result & r);
+// The card's section on the search (Markdown, every input text escaped) and
+// its figure (KLD against K, one line per source).
+std::string fit_card_section(const fit_options & o, const fit_result & r);
+std::string fit_card_figure(const fit_result & r);
+
+// The build: plan, prune, verify, eval of the file, the agreement check,
+// the card and fit.json; each stage journalled, none redone.
+bool build_winner(const fit_options & o, fit_journal & j, const std::string & saliency, const std::string & kld, fit_result & r,
+                  FILE * out, std::string & err);
+
+} // namespace reap

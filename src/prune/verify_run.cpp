@@ -1,0 +1,53 @@
+// reap verify as one library call (verify_run.h): the plan against the source,
+// the imatrix slice, the folder's shared lock, then verify_pruned.
+#include "prune/verify_run.h"
+
+#include "gguf/gguf.h"
+#include "plan/plan.h"
+#include "prune/imatrix_slice.h"
+#include "util/path.h"
+#include "util/publish.h"
+
+namespace reap::prune {
+
+using util::error_kind;
+using util::fail_with;
+
+bool run_verify(const verify_request & req, verify_run_result & out, util::error & err) {
+    out = verify_run_result{};
+    std::string msg;
+    gguf::model model;
+    plan p;
+    if (!gguf::open_model(req.model, model, msg) || !read_plan(req.plan, p, out.plan_sha256, msg) ||
+        !check_plan_model(p, model, req.allow_other_model, req.plan, req.model, out.warning, msg)) {
+        return fail_with(err, error_kind::input, msg);
+    }
+    verify_options v;
+    v.check_sums = req.check_sums;
+    v.sums_path = req.sums;
+    v.plan_sha256 = out.plan_sha256;
+    imatrix_slice islice;
+    if (!req.imatrix.empty()) {
+        // (the plan is checked against the model before the slice reads its keep lists)
+        moe::layout lay;
+        if (!model_layout(model, lay, msg)) return fail_with(err, error_kind::input, msg);
+        plan_model_facts facts = p.has_width() ? facts_of(lay, model) : facts_of(lay);
+        facts.down_block = 1;   // as verify_pruned: the output's down type is checked tensor by tensor
+        if (!validate_plan(p, facts, msg) || !prepare_imatrix_slice(req.imatrix, model, lay, p, islice, msg)) {
+            return fail_with(err, error_kind::input, msg);
+        }
+        v.importance = [&islice](const std::string & down, size_t k, std::vector<float> & w, std::string & e) {
+            return kept_importance(islice, down, k, w, e);
+        };
+    }
+    // a whole set: no publish into OUT's folder while it is read
+    util::dir_lock reading;
+    auto waiting = [&req](const std::string & dir) {
+        if (req.on_wait) req.on_wait(dir);
+    };
+    if (!reading.lock_shared(util::dir_of(req.output), req.publish_wait_s, msg, waiting)) return fail_with(err, error_kind::input, msg);
+    if (!verify_pruned(model, p, req.output, v, out.report, msg)) return fail_with(err, error_kind::input, msg);
+    return true;
+}
+
+} // namespace reap::prune

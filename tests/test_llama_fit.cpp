@@ -1,0 +1,207 @@
+// reap fit end to end through the CLI, each claim against something fit did
+// not compute itself:
+//   * the winner against the full grid: every candidate of the space (each
+//     width K, the largest N that fits) planned here with `reap plan --width K
+//     --budget B` and scored here by one `reap eval --mask ... --kld-base`
+//     run against the same reference rows; the written build's KLD, measured
+//     here by `reap eval -p` and by llama-perplexity --kl-divergence, must be
+//     within 2% (or 1e-4) of the grid's best, with at most a third of the grid's
+//     passes (reap-moe-tiny: one source, experts x width);
+//   * the build verifies (`reap verify`), and the card shows the search;
+//   * killed at several moments and run again with the same command: the same
+//     plan and build bytes, every candidate scored once in all (the journal's
+//     passes add up to the uninterrupted run's);
+//   * a changed input (the held-out text) is refused, naming it.
+#include "llama_test_util.h"
+
+#include "util/sha256.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+using namespace reap_test;
+
+namespace {
+
+std::string slurp(const std::string & path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+nlohmann::json read_json(const std::string & path) {
+    return nlohmann::json::parse(slurp(path));
+}
+
+// The tiny model's inputs, made once per test binary run: calibration corpus,
+// held-out plain text.
+struct tiny_inputs {
+    std::string dir, model, calib, text;
+};
+
+const tiny_inputs & tiny() {
+    static tiny_inputs t = [] {
+        tiny_inputs x;
+        x.dir = test_tmp_dir() + "/fit";
+        ::mkdir(x.dir.c_str(), 0755);
+        x.model = source_dir() + "/models/reap-moe-tiny.gguf";
+        x.calib = x.dir + "/calib.jsonl";
+        x.text = x.dir + "/heldout.txt";
+        std::string err;
+        if (!corpus_subset("calib", x.calib, {"en", "code"}, 3000, err) || !heldout_text(x.text, 1200, err)) x.dir.clear();
+        return x;
+    }();
+    return t;
+}
+
+// One thread and one window a decode: the same numbers at a fraction of the CPU on a busy machine.
+const char * k_runtime = " -c 128 -t 1 -q";
+
+std::string fit_cmd(const std::string & out_dir, const std::string & budget) {
+    const tiny_inputs & t = tiny();
+    return shell_quote(reap_bin()) + " fit -m " + shell_quote(t.model) + " --corpus " + shell_quote(t.calib) + " -f " +
+           shell_quote(t.text) + " --budget " + budget + " -o " + shell_quote(out_dir) + k_runtime;
+}
+
+std::string sha_of(const std::string & path) {
+    std::string hex, err;
+    return reap::util::sha256_file(path, hex, err) ? hex : "(" + err + ")";
+}
+
+} // namespace
+
+TEST(Fit, TinyWinnerIsWithinTwoPercentOfTheFullGrid) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string dir = t.dir + "/tiny-20MB", reap = shell_quote(reap_bin());
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
+    ASSERT_EQ(run_cmd(fit_cmd(dir, "20MB"), out), 0) << out;
+    const nlohmann::json fit = read_json(dir + "/fit.json");
+    const std::string build = fit["build"]["file"], plan = fit["build"]["plan"], kld = dir + "/reference.kld";
+
+    // the full grid, planned and scored here: every K with the largest N that fits, one eval run of every mask
+    std::string masks;
+    size_t grid = 0;
+    for (const auto & c : fit["candidates"]) {
+        const std::string p = dir + "/grid-" + std::to_string(c["width"].get<int64_t>()) + ".json";
+        ASSERT_EQ(run_cmd(reap + " plan " + shell_quote(dir + "/saliency.gguf") + " -m " + shell_quote(t.model) + " --width " +
+                          std::to_string(c["width"].get<int64_t>()) + " --budget 20MB --force -o " + shell_quote(p), out), 0) << out;
+        EXPECT_EQ(read_json(p)["n_keep"], c["n_keep"]) << "K = " << c["width"] << ": fit's N is not reap plan's";
+        masks += " --mask " + shell_quote(p);
+        ++grid;
+    }
+    ASSERT_GE(grid, 8u) << "the space should hold a line of widths";
+    ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(t.model) + " --kld-base " + shell_quote(kld) + masks + " -t 1 --json > " +
+                      shell_quote(dir + "/grid-eval.json"), out), 0) << out;
+    double grid_best = INFINITY;
+    for (const auto & [key, e] : read_json(dir + "/grid-eval.json")["masked"].items()) grid_best = std::min(grid_best, e["kld_mean"].get<double>());
+
+    // the written build, measured here twice: reap eval -p and llama-perplexity, against the same rows
+    ASSERT_EQ(run_cmd(reap + " eval -p " + shell_quote(build) + " --kld-base " + shell_quote(kld) + " -t 1 --json > " +
+                      shell_quote(dir + "/check-eval.json"), out), 0) << out;
+    const double file_kld = read_json(dir + "/check-eval.json")["kld_mean"].get<double>();
+    EXPECT_LE(file_kld, std::max(grid_best * 1.02, grid_best + 1e-4)) << "grid best " << grid_best;
+    EXPECT_NEAR(file_kld, fit["build"]["kld_mean"].get<double>(), 1e-9);
+    std::string lp;
+    ASSERT_EQ(run_llama_perplexity("-m " + shell_quote(build) + " -t 1 --kl-divergence --kl-divergence-base " + shell_quote(kld),
+                                   "Same top p", lp), 0) << lp;
+    EXPECT_NEAR(find_number(lp, "Mean    KLD:"), fit["build"]["kld_mean"].get<double>(), 1e-5 + 2e-3 * file_kld) << lp;
+
+    // at most a third of the grid's passes (the reference's rows are one pass either way)
+    const size_t scored = fit["passes"]["scored"].get<size_t>();
+    EXPECT_EQ(fit["passes"]["full_grid"].get<size_t>(), grid);
+    EXPECT_LE(scored + 1, (grid + 1) / 3) << "scored " << scored << " of " << grid;
+
+    // the build verifies; the card shows the search and the winner
+    EXPECT_EQ(run_cmd(reap + " verify -m " + shell_quote(t.model) + " --plan " + shell_quote(plan) + " " + shell_quote(build), out), 0) << out;
+    const std::string card = slurp(dir + "/card/README.md");
+    EXPECT_NE(card.find("## How this build was chosen (`reap fit`)"), std::string::npos);
+    EXPECT_NE(card.find("(winner)"), std::string::npos);
+    EXPECT_NE(card.find("figures/fit-search.svg"), std::string::npos);
+    EXPECT_FALSE(slurp(dir + "/card/figures/fit-search.svg").empty());
+}
+
+TEST(Fit, KilledAndResumedGivesTheSameBuildAndScoresEachCandidateOnce) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string whole = t.dir + "/whole-16MB", killed = t.dir + "/killed-16MB";
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(whole) + " " + shell_quote(killed), out), 0);
+    // the uninterrupted run, in the same folder (the plan names its archive's
+    // path, and the build carries the plan), then moved aside
+    ASSERT_EQ(run_cmd(fit_cmd(killed, "16MB"), out), 0) << out;
+    ASSERT_EQ(::rename(killed.c_str(), whole.c_str()), 0);
+    const nlohmann::json a = read_json(whole + "/fit.json");
+
+    // killed when the journal first shows each of these, then run again
+    size_t killed_scores = 0, runs = 0;
+    for (const std::string & when : {"calibrate", "score 2", "score 5", "prune"}) {
+        const std::string journal = killed + "/fit-journal.json";
+        const pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            ::setpgid(0, 0);   // its own group, so that the kill below reaches reap under the shell
+            execl("/bin/sh", "sh", "-c", (fit_cmd(killed, "16MB") + " > /dev/null 2>&1").c_str(), (char *) nullptr);
+            _exit(127);
+        }
+        ::setpgid(pid, pid);
+        bool reached = false;
+        for (int i = 0; i < 6000 && !reached; ++i) {   // at most 10 minutes
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            nlohmann::json j = nlohmann::json::parse(slurp(journal), nullptr, false);
+            if (j.is_discarded() || !j.is_object()) continue;
+            if (when.rfind("score ", 0) == 0) reached = j["scores"].size() >= std::stoul(when.substr(6));
+            else reached = j["stages"].contains(when);
+            if (reached) killed_scores = j["scores"].size();
+            int status = 0;
+            if (waitpid(pid, &status, WNOHANG) == pid) break;   // it finished first
+        }
+        ::kill(-pid, SIGKILL);
+        ::kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        ++runs;
+        ASSERT_TRUE(reached) << "the fit never reached '" << when << "'";
+    }
+    ASSERT_EQ(run_cmd(fit_cmd(killed, "16MB"), out), 0) << out;
+    // the last run measured nothing that the killed runs had scored
+    EXPECT_NE(out.find("(0 this run, " + std::to_string(killed_scores) + " from the journal"), std::string::npos) << out;
+    const nlohmann::json b = read_json(killed + "/fit.json");
+    EXPECT_EQ(a["candidates"], b["candidates"]) << "the same candidates scored, with the same numbers";
+    EXPECT_EQ(a["winner"], b["winner"]);
+    EXPECT_EQ(slurp(whole + "/plan.json"), slurp(killed + "/plan.json"));
+    EXPECT_EQ(sha_of(whole + "/build/reap-moe-tiny-fit.gguf"), sha_of(killed + "/build/reap-moe-tiny-fit.gguf"));
+    EXPECT_EQ(slurp(whole + "/build/SHA256SUMS"), slurp(killed + "/build/SHA256SUMS"));
+    EXPECT_EQ(runs, 4u);
+}
+
+TEST(Fit, DryRunPlansAndAChangedInputIsRefused) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string dir = t.dir + "/changed", text2 = t.dir + "/heldout-changed.txt";
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir) + " && cp " + shell_quote(t.text) + " " + shell_quote(text2), out), 0);
+    auto fit_on = [&](const std::string & text, const std::string & more) {
+        return shell_quote(reap_bin()) + " fit -m " + shell_quote(t.model) + " --corpus " + shell_quote(t.calib) + " -f " +
+               shell_quote(text) + " --budget 20MB -o " + shell_quote(dir) + k_runtime + more;
+    };
+    // no archive yet: the dry run says calibration comes first and writes nothing
+    ASSERT_EQ(run_cmd(fit_on(text2, " --dry-run"), out), 0) << out;
+    EXPECT_NE(out.find("calibrate would run first"), std::string::npos) << out;
+    EXPECT_FALSE(file_exists(dir + "/fit-journal.json"));
+    ASSERT_EQ(run_cmd(fit_on(text2, " --max-passes 1"), out), 0) << out;
+    EXPECT_NE(out.find("--max-passes 1 reached"), std::string::npos) << out;
+    // with the archive and the reference's rows in DIR, the dry run prints the space and the exact cost model
+    ASSERT_EQ(run_cmd(fit_on(text2, " --dry-run"), out), 0) << out;
+    EXPECT_NE(out.find("candidates in 1 lines"), std::string::npos) << out;
+    EXPECT_NE(out.find("cost model: the full grid is"), std::string::npos) << out;
+    // the same DIR over another held-out text
+    ASSERT_EQ(run_cmd("echo more >> " + shell_quote(text2), out), 0);
+    EXPECT_EQ(run_cmd(fit_on(text2, ""), out), 2) << out;
+    EXPECT_NE(out.find("holds a fit of other inputs (heldout.sha256 differs"), std::string::npos) << out;
+}
