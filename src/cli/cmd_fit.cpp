@@ -25,7 +25,11 @@ int cmd_fit(int argc, char ** argv) {
     p.o.tool_version = REAP_VERSION;
     reap::fit_result r;
     std::string err;
-    if (!reap::run_fit(p.o, r, stdout, err)) return reap::cli::fail("fit", err);
+    if (!reap::run_fit(p.o, r, stdout, err)) {
+        fflush(stdout);
+        const int status = reap::cli::fail("fit", err);
+        return r.differs ? reap::cli::exit_differs : status;
+    }
     if (!p.o.dry_run) reap::print_fit_result(stdout, p.o, r);
     return 0;
 }

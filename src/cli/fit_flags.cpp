@@ -1,8 +1,11 @@
 // The options of reap fit (fit_flags.h): the table and --help's prose.
 #include "cli/fit_flags.h"
 
+#include "cli/eval_flags.h"
 #include "cli/plan_flags.h"
 #include "util/strings.h"
+
+#include <cstdlib>
 
 namespace reap::cli {
 
@@ -59,6 +62,11 @@ void declare_fit(options & t, fit_params & p) {
     "and on the second half of the windows, |d1 - d2| / 2. --max-passes N stops it sooner.\n"
     "Before the search it prints the space and the cost model; a line per pass with the ETA.\n"
     "\n"
+    "Gates (--needle, --generate PROMPTS): the best scored candidates, --gate-top at a time in\n"
+    "KLD order, run by mask through reap eval's needle grid (haystack -f) and free generation;\n"
+    "the first that keeps the reference's exact cells (less --needle-slack), its loop rate (+\n"
+    "--gate-slack) and its termination rate (- --gate-slack) wins; the others are listed with why.\n"
+    "\n"
     "The winner's written file is evaluated against the reference again; if its KLD and its\n"
     "mask's differ by more than 5% (or 1e-4), fit stops with both numbers.\n"
     "\n");
@@ -85,12 +93,32 @@ void declare_fit(options & t, fit_params & p) {
               p.o.max_passes);
     t.flag("--dry-run", "print the space and the cost model, score nothing (without an archive yet: only what calibration will read)",
            p.o.dry_run);
+    t.section("gates (run by mask on the best scored candidates before anything is written):");
+    reap::cli::declare_behaviour(t, p.o.needle, p.o.generate, p.o.gate_needle, false,
+                                 "a gate: the winner keeps the reference's exact cells less --needle-slack");
+    t.integer("--needle-slack", "N", "exact needle cells the winner may lose against the reference (default 0)", 0, INT32_MAX,
+              p.o.needle_slack);
+    t.custom("--gate-slack", "R", "--generate: the loop rate may rise, the termination rate fall, by R (default 0.05)",
+             [&p](const std::string & v, std::string & err) {
+                 char * end = nullptr;
+                 const double x = strtod(v.c_str(), &end);
+                 if (v.empty() || *end || !(x >= 0 && x <= 1)) {
+                     err = "--gate-slack: '" + v + "' is not a rate within 0..1";
+                     return false;
+                 }
+                 p.o.gate_slack = x;
+                 return true;
+             });
+    t.integer("--gate-top", "N", "candidates gated a round, best KLD first; when none passes, the next N (default 3)", 1, INT32_MAX,
+              p.o.gate_top);
     reap::cli::declare_ranking(t, p.o.rank, p.o.method_given);
     t.section("other options:");
     t.flag("-q, --quiet", "no progress line", p.quiet);
     t.flag("--verbose", "show llama.cpp's log", p.o.verbose);
     t.help_row();
     reap::cli::declare_eval_runtime(t, "window size (default 512)", p.given, p.o.rt);
+    t.exit_note(1, "checked and it does not hold: the build does not verify, its file's KLD is not its mask's, or no candidate "
+                   "passes the gates");
     t.require(p.o.sources, "no source given (-m SOURCE.gguf)")
      .require(p.o.heldout, "no held-out text given (-f HELDOUT)")
      .require(p.o.budget_text, "no budget given (--budget SIZE)")

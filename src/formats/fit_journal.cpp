@@ -106,6 +106,8 @@ bool fingerprint(const fit_inputs & o, json & out, std::string & err) {
     out["method"] = o.method;
     out["domains"] = o.domains;
     out["down_type"] = o.down_type;
+    out["gates"] = o.gates;
+    if (!o.gate_prompts.empty() && !file_sha(o.gate_prompts, out["gate_prompts"], err)) return false;
     return true;
 }
 

@@ -26,6 +26,8 @@ struct fit_inputs {
     std::string              method;                                          // its name, or "archive default"
     std::vector<std::string> domains;
     std::string              down_type;
+    std::string              gates;          // the gate settings as text ("" = no gates)
+    std::string              gate_prompts;   // --generate PROMPTS (hashed; "" = none)
 };
 
 // A candidate's key in the journal: (source index, K, N).

@@ -156,6 +156,7 @@ bool build_space(const fit_options & o, const std::string & saliency, fit_result
             }
             fit_candidate c;
             c.point = {s, K, pts[0].n_keep, pts[0].bytes};
+            r.full_grid += o.axis_experts ? (size_t) std::max<int64_t>(1, pts[0].n_keep - std::max<int64_t>(1, rm.layout.n_expert_used) + 1) : 1;
             c.source_path = o.sources[s];
             c.p = std::move(pts[0].p);
             r.lines.back().push_back(r.space.size());
@@ -250,6 +251,8 @@ bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & er
     in.method = o.method_given ? planner::method_name(o.rank.how) : "archive default";
     in.domains = o.rank.domains;
     in.down_type = o.down_type;
+    in.gates = fit_gates_fingerprint(o);
+    in.gate_prompts = o.generate.prompts_path;
     fit_journal j;
     bool resumed = false;
     if (!open_fit_journal(o.out_dir, in, j, resumed, err)) return false;
@@ -267,7 +270,7 @@ bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & er
         print_fit_cost(out, o, r);
         return true;
     }
-    if (!reference_stage(o, j, kld, out, err) || !search_stage(o, j, kld, r, out, err)) return false;
+    if (!reference_stage(o, j, kld, out, err) || !search_stage(o, j, kld, r, out, err) || !gate_stage(o, j, r, out, err)) return false;
     r.kld_path = kld;
     return build_winner(o, j, saliency, kld, r, out, err);
 }

@@ -30,6 +30,8 @@
 #pragma once
 
 #include "llama/eval.h"
+#include "llama/generate.h"
+#include "llama/needle.h"
 #include "plan/fit_search.h"
 #include "plan/planners.h"
 
@@ -55,11 +57,33 @@ struct fit_options {
     bool                     method_given = false;
     std::string              down_type;      // --down-type (width cuts; "" = each down tensor's own)
     size_t                   max_passes = 0; // --max-passes (0 = no bound)
+    // the gates, run by mask on the best scored candidates before anything is
+    // written: --needle (haystack -f) and --generate PROMPTS
+    bool                     gate_needle = false;
+    needle_options           needle;         // lengths, depths, needles (paths, seed, runtime: fit's)
+    generate_options         generate;       // prompts_path ("" = no generation gate), max_new, temperature
+    int64_t                  needle_slack = 0;   // exact cells a candidate may lose against the reference
+    double                   gate_slack = 0.05;  // loop rate may rise, termination rate fall, by this much
+    size_t                   gate_top = 3;       // candidates gated a round (the next round: the next best)
     bool                     dry_run = false;
     eval_runtime             rt;             // llama.cpp runtime of every pass (calibrate's too)
     std::string              tool_version;
     bool                     progress = true;
     bool                     verbose = false;
+};
+
+// What a gate measured on one model: exact needle cells, generation rates.
+struct fit_gate_measure {
+    size_t n_exact = 0, n_cells = 0;               // --needle
+    double loop_rate = 0, termination_rate = 0;    // --generate
+};
+
+// A gated candidate: its measures against the reference's, passed or why not.
+struct fit_gate_verdict {
+    size_t           candidate = 0;   // index into the space
+    fit_gate_measure m;
+    bool             pass = false;
+    std::string      why;             // "" when it passed
 };
 
 // One candidate of the space as fit knows it.
@@ -80,6 +104,9 @@ struct fit_result {
     std::vector<fit_candidate>       space;
     std::vector<std::vector<size_t>> lines;     // per source, ascending K
     std::vector<fit_excluded>        excluded;
+    // every (source, K, N) that fits, N from the experts used per token up to
+    // the space's largest: what scoring the whole grid would take
+    size_t                           full_grid = 0;
     std::vector<std::optional<planner::fit_score>> scores;   // per candidate
     std::string saliency_path, archive_sha256, metric_set;   // the archive every plan was ranked by
     std::string kld_path;                        // the reference's rows
@@ -90,11 +117,20 @@ struct fit_result {
     double      noise = 0;
     std::optional<size_t> winner;
     std::optional<size_t> runner_up;
+    // the gates (empty: none given): the reference's measures, then each gated
+    // candidate in the order of its KLD; the winner is the first that passed
+    std::optional<fit_gate_measure> gate_base;
+    std::vector<fit_gate_verdict>   gates;
+    std::optional<size_t>           best_by_kld;   // the search's best, when the gates moved the choice
     // the build
     std::string plan_path, build_path, eval_path, card_dir, fit_json;
     double      file_kld = 0, file_top1 = 0;     // reap eval of the written file against the reference
     uint64_t    file_bytes = 0;
     std::vector<std::string> log;                // what was done and what was resumed, a line each
+    // run_fit failed because something checked does not hold (the build does
+    // not verify, its file's KLD is not its mask's, no candidate passes the
+    // gates): exit 1, not 2
+    bool        differs = false;
 };
 
 // Runs the whole fit (or, with dry_run, prints the space and the cost model

@@ -87,6 +87,7 @@ bool verify_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE *
     util::error e;
     if (!prune::run_verify(req, res, e)) {
         err = (res.report.differs ? "the build does not verify: " : "cannot verify the build: ") + e.message;
+        r.differs = res.report.differs;
         return false;
     }
     const prune::verify_report & rep = res.report;
@@ -138,6 +139,7 @@ bool eval_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * o
                  "the mask does not stand for the file; nothing more is written", r.file_kld, mask, 100 * k_fit_mask_file_rel,
                  k_fit_mask_file_abs);
         err = buf;
+        r.differs = true;
         return false;
     }
     return true;

@@ -68,8 +68,9 @@ pass_size pass_size_of(const fit_options & o, const fit_result & r) {
 } // namespace
 
 void print_fit_space(FILE * out, const fit_options & o, const fit_result & r) {
-    fprintf(out, "reap fit: budget %s (%s); %zu candidates in %zu lines (source x width, each at the largest N that fits)\n",
-            o.budget_text.c_str(), util::format_size(o.budget).c_str(), r.space.size(), r.lines.size());
+    fprintf(out, "reap fit: budget %s (%s); %zu candidates in %zu lines (source x width, each at the largest N that fits; "
+            "the full grid of every N that fits: %zu)\n",
+            o.budget_text.c_str(), util::format_size(o.budget).c_str(), r.space.size(), r.lines.size(), r.full_grid);
     for (size_t l = 0; l < r.lines.size(); ++l) {
         const std::vector<size_t> & ln = r.lines[l];
         if (ln.empty()) continue;
@@ -93,8 +94,8 @@ void print_fit_cost(FILE * out, const fit_options & o, const fit_result & r) {
     std::vector<pl::fit_point> pts;
     for (const fit_candidate & c : r.space) pts.push_back(c.point);
     const size_t planned = std::min(r.space.size(), fit_passes_left_estimate(pl::fit_search(pts, r.lines, o.max_passes)));
-    fprintf(out, "reap fit: cost model: the full grid is %zu passes (+1 for the reference's rows); the search plans about %zu%s\n",
-            r.space.size(), planned, o.max_passes ? (" (--max-passes " + std::to_string(o.max_passes) + ")").c_str() : "");
+    fprintf(out, "reap fit: cost model: the full grid is %zu passes, the space %zu (+1 for the reference's rows); the search plans about %zu%s\n",
+            r.full_grid, r.space.size(), planned, o.max_passes ? (" (--max-passes " + std::to_string(o.max_passes) + ")").c_str() : "");
     fprintf(out, "  a pass: %s%" PRIu64 " tokens of %s in windows of %d, -ub %d: %" PRIu64 " ubatches, each reading up to the expert pool (%s)\n",
             ps.exact ? "" : "about ", ps.tokens, o.heldout.c_str(), ps.n_ctx, rt.n_ubatch, ubatches, util::format_size(pool).c_str());
     const std::optional<util::memory_limit> mem = util::available_memory();
@@ -151,7 +152,7 @@ void print_fit_result(FILE * out, const fit_options & o, const fit_result & r) {
     const fit_candidate & w = r.space[*r.winner];
     const pl::fit_score & ws = *r.scores[*r.winner];
     fprintf(out, "\nreap fit: %zu of %zu candidates scored (%zu this run, %zu from the journal; the full grid: %zu); %s\n",
-            r.passes_this_run + r.passes_resumed, r.space.size(), r.passes_this_run, r.passes_resumed, r.space.size(), r.stop_reason.c_str());
+            r.passes_this_run + r.passes_resumed, r.space.size(), r.passes_this_run, r.passes_resumed, r.full_grid, r.stop_reason.c_str());
     fprintf(out, "  winner: %s N %" PRId64 " K %" PRId64 ", %s (budget %s): masked KLD %.6f, top-1 %.3f%%\n",
             util::base_name(w.source_path).c_str(), w.point.n_keep, w.point.width, util::format_size(w.point.bytes).c_str(),
             o.budget_text.c_str(), ws.kld, 100 * ws.top1);
@@ -159,6 +160,11 @@ void print_fit_result(FILE * out, const fit_options & o, const fit_result & r) {
         const fit_candidate & u = r.space[*r.runner_up];
         fprintf(out, "  by %.6f nats over %s N %" PRId64 " K %" PRId64 " (noise: %.6f, the split-half disagreement of that difference)\n",
                 r.scores[*r.runner_up]->kld - ws.kld, util::base_name(u.source_path).c_str(), u.point.n_keep, u.point.width, r.noise);
+    }
+    if (r.best_by_kld) {
+        const fit_candidate & b = r.space[*r.best_by_kld];
+        fprintf(out, "  the gates moved the choice from %s N %" PRId64 " K %" PRId64 " (KLD %.6f) to the best that passed them\n",
+                util::base_name(b.source_path).c_str(), b.point.n_keep, b.point.width, r.scores[*r.best_by_kld]->kld);
     }
     if (!r.eval_path.empty()) {
         fprintf(out, "  the written build: %s, KLD %.6f against the reference (its mask: %.6f), top-1 %.3f%%; verified\n",
@@ -190,11 +196,27 @@ nlohmann::json fit_record(const fit_options & o, const fit_result & r) {
     nlohmann::json ex = nlohmann::json::array();
     for (const fit_excluded & x : r.excluded) ex.push_back({{"source", x.source_path}, {"width", x.width}, {"why", x.why}});
     j["excluded_by_budget"] = ex;
-    j["passes"] = {{"scored", r.passes_this_run + r.passes_resumed}, {"full_grid", r.space.size()}, {"reference", 1}};
+    j["passes"] = {{"scored", r.passes_this_run + r.passes_resumed}, {"full_grid", r.full_grid}, {"space", r.space.size()}, {"reference", 1}};
     j["stop_reason"] = r.stop_reason;
     j["noise"] = r.noise;
     j["winner"] = *r.winner;
     if (r.runner_up) j["runner_up"] = *r.runner_up;
+    if (r.gate_base) {
+        const auto m = [](const fit_gate_measure & g) {
+            return nlohmann::json{{"needle_exact", g.n_exact}, {"needle_cells", g.n_cells}, {"loop_rate", g.loop_rate},
+                                  {"termination_rate", g.termination_rate}};
+        };
+        nlohmann::json v = nlohmann::json::array();
+        for (const fit_gate_verdict & g : r.gates) {
+            nlohmann::json e = m(g.m);
+            e["candidate"] = g.candidate;
+            e["passed"] = g.pass;
+            if (!g.pass) e["why"] = g.why;
+            v.push_back(e);
+        }
+        j["gates"] = {{"settings", fit_gates_fingerprint(o)}, {"reference", m(*r.gate_base)}, {"verdicts", v}};
+        if (r.best_by_kld) j["gates"]["best_by_kld"] = *r.best_by_kld;
+    }
     j["build"] = {{"plan", r.plan_path}, {"file", r.build_path}, {"bytes", r.file_bytes}, {"eval", r.eval_path},
                   {"kld_mean", r.file_kld}, {"top1", r.file_top1}, {"card", r.card_dir + "/README.md"}};
     return j;
@@ -207,9 +229,9 @@ std::string fit_card_section(const fit_options & o, const fit_result & r) {
     std::string s = "## How this build was chosen (`reap fit`)\n\n";
     snprintf(buf, sizeof(buf),
              "Budget %s. %zu candidates fit it (each source quantisation x channel width K, each at the largest expert count N "
-             "whose file fits); %zu were scored, one masked pass each against the rows of %s on %s (the full grid: %zu passes). ",
+             "whose file fits); %zu were scored, one masked pass each against the rows of %s on %s (the full grid of every N that fits: %zu passes). ",
              util::markdown_text(o.budget_text).c_str(), r.space.size(), r.passes_this_run + r.passes_resumed, ref.c_str(),
-             util::markdown_text(util::base_name(o.heldout)).c_str(), r.space.size());
+             util::markdown_text(util::base_name(o.heldout)).c_str(), r.full_grid);
     s += buf;
     s += "The search stopped because " + util::markdown_text(r.stop_reason) + ".\n\n";
     snprintf(buf, sizeof(buf), "The winner, %s with N = %" PRId64 " and K = %" PRId64 ", scored KLD %.6f by mask; its written file %.6f.",
@@ -230,15 +252,41 @@ std::string fit_card_section(const fit_options & o, const fit_result & r) {
         s += buf;
     }
     if (!r.excluded.empty()) s += "\n" + std::to_string(r.excluded.size()) + " (source, K) pairs had no N that fits the budget.\n";
-    s += "\n![KLD against K, one line per source](figures/fit-search.svg)\n\n";
+    s += fit_card_gates(o, r);
+    s += "\n![KLD against file size, one line per source](figures/fit-search.svg)\n\n";
+    return s;
+}
+
+std::string fit_card_gates(const fit_options & o, const fit_result & r) {
+    if (!r.gate_base) return "";
+    const bool gen = !o.generate.prompts_path.empty();
+    char buf[512];
+    const auto cells = [&](const fit_gate_measure & m) {
+        std::string c = o.gate_needle ? std::to_string(m.n_exact) + "/" + std::to_string(m.n_cells) : "-";
+        snprintf(buf, sizeof(buf), " | %s | ", c.c_str());
+        std::string row = buf;
+        if (gen) snprintf(buf, sizeof(buf), "%.1f%% | %.1f%% | ", 100 * m.loop_rate, 100 * m.termination_rate);
+        else snprintf(buf, sizeof(buf), "- | - | ");
+        return row + buf;
+    };
+    std::string s = "\n### Gates\n\nThe best candidates by KLD, run by mask before anything was written (" +
+                    util::markdown_text(fit_gates_fingerprint(o)) + "); the first that passed is the winner.\n\n";
+    s += "| model | N | K | KLD (mask) | needle exact | loop rate | termination rate | verdict |\n|---|---:|---:|---:|---:|---:|---:|---|\n";
+    s += "| reference | | | " + cells(*r.gate_base) + " |\n";
+    for (const fit_gate_verdict & g : r.gates) {
+        const fit_candidate & c = r.space[g.candidate];
+        snprintf(buf, sizeof(buf), "| %s | %" PRId64 " | %" PRId64 " | %.6f", util::markdown_text(util::base_name(c.source_path)).c_str(),
+                 c.point.n_keep, c.point.width, r.scores[g.candidate]->kld);
+        s += buf + cells(g.m) + (g.pass ? std::string(g.candidate == *r.winner ? "passed (winner)" : "passed")
+                                        : "failed: " + util::markdown_text(g.why)) + " |\n";
+    }
     return s;
 }
 
 std::string fit_card_figure(const fit_result & r) {
     util::chart c;
-    c.title = "reap fit: KLD of each scored candidate against its width K (N the largest that fits)";
-    c.x_label = "channels kept per expert (K)";
-    c.x_integer = true;
+    c.title = "reap fit: KLD of each scored candidate against its file size (each width K at the largest N that fits)";
+    c.x_label = "file size (MB)";
     util::chart_panel p;
     p.y_label = "KL divergence from the reference (nats/token, mean)";
     std::map<size_t, util::chart_series> lines;
@@ -246,12 +294,18 @@ std::string fit_card_figure(const fit_result & r) {
         if (!r.scores[i]) continue;
         util::chart_series & s = lines[r.space[i].point.source];
         s.name = source_name(r, r.space[i].point.source);
-        s.x.push_back((double) r.space[i].point.width);
+        s.x.push_back((double) r.space[i].point.bytes / 1e6);
         s.y.push_back(r.scores[i]->kld);
     }
-    for (auto & [src, s] : lines) p.series.push_back(s);   // r.space is ascending in K within a source
+    for (auto & [src, s] : lines) {   // each line by file size (along K the sizes go up and down)
+        std::vector<std::pair<double, double>> xy;
+        for (size_t k = 0; k < s.x.size(); ++k) xy.push_back({s.x[k], s.y[k]});
+        std::sort(xy.begin(), xy.end());
+        for (size_t k = 0; k < xy.size(); ++k) std::tie(s.x[k], s.y[k]) = xy[k];
+        p.series.push_back(s);
+    }
     c.panels.push_back(p);
-    if (r.winner) c.marks.push_back({(double) r.space[*r.winner].point.width, "winner"});
+    if (r.winner) c.marks.push_back({(double) r.space[*r.winner].point.bytes / 1e6, "winner"});
     return util::render_svg(c);
 }
 

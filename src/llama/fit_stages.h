@@ -37,6 +37,15 @@ nlohmann::json fit_record(const fit_options & o, const fit_result & r);
 // its figure (KLD against K, one line per source).
 std::string fit_card_section(const fit_options & o, const fit_result & r);
 std::string fit_card_figure(const fit_result & r);
+// The card's table of the gates ("" without gates).
+std::string fit_card_gates(const fit_options & o, const fit_result & r);
+
+// The gates (fit_gates.cpp): with --needle or --generate, the best scored
+// candidates by mask, until one keeps what the reference does; it becomes
+// r.winner (r.best_by_kld: the one it replaced). Journalled as DIR/gates.json.
+bool gate_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * out, std::string & err);
+// The gate settings as the journal's fingerprint holds them ("" = no gates).
+std::string fit_gates_fingerprint(const fit_options & o);
 
 // The build: plan, prune, verify, eval of the file, the agreement check,
 // the card and fit.json; each stage journalled, none redone.

@@ -1,0 +1,258 @@
+// reap fit's gates (--needle, --generate): after the search, before anything
+// is written, the best scored candidates by KLD are run by mask through reap
+// eval's needle grid and free generation (run_needle, run_generate), a round
+// of --gate-top at a time, and the first in KLD order that keeps what the
+// reference does (needle: its exact cells less --needle-slack; generation: a
+// loop rate at most the reference's + --gate-slack, a termination rate at
+// least its - --gate-slack) becomes the winner. The verdicts go to
+// DIR/gates.json, journalled: a resumed fit reads them back.
+#include "llama/fit_stages.h"
+
+#include "llama/eval_models.h"
+#include "util/file.h"
+#include "util/json.h"
+#include "util/json_fields.h"
+#include "util/path.h"
+#include "util/publish.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <map>
+
+namespace reap {
+
+namespace {
+
+bool gates_given(const fit_options & o) { return o.gate_needle || !o.generate.prompts_path.empty(); }
+
+// One run of the given gates on `base` (a model file) and masks of it; the
+// measures of the base first, then of each mask.
+bool measure(const fit_options & o, const std::string & base, const std::vector<eval_candidate> & cands,
+             std::vector<fit_gate_measure> & m, std::string & err) {
+    eval_options e;
+    e.base_path = base;
+    e.rt = o.rt;
+    e.verbose = o.verbose;
+    e.progress = o.progress;
+    m.assign(cands.size() + 1, fit_gate_measure());
+    if (o.gate_needle) {
+        needle_options n = o.needle;
+        share_eval_options(n, e, o.rank.seed);
+        n.haystack_path = o.heldout;
+        needle_section sec;
+        if (!run_needle(n, cands, sec, err)) return false;
+        for (size_t i = 0; i < m.size(); ++i) {
+            m[i].n_exact = sec.report.models[i].n_exact();
+            m[i].n_cells = sec.report.cells.size();
+        }
+    }
+    if (!o.generate.prompts_path.empty()) {
+        generate_options g = o.generate;
+        share_eval_options(g, e, o.rank.seed);
+        generate_section sec;
+        if (!run_generate(g, cands, sec, err)) return false;
+        for (size_t i = 0; i < m.size(); ++i) {
+            const generation_stats st = sec.report.stats(i, -1);
+            m[i].loop_rate = st.loop_rate;
+            m[i].termination_rate = st.termination_rate;
+        }
+    }
+    return true;
+}
+
+// Passed, or the first gate it fails and by how much.
+std::string why_failed(const fit_options & o, const fit_gate_measure & base, const fit_gate_measure & c) {
+    char buf[256];
+    if (o.gate_needle && (int64_t) c.n_exact < (int64_t) base.n_exact - o.needle_slack) {
+        snprintf(buf, sizeof(buf), "needle: %zu/%zu exact, below the reference's %zu less --needle-slack %" PRId64, c.n_exact, c.n_cells,
+                 base.n_exact, o.needle_slack);
+        return buf;
+    }
+    if (!o.generate.prompts_path.empty() && c.loop_rate > base.loop_rate + o.gate_slack + 1e-12) {
+        snprintf(buf, sizeof(buf), "loop rate %.1f%%, above the reference's %.1f%% + %.1f%%", 100 * c.loop_rate, 100 * base.loop_rate,
+                 100 * o.gate_slack);
+        return buf;
+    }
+    if (!o.generate.prompts_path.empty() && c.termination_rate < base.termination_rate - o.gate_slack - 1e-12) {
+        snprintf(buf, sizeof(buf), "termination rate %.1f%%, below the reference's %.1f%% - %.1f%%", 100 * c.termination_rate,
+                 100 * base.termination_rate, 100 * o.gate_slack);
+        return buf;
+    }
+    return "";
+}
+
+nlohmann::json measure_json(const fit_gate_measure & m) {
+    return {{"n_exact", m.n_exact}, {"n_cells", m.n_cells}, {"loop_rate", m.loop_rate}, {"termination_rate", m.termination_rate}};
+}
+
+bool measure_from(const nlohmann::json & j, const std::string & where, fit_gate_measure & m, std::string & err) {
+    const auto rate = [&](const char * key, double & v) {
+        if (!j.contains(key) || !j[key].is_number() || !(j[key].get<double>() >= 0 && j[key].get<double>() <= 1)) {
+            err = where + "." + key + ": not a rate within 0..1";
+            return false;
+        }
+        v = j[key].get<double>();
+        return true;
+    };
+    for (const char * key : {"n_exact", "n_cells"}) {
+        if (!j.contains(key) || !j[key].is_number_unsigned()) {
+            err = where + "." + key + ": not a count";
+            return false;
+        }
+    }
+    m.n_exact = j["n_exact"].get<size_t>();
+    m.n_cells = j["n_cells"].get<size_t>();
+    if (m.n_exact > m.n_cells) {
+        err = where + ": more exact cells than cells";
+        return false;
+    }
+    return rate("loop_rate", m.loop_rate) && rate("termination_rate", m.termination_rate);
+}
+
+// DIR/gates.json of an earlier run, read back into r (every field checked:
+// the file is ours, but a file is a file).
+bool read_gates(const std::string & path, fit_result & r, std::string & err) {
+    std::string text;
+    nlohmann::json j;
+    if (!util::read_file(path, "the gates file", text, err) || !util::parse_json_text(text, path, j, err)) return false;
+    if (!j.is_object() || j.value("format", "") != "reap-fit-gates" || !j.contains("base") || !j.contains("verdicts") ||
+        !j["verdicts"].is_array()) {
+        err = "'" + path + "' is not reap fit's gates file";
+        return false;
+    }
+    if (!measure_from(j["base"], path + ": base", r.gate_base.emplace(), err)) return false;
+    for (const auto & v : j["verdicts"]) {
+        fit_gate_verdict g;
+        if (!v.is_object() || !v.contains("candidate") || !v["candidate"].is_number_unsigned() ||
+            v["candidate"].get<size_t>() >= r.space.size() || !r.scores[v["candidate"].get<size_t>()] || !v.contains("why") ||
+            !v["why"].is_string()) {
+            err = "'" + path + "': a verdict names no scored candidate of this fit";
+            return false;
+        }
+        g.candidate = v["candidate"].get<size_t>();
+        g.why = v["why"].get<std::string>();
+        g.pass = g.why.empty();
+        if (!measure_from(v, path + ": candidate " + std::to_string(g.candidate), g.m, err)) return false;
+        r.gates.push_back(g);
+    }
+    return true;
+}
+
+bool write_gates(const std::string & path, const fit_result & r, std::string & err) {
+    nlohmann::json j = {{"format", "reap-fit-gates"}, {"version", 1}, {"base", measure_json(*r.gate_base)}};
+    nlohmann::json vs = nlohmann::json::array();
+    for (const fit_gate_verdict & g : r.gates) {
+        nlohmann::json v = measure_json(g.m);
+        v["candidate"] = g.candidate;
+        v["why"] = g.why;
+        vs.push_back(v);
+    }
+    j["verdicts"] = vs;
+    return util::write_file_durably(path, util::json_text(j, 2) + "\n", err);
+}
+
+// The scored candidates, best KLD first (ties: the smaller file, the lower index).
+std::vector<size_t> by_kld(const fit_result & r) {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < r.space.size(); ++i) {
+        if (r.scores[i]) order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(), [&r](size_t a, size_t b) {
+        const double ka = r.scores[a]->kld, kb = r.scores[b]->kld;
+        if (ka != kb) return ka < kb;
+        if (r.space[a].point.bytes != r.space[b].point.bytes) return r.space[a].point.bytes < r.space[b].point.bytes;
+        return a < b;
+    });
+    return order;
+}
+
+// Rounds of --gate-top candidates in KLD order, each source's masks in one
+// run, until one passes.
+bool run_gates(const fit_options & o, fit_result & r, FILE * out, std::string & err) {
+    const std::string ref = o.reference.empty() ? o.sources[0] : o.reference;
+    fprintf(out, "reap fit: gates on the reference %s\n", util::base_name(ref).c_str());
+    std::vector<fit_gate_measure> m;
+    if (!measure(o, ref, {}, m, err)) return false;
+    r.gate_base = m[0];
+    const std::vector<size_t> order = by_kld(r);
+    for (size_t start = 0; start < order.size(); start += o.gate_top) {
+        const std::vector<size_t> round(order.begin() + (ptrdiff_t) start,
+                                        order.begin() + (ptrdiff_t) std::min(order.size(), start + o.gate_top));
+        std::map<size_t, fit_gate_measure> got;
+        std::map<std::string, std::vector<size_t>> per_source;
+        for (size_t i : round) per_source[r.space[i].source_path].push_back(i);
+        for (const auto & [source, idx] : per_source) {
+            std::vector<eval_candidate> cands;
+            for (size_t i : idx) {
+                cands.push_back({util::base_name(source) + " N=" + std::to_string(r.space[i].point.n_keep) + " K=" +
+                                 std::to_string(r.space[i].point.width), true, &r.space[i].p});
+            }
+            if (!measure(o, source, cands, m, err)) return false;
+            for (size_t k = 0; k < idx.size(); ++k) got[idx[k]] = m[k + 1];
+        }
+        bool passed = false;
+        for (size_t i : round) {
+            fit_gate_verdict g;
+            g.candidate = i;
+            g.m = got[i];
+            g.why = why_failed(o, *r.gate_base, g.m);
+            g.pass = g.why.empty();
+            fprintf(out, "  gate %s N %" PRId64 " K %" PRId64 ": %s\n", util::base_name(r.space[i].source_path).c_str(),
+                    r.space[i].point.n_keep, r.space[i].point.width, g.pass ? "passed" : g.why.c_str());
+            fflush(out);
+            r.gates.push_back(g);
+            passed = passed || g.pass;
+        }
+        if (passed) return true;
+    }
+    return true;
+}
+
+} // namespace
+
+std::string fit_gates_fingerprint(const fit_options & o) {
+    if (!gates_given(o)) return "";
+    const auto num = [](double x) {
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%.15g", x);
+        return std::string(buf);
+    };
+    std::string s;
+    if (o.gate_needle) {
+        s += "needle lengths";
+        for (int l : o.needle.lengths) s += " " + std::to_string(l);
+        s += " depths";
+        for (double d : o.needle.depths) s += " " + num(d);
+        s += " needles " + std::to_string(o.needle.needles) + " slack " + std::to_string(o.needle_slack) + "; ";
+    }
+    if (!o.generate.prompts_path.empty()) {
+        s += "generate max-new " + std::to_string(o.generate.max_new) + " temp " + num(o.generate.temperature) + "; ";
+    }
+    return s + "gate-slack " + num(o.gate_slack) + " gate-top " + std::to_string(o.gate_top) + " seed " +
+           std::to_string(o.rank.seed);
+}
+
+bool gate_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * out, std::string & err) {
+    if (!gates_given(o)) return true;
+    const std::string path = o.out_dir + "/gates.json";
+    if (fit_stage_holds(j, "gates", path)) {
+        fprintf(out, "reap fit: gates: done earlier (%s)\n", path.c_str());
+        if (!read_gates(path, r, err)) return false;
+    } else {
+        if (!run_gates(o, r, out, err) || !write_gates(path, r, err) || !fit_mark_stage(j, "gates", path, err)) return false;
+    }
+    const auto first = std::find_if(r.gates.begin(), r.gates.end(), [](const fit_gate_verdict & g) { return g.pass; });
+    if (first == r.gates.end()) {
+        err = "no scored candidate passes the gates (" + std::to_string(r.gates.size()) + " tried; the best: " +
+              (r.gates.empty() ? std::string("none") : r.gates[0].why) + ")";
+        r.differs = true;
+        return false;
+    }
+    if (first->candidate != *r.winner) {
+        r.best_by_kld = r.winner;
+        r.winner = first->candidate;
+    }
+    return true;
+}
+
+} // namespace reap
