@@ -251,3 +251,58 @@ TEST(PruneCli, WidthPlanDownType) {
     ASSERT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(plan) + " " + quote(first), log), 0) << log;
     EXPECT_NE(log.find("width cut: 3 down tensors"), std::string::npos) << log;
 }
+
+// A width plan sized for a requantised down projection (provenance.down_type,
+// as reap plan --width K --down-type T records it) is pruned with that type
+// when prune is not told one, refused with another, and verify holds the build
+// to the plan's predicted size. Before, prune wrote down in its own type, over
+// the budget the plan was sized for, and verify said OK (issue 37, item 7).
+TEST(PruneCli, APlanSizedForADownTypeIsPrunedWithIt) {
+    if (reap_bin().empty() || !exists(reap_bin())) GTEST_SKIP() << "REAP_BIN not built";
+    std::string err;
+    const std::string zoo = zoo_or_skip(err);
+    if (zoo.empty()) GTEST_SKIP() << err;
+    const std::string dir = prune_test::scratch("prune-cli-sized-down");
+    const std::string src = zoo + "/qwen3moe.gguf";
+    const g::model m = open(src);
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(m, 8, 4, p, err)) << err;
+    p.width_n_ff = 32;
+    p.width_keep = 32;
+    for (auto & l : p.layers) {
+        l.channels.assign(l.keep.size(), {});
+        for (auto & ch : l.channels) for (int64_t c = 0; c < 32; ++c) ch.push_back(c);
+    }
+    // the size of the q8_0 build, measured: a plan without the type, pruned with --down-type q8_0
+    const std::string p0 = dir + "/w0.json", ref = dir + "/ref.gguf";
+    ASSERT_TRUE(reap::write_plan(p, p0, true, err)) << err;
+    std::string log;
+    ASSERT_EQ(run_reap("prune -m " + quote(src) + " --plan " + quote(p0) + " -o " + quote(ref) + " --down-type q8_0", log), 0) << log;
+    const uint64_t q8_bytes = read_all(ref).size();
+    ASSERT_NE(q8_bytes, 0u);
+
+    p.provenance["down_type"] = "q8_0";
+    p.provenance["predicted_bytes"] = q8_bytes;
+    p.provenance["predicted_shards"] = 1;
+    p.provenance["request"] = {{"budget", "1G"}, {"stamp", true}};
+    const std::string p1 = dir + "/w1.json", out = dir + "/out.gguf";
+    ASSERT_TRUE(reap::write_plan(p, p1, true, err)) << err;
+    const std::string base = "prune -m " + quote(src) + " --plan " + quote(p1) + " -o " + quote(out);
+    EXPECT_EQ(run_reap(base + " --down-type f16", log), 2) << log;
+    EXPECT_NE(log.find("was sized for down type q8_0"), std::string::npos) << log;
+    EXPECT_FALSE(exists(out));
+    ASSERT_EQ(run_reap(base, log), 0) << log;
+    EXPECT_EQ(read_all(out).size(), q8_bytes) << "the build is the size the plan predicted";
+    for (const auto & t : open(out).tensors) {
+        if (t.name.find("ffn_down_exps") != std::string::npos) EXPECT_EQ(t.type, g::tensor_type::Q8_0) << t.name;
+    }
+    EXPECT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(p1) + " " + quote(out), log), 0) << log;
+
+    // a plan whose prediction the build does not meet: verify says it differs (exit 1), naming both sizes
+    p.provenance["predicted_bytes"] = q8_bytes + 32;
+    const std::string p2 = dir + "/w2.json", out2 = dir + "/out2.gguf";
+    ASSERT_TRUE(reap::write_plan(p, p2, true, err)) << err;
+    ASSERT_EQ(run_reap("prune -m " + quote(src) + " --plan " + quote(p2) + " -o " + quote(out2), log), 0) << log;
+    EXPECT_EQ(run_reap("verify -m " + quote(src) + " --plan " + quote(p2) + " " + quote(out2), log), 1) << log;
+    EXPECT_NE(log.find("predicted " + std::to_string(q8_bytes + 32)), std::string::npos) << log;
+}

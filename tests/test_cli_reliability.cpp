@@ -1500,3 +1500,37 @@ TEST(Reliability, JournalNameRule) {
     EXPECT_EQ(reap::util::journal_path("/a/b/cut-00001-of-00003.gguf"), "/a/b/.cut-00001-of-00003.gguf.reap-journal");
     EXPECT_EQ(reap::util::journal_path("cut.gguf"), "./.cut.gguf.reap-journal");
 }
+
+// The folder's SHA256SUMS is the run's own bookkeeping: --imatrix-out naming it
+// (beside the model or in another folder, with --force, with --no-sums) is
+// refused before anything is written, and a user's SHA256SUMS there keeps its
+// bytes. Before, `--imatrix-out DIR/SHA256SUMS --force --no-sums` replaced the
+// user's checksum file with the sliced imatrix (issue 37, item 2).
+TEST(OutputRule, TheSlicedImatrixIsNeverWrittenAsAChecksumFile) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("imatrix-sums", fx, why)) GTEST_SKIP() << why;
+    const std::string m = fx.model("gpt-oss");
+    g::model gm;
+    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 31, p, why)) << why;
+    const std::string plan = fx.dir + "/p.json", imatrix = fx.dir + "/source.imatrix.gguf";
+    ASSERT_TRUE(reap::write_plan(p, plan, true, why)) << why;
+    write_imatrix_for(gm, imatrix);
+    const std::string s4 = fx.dir + "/s4", other = fx.dir + "/other";
+    ::mkdir(s4.c_str(), 0755);
+    ::mkdir(other.c_str(), 0755);
+    const std::string users = "0000000000000000000000000000000000000000000000000000000000000000  notes.txt\n";
+    for (const std::string & sums : {s4 + "/SHA256SUMS", other + "/SHA256SUMS"}) {
+        write_text(sums, users);
+        for (const char * more : {" --force --no-sums", " --force", ""}) {
+            SCOPED_TRACE(sums + more);
+            EXPECT_EQ(run_reap("prune -m " + quote(m) + " --plan " + quote(plan) + " --imatrix " + quote(imatrix) + " --imatrix-out " +
+                                   quote(sums) + " -o " + quote(s4 + "/x.gguf") + more, out), 2) << out;
+            EXPECT_NE(out.find("refusing to write the sliced imatrix"), std::string::npos) << out;
+            EXPECT_EQ(text_of(sums), users);
+            EXPECT_FALSE(prune_test::exists(s4 + "/x.gguf"));
+        }
+    }
+}

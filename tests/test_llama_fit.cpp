@@ -21,6 +21,8 @@
 
 #include <csignal>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <thread>
 
 using namespace reap_test;
@@ -126,6 +128,31 @@ TEST(Fit, TinyWinnerIsWithinTwoPercentOfTheFullGrid) {
     EXPECT_NE(card.find("(winner)"), std::string::npos);
     EXPECT_NE(card.find("figures/fit-search.svg"), std::string::npos);
     EXPECT_FALSE(slurp(dir + "/card/figures/fit-search.svg").empty());
+    // the card's table of the search: a row per scored candidate of fit.json, with its numbers
+    std::map<std::pair<int64_t, int64_t>, double> card_kld;   // (N, K) -> KLD in the card
+    std::istringstream lines(card);
+    for (std::string line; std::getline(lines, line);) {
+        std::vector<std::string> cells;
+        for (size_t a = line.find('|'); a != std::string::npos;) {
+            const size_t b = line.find('|', a + 1);
+            if (b == std::string::npos) break;
+            cells.push_back(line.substr(a + 1, b - a - 1));
+            a = b;
+        }
+        if (cells.size() == 6 && cells[0].find("reap-moe-tiny.gguf") != std::string::npos) {
+            card_kld[{std::stoll(cells[1]), std::stoll(cells[2])}] = std::stod(cells[4]);
+        }
+    }
+    size_t n_scored = 0;
+    for (const auto & c : fit["candidates"]) {
+        if (!c.contains("kld_mean")) continue;
+        ++n_scored;
+        const auto key = std::make_pair(c["n_keep"].get<int64_t>(), c["width"].get<int64_t>());
+        ASSERT_TRUE(card_kld.count(key)) << "no card row for N " << key.first << " K " << key.second;
+        EXPECT_NEAR(card_kld[key], c["kld_mean"].get<double>(), 5e-7);
+    }
+    EXPECT_EQ(card_kld.size(), n_scored) << "the card lists exactly the scored candidates";
+    EXPECT_EQ(n_scored, scored);
 }
 
 TEST(Fit, KilledAndResumedGivesTheSameBuildAndScoresEachCandidateOnce) {

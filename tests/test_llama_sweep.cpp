@@ -441,3 +441,36 @@ TEST(SweepTable, ColumnsAlignWithLongSourcePaths) {
     const std::vector<std::string> same_name = {"first/run/of/the/quantiser/Q4_K_M.gguf", "second/Q4_K_M.gguf"};
     expect_aligned(printed_lines(two_budget_record(same_name)), same_name);
 }
+
+// Two outputs of one run that resolve to the same file are refused before any
+// work: a plan of --plans-dir over the sweep's JSON (-o d/keep-4.json
+// --plans-dir d), directly or through a link to the JSON's name; nothing is
+// written. Before, the plan replaced the JSON, "wrote d/keep-4.json" was
+// printed twice and the exit status was 0 (issue 37, item 1).
+TEST(SweepOutputs, APlanOverTheJsonIsRefusedBeforeScoring) {
+    const std::string dir = test_tmp_dir() + "/sweep-outputs", reap = shell_quote(reap_bin());
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    std::string err, out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir) + " && mkdir -p " + shell_quote(dir + "/d") + " " + shell_quote(dir + "/e"), out), 0);
+    const std::string calib = dir + "/calib.jsonl", text = dir + "/heldout.txt", sal = dir + "/saliency.gguf";
+    ASSERT_TRUE(corpus_subset("calib", calib, {"en"}, 1500, err) && heldout_text(text, 600, err)) << err;
+    ASSERT_EQ(run_cmd(reap + " calibrate -m " + shell_quote(model) + " --corpus " + shell_quote(calib) + " -o " + shell_quote(sal) +
+                      " -c 128 -t 1 --no-progress", out), 0) << out;
+    const std::string sweep = reap + " sweep " + shell_quote(sal) + " -m " + shell_quote(model) + " -f " + shell_quote(text) +
+                              " --keep 4 -c 128 -t 1 -q";
+    // the JSON's name is the plan's
+    EXPECT_EQ(run_cmd(sweep + " -o " + shell_quote(dir + "/d/keep-4.json") + " --plans-dir " + shell_quote(dir + "/d"), out), 2) << out;
+    EXPECT_NE(out.find("refusing to write"), std::string::npos) << out;
+    EXPECT_EQ(out.find("KLD"), std::string::npos) << "refused after scoring: " << out;
+    EXPECT_FALSE(file_exists(dir + "/d/keep-4.json"));
+    // the chart's name is the plan's
+    EXPECT_EQ(run_cmd(sweep + " -o " + shell_quote(dir + "/d/s.json") + " --plot " + shell_quote(dir + "/d/keep-4.json") +
+                      " --plans-dir " + shell_quote(dir + "/d"), out), 2) << out;
+    EXPECT_NE(out.find("refusing to write"), std::string::npos) << out;
+    // the plans' folder is a link to the JSON's
+    ASSERT_EQ(::symlink((dir + "/e").c_str(), (dir + "/link").c_str()), 0);
+    EXPECT_EQ(run_cmd(sweep + " -o " + shell_quote(dir + "/e/keep-4.json") + " --plans-dir " + shell_quote(dir + "/link"), out), 2) << out;
+    EXPECT_NE(out.find("refusing to write"), std::string::npos) << out;
+    EXPECT_FALSE(file_exists(dir + "/e/keep-4.json"));
+    EXPECT_FALSE(file_exists(dir + "/d/s.json"));
+}

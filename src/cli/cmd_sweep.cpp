@@ -47,8 +47,13 @@ int cmd_sweep(int argc, char ** argv) {
 
     reap::sweep_result r;
     if (!reap::plan_sweep_points(p.sw, r, err)) return fail(err);
-    for (const auto & f : reap::sweep_output_files(p.sw, r, "", "")) {   // where the plans go, before the scoring
-        if (!reap::util::check_output(f.first, inputs, p.force, err)) return fail(err);
+    // where the plans go, before the scoring: not an input, not the JSON or the chart, not each other
+    std::vector<std::pair<std::string, std::string>> outputs = {{"output", p.output}, {"chart (--plot)", p.plot}};
+    for (const auto & f : reap::sweep_output_files(p.sw, r, "", "")) {
+        if (!reap::util::check_output(f.first, inputs, p.force, err) || !reap::util::check_not_input(f.first, outputs, err)) {
+            return fail(err + " (give --plans-dir another folder, or -o another name)");
+        }
+        outputs.push_back({"plan", f.first});
     }
     if (!reap::score_sweep(p.sw, r, err)) return fail(err);
     reap::print_sweep(stdout, p.sw, r);

@@ -84,6 +84,8 @@ void declare_fit(options & t, fit_params & p) {
                  p.o.budget_text = v;
                  return reap::planner::parse_size(v, p.o.budget, err);
              });
+    t.text("--imatrix", "IN", "the model's llama-imatrix file: prune writes its slice for the build beside it (as reap prune "
+           "--imatrix), verify checks it", p.o.imatrix);
     t.text("-o, --output", "DIR", "where everything goes (created when missing; rerun with the same DIR to resume)", p.o.out_dir);
     t.section("search:");
     t.custom("--axes", "A,B,...", "what the search may vary: experts, width, sources (default: all three)",

@@ -253,6 +253,7 @@ bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & er
     in.down_type = o.down_type;
     in.gates = fit_gates_fingerprint(o);
     in.gate_prompts = o.generate.prompts_path;
+    in.imatrix = o.imatrix;
     fit_journal j;
     bool resumed = false;
     if (!open_fit_journal(o.out_dir, in, j, resumed, err)) return false;

@@ -56,6 +56,7 @@ struct fit_options {
     planner::rank_options    rank;           // --method, --domains
     bool                     method_given = false;
     std::string              down_type;      // --down-type (width cuts; "" = each down tensor's own)
+    std::string              imatrix;        // --imatrix: the model's llama-imatrix file, sliced beside the build
     size_t                   max_passes = 0; // --max-passes (0 = no bound)
     // the gates, run by mask on the best scored candidates before anything is
     // written: --needle (haystack -f) and --generate PROMPTS

@@ -62,6 +62,7 @@ bool prune_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * 
     req.output = r.build_path;
     req.force = true;   // DIR/build is fit's: a file there without its journal line is a killed run's whole publish
     req.down_type = o.down_type;
+    req.imatrix = o.imatrix;
     req.version = o.tool_version;
     prune::prune_job job;
     prune::prune_written written;
@@ -83,6 +84,7 @@ bool verify_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE *
     req.model = r.space[*r.winner].source_path;
     req.plan = r.plan_path;
     req.output = r.build_path;
+    req.imatrix = o.imatrix;
     prune::verify_run_result res;
     util::error e;
     if (!prune::run_verify(req, res, e)) {

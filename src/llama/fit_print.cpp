@@ -5,6 +5,7 @@
 
 #include "gguf/gguf.h"
 #include "metrics/kld_record.h"
+#include "moe/census.h"
 #include "util/memory.h"
 #include "util/number_format.h"
 #include "util/path.h"
@@ -91,6 +92,12 @@ void print_fit_cost(FILE * out, const fit_options & o, const fit_result & r) {
     const uint64_t ubatches = rt.n_ubatch > 0 ? (ps.tokens + (uint64_t) rt.n_ubatch - 1) / (uint64_t) rt.n_ubatch : 0;
     uint64_t pool = 0;
     for (uint64_t b : r.pool_bytes) pool = std::max(pool, b);
+    for (size_t s = 0; r.pool_bytes.empty() && s < o.sources.size(); ++s) {   // before the space: each source's census
+        gguf::model m;
+        moe::census cen;
+        std::string err;
+        if (gguf::open_model(o.sources[s], m, err) && moe::take_census(m, {}, cen, err)) pool = std::max(pool, cen.expert_pool_bytes);
+    }
     std::vector<pl::fit_point> pts;
     for (const fit_candidate & c : r.space) pts.push_back(c.point);
     const size_t planned = std::min(r.space.size(), fit_passes_left_estimate(pl::fit_search(pts, r.lines, o.max_passes)));
@@ -140,11 +147,12 @@ void print_fit_pass(FILE * out, const fit_result & r, size_t i, size_t planned, 
     const pl::fit_score & sc = *r.scores[i];
     const size_t done = r.passes_this_run + r.passes_resumed;
     const double per = r.passes_this_run > 0 ? elapsed_s / (double) r.passes_this_run : 0;
-    const size_t left = planned > done ? planned - done : 0;
+    // what is left of the run in passes: the search's, and the written file's eval
+    const size_t left = (planned > done ? planned - done : 0) + 1;
     fprintf(out, "  [%zu/~%zu] %-22s N %4" PRId64 " K %5" PRId64 " %12s  KLD %.6f (halves %.6f %.6f) top-1 %.3f%%  %s; ETA %.0f s\n",
             done, std::max(planned, done), util::base_name(c.source_path).c_str(), c.point.n_keep, c.point.width,
             util::format_size(c.point.bytes).c_str(), sc.kld, sc.kld_half[0], sc.kld_half[1], 100 * sc.top1,
-            r.passes_this_run > 0 && done > r.passes_resumed ? "measured" : "from the journal", per * (double) left);
+            r.passes_this_run > 0 && done > r.passes_resumed ? "measured" : "from the journal", per * (double) left);   // ETA: to the end of the file's eval
     fflush(out);
 }
 

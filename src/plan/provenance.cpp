@@ -65,6 +65,29 @@ bool card_fields(util::json_fields & f, card_provenance & out) {
 
 } // namespace
 
+bool read_size_provenance(const json & prov, const std::string & name, size_provenance & out, std::string & err) {
+    out = size_provenance();
+    util::json_fields f(prov, "plan '" + name + "'", "provenance");
+    uint64_t v = 0;
+    bool ok = f.opt_str("down_type", out.down_type);
+    if (ok && f.has("predicted_bytes") && (ok = f.u64("predicted_bytes", v))) out.predicted_bytes = v;
+    if (ok && f.has("predicted_shards") && (ok = f.u64("predicted_shards", v, UINT32_MAX))) out.predicted_shards = v;
+    if (!ok) {
+        err = f.error();
+        return false;
+    }
+    if (f.has("request")) {
+        util::json_fields r = f.child("request");
+        bool stamp = true;
+        if (r.has("stamp") && !r.boolean("stamp", stamp)) {
+            err = r.error();
+            return false;
+        }
+        if (r.has("stamp")) out.stamp = stamp;
+    }
+    return true;
+}
+
 bool read_card_provenance(const json & prov, const std::string & name, card_provenance & out, std::string & err) {
     out = card_provenance();
     util::json_fields f(prov, "plan '" + name + "'", "provenance");

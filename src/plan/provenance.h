@@ -54,6 +54,19 @@ struct card_provenance {
     double                   saliency_retained_mean = -1;  // < 0 when not recorded
 };
 
+// What a plan says about the build it was sized for, as prune and verify read
+// it: the predicted file (when recorded) and, for a width plan sized with a
+// requantised down projection, that down type (prune uses it; verify holds
+// the build to the predicted size).
+struct size_provenance {
+    std::optional<uint64_t> predicted_bytes;
+    std::optional<uint64_t> predicted_shards;
+    std::optional<bool>     stamp;        // request.stamp: the prediction counts the reap.* keys
+    std::string             down_type;    // "" = each down tensor's own type
+};
+
+bool read_size_provenance(const nlohmann::json & prov, const std::string & name, size_provenance & out, std::string & err);
+
 // Reads the provenance of plan `name`; a listed field of the wrong type or
 // range is an error naming it (a plan written by reap never has one).
 bool read_card_provenance(const nlohmann::json & prov, const std::string & name, card_provenance & out, std::string & err);

@@ -4,6 +4,7 @@
 #include "prune/run.h"
 
 #include "moe/width.h"
+#include "plan/provenance.h"
 #include "prune/prune.h"
 #include "util/file.h"
 #include "util/path.h"
@@ -58,10 +59,25 @@ bool read_width_importance(prune_job & job, util::error & err) {
 
 // The model, the plan, and the plan checked against the model.
 bool read_inputs(prune_job & job, util::error & err) {
-    const prune_request & req = job.req;
     std::string msg;
-    if (!gguf::open_model(req.model, job.model, msg)) return fail_with(err, error_kind::input, msg);
-    if (!read_plan(req.plan, job.p, msg)) return fail_with(err, error_kind::input, msg);
+    if (!gguf::open_model(job.req.model, job.model, msg)) return fail_with(err, error_kind::input, msg);
+    if (!read_plan(job.req.plan, job.p, msg)) return fail_with(err, error_kind::input, msg);
+    // a width plan sized for a requantised down projection is pruned with that
+    // type: its predicted size (the budget it was planned for) assumes it
+    planner::size_provenance sized;
+    if (!planner::read_size_provenance(job.p.provenance, job.req.plan, sized, msg)) return fail_with(err, error_kind::input, msg);
+    if (!sized.down_type.empty()) {
+        const gguf::type_info * want = gguf::find_type(sized.down_type);
+        if (!want) return fail_with(err, error_kind::input, job.req.plan + ": provenance.down_type: unknown type '" + sized.down_type + "'");
+        if (job.req.down_type.empty()) {
+            job.req.down_type = want->name;
+        } else if (gguf::find_type(job.req.down_type) != want) {
+            return fail_with(err, error_kind::usage, "--down-type " + job.req.down_type + ", but " + job.req.plan + " was sized for down " +
+                                                         "type " + want->name + " (its predicted size assumes it): leave --down-type out, "
+                                                         "or plan again with --down-type " + job.req.down_type);
+        }
+    }
+    const prune_request & req = job.req;
     if (!model_layout(job.model, job.lay, msg)) return fail_with(err, error_kind::input, req.model + ": " + msg);
     if (!req.down_type.empty()) {
         const gguf::type_info * ti = gguf::find_type(req.down_type);
@@ -146,7 +162,12 @@ bool prepare_imatrix(prune_job & job, util::error & err) {
     // the output rule: not an input (the imatrix itself included), nor another output
     auto imatrix_inputs = job.inputs;
     for (const auto & sh : job.shards) imatrix_inputs.emplace_back("model output", sh.path);
-    if (req.sums) imatrix_inputs.emplace_back("checksum file", job.sums_path);
+    // the folder's checksum file is the run's own bookkeeping, --no-sums or not: never the slice's name
+    imatrix_inputs.emplace_back("checksum file", job.sums_path);
+    if (util::base_name(job.imatrix_out) == util::base_name(job.sums_path)) {
+        return fail_with(err, error_kind::output, "refusing to write the sliced imatrix as " + job.imatrix_out +
+                                                      ": SHA256SUMS is the name of a folder's checksum file (give --imatrix-out another name)");
+    }
     // (a dry run writes nothing, so an existing file is only reported)
     if (!util::check_output(job.imatrix_out, imatrix_inputs, req.force || req.dry_run, msg)) {
         return fail_with(err, error_kind::output, msg);

@@ -4,6 +4,7 @@
 
 #include "gguf/gguf.h"
 #include "plan/plan.h"
+#include "plan/provenance.h"
 #include "prune/imatrix_slice.h"
 #include "util/path.h"
 #include "util/publish.h"
@@ -12,6 +13,33 @@ namespace reap::prune {
 
 using util::error_kind;
 using util::fail_with;
+
+namespace {
+
+// The plan's prediction holds for the build it describes: the same shard count
+// and reap.* keys as the plan was sized with (a width plan pruned with another
+// down type than it was sized for is over or under its budget: not the build).
+bool check_predicted_size(const plan & p, const verify_request & req, verify_report & report, util::error & err) {
+    planner::size_provenance sized;
+    std::string msg;
+    if (!planner::read_size_provenance(p.provenance, req.plan, sized, msg)) return fail_with(err, error_kind::input, msg);
+    if (!sized.predicted_bytes || sized.predicted_shards.value_or(1) != report.n_shards || !report.stamped || !sized.stamp.value_or(true)) {
+        return true;
+    }
+    gguf::model out;
+    if (!gguf::open_model(req.output, out, msg)) return fail_with(err, error_kind::input, msg);
+    if (out.file_bytes() != *sized.predicted_bytes) {
+        report.differs = true;
+        return fail_with(err, error_kind::input,
+                         req.output + " is " + std::to_string(out.file_bytes()) + " bytes; " + req.plan + " predicted " +
+                             std::to_string(*sized.predicted_bytes) +
+                             (sized.down_type.empty() ? std::string() : " with down requantised to " + sized.down_type) +
+                             ": not the build the plan was sized for");
+    }
+    return true;
+}
+
+} // namespace
 
 bool run_verify(const verify_request & req, verify_run_result & out, util::error & err) {
     out = verify_run_result{};
@@ -47,7 +75,7 @@ bool run_verify(const verify_request & req, verify_run_result & out, util::error
     };
     if (!reading.lock_shared(util::dir_of(req.output), req.publish_wait_s, msg, waiting)) return fail_with(err, error_kind::input, msg);
     if (!verify_pruned(model, p, req.output, v, out.report, msg)) return fail_with(err, error_kind::input, msg);
-    return true;
+    return check_predicted_size(p, req, out.report, err);
 }
 
 } // namespace reap::prune
