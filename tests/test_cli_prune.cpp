@@ -281,6 +281,7 @@ TEST(PruneCli, APlanSizedForADownTypeIsPrunedWithIt) {
     const uint64_t q8_bytes = read_all(ref).size();
     ASSERT_NE(q8_bytes, 0u);
 
+    ASSERT_TRUE(reap::stamp_plan_model(p, m, err)) << err;   // the plan is this model's, as reap plan writes it
     p.provenance["down_type"] = "q8_0";
     p.provenance["predicted_bytes"] = q8_bytes;
     p.provenance["predicted_shards"] = 1;

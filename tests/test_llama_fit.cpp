@@ -307,3 +307,96 @@ TEST(Fit, AGateTheBestFailsMovesTheChoiceToTheNextAndTheCardShowsIt) {
                       " --budget 1.2MB -o " + shell_quote(dir) + needle + " --needle-slack 0 --gate-top 1" + k_runtime, out), 2) << out;
     EXPECT_NE(out.find("gates differs"), std::string::npos) << out;
 }
+
+// The generation gate records what `reap eval --mask --generate` measures on
+// the same plans (loop and termination rates of the reference and of each gated
+// candidate: reap-moe-tiny loops on some of these prompts, so the rates are not
+// all 0), and a --gate-slack of 1 lets the best by KLD through.
+TEST(Fit, TheGenerationGateMeasuresWhatEvalMeasures) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string dir = t.dir + "/tiny-generate", reap = shell_quote(reap_bin());
+    const std::string samples = t.dir + "/generate-samples.jsonl", prompts = t.dir + "/prompts.jsonl";
+    std::string out, err;
+    ASSERT_TRUE(corpus_subset("heldout", samples, {"en", "code"}, 4000, err)) << err;
+    {   // the first 96 bytes of each held-out sample (ASCII domains: no character is cut)
+        std::ifstream in(samples);
+        std::ofstream o(prompts);
+        for (std::string line; std::getline(in, line);) {
+            nlohmann::json j = nlohmann::json::parse(line);
+            j["text"] = j["text"].get<std::string>().substr(0, 96);
+            o << j.dump() << "\n";
+        }
+    }
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
+    const std::string gen = " --generate " + shell_quote(prompts) + " --max-new 64";
+    ASSERT_EQ(run_cmd(fit_cmd(dir, "8MB") + gen + " --gate-slack 1 --gate-top 2", out), 0) << out;
+    const nlohmann::json fit = read_json(dir + "/fit.json");
+    const nlohmann::json & gates = fit["gates"];
+    ASSERT_EQ(gates["verdicts"].size(), 2u) << gates.dump(1);
+    EXPECT_FALSE(gates.contains("best_by_kld")) << "a slack of 1 passes everything";
+    std::string masks;
+    std::vector<std::string> plans;
+    for (const auto & v : gates["verdicts"]) {
+        EXPECT_TRUE(v["passed"].get<bool>());
+        const nlohmann::json & c = fit["candidates"][v["candidate"].get<size_t>()];
+        plans.push_back(dir + "/gated-" + std::to_string(plans.size()) + ".json");
+        ASSERT_EQ(run_cmd(reap + " plan " + shell_quote(dir + "/saliency.gguf") + " -m " + shell_quote(tiny().model) + " --width " +
+                          std::to_string(c["width"].get<int64_t>()) + " --keep " + std::to_string(c["n_keep"].get<int64_t>()) +
+                          " -o " + shell_quote(plans.back()), out), 0) << out;
+        masks += " --mask " + shell_quote(plans.back());
+    }
+    ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(tiny().model) + masks + gen + " -c 128 -t 1 -q --json > " +
+                      shell_quote(dir + "/gen.json"), out), 0) << out;
+    const nlohmann::json gj = read_json(dir + "/gen.json");
+    std::map<std::string, nlohmann::json> overall;
+    for (const auto & m : gj["generate"]["models"]) overall[m["name"].get<std::string>()] = m["overall"];
+    ASSERT_TRUE(overall.count("base")) << gj.dump(1).substr(0, 2000);
+    double any_rate = 0;
+    EXPECT_DOUBLE_EQ(gates["reference"]["loop_rate"].get<double>(), overall["base"]["loop_rate"].get<double>());
+    EXPECT_DOUBLE_EQ(gates["reference"]["termination_rate"].get<double>(), overall["base"]["termination_rate"].get<double>());
+    for (size_t i = 0; i < plans.size(); ++i) {
+        ASSERT_TRUE(overall.count(plans[i])) << plans[i];
+        EXPECT_DOUBLE_EQ(gates["verdicts"][i]["loop_rate"].get<double>(), overall[plans[i]]["loop_rate"].get<double>());
+        EXPECT_DOUBLE_EQ(gates["verdicts"][i]["termination_rate"].get<double>(), overall[plans[i]]["termination_rate"].get<double>());
+        any_rate += overall[plans[i]]["loop_rate"].get<double>();
+    }
+    any_rate += overall["base"]["loop_rate"].get<double>();
+    EXPECT_GT(any_rate, 0) << "every rate 0: the comparison above shows nothing";
+    EXPECT_NE(slurp(dir + "/card/README.md").find("### Gates"), std::string::npos);
+}
+
+// A written file whose KLD is not its mask's stops the fit with both numbers
+// (exit 1) and nothing more is written: here the journal's score of the winner
+// is halved, and the stages after the search are taken out of the journal so
+// that the file is evaluated again.
+TEST(Fit, AFileThatDisagreesWithItsMaskStopsTheFit) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string dir = t.dir + "/recall-disagree", reap = shell_quote(reap_bin());
+    const std::string model = source_dir() + "/models/reap-moe-recall.gguf";
+    const std::string cmd = reap + " fit -m " + shell_quote(model) + " --corpus " + shell_quote(t.calib) + " -f " + shell_quote(t.text) +
+                            " --budget 1.2MB -o " + shell_quote(dir) + k_runtime;
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
+    ASSERT_EQ(run_cmd(cmd, out), 0) << out;
+    const nlohmann::json fit = read_json(dir + "/fit.json");
+    const nlohmann::json & w = fit["candidates"][fit["winner"].get<size_t>()];
+    nlohmann::json j = read_json(dir + "/fit-journal.json");
+    for (auto & s : j["scores"]) {
+        if (s["width"] == w["width"] && s["n_keep"] == w["n_keep"]) {
+            s["kld"] = s["kld"].get<double>() / 2;
+            s["kld_half_1"] = s["kld_half_1"].get<double>() / 2;
+            s["kld_half_2"] = s["kld_half_2"].get<double>() / 2;
+        }
+    }
+    for (const char * stage : {"eval", "card"}) j["stages"].erase(stage);
+    std::ofstream(dir + "/fit-journal.json") << j.dump(1);
+    ::unlink((dir + "/fit.json").c_str());
+    ASSERT_EQ(run_cmd(cmd, out), 1) << out;
+    char both[128];
+    snprintf(both, sizeof(both), "its mask scored %.6f", w["kld_mean"].get<double>() / 2);
+    EXPECT_NE(out.find(both), std::string::npos) << out;
+    EXPECT_NE(out.find("the written build scores KLD"), std::string::npos) << out;
+    EXPECT_FALSE(file_exists(dir + "/fit.json")) << "nothing more is written";
+}
