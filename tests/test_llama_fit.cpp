@@ -6,7 +6,9 @@
 //     run against the same reference rows; the written build's KLD, measured
 //     here by `reap eval -p` and by llama-perplexity --kl-divergence, must be
 //     within 2% (or 1e-4) of the grid's best, with at most a third of the grid's
-//     passes (reap-moe-tiny: one source, experts x width);
+//     passes (reap-moe-tiny: one source, experts x width); every smaller N at
+//     every 32nd width is scored too, so that the best is not assumed to lie
+//     at the largest N;
 //   * the build verifies (`reap verify`), and the card shows the search;
 //   * killed at several moments and run again with the same command: the same
 //     plan and build bytes, every candidate scored once in all (the journal's
@@ -103,6 +105,25 @@ TEST(Fit, TinyWinnerIsWithinTwoPercentOfTheFullGrid) {
                       shell_quote(dir + "/grid-eval.json"), out), 0) << out;
     double grid_best = INFINITY;
     for (const auto & [key, e] : read_json(dir + "/grid-eval.json")["masked"].items()) grid_best = std::min(grid_best, e["kld_mean"].get<double>());
+    // the counts below the largest that fits, at every 32nd width: the full grid
+    // there (the experts a token uses up to the frontier's N), so that the frontier's
+    // best is checked against smaller N too, not assumed to beat them
+    std::string below;
+    for (const auto & c : fit["candidates"]) {
+        const int64_t K = c["width"].get<int64_t>();
+        if (K % 32 != 0) continue;
+        const int64_t n_used = read_json(dir + "/grid-" + std::to_string(K) + ".json")["model"]["n_expert_used"].get<int64_t>();
+        for (int64_t N = n_used; N < c["n_keep"].get<int64_t>(); ++N) {
+            const std::string p = dir + "/below-" + std::to_string(K) + "-" + std::to_string(N) + ".json";
+            ASSERT_EQ(run_cmd(reap + " plan " + shell_quote(dir + "/saliency.gguf") + " -m " + shell_quote(t.model) + " --width " +
+                              std::to_string(K) + " --keep " + std::to_string(N) + " -o " + shell_quote(p), out), 0) << out;
+            below += " --mask " + shell_quote(p);
+        }
+    }
+    ASSERT_FALSE(below.empty());
+    ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(t.model) + " --kld-base " + shell_quote(kld) + below + " -t 1 -q --json > " +
+                      shell_quote(dir + "/below-eval.json"), out), 0) << out;
+    for (const auto & [key, e] : read_json(dir + "/below-eval.json")["masked"].items()) grid_best = std::min(grid_best, e["kld_mean"].get<double>());
 
     // the written build, measured here twice: reap eval -p and llama-perplexity, against the same rows
     ASSERT_EQ(run_cmd(reap + " eval -p " + shell_quote(build) + " --kld-base " + shell_quote(kld) + " -t 1 --json > " +
