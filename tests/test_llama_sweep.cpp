@@ -442,8 +442,8 @@ TEST(SweepTable, ColumnsAlignWithLongSourcePaths) {
     expect_aligned(printed_lines(two_budget_record(same_name)), same_name);
 }
 
-// Two outputs of one run that resolve to the same file are refused before any
-// work: a plan of --plans-dir over the sweep's JSON (-o d/keep-4.json
+// Two outputs of one run that resolve to the same file, or a folder holding a
+// journal that is not reap's, are refused before any work: a plan of --plans-dir over the sweep's JSON (-o d/keep-4.json
 // --plans-dir d), directly or through a link to the JSON's name; nothing is
 // written. Before, the plan replaced the JSON, "wrote d/keep-4.json" was
 // printed twice and the exit status was 0 (issue 37, item 1).
@@ -473,4 +473,19 @@ TEST(SweepOutputs, APlanOverTheJsonIsRefusedBeforeScoring) {
     EXPECT_NE(out.find("refusing to write"), std::string::npos) << out;
     EXPECT_FALSE(file_exists(dir + "/e/keep-4.json"));
     EXPECT_FALSE(file_exists(dir + "/d/s.json"));
+
+    // a journal that is not reap's in the plans' folder (it names a file of
+    // another folder): refused before the scoring too (issue 37, item 12)
+    ASSERT_EQ(run_cmd("mkdir -p " + shell_quote(dir + "/f") + " " + shell_quote(dir + "/victims"), out), 0);
+    std::string journal = "reap-journal 1";
+    journal.push_back('\0');
+    for (const std::string & e : {dir + "/victims/.v.txt.reap-tmp.1.abcdef", dir + "/victims/v.txt"}) {
+        journal += e;
+        journal.push_back('\0');
+    }
+    std::ofstream(dir + "/f/.x.json.reap-journal", std::ios::binary) << journal;
+    EXPECT_EQ(run_cmd(sweep + " -o " + shell_quote(dir + "/s2.json") + " --plans-dir " + shell_quote(dir + "/f"), out), 2) << out;
+    EXPECT_NE(out.find("a journal names only files of its own folder"), std::string::npos) << out;
+    EXPECT_EQ(out.find("KLD"), std::string::npos) << "refused after scoring: " << out;
+    EXPECT_FALSE(file_exists(dir + "/s2.json"));
 }

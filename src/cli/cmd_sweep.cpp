@@ -8,10 +8,13 @@
 #include "plan/sweep.h"
 #include "util/file.h"
 #include "util/path.h"
+#include "util/recovery.h"
 
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int cmd_sweep(int argc, char ** argv) {
@@ -54,6 +57,16 @@ int cmd_sweep(int argc, char ** argv) {
             return fail(err + " (give --plans-dir another folder, or -o another name)");
         }
         outputs.push_back({"plan", f.first});
+    }
+    // a killed run's journal where the outputs go is completed now, and one
+    // that is not reap's refused now: before the scoring, not after it
+    std::set<std::string> dirs;
+    for (const auto & o : outputs) {
+        if (!o.second.empty()) dirs.insert(reap::util::dir_of(o.second));
+    }
+    for (const std::string & d : dirs) {
+        struct stat st;
+        if (::stat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && reap::util::recover_dir(d, err) < 0) return fail(err);
     }
     if (!reap::score_sweep(p.sw, r, err)) return fail(err);
     reap::print_sweep(stdout, p.sw, r);
