@@ -503,4 +503,29 @@ TEST_F(Cli, CommandsThatRunAModelNeedLlama) {
     EXPECT_FALSE(prune_test::exists(dir + "/fit"));
 }
 
+// An option whose mode was not asked for is refused, not silently ignored
+// (issue 37, item 14): the needle grid's options without --needle, free
+// generation's without --generate, fit's gate options without a gate. Without
+// llama.cpp these commands are refused as a whole (the same exit status).
+TEST_F(Cli, AnOptionWithoutItsModeIsRefused) {
+    const std::string files = " -m m.gguf -p m.gguf -f t.txt";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"eval" + files + " --needle-lengths 64", "--needle-lengths is for the needle grid: give --needle"},
+        {"eval" + files + " --needles 4", "--needles is for the needle grid: give --needle"},
+        {"eval" + files + " --max-new 5", "--max-new is for free generation: give --generate PROMPTS"},
+        {"eval" + files + " --temp 0.5", "--temp is for free generation: give --generate PROMPTS"},
+        {"sweep s.gguf -m m.gguf -f t.txt --keep 4 --needle-depths 0.5", "--needle-depths is for the needle grid: give --needle"},
+        {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --needle-slack 2", "--needle-slack is for the needle gate: give --needle"},
+        {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --needle --gate-slack 0.1",
+         "--gate-slack is for the generation gate: give --generate PROMPTS"},
+        {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --gate-top 2", "--gate-top is for the gates: give --needle or --generate"},
+    };
+    for (const auto & [args, why] : cases) {
+        SCOPED_TRACE("reap " + args);
+        const result r = reap(args);
+        EXPECT_EQ(r.status, 2) << r.out;
+        EXPECT_TRUE(contains(r.out, REAP_WITH_LLAMA ? why : k_without_llama)) << r.out;
+    }
+}
+
 } // namespace

@@ -94,6 +94,9 @@ int cmd_eval(int argc, char ** argv) {
     // JSON goes to stdout, so a progress line on a terminal's stderr does not disturb it.
     opt.progress = !p.quiet && isatty(fileno(stderr));
 
+    if (const std::string why = reap::cli::behaviour_options_without_mode(p.needle, p.generate, p.do_needle); !why.empty()) {
+        return usage_error(why);
+    }
     if (pruned.size() == 1) opt.pruned_path = pruned[0];
     if (p.do_smoke) return run_smoke(p, usage_error);
     if (p.do_needle || !p.generate.prompts_path.empty()) return run_behaviour(p, usage_error);

@@ -2,6 +2,7 @@
 // (src/cli/fit_flags.cpp), runs the fit (src/llama/fit.h: calibrate, the search,
 // prune, verify, eval, card) and prints its result.
 #include "cli/commands.h"
+#include "cli/eval_flags.h"
 #include "cli/fit_flags.h"
 #include "llama/fit_stages.h"
 
@@ -19,6 +20,17 @@ int cmd_fit(int argc, char ** argv) {
     if (p.o.corpus.empty() == p.o.saliency.empty()) {
         return t.usage_error(p.o.corpus.empty() ? "give --corpus CALIB.jsonl to calibrate on (or --saliency SALIENCY.gguf)"
                                                 : "give --corpus or --saliency, not both");
+    }
+    if (std::string why = reap::cli::behaviour_options_without_mode(p.o.needle, p.o.generate, p.o.gate_needle); !why.empty()) {
+        return t.usage_error(why);
+    }
+    const reap::fit_options defaults{};
+    if (!p.o.gate_needle && p.o.needle_slack != defaults.needle_slack) return t.usage_error("--needle-slack is for the needle gate: give --needle");
+    if (p.o.generate.prompts_path.empty() && p.o.gate_slack != defaults.gate_slack) {
+        return t.usage_error("--gate-slack is for the generation gate: give --generate PROMPTS");
+    }
+    if (!p.o.gate_needle && p.o.generate.prompts_path.empty() && p.o.gate_top != defaults.gate_top) {
+        return t.usage_error("--gate-top is for the gates: give --needle or --generate PROMPTS");
     }
     if (!reap::cli::parse_llama_runtime(t, "fit", p.o.sources[0], p.given, p.o.rt, status)) return status;
     p.o.progress = !p.quiet && isatty(fileno(stderr));

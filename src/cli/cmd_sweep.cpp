@@ -4,6 +4,7 @@
 // publishes the plans, the chart and the JSON (formats/sweep_file.h) through
 // planner::publish_sweep_files (plan/sweep.h).
 #include "cli/commands.h"
+#include "cli/eval_flags.h"
 #include "cli/sweep_flags.h"
 #include "plan/sweep.h"
 #include "util/file.h"
@@ -32,6 +33,9 @@ int cmd_sweep(int argc, char ** argv) {
     }
     if (p.sw.widths.empty() && (!p.sw.down_type.empty() || p.sw.channel_score_given)) {
         return t.usage_error(std::string(p.sw.down_type.empty() ? "--channel-score" : "--down-type") + " is for width cuts: give --widths K,...");
+    }
+    if (const std::string why = reap::cli::behaviour_options_without_mode(p.sw.needle, p.sw.generate, p.sw.do_needle); !why.empty()) {
+        return t.usage_error(why);
     }
     if (!reap::cli::parse_llama_runtime(t, "sweep", p.sw.eval.base_path, p.given, p.sw.eval.rt, status)) return status;
     p.sw.eval.progress = !p.quiet && isatty(fileno(stderr));

@@ -51,6 +51,21 @@ void declare_behaviour(options & t, needle_options & needle, generate_options & 
              });
 }
 
+std::string behaviour_options_without_mode(const needle_options & needle, const generate_options & generate, bool do_needle) {
+    const needle_options dn{};
+    const generate_options dg{};
+    if (!do_needle) {
+        if (!needle.lengths.empty()) return "--needle-lengths is for the needle grid: give --needle";
+        if (!needle.depths.empty()) return "--needle-depths is for the needle grid: give --needle";
+        if (needle.needles != dn.needles) return "--needles is for the needle grid: give --needle";
+    }
+    if (generate.prompts_path.empty()) {
+        if (generate.max_new != dg.max_new) return "--max-new is for free generation: give --generate PROMPTS";
+        if (generate.temperature != dg.temperature) return "--temp is for free generation: give --generate PROMPTS";
+    }
+    return "";
+}
+
 void declare_eval(options & t, eval_params & p) {
     t.about(
     "Runs both models over the same tokens and reports perplexity of each and their\n"

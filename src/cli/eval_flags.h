@@ -33,4 +33,10 @@ void declare_eval(options & t, eval_params & p);
 void declare_behaviour(options & t, needle_options & needle, generate_options & generate, bool & do_needle, bool with_seed,
                        const std::string & see);
 
+// "" when every behaviour option set belongs to a mode that was asked for;
+// else the usage error for the first that does not (--needle-lengths,
+// --needle-depths, --needles without --needle; --max-new, --temp without
+// --generate): an option silently ignored is a run the user did not ask for.
+std::string behaviour_options_without_mode(const needle_options & needle, const generate_options & generate, bool do_needle);
+
 } // namespace reap::cli
