@@ -488,4 +488,12 @@ TEST(SweepOutputs, APlanOverTheJsonIsRefusedBeforeScoring) {
     EXPECT_NE(out.find("a journal names only files of its own folder"), std::string::npos) << out;
     EXPECT_EQ(out.find("KLD"), std::string::npos) << "refused after scoring: " << out;
     EXPECT_FALSE(file_exists(dir + "/s2.json"));
+
+    // several sources on a domain-tagged corpus: said as it is (before, the
+    // message was about a --kld-base that was never given; issue 37, item 14)
+    ASSERT_EQ(run_cmd("cp " + shell_quote(model) + " " + shell_quote(dir + "/copy.gguf"), out), 0);
+    EXPECT_EQ(run_cmd(reap + " sweep " + shell_quote(sal) + " -m " + shell_quote(model) + " -m " + shell_quote(dir + "/copy.gguf") +
+                      " --reference " + shell_quote(model) + " -f " + shell_quote(calib) + " --keep 4 -c 128 -t 1 -q", out), 2) << out;
+    EXPECT_NE(out.find("is a domain-tagged corpus"), std::string::npos) << out;
+    EXPECT_EQ(out.find("--kld-base works"), std::string::npos) << out;
 }

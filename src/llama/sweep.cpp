@@ -2,6 +2,7 @@
 // plan by masking, and describe the result as the sweep record and a table.
 #include "llama/sweep.h"
 
+#include "corpus/corpus_line.h"
 #include "llama/eval_models.h"
 
 #include "plan/provenance.h"
@@ -12,6 +13,7 @@
 #include "util/strings.h"
 
 #include "util/disk.h"
+#include "util/file.h"
 #include "util/json.h"
 #include "util/output_rule.h"
 #include "util/path.h"
@@ -159,6 +161,13 @@ bool plan_other_sources(const sweep_options & o, sweep_result & r, std::string &
     if (o.reference.empty() && o.kld_base.empty()) {
         err = "several sources (-m given " + std::to_string(1 + o.more_sources.size()) +
               " times) are scored against one reference: give --reference REF.gguf or --kld-base REF.kld";
+        return false;
+    }
+    std::string text;
+    if (!util::read_file(o.eval.input_path, "input", text, err)) return false;
+    if (looks_like_jsonl_corpus(o.eval.input_path, text)) {
+        err = "several sources are scored against the reference's rows, which are plain text windows: -f '" + o.eval.input_path +
+              "' is a domain-tagged corpus (give its text as a plain file, or sweep one source per run)";
         return false;
     }
     r.identity = r.rm.identity;
