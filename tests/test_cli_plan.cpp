@@ -559,3 +559,50 @@ TEST(PlanCli, WidthRanksChannelsByTheArchive) {
     ASSERT_EQ(run_reap(ebase + "-o " + quote(fx.dir + "/en.json"), out), 0) << out;
     expect_reference_channels(read_json(fx.dir + "/en.json"), en, {"code"}, "ch_energy", 16);
 }
+
+// compare of a width plan: the channels each plan keeps are compared over the
+// experts both keep, so two plans of the same experts cut to different
+// channels do not compare as identical (issue 37, item 11). The channel
+// Jaccard is counted here from the plans' own channel lists.
+TEST(PlanCli, CompareWeighsTheChannelsOfWidthPlans) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("plan_cli_compare_width", fx, why)) GTEST_SKIP() << why;
+    const std::string model = fx.model("qwen3moe");
+    g::model m;
+    ASSERT_TRUE(g::open_model(model, m, why)) << why;
+    reap::plan uncut;
+    ASSERT_TRUE(prune_test::random_plan(m, 6, 5, uncut, why)) << why;
+    const int64_t n_ff = 32;   // qwen3moe's expert_feed_forward_length in the zoo
+    auto cut = [&](int64_t first) {   // channels first..first+15 of every kept expert
+        reap::plan p = uncut;
+        p.width_n_ff = n_ff;
+        p.width_keep = 16;
+        for (auto & l : p.layers) {
+            l.channels.assign(l.keep.size(), {});
+            for (auto & ch : l.channels) for (int64_t c = first; c < first + 16; ++c) ch.push_back(c);
+        }
+        return p;
+    };
+    const std::string pu = fx.dir + "/uncut.json", p0 = fx.dir + "/low.json", p8 = fx.dir + "/mid.json";
+    ASSERT_TRUE(reap::write_plan(uncut, pu, true, why) && reap::write_plan(cut(0), p0, true, why) && reap::write_plan(cut(8), p8, true, why)) << why;
+    auto channel_jaccard = [&](const std::string & a, const std::string & b, nlohmann::json & j) {
+        if (run_reap("compare " + quote(a) + " " + quote(b) + " --json", out) != 0) return false;
+        j = nlohmann::json::parse(out);
+        return true;
+    };
+    nlohmann::json j;
+    ASSERT_TRUE(channel_jaccard(p0, pu, j)) << out;
+    EXPECT_DOUBLE_EQ(j["mean_jaccard"].get<double>(), 1.0) << "the same experts";
+    ASSERT_TRUE(j.contains("width")) << j.dump(1);
+    EXPECT_DOUBLE_EQ(j["width"]["mean_channel_jaccard"].get<double>(), 16.0 / 32.0);
+    EXPECT_EQ(j["width"]["keep_a"], 16);
+    EXPECT_EQ(j["width"]["keep_b"], 32);
+    ASSERT_TRUE(channel_jaccard(p0, p8, j)) << out;
+    EXPECT_DOUBLE_EQ(j["width"]["mean_channel_jaccard"].get<double>(), 8.0 / 24.0);   // |0..15 and 8..23| / |0..23|
+    EXPECT_EQ(j["width"]["experts"].get<size_t>(), uncut.layers.size() * 6);
+    ASSERT_EQ(run_reap("compare " + quote(p0) + " " + quote(p8), out), 0) << out;
+    EXPECT_NE(out.find("channel Jaccard 0.333"), std::string::npos) << out;
+    ASSERT_TRUE(channel_jaccard(pu, pu, j)) << out;
+    EXPECT_FALSE(j.contains("width")) << "two uncut plans: no width to compare";
+}

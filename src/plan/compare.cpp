@@ -4,6 +4,9 @@
 
 #include "saliency/archive.h"
 
+#include <algorithm>
+#include <iterator>
+
 namespace reap::planner {
 
 using util::error_kind;
@@ -65,12 +68,47 @@ bool score_with_archive(const compare_request & req, plan_comparison & c, util::
     return true;
 }
 
+// The channels of both plans for every expert both keep (compare_plans has
+// checked that the layers line up).
+bool compare_widths(const plan & a, const plan & b, width_overlap & w, std::string & err) {
+    w = width_overlap();
+    if (!a.has_width() && !b.has_width()) return true;
+    w.compared = true;
+    w.n_ff = a.has_width() ? a.width_n_ff : b.width_n_ff;
+    if (a.has_width() && b.has_width() && a.width_n_ff != b.width_n_ff) {
+        err = "the plans cut experts of different widths (" + std::to_string(a.width_n_ff) + " and " + std::to_string(b.width_n_ff) + ")";
+        return false;
+    }
+    w.keep_a = a.has_width() ? a.width_keep : w.n_ff;
+    w.keep_b = b.has_width() ? b.width_keep : w.n_ff;
+    std::vector<int64_t> all(w.n_ff);
+    for (int64_t c = 0; c < w.n_ff; ++c) all[c] = c;
+    double sum = 0;
+    for (size_t l = 0; l < a.layers.size() && l < b.layers.size(); ++l) {
+        const plan_layer & la = a.layers[l], & lb = b.layers[l];
+        for (size_t i = 0; i < la.keep.size(); ++i) {
+            const auto j = std::find(lb.keep.begin(), lb.keep.end(), la.keep[i]);
+            if (j == lb.keep.end()) continue;
+            const std::vector<int64_t> & ca = a.has_width() ? la.channels[i] : all;
+            const std::vector<int64_t> & cb = b.has_width() ? lb.channels[(size_t) (j - lb.keep.begin())] : all;
+            std::vector<int64_t> both;
+            std::set_intersection(ca.begin(), ca.end(), cb.begin(), cb.end(), std::back_inserter(both));
+            sum += (double) both.size() / (double) (ca.size() + cb.size() - both.size());
+            ++w.experts;
+        }
+    }
+    w.mean_jaccard = w.experts ? sum / (double) w.experts : 1;
+    return true;
+}
+
 } // namespace
 
 bool compare_plan_files(const compare_request & req, plan_comparison & c, util::error & err) {
     std::string msg;
     if (!read_plan(req.plan_a, c.a, msg) || !read_plan(req.plan_b, c.b, msg)) return fail_with(err, error_kind::input, msg);
-    if (!compare_plans(c.a, c.b, c.overlap, msg)) return fail_with(err, error_kind::input, req.plan_a + " vs " + req.plan_b + ": " + msg);
+    if (!compare_plans(c.a, c.b, c.overlap, msg) || !compare_widths(c.a, c.b, c.width, msg)) {
+        return fail_with(err, error_kind::input, req.plan_a + " vs " + req.plan_b + ": " + msg);
+    }
     if (!req.saliency.empty()) return score_with_archive(req, c, err);
     // receipts as each plan recorded them
     c.receipts_a = column_of(recorded_of(c.a));

@@ -41,9 +41,21 @@ struct receipt_column : recorded_receipts {
 receipt_column column_of(const receipts & rc);
 receipt_column column_of(const recorded_receipts & r);
 
+// Width plans: how far the channels each plan keeps agree, over the experts
+// both keep (an uncut plan keeps every channel). Without it two cuts of the
+// same experts to different channels would compare as identical.
+struct width_overlap {
+    bool    compared = false;        // either plan cuts the experts' width
+    int64_t n_ff = 0;                // the experts' full width
+    int64_t keep_a = 0, keep_b = 0;  // channels each plan keeps per expert
+    size_t  experts = 0;             // (layer, expert) pairs both plans keep
+    double  mean_jaccard = 1;        // channel Jaccard, mean over those pairs
+};
+
 struct plan_comparison {
     plan          a, b;
     plan_overlap  overlap;
+    width_overlap width;
     bool          have_saliency = false;
     ranking       rank;                  // with saliency: the scoring (rank.opts.how: the method used)
     share_report  share_a, share_b;      // saliency kept by each plan, per layer and mean

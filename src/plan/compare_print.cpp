@@ -104,6 +104,10 @@ void print_overlap(FILE * out, const compare_request & req, const plan_compariso
         }
     }
     fprintf(out, "mean: %.2f shared, Jaccard %.3f\n", ov.mean_shared, ov.mean_jaccard);
+    if (c.width.compared) {
+        fprintf(out, "width: A keeps %" PRId64 " of %" PRId64 " channels per expert, B %" PRId64 "; channel Jaccard %.3f (mean over the %zu "
+                "experts both keep)\n", c.width.keep_a, c.width.n_ff, c.width.keep_b, c.width.mean_jaccard, c.width.experts);
+    }
     if (have_sal) {
         fprintf(out, "saliency kept: A %.2f%% (%.3f of the top-%" PRId64 " oracle's %.2f%%), B %.2f%% (%.3f of the top-%" PRId64 " oracle's %.2f%%)\n",
                 100 * sa.mean, oracle_ratio(sa.mean, oa.mean), c.a.n_keep, 100 * oa.mean, 100 * sb.mean, oracle_ratio(sb.mean, ob.mean),
@@ -164,6 +168,10 @@ nlohmann::json comparison_json(const compare_request & req, const plan_compariso
     j["layers"] = layers;
     j["mean_shared"] = c.overlap.mean_shared;
     j["mean_jaccard"] = c.overlap.mean_jaccard;
+    if (c.width.compared) {
+        j["width"] = {{"n_ff", c.width.n_ff}, {"keep_a", c.width.keep_a}, {"keep_b", c.width.keep_b}, {"experts", c.width.experts},
+                      {"mean_channel_jaccard", c.width.mean_jaccard}};
+    }
     if (have_sal) {
         j["saliency"] = {{"file", req.saliency}, {"method", method_name(c.rank.opts.how)}, {"domains", c.rank.domains},
                          {"share_a", c.share_a.mean}, {"share_b", c.share_b.mean}, {"oracle_a", c.oracle_a.mean},
