@@ -317,3 +317,61 @@ TEST(EvalCli, NamesWhatItLoadedNotWhatIsThereAfter) {
     log << lf.rdbuf();
     EXPECT_NE(log.str().find("changed while it was being evaluated"), std::string::npos) << log.str().substr(log.str().size() > 2000 ? log.str().size() - 2000 : 0);
 }
+
+// What SHA256SUMS lists is claimed only for the bytes it describes: a pruned
+// file whose bytes are not the listed ones (replaced before the eval, its
+// SHA256SUMS left as it was) is recorded under the sha256 of the bytes the
+// eval measured, with a warning, so that reap report cannot match it to the
+// build the SHA256SUMS describes; the file with the listed bytes is recorded
+// under the listed hash. Before, the listed hash was recorded either way
+// (issue 37, item 4).
+TEST(EvalCli, RecordsTheHashOfTheBytesItMeasured) {
+    const std::string dir = test_tmp_dir() + "/eval-hash";
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir) + " && mkdir -p " + shell_quote(dir + "/build"), out), 0) << out;
+    const std::string text = dir + "/text.txt", model = source_dir() + "/models/reap-moe-tiny.gguf";
+    {
+        std::ofstream t(text);
+        t << calibration_text();
+    }
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " inspect --json " + shell_quote(model), out), 0) << out;
+    const nlohmann::json census = nlohmann::json::parse(out);
+    nlohmann::json plan = {{"format", "reap-plan"}, {"version", 1},
+                           {"model", {{"arch", census["arch"]}, {"n_layer", census["n_layer"]}, {"n_expert", census["n_expert"]},
+                                      {"n_expert_used", census["n_expert_used"]}}},
+                           {"n_keep", census["n_expert"].get<int>() / 2}, {"layers", nlohmann::json::array()}};
+    std::vector<int> keep(census["n_expert"].get<int>() / 2);
+    for (size_t e = 0; e < keep.size(); ++e) keep[e] = (int) e;
+    for (const auto & l : census["moe_layers"]) plan["layers"].push_back({{"layer", l}, {"keep", keep}});
+    std::ofstream(dir + "/plan.json") << plan.dump();
+    const std::string cut = dir + "/build/cut.gguf", other = dir + "/other.gguf";
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " prune -m " + shell_quote(model) + " --plan " + shell_quote(dir + "/plan.json") +
+                      " -o " + shell_quote(cut), out), 0) << out;
+    auto sha = [&](const std::string & path) {
+        std::string s;
+        return run_cmd("sha256sum " + shell_quote(path), s) == 0 ? s.substr(0, 64) : std::string("?");
+    };
+    auto recorded = [&](std::string & log) {
+        // (a group: run_cmd's own 2>&1 is the group's, the eval's stderr goes to the log)
+        if (run_cmd("{ " + shell_quote(reap_bin()) + " eval -m " + shell_quote(model) + " -p " + shell_quote(cut) + " -f " + shell_quote(text) +
+                    " -c 128 -t 1 --json 2> " + shell_quote(dir + "/log") + " > " + shell_quote(dir + "/eval.json") + "; }", out) != 0) {
+            return std::string("(eval failed)");
+        }
+        std::ifstream lf(dir + "/log");
+        std::stringstream ss;
+        ss << lf.rdbuf();
+        log = ss.str();
+        std::ifstream jf(dir + "/eval.json");
+        return nlohmann::json::parse(jf).at("candidate_files").at(0).at("sha256").get<std::string>();
+    };
+    const std::string listed = sha(cut);
+    std::string log;
+    EXPECT_EQ(recorded(log), listed) << "the listed bytes: the listed hash";
+    EXPECT_EQ(log.find("is not the file its SHA256SUMS lists"), std::string::npos) << log;
+    // the same name, other bytes (the whole model), the SHA256SUMS as it was
+    ASSERT_EQ(run_cmd("cp " + shell_quote(model) + " " + shell_quote(other) + " && mv " + shell_quote(other) + " " + shell_quote(cut), out), 0);
+    const std::string actual = sha(cut);
+    ASSERT_NE(actual, listed);
+    EXPECT_EQ(recorded(log), actual) << "other bytes: their own hash, not the listed one";
+    EXPECT_NE(log.find("is not the file its SHA256SUMS lists"), std::string::npos) << log;
+}

@@ -91,6 +91,32 @@ TEST(ReportClaims, BaseMaskedEvalIsNotTheBuildsQuality) {
               std::string::npos);
 }
 
+// An eval against another file of the same model (reap fit scores a Q8_0
+// build against the F16 file: one header fingerprint, other bytes) says what
+// its numbers are against; one against the source file itself says "the
+// source". Before, every eval of a matching fingerprint read "KL divergence of
+// this build from the source", though its reference was the F16 file.
+TEST(ReportClaims, AnEvalAgainstAnotherFileOfTheModelNamesIt) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_reference", fx, why)) GTEST_SKIP() << why;
+    reap::eval_report r = build_eval(fx, source_sha(fx));
+    r.base_bytes = prune_test::read_all(fx.model).size();
+    r.base_path = fx.dir + "/model-F16.gguf";
+    const std::string ev = fx.dir + "/ref.json", card_dir = fx.dir + "/card";
+    write_text(ev, reap::eval_report_to_json(r).dump(2));
+    ASSERT_EQ(run_report(fx, fx.cut, {ev}, "", card_dir, false, out), 0) << out;
+    std::string ver = section(read_text(card_dir + "/README.md"), "Verified");
+    EXPECT_NE(ver.find("KL divergence of this build from the source"), std::string::npos) << ver;
+    r.base_bytes += 4096;
+    write_text(ev, reap::eval_report_to_json(r).dump(2));
+    ASSERT_EQ(run_report(fx, fx.cut, {ev}, "", card_dir, true, out), 0) << out;
+    ver = section(read_text(card_dir + "/README.md"), "Verified");
+    EXPECT_EQ(ver.find("from the source"), std::string::npos) << ver;
+    EXPECT_NE(ver.find("KL divergence of this build from `model-F16.gguf`"), std::string::npos) << ver;
+    EXPECT_NE(ver.find("another file of it (" + reap::util::group_digits((int64_t) r.base_bytes) + " bytes"), std::string::npos) << ver;
+}
+
 // Issue 23, item 3: an eval records the base it compared with; one against
 // another model (a model of the same shape, its header differing) is not
 // counted for this build. Against the binary before this change it was

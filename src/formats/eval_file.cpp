@@ -34,7 +34,10 @@ ojson report_body(const eval_report & r) {
     j["n_samples"]         = r.n_samples;
     j["n_samples_skipped"] = r.n_samples_skipped;
     j["kld_base"]          = r.kld_base_mode;
-    if (!r.base_path.empty()) j["base"] = {{"file", r.base_path}, {"header_sha256", r.base_sha256}};
+    if (!r.base_path.empty()) {
+        j["base"] = {{"file", r.base_path}, {"header_sha256", r.base_sha256}};
+        if (r.base_bytes) j["base"]["bytes"] = r.base_bytes;
+    }
     j["reference"] = r.base_masked() ? "masked_base" : "base";
     if (!r.candidate.empty()) {
         j["candidate"] = r.candidate;
@@ -93,7 +96,7 @@ bool mtp_from_json(json_fields & f, eval_report & r) {
 bool identity_from_json(json_fields & f, eval_report & r) {
     if (f.has("base")) {
         json_fields b = f.child("base");
-        if (!b.str("file", r.base_path) || !b.sha256("header_sha256", r.base_sha256)) return false;
+        if (!b.str("file", r.base_path) || !b.sha256("header_sha256", r.base_sha256) || !b.opt_u64("bytes", r.base_bytes)) return false;
     }
     if (!f.opt_str("candidate", r.candidate) || !f.opt_boolean("masked", r.masked) || !f.opt_str("base_mask", r.base_mask) ||
         !f.opt_sha256("base_mask_sha256", r.base_mask_sha256) || !f.opt_sha256("candidate_sha256", r.candidate_sha256) ||

@@ -61,10 +61,16 @@ struct eval_report {
     // The base model: its path and fingerprint (model_header_sha256); both ""
     // when the base came from a --kld-base file alone (and in version-1 files).
     std::string base_path, base_sha256;
+    // ... and its files' bytes (0: not recorded, files written before it was):
+    // the header fingerprint is one model's at every quantisation, its bytes
+    // tell the source file from another quantisation of it
+    uint64_t    base_bytes = 0;
     // What was measured, for receipts (`reap report` matches an eval to a build
     // by these, not by path): the -f file and its sha256; for a pruned file each
-    // of its files with its size and the hash SHA256SUMS beside it lists ("" when
-    // none does); for a mask the sha256 of the plan bytes that were parsed.
+    // of its files with its size and, when SHA256SUMS beside it lists one, the
+    // sha256 of its bytes as hashed by the eval (the listed hash only when the
+    // bytes have it; "" when none is listed); for a mask the sha256 of the plan
+    // bytes that were parsed.
     std::string input_path, input_sha256;
     struct file_id {
         std::string name;

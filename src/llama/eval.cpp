@@ -760,6 +760,7 @@ struct measured_inputs {
     expert_mask                 base_mask;
     size_t                      n_masks = 0;
     std::string                 base_sha256;
+    uint64_t                    base_bytes = 0;
     std::vector<file_signature> pruned_sigs;
 };
 
@@ -770,6 +771,7 @@ bool identify_inputs(const eval_options & opt, const std::vector<eval_candidate>
         gguf::model g;
         if (!gguf::open_model(opt.base_path, g, err)) return false;
         ids.base_sha256 = model_header_sha256(g);
+        ids.base_bytes = g.file_bytes();
         const std::string base_name = "base '" + opt.base_path + "'";
         if (!opt.base_mask_path.empty() && !load_mask(opt.base_mask_path, g, base_name, ids.base_mask, err)) {
             err = "--base-mask " + err;
@@ -800,6 +802,7 @@ void name_measurement(const eval_options & opt, const eval_candidate & c, const 
     r.base_mask_sha256 = ids.base_mask.plan_sha256;
     r.base_path = opt.base_path;
     r.base_sha256 = ids.base_sha256;
+    r.base_bytes = ids.base_bytes;
     r.input_path = opt.input_path;
     r.input_sha256 = input_sha;
     if (c.masked()) r.candidate_sha256 = ids.masks[i].plan_sha256;

@@ -1012,6 +1012,21 @@ std::string method_section(const card & c) {
 }
 
 
+// What an eval's numbers are against: the source file, or another file of the
+// same model (its header fingerprint is the source's at every quantisation:
+// reap fit scores against a reference such as the F16 file) named as such.
+std::string measured_against(const card & c, const eval_report & r) {
+    if (r.base_bytes == 0 || r.base_bytes == c.src.m.file_bytes()) {
+        return ": KL divergence of this build from the source, per token over the full vocabulary; top-1 agreement with the source; "
+               "perplexity ratio (build / source).\n\n";
+    }
+    const std::string ref = code(util::base_name(r.base_path));
+    return ": KL divergence of this build from " + ref + ", per token over the full vocabulary; top-1 agreement with it; perplexity ratio " +
+           "(build / " + ref + "). " + ref + " is the eval's reference: the same model as the source by its fingerprint, another file of it (" +
+           util::group_digits((int64_t) r.base_bytes) + " bytes; the source has " + util::group_digits((int64_t) c.src.m.file_bytes()) +
+           "), such as a higher-precision quantisation.\n\n";
+}
+
 std::string verified_sections(const card & c) {
     std::string o = "## Verified\n\n";
     for (const auto & v : c.verified) o += "* " + v + "\n";
@@ -1019,8 +1034,7 @@ std::string verified_sections(const card & c) {
     for (const auto & e : c.evals) {
         o += "**" + code(util::base_name(e.json_file)) + "**" + (e.r.input_path.empty() ? "" : " on " + code(util::base_name(e.r.input_path))) +
              (e.r.input_sha256.empty() ? "" : " (sha256 " + code(e.r.input_sha256.substr(0, 16) + "…") + ")") +
-             ": KL divergence of this build from the source, per token over the full vocabulary; top-1 agreement with the source; perplexity ratio (build / source).\n\n" +
-             eval_table(e) + "\n";
+             measured_against(c, e.r) + eval_table(e) + "\n";
     }
     o += "## Not verified\n\n";
     for (const auto & v : c.unverified) o += "* " + v + "\n";
