@@ -117,6 +117,45 @@ TEST(ReportClaims, AnEvalAgainstAnotherFileOfTheModelNamesIt) {
     EXPECT_NE(ver.find("another file of it (" + reap::util::group_digits((int64_t) r.base_bytes) + " bytes"), std::string::npos) << ver;
 }
 
+// Domain names from an eval file are data in the card's table: a pipe, HTML
+// and a link in them are escaped, so the table keeps its columns and nothing
+// renders as markup (issue 37, item 8).
+TEST(ReportClaims, DomainNamesInTheEvalTableAreText) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_hostile_domains", fx, why)) GTEST_SKIP() << why;
+    reap::eval_report r = build_eval(fx, source_sha(fx));
+    const std::vector<std::string> names = {"a|b", "<script>alert(1)</script>", "[c](javascript:alert(1))"};
+    for (const std::string & n : names) {
+        reap::eval_metrics m = r.overall;
+        m.n_tokens = 100;
+        r.domains.push_back({n, m});
+    }
+    const std::string ev = fx.dir + "/hostile.json", card_dir = fx.dir + "/card";
+    write_text(ev, reap::eval_report_to_json(r).dump(2));
+    ASSERT_EQ(run_report(fx, fx.cut, {ev}, "", card_dir, false, out), 0) << out;
+    const std::string card = read_text(card_dir + "/README.md");
+    std::string outside_code;   // (inside a code span, markup is shown as text)
+    bool in_code = false;
+    for (char ch : card) {
+        if (ch == '`') in_code = !in_code;
+        else if (!in_code) outside_code += ch;
+    }
+    EXPECT_EQ(outside_code.find("<script>"), std::string::npos);
+    EXPECT_EQ(outside_code.find("](javascript:"), std::string::npos);
+    // every row of the eval table has its 7 columns (8 unescaped pipes)
+    const std::string ver = section(card, "Verified");
+    size_t rows = 0;
+    for (size_t a = ver.find("\n| "); a != std::string::npos; a = ver.find("\n| ", a + 1)) {
+        const std::string line = ver.substr(a + 1, ver.find('\n', a + 1) - a - 1);
+        size_t pipes = 0;
+        for (size_t i = 0; i < line.size(); ++i) pipes += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+        EXPECT_EQ(pipes, 8u) << line;
+        ++rows;
+    }
+    EXPECT_GE(rows, names.size() + 2) << ver;   // the header, the domains, all
+}
+
 // Issue 23, item 3: an eval records the base it compared with; one against
 // another model (a model of the same shape, its header differing) is not
 // counted for this build. Against the binary before this change it was

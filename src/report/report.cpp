@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
@@ -466,7 +467,7 @@ std::string eval_table(const eval_entry & e) {
              " | " + fmt("%.4f", m.kld_p99) + " | " + pct(m.argmax_agree, 2) + " | " + fmt("%.4f", m.ppl_ratio) + " |\n";
     };
     for (const auto & [name, m] : e.r.domains) {
-        if (m.n_tokens) row(name, m);
+        if (m.n_tokens) row(util::markdown_text(name), m);   // a domain's name is data
     }
     row("**all**", e.r.overall);
     return o;
@@ -493,7 +494,12 @@ std::string hf_repo_of(const gguf::model & m) {
         if (util::starts_with(url, pre.c_str())) {
             std::string id = url.substr(pre.size());
             while (!id.empty() && id.back() == '/') id.pop_back();
-            if (std::count(id.begin(), id.end(), '/') == 1) return id;
+            // an org/name as the Hub spells one, nothing else: the id goes into
+            // the front matter unquoted, and a newline there would add keys
+            const bool plain = std::all_of(id.begin(), id.end(), [](char ch) {
+                return std::isalnum((unsigned char) ch) || ch == '-' || ch == '_' || ch == '.' || ch == '/';
+            });
+            if (plain && std::count(id.begin(), id.end(), '/') == 1 && id.front() != '/' && id.back() != '/') return id;
         }
     }
     return "";
@@ -829,7 +835,7 @@ void judge_evals(card & c) {
             if (c.sal.have && !calib_domains.count(name)) {
                 c.unverified.push_back("**Pruned blind for " + code(name) + "**: the eval has it, the calibration corpus does not; the cut chose experts without seeing it (KLD " + fmt("%.4f", m.kld_mean) + ").");
             } else if (!plan_domains.empty() && std::find(plan_domains.begin(), plan_domains.end(), name) == plan_domains.end()) {
-                c.unverified.push_back("**Pruned blind for " + code(name) + "**: calibrated, but the plan scored only " + util::join(plan_domains, ", ") + ".");
+                c.unverified.push_back("**Pruned blind for " + code(name) + "**: calibrated, but the plan scored only " + util::markdown_text(util::join(plan_domains, ", ")) + ".");
             }
         }
         if (c.sal.have) {
@@ -984,7 +990,7 @@ std::string method_section(const card & c) {
         if (ms.min > 0)
             o += "* **Safety margin**: no pruned expert ranks better than " + std::to_string(ms.min) + " of " + std::to_string(p.n_expert) +
                  " in any of the plan's domains, in any MoE layer (median layer: " + fmt("%.0f", ms.median) + "; the closest call: layer " +
-                 std::to_string(ms.layer) + " expert " + std::to_string(ms.expert) + " in " + ms.domain + ").\n";
+                 std::to_string(ms.layer) + " expert " + std::to_string(ms.expert) + " in " + util::markdown_text(ms.domain) + ").\n";
         // super experts and dead experts
         std::vector<std::string> supers;
         for (const auto & x : sal.rank.super_candidates) {
