@@ -1256,6 +1256,23 @@ TEST(Journal, NamesOnlyFilesOfItsFolder) {
     }
 }
 
+namespace {
+
+// A plan keeping half the experts of `model` (seeded) and an imatrix of it,
+// written to `plan` and `imatrix`: the inputs of a prune --imatrix.
+bool half_plan_and_imatrix(const std::string & model, const std::string & plan, const std::string & imatrix, std::string & why) {
+    g::model gm;
+    reap::plan p;
+    if (!g::open_model(model, gm, why) || !prune_test::random_plan(gm, prune_test::half_keep(gm), 31, p, why) ||
+        !reap::write_plan(p, plan, true, why)) {
+        return false;
+    }
+    write_imatrix_for(gm, imatrix);
+    return true;
+}
+
+} // namespace
+
 // Issue 23 item 14: SHA256SUMS lists every file prune writes in its folder,
 // the sliced imatrix beside the model too (not one written elsewhere), as
 // GNU sha256sum checks it; an imatrix records no model identity, so one made
@@ -1269,13 +1286,8 @@ TEST(Sha256Sums, ListTheSlicedImatrixBesideTheModel) {
     if (!setup("sums-imatrix", fx, why)) GTEST_SKIP() << why;
     fx.dir = fast_scratch("sums-imatrix");
     const std::string m = fx.model("gpt-oss");
-    g::model gm;
-    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
-    reap::plan p;
-    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 31, p, why)) << why;
     const std::string plan = fx.dir + "/p.json", imatrix = fx.dir + "/source.imatrix.gguf";
-    ASSERT_TRUE(reap::write_plan(p, plan, true, why)) << why;
-    write_imatrix_for(gm, imatrix);
+    ASSERT_TRUE(half_plan_and_imatrix(m, plan, imatrix, why)) << why;
     const std::string here = fx.dir + "/here", there = fx.dir + "/there";
     ::mkdir(here.c_str(), 0755);
     ::mkdir(there.c_str(), 0755);
@@ -1511,13 +1523,8 @@ TEST(OutputRule, TheSlicedImatrixIsNeverWrittenAsAChecksumFile) {
     std::string why, out;
     if (!setup("imatrix-sums", fx, why)) GTEST_SKIP() << why;
     const std::string m = fx.model("gpt-oss");
-    g::model gm;
-    ASSERT_TRUE(g::open_model(m, gm, why)) << why;
-    reap::plan p;
-    ASSERT_TRUE(prune_test::random_plan(gm, prune_test::half_keep(gm), 31, p, why)) << why;
     const std::string plan = fx.dir + "/p.json", imatrix = fx.dir + "/source.imatrix.gguf";
-    ASSERT_TRUE(reap::write_plan(p, plan, true, why)) << why;
-    write_imatrix_for(gm, imatrix);
+    ASSERT_TRUE(half_plan_and_imatrix(m, plan, imatrix, why)) << why;
     const std::string s4 = fx.dir + "/s4", other = fx.dir + "/other";
     ::mkdir(s4.c_str(), 0755);
     ::mkdir(other.c_str(), 0755);

@@ -2,6 +2,7 @@
 #include "cli/args.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 namespace reap::cli {
@@ -129,6 +130,19 @@ bool parse_integer(const std::string & option, const std::string & s, int64_t mi
         err = what + "is not " + kind_of_integer(min);
         return false;
     }
+    return true;
+}
+
+bool parse_number(const std::string & option, const std::string & s, double lo, double hi, double & out, std::string & err) {
+    char * end = nullptr;
+    const double x = strtod(s.c_str(), &end);
+    if (s.empty() || *end || !(x >= lo && x <= hi)) {
+        char range[64];
+        snprintf(range, sizeof(range), "%g..%g", lo, hi);
+        err = option + ": '" + s + "' is not a number within " + range;
+        return false;
+    }
+    out = x;
     return true;
 }
 

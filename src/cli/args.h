@@ -36,6 +36,10 @@ enum exit_status : int {
 bool parse_integer(const std::string & option, const std::string & s, int64_t min, int64_t max, int64_t & out,
                    std::string & err);
 
+// The one real-number parser of the command line: all of `s` a number (strtod)
+// within [lo, hi]; else err = "<option>: '<s>' is not a number within LO..HI".
+bool parse_number(const std::string & option, const std::string & s, double lo, double hi, double & out, std::string & err);
+
 // "A,B,..." (split_list), each item as parse_integer takes it, appended to `out`.
 bool parse_integer_list(const std::string & option, const std::string & v, int64_t min, int64_t max,
                         std::vector<int64_t> & out, std::string & err);

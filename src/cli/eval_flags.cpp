@@ -19,12 +19,8 @@ void declare_behaviour(options & t, needle_options & needle, generate_options & 
     t.custom("--needle-depths", "D,...", "where the needle goes, 0..1 of the haystack (default 0.15,0.5,0.85)",
              [&needle](const std::string & v, std::string & err) {
                  for (const auto & s : split_list(v)) {
-                     char * end = nullptr;
-                     const double d = strtod(s.c_str(), &end);
-                     if (s.empty() || *end || !(d >= 0 && d <= 1)) {
-                         err = "--needle-depths: '" + s + "' is not a number within 0..1";
-                         return false;
-                     }
+                     double d = 0;
+                     if (!parse_number("--needle-depths", s, 0, 1, d, err)) return false;
                      needle.depths.push_back(d);
                  }
                  return true;
@@ -39,16 +35,7 @@ void declare_behaviour(options & t, needle_options & needle, generate_options & 
     t.integer("--max-new", "N", "tokens --generate writes at most per prompt (default 128)", 1, INT32_MAX,
               generate.max_new);
     t.custom("--temp", "T", "--generate samples at temperature T, seeded (default 0: greedy)",
-             [&generate](const std::string & v, std::string & err) {
-                 char * end = nullptr;
-                 const double x = strtod(v.c_str(), &end);
-                 if (v.empty() || *end || !(x >= 0 && x <= 100)) {
-                     err = "--temp: '" + v + "' is not a number within 0..100";
-                     return false;
-                 }
-                 generate.temperature = x;
-                 return true;
-             });
+             [&generate](const std::string & v, std::string & err) { return parse_number("--temp", v, 0, 100, generate.temperature, err); });
 }
 
 std::string behaviour_options_without_mode(const needle_options & needle, const generate_options & generate, bool do_needle) {

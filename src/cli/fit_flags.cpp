@@ -101,16 +101,7 @@ void declare_fit(options & t, fit_params & p) {
     t.integer("--needle-slack", "N", "exact needle cells the winner may lose against the reference (default 0)", 0, INT32_MAX,
               p.o.needle_slack);
     t.custom("--gate-slack", "R", "--generate: the loop rate may rise, the termination rate fall, by R (default 0.05)",
-             [&p](const std::string & v, std::string & err) {
-                 char * end = nullptr;
-                 const double x = strtod(v.c_str(), &end);
-                 if (v.empty() || *end || !(x >= 0 && x <= 1)) {
-                     err = "--gate-slack: '" + v + "' is not a rate within 0..1";
-                     return false;
-                 }
-                 p.o.gate_slack = x;
-                 return true;
-             });
+             [&p](const std::string & v, std::string & err) { return parse_number("--gate-slack", v, 0, 1, p.o.gate_slack, err); });
     t.integer("--gate-top", "N", "candidates gated a round, best KLD first; when none passes, the next N (default 3)", 1, INT32_MAX,
               p.o.gate_top);
     reap::cli::declare_ranking(t, p.o.rank, p.o.method_given);
