@@ -117,6 +117,34 @@ TEST(ReportClaims, AnEvalAgainstAnotherFileOfTheModelNamesIt) {
     EXPECT_NE(ver.find("another file of it (" + reap::util::group_digits((int64_t) r.base_bytes) + " bytes"), std::string::npos) << ver;
 }
 
+// An eval records its base's router hash; one against a model of the same
+// header and size with other router weights (the probe: one layer's router
+// x1.01) is not this build's measurement; one whose router hash is the
+// source's (computed here from the source's routers) is (issue 37, item 3).
+TEST(ReportClaims, AnEvalAgainstOtherRouterWeightsIsNotCounted) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_router", fx, why)) GTEST_SKIP() << why;
+    g::model m;
+    ASSERT_TRUE(g::open_model(fx.model, m, why)) << why;
+    reap::moe::model_identity id;
+    ASSERT_TRUE(reap::moe::identity_of(m, id, why)) << why;
+    reap::eval_report r = build_eval(fx, source_sha(fx));
+    r.base_router_sha256 = std::string(64, 'f');
+    const std::string ev = fx.dir + "/router.json", card_dir = fx.dir + "/card";
+    write_text(ev, reap::eval_report_to_json(r).dump(2));
+    ASSERT_EQ(run_report(fx, fx.cut, {ev}, "", card_dir, false, out), 0) << out;
+    std::string card = read_text(card_dir + "/README.md");
+    EXPECT_EQ(section(card, "Verified").find("KLD mean"), std::string::npos) << section(card, "Verified");
+    EXPECT_NE(section(card, "Not verified").find("other router weights"), std::string::npos) << section(card, "Not verified");
+    r.base_router_sha256 = id.router_sha256;
+    write_text(ev, reap::eval_report_to_json(r).dump(2));
+    ASSERT_EQ(run_report(fx, fx.cut, {ev}, "", card_dir, true, out), 0) << out;
+    card = read_text(card_dir + "/README.md");
+    EXPECT_NE(section(card, "Verified").find("**Eval `router.json`**: measured on this build's files"), std::string::npos)
+        << section(card, "Verified");
+}
+
 // Domain names from an eval file are data in the card's table: a pipe, HTML
 // and a link in them are escaped, so the table keeps its columns and nothing
 // renders as markup (issue 37, item 8).

@@ -37,6 +37,7 @@ ojson report_body(const eval_report & r) {
     if (!r.base_path.empty()) {
         j["base"] = {{"file", r.base_path}, {"header_sha256", r.base_sha256}};
         if (r.base_bytes) j["base"]["bytes"] = r.base_bytes;
+        if (!r.base_router_sha256.empty()) j["base"]["router_sha256"] = r.base_router_sha256;
     }
     j["reference"] = r.base_masked() ? "masked_base" : "base";
     if (!r.candidate.empty()) {
@@ -96,7 +97,10 @@ bool mtp_from_json(json_fields & f, eval_report & r) {
 bool identity_from_json(json_fields & f, eval_report & r) {
     if (f.has("base")) {
         json_fields b = f.child("base");
-        if (!b.str("file", r.base_path) || !b.sha256("header_sha256", r.base_sha256) || !b.opt_u64("bytes", r.base_bytes)) return false;
+        if (!b.str("file", r.base_path) || !b.sha256("header_sha256", r.base_sha256) || !b.opt_u64("bytes", r.base_bytes) ||
+            !b.opt_sha256("router_sha256", r.base_router_sha256)) {
+            return false;
+        }
     }
     if (!f.opt_str("candidate", r.candidate) || !f.opt_boolean("masked", r.masked) || !f.opt_str("base_mask", r.base_mask) ||
         !f.opt_sha256("base_mask_sha256", r.base_mask_sha256) || !f.opt_sha256("candidate_sha256", r.candidate_sha256) ||

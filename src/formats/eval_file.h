@@ -65,6 +65,10 @@ struct eval_report {
     // the header fingerprint is one model's at every quantisation, its bytes
     // tell the source file from another quantisation of it
     uint64_t    base_bytes = 0;
+    // ... and the SHA-256 of its routers (moe/identity.h; "" in files written
+    // before it was recorded): a model of the same header and size with other
+    // router weights is another model
+    std::string base_router_sha256;
     // What was measured, for receipts (`reap report` matches an eval to a build
     // by these, not by path): the -f file and its sha256; for a pruned file each
     // of its files with its size and, when SHA256SUMS beside it lists one, the

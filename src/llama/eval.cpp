@@ -11,6 +11,7 @@
 #include "metrics/kld_record.h"
 #include "metrics/token_metrics.h"
 #include "gguf/gguf.h"
+#include "moe/identity.h"
 #include "util/file.h"
 #include "util/path.h"
 #include "util/sha256.h"
@@ -761,6 +762,7 @@ struct measured_inputs {
     size_t                      n_masks = 0;
     std::string                 base_sha256;
     uint64_t                    base_bytes = 0;
+    std::string                 base_router_sha256;
     std::vector<file_signature> pruned_sigs;
 };
 
@@ -772,6 +774,9 @@ bool identify_inputs(const eval_options & opt, const std::vector<eval_candidate>
         if (!gguf::open_model(opt.base_path, g, err)) return false;
         ids.base_sha256 = model_header_sha256(g);
         ids.base_bytes = g.file_bytes();
+        moe::model_identity id;
+        if (!moe::identity_of(g, id, err)) return false;
+        ids.base_router_sha256 = id.router_sha256;
         const std::string base_name = "base '" + opt.base_path + "'";
         if (!opt.base_mask_path.empty() && !load_mask(opt.base_mask_path, g, base_name, ids.base_mask, err)) {
             err = "--base-mask " + err;
@@ -803,6 +808,7 @@ void name_measurement(const eval_options & opt, const eval_candidate & c, const 
     r.base_path = opt.base_path;
     r.base_sha256 = ids.base_sha256;
     r.base_bytes = ids.base_bytes;
+    r.base_router_sha256 = ids.base_router_sha256;
     r.input_path = opt.input_path;
     r.input_sha256 = input_sha;
     if (c.masked()) r.candidate_sha256 = ids.masks[i].plan_sha256;

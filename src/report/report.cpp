@@ -102,6 +102,7 @@ struct eval_entry {
 // What the report knows of this build, to match an eval against.
 struct build_identity {
     std::string                        source_sha256;   // plan::model_header_sha256 of the source
+    std::string                        source_router_sha256;   // moe::identity_of's router hash of the source
     std::map<std::string, std::string> sums;            // the build's files and their SHA256SUMS hashes
     std::string                        plan_sha256, pruned_path, plan_path;
 };
@@ -112,6 +113,12 @@ bool reference_is_source(const eval_report & r, const build_identity & b, eval_e
         e.match = eval_match::other;
         e.why = "it compares with the source masked by " + code(util::base_name(r.base_mask)) +
                 " (`--base-mask`), not with the source: a measurement of a masked base, not of this build's quality";
+        return false;
+    }
+    if (!r.base_router_sha256.empty() && r.base_router_sha256 != b.source_router_sha256) {
+        e.match = eval_match::other;
+        e.why = "it was measured against another base model: the same header, other router weights (router sha256 " +
+                r.base_router_sha256.substr(0, 12) + "…; this source's is " + b.source_router_sha256.substr(0, 12) + "…)";
         return false;
     }
     if (!r.base_sha256.empty() && r.base_sha256 != b.source_sha256) {
@@ -592,6 +599,9 @@ bool audit_build(card & c, bool & differs, std::string & err) {
     }
     if (!open_facts(opt.pruned, c.cut, err)) return false;
     c.build.source_sha256 = model_header_sha256(c.src.m);
+    moe::model_identity source_id;
+    if (!moe::identity_of(c.src.m, source_id, err)) return false;
+    c.build.source_router_sha256 = source_id.router_sha256;
     c.build.pruned_path = opt.pruned;
     c.build.plan_path = opt.plan;
     std::vector<std::pair<std::string, std::string>> entries;
