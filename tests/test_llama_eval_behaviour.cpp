@@ -318,3 +318,25 @@ TEST(EvalBehaviour, ProgressLineOnATerminalNotWithQuiet) {
     ASSERT_EQ(run_cmd("script -qec " + shell_quote(run + " -q --json > /dev/null") + " /dev/null", out), 0) << out;
     EXPECT_EQ(out.find("ETA"), std::string::npos) << out;
 }
+
+// A run past the model's trained context is refused before anything is
+// allocated: --max-new 2147483647 (before, the KV cache grew until the process
+// was killed), and a needle length past it (before, run without a word; issue
+// 37, item 10). The trained context of the project's models is 256.
+TEST(EvalBehaviour, PastTheTrainedContextIsRefused) {
+    const std::string dir = prune_test::scratch("behaviour-context");
+    std::string hay;
+    for (int i = 0; i < 200; ++i) hay += "The river runs past the old mill and on to the sea. ";
+    ASSERT_TRUE(write_file(dir + "/hay.txt", hay));
+    ASSERT_TRUE(write_file(dir + "/prompts.jsonl", "{\"domain\": \"en\", \"text\": \"Tell me about the river.\"}\n"));
+    const std::string reap = shell_quote(reap_test::reap_bin()) + " eval -m " + shell_quote(trained()) + " -p " + shell_quote(trained());
+    for (const std::string & args : {" --generate " + shell_quote(dir + "/prompts.jsonl") + " --max-new 2147483647",
+                                     " --needle -f " + shell_quote(dir + "/hay.txt") + " --needle-lengths 64,1000"}) {
+        SCOPED_TRACE(args);
+        std::string out;
+        EXPECT_EQ(run_cmd("timeout 120 " + reap + args + " -t 1 -q", out), 2) << out;
+        EXPECT_NE(out.find("past the model's trained context of 256"), std::string::npos) << out;
+    }
+    std::string out;   // within it, the same runs go through
+    EXPECT_EQ(run_cmd(reap + " --generate " + shell_quote(dir + "/prompts.jsonl") + " --max-new 16 -t 1 -q", out), 0) << out;
+}

@@ -1107,7 +1107,7 @@ bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & e
         err = "the prompt tokenizes to nothing";
         return false;
     }
-    const int n_ctx = (int) prompt.size() + opt.n_predict;
+    const int64_t n_ctx = (int64_t) prompt.size() + opt.n_predict;
 
     auto generate = [&](llama_model * model, std::vector<int32_t> & out) {
         ctx_ptr ctx = continuation_context(model, opt.rt, n_ctx, nullptr, err);

@@ -259,11 +259,19 @@ bool visit_models(const std::string & base_path, const std::string & base_mask_p
     return unchanged_since(sigs, err);
 }
 
-ctx_ptr continuation_context(llama_model * model, const eval_runtime & rt_in, int n_ctx, mask_hook * hook, std::string & err) {
+ctx_ptr continuation_context(llama_model * model, const eval_runtime & rt_in, int64_t n_ctx, mask_hook * hook, std::string & err) {
+    // past the trained context a model's positions are ones it never saw (and
+    // an unbounded --max-new would size the KV cache without end): refused
+    const int64_t trained = llama_model_n_ctx_train(model);
+    if (trained > 0 && n_ctx > trained) {
+        err = "a context of " + std::to_string(n_ctx) + " tokens is needed (the longest prompt and what may be written after it), past " +
+              "the model's trained context of " + std::to_string(trained) + ": shorten the prompts, --max-new or --needle-lengths";
+        return nullptr;
+    }
     eval_runtime rt = rt_in;
-    rt.n_batch = std::max(rt.n_batch, n_ctx);  // the prompt goes in one decode
+    rt.n_batch = std::max(rt.n_batch, (int) n_ctx);  // the prompt goes in one decode
     rt.n_ubatch = std::min(rt.n_ubatch, rt.n_batch);
-    return make_context(model, rt, n_ctx, 1, err, hook);
+    return make_context(model, rt, (int) n_ctx, 1, err, hook);
 }
 
 bool decode_continuation(llama_context * ctx, mask_hook * hook, const std::vector<int32_t> & prompt, int n_max,

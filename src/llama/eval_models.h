@@ -97,7 +97,7 @@ bool visit_models(const std::string & base_path, const std::string & base_mask_p
 
 // A context for decoding up to n_ctx tokens in one sequence, the prompt in
 // one decode (-b at least n_ctx).
-ctx_ptr continuation_context(llama_model * model, const eval_runtime & rt, int n_ctx, mask_hook * hook, std::string & err);
+ctx_ptr continuation_context(llama_model * model, const eval_runtime & rt, int64_t n_ctx, mask_hook * hook, std::string & err);
 
 // The continuation of `prompt` in ctx (its memory cleared first): the prompt
 // in one decode, then a token a decode, up to n_max tokens or an

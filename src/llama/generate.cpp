@@ -35,7 +35,7 @@ generation_model generate_all(llama_model * model, mask_hook * hook, const corpu
     ok = false;
     size_t longest = 0;
     for (const auto & s : prompts.samples) longest = std::max(longest, s.tokens.size());
-    ctx_ptr ctx = continuation_context(model, rt, (int) longest + max_new, hook, err);
+    ctx_ptr ctx = continuation_context(model, rt, (int64_t) longest + max_new, hook, err);
     if (!ctx) return gm;
     const llama_vocab * vocab = llama_model_get_vocab(model);
     for (size_t i = 0; i < prompts.samples.size(); ++i) {

@@ -94,7 +94,7 @@ bool answer_all(llama_model * model, mask_hook * hook, const eval_runtime & rt,
                 progress_line & prog, std::string & err) {
     size_t longest = 0;
     for (size_t c = 0; c < prompts.size(); ++c) longest = std::max(longest, prompts[c].size() + r.cells[c].n_answer);
-    ctx_ptr ctx = continuation_context(model, rt, (int) longest, hook, err);
+    ctx_ptr ctx = continuation_context(model, rt, (int64_t) longest, hook, err);
     if (!ctx) return false;
     const llama_vocab * vocab = llama_model_get_vocab(model);
     for (size_t c = 0; c < prompts.size(); ++c) {
