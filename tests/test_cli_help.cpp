@@ -519,6 +519,9 @@ TEST_F(Cli, AnOptionWithoutItsModeIsRefused) {
         {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --needle --gate-slack 0.1",
          "--gate-slack is for the generation gate: give --generate PROMPTS"},
         {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --gate-top 2", "--gate-top is for the gates: give --needle or --generate"},
+        // an empty list is no list (before, "," meant the defaults)
+        {"eval" + files + " --needle --needle-lengths ,", "--needle-lengths: ',' names no length"},
+        {"eval" + files + " --needle --needle-depths ,", "--needle-depths: ',' names no depth"},
     };
     for (const auto & [args, why] : cases) {
         SCOPED_TRACE("reap " + args);

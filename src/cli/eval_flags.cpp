@@ -13,11 +13,19 @@ void declare_behaviour(options & t, needle_options & needle, generate_options & 
              "context, the largest five)", [&needle](const std::string & v, std::string & err) {
                  std::vector<int64_t> lengths;
                  if (!parse_integer_list("--needle-lengths", v, 1, INT32_MAX, lengths, err)) return false;
+                 if (lengths.empty()) {   // "," is no list, not the defaults
+                     err = "--needle-lengths: '" + v + "' names no length";
+                     return false;
+                 }
                  needle.lengths.insert(needle.lengths.end(), lengths.begin(), lengths.end());
                  return true;
              });
     t.custom("--needle-depths", "D,...", "where the needle goes, 0..1 of the haystack (default 0.15,0.5,0.85)",
              [&needle](const std::string & v, std::string & err) {
+                 if (split_list(v).empty()) {
+                     err = "--needle-depths: '" + v + "' names no depth";
+                     return false;
+                 }
                  for (const auto & s : split_list(v)) {
                      double d = 0;
                      if (!parse_number("--needle-depths", s, 0, 1, d, err)) return false;
