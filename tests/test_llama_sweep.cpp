@@ -440,6 +440,20 @@ TEST(SweepTable, ColumnsAlignWithLongSourcePaths) {
 
     const std::vector<std::string> same_name = {"first/run/of/the/quantiser/Q4_K_M.gguf", "second/Q4_K_M.gguf"};
     expect_aligned(printed_lines(two_budget_record(same_name)), same_name);
+
+    // two sources that score alike (byte-identical copies): a tie, not a win
+    // "by 0.000000 nats" (issue 37, item 14)
+    reap::sweep_record tie = two_budget_record({"a/Q8_0.gguf", "b/Q8_0-copy.gguf"});
+    for (auto & q : tie.sources[1].points) {
+        q.n_keep = tie.sources[0].points[&q - &tie.sources[1].points[0]].n_keep;
+        q.predicted_bytes = tie.sources[0].points[&q - &tie.sources[1].points[0]].predicted_bytes;
+        q.overall = tie.sources[0].points[&q - &tie.sources[1].points[0]].overall;
+    }
+    tie.frontier = reap::sweep_frontier(tie.sources);
+    std::string printed;
+    for (const auto & l : printed_lines(tie)) printed += l + "\n";
+    EXPECT_EQ(printed.find("by 0.000000 nats"), std::string::npos) << printed;
+    EXPECT_NE(printed.find("tied with"), std::string::npos) << printed;
 }
 
 // Two outputs of one run that resolve to the same file, or a folder holding a

@@ -414,7 +414,11 @@ void print_sweep_sources(FILE * out, const sweep_record & s) {
     for (const sweep_frontier_entry & e : s.frontier) {
         fprintf(out, "  %s %s: %s wins with N = %" PRId64 " (KLD %.6f, top-1 %.3f%%)", e.request_kind.c_str(), e.request_text.c_str(),
                 label[e.best.source].c_str(), e.best.n_keep, e.best.kld_mean, 100.0 * e.best.top1);
-        if (e.runner_up) {
+        if (e.runner_up && e.runner_up->kld_mean == e.best.kld_mean && e.runner_up->top1 == e.best.top1) {
+            // the same numbers: no lead to state (two copies of one file score alike)
+            fprintf(out, ", tied with %s (N = %" PRId64 ": the same KLD and top-1; the first listed is named)",
+                    label[e.runner_up->source].c_str(), e.runner_up->n_keep);
+        } else if (e.runner_up) {
             fprintf(out, ", by %.6f nats of KLD and %+.3f points of top-1 over %s (N = %" PRId64 ")",
                     e.runner_up->kld_mean - e.best.kld_mean, 100.0 * (e.best.top1 - e.runner_up->top1),
                     label[e.runner_up->source].c_str(), e.runner_up->n_keep);
