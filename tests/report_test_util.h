@@ -9,6 +9,7 @@
 #include "formats/eval_file.h"
 #include "formats/sweep_file.h"
 #include "gguf/gguf.h"
+#include "moe/identity.h"
 #include "plan/choose.h"
 #include "plan/plan.h"
 #include "prune/run.h"
@@ -246,6 +247,12 @@ inline reap::eval_report build_eval(const fixture & fx, const std::string & base
     r.input_sha256 = std::string(64, '2');
     for (const auto & f : build_files(fx)) r.candidate_files.push_back({f.substr(f.rfind('/') + 1), prune_test::read_all(f).size(), sha256sum(f)});
     return r;
+}
+
+// The source model's identity (moe::identity_of: its router hash and shape).
+inline bool source_identity(const fixture & fx, reap::moe::model_identity & id, std::string & why) {
+    g::model m;
+    return g::open_model(fx.model, m, why) && reap::moe::identity_of(m, id, why);
 }
 
 // Width and height of a PNG, from its IHDR chunk.

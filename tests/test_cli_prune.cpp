@@ -189,6 +189,18 @@ TEST(PruneCli, InspectPredictsThePrunedSize) {
 // A width plan through the commands: prune with --down-type writes the cut,
 // verify accepts it and reports the requantised down tensors apart; the
 // refusals of --down-type say why.
+// Makes `p` a width plan of the zoo's qwen3moe (expert_feed_forward_length
+// 32) that keeps every channel of every kept expert: a width plan whose down
+// tensors are requantised, nothing else cut.
+void keep_every_channel(reap::plan & p) {
+    p.width_n_ff = 32;
+    p.width_keep = 32;
+    for (auto & l : p.layers) {
+        l.channels.assign(l.keep.size(), {});
+        for (auto & ch : l.channels) for (int64_t c = 0; c < 32; ++c) ch.push_back(c);
+    }
+}
+
 TEST(PruneCli, WidthPlanDownType) {
     if (reap_bin().empty() || !exists(reap_bin())) GTEST_SKIP() << "REAP_BIN not built";
     std::string err;
@@ -201,12 +213,7 @@ TEST(PruneCli, WidthPlanDownType) {
     ASSERT_TRUE(prune_test::random_plan(m, 8, 4, p, err)) << err;
     const std::string expert_only = dir + "/experts.json";
     ASSERT_TRUE(reap::write_plan(p, expert_only, true, err)) << err;
-    p.width_n_ff = 32;   // qwen3moe's expert_feed_forward_length
-    p.width_keep = 32;   // every channel, in blocks of 32 for q8_0
-    for (auto & l : p.layers) {
-        l.channels.assign(l.keep.size(), {});
-        for (auto & ch : l.channels) for (int64_t c = 0; c < 32; ++c) ch.push_back(c);
-    }
+    keep_every_channel(p);   // in blocks of 32 for q8_0
     const std::string plan = dir + "/width.json";
     ASSERT_TRUE(reap::write_plan(p, plan, true, err)) << err;
     const std::string out = dir + "/out.gguf";
@@ -267,12 +274,7 @@ TEST(PruneCli, APlanSizedForADownTypeIsPrunedWithIt) {
     const g::model m = open(src);
     reap::plan p;
     ASSERT_TRUE(prune_test::random_plan(m, 8, 4, p, err)) << err;
-    p.width_n_ff = 32;
-    p.width_keep = 32;
-    for (auto & l : p.layers) {
-        l.channels.assign(l.keep.size(), {});
-        for (auto & ch : l.channels) for (int64_t c = 0; c < 32; ++c) ch.push_back(c);
-    }
+    keep_every_channel(p);
     // the size of the q8_0 build, measured: a plan without the type, pruned with --down-type q8_0
     const std::string p0 = dir + "/w0.json", ref = dir + "/ref.gguf";
     ASSERT_TRUE(reap::write_plan(p, p0, true, err)) << err;

@@ -125,10 +125,8 @@ TEST(ReportClaims, AnEvalAgainstOtherRouterWeightsIsNotCounted) {
     fixture fx;
     std::string why, out;
     if (!setup("report_router", fx, why)) GTEST_SKIP() << why;
-    g::model m;
-    ASSERT_TRUE(g::open_model(fx.model, m, why)) << why;
     reap::moe::model_identity id;
-    ASSERT_TRUE(reap::moe::identity_of(m, id, why)) << why;
+    ASSERT_TRUE(source_identity(fx, id, why)) << why;
     reap::eval_report r = build_eval(fx, source_sha(fx));
     r.base_router_sha256 = std::string(64, 'f');
     const std::string ev = fx.dir + "/router.json", card_dir = fx.dir + "/card";

@@ -81,10 +81,6 @@ std::string why_failed(const fit_options & o, const fit_gate_measure & base, con
     return "";
 }
 
-nlohmann::json measure_json(const fit_gate_measure & m) {
-    return {{"n_exact", m.n_exact}, {"n_cells", m.n_cells}, {"loop_rate", m.loop_rate}, {"termination_rate", m.termination_rate}};
-}
-
 bool measure_from(const nlohmann::json & j, const std::string & where, fit_gate_measure & m, std::string & err) {
     const auto rate = [&](const char * key, double & v) {
         if (!j.contains(key) || !j[key].is_number() || !(j[key].get<double>() >= 0 && j[key].get<double>() <= 1)) {
@@ -94,14 +90,14 @@ bool measure_from(const nlohmann::json & j, const std::string & where, fit_gate_
         v = j[key].get<double>();
         return true;
     };
-    for (const char * key : {"n_exact", "n_cells"}) {
+    for (const char * key : {"needle_exact", "needle_cells"}) {
         if (!j.contains(key) || !j[key].is_number_unsigned()) {
             err = where + "." + key + ": not a count";
             return false;
         }
     }
-    m.n_exact = j["n_exact"].get<size_t>();
-    m.n_cells = j["n_cells"].get<size_t>();
+    m.n_exact = j["needle_exact"].get<size_t>();
+    m.n_cells = j["needle_cells"].get<size_t>();
     if (m.n_exact > m.n_cells) {
         err = where + ": more exact cells than cells";
         return false;
@@ -139,10 +135,10 @@ bool read_gates(const std::string & path, fit_result & r, std::string & err) {
 }
 
 bool write_gates(const std::string & path, const fit_result & r, std::string & err) {
-    nlohmann::json j = {{"format", "reap-fit-gates"}, {"version", 1}, {"base", measure_json(*r.gate_base)}};
+    nlohmann::json j = {{"format", "reap-fit-gates"}, {"version", 1}, {"base", fit_gate_measure_json(*r.gate_base)}};
     nlohmann::json vs = nlohmann::json::array();
     for (const fit_gate_verdict & g : r.gates) {
-        nlohmann::json v = measure_json(g.m);
+        nlohmann::json v = fit_gate_measure_json(g.m);
         v["candidate"] = g.candidate;
         v["why"] = g.why;
         vs.push_back(v);
@@ -209,6 +205,10 @@ bool run_gates(const fit_options & o, fit_result & r, FILE * out, std::string & 
 }
 
 } // namespace
+
+nlohmann::json fit_gate_measure_json(const fit_gate_measure & m) {
+    return {{"needle_exact", m.n_exact}, {"needle_cells", m.n_cells}, {"loop_rate", m.loop_rate}, {"termination_rate", m.termination_rate}};
+}
 
 std::string fit_gates_fingerprint(const fit_options & o) {
     if (!gates_given(o)) return "";

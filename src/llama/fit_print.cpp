@@ -152,7 +152,7 @@ void print_fit_pass(FILE * out, const fit_result & r, size_t i, size_t planned, 
     fprintf(out, "  [%zu/~%zu] %-22s N %4" PRId64 " K %5" PRId64 " %12s  KLD %.6f (halves %.6f %.6f) top-1 %.3f%%  %s; ETA %.0f s\n",
             done, std::max(planned, done), util::base_name(c.source_path).c_str(), c.point.n_keep, c.point.width,
             util::format_size(c.point.bytes).c_str(), sc.kld, sc.kld_half[0], sc.kld_half[1], 100 * sc.top1,
-            r.passes_this_run > 0 && done > r.passes_resumed ? "measured" : "from the journal", per * (double) left);   // ETA: to the end of the file's eval
+            r.passes_this_run > 0 && done > r.passes_resumed ? "measured" : "from the journal", per * (double) left);
     fflush(out);
 }
 
@@ -210,19 +210,15 @@ nlohmann::json fit_record(const fit_options & o, const fit_result & r) {
     j["winner"] = *r.winner;
     if (r.runner_up) j["runner_up"] = *r.runner_up;
     if (r.gate_base) {
-        const auto m = [](const fit_gate_measure & g) {
-            return nlohmann::json{{"needle_exact", g.n_exact}, {"needle_cells", g.n_cells}, {"loop_rate", g.loop_rate},
-                                  {"termination_rate", g.termination_rate}};
-        };
         nlohmann::json v = nlohmann::json::array();
         for (const fit_gate_verdict & g : r.gates) {
-            nlohmann::json e = m(g.m);
+            nlohmann::json e = fit_gate_measure_json(g.m);
             e["candidate"] = g.candidate;
             e["passed"] = g.pass;
             if (!g.pass) e["why"] = g.why;
             v.push_back(e);
         }
-        j["gates"] = {{"settings", fit_gates_fingerprint(o)}, {"reference", m(*r.gate_base)}, {"verdicts", v}};
+        j["gates"] = {{"settings", fit_gates_fingerprint(o)}, {"reference", fit_gate_measure_json(*r.gate_base)}, {"verdicts", v}};
         if (r.best_by_kld) j["gates"]["best_by_kld"] = *r.best_by_kld;
     }
     j["build"] = {{"plan", r.plan_path}, {"file", r.build_path}, {"bytes", r.file_bytes}, {"eval", r.eval_path},

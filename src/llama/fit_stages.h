@@ -44,6 +44,8 @@ std::string fit_card_gates(const fit_options & o, const fit_result & r);
 // candidates by mask, until one keeps what the reference does; it becomes
 // r.winner (r.best_by_kld: the one it replaced). Journalled as DIR/gates.json.
 bool gate_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * out, std::string & err);
+// One gate's measures as JSON: DIR/gates.json and fit.json write them alike.
+nlohmann::json fit_gate_measure_json(const fit_gate_measure & m);
 // The gate settings as the journal's fingerprint holds them ("" = no gates).
 std::string fit_gates_fingerprint(const fit_options & o);
 
