@@ -1505,6 +1505,53 @@ TEST(Leftovers, DryRunListsTheStaleTempsAndAKillLeavesNoLock) {
     remove_tree(fx.dir);
 }
 
+// A killed run whose parent has not reaped it yet is a zombie: kill(pid, 0)
+// still answers for it, but it writes nothing more, so its temps are stale.
+// The next run in the folder removes them (and its dry run lists them), while
+// a running process's temp stays. Before, a zombie's temp was taken for a live
+// run's and left beside the finished run (issue 37, item 13).
+TEST(Leftovers, AZombieRunsTempsAreStale) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("zombie", fx, why)) GTEST_SKIP() << why;
+    std::string m;
+    reap::plan p;
+    ASSERT_NO_FATAL_FAILURE(gpt_oss_half_plan(fx, "zombie", 43, m, p));
+    const std::string plan = fx.dir + "/p.json", dir = fx.dir + "/out";
+    ::mkdir(dir.c_str(), 0755);
+    const pid_t zombie = fork();
+    if (zombie == 0) _exit(0);
+    ASSERT_GT(zombie, 0);
+    // wait until the child has exited (and is not reaped: a zombie)
+    std::string state;
+    for (int i = 0; i < 1000 && state != "Z"; ++i) {
+        std::ifstream f("/proc/" + std::to_string(zombie) + "/stat");
+        std::string line((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        const size_t close = line.rfind(')');
+        state = close != std::string::npos && close + 2 < line.size() ? line.substr(close + 2, 1) : "";
+        if (state != "Z") ::usleep(1000);
+    }
+    ASSERT_EQ(state, "Z") << "the child never became a zombie";
+    ASSERT_EQ(::kill(zombie, 0), 0) << "kill(pid, 0) no longer answers for a zombie: the test shows nothing";
+    const std::string own = ".a.gguf.reap-tmp." + std::to_string(zombie) + ".abcdef";
+    const std::string other = ".other.json.reap-tmp." + std::to_string(zombie) + ".ghijkl";
+    const std::string live = ".other.json.reap-tmp." + std::to_string(::getpid()) + ".mnopqr";
+    for (const std::string & t : {own, other, live}) write_text(dir + "/" + t, "x");
+    const std::string prune = "prune -m " + quote(m) + " --plan " + quote(plan) + " -o " + quote(dir + "/a.gguf");
+    ASSERT_EQ(run_reap(prune + " --dry-run", out), 0) << out;
+    for (const std::string & t : {own, other}) {
+        EXPECT_NE(out.find("would first remove the stale temp file " + dir + "/" + t), std::string::npos) << out;
+    }
+    EXPECT_EQ(out.find(live), std::string::npos) << out;
+    ASSERT_EQ(run_reap(prune, out), 0) << out;
+    EXPECT_FALSE(prune_test::exists(dir + "/" + own)) << "a zombie's temp of this output was left";
+    EXPECT_FALSE(prune_test::exists(dir + "/" + other)) << "a zombie's temp of another output was left";
+    EXPECT_TRUE(prune_test::exists(dir + "/" + live)) << "a running process's temp was removed";
+    int st = 0;
+    waitpid(zombie, &st, 0);
+    remove_tree(fx.dir);
+}
+
 // The journal's name, one rule for the publisher that writes it and for verify,
 // which refuses an output while it exists: DIR/.NAME.reap-journal beside the target.
 TEST(Reliability, JournalNameRule) {

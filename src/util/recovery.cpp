@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
@@ -101,8 +102,23 @@ bool complete_journal(const std::string & dir, const std::string & journal, std:
     return true;
 }
 
-// Whether `pid` names a process that exists (EPERM: exists, not ours).
-bool alive(long pid) { return pid > 0 && (::kill((pid_t) pid, 0) == 0 || errno == EPERM); }
+// Whether `pid` names a process that is still running. kill(pid, 0) answers
+// for a zombie too (a killed run whose parent has not reaped it yet): its
+// state in /proc/PID/stat (after the command name's last ')') says Z or X.
+bool alive(long pid) {
+    if (pid <= 0 || (::kill((pid_t) pid, 0) != 0 && errno != EPERM)) return false;
+    // /proc files report size 0: read what the kernel gives, not st_size
+    std::string stat;
+    if (std::FILE * f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r")) {
+        char buf[512];
+        stat.assign(buf, std::fread(buf, 1, sizeof buf, f));
+        std::fclose(f);
+    }
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size()) return true;
+    const char state = stat[close + 2];
+    return state != 'Z' && state != 'X' && state != 'x';
+}
 
 bool is_journal(const std::string & e) { return e.size() > 1 && e[0] == '.' && ends_with(e, k_journal_suffix); }
 
