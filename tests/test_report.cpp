@@ -20,6 +20,7 @@
 #include "report_test_util.h"
 #include "util/number_format.h"
 #include "util/path.h"
+#include "util/text_escape.h"
 
 #include <algorithm>
 #include <fstream>
@@ -599,6 +600,37 @@ TEST(ReportClaims, ImpossibleNumbersAreRefused) {
         EXPECT_NE(out.find(b.words), std::string::npos) << b.file << ": " << out;
         EXPECT_FALSE(prune_test::exists(fx.dir + "/card-" + b.file + "/README.md")) << b.file;
     }
+}
+
+// A build whose file name holds a newline and a control byte: the card's
+// "How to run" command still names that file (the shell reads the word back
+// to its bytes), and the card stays printable UTF-8. Before, the name was
+// printed with U+FFFD in place of those bytes, naming no file (issue 37 item 14).
+TEST(ReportText, ABuildNameThatIsNotPrintableIsStillNamedExactly) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("report_newline_name", fx, why)) GTEST_SKIP() << why;
+    const std::string name = "cut\n```\nx\x01.gguf";   // a fence on its own line, too
+    const std::string cut = fx.dir + "/build/" + name;
+    ASSERT_TRUE(prune_build(fx, cut, 0, why)) << why;
+    const std::string card_dir = fx.dir + "/card";
+    ASSERT_EQ(run_report(fx, cut, {}, "", card_dir, false, out), 0) << out;
+    const std::string card = read_text(card_dir + "/README.md");
+    EXPECT_EQ(reap::util::printable_utf8(card), card);
+    const std::string head = "llama-server -m ", tail = " -c 8192 -ngl 99\n";
+    const size_t at = card.find(head);
+    ASSERT_NE(at, std::string::npos) << card;
+    const size_t end = card.find(tail, at);
+    ASSERT_NE(end, std::string::npos) << card;
+    const std::string word = card.substr(at + head.size(), end - at - head.size());
+    const std::string script = fx.dir + "/word.sh";
+    write_text(script, "printf '%s' " + word + "\n");
+    ASSERT_EQ(prune_test::run("sh " + quote(script), out), 0) << out;
+    EXPECT_EQ(out, name) << word;
+    EXPECT_NE(card.find("A file name holds bytes this page cannot show"), std::string::npos) << card;
+    // the code block is closed only by its own fence: no line of the word starts with one
+    std::istringstream lines(word);
+    for (std::string line; std::getline(lines, line);) EXPECT_NE(line.rfind("```", 0), 0u) << word;
 }
 
 // Text from inputs is data (issue 23 item 9): a build whose file name holds

@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
+#include <vector>
 
 namespace u = reap::util;
 
@@ -37,6 +39,37 @@ TEST(TextEscape, EachDestinationItsOwnEscape) {
     EXPECT_EQ(u::shell_word("m x.gguf"), "'m x.gguf'");
     EXPECT_EQ(u::shell_word("m'`$(rm -rf ~)`.gguf"), "'m'\\''`$(rm -rf ~)`.gguf'");
     EXPECT_EQ(u::shell_word(""), "''");
+}
+
+// A name that is not printable (a newline, a control, a byte that is not
+// UTF-8) is still handed to the shell exactly: dash (POSIX sh) reads each
+// word back to the same bytes, and the word itself is printable text whose
+// lines after the first start with a quote (no Markdown fence can close on
+// one). Before, the card printed U+FFFD for such bytes: a command naming a
+// file that does not exist (issue 37 item 14).
+TEST(TextEscape, AShellWordNamesEveryByte) {
+    const std::vector<std::string> names = {
+        "cut\nx.gguf", "cut\n", "\n```\n<b>x</b>.gguf", "a\x01\x1b[2J\xff\xfe'b\n\nc\n\x02.gguf",
+        "100%s\\n%d.gguf", "tab\there\xC2\x9B.gguf", "\n", "mod\xC3\xA8le\x7f.gguf"};
+    for (const std::string & name : names) {
+        const std::string word = u::shell_word(name);
+        EXPECT_EQ(u::printable_utf8(word), word) << word;
+        for (size_t at = word.find('\n'); at != std::string::npos; at = word.find('\n', at + 1)) {
+            EXPECT_TRUE(word[at + 1] == '\'' || word[at + 1] == '\n') << word;
+        }
+        const std::string script = ::testing::TempDir() + "/shell_word.sh";
+        {
+            std::ofstream f(script, std::ios::binary);
+            f << "printf '%s' " << word << "\n";
+        }
+        FILE * p = ::popen(("sh " + script).c_str(), "r");
+        ASSERT_NE(p, nullptr);
+        std::string got;
+        char buf[256];
+        for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) got.append(buf, n);
+        EXPECT_EQ(::pclose(p), 0) << word;
+        EXPECT_EQ(got, name) << word;
+    }
 }
 
 TEST(TextEscape, HostileNamesMakeWellFormedSvg) {

@@ -803,6 +803,9 @@ bool gather_evals(card & c, std::string & err) {
         c.unverified.push_back(std::string(c.n_behaviour ? "**Next-token quality unmeasured.** No KLD eval of this build was given: nothing here says what the cut costs per token"
                                                          : "**Quality unmeasured.** No eval of this build was given: nothing here says what the cut costs") +
                                " (run `reap eval -m SOURCE -p BUILD -f HELDOUT --json` and pass it with `--eval`).");
+    } else if (std::all_of(c.evals.begin(), c.evals.end(), [](const eval_entry & e) { return e.r.masked; })) {
+        c.unverified.push_back("**This build's files are unmeasured.** Every KLD eval given masked the plan in the source: an estimate of the cut, "
+                               "not a measurement of these files (run `reap eval -m SOURCE -p BUILD -f HELDOUT --json` and pass it with `--eval`).");
     }
     return true;
 }
@@ -814,11 +817,19 @@ void judge_evals(card & c) {
     const std::vector<std::string> & plan_domains = c.prov.domains;
     for (const auto & e : c.evals) {
         const std::string file = code(util::base_name(e.json_file));
-        std::string what = e.r.masked ? "the plan's experts masked in the source (virtual pruning; the plan file's sha256 matches)" : "this build's files";
-        if (e.match == eval_match::path_only) what = e.r.masked ? "the plan at the same path" : "the file at this build's path";
-        c.verified.push_back("**Eval " + file + "**: measured on " + what + ", " +
-                             (e.r.input_path.empty() ? std::string("on a corpus it does not name") : "on " + code(util::base_name(e.r.input_path))) + ", " +
-                             util::group_digits(e.r.overall.n_tokens) + " tokens (table below).");
+        const std::string on = (e.r.input_path.empty() ? std::string("on a corpus it does not name") : "on " + code(util::base_name(e.r.input_path))) +
+                               ", " + util::group_digits(e.r.overall.n_tokens) + " tokens (table below).";
+        if (e.r.masked) {
+            // the rule judge_behaviour applies: a mask is an estimate of the
+            // build, never the build's own measurement
+            c.unverified.push_back("**Eval " + file + ", a masked estimate**: measured on the source with " +
+                                   (e.match == eval_match::path_only ? std::string("the experts of the plan at this plan's path masked")
+                                                                     : std::string("this plan's experts masked (the plan file's sha256 matches)")) +
+                                   ", not on this build's files, " + on);
+        } else {
+            c.verified.push_back("**Eval " + file + "**: measured on " +
+                                 (e.match == eval_match::path_only ? "the file at this build's path" : "this build's files") + ", " + on);
+        }
         if (e.match == eval_match::path_only) {
             c.unverified.push_back("Eval " + file + " records no hashes of what it measured; it is matched to this build by its path only (re-run it with this version of `reap eval` to tie it to the files).");
         }
@@ -836,7 +847,8 @@ void judge_evals(card & c) {
             c.unverified.push_back("**The eval corpus is the calibration corpus** (same sha256): eval " + file +
                                    " measures the cut on the text it was chosen on, which flatters the cut. Measure on held-out text.");
         } else {
-            c.verified.push_back("Eval " + file + "'s corpus is not the calibration corpus file (the sha256 differ).");
+            // a mask's facts stay with the estimate, outside Verified
+            (e.r.masked ? c.unverified : c.verified).push_back("Eval " + file + "'s corpus is not the calibration corpus file (the sha256 differ).");
             c.unverified.push_back("The eval and calibration corpora are different files; whether they share samples was not checked.");
         }
         // domains measured but not calibrated on, or not scored by the plan
@@ -1032,13 +1044,16 @@ std::string method_section(const card & c) {
 // same model (its header fingerprint is the source's at every quantisation:
 // reap fit scores against a reference such as the F16 file) named as such.
 std::string measured_against(const card & c, const eval_report & r) {
+    // a mask measures the source with the plan's experts masked, not this build
+    const std::string what = r.masked ? "the source with this plan's experts masked" : "this build";
+    const std::string short_what = r.masked ? "masked" : "build";
     if (r.base_bytes == 0 || r.base_bytes == c.src.m.file_bytes()) {
-        return ": KL divergence of this build from the source, per token over the full vocabulary; top-1 agreement with the source; "
-               "perplexity ratio (build / source).\n\n";
+        return ": KL divergence of " + what + " from the source, per token over the full vocabulary; top-1 agreement with the source; "
+               "perplexity ratio (" + short_what + " / source).\n\n";
     }
     const std::string ref = code(util::base_name(r.base_path));
-    return ": KL divergence of this build from " + ref + ", per token over the full vocabulary; top-1 agreement with it; perplexity ratio " +
-           "(build / " + ref + "). " + ref + " is the eval's reference: the same model as the source by its fingerprint, another file of it (" +
+    return ": KL divergence of " + what + " from " + ref + ", per token over the full vocabulary; top-1 agreement with it; perplexity ratio " +
+           "(" + short_what + " / " + ref + "). " + ref + " is the eval's reference: the same model as the source by its fingerprint, another file of it (" +
            util::group_digits((int64_t) r.base_bytes) + " bytes; the source has " + util::group_digits((int64_t) c.src.m.file_bytes()) +
            "), such as a higher-precision quantisation.\n\n";
 }
@@ -1047,14 +1062,21 @@ std::string verified_sections(const card & c) {
     std::string o = "## Verified\n\n";
     for (const auto & v : c.verified) o += "* " + v + "\n";
     o += "\n";
-    for (const auto & e : c.evals) {
-        o += "**" + code(util::base_name(e.json_file)) + "**" + (e.r.input_path.empty() ? "" : " on " + code(util::base_name(e.r.input_path))) +
-             (e.r.input_sha256.empty() ? "" : " (sha256 " + code(e.r.input_sha256.substr(0, 16) + "…") + ")") +
-             measured_against(c, e.r) + eval_table(e) + "\n";
-    }
+    // the tables of this build's evals under Verified, those of masks (estimates) under Not verified
+    auto tables = [&](bool masked) {
+        for (const auto & e : c.evals) {
+            if (e.r.masked != masked) continue;
+            o += "**" + code(util::base_name(e.json_file)) + "**" + (masked ? " (a masked estimate)" : "") +
+                 (e.r.input_path.empty() ? "" : " on " + code(util::base_name(e.r.input_path))) +
+                 (e.r.input_sha256.empty() ? "" : " (sha256 " + code(e.r.input_sha256.substr(0, 16) + "…") + ")") +
+                 measured_against(c, e.r) + eval_table(e) + "\n";
+        }
+    };
+    tables(false);
     o += "## Not verified\n\n";
     for (const auto & v : c.unverified) o += "* " + v + "\n";
     o += "\n";
+    tables(true);
     return o;
 }
 
@@ -1176,7 +1198,7 @@ std::string running_sections(const card & c) {
     o += "## How to run\n\nWith llama.cpp (any build that runs " + code(cut.c.arch) + "), pointing `-m` at the first file";
     o += cut.c.n_shards > 1 ? " (the other " + std::to_string(cut.c.n_shards - 1) + " are found beside it):\n\n" : ":\n\n";
     // a file name is one shell word here, whatever it holds
-    const std::string word = util::shell_word(util::terminal_text(first));
+    const std::string word = util::shell_word(first);
     o += "```\nllama-server -m " + word + " -c 8192 -ngl 99\nllama-cli    -m " + word + " -cnv\n```\n\n";
     o += "The router picks " + std::to_string(cut.c.n_expert_used) + " of the " + std::to_string(cut.c.n_expert) +
          " remaining experts per token, as the source picked " + std::to_string(src.c.n_expert_used) + " of " + std::to_string(src.c.n_expert) +
@@ -1199,8 +1221,19 @@ std::string running_sections(const card & c) {
     }
 
     o += "## SHA256SUMS\n\nChecked by this report against the files (`sha256sum -c SHA256SUMS`):\n\n```\n";
-    for (const auto & [h, n] : c.sums_lines) o += util::sums_line(h, n);   // as sha256sum writes it, escapes and all
+    // as sha256sum writes it, escapes and all; a byte a page cannot show
+    // (a control, a byte that is not UTF-8) is shown as U+FFFD, and said
+    bool shown_exactly = true;
+    for (const auto & [h, n] : c.sums_lines) {
+        const std::string line = util::sums_line(h, n);
+        shown_exactly = shown_exactly && util::printable_utf8(line) == line;
+        o += util::printable_utf8(line);
+    }
     o += "```\n\n";
+    if (!shown_exactly) {
+        o += "A file name holds bytes this page cannot show (shown as \xEF\xBF\xBD): check with the SHA256SUMS file beside the build, "
+             "not with a copy of these lines.\n\n";
+    }
     o += "Plan: " + code(util::base_name(opt.plan)) + " (sha256 " + code(c.build.plan_sha256) + ")" +
          (c.sal.have ? "; saliency archive: " + code(util::base_name(c.sal.path)) + " (sha256 " + code(c.sal.sha256) + ")" : "") + ".\n\n";
     o += "---\n_Written by `reap report`" + (opt.tool_version.empty() ? std::string() : " " + opt.tool_version) + " (reap.cpp)._\n";

@@ -2,6 +2,7 @@
 #include "util/text_escape.h"
 
 #include <cstdint>
+#include <cstdio>
 
 namespace reap::util {
 
@@ -93,12 +94,56 @@ std::string shell_word(const std::string & s) {
         if (!ok) plain = false;
     }
     if (plain) return s;
-    std::string out = "'";
-    for (char c : s) {
-        if (c == '\'') out += "'\\''";
-        else out += c;
+    // Printable text goes between single quotes. Bytes a page may not show
+    // (controls, bytes that are not UTF-8) become "$(printf '\ooo')", which
+    // every POSIX shell joins to the word; newlines that end such a run stay
+    // literal inside quotes, since $(...) would drop them, and the quote closes
+    // after them: every line after the first starts with a quote, never with
+    // a Markdown fence.
+    std::string out, bad;
+    bool quoted = false;
+    auto quote = [&](bool open) {
+        if (quoted != open) out += '\'';
+        quoted = open;
+    };
+    auto flush_bad = [&] {
+        size_t keep = bad.size();
+        while (keep > 0 && bad[keep - 1] == '\n') --keep;
+        if (keep > 0) {
+            quote(false);
+            out += "\"$(printf '";
+            for (size_t k = 0; k < keep; ++k) {
+                char oct[8];
+                std::snprintf(oct, sizeof oct, "\\%03o", (unsigned) (unsigned char) bad[k]);
+                out += oct;
+            }
+            out += "')\"";
+        }
+        if (keep < bad.size()) {
+            quote(true);
+            out.append(bad.size() - keep, '\n');
+            quote(false);   // the next line starts with a quote
+        }
+        bad.clear();
+    };
+    for (size_t i = 0; i < s.size();) {
+        uint32_t cp = 0;
+        const size_t n = utf8_at(s, i, cp);
+        const bool control = n > 0 && ((cp < 0x20 && cp != '\t') || cp == 0x7F || (cp >= 0x80 && cp < 0xA0));
+        if (n == 0 || control) {
+            bad.append(s, i, n ? n : 1);
+            i += n ? n : 1;
+            continue;
+        }
+        flush_bad();
+        quote(true);
+        if (s[i] == '\'') out += "'\\''";
+        else out.append(s, i, n);
+        i += n;
     }
-    return out + "'";
+    flush_bad();
+    quote(false);
+    return out.empty() ? "''" : out;
 }
 
 } // namespace reap::util

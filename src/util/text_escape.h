@@ -29,8 +29,10 @@ std::string terminal_text(const std::string & s);
 // ! and the like) backslash-escaped.
 std::string markdown_text(const std::string & s);
 
-// One word for a POSIX shell, single-quoted when it holds anything but
-// [A-Za-z0-9_./:=+-] (a ' inside becomes '\'').
+// One word for a POSIX shell that names `s` byte for byte, single-quoted when
+// it holds anything but [A-Za-z0-9_./:=+-] (a ' inside becomes '\''); bytes
+// that are not printable UTF-8 become "$(printf '\ooo')" pieces, so the word
+// is printable text for a Markdown code block and still names the file.
 std::string shell_word(const std::string & s);
 
 } // namespace reap::util
