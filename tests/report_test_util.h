@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -100,11 +101,19 @@ inline bool prune_build(const fixture & fx, const std::string & out, uint64_t sp
 // The zoo's qwen3moe, an archive "measured" on it (en, code; corpus hash
 // recorded), a plan keeping 6 of 16 and its build (split into shards when
 // `split`), all through the library (plan/choose.h, prune/run.h).
-inline bool setup(const std::string & name, fixture & fx, std::string & why, bool split = false) {
+// `edit_source`, when given, makes the source from the zoo's file (written
+// to the scratch folder) before anything is measured on it.
+inline bool setup(const std::string & name, fixture & fx, std::string & why, bool split = false,
+                  const std::function<bool(const std::string & zoo_model, const std::string & out, std::string & why)> & edit_source = {}) {
     const std::string zoo = prune_test::zoo_dir("report_zoo", why);
     if (zoo.empty()) return false;
     fx.dir = prune_test::scratch(name);
     fx.model = zoo + "/qwen3moe.gguf";
+    if (edit_source) {
+        const std::string edited = fx.dir + "/source.gguf";
+        if (!edit_source(fx.model, edited, why)) return false;
+        fx.model = edited;
+    }
     fx.sal = fx.dir + "/sal.gguf";
     fx.plan = fx.dir + "/plan.json";
     g::model m;

@@ -602,6 +602,83 @@ TEST(ReportClaims, ImpossibleNumbersAreRefused) {
     }
 }
 
+// The source with string KVs added (a copy of the zoo's file, tensors as they were).
+bool with_string_kvs(const std::vector<std::pair<std::string, std::string>> & kvs, const std::string & in, const std::string & out,
+                     std::string & why) {
+    g::file_header h;
+    if (!g::read_header(in, h, why)) return false;
+    gguf_test::raw_file r = gguf_test::raw_from_header(h, gguf_test::read_all(in));
+    for (const auto & [key, value] : kvs) r.kvs.push_back({key, 8u /* GGUF string */, gguf_test::string_bytes(value)});
+    gguf_test::write_all(out, r.serialize());
+    return true;
+}
+
+// The front matter's top-level keys in order, and the value after "key: ".
+std::vector<std::pair<std::string, std::string>> front_matter_keys(const std::string & card) {
+    std::vector<std::pair<std::string, std::string>> keys;
+    if (card.rfind("---\n", 0) != 0) return keys;
+    std::istringstream is(card.substr(4, card.find("\n---\n", 4) - 3));
+    for (std::string line; std::getline(is, line);) {
+        if (line.empty() || line[0] == ' ') continue;
+        const size_t colon = line.find(": ");
+        keys.emplace_back(line.substr(0, colon == std::string::npos ? line.find(':') : colon),
+                          colon == std::string::npos ? "" : line.substr(colon + 2));
+    }
+    return keys;
+}
+
+// A YAML double-quoted scalar read back (the escapes the card writes: \" \\ \n).
+std::string yaml_unquote(const std::string & v) {
+    std::string out;
+    if (v.size() < 2 || v.front() != '"' || v.back() != '"') return "<not quoted: " + v + ">";
+    for (size_t i = 1; i + 1 < v.size(); ++i) {
+        if (v[i] == '\\' && i + 2 < v.size()) {
+            ++i;
+            out += v[i] == 'n' ? '\n' : v[i];
+        } else {
+            out += v[i];
+        }
+    }
+    return out;
+}
+
+// The front matter takes text from the source's GGUF: a repo URL whose "id"
+// holds a newline and YAML keys, and a licence with a quote and a newline,
+// add no key and change no other; the licence reads back as the GGUF's text,
+// and a plain Hugging Face URL gives its org/name. Before, the URL's newline
+// added keys and a second `license:` (issue 37 item 8, the front matter).
+TEST(ReportText, TheFrontMatterTakesNoKeysFromTheSource) {
+    const std::string license = "apache-2.0\"\nlicense: evil\n# x";
+    const std::vector<std::pair<std::string, std::string>> hostile = {
+        {"general.base_model.0.repo_url", "https://huggingface.co/org/name\nlicense: mit\nextra: 1"}, {"general.license", license}};
+    const std::vector<std::pair<std::string, std::string>> plain = {{"general.base_model.0.repo_url", "https://huggingface.co/Org-1/Model_2.5/"}};
+    const std::vector<std::string> expected = {"base_model", "license", "library_name", "pipeline_tag", "tags"};
+    for (const auto * kvs : {&hostile, &plain}) {
+        fixture fx;
+        std::string why, out;
+        const bool is_hostile = kvs == &hostile;
+        if (!setup(is_hostile ? "report_front_hostile" : "report_front_plain", fx, why, false,
+                   [&](const std::string & in, const std::string & o, std::string & w) { return with_string_kvs(*kvs, in, o, w); })) {
+            GTEST_SKIP() << why;
+        }
+        const std::string card_dir = fx.dir + "/card";
+        ASSERT_EQ(run_report(fx, fx.cut, {}, "", card_dir, false, out), 0) << out;
+        const std::string card = read_text(card_dir + "/README.md");
+        const auto keys = front_matter_keys(card);
+        std::vector<std::string> names;
+        for (const auto & k : keys) names.push_back(k.first);
+        EXPECT_EQ(names, expected) << card.substr(0, 600);
+        const std::string base_model = keys.empty() ? "" : keys[0].second;
+        if (is_hostile) {
+            EXPECT_EQ(base_model.rfind("FILL_IN", 0), 0u) << base_model;
+            ASSERT_GE(keys.size(), 2u);
+            EXPECT_EQ(yaml_unquote(keys[1].second), license) << keys[1].second;
+        } else {
+            EXPECT_EQ(base_model, "Org-1/Model_2.5");
+        }
+    }
+}
+
 // A build whose file name holds a newline and a control byte: the card's
 // "How to run" command still names that file (the shell reads the word back
 // to its bytes), and the card stays printable UTF-8. Before, the name was
