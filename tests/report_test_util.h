@@ -163,15 +163,16 @@ inline std::vector<std::string> build_files(const fixture & fx) {
 inline std::string eval_json(const std::vector<std::string> & files, const std::string & input_sha,
                       const std::vector<std::string> & domains) {
     nlohmann::ordered_json j;
-    auto m = [](double k) {
+    auto m = [](double k, size_t n) {
         return nlohmann::ordered_json{{"ppl_base", 10.0}, {"ppl_pruned", 11.0}, {"ppl_ratio", 1.1}, {"kld_mean", k},
                                       {"kld_median", k / 2}, {"kld_p99", k * 5}, {"kld_max", k * 9}, {"argmax_agree", 0.9},
-                                      {"n_tokens", 1000}};
+                                      {"n_tokens", n}};
     };
-    j = m(0.125);
+    j = m(0.125, 1000);
     nlohmann::ordered_json d = nlohmann::ordered_json::object();
     double k = 0.1;
-    for (const auto & name : domains) d[name] = m(k += 0.01);
+    // each token in one domain: the domains share the 1,000
+    for (const auto & name : domains) d[name] = m(k += 0.01, 1000 / domains.size());
     j["domains"] = d;
     j["corpus"] = true;
     j["candidate"] = files.empty() ? "" : files[0];

@@ -330,6 +330,7 @@ TEST(ReportCard, WidthSweepRowPerPoint) {
             pt["overall"]["kld_max"] = kld * 3;
             pt["overall"]["argmax_agree"] = 0.5 + n / 100.0 + w / 1000.0;
             pt["overall"]["ppl_ratio"] = 1 + n / 10.0 + w / 100.0;
+            pt["overall"]["ppl_pruned"] = pt["overall"]["ppl_ratio"].get<double>() * pt["overall"]["ppl_base"].get<double>();
             j["points"].push_back(pt);
         }
     }
@@ -586,10 +587,25 @@ TEST(ReportClaims, ImpossibleNumbersAreRefused) {
     huge["n_tokens"] = 18446744073709551615ull;
     nlohmann::json twice = nlohmann::json::parse(sweep_json(fx, "reap", "").dump());
     twice["points"][1]["n_keep"] = 12;
+    // numbers each in range that contradict each other (issue 37 item 6): a
+    // p99 above the max, a ratio that is not the perplexities', a domain with
+    // more tokens than the whole, a perplexity of 0 over 1,000 tokens
+    auto edited = [&](const char * key, const nlohmann::json & v, bool in_domain = false) {
+        nlohmann::json j = nlohmann::json::parse(eval_json(build_files(fx), std::string(64, '2'), {"en"}));
+        (in_domain ? j["domains"]["en"] : j)[key] = v;
+        return j;
+    };
+    nlohmann::json sweep_domain = nlohmann::json::parse(sweep_json(fx, "reap", "").dump());
+    sweep_domain["points"][0]["domains"]["en"]["n_tokens"] = 11;   // of 10
     const std::vector<bad> cases = {{"--eval", "kld.json", "kld_mean", kld},
                                     {"--eval", "top1.json", "argmax_agree", top1},
                                     {"--eval", "huge.json", "n_tokens", huge},
-                                    {"--sweep", "twice.json", "n_keep = 12 is scored twice", twice}};
+                                    {"--sweep", "twice.json", "n_keep = 12 is scored twice", twice},
+                                    {"--eval", "p99.json", "kld_p99 is not between kld_median and kld_max", edited("kld_p99", 99.0)},
+                                    {"--eval", "ratio.json", "ppl_ratio is 0.01 but ppl_pruned / ppl_base is 1.1", edited("ppl_ratio", 0.01)},
+                                    {"--eval", "domain.json", "domains count 1001 tokens", edited("n_tokens", 1001u, true)},
+                                    {"--eval", "ppl0.json", "ppl_base is below 1 over 1000 tokens", edited("ppl_base", 0.0)},
+                                    {"--sweep", "sweep-domain.json", "points[0].domains count 11 tokens", sweep_domain}};
     for (const auto & b : cases) {
         const std::string path = fx.dir + "/" + b.file;
         write_text(path, b.doc.dump(2));

@@ -5,6 +5,8 @@
 #include "util/json_fields.h"
 
 #include <cfloat>
+#include <cmath>
+#include <cstdio>
 
 namespace reap {
 
@@ -16,6 +18,8 @@ using util::json_fields;
 constexpr uint64_t k_max_eval_bytes = 256ull << 20;
 constexpr uint64_t k_max_count = 1ull << 53;     // exact in a JSON number
 constexpr double   k_kld_tolerance = -1e-3;      // rounding of a KL sum in float
+constexpr double   k_min_perplexity = 1 - 1e-6;  // exp(mean NLL), NLL >= 0 up to float rounding
+constexpr double   k_ratio_tolerance = 1e-9;     // relative: the ratio is written with every digit
 constexpr int64_t  k_max_mtp_blocks = 1 << 20;
 
 ojson nullable(bool have, double v) { return have ? ojson(v) : ojson(nullptr); }
@@ -122,16 +126,7 @@ bool identity_from_json(json_fields & f, eval_report & r) {
 
 bool report_from_json(json_fields & f, eval_report & r) {
     if (!eval_metrics_from_json(f, "", r.overall, r.pruned_scored)) return false;
-    std::vector<std::pair<std::string, const nlohmann::json *>> doms;
-    if (!f.members("domains", doms)) return false;
-    for (const auto & [name, v] : doms) {
-        json_fields d = f.nested(*v, "domains.\"" + name + "\"");
-        eval_metrics m;
-        bool scored = false;
-        if (!eval_metrics_from_json(d, "", m, scored)) return false;
-        if (scored != (m.n_tokens > 0)) return d.fail("", "has a pruned side exactly when it has tokens; this one does not");
-        r.domains.push_back({name, m});
-    }
+    if (!domain_metrics_from_json(f, r.overall, r.domains)) return false;
     int64_t n = 0;
     if (!f.opt_i64("n_ctx", n, 0, INT32_MAX)) return false;
     r.n_ctx = (int) n;
@@ -191,8 +186,47 @@ bool eval_metrics_from_json(json_fields & outer, const char * key, eval_metrics 
         if (!f.num(p.key, *p.v, p.lo, p.hi)) return false;
     }
     if (scored && m.n_tokens == 0) return f.fail("n_tokens", "is 0 but the pruned side has numbers");
-    if (scored && !(m.kld_median <= m.kld_max && m.kld_mean <= m.kld_max - k_kld_tolerance)) {
+    // the relations between the fields, as reap eval computes them: a
+    // perplexity is exp(mean NLL) with NLL >= 0, the ratio is their quotient,
+    // the median and the 99th percentile lie between the sorted values' ends
+    if (m.n_tokens > 0 && m.ppl_base < k_min_perplexity) {
+        return f.fail("ppl_base", "is below 1 over " + std::to_string(m.n_tokens) + " tokens: a perplexity is at least 1");
+    }
+    if (!scored) return true;
+    if (m.ppl_pruned < k_min_perplexity) {
+        return f.fail("ppl_pruned", "is below 1 over " + std::to_string(m.n_tokens) + " tokens: a perplexity is at least 1");
+    }
+    const double ratio = m.ppl_pruned / m.ppl_base;
+    if (!(std::fabs(m.ppl_ratio - ratio) <= k_ratio_tolerance * ratio)) {
+        char msg[160];
+        std::snprintf(msg, sizeof msg, "is %.6g but ppl_pruned / ppl_base is %.6g: not numbers reap eval computes", m.ppl_ratio, ratio);
+        return f.fail("ppl_ratio", msg);
+    }
+    if (!(m.kld_median <= m.kld_max && m.kld_mean <= m.kld_max - k_kld_tolerance)) {
         return f.fail("kld_max", "is below the mean or median: not numbers reap eval computes");
+    }
+    if (!(m.kld_median <= m.kld_p99 - k_kld_tolerance && m.kld_p99 <= m.kld_max - k_kld_tolerance)) {
+        return f.fail("kld_p99", "is not between kld_median and kld_max: not numbers reap eval computes");
+    }
+    return true;
+}
+
+bool domain_metrics_from_json(json_fields & f, const eval_metrics & overall, std::vector<std::pair<std::string, eval_metrics>> & out) {
+    std::vector<std::pair<std::string, const nlohmann::json *>> doms;
+    if (!f.members("domains", doms)) return false;
+    size_t sum = 0;
+    for (const auto & [name, v] : doms) {
+        json_fields d = f.nested(*v, "domains.\"" + name + "\"");
+        eval_metrics m;
+        bool scored = false;
+        if (!eval_metrics_from_json(d, "", m, scored)) return false;
+        if (scored != (m.n_tokens > 0)) return d.fail("", "has a pruned side exactly when it has tokens; this one does not");
+        sum += m.n_tokens;   // each at most k_max_count: no overflow for any count of domains a file can hold
+        if (sum > overall.n_tokens) {
+            return f.fail("domains", "count " + std::to_string(sum) + " tokens (up to \"" + name + "\"), more than the " +
+                                         std::to_string(overall.n_tokens) + " of n_tokens: each token is in one domain");
+        }
+        out.push_back({name, m});
     }
     return true;
 }

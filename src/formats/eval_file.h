@@ -132,7 +132,13 @@ nlohmann::ordered_json eval_metrics_json(const eval_metrics & m, bool have_prune
 // ppl_base >= 0, ppl_* and the ratio >= 0 or null, KLD >= 0 (a rounding
 // tolerance below), argmax_agree in [0, 1], n_tokens a count; `scored` false
 // when the pruned side is null (then every pruned field must be null).
+// Also the relations between them: perplexities >= 1 where there are tokens,
+// the ratio their quotient, median <= p99 <= max.
 bool eval_metrics_from_json(util::json_fields & f, const char * key, eval_metrics & m, bool & scored);
+// The "domains" object of `f` (eval reports, sweep points): each read as
+// above, scored exactly when it has tokens, their tokens adding up to at most
+// `overall`'s (each token is in one domain).
+bool domain_metrics_from_json(util::json_fields & f, const eval_metrics & overall, std::vector<std::pair<std::string, eval_metrics>> & out);
 
 // A single report as a document (format, version and the report's fields).
 nlohmann::ordered_json eval_report_to_json(const eval_report & r);

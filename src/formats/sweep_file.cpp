@@ -53,14 +53,7 @@ bool point_from_json(json_fields & q, const sweep_record & s, sweep_record_point
     bool scored = false;
     if (!eval_metrics_from_json(q, "overall", pt.overall, scored)) return false;
     if (!scored) return q.fail("overall", "has no pruned-side numbers: a sweep point is always scored");
-    std::vector<std::pair<std::string, const nlohmann::json *>> doms;
-    if (!q.members("domains", doms)) return false;
-    for (const auto & [name, v] : doms) {
-        json_fields d = q.nested(*v, "domains.\"" + name + "\"");
-        eval_metrics m;
-        if (!eval_metrics_from_json(d, "", m, scored)) return false;
-        pt.domains.push_back({name, m});
-    }
+    if (!domain_metrics_from_json(q, pt.overall, pt.domains)) return false;
     return read_rate(q, "mtp_acceptance", s.version, pt.mtp_acceptance);
 }
 
