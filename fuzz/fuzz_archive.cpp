@@ -4,6 +4,7 @@
 // domains, the output spec, and merging the archive into a copy of itself.
 #include "fuzz_util.h"
 #include "saliency/archive.h"
+#include "saliency/merge.h"
 
 #include <string>
 #include <vector>

@@ -32,6 +32,7 @@
 #include "prune/prune.h"
 #include "prune_test_util.h"
 #include "saliency/archive.h"
+#include "saliency/merge.h"
 #include "saliency_test_util.h"
 #include "util/file.h"
 #include "util/sha256.h"

@@ -41,6 +41,7 @@
 #include "gguf/gguf.h"
 #include "llama/corpus.h"
 #include "saliency/archive.h"
+#include "saliency/merge.h"
 
 #include "ggml.h"
 #include "gguf.h"
@@ -52,6 +53,7 @@
 #include <cstring>
 #include <functional>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <signal.h>
@@ -601,6 +603,87 @@ TEST(Calibrate, ShardsMergeToTheWhole) {
             EXPECT_EQ(m->max_norm[i], d.max_norm[i]);
         }
     }
+}
+
+// One sample counted once (issue 37 item 5): archives calibrated by reap on
+// the same corpus merge only when their shards are disjoint. The whole corpus
+// with a shard of it, two --max-tokens caps (prefixes of the same samples),
+// shards 0/2 and 2/4 (hash 0 mod 4 is 0 mod 2) and a merge of 0/2 + 1/2 with
+// 1/4 are refused; 0/2 with 1/4 and another corpus's archive merge, and the
+// merged archive records what each calibration covered. Before, every one of
+// these merged with exit 0.
+TEST(Calibrate, MergeRefusesCalibrationsThatShareSamples) {
+    std::string err;
+    const std::string model = zoo_model("deepseek2", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string dir = scratch("merge-overlap");
+    const std::string corpus = small_corpus(dir);
+    struct part { const char * name; uint32_t i, n; int64_t max_tokens; };
+    const std::vector<part> parts = {{"all", 0, 1, 0}, {"s0of2", 0, 2, 0}, {"s1of2", 1, 2, 0}, {"s1of4", 1, 4, 0},
+                                     {"s2of4", 2, 4, 0}, {"cap60", 0, 1, 60}, {"cap90", 0, 1, 90}};
+    std::map<std::string, uint64_t> samples;   // name -> the samples it read (calibrate_report)
+    for (const part & p : parts) {
+        auto o = opts(model, corpus, dir + "/" + p.name + ".gguf");
+        o.shard_index = p.i;
+        o.shard_count = p.n;
+        o.max_tokens = p.max_tokens;
+        sal::archive a;
+        reap::calibrate_report r;
+        ASSERT_TRUE(reap::run_calibrate(o, a, r, err)) << p.name << ": " << err;
+        samples[p.name] = r.n_samples;
+        EXPECT_GT(r.n_samples, 0u) << p.name;
+    }
+    // another corpus: the same text with one more line
+    const std::string other_dir = scratch("merge-overlap-other");
+    const std::string other = small_corpus(other_dir);
+    {
+        std::ofstream f(other, std::ios::app);
+        f << R"({"domain":"en","text":"One more line makes another corpus file."})" << "\n";
+    }
+    {
+        sal::archive a;
+        reap::calibrate_report r;
+        ASSERT_TRUE(reap::run_calibrate(opts(model, other, dir + "/other.gguf"), a, r, err)) << err;
+    }
+    auto merge = [&](std::vector<std::string> names, const std::string & out, std::string & why) {
+        sal::merge_request req;
+        for (const auto & n : names) req.inputs.push_back(dir + "/" + n + ".gguf");
+        req.output = dir + "/" + out + ".gguf";
+        req.force = true;
+        sal::merge_result res;
+        reap::util::error e;
+        const bool ok = sal::merge_archives(req, res, e);
+        why = e.message;
+        return ok;
+    };
+    std::string why;
+    for (const auto & bad : std::vector<std::vector<std::string>>{{"all", "s0of2"}, {"cap60", "cap90"}, {"s0of2", "s2of4"}}) {
+        EXPECT_FALSE(merge(bad, "x", why)) << bad[0] << " + " << bad[1];
+        EXPECT_NE(why.find("would count those samples' tokens twice"), std::string::npos) << why;
+    }
+    EXPECT_NE((merge({"all", "s0of2"}, "x", why), why).find("(the whole corpus) and " + dir + "/s0of2.gguf (shard 0/2)"), std::string::npos) << why;
+    EXPECT_TRUE(merge({"s0of2", "s1of4"}, "m0-1", why)) << why;
+    EXPECT_TRUE(merge({"s0of2", "s1of2"}, "m01", why)) << why;
+    EXPECT_TRUE(merge({"all", "other"}, "m-other", why)) << why;
+    EXPECT_FALSE(merge({"m01", "s1of4"}, "x", why));
+    EXPECT_NE(why.find("(shard 1/2) and " + dir + "/s1of4.gguf (shard 1/4)"), std::string::npos) << why;
+    sal::archive m01;
+    ASSERT_TRUE(sal::read_archive(dir + "/m01.gguf", m01, err)) << err;
+    std::vector<sal::coverage> cov;
+    ASSERT_TRUE(sal::coverage_of(m01, cov, err)) << err;
+    ASSERT_EQ(cov.size(), 2u);
+    EXPECT_EQ(cov[0].shard_index, 0u);
+    EXPECT_EQ(cov[1].shard_index, 1u);
+    EXPECT_EQ(cov[0].shard_count, 2u);
+    EXPECT_EQ(cov[0].corpus_sha256, cov[1].corpus_sha256);
+    EXPECT_EQ(samples["s0of2"] + samples["s1of2"], samples["all"]);
+    // the command: exit 2, nothing written
+    ASSERT_TRUE(file_exists(reap_bin())) << reap_bin();
+    std::string out;
+    EXPECT_EQ(run_cmd(shell_quote(reap_bin()) + " merge " + shell_quote(dir + "/cap60.gguf") + " " + shell_quote(dir + "/cap90.gguf") +
+                          " -o " + shell_quote(dir + "/cli.gguf"), out), 2) << out;
+    EXPECT_NE(out.find("would count those samples' tokens twice"), std::string::npos) << out;
+    EXPECT_FALSE(file_exists(dir + "/cli.gguf"));
 }
 
 TEST(Calibrate, CapsLimitTokens) {

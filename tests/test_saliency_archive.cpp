@@ -5,6 +5,7 @@
 // message that names the problem. Core only: no llama.cpp.
 #include "gguf_test_util.h"
 #include "saliency_test_util.h"
+#include "saliency/merge.h"
 #include "util/sha256.h"
 
 #include <gtest/gtest.h>

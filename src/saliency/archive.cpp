@@ -1,10 +1,11 @@
-// reap::saliency archive: model fingerprint, validation, GGUF read/write,
-// merging and domain sums of the saliency archive (see archive.h for the
-// format and the contracts).
+// reap::saliency archive: model fingerprint, validation, GGUF read/write and
+// domain sums of the saliency archive (see archive.h for the format and the
+// contracts; merging is saliency/merge.cpp).
 #include "saliency/archive.h"
 #include "util/text_escape.h"
 #include "moe/identity.h"
 #include "moe/layout_gguf.h"
+#include "util/json_fields.h"
 #include "util/path.h"
 #include "util/sha256.h"
 #include "util/strings.h"
@@ -30,12 +31,6 @@ std::string fmt_num(double v) {
 
 using util::join;
 
-std::string layers_string(const std::vector<int> & v) {
-    std::vector<std::string> s;
-    for (int x : v) s.push_back(std::to_string(x));
-    return "[" + join(s, ",") + "]";
-}
-
 using util::starts_with;
 
 // The keys of the format proper (everything else under reap.saliency. is provenance).
@@ -48,11 +43,13 @@ bool is_format_key(const std::string & k) {
     return keys.count(k) != 0;
 }
 
-bool is_hex64(const std::string & s) {
-    return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
 }  // namespace
+
+std::string layers_text(const std::vector<int> & layers) {
+    std::vector<std::string> s;
+    for (int x : layers) s.push_back(std::to_string(x));
+    return "[" + join(s, ",") + "]";
+}
 
 // ---- metric sets ------------------------------------------------------------------
 
@@ -147,7 +144,7 @@ bool fingerprints_match(const fingerprint & archived, const fingerprint & model,
         return false;
     }
     if (archived.moe_layers != model.moe_layers) {
-        err = head + "MoE layers " + layers_string(archived.moe_layers) + " (archive) vs " + layers_string(model.moe_layers) + " (model)";
+        err = head + "MoE layers " + layers_text(archived.moe_layers) + " (archive) vs " + layers_text(model.moe_layers) + " (model)";
         return false;
     }
     if (!archived.router_sha256.empty() && !model.router_sha256.empty() && archived.router_sha256 != model.router_sha256) {
@@ -296,12 +293,12 @@ bool validate(const archive & a, std::string & err) {
     for (size_t i = 0; i < fp.moe_layers.size(); ++i) {
         const int l = fp.moe_layers[i];
         if (l < 0 || (uint32_t) l >= fp.n_layer || (i && l <= fp.moe_layers[i - 1])) {
-            err = "saliency archive: MoE layers " + layers_string(fp.moe_layers) + " must be ascending, unique and in [0, " +
+            err = "saliency archive: MoE layers " + layers_text(fp.moe_layers) + " must be ascending, unique and in [0, " +
                   std::to_string(fp.n_layer) + ")";
             return false;
         }
     }
-    if (!fp.router_sha256.empty() && !is_hex64(fp.router_sha256)) {
+    if (!fp.router_sha256.empty() && !util::is_sha256_hex(fp.router_sha256)) {
         err = "saliency archive: router_sha256 '" + fp.router_sha256 + "' is not 64 lowercase hex digits";
         return false;
     }
@@ -751,26 +748,9 @@ bool write_archive(const archive & a, const std::string & path, std::string & er
     return gguf::write_output(spec, opts, path, written, err);
 }
 
-// ---- merging and sums ---------------------------------------------------------------
+// ---- sums ----------------------------------------------------------------------------
 
-static bool same_fingerprint(const fingerprint & x, const fingerprint & y, std::string & err) {
-    const std::string head = "cannot merge saliency archives of different models: ";
-    auto differ = [&](const std::string & field, const std::string & a, const std::string & b) {
-        err = head + field + " " + a + " vs " + b;
-        return false;
-    };
-    if (x.arch != y.arch) return differ("arch", "'" + x.arch + "'", "'" + y.arch + "'");
-    if (x.n_layer != y.n_layer) return differ("n_layer", std::to_string(x.n_layer), std::to_string(y.n_layer));
-    if (x.n_expert != y.n_expert) return differ("n_expert", std::to_string(x.n_expert), std::to_string(y.n_expert));
-    if (x.n_expert_used != y.n_expert_used) return differ("n_expert_used", std::to_string(x.n_expert_used), std::to_string(y.n_expert_used));
-    if (x.moe_layers != y.moe_layers) return differ("MoE layers", layers_string(x.moe_layers), layers_string(y.moe_layers));
-    if (x.router_sha256 != y.router_sha256) {
-        return differ("router sha256", "'" + x.router_sha256 + "'", "'" + y.router_sha256 + "'");
-    }
-    return true;
-}
-
-static void add_stats(domain_stats & into, const domain_stats & other, metric_set ms) {
+void add_domain_stats(domain_stats & into, const domain_stats & other, metric_set ms) {
     into.n_tokens += other.n_tokens;
     std::vector<std::string> names = metric_names(ms);
     for (const auto & mn : channel_metric_names(ms)) names.push_back(mn);   // empty vectors add nothing
@@ -780,54 +760,6 @@ static void add_stats(domain_stats & into, const domain_stats & other, metric_se
         const std::vector<double> & b = *metric_data(other, mn);
         for (size_t i = 0; i < a.size() && i < b.size(); ++i) a[i] = mn == "max_norm" ? std::max(a[i], b[i]) : a[i] + b[i];
     }
-}
-
-bool merge_into(archive & into, const archive & other, std::string & err) {
-    if (!same_fingerprint(into.model, other.model, err)) return false;
-    if (into.metrics != other.metrics) {
-        err = std::string("cannot merge saliency archives with different metric sets: '") + metric_set_name(into.metrics) +
-              "' (" + join(metric_names(into.metrics)) + ") vs '" + metric_set_name(other.metrics) + "' (" + join(metric_names(other.metrics)) + ")";
-        return false;
-    }
-    if (into.n_ff != other.n_ff) {
-        err = "cannot merge saliency archives with different channel statistics: n_ff_exp " + std::to_string(into.n_ff) +
-              " vs " + std::to_string(other.n_ff) + " (0 = none; calibrate both with --width-saliency, or neither)";
-        return false;
-    }
-    if (into.has_shared_channels != other.has_shared_channels) {
-        err = std::string("cannot merge saliency archives with and without the shared expert's channel statistics (") +
-              (into.has_shared_channels ? "the first" : "the second") + " has them: calibrate both with the same reap, or import both with -m)";
-        return false;
-    }
-    if (!validate(into, err) || !validate(other, err)) return false;
-    // token counts are read from files: their sum must fit before anything is changed
-    for (const auto & d : other.domains) {
-        const domain_stats * t = into.find_domain(d.name);
-        int64_t sum = 0;
-        if (t && __builtin_add_overflow(t->n_tokens, d.n_tokens, &sum)) {
-            err = "cannot merge domain '" + d.name + "': its token counts " + std::to_string(t->n_tokens) + " and " +
-                  std::to_string(d.n_tokens) + " overflow a 64-bit count";
-            return false;
-        }
-    }
-    for (const auto & d : other.domains) {
-        const bool existed = into.find_domain(d.name) != nullptr;
-        domain_stats & t = into.add_domain(d.name);
-        if (existed) {
-            add_stats(t, d, into.metrics);
-        } else {
-            t = d;
-        }
-    }
-    std::vector<gguf::kv> kept;
-    for (const auto & entry : into.provenance.entries) {
-        const gguf::kv * o = other.provenance.find(entry.key);
-        if (o && o->type == entry.type && o->elem_type == entry.elem_type && o->n_elems == entry.n_elems && o->raw == entry.raw) {
-            kept.push_back(entry);
-        }
-    }
-    into.provenance.entries = std::move(kept);
-    return true;
 }
 
 bool sum_domains(const archive & a, const std::vector<std::string> & names, domain_stats & out, std::string & err) {
@@ -862,73 +794,8 @@ bool sum_domains(const archive & a, const std::vector<std::string> & names, doma
     if (a.has_shared_channels) {
         for (const auto & mn : shared_metric_names(a.metrics)) metric_data(s, mn)->assign(a.n_shared_channel_values(), 0.0);
     }
-    for (const auto * d : sel) add_stats(s, *d, a.metrics);
+    for (const auto * d : sel) add_domain_stats(s, *d, a.metrics);
     out = std::move(s);
-    return true;
-}
-
-std::string data_sha256(const archive & a) {
-    util::sha256_stream h;
-    auto text = [&](const std::string & t) {
-        const uint64_t n = t.size();
-        h.update(&n, sizeof n);
-        h.update(t.data(), t.size());
-    };
-    text(metric_set_name(a.metrics));
-    std::vector<const domain_stats *> order;
-    for (const auto & d : a.domains) order.push_back(&d);
-    std::sort(order.begin(), order.end(), [](const domain_stats * x, const domain_stats * y) { return x->name < y->name; });
-    for (const domain_stats * d : order) {
-        text(d->name);
-        h.update(&d->n_tokens, sizeof d->n_tokens);
-        for (const std::string & m : metric_names(a.metrics)) {
-            const std::vector<double> * v = metric_data(*d, m);
-            const uint64_t n = v ? v->size() : 0;
-            h.update(&n, sizeof n);
-            if (n) h.update(v->data(), n * sizeof(double));
-        }
-        if (a.n_ff > 0) {   // only then: an archive without channels hashes as before
-            const uint64_t w = a.n_ff;
-            h.update(&w, sizeof w);
-            for (const std::string & m : channel_metric_names(a.metrics)) {
-                const std::vector<double> * v = metric_data(*d, m);
-                if (!v->empty()) h.update(v->data(), v->size() * sizeof(double));
-            }
-        }
-        if (a.has_shared_channels) {   // only then: an archive without them hashes as before
-            const uint64_t tag = 0x5348;   // "SH": the shared vectors follow
-            h.update(&tag, sizeof tag);
-            for (const std::string & m : shared_metric_names(a.metrics)) {
-                const std::vector<double> * v = metric_data(*d, m);
-                if (!v->empty()) h.update(v->data(), v->size() * sizeof(double));
-            }
-        }
-    }
-    return h.hex();
-}
-
-bool merge_sources(const archive & a, std::vector<std::string> & out, std::string & err) {
-    out.clear();
-    if (!a.provenance.find(k_key_merge_sources)) {
-        out.push_back(data_sha256(a));
-        return true;
-    }
-    std::string e;
-    if (!a.provenance.get_string_array(k_key_merge_sources, out, e) || out.empty()) {
-        err = std::string(k_key_merge_sources) + " is not a non-empty array of sha256 digests";
-        return false;
-    }
-    std::set<std::string> seen;
-    for (const std::string & h : out) {
-        if (!is_hex64(h)) {
-            err = std::string(k_key_merge_sources) + ": '" + h.substr(0, 80) + "' is not 64 lowercase hex digits";
-            return false;
-        }
-        if (!seen.insert(h).second) {
-            err = std::string(k_key_merge_sources) + " lists the archive " + h.substr(0, 16) + "... twice (its tokens were counted twice)";
-            return false;
-        }
-    }
     return true;
 }
 

@@ -244,37 +244,13 @@ bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err)
 // version 2 with them, version 3 with the shared expert's as well.
 bool write_archive(const archive & a, const std::string & path, std::string & err, bool force = false);
 
-// Adds `other` into `into`: fingerprints must be equal (every field; the
-// message names the differing field), the metric sets the same, and both
-// with channel statistics of the same width or both without, and both with
-// the shared expert's or both without. Domains
-// with the same name are summed (n_tokens, count, sums; max_norm takes the
-// max); others are appended in `other`'s order. Provenance keys whose values
-// differ between the two are dropped from `into`; keys only in `other` are
-// not added (callers record their own provenance of the merge).
-bool merge_into(archive & into, const archive & other, std::string & err);
+// Adds `other`'s statistics into `into` (n_tokens, count and sums added,
+// max_norm the max; channel statistics too): the one rule merge and domain
+// sums share. Vectors of other lengths add only their common prefix.
+void add_domain_stats(domain_stats & into, const domain_stats & other, metric_set ms);
 
-// ---- what a merged archive was made of ----
-//
-// reap merge records, under k_key_merge_sources, the data_sha256 of every
-// archive that went into it (an input that was itself merged contributes the
-// list it records), so that one calibration cannot be counted twice: given
-// twice, as a byte-identical copy, or inside an archive merged from it.
-constexpr const char * k_key_merge_sources = "reap.saliency.merge.sources";
-
-// SHA-256 over an archive's statistics: the metric set, then per domain in
-// name order its name, token count and every metric vector (the F64 values
-// as stored). Equal for two files that hold the same measurements whatever
-// their provenance keys. Channel statistics, when present, follow each
-// domain's vectors, the shared expert's after them (an archive without
-// them hashes as before).
-std::string data_sha256(const archive & a);
-
-// The archives `a` holds, as data_sha256 values: the list `a` records under
-// k_key_merge_sources, or `a`'s own data_sha256 when it records none. False,
-// naming the key, when the recorded list is not an array of distinct 64-digit
-// lowercase hex strings.
-bool merge_sources(const archive & a, std::vector<std::string> & out, std::string & err);
+// A list of layers as "[a,b,c]", for messages.
+std::string layers_text(const std::vector<int> & layers);
 
 // One domain that is the sum over `names` (all domains when empty) — the
 // statistics a planner scores with. Unknown names are an error listing the
