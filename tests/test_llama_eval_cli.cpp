@@ -325,15 +325,15 @@ TEST(EvalCli, NamesWhatItLoadedNotWhatIsThereAfter) {
 // build the SHA256SUMS describes; the file with the listed bytes is recorded
 // under the listed hash. Before, the listed hash was recorded either way
 // (issue 37, item 4).
-TEST(EvalCli, RecordsTheHashOfTheBytesItMeasured) {
-    const std::string dir = test_tmp_dir() + "/eval-hash";
+namespace {
+
+// DIR/text.txt (the calibration text), DIR/plan.json (the first half of the
+// experts of reap-moe-tiny in every MoE layer) and its build DIR/build/cut.gguf.
+void half_cut_of_tiny(const std::string & dir) {
     std::string out;
     ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir) + " && mkdir -p " + shell_quote(dir + "/build"), out), 0) << out;
-    const std::string text = dir + "/text.txt", model = source_dir() + "/models/reap-moe-tiny.gguf";
-    {
-        std::ofstream t(text);
-        t << calibration_text();
-    }
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf";
+    std::ofstream(dir + "/text.txt") << calibration_text();
     ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " inspect --json " + shell_quote(model), out), 0) << out;
     const nlohmann::json census = nlohmann::json::parse(out);
     nlohmann::json plan = {{"format", "reap-plan"}, {"version", 1},
@@ -344,13 +344,24 @@ TEST(EvalCli, RecordsTheHashOfTheBytesItMeasured) {
     for (size_t e = 0; e < keep.size(); ++e) keep[e] = (int) e;
     for (const auto & l : census["moe_layers"]) plan["layers"].push_back({{"layer", l}, {"keep", keep}});
     std::ofstream(dir + "/plan.json") << plan.dump();
-    const std::string cut = dir + "/build/cut.gguf", other = dir + "/other.gguf";
     ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " prune -m " + shell_quote(model) + " --plan " + shell_quote(dir + "/plan.json") +
-                      " -o " + shell_quote(cut), out), 0) << out;
-    auto sha = [&](const std::string & path) {
-        std::string s;
-        return run_cmd("sha256sum " + shell_quote(path), s) == 0 ? s.substr(0, 64) : std::string("?");
-    };
+                      " -o " + shell_quote(dir + "/build/cut.gguf"), out), 0) << out;
+}
+
+std::string sha256sum_of(const std::string & path) {
+    std::string s;
+    return run_cmd("sha256sum " + shell_quote(path), s) == 0 ? s.substr(0, 64) : std::string("?");
+}
+
+} // namespace
+
+TEST(EvalCli, RecordsTheHashOfTheBytesItMeasured) {
+    const std::string dir = test_tmp_dir() + "/eval-hash";
+    std::string out;
+    ASSERT_NO_FATAL_FAILURE(half_cut_of_tiny(dir));
+    const std::string text = dir + "/text.txt", model = source_dir() + "/models/reap-moe-tiny.gguf";
+    const std::string cut = dir + "/build/cut.gguf", other = dir + "/other.gguf";
+    auto sha = sha256sum_of;
     auto recorded = [&](std::string & log) {
         // (a group: run_cmd's own 2>&1 is the group's, the eval's stderr goes to the log)
         if (run_cmd("{ " + shell_quote(reap_bin()) + " eval -m " + shell_quote(model) + " -p " + shell_quote(cut) + " -f " + shell_quote(text) +
@@ -374,4 +385,56 @@ TEST(EvalCli, RecordsTheHashOfTheBytesItMeasured) {
     ASSERT_NE(actual, listed);
     EXPECT_EQ(recorded(log), actual) << "other bytes: their own hash, not the listed one";
     EXPECT_NE(log.find("is not the file its SHA256SUMS lists"), std::string::npos) << log;
+}
+
+// The base's bytes are hashed and recorded (base.files_sha256, what sha256sum
+// prints), and report holds an eval's base to the source by them: a model of
+// the source's header, size and routers whose expert weights differ (one
+// byte of blk.0's ffn_up_exps) is another model, and an eval against it is
+// not counted; the eval against the source itself is. Before, only the header
+// and routers were compared and both evals went under Verified (issue 37 item 3).
+TEST(EvalCli, AnEvalAgainstOtherWeightsOfTheSourcesShapeIsNotCounted) {
+    const std::string dir = test_tmp_dir() + "/eval-other-weights";
+    std::string out, err;
+    ASSERT_NO_FATAL_FAILURE(half_cut_of_tiny(dir));
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf", other = dir + "/other.gguf";
+    ASSERT_TRUE(gguf_test::write_with_edited_tensor(model, other, "blk.0.ffn_up_exps",
+                                                    [](reap::gguf::output_tensor &, std::vector<uint8_t> & b) { b[0] ^= 1; }, err)) << err;
+    struct stat a {}, b {};
+    ASSERT_EQ(::stat(model.c_str(), &a), 0);
+    ASSERT_EQ(::stat(other.c_str(), &b), 0);
+    ASSERT_EQ(a.st_size, b.st_size) << "the other model must have the source's size";
+    nlohmann::json base[2];
+    const std::string bases[2] = {model, other};
+    for (int i = 0; i < 2; ++i) {
+        const std::string json = dir + "/eval-" + std::to_string(i) + ".json";
+        ASSERT_EQ(run_cmd("{ " + shell_quote(reap_bin()) + " eval -m " + shell_quote(bases[i]) + " -p " + shell_quote(dir + "/build/cut.gguf") +
+                              " -f " + shell_quote(dir + "/text.txt") + " -c 128 --chunks 2 -t 2 --json > " + shell_quote(json) + "; }", out), 0) << out;
+        std::ifstream f(json);
+        base[i] = nlohmann::json::parse(f).at("base");
+        EXPECT_EQ(base[i].at("files_sha256").get<std::string>(), sha256sum_of(bases[i]));
+    }
+    // what the header and router checks see is the same for both
+    EXPECT_EQ(base[0].at("header_sha256"), base[1].at("header_sha256"));
+    EXPECT_EQ(base[0].at("router_sha256"), base[1].at("router_sha256"));
+    EXPECT_EQ(base[0].at("bytes"), base[1].at("bytes"));
+    auto card = [&](int i) {
+        const std::string card_dir = dir + "/card-" + std::to_string(i);
+        EXPECT_EQ(run_cmd(shell_quote(reap_bin()) + " report -m " + shell_quote(model) + " --plan " + shell_quote(dir + "/plan.json") + " " +
+                              shell_quote(dir + "/build/cut.gguf") + " --eval " + shell_quote(dir + "/eval-" + std::to_string(i) + ".json") +
+                              " -o " + shell_quote(card_dir), out), 0) << out;
+        std::ifstream f(card_dir + "/README.md");
+        std::stringstream ss;
+        ss << f.rdbuf();
+        const std::string text = ss.str();
+        const size_t v = text.find("## Verified\n"), n = text.find("## Not verified\n");
+        return std::make_pair(text.substr(v, n - v), text.substr(n));
+    };
+    const auto [ver0, nver0] = card(0);
+    EXPECT_NE(ver0.find("**Eval `eval-0.json`**: measured on this build's files"), std::string::npos) << ver0;
+    EXPECT_NE(ver0.find("KLD mean"), std::string::npos) << ver0;
+    const auto [ver1, nver1] = card(1);
+    EXPECT_EQ(ver1.find("eval-1.json"), std::string::npos) << ver1;
+    EXPECT_NE(nver1.find("the same header and size as the source, other bytes (sha256 " + sha256sum_of(other).substr(0, 12)),
+              std::string::npos) << nver1;
 }

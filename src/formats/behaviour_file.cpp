@@ -18,6 +18,7 @@ ojson receipts_json(const behaviour_receipts & m) {
     ojson j;
     j["input"] = {{"file", m.input_path}, {"sha256", m.input_sha256}};
     j["base"] = {{"file", m.base_path}, {"bytes", m.base_bytes}, {"header_sha256", m.base_sha256}};
+    if (!m.base_files_sha256.empty()) j["base"]["files_sha256"] = m.base_files_sha256;
     j["base_mask"] = m.base_mask.empty() ? ojson(nullptr)
                                          : ojson{{"file", m.base_mask}, {"bytes", m.base_mask_bytes}, {"sha256", m.base_mask_sha256}};
     j["candidates"] = ojson::array();
@@ -41,7 +42,8 @@ bool receipts_from_json(json_fields & f, behaviour_receipts & m) {
     json_fields in = j.child("input");
     json_fields base = j.child("base");
     if (!j.ok() || !in.str("file", m.input_path) || !in.sha256("sha256", m.input_sha256) || !base.str("file", m.base_path) ||
-        !base.u64("bytes", m.base_bytes) || !base.sha256("header_sha256", m.base_sha256)) {
+        !base.u64("bytes", m.base_bytes) || !base.sha256("header_sha256", m.base_sha256) ||
+        !base.opt_sha256("files_sha256", m.base_files_sha256)) {
         return false;
     }
     if (j.has("base_mask")) {

@@ -51,6 +51,7 @@ struct behaviour_receipts {
     std::string input_path, input_sha256;   // "" when not recorded (an older file)
     std::string base_path, base_sha256;
     uint64_t    base_bytes = 0;             // every file of the base model
+    std::string base_files_sha256;          // util::sha256_files of them ("" in older files)
     std::string base_mask, base_mask_sha256;
     uint64_t    base_mask_bytes = 0;
     struct candidate {

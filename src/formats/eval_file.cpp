@@ -42,6 +42,7 @@ ojson report_body(const eval_report & r) {
         j["base"] = {{"file", r.base_path}, {"header_sha256", r.base_sha256}};
         if (r.base_bytes) j["base"]["bytes"] = r.base_bytes;
         if (!r.base_router_sha256.empty()) j["base"]["router_sha256"] = r.base_router_sha256;
+        if (!r.base_files_sha256.empty()) j["base"]["files_sha256"] = r.base_files_sha256;
     }
     j["reference"] = r.base_masked() ? "masked_base" : "base";
     if (!r.candidate.empty()) {
@@ -102,7 +103,7 @@ bool identity_from_json(json_fields & f, eval_report & r) {
     if (f.has("base")) {
         json_fields b = f.child("base");
         if (!b.str("file", r.base_path) || !b.sha256("header_sha256", r.base_sha256) || !b.opt_u64("bytes", r.base_bytes) ||
-            !b.opt_sha256("router_sha256", r.base_router_sha256)) {
+            !b.opt_sha256("router_sha256", r.base_router_sha256) || !b.opt_sha256("files_sha256", r.base_files_sha256)) {
             return false;
         }
     }

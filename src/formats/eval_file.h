@@ -69,6 +69,7 @@ struct eval_report {
     // before it was recorded): a model of the same header and size with other
     // router weights is another model
     std::string base_router_sha256;
+    std::string base_files_sha256;   // util::sha256_files of the base's files as measured ("" in older files)
     // What was measured, for receipts (`reap report` matches an eval to a build
     // by these, not by path): the -f file and its sha256; for a pruned file each
     // of its files with its size and, when SHA256SUMS beside it lists one, the

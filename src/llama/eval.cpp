@@ -764,6 +764,8 @@ struct measured_inputs {
     uint64_t                    base_bytes = 0;
     std::string                 base_router_sha256;
     std::vector<file_signature> pruned_sigs;
+    base_bytes_hash             base_hash;   // of the bytes the passes read
+    std::string                 base_files_sha256;
 };
 
 bool identify_inputs(const eval_options & opt, const std::vector<eval_candidate> & cands, std::vector<eval_report> & reports,
@@ -777,6 +779,7 @@ bool identify_inputs(const eval_options & opt, const std::vector<eval_candidate>
         moe::model_identity id;
         if (!moe::identity_of(g, id, err)) return false;
         ids.base_router_sha256 = id.router_sha256;
+        if (!ids.base_hash.start(g, err)) return false;
         const std::string base_name = "base '" + opt.base_path + "'";
         if (!opt.base_mask_path.empty() && !load_mask(opt.base_mask_path, g, base_name, ids.base_mask, err)) {
             err = "--base-mask " + err;
@@ -809,6 +812,7 @@ void name_measurement(const eval_options & opt, const eval_candidate & c, const 
     r.base_sha256 = ids.base_sha256;
     r.base_bytes = ids.base_bytes;
     r.base_router_sha256 = ids.base_router_sha256;
+    r.base_files_sha256 = ids.base_files_sha256;
     r.input_path = opt.input_path;
     r.input_sha256 = input_sha;
     if (c.masked()) r.candidate_sha256 = ids.masks[i].plan_sha256;
@@ -1025,8 +1029,11 @@ struct eval_run {
             model_ptr pruned = load_model("pruned model", cands[i].path, opt.rt, false, err);
             if (!pruned || !score(i, pruned.get(), cands[i].path)) return false;
         }
-        return unchanged_since(ids.pruned_sigs, err);
+        return unchanged_since(ids.pruned_sigs, err) && base_bytes_hashed();
     }
+
+    // The base's hash, once every pass has read it (joins the hashing thread).
+    bool base_bytes_hashed() { return !ids.base_hash.job.started() || ids.base_hash.finish(ids.base_files_sha256, err); }
 
     void write_receipts() {
         const std::string input_sha =

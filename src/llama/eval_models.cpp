@@ -180,6 +180,22 @@ bool unchanged_since(const std::vector<file_signature> & sigs, std::string & err
     return true;
 }
 
+bool base_bytes_hash::start(const gguf::model & base, std::string & err) {
+    std::vector<std::string> files;
+    for (const auto & sh : base.shards) {
+        file_signature sig;
+        if (!signature_of(sh.path, sig, err)) return false;
+        sigs.push_back(sig);
+        files.push_back(sh.path);
+    }
+    job.start(files);
+    return true;
+}
+
+bool base_bytes_hash::finish(std::string & hex, std::string & err) {
+    return job.finish(hex, err) && unchanged_since(sigs, err);
+}
+
 namespace {
 
 // A plan's size on disk, for the receipts (0 when it cannot be read: the plan was parsed already).
@@ -199,6 +215,8 @@ bool visit_models(const std::string & base_path, const std::string & base_mask_p
     measured.base_path = base_path;
     measured.base_bytes = g.file_bytes();
     measured.base_sha256 = model_header_sha256(g);
+    base_bytes_hash base_hash;
+    if (!base_hash.start(g, err)) return false;
     measured.input_path = input_path;
     if (!input_path.empty() && !util::sha256_file(input_path, measured.input_sha256, err)) return false;
     const std::string base_name = "base '" + base_path + "'";
@@ -256,7 +274,7 @@ bool visit_models(const std::string & base_path, const std::string & base_mask_p
         model_ptr m = load_model("pruned model", cands[i].path, rt, false, err);
         if (!m || !visit(m.get(), nullptr, (int) i)) return false;
     }
-    return unchanged_since(sigs, err);
+    return unchanged_since(sigs, err) && base_hash.finish(measured.base_files_sha256, err);
 }
 
 ctx_ptr continuation_context(llama_model * model, const eval_runtime & rt_in, int64_t n_ctx, mask_hook * hook, std::string & err) {

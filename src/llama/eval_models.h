@@ -9,6 +9,7 @@
 #include "llama/eval.h"
 #include "llama/mask.h"
 #include "llama/runtime.h"
+#include "util/sha256.h"
 
 #include <cstdint>
 #include <functional>
@@ -64,6 +65,18 @@ bool pruned_identity(const std::string & path, std::vector<eval_report::file_id>
 // A file measured must be the file identified: refuse numbers of a file that
 // was replaced or rewritten while the run read it.
 bool unchanged_since(const std::vector<file_signature> & sigs, std::string & err);
+
+// The base model's bytes, hashed (util::sha256_files) on a thread while the
+// passes read them, so that a report can tell the source from another model
+// of the same header and size; an extra read of the base when it streams
+// from disk. start: the signatures of its files, then the hash begins;
+// finish: the hash, once the files are unchanged since start.
+struct base_bytes_hash {
+    util::background_sha256     job;
+    std::vector<file_signature> sigs;
+    bool start(const gguf::model & base, std::string & err);
+    bool finish(std::string & hex, std::string & err);
+};
 
 // What a behaviour run (needle_options, generate_options) takes from the KLD
 // eval's options: the base and its mask, the runtime, the log and progress

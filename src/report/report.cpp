@@ -105,6 +105,19 @@ struct build_identity {
     std::string                        source_router_sha256;   // moe::identity_of's router hash of the source
     std::map<std::string, std::string> sums;            // the build's files and their SHA256SUMS hashes
     std::string                        plan_sha256, pruned_path, plan_path;
+    // the source's files and their bytes' hash (util::sha256_files), hashed
+    // only when an eval's base claims to be the source: same size, a hash recorded
+    std::vector<std::string>           source_files;
+    uint64_t                           source_bytes = 0;
+    mutable std::string                source_files_sha256, source_hash_error;
+
+    const std::string & source_hash() const {
+        if (source_files_sha256.empty() && source_hash_error.empty() &&
+            !util::sha256_files(source_files, source_files_sha256, source_hash_error)) {
+            source_files_sha256.clear();
+        }
+        return source_files_sha256;
+    }
 };
 
 // The reference of a report: the source itself, not a masked base or another model.
@@ -119,6 +132,17 @@ bool reference_is_source(const eval_report & r, const build_identity & b, eval_e
         e.match = eval_match::other;
         e.why = "it was measured against another base model: the same header, other router weights (router sha256 " +
                 r.base_router_sha256.substr(0, 12) + "…; this source's is " + b.source_router_sha256.substr(0, 12) + "…)";
+        return false;
+    }
+    // a base of the source's size that records its bytes' hash claims to be
+    // the source file: its bytes must be the source's (any weight, not only
+    // the routers, can differ under the same header)
+    if (!r.base_files_sha256.empty() && r.base_bytes == b.source_bytes && r.base_files_sha256 != b.source_hash()) {
+        e.match = eval_match::other;
+        e.why = b.source_hash().empty()
+                    ? "the source's files could not be hashed to compare with its base (" + b.source_hash_error + ")"
+                    : "it was measured against another model: the same header and size as the source, other bytes (sha256 " +
+                          r.base_files_sha256.substr(0, 12) + "…; this source's is " + b.source_hash().substr(0, 12) + "…)";
         return false;
     }
     if (!r.base_sha256.empty() && r.base_sha256 != b.source_sha256) {
@@ -602,6 +626,8 @@ bool audit_build(card & c, bool & differs, std::string & err) {
     moe::model_identity source_id;
     if (!moe::identity_of(c.src.m, source_id, err)) return false;
     c.build.source_router_sha256 = source_id.router_sha256;
+    for (const auto & sh : c.src.m.shards) c.build.source_files.push_back(sh.path);
+    c.build.source_bytes = c.src.m.file_bytes();
     c.build.pruned_path = opt.pruned;
     c.build.plan_path = opt.plan;
     std::vector<std::pair<std::string, std::string>> entries;
@@ -666,6 +692,8 @@ eval_report behaviour_identity(const behaviour_receipts & m, const std::string &
     r.masked = masked;
     r.base_path = m.base_path;
     r.base_sha256 = m.base_sha256;
+    r.base_bytes = m.base_bytes;
+    r.base_files_sha256 = m.base_files_sha256;
     r.base_mask = m.base_mask;
     r.base_mask_sha256 = m.base_mask_sha256;
     r.input_path = m.input_path;
@@ -835,6 +863,9 @@ void judge_evals(card & c) {
         }
         if (e.r.base_sha256.empty()) {
             c.unverified.push_back("Eval " + file + " does not record which base model it compared with (written by an older `reap eval`): that it is this source is assumed, not checked.");
+        } else if (e.r.base_files_sha256.empty() && (e.r.base_bytes == 0 || e.r.base_bytes == c.build.source_bytes)) {
+            c.unverified.push_back("Eval " + file + " does not record the hash of its base's bytes (written by an older `reap eval`): that its base is "
+                                   "this source, and not another model of the same header and size, is assumed.");
         }
         // overlap with the calibration corpus
         if (e.r.input_sha256.empty()) {
@@ -1053,9 +1084,10 @@ std::string measured_against(const card & c, const eval_report & r) {
     }
     const std::string ref = code(util::base_name(r.base_path));
     return ": KL divergence of " + what + " from " + ref + ", per token over the full vocabulary; top-1 agreement with it; perplexity ratio " +
-           "(" + short_what + " / " + ref + "). " + ref + " is the eval's reference: the same model as the source by its fingerprint, another file of it (" +
-           util::group_digits((int64_t) r.base_bytes) + " bytes; the source has " + util::group_digits((int64_t) c.src.m.file_bytes()) +
-           "), such as a higher-precision quantisation.\n\n";
+           "(" + short_what + " / " + ref + "). " + ref + " is the eval's reference: the same model as the source by its fingerprint (header and "
+           "router weights), another file of it (" + util::group_digits((int64_t) r.base_bytes) + " bytes" +
+           (r.base_files_sha256.empty() ? "" : ", sha256 " + code(r.base_files_sha256)) + "; the source has " +
+           util::group_digits((int64_t) c.src.m.file_bytes()) + "), such as a higher-precision quantisation.\n\n";
 }
 
 std::string verified_sections(const card & c) {

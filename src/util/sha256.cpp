@@ -37,7 +37,7 @@ std::string to_hex(const unsigned char * digest, unsigned int n) {
 
 } // namespace
 
-bool sha256_file(const std::string & path, std::string & hex, std::string & err) {
+bool sha256_file(const std::string & path, std::string & hex, std::string & err, const std::atomic<bool> * cancel) {
     const int fd = open_input(path, err);
     if (fd < 0) return false;
     std::unique_ptr<EVP_MD_CTX, md_ctx_deleter> ctx(EVP_MD_CTX_new());
@@ -48,6 +48,11 @@ bool sha256_file(const std::string & path, std::string & hex, std::string & err)
     }
     std::vector<unsigned char> buf(1 << 20);
     for (;;) {
+        if (cancel && cancel->load(std::memory_order_relaxed)) {
+            err = path + ": hashing cancelled";
+            ::close(fd);
+            return false;
+        }
         const ssize_t n = ::read(fd, buf.data(), buf.size());
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -64,6 +69,39 @@ bool sha256_file(const std::string & path, std::string & hex, std::string & err)
     EVP_DigestFinal_ex(ctx.get(), digest, &len);
     hex = to_hex(digest, len);
     return true;
+}
+
+bool sha256_files(const std::vector<std::string> & paths, std::string & hex, std::string & err, const std::atomic<bool> * cancel) {
+    if (paths.size() == 1) return sha256_file(paths[0], hex, err, cancel);
+    std::string digests;
+    for (const std::string & p : paths) {
+        std::string one;
+        if (!sha256_file(p, one, err, cancel)) return false;
+        digests += one + "\n";
+    }
+    hex = sha256_bytes(digests.data(), digests.size());
+    return true;
+}
+
+background_sha256::~background_sha256() {
+    cancel_ = true;
+    if (thread_.joinable()) thread_.join();
+}
+
+void background_sha256::start(std::vector<std::string> paths) {
+    if (thread_.joinable()) return;
+    thread_ = std::thread([this, paths = std::move(paths)] { ok_ = sha256_files(paths, hex_, err_, &cancel_); });
+}
+
+bool background_sha256::finish(std::string & hex, std::string & err) {
+    if (!thread_.joinable()) {
+        err = "internal: a hash that was never started";
+        return false;
+    }
+    thread_.join();
+    if (!ok_) err = err_;
+    else hex = hex_;
+    return ok_;
 }
 
 sha256_stream::sha256_stream() : ctx_(EVP_MD_CTX_new()) {

@@ -9,16 +9,44 @@
 
 #include "util/file.h"
 
+#include <atomic>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 namespace reap::util {
 
 // Hashes the whole file at `path` with a fixed-size read buffer; sets `hex`
-// to 64 lowercase hex digits. Fails with a message on open/read errors.
-bool sha256_file(const std::string & path, std::string & hex, std::string & err);
+// to 64 lowercase hex digits. Fails with a message on open/read errors, or
+// when `cancel` is set (checked between reads).
+bool sha256_file(const std::string & path, std::string & hex, std::string & err, const std::atomic<bool> * cancel = nullptr);
+
+// The hash of a model's files, in order: one file's sha256 (what sha256sum
+// prints), or for several the sha256 of their digests, each as 64 hex digits
+// and a newline (`sha256sum F1 F2 ... | cut -c1-64 | sha256sum`).
+bool sha256_files(const std::vector<std::string> & paths, std::string & hex, std::string & err,
+                  const std::atomic<bool> * cancel = nullptr);
+
+// sha256_files on a thread of its own, so that hashing a model overlaps the
+// passes that read it; the destructor cancels it (a run that fails first
+// does not wait for a whole model to be hashed).
+class background_sha256 {
+public:
+    background_sha256() = default;
+    ~background_sha256();
+    background_sha256(const background_sha256 &) = delete;
+    background_sha256 & operator=(const background_sha256 &) = delete;
+    void start(std::vector<std::string> paths);
+    bool started() const { return thread_.joinable(); }
+    bool finish(std::string & hex, std::string & err);   // waits for the hash
+private:
+    std::thread       thread_;
+    std::atomic<bool> cancel_{false};
+    bool              ok_ = false;
+    std::string       hex_, err_;
+};
 
 // Hashes `size` bytes in memory (64 lowercase hex digits).
 std::string sha256_bytes(const void * data, size_t size);
