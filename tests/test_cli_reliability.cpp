@@ -1553,6 +1553,34 @@ TEST(Leftovers, AZombieRunsTempsAreStale) {
     remove_tree(fx.dir);
 }
 
+// An output never takes a name of reap's own bookkeeping: a model written as
+// DIR/.y.gguf.reap-journal was, before, taken by the next run in DIR for a
+// killed run's journal ("not a reap journal"), and every later command in the
+// folder failed. Refused now (exit 2, nothing written) for journal and temp
+// names, by prune and by plan, and the folder stays usable.
+TEST(OutputRule, AnOutputNeverTakesAJournalOrTempName) {
+    fixture fx;
+    std::string why, out;
+    if (!setup("bookkeeping-names", fx, why)) GTEST_SKIP() << why;
+    std::string m;
+    reap::plan p;
+    ASSERT_NO_FATAL_FAILURE(gpt_oss_half_plan(fx, "bookkeeping-names", 47, m, p));
+    const std::string plan = fx.dir + "/p.json", dir = fx.dir + "/out", sal = fx.dir + "/sal.gguf";
+    write_archive_for(m, sal, 4);
+    ::mkdir(dir.c_str(), 0755);
+    for (const std::string name : {".y.gguf.reap-journal", ".y.gguf.reap-tmp.1.abcdef", ".y.gguf.reap-tmp.1.s.abcdef"}) {
+        EXPECT_EQ(run_reap("prune -m " + quote(m) + " --plan " + quote(plan) + " -o " + quote(dir + "/" + name), out), 2) << out;
+        EXPECT_NE(out.find("is a name reap gives its own temp files and journals"), std::string::npos) << out;
+        EXPECT_EQ(run_reap("plan " + quote(sal) + " -m " + quote(m) + " --keep 6 --no-protect-super -o " + quote(dir + "/" + name), out), 2)
+            << out;
+        EXPECT_NE(out.find("is a name reap gives its own temp files and journals"), std::string::npos) << out;
+    }
+    EXPECT_TRUE(leftovers(dir).empty());
+    EXPECT_FALSE(prune_test::exists(dir + "/SHA256SUMS"));
+    ASSERT_EQ(run_reap("prune -m " + quote(m) + " --plan " + quote(plan) + " -o " + quote(dir + "/y.gguf"), out), 0) << out;
+    remove_tree(fx.dir);
+}
+
 // The journal's name, one rule for the publisher that writes it and for verify,
 // which refuses an output while it exists: DIR/.NAME.reap-journal beside the target.
 TEST(Reliability, JournalNameRule) {

@@ -3,6 +3,7 @@
 #include "util/output_rule.h"
 
 #include "util/path.h"
+#include "util/publish.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -31,6 +32,13 @@ bool same_entry(const std::string & a, const std::string & b) {
 
 bool check_not_input(const std::string & output, const std::vector<std::pair<std::string, std::string>> & inputs,
                      std::string & err) {
+    // the names of reap's own bookkeeping: a file by such a name would be
+    // taken for a killed run's journal or temp by the next run in the folder
+    const std::string name = base_name(output);
+    if (name.find(k_temp_marker) != std::string::npos || (name.size() > 1 && name[0] == '.' && ends_with(name, k_journal_suffix))) {
+        err = "refusing to write " + output + ": '" + name + "' is a name reap gives its own temp files and journals (choose another output name)";
+        return false;
+    }
     for (const auto & [what, path] : inputs) {
         if (same_entry(output, path)) {
             err = "refusing to write " + output + " over the " + what + " '" + path + "' (the same file)";

@@ -18,8 +18,9 @@ bool same_entry(const std::string & a, const std::string & b);
 
 // Refuses `output` ("refusing to write OUTPUT over the WHAT 'PATH'")
 // when it is the same entry as one of `inputs` (pairs of what it is, path;
-// empty paths are skipped), with or without --force. Every command calls it
-// for every output before it writes anything.
+// empty paths are skipped), with or without --force, and when its name is
+// one reap gives its temps (NAME.reap-tmp.*) or journals (.NAME.reap-journal).
+// Every command calls it for every output before it writes anything.
 bool check_not_input(const std::string & output, const std::vector<std::pair<std::string, std::string>> & inputs,
                      std::string & err);
 
