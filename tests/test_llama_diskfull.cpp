@@ -159,6 +159,7 @@ void eval_case(const inputs & in, const std::string & mnt) {
         const uint64_t size = gguf_test::apparent_size(mnt + "/base.kld");
         ASSERT_GT(size, 3 * 4096u) << out;
         ::unlink((mnt + "/base.kld").c_str());
+        ::unlink((mnt + "/base.kld.reap-receipt.json").c_str());   // (and what the run wrote beside it)
         SCOPED_TRACE("room for " + std::to_string(size / 2) + " of the " + std::to_string(size) + " bytes of the KLD base");
         diskfull_test::fill(mnt, size / 2);
         expect_clean_failure(run_cmd(reap_cmd(base), out), out, mnt, {"filler"});

@@ -438,3 +438,82 @@ TEST(EvalCli, AnEvalAgainstOtherWeightsOfTheSourcesShapeIsNotCounted) {
     EXPECT_NE(nver1.find("the same header and size as the source, other bytes (sha256 " + sha256sum_of(other).substr(0, 12)),
               std::string::npos) << nver1;
 }
+
+// A KLD base file names no model (llama-perplexity's format): reap eval writes
+// a receipt beside the ones it makes (FILE.reap-receipt.json: the file's
+// sha256, the base's identity and bytes' hash), and an eval reading the file
+// names the receipt's base, once the file's bytes match it. Rows written from
+// a model of the source's shape with other weights are that model's (report:
+// not counted); rows without a receipt, or with another file's receipt, are
+// nobody's (not counted, a warning). Before, a read-mode eval named -m as its
+// base whatever wrote the rows, and went under Verified (issue 37 item 3).
+TEST(EvalCli, AKldBaseFileNamesItsModelByItsReceipt) {
+    const std::string dir = test_tmp_dir() + "/eval-kld-receipt";
+    std::string out, err;
+    ASSERT_NO_FATAL_FAILURE(half_cut_of_tiny(dir));
+    const std::string model = source_dir() + "/models/reap-moe-tiny.gguf", other = dir + "/other.gguf";
+    ASSERT_TRUE(gguf_test::write_with_edited_tensor(model, other, "blk.0.ffn_up_exps",
+                                                    [](reap::gguf::output_tensor &, std::vector<uint8_t> & b) { b[0] ^= 1; }, err)) << err;
+    const std::string text = dir + "/text.txt", cut = dir + "/build/cut.gguf";
+    auto write_kld = [&](const std::string & base, const std::string & kld) {
+        return run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(base) + " -f " + shell_quote(text) + " -c 128 --chunks 2 -t 2 --kld-base " +
+                           shell_quote(kld), out);
+    };
+    ASSERT_EQ(write_kld(model, dir + "/src.kld"), 0) << out;
+    ASSERT_EQ(write_kld(other, dir + "/other.kld"), 0) << out;
+    {
+        std::ifstream f(dir + "/src.kld.reap-receipt.json");
+        const nlohmann::json r = nlohmann::json::parse(f);
+        EXPECT_EQ(r.at("kld_base").at("sha256").get<std::string>(), sha256sum_of(dir + "/src.kld"));
+        EXPECT_EQ(r.at("base").at("files_sha256").get<std::string>(), sha256sum_of(model));
+    }
+    // an eval reading a KLD base file, with -m the source; then its card
+    auto read_eval = [&](const std::string & kld, const std::string & json, std::string & log) {
+        EXPECT_EQ(run_cmd("{ " + shell_quote(reap_bin()) + " eval -m " + shell_quote(model) + " -p " + shell_quote(cut) + " --kld-base " +
+                              shell_quote(kld) + " -t 2 --json > " + shell_quote(json) + " 2> " + shell_quote(json + ".log") + "; }", out), 0) << out;
+        std::ifstream lf(json + ".log");
+        std::stringstream ss;
+        ss << lf.rdbuf();
+        log = ss.str();
+        std::ifstream f(json);
+        return nlohmann::json::parse(f);
+    };
+    auto verified = [&](const std::string & json) {
+        const std::string card_dir = json + ".card";
+        EXPECT_EQ(run_cmd(shell_quote(reap_bin()) + " report -m " + shell_quote(model) + " --plan " + shell_quote(dir + "/plan.json") + " " +
+                              shell_quote(cut) + " --eval " + shell_quote(json) + " -o " + shell_quote(card_dir), out), 0) << out;
+        std::ifstream f(card_dir + "/README.md");
+        std::stringstream ss;
+        ss << f.rdbuf();
+        const std::string text = ss.str();
+        const size_t v = text.find("## Verified\n"), n = text.find("## Not verified\n");
+        return text.substr(v, n - v).find("KLD mean") != std::string::npos;
+    };
+    std::string log;
+    nlohmann::json j = read_eval(dir + "/src.kld", dir + "/e-src.json", log);
+    EXPECT_EQ(j.at("kld_base").get<std::string>(), "read");
+    EXPECT_EQ(j.at("base").at("files_sha256").get<std::string>(), sha256sum_of(model));
+    EXPECT_TRUE(verified(dir + "/e-src.json"));
+    j = read_eval(dir + "/other.kld", dir + "/e-other.json", log);
+    EXPECT_EQ(j.at("base").at("files_sha256").get<std::string>(), sha256sum_of(other)) << "the rows' model, not -m";
+    EXPECT_FALSE(verified(dir + "/e-other.json"));
+    // the source's receipt beside other rows (the source's file with its last record's byte changed)
+    ASSERT_EQ(run_cmd("cp " + shell_quote(dir + "/src.kld") + " " + shell_quote(dir + "/swapped.kld") + " && cp " +
+                          shell_quote(dir + "/src.kld.reap-receipt.json") + " " + shell_quote(dir + "/swapped.kld.reap-receipt.json"), out), 0);
+    {
+        std::fstream f(dir + "/swapped.kld", std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(-1, std::ios::end);
+        const char c = (char) (f.get() ^ 1);
+        f.seekp(-1, std::ios::end);
+        f.put(c);
+    }
+    j = read_eval(dir + "/swapped.kld", dir + "/e-swapped.json", log);
+    EXPECT_NE(j.at("warnings").dump().find("is not the file its receipt describes"), std::string::npos) << j.dump();
+    EXPECT_FALSE(j.contains("base")) << j.dump();
+    EXPECT_FALSE(verified(dir + "/e-swapped.json"));
+    // no receipt (as llama-perplexity writes the file)
+    ASSERT_EQ(::unlink((dir + "/src.kld.reap-receipt.json").c_str()), 0);
+    j = read_eval(dir + "/src.kld", dir + "/e-bare.json", log);
+    EXPECT_NE(j.at("warnings").dump().find("has no receipt"), std::string::npos) << j.dump();
+    EXPECT_FALSE(verified(dir + "/e-bare.json"));
+}

@@ -5,6 +5,7 @@
 // (src/llama/needle.h, generate.h); prints a table or one JSON object on stdout. Errors go to stderr with exit
 // status 2.
 #include "cli/eval_flags.h"
+#include "formats/kld_receipt.h"
 #include "llama/eval_models.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -105,7 +106,10 @@ int cmd_eval(int argc, char ** argv) {
         std::vector<std::pair<std::string, std::string>> inputs = {
             {"model", opt.base_path}, {"input", opt.input_path}, {"mask", opt.base_mask_path}};
         for (const auto & pp : pruned) inputs.emplace_back("pruned model", pp);
-        if (!reap::util::check_not_input(opt.kld_base_path, inputs, err)) return reap::cli::fail("eval", err);
+        if (!reap::util::check_not_input(opt.kld_base_path, inputs, err) ||
+            !reap::util::check_not_input(reap::kld_receipt_path(opt.kld_base_path), inputs, err)) {
+            return reap::cli::fail("eval", err);
+        }
     }
     std::vector<reap::eval_report> rs;
     if (!reap::run_eval_candidates(opt, cands, rs, err)) return reap::cli::fail("eval", err);

@@ -8,6 +8,7 @@
 #include "llama/eval_models.h"
 #include "llama/mask.h"
 #include "llama/mtp.h"
+#include "formats/kld_receipt.h"
 #include "metrics/kld_record.h"
 #include "metrics/token_metrics.h"
 #include "gguf/gguf.h"
@@ -34,6 +35,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <sys/stat.h>
@@ -253,7 +255,7 @@ bool decode_windows(const std::vector<llama_context *> & ctxs, const std::vector
 // Runs the base model over the windows and writes the base file; adds the
 // base's own negative log-likelihoods (exact logits) to nll / n_scored.
 bool write_base_file(llama_model * model, const workload & wl, const eval_options & opt, int n_ctx, progress_line & prog,
-                     mask_hook * hook, double & nll, size_t & n_scored, std::string & err) {
+                     mask_hook * hook, double & nll, size_t & n_scored, kld_base_receipt & written, std::string & err) {
     const llama_vocab * vocab   = llama_model_get_vocab(model);
     const int           n_vocab = llama_vocab_n_tokens(vocab);
     const llama_token   bos     = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
@@ -263,8 +265,15 @@ bool write_base_file(llama_model * model, const workload & wl, const eval_option
 
     // The file appears under its name only once complete: an interrupted run
     // never leaves one that a later run would trust.
-    util::durable_file out;
-    if (!out.open(opt.kld_base_path, err)) return false;
+    util::durable_file file;
+    if (!file.open(opt.kld_base_path, err)) return false;
+    util::sha256_stream hash;   // for the receipt: the bytes as written
+    struct {
+        util::durable_file & f;
+        util::sha256_stream & h;
+        uint64_t n = 0;
+        bool write(const void * p, size_t k, std::string & e) { h.update(p, k); n += k; return f.write(p, k, e); }
+    } out{file, hash};
     const int32_t hdr[3] = {n_ctx, n_vocab, (int32_t) wl.windows.size()};
     if (!out.write(k_kld_magic, 8, err) || !out.write(hdr, sizeof(hdr), err)) return false;
     for (const window & w : wl.windows) {
@@ -290,7 +299,10 @@ bool write_base_file(llama_model * model, const workload & wl, const eval_option
             n_scored += rows.size();
             return out.write(records.data(), records.size() * sizeof(uint16_t), err);
         }), err, hook);
-    return ok && out.commit(err);
+    if (!ok || !file.commit(err)) return false;
+    written.bytes = out.n;
+    written.sha256 = hash.hex();
+    return true;
 }
 
 // The windows of a base file, checked against the text's tokens when a text
@@ -858,6 +870,11 @@ struct eval_run {
     model_ptr       base;
     mask_hook       hook;
     std::string     kld_mode = "none";
+    // --kld-base read: the receipt of the file and the file's own hash
+    std::optional<kld_base_receipt> rows_receipt;
+    util::background_sha256         rows_hash;
+    bool                            rows_known = false;
+    std::string                     rows_warning;
     bool            base_only_done = false;    // a --kld-base run without candidates: the file was the product
 
     eval_run(const eval_options & o, const std::vector<eval_candidate> & c, std::vector<eval_report> & r, std::string & e)
@@ -930,7 +947,9 @@ struct eval_run {
         if (!plain_workload(opt.input_path, in.text, base.get(), n_ctx, opt.max_chunks, wl, err)) return false;
         double nll = 0;
         size_t n_scored = 0;
-        if (!write_base_file(base.get(), wl, opt, n_ctx, prog, base_hook(), nll, n_scored, err)) return false;
+        kld_base_receipt written;
+        if (!write_base_file(base.get(), wl, opt, n_ctx, prog, base_hook(), nll, n_scored, written, err)) return false;
+        if (!write_kld_receipt(written)) return false;
         if (base_mtp > 0 && !cands.empty() && !base_mtp_pass(make_pass_setup(base.get(), wl, opt.rt, n_ctx))) return false;
         if (cands.empty()) {
             eval_report r;
@@ -943,6 +962,60 @@ struct eval_run {
             reports.push_back(r);
             base_only_done = true;
         }
+        return true;
+    }
+
+    // Beside the KLD base file just written: what wrote it (the base's
+    // identity, its bytes' hash included, its mask, the text).
+    bool write_kld_receipt(kld_base_receipt & r) {
+        if (!base_bytes_hashed()) return false;
+        r.base_path = opt.base_path;
+        r.base_sha256 = ids.base_sha256;
+        r.base_router_sha256 = ids.base_router_sha256;
+        r.base_files_sha256 = ids.base_files_sha256;
+        r.base_bytes = ids.base_bytes;
+        r.base_mask = opt.base_mask_path;
+        r.base_mask_sha256 = ids.base_mask.plan_sha256;
+        r.input_path = opt.input_path;
+        r.input_sha256 = util::sha256_bytes(in.text.data(), in.text.size());
+        return util::write_file_durably(kld_receipt_path(opt.kld_base_path), util::json_text(kld_receipt_to_json(r), 2) + "\n", err);
+    }
+
+    // An existing KLD base file: its receipt, when there is one, is read now
+    // and held to the file's bytes (hashed while the passes read them) before
+    // the eval names the receipt's base as its own; without a receipt (a file
+    // of llama-perplexity, or one whose receipt is gone) the base is unknown.
+    bool read_kld_receipt() {
+        const std::string path = kld_receipt_path(opt.kld_base_path);
+        struct stat st;
+        if (::stat(path.c_str(), &st) != 0) return true;
+        nlohmann::json j;
+        if (!util::read_json_file(path, "KLD base receipt", 1 << 20, j, err)) return false;
+        kld_base_receipt r;
+        if (!kld_receipt_from_json(j, path, r, err)) return false;
+        rows_receipt = r;
+        rows_hash.start({opt.kld_base_path});
+        return true;
+    }
+
+    // Whose rows were read: the receipt's base when the file is the bytes it
+    // describes; nobody's otherwise (a warning says why).
+    bool settle_rows_origin() {
+        if (kld_mode != "read") return true;
+        std::string why;
+        if (!rows_receipt) {
+            why = "KLD base file '" + opt.kld_base_path + "' has no receipt (" + kld_receipt_path(opt.kld_base_path) +
+                  ", written by reap eval beside the files it makes): which model wrote its rows is not recorded";
+        } else {
+            std::string hex;
+            if (!rows_hash.finish(hex, err)) return false;
+            if (hex != rows_receipt->sha256) {
+                why = "KLD base file '" + opt.kld_base_path + "' is not the file its receipt describes (sha256 " + hex.substr(0, 16) +
+                      "…, the receipt's " + rows_receipt->sha256.substr(0, 16) + "…): which model wrote its rows is not known";
+            }
+        }
+        rows_known = why.empty();
+        rows_warning = why;   // in each report's warnings (printed by the command, or in its JSON)
         return true;
     }
 
@@ -983,6 +1056,7 @@ struct eval_run {
             if (base_only_done) return true;
         }
         if (!kld_base_read_header(opt.kld_base_path, in.hdr, err)) return false;
+        if (in.read_file_mode && !read_kld_receipt()) return false;
         if (!base && !opt.base_path.empty() && !load_base(ids.n_masks == 0)) return false;
         if (in.read_file_mode && !opt.input_path.empty() && !check_text_gives_file_tokens()) return false;
         wl = workload();
@@ -1029,17 +1103,31 @@ struct eval_run {
             model_ptr pruned = load_model("pruned model", cands[i].path, opt.rt, false, err);
             if (!pruned || !score(i, pruned.get(), cands[i].path)) return false;
         }
-        return unchanged_since(ids.pruned_sigs, err) && base_bytes_hashed();
+        return unchanged_since(ids.pruned_sigs, err) && base_bytes_hashed() && settle_rows_origin();
     }
 
     // The base's hash, once every pass has read it (joins the hashing thread).
     bool base_bytes_hashed() { return !ids.base_hash.job.started() || ids.base_hash.finish(ids.base_files_sha256, err); }
+
+    // With rows read from a KLD base file, the base is the model that wrote
+    // them (its receipt's), not -m: -m only runs the masks and the tokenizer.
+    void name_rows_origin(eval_report & r) const {
+        r.base_path = rows_known ? rows_receipt->base_path : "";
+        r.base_sha256 = rows_known ? rows_receipt->base_sha256 : "";
+        r.base_router_sha256 = rows_known ? rows_receipt->base_router_sha256 : "";
+        r.base_files_sha256 = rows_known ? rows_receipt->base_files_sha256 : "";
+        r.base_bytes = rows_known ? rows_receipt->base_bytes : 0;
+        r.base_mask = rows_known ? rows_receipt->base_mask : "";
+        r.base_mask_sha256 = rows_known ? rows_receipt->base_mask_sha256 : "";
+        if (!rows_known) r.warnings.push_back(rows_warning);
+    }
 
     void write_receipts() {
         const std::string input_sha =
             in.text.empty() && opt.input_path.empty() ? "" : util::sha256_bytes(in.text.data(), in.text.size());
         for (size_t i = 0; i < cands.size(); ++i) {
             name_measurement(opt, cands[i], ids, i, input_sha, reports[i]);
+            if (kld_mode == "read") name_rows_origin(reports[i]);
             reports[i].mtp_blocks = std::max(base_mtp, cand_mtp[i]);
             if (reports[i].mtp_blocks > 0) {
                 reports[i].mtp_base = mtp_base;

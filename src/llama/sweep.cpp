@@ -3,6 +3,7 @@
 #include "llama/sweep.h"
 
 #include "corpus/corpus_line.h"
+#include "formats/kld_receipt.h"
 #include "llama/eval_models.h"
 
 #include "plan/provenance.h"
@@ -221,11 +222,14 @@ bool plan_other_sources(const sweep_options & o, sweep_result & r, std::string &
     return true;
 }
 
-// Removes a file on every way out of a scope (the temp KLD base of --reference).
+// Removes a file on every way out of a scope (the temp KLD base of
+// --reference, and the receipt eval writes beside it).
 struct remove_on_exit {
     std::string path;
     ~remove_on_exit() {
-        if (!path.empty()) ::unlink(path.c_str());
+        if (path.empty()) return;
+        util::current_disk().unlink(path);
+        util::current_disk().unlink(kld_receipt_path(path));
     }
 };
 
@@ -251,7 +255,7 @@ bool score_sources(const sweep_options & o, sweep_result & r, std::string & err)
                 return false;
             }
             ::close(fd);
-            ::unlink(kld.c_str());   // eval writes it anew (and refuses to replace a file)
+            util::current_disk().unlink(kld);   // eval writes it anew (and refuses to replace a file)
             temp.path = kld;
         }
         eval_options ref = o.eval;

@@ -5,6 +5,7 @@
 #include "moe/identity.h"
 #include "moe/layout_gguf.h"
 #include "moe/width.h"
+#include "util/output_rule.h"
 #include "util/file.h"
 #include "util/json.h"
 #include "util/json_fields.h"
@@ -671,12 +672,7 @@ std::string plan_text(const plan & p) {
 }
 
 bool write_plan(const plan & p, const std::string & path, bool force, std::string & err) {
-    struct stat st;
-    if (!force && ::stat(path.c_str(), &st) == 0) {
-        err = path + ": exists (use --force to replace it)";
-        return false;
-    }
-    return util::write_file_durably(path, plan_text(p), err);
+    return util::refuse_existing(path, force, err) && util::write_file_durably(path, plan_text(p), err);
 }
 
 bool plan_file_sha256(const std::string & path, std::string & hex, std::string & err) {

@@ -3,6 +3,7 @@
 #include "prune/imatrix_slice.h"
 #include "moe/layout_gguf.h"
 #include "moe/width.h"
+#include "util/output_rule.h"
 #include "util/file.h"
 #include "util/path.h"
 #include "util/sha256.h"
@@ -357,10 +358,7 @@ bool write_gguf_slice(const imatrix_slice & s, const std::string & path, bool fo
 bool write_legacy_slice(const imatrix_slice & s, const std::string & path, bool force, bool sync, std::string & err,
                         std::vector<util::durable_file> * stage, std::vector<std::string> * stage_sha256) {
     const saliency::imatrix_file & f = s.file;
-    if (!force && access(path.c_str(), F_OK) == 0) {
-        err = "'" + path + "' exists (use --force to replace it)";
-        return false;
-    }
+    if (!util::refuse_existing(path, force, err)) return false;
     const int fd = ::open(s.source_path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         err = "cannot open imatrix '" + s.source_path + "': " + strerror(errno);

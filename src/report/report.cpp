@@ -122,6 +122,12 @@ struct build_identity {
 
 // The reference of a report: the source itself, not a masked base or another model.
 bool reference_is_source(const eval_report & r, const build_identity & b, eval_entry & e) {
+    if (r.kld_base_mode == "read" && r.base_sha256.empty()) {
+        e.match = eval_match::other;
+        e.why = "its base's rows were read from a KLD base file that carries no receipt of the model that wrote them (or is not "
+                "the file its receipt describes): a comparison with an unknown model";
+        return false;
+    }
     if (r.base_masked()) {
         e.match = eval_match::other;
         e.why = "it compares with the source masked by " + code(util::base_name(r.base_mask)) +

@@ -190,6 +190,64 @@ archive make_archive(const fingerprint & fp, metric_set metrics) {
     return a;
 }
 
+namespace {
+
+// The two kinds of channel statistics an archive may hold, for the checks
+// they share: the routed experts' ([n_ff, n_expert, n_layer], with n_ff > 0)
+// and the shared expert's ([n_ff, n_layer], with has_shared_channels).
+struct channel_kind {
+    std::vector<std::string>        all;      // every metric of the kind
+    const std::vector<std::string> & wanted;  // those of the archive's metric set
+    bool                            present;  // the archive declares them
+    std::vector<uint64_t>           shape;
+    const char *                    dims;
+    std::string                     none_declared, declared;   // why none is expected / why one is
+    size_t                          n_values;
+    std::string                     without, counted;   // for messages: an archive without them; their count
+};
+
+channel_kind routed_channels(const archive & a) {
+    return {{"ch_energy", "ch_reap"}, channel_metric_names(a.metrics), a.n_ff > 0,
+            {a.n_ff, a.model.n_expert, a.model.n_layer}, "(n_ff_exp, n_expert, n_layer)",
+            std::string("the archive declares no channel statistics ('") + k_key_n_ff + "' absent or 0)",
+            "n_ff_exp " + std::to_string(a.n_ff), a.n_channel_values(),
+            "an archive without channel statistics (n_ff_exp 0)", "n_layer x n_expert x n_ff_exp " + std::to_string(a.n_ff)};
+}
+
+channel_kind shared_channels(const archive & a) {
+    return {{"sh_energy", "sh_reap"}, shared_metric_names(a.metrics), a.has_shared_channels,
+            {a.n_ff, a.model.n_layer}, "(n_ff_exp, n_layer)",
+            std::string("the archive declares no shared expert channel statistics ('") + k_key_shared_channels + "' absent)",
+            std::string("'") + k_key_shared_channels + "' is true", a.n_shared_channel_values(),
+            "an archive without the shared expert's channel statistics", "n_layer x n_ff_exp " + std::to_string(a.n_ff)};
+}
+
+bool is_wanted(const channel_kind & k, const std::string & metric) {
+    return k.present && std::find(k.wanted.begin(), k.wanted.end(), metric) != k.wanted.end();
+}
+
+// The vectors of one kind in domain d: present exactly when wanted, each of
+// the kind's size (the values are the caller's to check).
+bool channel_vectors_fit(const archive & a, const domain_stats & d, const channel_kind & k, const std::string & dn, std::string & err) {
+    for (const std::string & m : k.all) {
+        const std::vector<double> & v = *metric_data(d, m);
+        const bool want = is_wanted(k, m);
+        if (!want && !v.empty()) {
+            err = dn + " has '" + m + "', which " +
+                  (!k.present ? k.without + " cannot have" : "is not part of metric set '" + std::string(metric_set_name(a.metrics)) + "'");
+            return false;
+        }
+        if (want && v.size() != k.n_values) {
+            err = dn + ": '" + m + "' has " + std::to_string(v.size()) + " values, expected " + std::to_string(k.n_values) + " (" +
+                  k.counted + ")";
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace
+
 // The channel statistics of domain d (archive.h, validate()).
 static bool validate_channels(const archive & a, const domain_stats & d, const std::vector<bool> & is_moe, std::string & err) {
     const std::string dn = "saliency archive: domain '" + d.name + "'";
@@ -198,21 +256,10 @@ static bool validate_channels(const archive & a, const domain_stats & d, const s
               " channel values is implausibly large";
         return false;
     }
-    const auto & wanted = channel_metric_names(a.metrics);
-    for (const std::string m : {"ch_energy", "ch_reap"}) {
+    const channel_kind k = routed_channels(a);
+    if (!channel_vectors_fit(a, d, k, dn, err)) return false;
+    for (const std::string & m : k.all) {
         const std::vector<double> & v = *metric_data(d, m);
-        const bool want = a.n_ff > 0 && std::find(wanted.begin(), wanted.end(), m) != wanted.end();
-        if (!want && !v.empty()) {
-            err = dn + " has '" + m + "', which " +
-                  (a.n_ff == 0 ? std::string("an archive without channel statistics (n_ff_exp 0) cannot have")
-                               : "is not part of metric set '" + std::string(metric_set_name(a.metrics)) + "'");
-            return false;
-        }
-        if (want && v.size() != a.n_channel_values()) {
-            err = dn + ": '" + m + "' has " + std::to_string(v.size()) + " values, expected " +
-                  std::to_string(a.n_channel_values()) + " (n_layer x n_expert x n_ff_exp " + std::to_string(a.n_ff) + ")";
-            return false;
-        }
         const bool is_energy = m == "ch_energy";
         for (size_t i = 0; i < v.size(); ++i) {
             const double x = v[i];
@@ -236,21 +283,10 @@ static bool validate_channels(const archive & a, const domain_stats & d, const s
 // The shared expert's channel statistics of domain d (archive.h, validate()).
 static bool validate_shared_channels(const archive & a, const domain_stats & d, const std::vector<bool> & is_moe, std::string & err) {
     const std::string dn = "saliency archive: domain '" + d.name + "'";
-    const auto & wanted = shared_metric_names(a.metrics);
-    for (const std::string m : {"sh_energy", "sh_reap"}) {
+    const channel_kind k = shared_channels(a);
+    if (!channel_vectors_fit(a, d, k, dn, err)) return false;
+    for (const std::string & m : k.all) {
         const std::vector<double> & v = *metric_data(d, m);
-        const bool want = a.has_shared_channels && std::find(wanted.begin(), wanted.end(), m) != wanted.end();
-        if (!want && !v.empty()) {
-            err = dn + " has '" + m + "', which " +
-                  (!a.has_shared_channels ? std::string("an archive without the shared expert's channel statistics cannot have")
-                                          : "is not part of metric set '" + std::string(metric_set_name(a.metrics)) + "'");
-            return false;
-        }
-        if (want && v.size() != a.n_shared_channel_values()) {
-            err = dn + ": '" + m + "' has " + std::to_string(v.size()) + " values, expected " +
-                  std::to_string(a.n_shared_channel_values()) + " (n_layer x n_ff_exp " + std::to_string(a.n_ff) + ")";
-            return false;
-        }
         for (size_t i = 0; i < v.size(); ++i) {
             const double x = v[i];
             if (x == 0) continue;
@@ -472,57 +508,23 @@ bool read_f64_tensor(const gguf::model & m, const std::string & where, const ggu
     return true;
 }
 
-// Domain d's channel tensors (a.n_ff > 0): type, shape [n_ff, n_expert, n_layer]
-// and size checked; none when a.n_ff is 0, and none outside the metric set.
-bool read_channel_tensors(const gguf::model & m, const std::string & where, const archive & a, domain_stats & d,
-                          std::string & err) {
-    const auto & wanted = channel_metric_names(a.metrics);
-    for (const std::string mn : {"ch_energy", "ch_reap"}) {
+// Domain d's channel tensors of one kind: type, shape and size checked; none
+// when the archive declares none, and none outside the metric set.
+bool read_channel_tensors(const gguf::model & m, const std::string & where, const archive & a, const channel_kind & k,
+                          domain_stats & d, std::string & err) {
+    for (const std::string & mn : k.all) {
         const std::string tn = d.name + "." + mn;
         const gguf::tensor_info * t = m.find_tensor(tn);
-        const bool want = a.n_ff > 0 && std::find(wanted.begin(), wanted.end(), mn) != wanted.end();
-        if (!want) {
+        if (!is_wanted(k, mn)) {
             if (t) {
                 err = where + "tensor '" + tn + "' is not expected: " +
-                      (a.n_ff == 0 ? std::string("the archive declares no channel statistics ('") + k_key_n_ff + "' absent or 0)"
-                                   : "it does not belong to metric set '" + std::string(metric_set_name(a.metrics)) + "'");
+                      (!k.present ? k.none_declared : "it does not belong to metric set '" + std::string(metric_set_name(a.metrics)) + "'");
                 return false;
             }
             continue;
         }
-        if (!t) { err = where + "domain '" + d.name + "': tensor '" + tn + "' is missing (n_ff_exp " + std::to_string(a.n_ff) + ")"; return false; }
-        if (!read_f64_tensor(m, where, *t, {a.n_ff, a.model.n_expert, a.model.n_layer}, "(n_ff_exp, n_expert, n_layer)",
-                             *metric_data(d, mn), err)) {
-            return false;
-        }
-    }
-    return true;
-}
-
-// Domain d's shared expert channel tensors (a.has_shared_channels): type,
-// shape [n_ff, n_layer] and size checked; none without shared_channels, and
-// none outside the metric set.
-bool read_shared_tensors(const gguf::model & m, const std::string & where, const archive & a, domain_stats & d,
-                         std::string & err) {
-    const auto & wanted = shared_metric_names(a.metrics);
-    for (const std::string mn : {"sh_energy", "sh_reap"}) {
-        const std::string tn = d.name + "." + mn;
-        const gguf::tensor_info * t = m.find_tensor(tn);
-        const bool want = a.has_shared_channels && std::find(wanted.begin(), wanted.end(), mn) != wanted.end();
-        if (!want) {
-            if (t) {
-                err = where + "tensor '" + tn + "' is not expected: " +
-                      (!a.has_shared_channels ? std::string("the archive declares no shared expert channel statistics ('") +
-                                                    k_key_shared_channels + "' absent)"
-                                              : "it does not belong to metric set '" + std::string(metric_set_name(a.metrics)) + "'");
-                return false;
-            }
-            continue;
-        }
-        if (!t) { err = where + "domain '" + d.name + "': tensor '" + tn + "' is missing ('" + k_key_shared_channels + "' is true)"; return false; }
-        if (!read_f64_tensor(m, where, *t, {a.n_ff, a.model.n_layer}, "(n_ff_exp, n_layer)", *metric_data(d, mn), err)) {
-            return false;
-        }
+        if (!t) { err = where + "domain '" + d.name + "': tensor '" + tn + "' is missing (" + k.declared + ")"; return false; }
+        if (!read_f64_tensor(m, where, *t, k.shape, k.dims, *metric_data(d, mn), err)) return false;
     }
     return true;
 }
@@ -564,7 +566,7 @@ bool read_domain_tensors(const gguf::model & m, const std::string & where, const
             return false;
         }
     }
-    return read_channel_tensors(m, where, a, d, err) && read_shared_tensors(m, where, a, d, err);
+    return read_channel_tensors(m, where, a, routed_channels(a), d, err) && read_channel_tensors(m, where, a, shared_channels(a), d, err);
 }
 
 // The domains (names checked, each listed once) and their tensors into a.domains.

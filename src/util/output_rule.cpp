@@ -73,11 +73,14 @@ bool check_output(const std::string & output, const std::vector<std::pair<std::s
         err = output + " exists and is not a regular file";
         return false;
     }
-    if (!force) {
-        err = output + " exists (use --force to replace it)";
-        return false;
-    }
-    return true;
+    return refuse_existing(output, force, err);
+}
+
+bool refuse_existing(const std::string & path, bool force, std::string & err) {
+    struct stat st;
+    if (force || ::lstat(path.c_str(), &st) != 0) return true;
+    err = path + " exists (use --force to replace it)";
+    return false;
 }
 
 } // namespace reap::util

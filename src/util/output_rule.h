@@ -30,6 +30,10 @@ bool check_not_input(const std::string & output, const std::vector<std::pair<std
 // immutable folder, no permission. Checked before any work, not at the end.
 bool check_writable_dir(const std::string & output, std::string & err);
 
+// An existing `path` is refused without `force` ("PATH exists (use --force to
+// replace it)"): the one wording of that rule, for every writer.
+bool refuse_existing(const std::string & path, bool force, std::string & err);
+
 // check_not_input, then check_writable_dir, then: an existing `output` is refused without `force`
 // ("OUTPUT exists (use --force to replace it)") and always when it is not a
 // regular file.

@@ -198,7 +198,7 @@ bool publish_together(const std::vector<durable_file *> & files, std::string & e
     if (files.empty()) return true;
     if (files.size() == 1) return files[0]->publish(err);
     const std::string dir = dir_of(files[0]->target());
-    std::string text = "reap-journal 1";
+    std::string text = k_journal_header;
     text.push_back('\0');
     for (const durable_file * f : files) {
         if (f->temp_path().empty()) {

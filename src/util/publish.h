@@ -19,6 +19,8 @@ namespace reap::util {
 // the folder's own (flock on its descriptor): no file.
 inline constexpr const char * k_temp_marker = ".reap-tmp.";
 inline constexpr const char * k_journal_suffix = ".reap-journal";
+// The first NUL-terminated field of every journal (then "temp", "target" pairs).
+inline constexpr const char * k_journal_header = "reap-journal 1";
 
 // A file that appears under its name only when complete. Every writer of reap
 // (GGUF models and archives, plans, SHA256SUMS, records) uses it:

@@ -52,7 +52,7 @@ bool complete_journal(const std::string & dir, const std::string & journal, std:
         parts.push_back(text.substr(pos, end - pos));
         pos = end + 1;
     }
-    if (parts.empty() || parts[0] != "reap-journal 1" || parts.size() % 2 != 1) {
+    if (parts.empty() || parts[0] != k_journal_header || parts.size() % 2 != 1) {
         err = dir + "/" + journal + ": not a reap journal (left as it is)";
         return false;
     }
