@@ -7,13 +7,11 @@
 #include "moe/layout_gguf.h"
 #include "util/json_fields.h"
 #include "util/path.h"
-#include "util/sha256.h"
 #include "util/strings.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -30,7 +28,6 @@ std::string fmt_num(double v) {
 }
 
 using util::join;
-
 using util::starts_with;
 
 // The keys of the format proper (everything else under reap.saliency. is provenance).
@@ -53,9 +50,7 @@ std::string layers_text(const std::vector<int> & layers) {
 
 // ---- metric sets ------------------------------------------------------------------
 
-const char * metric_set_name(metric_set m) {
-    return m == metric_set::reap ? "reap" : "energy";
-}
+const char * metric_set_name(metric_set m) { return m == metric_set::reap ? "reap" : "energy"; }
 
 bool parse_metric_set(const std::string & s, metric_set & out) {
     if (s == "reap") { out = metric_set::reap; return true; }
