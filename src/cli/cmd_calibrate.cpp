@@ -44,7 +44,7 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
         "Cost: a model larger than memory streams from disk, and every ubatch reads nearly the\n"
         "whole expert pool, so bytes read ≈ expert pool × ubatches. calibrate therefore packs\n"
         "windows: up to -np windows of one domain share a decode, each its own sequence, so a\n"
-        "ubatch holds -ub tokens whatever the sample lengths; -b and -ub default to 4096. It\n"
+        "ubatch holds -ub tokens whatever the sample lengths; -b and -ub default to " + std::to_string(reap::k_default_batch) + ". It\n"
         "prints the cost model (tokens, ubatches, expert bytes per ubatch) before it starts,\n"
         "and warns when the model is larger than the memory available (MemAvailable, or the\n"
         "memory cgroup's limit). Fewer bytes read: a larger -ub; more memory: more hosts (--rpc).\n"
@@ -81,7 +81,7 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
               "only for recurrent/hybrid models); 1 = one window per decode",
               0, (int64_t) llama_max_parallel_sequences(), opt.n_seq);
     reap::cli::declare_batch_memory(t,
-                                    "what the vocabulary-sized rows of a decode may take (default 1GiB; see above): "
+                                    "what the vocabulary-sized rows of a decode may take (default " + std::to_string(reap::k_default_batch_memory >> 30) + "GiB; see above): "
                                     "lowers -b/-ub only where every row must be an output",
                                     opt.batch_memory);
     t.integer("--checkpoint-every", "N", "write a checkpoint every N windows (default 0: only on Ctrl-C; written at "
@@ -101,8 +101,8 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
     t.help_row();
     t.prose("Ctrl-C finishes the current decode, writes the checkpoint and exits with status 130;\n"
             "rerun with --resume to continue.\n");
-
-    reap::cli::declare_llama_runtime(t, "window size in tokens (default 512)", has_ctx, &has_batch, &has_ubatch, "tokens per decode (default 4096, or -c when larger)",
+    reap::cli::declare_llama_runtime(t, "window size in tokens (default " + std::to_string(reap::k_default_window) + ")", has_ctx, &has_batch, &has_ubatch,
+                                     "tokens per decode (default " + std::to_string(reap::k_default_batch) + ", or -c when larger)",
                                      "tokens per ubatch (default: -b)");
     t.exit_note(reap::cli::exit_interrupted, "interrupted by Ctrl-C (SIGINT); the checkpoint is written");
     t.require(opt.model_path, "no model (-m)")
@@ -126,7 +126,7 @@ int cmd_calibrate(int argc, char ** argv) {
 
     // -m is forwarded as given: llama.cpp's parser sees the model path too.
     if (!reap::cli::parse_llama_flags(t, "calibrate", "", opt.llama, status)) return status;
-    if (!has_ctx && opt.llama.n_ctx == 0) opt.llama.n_ctx = 512;
+    if (!has_ctx && opt.llama.n_ctx == 0) opt.llama.n_ctx = reap::k_default_window;
     if (has_batch) opt.n_batch = opt.llama.n_batch;     // else the library's default (calibrate.h)
     if (has_ubatch) opt.n_ubatch = opt.llama.n_ubatch;
     opt.stop = &g_stop;

@@ -38,12 +38,12 @@ void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has
         has_ctx = true;
         return true;
     });
-    t.forward("-b, --batch-size", "N", batch_help.empty() ? "logical batch (default 2048)" : batch_help,
+    t.forward("-b, --batch-size", "N", batch_help,
               [has_batch](const std::string &, std::string &) {
                   if (has_batch) *has_batch = true;
                   return true;
               });
-    t.forward("-ub, --ubatch-size", "N", ubatch_help.empty() ? "physical batch (default 512)" : ubatch_help,
+    t.forward("-ub, --ubatch-size", "N", ubatch_help,
               [has_ubatch](const std::string &, std::string &) {
                   if (has_ubatch) *has_ubatch = true;
                   return true;
@@ -154,13 +154,13 @@ void declare_batch_memory(options & t, const std::string & help, uint64_t & targ
 
 void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, eval_runtime & rt) {
     declare_batch_memory(t,
-                         "what the logits of one decode may take when -b is automatic (default 1GiB): about -b/2 "
+                         "what the logits of one decode may take when -b is automatic (default " + std::to_string(reap::k_default_batch_memory >> 30) + "GiB): about -b/2 "
                          "scored rows of n_vocab x 4 bytes, which llama.cpp holds twice (its output buffer and the "
                          "output head's compute)",
                          rt.batch_memory);
     declare_llama_runtime(t, ctx_help, given.ctx, &given.batch, &given.ubatch,
                           "tokens per decode, windows side by side as llama-perplexity packs them (default: -ub "
-                          "when given, else as large as --batch-memory allows, up to 4096)",
+                          "when given, else as large as --batch-memory allows, up to " + std::to_string(reap::k_default_batch) + ")",
                           "tokens per ubatch (default: -b); a model larger than memory is read once per ubatch");
 }
 

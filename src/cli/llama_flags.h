@@ -21,11 +21,10 @@ int llama_flag_values(const std::string & flag);
 // -ctv, --no-mmap, --rpc (when the build has RPC), and every other flag
 // llama.cpp knows, with its values.
 // has_batch / has_ubatch, when given, record that -b / -ub were given (a
-// command with defaults of its own for them); batch_help / ubatch_help replace
-// the default help texts.
-void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has_ctx, bool * has_batch = nullptr,
-                           bool * has_ubatch = nullptr, const std::string & batch_help = "",
-                           const std::string & ubatch_help = "");
+// command with defaults of its own for them); batch_help / ubatch_help say
+// reap's defaults for -b / -ub (llama/runtime.h), never llama.cpp's.
+void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has_ctx, bool * has_batch,
+                           bool * has_ubatch, const std::string & batch_help, const std::string & ubatch_help);
 
 // Runs llama.cpp's parser over t.forwarded() into `params`, after checking
 // that every --rpc server answers. `model`, when not empty, goes first as -m

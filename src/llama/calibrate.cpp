@@ -388,7 +388,7 @@ struct calibration {
     calibrate_report &        report;
     std::string &             err;
 
-    int         n_ctx = 512;
+    int         n_ctx = k_default_window;
     std::string ckpt_path;
     gguf::model gm;
     saliency::fingerprint fp;
@@ -719,8 +719,8 @@ bool calibration::choose_decodes() {
     report.down_node          = k_down_chain[L0.down_node];
     report.weights_before_ffn = col.weights_before_ffn;
 
-    // -b / -ub: the user's, or as large as k_default_calibrate_batch (n_ctx when a window is longer)
-    int n_batch  = opt.n_batch > 0 ? opt.n_batch : std::max(k_default_calibrate_batch, n_ctx);
+    // -b / -ub: the user's, or as large as k_default_batch (n_ctx when a window is longer)
+    int n_batch  = opt.n_batch > 0 ? opt.n_batch : std::max(k_default_batch, n_ctx);
     int n_ubatch = opt.n_ubatch > 0 ? opt.n_ubatch : n_batch;
     n_ubatch = std::min(n_ubatch, n_batch);
     if (report.rows == row_mode::every_row) {
@@ -1029,7 +1029,7 @@ std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, si
 std::string calibrate_options_json(const calibrate_options & opt, bool plain_text, const calibrate_report & decodes) {
     nlohmann::ordered_json j;
     j["input"]                 = plain_text ? "text" : "jsonl";
-    j["n_ctx"]                 = opt.llama.n_ctx > 0 ? opt.llama.n_ctx : 512;
+    j["n_ctx"]                 = opt.llama.n_ctx > 0 ? opt.llama.n_ctx : k_default_window;
     add_decode_options(j, decodes);
     j["cache_type_k"]          = kv_type_name(opt.llama.cache_type_k);
     j["cache_type_v"]          = kv_type_name(opt.llama.cache_type_v);

@@ -102,6 +102,7 @@
 // Errors are values (false + message); nothing here exits.
 #pragma once
 
+#include "llama/runtime.h"
 #include "saliency/archive.h"
 #include "util/memory.h"
 
@@ -116,14 +117,6 @@
 
 namespace reap {
 
-// What the vocabulary-sized rows of a decode may take by default
-// (calibrate_options::batch_memory).
-constexpr uint64_t k_default_batch_memory = 1ull << 30;
-
-// The default -b and -ub when the user gives neither: as large as this, so
-// that a streamed source is read once per 4096 tokens rather than per 512.
-constexpr int k_default_calibrate_batch = 4096;
-
 // How a decode's rows are made to reach every MoE layer (see above).
 enum class row_mode { one_output, nextn_unmasked, every_row };
 const char * row_mode_name(row_mode m);
@@ -135,10 +128,10 @@ struct calibrate_options {
 
     // llama.cpp runtime settings, as common/arg.h parses them (-c -b -ub -t
     // -ngl -ot -fa --no-mmap --rpc -ctk -ctv ...). model.path is ignored
-    // (model_path is used). n_ctx is the window; 0 = 512. Its n_batch and
+    // (model_path is used). n_ctx is the window; 0 = k_default_window. Its n_batch and
     // n_ubatch are not used: the two below are.
     common_params llama;
-    int n_batch  = 0;            // -b: tokens per decode; 0 = k_default_calibrate_batch (or the window, when longer)
+    int n_batch  = 0;            // -b: tokens per decode; 0 = k_default_batch (or the window, when longer)
     int n_ubatch = 0;            // -ub; 0 = n_batch
 
     int      n_seq        = 0;   // -np: windows per decode at most; 0 = automatic (see run_calibrate)

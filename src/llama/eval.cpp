@@ -335,7 +335,7 @@ struct eval_input {
 };
 
 // Checks the options, reads the base file's header (when it exists) and the
-// input; settles opt.rt.n_ctx (512, or the base file's, when 0).
+// input; settles opt.rt.n_ctx (k_default_window, or the base file's, when 0).
 bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands, eval_input & in, std::string & err) {
     if (cands.empty() && opt.kld_base_path.empty()) {
         err = "nothing to score: give -p PRUNED.gguf or --mask PLAN.json";
@@ -396,7 +396,7 @@ bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands,
         err = "no base model: give -m BASE.gguf (or --kld-base FILE made by an earlier run or llama-perplexity)";
         return false;
     }
-    if (opt.rt.n_ctx == 0) opt.rt.n_ctx = 512;
+    if (opt.rt.n_ctx == 0) opt.rt.n_ctx = k_default_window;
     {
         // the vocabulary: the base file's, or the base model's token_embd rows
         int64_t n_vocab = in.read_file_mode ? in.hdr.n_vocab : 0;
@@ -839,7 +839,7 @@ void settle_batches(eval_runtime & rt, int n_ctx, int64_t n_vocab) {
     if (rt.n_batch <= 0 && rt.n_ubatch > 0) rt.n_batch = std::max(rt.n_ubatch, n_ctx);
     if (rt.n_batch <= 0) {
         const uint64_t row = 2ull * (uint64_t) std::max<int64_t>(n_vocab, 1) * sizeof(float);   // held twice
-        int n = std::max(n_ctx, k_default_eval_batch / n_ctx * n_ctx);
+        int n = std::max(n_ctx, k_default_batch / n_ctx * n_ctx);
         while (n > n_ctx && (uint64_t) (n / 2) * row > rt.batch_memory) n -= n_ctx;
         rt.n_batch = n;
     }

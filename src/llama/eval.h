@@ -28,6 +28,7 @@
 #pragma once
 
 #include "common.h"
+#include "llama/runtime.h"
 #include "formats/eval_file.h"
 #include "metrics/kld_record.h"
 #include "metrics/token_metrics.h"
@@ -49,13 +50,13 @@ struct plan;
 // as llama.cpp's common parser left it (-ngl, -ot, -fa, -ctk, -ctv, --no-mmap,
 // --rpc, ...: model and context parameters come from common_params).
 struct eval_runtime {
-    int  n_ctx        = 512;   // -c: window size; 0 = 512, or the --kld-base file's when it exists
+    int  n_ctx        = k_default_window;   // -c: window size; 0 = k_default_window, or the --kld-base file's when it exists
     int  n_batch      = 0;     // -b: tokens per llama_decode; n_batch / n_ctx windows go side by side
                                // as separate sequences, exactly as llama-perplexity batches them.
                                // 0 = automatic: the -ub given, else as large as batch_memory allows
                                // (settle_batches)
     int  n_ubatch     = 0;     // -ub; 0 = n_batch
-    uint64_t batch_memory = 1ull << 30;   // --batch-memory: bytes of the vocabulary-sized rows of a decode
+    uint64_t batch_memory = k_default_batch_memory;   // --batch-memory: bytes of the vocabulary-sized rows of a decode
     int  n_threads    = -1;    // -t; -1 = number of physical cores
     common_params llama;       // the rest of llama.cpp's flags (its n_ctx, n_batch, ... are not used)
 };
@@ -89,10 +90,9 @@ struct eval_candidate {
 // share of the compute buffer; the base's rows then go to a temp file, not to
 // memory. So the logits a decode holds are about n_batch/2 x n_vocab x 4 bytes,
 // twice. Automatic: -b = the -ub given, else the largest multiple of n_ctx up
-// to k_default_eval_batch whose logits fit batch_memory (at least one window);
-// -ub = -b. A source larger than memory is read once per ubatch, so larger is
-// cheaper there.
-constexpr int k_default_eval_batch = 4096;
+// to k_default_batch (llama/runtime.h) whose logits fit batch_memory (at
+// least one window); -ub = -b. A source larger than memory is read once per
+// ubatch, so larger is cheaper there.
 void settle_batches(eval_runtime & rt, int n_ctx, int64_t n_vocab);
 
 // Runs the whole evaluation. Errors come back as false + a message that names

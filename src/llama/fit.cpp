@@ -47,7 +47,7 @@ bool calibrate_stage(const fit_options & o, fit_journal & j, std::string & salie
     c.corpus_path = o.corpus;
     c.out_path = saliency;
     c.llama = o.rt.llama;
-    c.llama.n_ctx = o.rt.n_ctx > 0 ? o.rt.n_ctx : 512;
+    c.llama.n_ctx = o.rt.n_ctx > 0 ? o.rt.n_ctx : k_default_window;
     c.n_batch = o.rt.n_batch;
     c.n_ubatch = o.rt.n_ubatch;
     c.batch_memory = o.rt.batch_memory;

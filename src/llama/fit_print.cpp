@@ -37,7 +37,7 @@ std::string source_name(const fit_result & r, size_t source) {
 struct pass_size {
     uint64_t tokens = 0;
     bool     exact = false;
-    int      n_ctx = 512;
+    int      n_ctx = k_default_window;
     int64_t  n_vocab = 0;
 };
 

@@ -13,6 +13,14 @@
 
 namespace reap {
 
+// reap's defaults for the llama.cpp passes, defined once (the commands'
+// --help prints them from here): the window in tokens (-c), the tokens per
+// decode (-b; -ub defaults to -b), and what the vocabulary-sized rows of one
+// decode may take (--batch-memory).
+constexpr int      k_default_window       = 512;
+constexpr int      k_default_batch        = 4096;
+constexpr uint64_t k_default_batch_memory = 1ull << 30;
+
 using model_ptr = llama_model_ptr;    // frees with llama_model_free
 using ctx_ptr   = llama_context_ptr;  // frees with llama_free
 
