@@ -221,14 +221,23 @@ inline std::string zoo_model(const std::string & name, std::string & err) {
         return pre + "/" + name + ".gguf";
     }
     const std::string dir = test_tmp_dir() + "/zoo";
+    const std::string path = dir + "/" + name + ".gguf";
+    // made beside it and renamed into place only when its bytes are new: a
+    // test reading the file (eval holds its files' signatures to the end of a
+    // run) must not see another test replace it with the same bytes
+    const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
     const std::string cmd = shell_quote(python()) + " " + shell_quote(source_dir() + "/tools/make_zoo.py") +
-                            " --out " + shell_quote(dir) + " --arch " + shell_quote(name);
+                            " --out " + shell_quote(tmp) + " --arch " + shell_quote(name);
     std::string out;
     if (run_cmd(cmd, out) != 0) {
         err = "make_zoo.py failed: " + cmd + "\n" + out;
+        run_cmd("rm -rf " + shell_quote(tmp), out);
         return "";
     }
-    const std::string path = dir + "/" + name + ".gguf";
+    const std::string made = tmp + "/" + name + ".gguf";
+    run_cmd("mkdir -p " + shell_quote(dir), out);
+    if (run_cmd("cmp -s " + shell_quote(made) + " " + shell_quote(path), out) != 0) ::rename(made.c_str(), path.c_str());
+    run_cmd("rm -rf " + shell_quote(tmp), out);
     if (!file_exists(path)) {
         err = "make_zoo.py did not write " + path;
         return "";

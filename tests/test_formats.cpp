@@ -13,6 +13,7 @@
 //     refused naming the file and the line.
 #include "formats/behaviour_file.h"
 #include "formats/eval_file.h"
+#include "formats/kld_receipt.h"
 #include "formats/sweep_file.h"
 #include "gguf_test_util.h"
 #include "plan/provenance.h"
@@ -596,4 +597,56 @@ TEST(JsonFiles, ParseJsonTextSaysWhere) {
     }
     ASSERT_TRUE(reap::util::parse_json_text("{\"a\": [1, 2.5]}\n", "x.json", j, err)) << err;
     EXPECT_EQ(j["a"][1].get<double>(), 2.5);
+}
+
+// The KLD base receipt (formats/kld_receipt.h): what reap eval writes reads
+// back field for field; each field made wrong, and a number too large for a
+// double, is refused naming the field or the line (issue 40 item 1's rule for
+// every JSON reap reads, applied to the new file).
+TEST(KldReceiptFormat, RoundTripsAndRefusesEachMalformedField) {
+    reap::kld_base_receipt r;
+    r.bytes = 123456;
+    r.sha256 = k_sha_a;
+    r.base_path = "base.gguf";
+    r.base_sha256 = k_sha_b;
+    r.base_router_sha256 = k_sha_c;
+    r.base_files_sha256 = k_sha_a;
+    r.base_bytes = 99;
+    r.base_mask = "mask.json";
+    r.base_mask_sha256 = k_sha_b;
+    r.input_path = "heldout.txt";
+    r.input_sha256 = k_sha_c;
+    const json good = json::parse(kld_receipt_to_json(r).dump());
+    reap::kld_base_receipt back;
+    std::string err;
+    ASSERT_TRUE(reap::kld_receipt_from_json(good, "r.json", back, err)) << err;
+    EXPECT_EQ(back.bytes, r.bytes);
+    EXPECT_EQ(back.sha256, r.sha256);
+    EXPECT_EQ(back.base_files_sha256, r.base_files_sha256);
+    EXPECT_EQ(back.base_bytes, r.base_bytes);
+    EXPECT_EQ(back.base_mask_sha256, r.base_mask_sha256);
+    EXPECT_EQ(back.input_sha256, r.input_sha256);
+    EXPECT_EQ(reap::kld_receipt_path("d/base.kld"), "d/base.kld.reap-receipt.json");
+    struct bad_case { std::string pointer; json value; std::string words; };
+    const std::vector<bad_case> cases = {
+        {"/format", "reap-eval", "is not a KLD base receipt"},
+        {"/version", 2, "version"},
+        {"/kld_base/sha256", "abc", "kld_base.sha256"},
+        {"/kld_base/bytes", -1, "kld_base.bytes"},
+        {"/base/files_sha256", nullptr, "base.files_sha256 is missing"},
+        {"/base/header_sha256", std::string(64, 'G'), "base.header_sha256"},
+        {"/base_mask/sha256", 5, "base_mask.sha256"},
+        {"/input", "x", "input must be an object"},
+    };
+    for (const auto & c : cases) {
+        json j = good;
+        j[json::json_pointer(c.pointer)] = c.value;
+        EXPECT_FALSE(reap::kld_receipt_from_json(j, "r.json", back, err)) << c.pointer;
+        EXPECT_NE(err.find(c.words), std::string::npos) << c.pointer << ": " << err;
+    }
+    const std::string path = ::testing::TempDir() + "/overflow.reap-receipt.json";
+    std::ofstream(path) << "{\n  \"format\": \"reap-kld-base-receipt\",\n  \"version\": 1e99999\n}\n";
+    json j;
+    EXPECT_FALSE(reap::util::read_json_file(path, "KLD base receipt", 1 << 20, j, err));
+    EXPECT_NE(err.find("line 3, column 20: number overflow parsing '1e99999'"), std::string::npos) << err;
 }
