@@ -234,9 +234,14 @@ inline std::string zoo_model(const std::string & name, std::string & err) {
         run_cmd("rm -rf " + shell_quote(tmp), out);
         return "";
     }
-    const std::string made = tmp + "/" + name + ".gguf";
     run_cmd("mkdir -p " + shell_quote(dir), out);
-    if (run_cmd("cmp -s " + shell_quote(made) + " " + shell_quote(path), out) != 0) ::rename(made.c_str(), path.c_str());
+    for (const char * ext : { ".gguf", ".json" }) {  // the model and its facts file
+        const std::string made = tmp + "/" + name + ext;
+        const std::string dest = dir + "/" + name + ext;
+        if (file_exists(made) && run_cmd("cmp -s " + shell_quote(made) + " " + shell_quote(dest), out) != 0) {
+            ::rename(made.c_str(), dest.c_str());
+        }
+    }
     run_cmd("rm -rf " + shell_quote(tmp), out);
     if (!file_exists(path)) {
         err = "make_zoo.py did not write " + path;
