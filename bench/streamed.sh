@@ -16,6 +16,10 @@
 #   reap calibrate -b 4096 -ub 4096            (packed windows)
 #   reap calibrate -b 4096 -ub 4096 over a JSONL corpus of 24 samples of ~1.5 kB
 #   reap sweep --keep 96,64,32 and reap eval --mask (keep 64), -b 4096 -ub 4096
+# and, over 32,768 tokens of the same kind of text (text-32k.txt):
+#   reap calibrate with no -b/-ub (the largest ubatch that fits the cgroup),
+#   and at -ub 8192, 16384 and 32768 given by hand (refused up front where
+#   they cannot fit, which the table shows as exit 2)
 # Prints a markdown table (and writes it to WORKDIR/table.md), then the checks
 # of issue 28's acceptance that these runs can decide.
 #
@@ -28,7 +32,8 @@
 #   --reap PATH    the reap binary (default build/bin/reap; llama.cpp's tools beside it)
 #   --quick        smoke check: only the streamed packed calibrate
 #   --only LIST    only these runs, comma-separated: imatrix, imatrix-ub4096, ppl-ub4096,
-#                  calibrate-np1, calibrate-ub4096, calibrate-jsonl, sweep, eval-mask
+#                  calibrate-np1, calibrate-ub4096, calibrate-jsonl, sweep, eval-mask,
+#                  calibrate-auto, calibrate-ub8192, calibrate-ub16384, calibrate-ub32768
 #   --limit-mib N  the cgroup limit (default: a third of the model's bytes)
 #   --timeout S    kill a run after S seconds and report it as such (default 1200)
 #   -t N           threads (default nproc)
@@ -46,7 +51,7 @@ only=""
 limit_mib=0
 run_timeout=1200
 threads="$(nproc)"
-all_runs="imatrix imatrix-ub4096 ppl-ub4096 calibrate-np1 calibrate-ub4096 calibrate-jsonl sweep eval-mask"
+all_runs="imatrix imatrix-ub4096 ppl-ub4096 calibrate-np1 calibrate-ub4096 calibrate-jsonl sweep eval-mask calibrate-auto calibrate-ub8192 calibrate-ub16384 calibrate-ub32768"
 
 die() { echo "streamed.sh: $1" >&2; exit "${2:-1}"; }
 while [ $# -gt 0 ]; do
@@ -172,6 +177,8 @@ def code(nbytes):
     return "int step(void) {\n" + "\n".join(out) + "\n    return 0;\n}"
 with open(f"{work}/text.txt", "w") as f:
     f.write(prose(24000) + "\n")
+with open(f"{work}/text-32k.txt", "w") as f:
+    f.write(prose(36000) + "\n")
 with open(f"{work}/corpus.jsonl", "w") as f:
     for i in range(24):
         if i % 2:
@@ -180,6 +187,7 @@ with open(f"{work}/corpus.jsonl", "w") as f:
             f.write(json.dumps({"domain": "prose", "text": prose(1500)}) + "\n")
 PY
 text="$work/text.txt"
+text32k="$work/text-32k.txt"
 corpus="$work/corpus.jsonl"
 ctx=(-c 512 -t "$threads")
 big=(-b 4096 -ub 4096)
@@ -224,10 +232,12 @@ measure() {
     local ntok
     ntok=$(sed -n 's/^calibrated \([0-9]*\) tokens.*/\1/p' "$log" | head -1)
     # calibrate's own count of ubatches, where it reports one ("decodes: ..., N ubatches")
-    local nub
+    local nub ub
     nub=$(sed -n 's/^decodes: .*, \([0-9]*\) ubatches.*/\1/p' "$log" | head -1)
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" "$status" "$wall" "$read_b" "$own_b" "$rss" \
-        "${ntok:-}" "${nub:-}" >> "$results"
+    # the -ub calibrate ran (its cost line)
+    ub=$(sed -n 's/^reap calibrate: .* -ub \([0-9]*\), at most.*/\1/p' "$log" | head -1)
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" "$status" "$wall" "$read_b" "$own_b" "$rss" \
+        "${ntok:-}" "${nub:-}" "${ub:-}" >> "$results"
     if [ "$status" = ok ]; then
         awk -v w="$wall" -v r="$read_b" -v o="$own_b" -v m="$rss" \
             'BEGIN { printf "%8.1f s, read %6.2f GB (process %6.2f GB), peak RSS %7.1f MB\n", w, r/1e9, o/1e9, m*1024/1e6 }'
@@ -266,6 +276,16 @@ if wanted calibrate-jsonl; then
     measure2 calibrate-jsonl "$reap" calibrate -m "$model" --corpus "$corpus" -o "$work/saliency-jsonl.gguf" "${ctx[@]}" \
         "${big[@]}" --force --no-progress
 fi
+if wanted calibrate-auto; then
+    measure2 calibrate-auto "$reap" calibrate -m "$model" --corpus "$text32k" -o "$work/saliency-auto.gguf" "${ctx[@]}" \
+        --max-tokens 32768 --force --no-progress
+fi
+for ub in 8192 16384 32768; do
+    if wanted "calibrate-ub$ub"; then
+        measure2 "calibrate-ub$ub" "$reap" calibrate -m "$model" --corpus "$text32k" -o "$work/saliency-ub$ub.gguf" \
+            "${ctx[@]}" -ub "$ub" --max-tokens 32768 --force --no-progress
+    fi
+done
 if wanted sweep || wanted eval-mask; then
     # sweep and eval --mask need an archive and a plan: made unmeasured where no run above made one
     [ -f "$sal" ] || "$reap" calibrate -m "$model" --corpus "$text" -o "$sal" "${ctx[@]}" "${big[@]}" \
@@ -297,23 +317,27 @@ label = {
     "calibrate-jsonl": "reap calibrate -b 4096 -ub 4096, JSONL 24 x ~1.5 kB",
     "sweep": "reap sweep --keep 96,64,32 -b 4096 -ub 4096",
     "eval-mask": "reap eval --mask (keep 64) -b 4096 -ub 4096",
+    "calibrate-auto": "reap calibrate, no -b/-ub (32,768 tokens)",
+    "calibrate-ub8192": "reap calibrate -ub 8192 (32,768 tokens)",
+    "calibrate-ub16384": "reap calibrate -ub 16384 (32,768 tokens)",
+    "calibrate-ub32768": "reap calibrate -ub 32768 (32,768 tokens)",
 }
-def needed(name, ntok):
-    # ubatches the tokens need at 512 (one window per decode) or 4096 tokens a ubatch
-    per = 512 if name == "calibrate-np1" else 4096
+def needed(name, ntok, ub):
+    # ubatches the tokens need at the -ub the run used (512: one window per decode)
+    per = 512 if name == "calibrate-np1" else int(ub or 4096)
     return str(math.ceil(int(ntok or tokens) / per))
 print("| run | limit | wall s | read GB | read GB (process) | peak RSS MB | read ÷ expert pool | "
-      "calibrate: tokens | ubatches needed | ubatches run |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for name, mode, status, wall, read_b, own_b, rss, ntok, nub in rows:
+      "calibrate: tokens | -ub | ubatches needed | ubatches run |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for name, mode, status, wall, read_b, own_b, rss, ntok, nub, ub in rows:
     lim = f"streamed ({limit_mib} MiB)" if mode == "streamed" else "none"
     if status != "ok":
-        print(f"| {label[name]} | {lim} | {status} | | | | | | | |")
+        print(f"| {label[name]} | {lim} | {status} | | | | | | | | |")
         continue
     cal = name.startswith("calibrate")
     print(f"| {label[name]} | {lim} | {float(wall):.1f} | {int(read_b)/1e9:.2f} | {int(own_b)/1e9:.2f} | "
-          f"{int(rss)*1024/1e6:.0f} | {int(read_b)/pool:.2f} | {ntok if cal else ''} | "
-          f"{needed(name, ntok) if cal else ''} | {(nub or 'not reported') if cal else ''} |")
+          f"{int(rss)*1024/1e6:.0f} | {int(read_b)/pool:.2f} | {ntok if cal else ''} | {ub if cal else ''} | "
+          f"{needed(name, ntok, ub) if cal else ''} | {(nub or 'not reported') if cal else ''} |")
 
 # issue 28's acceptance, where these runs decide it
 get = {(r[0], r[1]): r for r in rows if r[2] == "ok"}
@@ -328,6 +352,13 @@ if j and j[7]:
     bound = 1.5 * pool * (math.ceil(int(j[7]) / 4096) + 1)
     ok = int(j[4]) <= bound
     checks.append(f"streamed JSONL calibrate ({j[7]} tokens) reads {gb(int(j[4]))} <= 1.5 x pool x (ceil(tokens/4096)+1) = {gb(bound)}: {'yes' if ok else 'NO'}")
+a = get.get(("calibrate-auto", "streamed"))
+if a and a[7] and a[9]:
+    bound = 1.5 * pool * (math.ceil(int(a[7]) / int(a[9])) + 1)
+    ok = int(a[4]) <= bound
+    checks.append(f"streamed automatic calibrate chose -ub {a[9]} in {limit_mib} MiB and reads {gb(int(a[4]))} <= 1.5 x pool x (ceil(tokens/ub)+1) = {gb(bound)}: {'yes' if ok else 'NO'}")
+elif ("calibrate-auto", "streamed") in {(r[0], r[1]) for r in rows}:
+    checks.append("streamed automatic calibrate: FAILED (see the table)")
 n = get.get(("calibrate-ub4096", "none"))
 if c and n:
     ok = float(c[3]) <= 1.3 * float(n[3])

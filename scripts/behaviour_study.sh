@@ -53,7 +53,7 @@ make_cut() { REAP="$REAP" scripts/make_cut.sh "$@"; }
 
 # --- the needle grid on the recall model: its own calibration and cuts
 if [ ! -f "$B/recall-saliency.gguf" ]; then
-    "$REAP" calibrate -m "$RECALL" --corpus "$CORPUS/calib.jsonl" -o "$B/recall-saliency.gguf" -c "$CTX" \
+    "$REAP" calibrate -m "$RECALL" --corpus "$CORPUS/calib.jsonl" -o "$B/recall-saliency.gguf" -c "$CTX" -ub 4096 \
         --max-tokens-per-domain "$CALIB_TOKENS" > "$B/recall-calibrate.log" 2>&1
 fi
 needle_args=()
@@ -69,7 +69,7 @@ echo "  needle grid: $B/needle-recall.json"
 
 # --- free generation on the trained model: the demo's cuts
 if [ ! -f "$OUT/saliency.gguf" ]; then   # as demo.sh makes it
-    "$REAP" calibrate -m "$MODEL" --corpus "$CORPUS/calib.jsonl" -o "$OUT/saliency.gguf" -c "$CTX" \
+    "$REAP" calibrate -m "$MODEL" --corpus "$CORPUS/calib.jsonl" -o "$OUT/saliency.gguf" -c "$CTX" -ub 4096 \
         --max-tokens-per-domain "$CALIB_TOKENS" > "$B/calibrate.log" 2>&1
 fi
 gen_args=()

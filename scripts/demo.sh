@@ -44,6 +44,9 @@ EVAL_BYTES=${EVAL_BYTES:-8000}
 CALIB_TOKENS=${CALIB_TOKENS:-20000}
 QUANT_BYTES=${QUANT_BYTES:-2000}
 CTX=256
+# calibrate's -ub is given (reap's earlier default): the automatic one depends on this
+# machine's memory, and another ubatch sums the same values in another order, so the
+# numbers of docs/results.md would move in their last digits from machine to machine
 
 mkdir -p "$OUT/plans" "$OUT/cuts" "$OUT/eval"
 step() { printf '\n== %s\n' "$*"; }
@@ -54,7 +57,7 @@ step "the model"
 step "calibrate on the calib split ($CALIB_TOKENS tokens per domain)"
 if [ ! -f "$OUT/saliency.gguf" ]; then
     "$REAP" calibrate -m "$MODEL" --corpus "$CORPUS/calib.jsonl" -o "$OUT/saliency.gguf" \
-        -c $CTX --max-tokens-per-domain "$CALIB_TOKENS"
+        -c $CTX -ub 4096 --max-tokens-per-domain "$CALIB_TOKENS"
 fi
 
 # The evaluation text: the first EVAL_BYTES of held-out samples of every domain.
@@ -170,7 +173,7 @@ mkdir -p "$WOUT"
 "$PY" -c 'import json, sys; sys.stdout.buffer.write("\n\n".join(json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")).encode()[:200000])' \
     "$CORPUS/calib.jsonl" > "$WOUT/calib.txt"
 [ -f "$WOUT/saliency.gguf" ] || "$REAP" calibrate -m "$WIDE" --corpus "$CORPUS/calib.jsonl" -o "$WOUT/saliency.gguf" \
-    -c $CTX --max-tokens-per-domain "$CALIB_TOKENS" > /dev/null
+    -c $CTX -ub 4096 --max-tokens-per-domain "$CALIB_TOKENS" > /dev/null
 [ -f "$WOUT/imatrix.gguf" ] || "$IMATRIX" -m "$WIDE" -f "$WOUT/calib.txt" -c $CTX -o "$WOUT/imatrix.gguf" > "$WOUT/imatrix.log" 2>&1
 WIDE_TYPES=(Q8_0 Q6_K Q4_K_M IQ4_XS)
 for t in "${WIDE_TYPES[@]}"; do

@@ -20,7 +20,7 @@ TYPES=(Q8_0 Q6_K Q4_K_M IQ4_XS)
 
 # The width axis needs the archive's channel scores (calibrate --width-saliency).
 SAL="$OUT/fit-wide-saliency.gguf"
-[ -f "$SAL" ] || "$REAP" calibrate -m "$WIDE" --corpus "$CORPUS/calib.jsonl" --width-saliency -o "$SAL" -c "$CTX" \
+[ -f "$SAL" ] || "$REAP" calibrate -m "$WIDE" --corpus "$CORPUS/calib.jsonl" --width-saliency -o "$SAL" -c "$CTX" -ub 4096 \
     --max-tokens-per-domain "$CALIB_TOKENS" > /dev/null
 FOUT="$OUT/fit-wide"
 rm -rf "$FOUT"

@@ -21,7 +21,7 @@ q() { "$BIN/llama-quantize" --imatrix "$1" $recipe "$2" "$3" "$BASE" 2 > "$3.log
 
 echo "== imatrix and saliency of the source"
 "$BIN/llama-imatrix" -m "$model" -f "$calib" -o "$out/src.imatrix.gguf" -c "$CTX" -b "$CTX" -ub "$CTX" --no-ppl > "$out/imatrix.log" 2>&1
-"$BIN/reap" calibrate -m "$model" --corpus "$calib" -o "$out/sal.gguf" -c "$CTX" --force > "$out/calibrate.log" 2>&1
+"$BIN/reap" calibrate -m "$model" --corpus "$calib" -o "$out/sal.gguf" -c "$CTX" -ub 4096 --force > "$out/calibrate.log" 2>&1
 "$BIN/reap" plan "$out/sal.gguf" -m "$model" --ratio "$ratio" -o "$out/plan.json" --force | tail -3
 
 echo "== prune (+ sliced imatrix), then quantise"

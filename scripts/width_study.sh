@@ -35,7 +35,7 @@ if [ ! -f "$OUT/heldout-eval.jsonl" ]; then   # as demo.sh makes it: the first E
 fi
 
 if [ ! -f "$W/saliency.gguf" ]; then
-    "$REAP" calibrate -m "$MODEL" --corpus "$CORPUS/calib.jsonl" -o "$W/saliency.gguf" -c "$CTX" \
+    "$REAP" calibrate -m "$MODEL" --corpus "$CORPUS/calib.jsonl" -o "$W/saliency.gguf" -c "$CTX" -ub 4096 \
         --max-tokens-per-domain "$WIDTH_CALIB_TOKENS" --width-saliency > "$W/calibrate.log" 2>&1
 fi
 

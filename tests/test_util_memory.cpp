@@ -49,6 +49,31 @@ TEST(Memory, CgroupV2) {
     EXPECT_EQ(v->bytes, 1000u);
 }
 
+// What the cgroup already holds, less its page cache (which the kernel
+// reclaims before it kills), is not available.
+TEST(Memory, CgroupLimitLessWhatItHolds) {
+    g_files = {{"/sys/fs/cgroup/job/memory.max", "838860800\n"},
+               {"/sys/fs/cgroup/job/memory.current", "300000000\n"},
+               {"/sys/fs/cgroup/job/memory.stat", "anon 100000000\nfile 250000000\nkernel 5\n"}};
+    auto v = reap::util::cgroup_memory_limit("0::/job\n", fake_read);
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(v->bytes, 838860800u - 50000000u);
+    EXPECT_NE(v->source.find("50000000 bytes in use"), std::string::npos) << v->source;
+    const std::string self = "11:memory:/reap-bench\n";
+    g_files = {{"/sys/fs/cgroup/memory/reap-bench/memory.limit_in_bytes", "838860800\n"},
+               {"/sys/fs/cgroup/memory/reap-bench/memory.usage_in_bytes", "700000000\n"},
+               {"/sys/fs/cgroup/memory/reap-bench/memory.stat", "cache 1\nrss 2\ntotal_cache 100000000\n"}};
+    v = reap::util::cgroup_memory_limit(self, fake_read);
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(v->bytes, 838860800u - 600000000u);
+    // no stat file: the whole usage counts; usage above the limit: nothing left
+    g_files.erase("/sys/fs/cgroup/memory/reap-bench/memory.stat");
+    g_files["/sys/fs/cgroup/memory/reap-bench/memory.usage_in_bytes"] = "900000000\n";
+    v = reap::util::cgroup_memory_limit(self, fake_read);
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(v->bytes, 0u);
+}
+
 TEST(Memory, CgroupV1) {
     const std::string self = "12:pids:/x\n11:memory:/reap-bench\n10:cpu,cpuacct:/y\n";
     g_files = {{"/sys/fs/cgroup/memory/reap-bench/memory.limit_in_bytes", "838860800\n"}};

@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/llama_flags.h"
 #include "llama/calibrate.h"
+#include "llama/pass_size.h"
 #include "util/stop_request.h"
 
 #include "llama.h"
@@ -44,10 +45,10 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
         "Cost: a model larger than memory streams from disk, and every ubatch reads nearly the\n"
         "whole expert pool, so bytes read ≈ expert pool × ubatches. calibrate therefore packs\n"
         "windows: up to -np windows of one domain share a decode, each its own sequence, so a\n"
-        "ubatch holds -ub tokens whatever the sample lengths; -b and -ub default to " + std::to_string(reap::k_default_batch) + ". It\n"
-        "prints the cost model (tokens, ubatches, expert bytes per ubatch) before it starts,\n"
-        "and warns when the model is larger than the memory available (MemAvailable, or the\n"
-        "memory cgroup's limit). Fewer bytes read: a larger -ub; more memory: more hosts (--rpc).\n"
+        "ubatch holds -ub tokens whatever the sample lengths. Without -b/-ub it takes the largest\n"
+        "ubatch (" + std::to_string(reap::k_max_auto_ubatch) + " down to 512) whose KV cache, compute buffers and logits, as llama.cpp\n"
+        "lays them out for this model, fit --memory (a -b/-ub given that cannot fit is refused).\n"
+        "It prints this cost model, and warns when the model is larger than memory (--rpc adds hosts).\n"
         "\n"
         "Memory that grows with the vocabulary: every MoE layer must see every token. Where\n"
         "llama.cpp's graph narrows to the output rows only after the last layer (kimi-k3,\n"
@@ -84,6 +85,7 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
                                     "what the vocabulary-sized rows of a decode may take (default " + std::to_string(reap::k_default_batch_memory >> 30) + "GiB; see above): "
                                     "lowers -b/-ub only where every row must be an output",
                                     opt.batch_memory);
+    reap::cli::declare_pass_memory(t, opt.memory);
     t.integer("--checkpoint-every", "N", "write a checkpoint every N windows (default 0: only on Ctrl-C; written at "
               "the end of the decode that reaches N)", 0, INT64_MAX, opt.checkpoint_every);
     t.text("--checkpoint", "FILE", "checkpoint path (default OUTPUT.checkpoint)", opt.checkpoint_path);
@@ -92,18 +94,15 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
     t.flag("--width-saliency", "also per channel of every expert (ch_energy Σa², ch_reap Σg·|a|·‖W_down[:,c]‖, a = the "
            "down projection's input): one node more per layer, archive version 2; on llama4 the shared expert's "
            "too (sh_energy, sh_reap: one node more, version 3)", opt.width_saliency);
-    t.flag("--forward-only",
-           "run the same decodes without reading the graph and write nothing (the baseline of "
-           "bench/calibrate_vs_forward.sh)",
-           opt.collect, false);
+    t.flag("--forward-only", "run the same decodes without reading the graph and write nothing (the baseline of "
+           "bench/calibrate_vs_forward.sh)", opt.collect, false);
     t.flag("--no-progress", "no progress line", opt.progress, false);
     t.flag("--verbose", "show llama.cpp's log", opt.verbose);
     t.help_row();
     t.prose("Ctrl-C finishes the current decode, writes the checkpoint and exits with status 130;\n"
             "rerun with --resume to continue.\n");
     reap::cli::declare_llama_runtime(t, "window size in tokens (default " + std::to_string(reap::k_default_window) + ")", has_ctx, &has_batch, &has_ubatch,
-                                     "tokens per decode (default " + std::to_string(reap::k_default_batch) + ", or -c when larger)",
-                                     "tokens per ubatch (default: -b)");
+                                     "tokens per decode (default: automatic, see above)", "tokens per ubatch (default: -b)");
     t.exit_note(reap::cli::exit_interrupted, "interrupted by Ctrl-C (SIGINT); the checkpoint is written");
     t.require(opt.model_path, "no model (-m)")
      .require(opt.corpus_path, "no corpus (--corpus)");

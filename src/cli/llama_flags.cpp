@@ -152,6 +152,21 @@ void declare_batch_memory(options & t, const std::string & help, uint64_t & targ
     });
 }
 
+void declare_pass_memory(options & t, uint64_t & target) {
+    t.custom("--memory", "SIZE",
+             "what the pass's contexts (KV cache, compute buffers, logits) may take; sizes -b/-ub when they are "
+             "not given (default: MemAvailable or the memory cgroup's limit, less a reserve of an eighth up to 2GiB, "
+             "less the model's bytes when they fit in half the rest)",
+             [&target](const std::string & v, std::string & err) {
+                 if (!planner::parse_size(v, target, err) || target == 0) {
+                     if (err.empty()) err = "must be positive";
+                     err = "--memory '" + v + "': " + err;
+                     return false;
+                 }
+                 return true;
+             });
+}
+
 void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, eval_runtime & rt) {
     declare_batch_memory(t,
                          "what the logits of one decode may take when -b is automatic (default " + std::to_string(reap::k_default_batch_memory >> 30) + "GiB): about -b/2 "

@@ -35,6 +35,9 @@ void declare_llama_runtime(options & t, const std::string & ctx_help, bool & has
 bool parse_llama_flags(options & t, const char * cmd, const std::string & model, common_params & params, int & status);
 
 // Adds --batch-memory SIZE (a positive size, planner::parse_size) into `target`.
+// --memory SIZE: what a pass's contexts may take (llama/pass_size.h); 0 = automatic.
+void declare_pass_memory(options & t, uint64_t & target);
+
 void declare_batch_memory(options & t, const std::string & help, uint64_t & target);
 
 // Which of -c, -b, -ub a command line gave (eval and sweep choose their own

@@ -9,6 +9,7 @@
 #include "llama/corpus.h"
 #include "llama/moe_nodes.h"
 #include "llama/mtp.h"
+#include "llama/pass_size.h"
 #include "llama/runtime.h"
 #include "moe/census.h"
 #include "moe/layout_gguf.h"
@@ -17,6 +18,7 @@
 #include "util/number_format.h"
 #include "util/file.h"
 #include "util/json.h"
+#include "util/json_fields.h"
 #include "util/memory.h"
 #include "util/path.h"
 #include "util/sha256.h"
@@ -422,6 +424,11 @@ struct calibration {
     bool load_model();
     bool read_windows();
     bool choose_decodes();
+    bool choose_sizes();
+    bool checkpoint_sizes(int & b, int & ub);
+    void lay_out_decodes(int n_batch, int n_ubatch);
+    llama_context_params mtp_params(const llama_context_params & cparams) const;
+    bool measure_decodes(context_meter & meter, context_bytes & bytes, std::string & e) const;
     bool probe(bool nextn, collector & pc, bool & all_rows);
     // Output rows whose logits fit --batch-memory: n_vocab floats a row, held twice
     // (llama.cpp's output buffer and the output head's share of the compute buffer).
@@ -719,33 +726,30 @@ bool calibration::choose_decodes() {
     report.down_node          = k_down_chain[L0.down_node];
     report.weights_before_ffn = col.weights_before_ffn;
 
-    // -b / -ub: the user's, or as large as k_default_batch (n_ctx when a window is longer)
-    int n_batch  = opt.n_batch > 0 ? opt.n_batch : std::max(k_default_batch, n_ctx);
-    int n_ubatch = opt.n_ubatch > 0 ? opt.n_ubatch : n_batch;
+    return choose_sizes();
+}
+
+// The decodes of -b n_batch -ub n_ubatch (report's n_batch, n_ubatch, n_seq,
+// kv_unified, n_ubatches, batch_capped, and the groups).
+void calibration::lay_out_decodes(int n_batch, int n_ubatch) {
     n_ubatch = std::min(n_ubatch, n_batch);
-    if (report.rows == row_mode::every_row) {
-        const int64_t cap = rows_within_batch_memory();
-        if (n_batch > cap) {
-            fprintf(stderr, "reap calibrate: -b/-ub lowered to %lld tokens: arch '%s' narrows to the output rows before "
-                    "its last MoE layer, so every row is an output, and %s tokens of a %s-token vocabulary keep %s of "
-                    "logits twice (--batch-memory %s)\n", (long long) cap, fp.arch.c_str(), util::group_digits(cap).c_str(),
-                    util::group_digits(n_vocab).c_str(), util::format_size((uint64_t) cap * n_vocab * sizeof(float)).c_str(),
-                    util::format_size(opt.batch_memory).c_str());
-            n_batch  = (int) cap;
-            n_ubatch = std::min(n_ubatch, n_batch);
-            report.batch_capped = true;
-        }
+    report.batch_capped = false;
+    if (report.rows == row_mode::every_row && n_batch > rows_within_batch_memory()) {
+        n_batch  = (int) rows_within_batch_memory();
+        n_ubatch = std::min(n_ubatch, n_batch);
+        report.batch_capped = true;
     }
     report.n_batch  = n_batch;
     report.n_ubatch = n_ubatch;
-    // windows per decode: the user's; automatic: as many as -b holds (at most 64, each a row of
-    // llama.cpp's output buffer), full windows only for recurrent/hybrid memories (a state per
-    // sequence); one where an MTP context follows a recurrent/hybrid model (its rows must come
-    // back in batch order)
+    // windows per decode: the user's; automatic: as many as -b holds (each a row of llama.cpp's
+    // output buffer: at most 64 up to -b 4096, then one per 64 tokens, within llama.cpp's
+    // limit), full windows only for recurrent/hybrid memories (a state per sequence); one
+    // where an MTP context follows a recurrent/hybrid model (its rows must come back in batch order)
     const bool recurrent = llama_model_is_recurrent(model.get()) || llama_model_is_hybrid(model.get());
+    const int  most_seq  = (int) llama_max_parallel_sequences();
     int n_seq = opt.n_seq > 0 ? opt.n_seq
-              : recurrent     ? std::max(1, n_batch / n_ctx)
-                              : std::min(64, std::max(1, n_batch / 32));
+              : recurrent     ? std::min(most_seq, std::max(1, n_batch / n_ctx))
+                              : std::min({most_seq, std::max(1, n_batch / 32), std::max(64, n_batch / 64)});
     if (has_mtp && recurrent) n_seq = 1;
     groups = plan_groups(windows, n_seq, n_batch);
     // the context holds exactly the most windows a decode has
@@ -761,7 +765,108 @@ bool calibration::choose_decodes() {
     const bool one_length = std::all_of(windows.begin(), windows.end(),
                                         [&](const window & w) { return w.len == windows[0].len; });
     report.kv_unified = has_mtp || !one_length;
+    report.n_ubatches = 0;
     for (const auto & g : groups) report.n_ubatches += group_ubatches(g, n_batch, n_ubatch);
+}
+
+// The MTP context's settings beside a main context of cparams: slices of what
+// --batch-memory allows (every MTP row is an output, calibrate.h).
+llama_context_params calibration::mtp_params(const llama_context_params & cparams) const {
+    llama_context_params mp = cparams;
+    mp.n_batch   = (uint32_t) std::min<int64_t>(report.n_batch, rows_within_batch_memory());
+    mp.n_ubatch  = std::min(mp.n_batch, (uint32_t) report.n_ubatch);
+    mp.n_seq_max = (uint32_t) report.n_seq;
+    return mp;
+}
+
+// What the laid-out decodes need in memory, as llama.cpp reserves it.
+bool calibration::measure_decodes(context_meter & meter, context_bytes & bytes, std::string & e) const {
+    const llama_context_params cparams = context_params(report.n_batch, report.n_ubatch, report.n_seq, report.kv_unified);
+    const llama_context_params mp = mtp_params(cparams);
+    const int64_t rows = (report.rows == row_mode::every_row ? report.n_batch : report.n_seq) + (has_mtp ? (int64_t) mp.n_batch : 0);
+    return meter.measure(cparams, rows, has_mtp ? &mp : nullptr, bytes, e);
+}
+
+// -b/-ub: given by hand (or by the checkpoint resumed), checked against the
+// memory; else the largest ubatch that fits it (pass_size.h).
+bool calibration::choose_sizes() {
+    int64_t n_tokens = 0;
+    for (const window & w : windows) n_tokens += w.len;
+    int b = opt.n_batch, ub = opt.n_ubatch;
+    const char * by = (b > 0 || ub > 0) ? "given" : nullptr;
+    if (!by && opt.collect && opt.resume) {
+        if (!checkpoint_sizes(b, ub)) return false;
+        if (b > 0) by = "the checkpoint's";
+    }
+    const memory_budget budget = pass_memory_budget(opt.memory, model_bytes, util::available_memory());
+    context_meter meter;
+    llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(opt.llama));
+    mp.load_mtp = true;
+    if (budget.known && !meter.open(opt.model_path, mp, err)) return false;
+    auto need = [&](int nb, int nub, context_bytes & bytes, std::string & e) {
+        lay_out_decodes(nb, nub);
+        return !budget.known || measure_decodes(meter, bytes, e);
+    };
+    context_bytes bytes;
+    if (by) {
+        const int nb = b > 0 ? b : std::max({ub, k_default_batch, n_ctx});
+        if (!need(nb, ub > 0 ? ub : nb, bytes, err)) return false;
+        if (budget.known && bytes.total() > budget.bytes) {
+            err = "-b " + std::to_string(report.n_batch) + " -ub " + std::to_string(report.n_ubatch) + " (" + by +
+                  ") needs " + describe(bytes) + ", more than the " + util::format_size(budget.bytes) + " this run may take (" +
+                  budget.why + "): give a smaller -ub, leave -b/-ub out to have the largest that fits chosen, or set --memory";
+            return false;
+        }
+        report.memory_needed = bytes.total();
+        report.size_note = std::string("-ub ") + by + (budget.known ? ", needs " + describe(bytes) + " of " +
+                           util::format_size(budget.bytes) + " (" + budget.why + ")" : "");
+    } else {
+        sized_choice pick;
+        const auto sized = [&](int c) { return c >= k_default_batch ? std::max(c, n_ctx) : c; };
+        if (!choose_largest_fitting(ubatch_candidates(n_tokens), budget,
+                                    [&](int c, context_bytes & bb, std::string & e) { return need(sized(c), sized(c), bb, e); },
+                                    pick, err)) {
+            return false;
+        }
+        lay_out_decodes(sized(pick.size), sized(pick.size));
+        report.memory_needed = pick.bytes.total();
+        report.size_note = !budget.known ? "-ub automatic: the memory of this machine is unknown, so reap's default"
+                         : pick.fits     ? "-ub automatic: the largest that fits, needs " + describe(pick.bytes) + " of " +
+                                               util::format_size(budget.bytes) + " (" + budget.why + ")"
+                                         : "-ub automatic: warning: even the smallest needs " + describe(pick.bytes) +
+                                               ", more than the " + util::format_size(budget.bytes) + " (" + budget.why + ")";
+    }
+    if (budget.known) report.memory_budget = budget.bytes;
+    if (report.batch_capped) {
+        fprintf(stderr, "reap calibrate: -b/-ub lowered to %d tokens: arch '%s' narrows to the output rows before "
+                "its last MoE layer, so every row is an output, and %s tokens of a %s-token vocabulary keep %s of "
+                "logits twice (--batch-memory %s)\n", report.n_batch, fp.arch.c_str(), util::group_digits(report.n_batch).c_str(),
+                util::group_digits(n_vocab).c_str(), util::format_size((uint64_t) report.n_batch * n_vocab * sizeof(float)).c_str(),
+                util::format_size(opt.batch_memory).c_str());
+    }
+    return true;
+}
+
+// -b/-ub of the checkpoint to be resumed (0 when it has none): an automatic
+// choice is not made again, since other sizes sum in another order.
+bool calibration::checkpoint_sizes(int & b, int & ub) {
+    struct stat st;
+    if (stat(ckpt_path.c_str(), &st) != 0) return true;   // resume() says there is none
+    saliency::archive ck;
+    std::string opts, e2;
+    nlohmann::json j;
+    if (!saliency::read_archive(ckpt_path, ck, err)) return false;
+    if (!ck.provenance.get_string(saliency::k_key_options, opts, e2) ||
+        !util::parse_json_text(opts, "checkpoint '" + ckpt_path + "' options", j, err)) {
+        if (err.empty()) err = "checkpoint '" + ckpt_path + "' is not a reap calibrate checkpoint: " + e2;
+        return false;
+    }
+    if (j.is_object() && j.contains("n_batch") && j.contains("n_ubatch") && j["n_batch"].is_number_integer() &&
+        j["n_ubatch"].is_number_integer() && j["n_batch"].get<int64_t>() > 0 && j["n_batch"].get<int64_t>() <= INT32_MAX &&
+        j["n_ubatch"].get<int64_t>() > 0 && j["n_ubatch"].get<int64_t>() <= INT32_MAX) {
+        b  = (int) j["n_batch"].get<int64_t>();
+        ub = (int) j["n_ubatch"].get<int64_t>();
+    }
     return true;
 }
 
@@ -779,12 +884,7 @@ bool calibration::make_contexts() {
     }
     if (report.rows == row_mode::nextn_unmasked && !has_mtp) llama_set_embeddings_nextn(ctx.get(), true, /*masked=*/false);
     if (has_mtp) {
-        // every MTP row is an output (calibrate.h): slices of what batch_memory allows
-        const int64_t rows = rows_within_batch_memory();
-        llama_context_params mp = cparams;
-        mp.n_batch  = (uint32_t) std::min<int64_t>(report.n_batch, rows);
-        mp.n_ubatch = std::min(mp.n_batch, (uint32_t) report.n_ubatch);
-        if (!mtp.init(model.get(), ctx.get(), mp, err, report.n_seq)) return false;
+        if (!mtp.init(model.get(), ctx.get(), mtp_params(cparams), err, report.n_seq)) return false;
     }
     batch = llama_batch_init(report.n_batch, 0, 1);
     row_pos.resize((size_t) report.n_batch);
@@ -1014,6 +1114,7 @@ std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, si
              util::group_digits(r.n_tokens).c_str(), n_windows, n_decodes, r.n_batch, r.n_ubatch, r.n_seq, row_mode_name(r.rows),
              r.n_ubatches, util::format_size(r.expert_pool_bytes).c_str());
     std::string out = line;
+    if (!r.size_note.empty()) out += "reap calibrate: " + r.size_note + "\n";
     if (mem && model_bytes > mem->bytes) {
         snprintf(line, sizeof(line),
                  "reap calibrate: warning: the model (%s) is larger than the memory available (%s, %s): it streams "

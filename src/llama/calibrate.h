@@ -131,11 +131,13 @@ struct calibrate_options {
     // (model_path is used). n_ctx is the window; 0 = k_default_window. Its n_batch and
     // n_ubatch are not used: the two below are.
     common_params llama;
-    int n_batch  = 0;            // -b: tokens per decode; 0 = k_default_batch (or the window, when longer)
+    int n_batch  = 0;            // -b: tokens per decode; 0 = automatic (with -ub: the larger of -ub,
+                                 // k_default_batch and the window; alone: the largest that fits --memory)
     int n_ubatch = 0;            // -ub; 0 = n_batch
 
     int      n_seq        = 0;   // -np: windows per decode at most; 0 = automatic (see run_calibrate)
     uint64_t batch_memory = k_default_batch_memory;   // --batch-memory: bytes of vocabulary-sized rows
+    uint64_t memory       = 0;   // --memory: what the pass's contexts may take (0 = available less a reserve; pass_size.h)
 
     int64_t  max_tokens            = 0;  // --max-tokens: stop after this many tokens in all (0 = no cap)
     int64_t  max_tokens_per_domain = 0;  // --max-tokens-per-domain (0 = no cap)
@@ -186,6 +188,8 @@ struct calibrate_report {
     int      n_batch = 0, n_ubatch = 0, n_seq = 0;   // effective -b, -ub, windows per decode (the most any decode has)
     bool     kv_unified = false;                     // one KV cache for a decode's windows (else a stream each)
     bool     batch_capped = false;                   // -b/-ub lowered for batch_memory (every_row)
+    std::string size_note;                           // how -ub was chosen and what it needs (the cost text prints it)
+    uint64_t memory_needed = 0, memory_budget = 0;   // the contexts' bytes at -b/-ub, and what they may take (0: unknown)
     size_t   n_decodes = 0;                          // llama_decode calls of the run (main context)
     size_t   n_ubatches = 0;                         // ubatches of the run (main context, as llama.cpp splits them)
     uint64_t expert_pool_bytes = 0;                  // routed-expert bytes of the model

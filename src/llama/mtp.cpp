@@ -26,6 +26,14 @@ int mtp_blocks_in_file(const gguf::model & m) {
     return 0;
 }
 
+llama_context_params mtp_context_params(llama_context_params cparams, llama_context * target, int n_seq) {
+    cparams.ctx_type   = LLAMA_CONTEXT_TYPE_MTP;
+    cparams.ctx_other  = target;
+    cparams.n_seq_max  = (uint32_t) std::max(1, n_seq);
+    cparams.kv_unified = n_seq > 1;
+    return cparams;
+}
+
 bool mtp_runner::init(llama_model * model, llama_context * target, llama_context_params cparams, std::string & err,
                       int n_seq) {
     n_heads = mtp_heads(model);
@@ -36,11 +44,7 @@ bool mtp_runner::init(llama_model * model, llama_context * target, llama_context
     tgt       = target;
     n_embd    = llama_model_n_embd_out(model);
     n_seq_max = std::max(1, n_seq);
-    cparams.ctx_type   = LLAMA_CONTEXT_TYPE_MTP;
-    cparams.ctx_other  = target;
-    cparams.n_seq_max  = (uint32_t) n_seq_max;
-    cparams.kv_unified = n_seq_max > 1;
-    ctx.reset(llama_init_from_model(model, cparams));
+    ctx.reset(llama_init_from_model(model, mtp_context_params(cparams, target, n_seq_max)));
     if (!ctx) {
         err = "llama.cpp could not create an MTP context for the model's " + std::to_string(n_heads) +
               " MTP block(s) (was it loaded with load_mtp?)";

@@ -49,6 +49,10 @@ int mtp_heads(const llama_model * model);
 // context of that model cannot run).
 int mtp_blocks_in_file(const gguf::model & m);
 
+// The parameters of the MTP context beside `target` for n_seq sequences side
+// by side, from the target's settings (what mtp_runner::init creates).
+llama_context_params mtp_context_params(llama_context_params cparams, llama_context * target, int n_seq);
+
 struct mtp_runner {
     // Creates the MTP context for `model` (loaded with load_mtp) with the
     // settings of `cparams` (n_ctx, n_batch, threads, eval callback ...),

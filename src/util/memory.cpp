@@ -2,6 +2,7 @@
 // limit. See memory.h.
 #include "util/memory.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -58,22 +59,46 @@ std::optional<memory_limit> cgroup_memory_limit(const std::string & proc_self_cg
         if (b == std::string::npos) continue;
         const std::string ctrls = line.substr(a + 1, b - a - 1);
         const std::string path  = line.substr(b + 1);
-        std::string file, text;
+        std::string dir, file, usage_file, cache_key, text;
         if (ctrls.empty()) {
-            file = "/sys/fs/cgroup" + (path == "/" ? std::string() : path) + "/memory.max";
+            dir        = "/sys/fs/cgroup" + (path == "/" ? std::string() : path);
+            file       = dir + "/memory.max";
+            usage_file = dir + "/memory.current";
+            cache_key  = "file";
         } else {
             bool memory = false;
             std::istringstream cs(ctrls);
             std::string c;
             while (std::getline(cs, c, ',')) memory |= c == "memory";
             if (!memory) continue;
-            file = "/sys/fs/cgroup/memory" + (path == "/" ? std::string() : path) + "/memory.limit_in_bytes";
+            dir        = "/sys/fs/cgroup/memory" + (path == "/" ? std::string() : path);
+            file       = dir + "/memory.limit_in_bytes";
+            usage_file = dir + "/memory.usage_in_bytes";
+            cache_key  = "total_cache";
         }
         if (!read(file, text)) continue;
         const auto v = parse_bytes(text);
         // "max" (v2) does not parse; v1 says "no limit" with a value near 2^63
         if (!v || *v >= (1ull << 62)) continue;
-        return memory_limit{*v, file};
+        // less what the cgroup already holds, but for its page cache (the
+        // kernel reclaims that before it kills)
+        uint64_t in_use = 0;
+        if (read(usage_file, text)) {
+            const auto used = parse_bytes(text);
+            uint64_t cache = 0;
+            if (used && read(dir + "/memory.stat", text)) {
+                std::istringstream st(text);
+                std::string key, value;
+                while (st >> key >> value) {
+                    if (key != cache_key) continue;
+                    if (const auto c = parse_bytes(value)) cache = *c;
+                    break;
+                }
+            }
+            if (used) in_use = *used - std::min(*used, cache);
+        }
+        if (in_use == 0) return memory_limit{*v, file};
+        return memory_limit{*v - std::min(*v, in_use), file + " less " + std::to_string(in_use) + " bytes in use"};
     }
     return std::nullopt;
 }

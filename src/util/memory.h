@@ -1,6 +1,7 @@
 // How much memory this process may fill: the kernel's MemAvailable, and the
 // limit of the memory cgroup the process runs in (cgroup v2 memory.max, or v1
-// memory.limit_in_bytes), whichever is lower. Used to tell a user before a
+// memory.limit_in_bytes) less what the cgroup holds beyond its page cache,
+// whichever is lower. Used to tell a user before a
 // long run that the model will stream from disk (a source larger than this is
 // read again for every ubatch). Linux only; elsewhere nothing is known.
 #pragma once
@@ -21,8 +22,11 @@ std::optional<memory_limit> available_memory();
 
 // Parses /proc/self/cgroup's text and the files of the memory cgroup it names,
 // read through `read` (path -> contents, false when absent): the cgroup's
-// limit in bytes, or nothing when there is none ("max", or v1's "unlimited"
-// value of ~2^63). Exposed for tests, which hand it fake files.
+// limit in bytes less what it already holds other than page cache (usage less
+// memory.stat's file cache: v2 memory.current and "file", v1
+// memory.usage_in_bytes and "total_cache"), or nothing when there is no limit
+// ("max", or v1's "unlimited" value of ~2^63). Exposed for tests, which hand
+// it fake files.
 std::optional<memory_limit> cgroup_memory_limit(const std::string & proc_self_cgroup,
                                                 bool (*read)(const std::string & path, std::string & out));
 

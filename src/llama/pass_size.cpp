@@ -1,0 +1,125 @@
+// The memory a llama.cpp pass may take and what a context of a given size
+// needs, measured by llama.cpp on a weightless copy of the model. See pass_size.h.
+#include "llama/pass_size.h"
+
+#include "llama/mtp.h"
+#include "util/number_format.h"
+
+#include "llama-ext.h"   // llama.cpp's memory breakdown of a context (as its common/fit.cpp reads it)
+
+#include <algorithm>
+
+namespace reap {
+
+uint64_t memory_reserve(uint64_t available) { return std::min<uint64_t>(available / 8, 2ull << 30); }
+
+memory_budget pass_memory_budget(uint64_t given, uint64_t model_bytes, const std::optional<util::memory_limit> & avail) {
+    memory_budget b;
+    if (given > 0) {
+        b.known = true;
+        b.bytes = given;
+        b.why   = "--memory " + util::format_size(given);
+        return b;
+    }
+    if (!avail) return b;
+    const uint64_t reserve = memory_reserve(avail->bytes);
+    b.known = true;
+    b.bytes = avail->bytes - reserve;
+    b.why   = avail->source + " " + util::format_size(avail->bytes) + " less a " + util::format_size(reserve) + " reserve";
+    if (model_bytes <= b.bytes / 2) {
+        // the model fits with room to spare: keep it in the page cache
+        b.bytes -= model_bytes;
+        b.why += ", less the model's " + util::format_size(model_bytes) + " kept in the page cache";
+    } else {
+        b.why += " (the model streams from disk: its cache is not kept)";
+    }
+    return b;
+}
+
+std::string describe(const context_bytes & c) {
+    std::string s = util::format_size(c.total()) + " (KV/state " + util::format_size(c.state) + ", compute " +
+                    util::format_size(c.compute);
+    if (c.output > 0) s += ", logits " + util::format_size(c.output);
+    return s + ")";
+}
+
+bool context_meter::open(const std::string & path, llama_model_params mp, std::string & err) {
+    mp.no_alloc  = true;
+    mp.load_mode = LLAMA_LOAD_MODE_NONE;
+    model.reset(llama_model_load_from_file(path.c_str(), mp));
+    if (!model) {
+        err = "llama.cpp could not load the header of '" + path + "' to measure its contexts";
+        return false;
+    }
+    return true;
+}
+
+namespace {
+
+// KV/state and compute bytes of ctx in host memory (llama.cpp's own breakdown;
+// the model's weights are not counted: they are the page cache's).
+void add_host_bytes(const llama_context * ctx, context_bytes & out) {
+    for (const auto & [buft, mb] : llama_get_memory_breakdown(ctx)) {
+        if (!ggml_backend_buft_is_host(buft)) continue;
+        out.state += mb.context;
+        out.compute += mb.compute;
+    }
+}
+
+}  // namespace
+
+bool context_meter::measure(const llama_context_params & cp, int64_t output_rows, const llama_context_params * mtp,
+                            context_bytes & out, std::string & err) {
+    out = {};
+    const ctx_ptr ctx(llama_init_from_model(model.get(), cp));
+    if (!ctx) {
+        err = "llama.cpp could not lay out a context of -b " + std::to_string(cp.n_batch) + " -ub " +
+              std::to_string(cp.n_ubatch) + " (" + std::to_string(cp.n_ctx) + " cells, " +
+              std::to_string(cp.n_seq_max) + " sequences)";
+        return false;
+    }
+    add_host_bytes(ctx.get(), out);
+    if (mtp) {
+        const ctx_ptr side(llama_init_from_model(model.get(), mtp_context_params(*mtp, ctx.get(), (int) mtp->n_seq_max)));
+        if (!side) {
+            err = "llama.cpp could not lay out the MTP context of -ub " + std::to_string(mtp->n_ubatch);
+            return false;
+        }
+        add_host_bytes(side.get(), out);
+    }
+    const int64_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+    out.output = (uint64_t) std::max<int64_t>(output_rows, 0) * (uint64_t) std::max<int64_t>(n_vocab, 1) * sizeof(float);
+    return true;
+}
+
+std::vector<int> ubatch_candidates(int64_t n_tokens) {
+    std::vector<int> out;
+    for (int c = k_max_auto_ubatch; c >= 512; c /= 2) {
+        // past the size that takes every token at once nothing is saved
+        if (c > k_default_batch && c / 2 >= n_tokens) continue;
+        out.push_back(c);
+    }
+    return out;
+}
+
+bool choose_largest_fitting(const std::vector<int> & candidates, const memory_budget & budget,
+                            const std::function<bool(int, context_bytes &, std::string &)> & need, sized_choice & out,
+                            std::string & err) {
+    if (candidates.empty()) {
+        err = "no ubatch size to try";
+        return false;
+    }
+    for (int c : candidates) {
+        // memory unknown: the size reap took before it measured, or the largest below it
+        if (!budget.known && c > k_default_batch && c != candidates.back()) continue;
+        context_bytes b;
+        if (!need(c, b, err)) return false;
+        out.size  = c;
+        out.bytes = b;
+        out.fits  = !budget.known || b.total() <= budget.bytes;
+        if (out.fits) return true;
+    }
+    return true;   // the smallest, which does not fit either
+}
+
+}  // namespace reap

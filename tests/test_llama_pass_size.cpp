@@ -1,0 +1,302 @@
+// test_llama_pass_size.cpp: the memory-sized ubatch of calibrate
+// (src/llama/pass_size.h) against independent facts.
+//   * the KV bytes llama.cpp reports for a weightless context equal the cache
+//     computed here from the model's header (layers × cells × K and V widths ×
+//     the cache type's size), for F16 and F32 caches; the logits are rows ×
+//     n_vocab floats; a larger ubatch needs a larger compute buffer;
+//   * the choice rule: the largest candidate that fits, the smallest (flagged)
+//     when none does, reap's default when the memory is unknown; the
+//     candidates stop at the size that takes every token at once;
+//   * the budget: --memory as given; else available less the reserve, less the
+//     model when it fits in half of that;
+//   * calibrate without -b/-ub, given exactly the --memory that -ub 32768 needs
+//     (33k tokens, the trained model) or -ub 8192 (17k tokens, glm4moe with an
+//     MTP block), takes that size and writes the archive of the size given by
+//     hand; -ub 4096 gives the same calibration (counts exact at -fa off, sums
+//     within archive_compare.h's bound); the size by hand with one byte less
+//     --memory is refused before any decode, naming what it needs; --resume
+//     takes the checkpoint's -b/-ub, not a new choice.
+#include "archive_compare.h"
+#include "llama_test_util.h"
+
+#include "llama/calibrate.h"
+#include "llama/pass_size.h"
+#include "saliency/archive.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <iterator>
+
+using namespace reap_test;
+namespace sal = reap::saliency;
+
+namespace {
+
+std::string scratch(const std::string & name) {
+    const std::string d = test_tmp_dir() + "/pass-size-" + name;
+    std::string out;
+    run_cmd("rm -rf " + shell_quote(d) + " && mkdir -p " + shell_quote(d), out);
+    return d;
+}
+
+std::string trained_model() { return source_dir() + "/models/reap-moe-tiny.gguf"; }
+
+// glm4moe with one MTP block, written by llama.cpp's own builder (as test_llama_mtp.cpp).
+std::string mtp_model(std::string & err) {
+    const std::string dir = test_tmp_dir() + "/archs";
+    ::mkdir(dir.c_str(), 0755);
+    const std::string path = dir + "/glm4moe-mtp.gguf";
+    if (file_exists(path)) return path;
+    const std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
+    const std::string cmd = shell_quote(llama_bin_dir() + "/make_arch_models") + " --arch glm4moe --variant mtp --out " +
+                            shell_quote(tmp);
+    std::string out;
+    if (run_cmd(cmd, out) != 0 || !file_exists(tmp) || ::rename(tmp.c_str(), path.c_str()) != 0) {
+        err = "make_arch_models failed: " + cmd + "\n" + out;
+        return "";
+    }
+    return path;
+}
+
+// A plain text of about n bytes (byte-level vocabulary: about n tokens), varied enough to route widely.
+std::string text_file(const std::string & dir, size_t n) {
+    const char * parts[] = {"The router picks the top k experts of every token. ", "for (int i = 0; i < n; ++i) s += a[i]; ",
+                            "Le renard brun saute par-dessus le chien. ", "3.14159 * 2.71828 = 8.53972; ",
+                            "def f(x): return [y * y for y in range(x)]\n", "Experts that a workload rarely uses are cut. "};
+    std::string t;
+    for (size_t i = 0; t.size() < n; ++i) t += parts[(i * 7 + i / 6) % 6] + std::to_string(i % 97) + " ";
+    const std::string path = dir + "/text.txt";
+    std::ofstream(path, std::ios::binary) << t;
+    return path;
+}
+
+reap::calibrate_options opts(const std::string & model, const std::string & corpus, const std::string & out) {
+    reap::calibrate_options o;
+    o.model_path  = model;
+    o.corpus_path = corpus;
+    o.out_path    = out;
+    o.llama.n_ctx = 256;
+    o.llama.cpuparams.n_threads = 2;
+    o.llama.n_gpu_layers = 0;
+    o.llama.cache_type_k = o.llama.cache_type_v = GGML_TYPE_F32;
+    o.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    o.progress = false;
+    o.force    = true;
+    return o;
+}
+
+std::string read_file_bytes(const std::string & path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+uint64_t meta_u64(const llama_model * m, const std::string & key) {
+    char buf[64] = {0};
+    if (llama_model_meta_val_str(m, key.c_str(), buf, sizeof(buf)) < 0) return 0;
+    return std::strtoull(buf, nullptr, 10);
+}
+
+}  // namespace
+
+TEST(PassSize, MeterKvEqualsTheHeadersShape) {
+    const std::string path = trained_model();
+    ASSERT_TRUE(file_exists(path)) << path;
+    model_ptr m = load_model(path);
+    char name[64] = {0};
+    ASSERT_GT(llama_model_meta_val_str(m.get(), "general.architecture", name, sizeof(name)), 0);
+    const std::string a = name;
+    const uint64_t n_layer = meta_u64(m.get(), a + ".block_count");
+    const uint64_t n_head = meta_u64(m.get(), a + ".attention.head_count");
+    const uint64_t n_head_kv = meta_u64(m.get(), a + ".attention.head_count_kv");
+    uint64_t k_len = meta_u64(m.get(), a + ".attention.key_length");
+    uint64_t v_len = meta_u64(m.get(), a + ".attention.value_length");
+    if (k_len == 0) k_len = meta_u64(m.get(), a + ".embedding_length") / n_head;
+    if (v_len == 0) v_len = k_len;
+    ASSERT_GT(n_layer, 0u);
+    ASSERT_GT(n_head_kv, 0u);
+    const int64_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.get()));
+
+    reap::context_meter meter;
+    std::string err;
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    ASSERT_TRUE(meter.open(path, mp, err)) << err;
+    for (ggml_type type : {GGML_TYPE_F16, GGML_TYPE_F32}) {
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 4096;
+        cp.n_batch = cp.n_ubatch = 512;
+        cp.n_seq_max = 1;
+        cp.type_k = cp.type_v = type;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        reap::context_bytes small, large;
+        ASSERT_TRUE(meter.measure(cp, 7, nullptr, small, err)) << err;
+        const uint64_t kv = n_layer * 4096 * n_head_kv * (k_len + v_len) * ggml_type_size(type);
+        EXPECT_EQ(small.state, kv) << ggml_type_name(type) << ": " << reap::describe(small);
+        EXPECT_EQ(small.output, 7u * (uint64_t) n_vocab * sizeof(float));
+        cp.n_batch = cp.n_ubatch = 4096;
+        ASSERT_TRUE(meter.measure(cp, 0, nullptr, large, err)) << err;
+        EXPECT_EQ(large.state, kv);
+        EXPECT_GT(large.compute, small.compute) << reap::describe(small) << " vs " << reap::describe(large);
+    }
+}
+
+TEST(PassSize, ChoosesTheLargestThatFits) {
+    EXPECT_EQ(reap::ubatch_candidates(1000000), (std::vector<int>{32768, 16384, 8192, 4096, 2048, 1024, 512}));
+    // 16384 takes 10,000 tokens at once: nothing larger is tried; 4096 and below always are
+    EXPECT_EQ(reap::ubatch_candidates(10000), (std::vector<int>{16384, 8192, 4096, 2048, 1024, 512}));
+    EXPECT_EQ(reap::ubatch_candidates(100), (std::vector<int>{4096, 2048, 1024, 512}));
+
+    // need: 1 MB a token
+    std::vector<int> tried;
+    auto need = [&](int c, reap::context_bytes & b, std::string &) {
+        tried.push_back(c);
+        b = {};
+        b.compute = (uint64_t) c << 20;
+        return true;
+    };
+    const auto cands = reap::ubatch_candidates(1000000);
+    reap::memory_budget budget;
+    budget.known = true;
+    budget.bytes = 9000ull << 20;
+    reap::sized_choice pick;
+    std::string err;
+    ASSERT_TRUE(reap::choose_largest_fitting(cands, budget, need, pick, err)) << err;
+    EXPECT_EQ(pick.size, 8192);
+    EXPECT_TRUE(pick.fits);
+    EXPECT_EQ(tried, (std::vector<int>{32768, 16384, 8192}));
+    budget.bytes = 100ull << 20;   // nothing fits: the smallest, flagged
+    ASSERT_TRUE(reap::choose_largest_fitting(cands, budget, need, pick, err)) << err;
+    EXPECT_EQ(pick.size, 512);
+    EXPECT_FALSE(pick.fits);
+    budget = {};   // unknown memory: reap's default size
+    ASSERT_TRUE(reap::choose_largest_fitting(cands, budget, need, pick, err)) << err;
+    EXPECT_EQ(pick.size, 4096);
+    EXPECT_TRUE(pick.fits);
+    // a failing measurement is an error, not a choice
+    auto broken = [](int, reap::context_bytes &, std::string & e) { e = "cannot lay out"; return false; };
+    EXPECT_FALSE(reap::choose_largest_fitting(cands, budget, broken, pick, err));
+    EXPECT_EQ(err, "cannot lay out");
+}
+
+TEST(PassSize, BudgetFromMemory) {
+    const uint64_t G = 1ull << 30;
+    auto given = reap::pass_memory_budget(3 * G, 100 * G, std::nullopt);
+    EXPECT_TRUE(given.known);
+    EXPECT_EQ(given.bytes, 3 * G);
+    EXPECT_FALSE(reap::pass_memory_budget(0, G, std::nullopt).known);
+    reap::util::memory_limit avail;
+    avail.bytes  = 24 * G;
+    avail.source = "MemAvailable";
+    // reserve min(24/8, 2) = 2 GiB; a 4 GiB model fits in half of the 22 left: kept cached
+    auto cached = reap::pass_memory_budget(0, 4 * G, avail);
+    EXPECT_EQ(cached.bytes, 18 * G) << cached.why;
+    // a 300 GiB model streams: its bytes are not taken off
+    auto streamed = reap::pass_memory_budget(0, 300 * G, avail);
+    EXPECT_EQ(streamed.bytes, 22 * G) << streamed.why;
+    avail.bytes = 800ull << 20;   // 800 MB: a reserve of an eighth
+    EXPECT_EQ(reap::pass_memory_budget(0, 300 * G, avail).bytes, 700ull << 20);
+}
+
+// On a model, over about n_bytes tokens: -ub `big` by hand (what it needs
+// measured), the automatic choice given exactly that much --memory (it takes
+// `big`, the same archive bit for bit), -ub 4096 by hand (the same
+// calibration: counts exact, sums within the bound), and -ub `big` by hand one
+// byte short (refused before any decode).
+void automatic_against_hand(const std::string & model, const std::string & tag, size_t n_bytes, int big) {
+    const std::string dir = scratch(tag);
+    const std::string text = text_file(dir, n_bytes);
+    std::string err;
+    sal::archive hand, chosen, small;
+    reap::calibrate_report rhand, rchosen, rsmall;
+
+    auto hand_opts = opts(model, text, dir + "/hand.gguf");
+    hand_opts.n_batch = hand_opts.n_ubatch = big;
+    hand_opts.memory = 64ull << 30;   // only checked against, never allocated
+    ASSERT_TRUE(reap::run_calibrate(hand_opts, hand, rhand, err)) << err;
+    ASSERT_EQ(rhand.n_ubatch, big) << rhand.size_note;
+    ASSERT_GT(rhand.memory_needed, 0u);
+
+    // exactly what `big` needs: the automatic choice takes it (and nothing larger)
+    auto auto_opts = opts(model, text, dir + "/auto.gguf");
+    auto_opts.memory = rhand.memory_needed;
+    ASSERT_TRUE(reap::run_calibrate(auto_opts, chosen, rchosen, err)) << err;
+    EXPECT_EQ(rchosen.n_ubatch, big) << rchosen.size_note;
+    EXPECT_EQ(rchosen.memory_needed, rhand.memory_needed);
+    EXPECT_EQ(rchosen.memory_budget, rhand.memory_needed);
+    EXPECT_NE(rchosen.size_note.find("the largest that fits"), std::string::npos) << rchosen.size_note;
+    EXPECT_EQ(read_file_bytes(dir + "/hand.gguf"), read_file_bytes(dir + "/auto.gguf"));
+
+    auto small_opts = opts(model, text, dir + "/small.gguf");
+    small_opts.n_batch = small_opts.n_ubatch = 4096;
+    ASSERT_TRUE(reap::run_calibrate(small_opts, small, rsmall, err)) << err;
+    EXPECT_EQ(rsmall.n_ubatch, 4096);
+    EXPECT_LT(rsmall.memory_needed, rhand.memory_needed);
+    EXPECT_GT(rsmall.n_ubatches, rhand.n_ubatches);
+    const double worst = expect_same_calibration(small, hand, tag + " -ub 4096 vs " + std::to_string(big), k_pack_rel_tol_f16);
+    printf("%s: -ub %d needs %llu bytes, 4096 needs %llu; ubatches %zu vs %zu; largest relative difference %.3g\n",
+           tag.c_str(), big, (unsigned long long) rhand.memory_needed, (unsigned long long) rsmall.memory_needed,
+           rhand.n_ubatches, rsmall.n_ubatches, worst);
+
+    // by hand, one byte short: refused before anything is decoded or written
+    auto short_opts = opts(model, text, dir + "/short.gguf");
+    short_opts.n_batch = short_opts.n_ubatch = big;
+    short_opts.memory = rhand.memory_needed - 1;
+    sal::archive none;
+    reap::calibrate_report rnone;
+    EXPECT_FALSE(reap::run_calibrate(short_opts, none, rnone, err));
+    EXPECT_NE(err.find("-ub " + std::to_string(big) + " (given) needs"), std::string::npos) << err;
+    EXPECT_NE(err.find("--memory"), std::string::npos) << err;
+    EXPECT_FALSE(file_exists(dir + "/short.gguf"));
+    EXPECT_EQ(rnone.n_windows_done, 0u);
+}
+
+TEST(PassSize, CalibrateTrainedModelAutomaticEqualsHand) {
+    ASSERT_TRUE(file_exists(trained_model())) << trained_model();
+    automatic_against_hand(trained_model(), "trained", 33500, 32768);
+}
+
+// glm4moe's MTP context shares one KV cache across a decode's windows, so
+// without flash attention its attention scores grow with the square of the
+// ubatch (-ub 32768 needs 27 GB): -ub 8192 here.
+TEST(PassSize, CalibrateMtpArchAutomaticEqualsHand) {
+    std::string err;
+    const std::string model = mtp_model(err);
+    ASSERT_FALSE(model.empty()) << err;
+    automatic_against_hand(model, "glm4moe-mtp", 17000, 8192);
+}
+
+// A checkpoint made at -ub 1024 resumes at -ub 1024 though the automatic
+// choice would be larger: the result is the uninterrupted -ub 1024 run's.
+TEST(PassSize, ResumeTakesTheCheckpointsSizes) {
+    ASSERT_TRUE(file_exists(trained_model())) << trained_model();
+    const std::string dir = scratch("resume");
+    const std::string text = text_file(dir, 12000);
+    std::string err;
+    auto whole = opts(trained_model(), text, dir + "/whole.gguf");
+    whole.n_batch = whole.n_ubatch = 1024;
+    sal::archive a, b;
+    reap::calibrate_report ra, rb;
+    ASSERT_TRUE(reap::run_calibrate(whole, a, ra, err)) << err;
+
+    auto cut = opts(trained_model(), text, dir + "/cut.gguf");
+    cut.n_batch = cut.n_ubatch = 1024;
+    std::atomic<bool> stop{true};   // one decode, then a checkpoint
+    cut.stop = &stop;
+    reap::calibrate_report rc;
+    sal::archive c;
+    ASSERT_TRUE(reap::run_calibrate(cut, c, rc, err)) << err;
+    ASSERT_TRUE(rc.interrupted);
+    auto resumed = opts(trained_model(), text, dir + "/cut.gguf");
+    resumed.resume = true;
+    resumed.memory = 64ull << 30;   // the automatic choice would take 16384
+    ASSERT_TRUE(reap::run_calibrate(resumed, b, rb, err)) << err;
+    EXPECT_TRUE(rb.resumed);
+    EXPECT_EQ(rb.n_batch, 1024);
+    EXPECT_EQ(rb.n_ubatch, 1024);
+    EXPECT_NE(rb.size_note.find("the checkpoint's"), std::string::npos) << rb.size_note;
+    const std::string x = read_file_bytes(dir + "/whole.gguf"), y = read_file_bytes(dir + "/cut.gguf");
+    EXPECT_FALSE(x.empty());
+    EXPECT_TRUE(x == y) << "resumed archive differs from the uninterrupted -ub 1024 one";
+}
