@@ -78,8 +78,9 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
                  return reap::cli::parse_part_of("--shard", v, opt.shard_index, opt.shard_count, err);
              });
     t.integer("-np, --parallel", "N",
-              "windows per decode at most (default 0: automatic, as many as -b holds up to 64; full windows "
-              "only for recurrent/hybrid models); 1 = one window per decode",
+              "windows per decode at most (default 0: automatic, as many as -b holds, up to 64, or one per 64 "
+              "tokens of -b past 4096, within llama.cpp's " + std::to_string(llama_max_parallel_sequences()) +
+              " sequences; full windows only for recurrent/hybrid models); 1 = one window per decode",
               0, (int64_t) llama_max_parallel_sequences(), opt.n_seq);
     reap::cli::declare_batch_memory(t,
                                     "what the vocabulary-sized rows of a decode may take (default " + std::to_string(reap::k_default_batch_memory >> 30) + "GiB; see above): "
