@@ -21,9 +21,11 @@
 
 #include "llama/calibrate.h"
 #include "llama/pass_size.h"
+#include "plan/stability.h"
 #include "saliency/archive.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <fstream>
@@ -299,4 +301,162 @@ TEST(PassSize, ResumeTakesTheCheckpointsSizes) {
     const std::string x = read_file_bytes(dir + "/whole.gguf"), y = read_file_bytes(dir + "/cut.gguf");
     EXPECT_FALSE(x.empty());
     EXPECT_TRUE(x == y) << "resumed archive differs from the uninterrupted -ub 1024 one";
+}
+
+// ---- --until-stable (plan/stability.h) -----------------------------------------------------
+
+namespace {
+
+// Three domains of unequal size, several samples each (JSONL).
+std::string domains_corpus(const std::string & dir) {
+    const char * domains[] = {"en", "code", "fr"};
+    const char * texts[] = {"The router picks the top k experts of every token and the rest never see it. ",
+                            "for (int i = 0; i < n; ++i) { s += a[i] * b[i]; } return s; ",
+                            "Le renard brun saute par-dessus le chien paresseux, puis il dort. "};
+    std::ofstream f(dir + "/corpus.jsonl", std::ios::binary);
+    for (int i = 0; i < 36; ++i) {
+        const int d = i % 6 < 3 ? 0 : i % 6 < 5 ? 1 : 2;   // 3:2:1
+        std::string t;
+        while (t.size() < 700) t += texts[d] + std::to_string(i * 31 + (int) t.size()) + " ";
+        f << "{\"domain\": \"" << domains[d] << "\", \"text\": \"" << t << "\"}\n";
+    }
+    return dir + "/corpus.jsonl";
+}
+
+}  // namespace
+
+TEST(UntilStable, OverlapIsTheMeanJaccardOverLayers) {
+    using T = reap::planner::stability_tracker;
+    EXPECT_DOUBLE_EQ(T::overlap({{0, 1, 2}, {3, 4}}, {{2, 1, 0}, {3, 4}}), 1.0);
+    // layer 0: {0,1,2} vs {0,1,3}: 2/4; layer 1 the same: mean 0.75
+    EXPECT_DOUBLE_EQ(T::overlap({{0, 1, 2}, {3, 4}}, {{0, 1, 3}, {3, 4}}), 0.75);
+    EXPECT_DOUBLE_EQ(T::overlap({{0}}, {{1}}), 0.0);
+}
+
+// A checkpoint's state is a file's: another threshold or target, a field
+// missing or mistyped, a bitmap of the wrong width, are refused.
+TEST(UntilStable, StateFromACheckpointIsChecked) {
+    reap::planner::stability_tracker t(0.9, 4, 0);
+    std::string err;
+    const std::string good = R"({"threshold":0.9,"n_keep":4,"points":[{"tokens":100,"jaccard_prev":-1,"jaccard_half":-1,)"
+                             R"("domain_prev":-1,"domain_half":-1,"weakest":"","safety_margin":3,"stable":false}],)"
+                             R"("history":[{"tokens":100,"keep":{"":["0f","f0"]}}],"n_expert":8})";
+    ASSERT_TRUE(t.restore(good, err)) << err;
+    EXPECT_EQ(t.curve().size(), 1u);
+    EXPECT_EQ(nlohmann::json::parse(t.state_json()), nlohmann::json::parse(good));
+    auto refused = [&](std::string text, const std::string & from, const std::string & to, const std::string & says) {
+        text.replace(text.find(from), from.size(), to);
+        reap::planner::stability_tracker u(0.9, 4, 0);
+        EXPECT_FALSE(u.restore(text, err)) << text;
+        EXPECT_NE(err.find(says), std::string::npos) << err;
+    };
+    refused(good, "\"n_keep\":4", "\"n_keep\":5", "another --until-stable or target");
+    refused(good, "\"0f\"", "\"0f0\"", "bitmap");
+    refused(good, "\"0f\"", "\"0g\"", "bitmap");
+    refused(good, "\"tokens\":100,\"jaccard_prev\"", "\"tokens\":\"x\",\"jaccard_prev\"", "mistyped");
+    refused(good, "\"jaccard_prev\":-1", "\"jaccard_prev\":1e99999", "number");
+}
+
+// Interleaving the domains' decodes keeps each domain's windows in order, so
+// a run that never reaches a stability checkpoint writes the plain run's statistics.
+TEST(UntilStable, InterleavedOrderKeepsEveryDomainsSums) {
+    ASSERT_TRUE(file_exists(trained_model())) << trained_model();
+    const std::string dir = scratch("interleaved");
+    const std::string corpus = domains_corpus(dir);
+    std::string err;
+    auto plain = opts(trained_model(), corpus, dir + "/plain.gguf");
+    plain.n_batch = plain.n_ubatch = 1024;
+    auto inter = plain;
+    inter.out_path = dir + "/inter.gguf";
+    inter.until_stable = 0.9;
+    inter.target_ratio = 0.5;
+    inter.checkpoint_every = 1 << 20;   // no stability checkpoint inside the run
+    sal::archive a, b;
+    reap::calibrate_report ra, rb;
+    ASSERT_TRUE(reap::run_calibrate(plain, a, ra, err)) << err;
+    ASSERT_TRUE(reap::run_calibrate(inter, b, rb, err)) << err;
+    EXPECT_TRUE(rb.interleaved);
+    EXPECT_FALSE(rb.stopped_stable);
+    ASSERT_EQ(a.domains.size(), 3u);
+    expect_same_calibration(a, b, "interleaved", 0.0);
+    std::string curve, e2;
+    EXPECT_TRUE(b.provenance.get_string(reap::planner::k_key_stability, curve, e2)) << e2;
+    EXPECT_FALSE(b.provenance.get_string(reap::planner::k_key_stability_state, curve, e2));
+}
+
+// A target that keeps every expert cannot move: the run stops at the first
+// checkpoint that has both comparisons, twice in a row, before the corpus
+// ends; the archive holds exactly the tokens decoded by then and the curve.
+// Stopped after its first decode and resumed, the run is the same byte for byte.
+TEST(UntilStable, StopsOnceTheKeepListHoldsAndResumesTheSame) {
+    ASSERT_TRUE(file_exists(trained_model())) << trained_model();
+    const std::string dir = scratch("stops");
+    const std::string corpus = domains_corpus(dir);
+    model_ptr m = load_model(trained_model());
+    char buf[32] = {0};
+    ASSERT_GT(llama_model_meta_val_str(m.get(), "qwen3moe.expert_count", buf, sizeof(buf)), 0);
+    const int64_t n_expert = std::atoll(buf);
+    std::string err;
+    auto o = opts(trained_model(), corpus, dir + "/whole.gguf");
+    o.n_batch = o.n_ubatch = 512;
+    o.until_stable = 1.0;
+    o.target_keep = n_expert;
+    o.checkpoint_every = 2;   // the first decode's two windows reach the first stability checkpoint
+    sal::archive a;
+    reap::calibrate_report ra;
+    ASSERT_TRUE(reap::run_calibrate(o, a, ra, err)) << err;
+    EXPECT_TRUE(ra.stopped_stable);
+    ASSERT_GE(ra.stability.size(), 3u);
+    EXPECT_TRUE(ra.stability.back().stable);
+    EXPECT_TRUE(ra.stability[ra.stability.size() - 2].stable);
+    EXPECT_FALSE(ra.stability.front().stable);
+    int64_t tokens = 0;
+    for (const auto & d : a.domains) tokens += d.n_tokens;
+    EXPECT_EQ(tokens, ra.stability.back().tokens);
+    EXPECT_LT(tokens, ra.n_tokens);
+    // interleaved: in domain order its first windows would all be en's (about 54 of them)
+    int with_tokens = 0;
+    for (const auto & d : a.domains) with_tokens += d.n_tokens > 0;
+    EXPECT_GE(with_tokens, 2);
+    ASSERT_TRUE(sal::check_count_invariant(a, err)) << err;
+    std::string curve, e2;
+    ASSERT_TRUE(a.provenance.get_string(reap::planner::k_key_stability, curve, e2)) << e2;
+    EXPECT_NE(curve.find("\"stable\":true"), std::string::npos) << curve;
+
+    auto cut = o;
+    cut.out_path = dir + "/cut.gguf";
+    std::atomic<bool> stop{true};
+    cut.stop = &stop;
+    sal::archive c;
+    reap::calibrate_report rc;
+    ASSERT_TRUE(reap::run_calibrate(cut, c, rc, err)) << err;
+    ASSERT_TRUE(rc.interrupted);
+    stop = false;
+    cut.resume = true;
+    ASSERT_TRUE(reap::run_calibrate(cut, c, rc, err)) << err;
+    EXPECT_TRUE(rc.stopped_stable);
+    EXPECT_TRUE(rc.resumed);
+    EXPECT_EQ(rc.stability.size(), ra.stability.size()) << "the resumed run took the checkpoint's curve";
+    const std::string x = read_file_bytes(dir + "/whole.gguf"), y = read_file_bytes(dir + "/cut.gguf");
+    EXPECT_FALSE(x.empty());
+    EXPECT_TRUE(x == y) << "resumed --until-stable archive differs from the uninterrupted one";
+}
+
+TEST(UntilStable, RefusesAMissingOrDoubleTarget) {
+    const std::string dir = scratch("refuses");
+    auto o = opts(trained_model(), domains_corpus(dir), dir + "/x.gguf");
+    o.until_stable = 0.9;
+    sal::archive a;
+    reap::calibrate_report r;
+    std::string err;
+    EXPECT_FALSE(reap::run_calibrate(o, a, r, err));
+    EXPECT_NE(err.find("--target-keep N or --target-ratio R"), std::string::npos) << err;
+    o.target_keep = 8;
+    o.target_ratio = 0.5;
+    EXPECT_FALSE(reap::run_calibrate(o, a, r, err));
+    o.target_ratio = -1;
+    o.until_stable = 1.5;
+    EXPECT_FALSE(reap::run_calibrate(o, a, r, err));
+    EXPECT_NE(err.find("0 < J <= 1"), std::string::npos) << err;
+    EXPECT_FALSE(file_exists(dir + "/x.gguf"));
 }

@@ -87,6 +87,7 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
                                     "lowers -b/-ub only where every row must be an output",
                                     opt.batch_memory);
     reap::cli::declare_pass_memory(t, opt.memory);
+    reap::cli::declare_until_stable(t, opt.until_stable, opt.target_keep, opt.target_ratio);
     t.integer("--checkpoint-every", "N", "write a checkpoint every N windows (default 0: only on Ctrl-C; written at "
               "the end of the decode that reaches N)", 0, INT64_MAX, opt.checkpoint_every);
     t.text("--checkpoint", "FILE", "checkpoint path (default OUTPUT.checkpoint)", opt.checkpoint_path);
@@ -100,8 +101,7 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
     t.flag("--no-progress", "no progress line", opt.progress, false);
     t.flag("--verbose", "show llama.cpp's log", opt.verbose);
     t.help_row();
-    t.prose("Ctrl-C finishes the current decode, writes the checkpoint and exits with status 130;\n"
-            "rerun with --resume to continue.\n");
+    t.prose("Ctrl-C finishes the current decode, writes the checkpoint and exits with status 130; --resume continues.\n");
     reap::cli::declare_llama_runtime(t, "window size in tokens (default " + std::to_string(reap::k_default_window) + ")", has_ctx, &has_batch, &has_ubatch,
                                      "tokens per decode (default: automatic, see above)", "tokens per ubatch (default: -b)");
     t.exit_note(reap::cli::exit_interrupted, "interrupted by Ctrl-C (SIGINT); the checkpoint is written");

@@ -152,6 +152,23 @@ void declare_batch_memory(options & t, const std::string & help, uint64_t & targ
     });
 }
 
+void declare_until_stable(options & t, double & until_stable, int64_t & target_keep, double & target_ratio) {
+    t.custom("--until-stable", "J",
+             "stop once the keep-list for the target has held: at every stability checkpoint (every "
+             "--checkpoint-every windows, default a twentieth of the run) the plan of the archive so far, for the mix "
+             "and each domain, is compared with the previous checkpoint's and with the one of half the tokens (mean "
+             "Jaccard over layers); two checkpoints in a row at >= J stop the run. The domains take turns, so any "
+             "stretch holds each in its share; the archive records the curve",
+             [&until_stable](const std::string & v, std::string & err) {
+                 return parse_number("--until-stable", v, 1e-9, 1, until_stable, err);
+             });
+    t.integer("--target-keep", "N", "--until-stable's target: N experts kept per layer", 1, INT64_MAX, target_keep);
+    t.custom("--target-ratio", "R", "--until-stable's target: the fraction R of the routed experts removed (as plan --ratio)",
+             [&target_ratio](const std::string & v, std::string & err) {
+                 return parse_number("--target-ratio", v, 0, 0.999999, target_ratio, err);
+             });
+}
+
 void declare_pass_memory(options & t, uint64_t & target) {
     t.custom("--memory", "SIZE",
              "what the pass's contexts (KV cache, compute buffers, logits) may take; sizes -b/-ub when they are "

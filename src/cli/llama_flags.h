@@ -36,6 +36,8 @@ bool parse_llama_flags(options & t, const char * cmd, const std::string & model,
 
 // Adds --batch-memory SIZE (a positive size, planner::parse_size) into `target`.
 // --memory SIZE: what a pass's contexts may take (llama/pass_size.h); 0 = automatic.
+// calibrate's --until-stable J with its target (--target-keep N | --target-ratio R).
+void declare_until_stable(options & t, double & until_stable, int64_t & target_keep, double & target_ratio);
 void declare_pass_memory(options & t, uint64_t & target);
 
 void declare_batch_memory(options & t, const std::string & help, uint64_t & target);

@@ -15,6 +15,8 @@
 #include "moe/census.h"
 #include "moe/layout_gguf.h"
 #include "moe/width.h"
+#include "plan/planners.h"
+#include "plan/stability.h"
 #include "saliency/checkpoint.h"
 #include "util/number_format.h"
 #include "util/file.h"
@@ -139,6 +141,10 @@ struct calibration {
     std::vector<llama_pos>    row_pos;   // the batch's rows, for the MTP feed
     std::vector<llama_seq_id> row_seq;
     size_t      next_window = 0;
+    // --until-stable
+    std::unique_ptr<planner::stability_tracker> stab;
+    size_t      stable_every = 0;   // windows between stability checkpoints
+    int64_t     n_group = 0;        // the router's expert groups (the plans' rule)
 
     ~calibration() {
         if (batch.token) llama_batch_free(batch);
@@ -149,6 +155,9 @@ struct calibration {
     bool read_windows();
     bool choose_decodes();
     bool choose_sizes();
+    bool stability_target();
+    void interleave_domains();
+    bool check_stability(size_t first, size_t next, bool & held);
     bool checkpoint_sizes(int & b, int & ub);
     void lay_out_decodes(int n_batch, int n_ubatch);
     llama_context_params mtp_params(const llama_context_params & cparams) const;
@@ -204,6 +213,16 @@ bool calibration::check_options() {
     }
     if (opt.collect && opt.out_path.empty()) {
         err = "no output path (-o)";
+        return false;
+    }
+    const bool has_target = opt.target_keep > 0 || opt.target_ratio >= 0;
+    if (opt.until_stable != 0 && (!(opt.until_stable > 0 && opt.until_stable <= 1) || !opt.collect)) {
+        err = "--until-stable J wants 0 < J <= 1 (a Jaccard overlap), and an archive to write";
+        return false;
+    }
+    if ((opt.until_stable > 0) != has_target || (opt.target_keep > 0 && opt.target_ratio >= 0) ||
+        opt.target_keep < 0 || opt.target_ratio >= 1) {
+        err = "--until-stable J needs one target: --target-keep N or --target-ratio R (0 <= R < 1), and they need it";
         return false;
     }
     ckpt_path = opt.checkpoint_path.empty() ? opt.out_path + ".checkpoint" : opt.checkpoint_path;
@@ -268,6 +287,67 @@ bool calibration::load_model() {
         }
     }
     has_mtp = !report.mtp_layers.empty();
+    return opt.until_stable <= 0 || stability_target();
+}
+
+// --until-stable: the target's N (plan --keep / --ratio rules) and the tracker.
+bool calibration::stability_target() {
+    moe::layout lay;
+    if (!moe::layout_of(gm, lay, err, moe::describe_options())) return false;
+    const plan_model_facts facts = facts_of(lay, gm);
+    int64_t n_keep = opt.target_keep;
+    std::string note, why;
+    if (opt.target_ratio >= 0 && !planner::keep_from_ratio(opt.target_ratio, facts, n_keep, note, err)) return false;
+    if (!planner::keep_allowed(facts, n_keep, why)) {
+        err = "--target-keep " + std::to_string(n_keep) + ": " + why;
+        return false;
+    }
+    n_group = facts.n_group;
+    stab = std::make_unique<planner::stability_tracker>(opt.until_stable, n_keep, n_group);
+    return true;
+}
+
+// The decode groups reordered so that the domains take turns in proportion to
+// their size (a group's place: its (index + 1/2) / the domain's groups); within
+// a domain the order is kept, so each domain's sums are those of the plain order.
+void calibration::interleave_domains() {
+    std::map<int, size_t> per_domain, seen;
+    for (const decode_group & g : groups) ++per_domain[windows[g.first].domain];
+    std::vector<std::pair<double, size_t>> order;
+    for (size_t i = 0; i < groups.size(); ++i) {
+        const int d = windows[groups[i].first].domain;
+        order.emplace_back(((double) seen[d]++ + 0.5) / (double) per_domain[d], i);
+    }
+    std::stable_sort(order.begin(), order.end(), [](const auto & a, const auto & b) { return a.first < b.first; });
+    std::vector<window>       w2;
+    std::vector<decode_group> g2;
+    for (const auto & [key, i] : order) {
+        decode_group g = groups[i];
+        const size_t first = w2.size();
+        w2.insert(w2.end(), windows.begin() + (ptrdiff_t) g.first, windows.begin() + (ptrdiff_t) (g.first + g.count));
+        g.first = first;
+        g2.push_back(g);
+    }
+    windows = std::move(w2);
+    groups  = std::move(g2);
+    report.interleaved = true;
+    stable_every = opt.checkpoint_every > 0 ? (size_t) opt.checkpoint_every : std::max<size_t>(1, (windows.size() + 19) / 20);
+}
+
+// After the group [first, next): at a stability checkpoint (every stable_every
+// windows from the start), the plans of the archive so far against the earlier
+// ones; held: the keep-list has held for two checkpoints.
+bool calibration::check_stability(size_t first, size_t next, bool & held) {
+    held = false;
+    if (!stab || next / stable_every == first / stable_every) return true;
+    int64_t tokens = 0;
+    for (const auto & d : out.domains) tokens += d.n_tokens;
+    planner::stability_point p;
+    if (!stab->observe(out, tokens, p, err)) return false;
+    report.stability = stab->curve();
+    fprintf(stderr, "%sreap calibrate: %s\n", opt.progress ? "\n" : "", planner::describe(p).c_str());
+    out.provenance.set_string(planner::k_key_stability_state, stab->state_json());
+    held = stab->held();
     return true;
 }
 
@@ -450,7 +530,9 @@ bool calibration::choose_decodes() {
     report.down_node          = k_down_chain[L0.down_node];
     report.weights_before_ffn = col.weights_before_ffn;
 
-    return choose_sizes();
+    if (!choose_sizes()) return false;
+    if (stab) interleave_domains();
+    return true;
 }
 
 // The decodes of -b n_batch -ub n_ubatch (report's n_batch, n_ubatch, n_seq,
@@ -618,7 +700,7 @@ bool calibration::make_contexts() {
 
 // The options that decide the archive's bits; a checkpoint resumes only under the same.
 void add_decode_options(nlohmann::ordered_json & j, const calibrate_report & r) {
-    j["order"]    = "domain";
+    j["order"]    = r.interleaved ? "domains interleaved" : "domain";
     j["rows"]     = row_mode_name(r.rows);
     j["n_batch"]  = r.n_batch;
     j["n_ubatch"] = r.n_ubatch;
@@ -672,6 +754,15 @@ bool calibration::resume() {
     }
     next_window = (size_t) ck_next;
     report.resumed = true;
+    std::string state;
+    if (stab && ck.provenance.get_string(planner::k_key_stability_state, state, e2)) {
+        if (!stab->restore(state, err)) {
+            err = "checkpoint '" + ckpt_path + "': " + err;
+            return false;
+        }
+        report.stability = stab->curve();
+        out.provenance.set_string(planner::k_key_stability_state, state);
+    }
     return true;
 }
 
@@ -780,9 +871,16 @@ bool calibration::decode_all() {
             fprintf(stderr, "reap calibrate: paused after %zu windows\n", report.n_windows_done);
             for (int i = 0; i < 6000 && !opt.stop->load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
+        bool held = false;
+        if (!check_stability(g.first, next, held)) return false;
+        if (held && next < windows.size()) {
+            report.stopped_stable = true;
+            break;
+        }
         const bool stop = opt.stop && opt.stop->load();
-        if (opt.collect && next < windows.size() &&
-            (stop || (opt.checkpoint_every > 0 && since_ckpt >= (size_t) opt.checkpoint_every))) {
+        const bool periodic = stab ? next / stable_every != g.first / stable_every
+                                   : opt.checkpoint_every > 0 && since_ckpt >= (size_t) opt.checkpoint_every;
+        if (opt.collect && next < windows.size() && (stop || periodic)) {
             if (!write_checkpoint(next, err)) return false;
             since_ckpt = 0;
         }
@@ -812,6 +910,10 @@ bool calibration::finish() {
     if (!saliency::check_count_invariant(out, err)) {
         err = "internal check failed (please report): " + err;
         return false;
+    }
+    if (stab) {   // the curve stays with the archive; what resuming needed goes
+        out.provenance.remove(planner::k_key_stability_state);
+        out.provenance.set_string(planner::k_key_stability, stab->curve_json());
     }
     if (!saliency::publish_calibration(out, opt.out_path, opt.force, ckpt_path, err)) return false;
     report.checkpoint_written.clear();
@@ -863,6 +965,12 @@ std::string calibrate_options_json(const calibrate_options & opt, bool plain_tex
     j["max_tokens_per_domain"] = opt.max_tokens_per_domain;
     j["shard"]                 = std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count);
     if (opt.width_saliency) j["width_saliency"] = true;   // (absent otherwise: older checkpoints still resume)
+    if (opt.until_stable > 0) {   // (the same)
+        j["until_stable"] = opt.until_stable;
+        if (opt.target_keep > 0) j["target_keep"] = opt.target_keep;
+        else j["target_ratio"] = opt.target_ratio;
+        j["checkpoint_every"] = opt.checkpoint_every;
+    }
     return reap::util::json_text(j);
 }
 

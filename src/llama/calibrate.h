@@ -103,6 +103,7 @@
 #pragma once
 
 #include "llama/runtime.h"
+#include "plan/stability.h"
 #include "saliency/archive.h"
 #include "util/memory.h"
 
@@ -149,6 +150,18 @@ struct calibrate_options {
     bool        resume = false;          // --resume: continue from the checkpoint
     bool        force  = false;          // replace an existing output
 
+    // --until-stable J: stop once the keep-list for the target (--target-keep N, or
+    // --target-ratio R) has held at an overlap >= J for two checkpoints in a row
+    // (plan/stability.h). The domains' decodes are then interleaved, so that every
+    // stretch of the run holds each domain in its share (each domain's windows, and
+    // so its sums, keep their order: the archive of a run to the end is the same),
+    // and the stability checkpoints fall every checkpoint_every windows (default: a
+    // twentieth of the run), counted from the start, so a resumed run checks at the
+    // same places. 0 = off.
+    double  until_stable = 0;
+    int64_t target_keep  = 0;    // N kept per layer; 0 = from target_ratio
+    double  target_ratio = -1;   // fraction of the routed experts removed (plan --ratio); < 0 = unset
+
     bool width_saliency = false;   // --width-saliency: per-channel ch_energy / ch_reap too (calibrate_width.h)
     bool collect = true;      // false: the same decodes without the callback (benchmark baseline), nothing written
     bool progress = true;     // progress line on stderr
@@ -190,6 +203,9 @@ struct calibrate_report {
     bool     batch_capped = false;                   // -b/-ub lowered for batch_memory (every_row)
     std::string size_note;                           // how -ub was chosen and what it needs (the cost text prints it)
     uint64_t memory_needed = 0, memory_budget = 0;   // the contexts' bytes at -b/-ub, and what they may take (0: unknown)
+    bool     interleaved = false;                    // domains' decodes interleaved (--until-stable)
+    std::vector<planner::stability_point> stability; // --until-stable: a point per stability checkpoint
+    bool     stopped_stable = false;                 // stopped early: the keep-list held
     size_t   n_decodes = 0;                          // llama_decode calls of the run (main context)
     size_t   n_ubatches = 0;                         // ubatches of the run (main context, as llama.cpp splits them)
     uint64_t expert_pool_bytes = 0;                  // routed-expert bytes of the model

@@ -29,6 +29,18 @@ void print_calibrate_result(FILE * out, const calibrate_options & opt, const cal
     for (const auto & d : rep.domain_tokens) {
         fprintf(out, "  %-16s %lld tokens\n", d.first.c_str(), (long long) d.second);
     }
+    if (opt.until_stable > 0) {
+        int64_t done = 0;
+        for (const auto & d : rep.domain_tokens) done += d.second;
+        if (rep.stopped_stable) {
+            fprintf(out, "stopped at %lld of %lld tokens: the keep-list held at an overlap >= %.3g for two checkpoints "
+                    "in a row (the curve is in the archive; reap plan prints it)\n", (long long) done,
+                    (long long) rep.n_tokens, opt.until_stable);
+        } else {
+            fprintf(out, "the keep-list did not hold at an overlap >= %.3g for two checkpoints in a row before the "
+                    "corpus ended (%zu checkpoints): more tokens may still move it\n", opt.until_stable, rep.stability.size());
+        }
+    }
     fprintf(out, "wrote %s\n", opt.out_path.c_str());
 }
 

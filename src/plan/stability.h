@@ -1,0 +1,88 @@
+// How much the keep-list still moves as a calibration goes on, for
+// `reap calibrate --until-stable J`. At every checkpoint the archive so far
+// gives a plan for the target (n_keep per layer) for the mix of its domains
+// and for each domain alone; each is compared with the plan of the previous
+// checkpoint and with the plan of the latest checkpoint that had at most half
+// as many tokens (the "half" plan: what the first half of the tokens said).
+// The overlap of two plans is the mean over MoE layers of the Jaccard of their
+// keep-lists. The run may stop once the mix's two overlaps have held at or
+// above J at two checkpoints in a row; the domains' (the lowest of them) are
+// reported beside them: a domain of a few thousand tokens keeps moving long
+// after the mix has settled.
+//
+// Core library: no llama.cpp dependency.
+#pragma once
+
+#include "saliency/archive.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace reap::planner {
+
+// The provenance key of the curve in a finished archive (JSON, curve_json), and of
+// the tracker's state in a checkpoint (state_json: what resuming needs).
+inline constexpr const char * k_key_stability       = "reap.saliency.calibrate.stability";
+inline constexpr const char * k_key_stability_state = "reap.saliency.checkpoint.stability_state";
+
+struct stability_point {
+    int64_t     tokens = 0;
+    // the mix's plan against the previous checkpoint's and the half plan (-1:
+    // the first checkpoint / no checkpoint had half as many tokens yet)
+    double      jaccard_prev = -1;
+    double      jaccard_half = -1;
+    // the same, the lowest over the domains' own plans, and which domain
+    double      domain_prev = -1;
+    double      domain_half = -1;
+    std::string weakest;
+    // The mix plan's safety margin (receipts.h): the best rank any removed expert
+    // holds in any domain, the lowest over layers (0: the plan removes nothing).
+    int64_t     safety_margin = 0;
+    bool        stable = false;      // the mix's two overlaps at or above the threshold
+};
+
+class stability_tracker {
+  public:
+    // threshold: J; n_keep: experts kept per layer; n_group: the router's
+    // expert groups (0/1: none).
+    stability_tracker(double threshold, int64_t n_keep, int64_t n_group);
+
+    // Plans the archive so far (tokens in all) and appends its point.
+    bool observe(const saliency::archive & so_far, int64_t tokens, stability_point & out, std::string & err);
+    // The last two points are stable.
+    bool held() const;
+    const std::vector<stability_point> & curve() const { return points; }
+
+    // The curve as JSON (an array of points), for the archive.
+    std::string curve_json() const;
+    // Everything observe() uses later (the curve and the plans still to be
+    // compared with), for a checkpoint; restore() takes it back.
+    std::string state_json() const;
+    bool restore(const std::string & json, std::string & err);
+
+    // Mean over layers of the Jaccard of two plans' keep-lists (per layer, ascending).
+    static double overlap(const std::vector<std::vector<int64_t>> & a, const std::vector<std::vector<int64_t>> & b);
+
+  private:
+    using plans = std::map<std::string, std::vector<std::vector<int64_t>>>;   // "mix" or domain -> layer -> keep
+    struct snapshot {
+        int64_t tokens = 0;
+        plans   keep;
+    };
+    double  threshold;
+    int64_t n_keep, n_group;
+    int64_t n_expert_of_state = 0;   // the archive's experts (the bitmaps' width)
+    std::vector<stability_point> points;
+    std::vector<snapshot>        history;   // oldest first; only what later checkpoints compare with
+
+    static double lowest_overlap(const plans & a, const plans & b, std::string & weakest);
+};
+
+// One line for the console: "stability at 61,440 tokens: keep-list overlap
+// 0.961 with the previous checkpoint, 0.944 with half the tokens (lowest: ja);
+// safety margin 9".
+std::string describe(const stability_point & p);
+
+}  // namespace reap::planner
