@@ -22,6 +22,7 @@
 #include "llama/calibrate.h"
 #include "llama/pass_size.h"
 #include "plan/stability.h"
+#include "util/number_format.h"
 #include "saliency/archive.h"
 
 #include <gtest/gtest.h>
@@ -357,6 +358,29 @@ TEST(UntilStable, StateFromACheckpointIsChecked) {
     refused(good, "\"jaccard_prev\":-1", "\"jaccard_prev\":1e99999", "number");
 }
 
+TEST(UntilStable, ARecordedCurveIsChecked) {
+    reap::planner::stability_curve c;
+    std::string err;
+    const std::string good = R"({"threshold":0.95,"n_keep":16,"points":[{"tokens":10,"jaccard_prev":-1,"jaccard_half":-1,)"
+                             R"("domain_prev":-1,"domain_half":-1,"weakest":"","safety_margin":3,"stable":false},)"
+                             R"({"tokens":20,"jaccard_prev":0.9,"jaccard_half":-1,"domain_prev":0.8,"domain_half":-1,)"
+                             R"("weakest":"en","safety_margin":4,"stable":false}]})";
+    ASSERT_TRUE(reap::planner::parse_stability_curve(good, c, err)) << err;
+    ASSERT_EQ(c.points.size(), 2u);
+    EXPECT_EQ(c.points[1].weakest, "en");
+    EXPECT_NE(reap::planner::curve_table(c).find("did not hold"), std::string::npos);
+    for (const auto & [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"\"jaccard_prev\":0.9", "\"jaccard_prev\":1.5"},   // an overlap above 1
+             {"\"tokens\":20", "\"tokens\":5"},                  // out of order
+             {"\"n_keep\":16", "\"n_keep\":0"},
+             {"\"safety_margin\":4", "\"safety_margin\":\"4\""}}) {
+        std::string bad = good;
+        bad.replace(bad.find(from), from.size(), to);
+        EXPECT_FALSE(reap::planner::parse_stability_curve(bad, c, err)) << bad;
+        EXPECT_NE(err.find("stability curve"), std::string::npos) << err;
+    }
+}
+
 // Interleaving the domains' decodes keeps each domain's windows in order, so
 // a run that never reaches a stability checkpoint writes the plain run's statistics.
 TEST(UntilStable, InterleavedOrderKeepsEveryDomainsSums) {
@@ -422,6 +446,16 @@ TEST(UntilStable, StopsOnceTheKeepListHoldsAndResumesTheSame) {
     std::string curve, e2;
     ASSERT_TRUE(a.provenance.get_string(reap::planner::k_key_stability, curve, e2)) << e2;
     EXPECT_NE(curve.find("\"stable\":true"), std::string::npos) << curve;
+
+    // reap plan prints the curve the archive records
+    std::string out;
+    ASSERT_EQ(run_cmd(shell_quote(env_or("REAP_BIN", source_dir() + "/build/bin/reap")) + " plan " +
+                          shell_quote(dir + "/whole.gguf") + " -m " + shell_quote(trained_model()) + " --keep " +
+                          std::to_string(n_expert) + " --dry-run 2>&1", out), 0) << out;
+    EXPECT_NE(out.find("calibration stability (--until-stable 1, " + std::to_string(n_expert) + " kept per layer)"),
+              std::string::npos) << out;
+    EXPECT_NE(out.find(reap::util::group_digits(tokens) + "   1.000  1.000"), std::string::npos) << out;
+    EXPECT_NE(out.find("the keep-list held: the calibration stopped there"), std::string::npos) << out;
 
     auto cut = o;
     cut.out_path = dir + "/cut.gguf";

@@ -1,6 +1,7 @@
 // What reap plan prints (choose.h): the report (model, archive, size table,
 // N, file size, fused-kernel note, receipts) and the --json document.
 #include "plan/choose.h"
+#include "plan/stability.h"
 
 #include "util/number_format.h"
 #include "util/summary.h"
@@ -173,6 +174,12 @@ void print_plan_report(FILE * out, const plan_request & req, const plan_choice &
     if (!req.budget_text.empty()) fprintf(out, "  budget %s = %" PRIu64 " bytes\n", req.budget_text.c_str(), req.budget);
     print_fused_note(out, lay.n_expert, c.n_keep);
     print_receipts(out, c.rc, rk, rk.opts.protect_super);
+    std::string text, e;
+    if (c.rm.archive.provenance.get_string(k_key_stability, text, e)) {   // calibrate --until-stable
+        stability_curve curve;
+        if (parse_stability_curve(text, curve, e)) fputs(curve_table(curve).c_str(), out);
+        else fprintf(out, "  warning: %s\n", e.c_str());
+    }
 }
 
 nlohmann::json plan_choice_json(const plan_request & req, const plan_choice & c) {

@@ -179,6 +179,60 @@ std::string stability_tracker::state_json() const {
     return j.dump();
 }
 
+namespace {
+
+// The curve's fields of `j` (threshold, n_keep, points); throws nlohmann's
+// exceptions on a missing or mistyped field, err on a value out of range.
+bool read_curve(const nlohmann::json & j, stability_curve & c, std::string & err) {
+    c.threshold = j.at("threshold").get<double>();
+    c.n_keep    = j.at("n_keep").get<int64_t>();
+    c.points.clear();
+    for (const auto & p : j.at("points")) {
+        stability_point s;
+        s.tokens        = p.at("tokens").get<int64_t>();
+        s.jaccard_prev  = p.at("jaccard_prev").get<double>();
+        s.jaccard_half  = p.at("jaccard_half").get<double>();
+        s.domain_prev   = p.at("domain_prev").get<double>();
+        s.domain_half   = p.at("domain_half").get<double>();
+        s.weakest       = p.at("weakest").get<std::string>();
+        s.safety_margin = p.at("safety_margin").get<int64_t>();
+        s.stable        = p.at("stable").get<bool>();
+        for (double v : {s.jaccard_prev, s.jaccard_half, s.domain_prev, s.domain_half}) {
+            if (!(v == -1 || (v >= 0 && v <= 1))) {
+                err = "an overlap out of range";
+                return false;
+            }
+        }
+        if (s.tokens <= 0 || s.safety_margin < 0 || (!c.points.empty() && s.tokens <= c.points.back().tokens)) {
+            err = "a point out of range or out of order";
+            return false;
+        }
+        c.points.push_back(s);
+    }
+    if (!(c.threshold > 0 && c.threshold <= 1) || c.n_keep <= 0) {
+        err = "threshold or n_keep out of range";
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+bool parse_stability_curve(const std::string & text, stability_curve & out, std::string & err) {
+    nlohmann::json j;
+    if (!util::parse_json_text(text, "the archive's stability curve", j, err)) return false;
+    try {
+        if (!read_curve(j, out, err)) {
+            err = "the archive's stability curve: " + err;
+            return false;
+        }
+    } catch (const nlohmann::json::exception & e) {
+        err = std::string("the archive's stability curve: missing or mistyped field (") + e.what() + ")";
+        return false;
+    }
+    return true;
+}
+
 bool stability_tracker::restore(const std::string & text, std::string & err) {
     nlohmann::json j;
     if (!util::parse_json_text(text, "the checkpoint's stability state", j, err)) return false;
@@ -187,30 +241,13 @@ bool stability_tracker::restore(const std::string & text, std::string & err) {
         return false;
     };
     try {
-        if (!j.is_object() || j.value("threshold", -1.0) != threshold || j.value("n_keep", (int64_t) -1) != n_keep) {
-            return bad("made for another --until-stable or target");
-        }
+        stability_curve c;
+        std::string e;
+        if (!j.is_object() || !read_curve(j, c, e)) return bad(e.empty() ? "not an object" : e);
+        if (c.threshold != threshold || c.n_keep != n_keep) return bad("made for another --until-stable or target");
         const int64_t n_expert = j.at("n_expert").get<int64_t>();
         if (n_expert <= 0 || n_expert > (1 << 20)) return bad("n_expert out of range");
-        n_expert_of_state = n_expert;
-        points.clear();
-        history.clear();
-        for (const auto & p : j.at("points")) {
-            stability_point s;
-            s.tokens       = p.at("tokens").get<int64_t>();
-            s.jaccard_prev = p.at("jaccard_prev").get<double>();
-            s.jaccard_half = p.at("jaccard_half").get<double>();
-            s.domain_prev  = p.at("domain_prev").get<double>();
-            s.domain_half  = p.at("domain_half").get<double>();
-            s.weakest      = p.at("weakest").get<std::string>();
-            s.safety_margin = p.at("safety_margin").get<int64_t>();
-            s.stable       = p.at("stable").get<bool>();
-            if (s.tokens <= 0 || s.safety_margin < 0 || s.jaccard_prev > 1 || s.jaccard_half > 1 ||
-                s.domain_prev > 1 || s.domain_half > 1) {
-                return bad("a point out of range");
-            }
-            points.push_back(s);
-        }
+        std::vector<snapshot> hist;
         for (const auto & h : j.at("history")) {
             snapshot s;
             s.tokens = h.at("tokens").get<int64_t>();
@@ -221,12 +258,40 @@ bool stability_tracker::restore(const std::string & text, std::string & err) {
                     if (!from_hex(bits.get<std::string>(), n_expert, keep.back())) return bad("a keep-list bitmap is malformed");
                 }
             }
-            history.push_back(std::move(s));
+            hist.push_back(std::move(s));
         }
+        n_expert_of_state = n_expert;
+        points  = std::move(c.points);
+        history = std::move(hist);
     } catch (const nlohmann::json::exception & e) {
         return bad(std::string("missing or mistyped field (") + e.what() + ")");
     }
     return true;
+}
+
+std::string curve_table(const stability_curve & c) {
+    auto fig = [](double v) {
+        char b[16];
+        if (v < 0) return std::string("    -");
+        snprintf(b, sizeof(b), "%5.3f", v);
+        return std::string(b);
+    };
+    char line[256];
+    snprintf(line, sizeof(line), "  calibration stability (--until-stable %.3g, %lld kept per layer): overlap of the keep-lists\n",
+             c.threshold, (long long) c.n_keep);
+    std::string s = line;
+    s += "  (mean Jaccard over layers) with the previous checkpoint and with half the tokens; the mix, then the lowest domain\n";
+    s += "        tokens   mix:prev  half   domains:prev  half   safety margin\n";
+    for (const stability_point & p : c.points) {
+        snprintf(line, sizeof(line), "  %12s   %s  %s   %s  %s   %5lld%s\n", util::group_digits(p.tokens).c_str(),
+                 fig(p.jaccard_prev).c_str(), fig(p.jaccard_half).c_str(), fig(p.domain_prev).c_str(), fig(p.domain_half).c_str(),
+                 (long long) p.safety_margin, p.stable ? "  stable" : "");
+        s += line;
+    }
+    const bool held = c.points.size() >= 2 && c.points.back().stable && c.points[c.points.size() - 2].stable;
+    s += held ? "  the keep-list held: the calibration stopped there\n"
+              : "  the keep-list did not hold before the corpus ended\n";
+    return s;
 }
 
 std::string describe(const stability_point & p) {

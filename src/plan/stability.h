@@ -80,6 +80,18 @@ class stability_tracker {
     static double lowest_overlap(const plans & a, const plans & b, std::string & weakest);
 };
 
+// A recorded curve (curve_json's text, from an archive) read back, checked as a
+// file's contents are.
+struct stability_curve {
+    double                       threshold = 0;
+    int64_t                      n_keep = 0;
+    std::vector<stability_point> points;
+};
+bool parse_stability_curve(const std::string & json, stability_curve & out, std::string & err);
+
+// The curve as a table for `reap plan` (indented two spaces).
+std::string curve_table(const stability_curve & c);
+
 // One line for the console: "stability at 61,440 tokens: keep-list overlap
 // 0.961 with the previous checkpoint, 0.944 with half the tokens (lowest: ja);
 // safety margin 9".
