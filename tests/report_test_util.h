@@ -104,7 +104,8 @@ inline bool prune_build(const fixture & fx, const std::string & out, uint64_t sp
 // `edit_source`, when given, makes the source from the zoo's file (written
 // to the scratch folder) before anything is measured on it.
 inline bool setup(const std::string & name, fixture & fx, std::string & why, bool split = false,
-                  const std::function<bool(const std::string & zoo_model, const std::string & out, std::string & why)> & edit_source = {}) {
+                  const std::function<bool(const std::string & zoo_model, const std::string & out, std::string & why)> & edit_source = {},
+                  const std::function<void(s::archive & a)> & edit_archive = {}) {
     const std::string zoo = prune_test::zoo_dir("report_zoo", why);
     if (zoo.empty()) return false;
     fx.dir = prune_test::scratch(name);
@@ -130,6 +131,7 @@ inline bool setup(const std::string & name, fixture & fx, std::string & why, boo
     }
     fx.a.provenance.set_string(s::k_key_corpus_sha256, k_corpus_sha);
     fx.a.provenance.set_string("reap.saliency.corpus", "calib.jsonl");
+    if (edit_archive) edit_archive(fx.a);
     if (!s::write_archive(fx.a, fx.sal, err, true)) { why = err; return false; }
     reap::planner::plan_request req;   // reap plan SAL -m MODEL --keep 6 -o PLAN
     req.saliency = fx.sal;

@@ -16,6 +16,7 @@
 // inputs it never replaces): test_cli_report.cpp.
 #include "behaviour_test_rules.h"
 #include "moe/identity.h"
+#include "plan/stability.h"
 #include "report/report.h"
 #include "report_test_util.h"
 #include "util/number_format.h"
@@ -57,6 +58,43 @@ int run_report(const fixture & fx, const std::string & build, const std::vector<
 }
 
 } // namespace
+
+// An archive of `reap calibrate --until-stable` records its curve; the card
+// says where calibration stopped and draws the curve from it, every point's
+// numbers in the figure (and nothing for a checkpoint that had no comparison).
+TEST(ReportCard, CalibrationStabilityCurveFromTheArchive) {
+    fixture fx;
+    std::string why, out;
+    const std::string curve =
+        R"({"threshold":0.95,"n_keep":6,"points":[)"
+        R"({"tokens":1000,"jaccard_prev":-1,"jaccard_half":-1,"domain_prev":-1,"domain_half":-1,"weakest":"","safety_margin":2,"stable":false},)"
+        R"({"tokens":2000,"jaccard_prev":0.875,"jaccard_half":0.8125,"domain_prev":0.75,"domain_half":0.625,"weakest":"code","safety_margin":3,"stable":false},)"
+        R"({"tokens":3000,"jaccard_prev":1,"jaccard_half":0.96875,"domain_prev":0.875,"domain_half":0.75,"weakest":"code","safety_margin":3,"stable":true},)"
+        R"({"tokens":4000,"jaccard_prev":1,"jaccard_half":0.984375,"domain_prev":0.9375,"domain_half":0.875,"weakest":"en","safety_margin":4,"stable":true}]})";
+    ASSERT_TRUE(setup("report_stability", fx, why, false, {},
+                      [&](reap::saliency::archive & a) { a.provenance.set_string(reap::planner::k_key_stability, curve); }))
+        << why;
+    reap::report::report_options o;
+    o.source = fx.model;
+    o.plan = fx.plan;
+    o.pruned = fx.cut;
+    o.saliency = fx.sal;
+    o.out_dir = fx.dir + "/card";
+    o.sync = false;
+    o.tool_version = k_tool_version;
+    reap::report::report_result res;
+    ASSERT_TRUE(reap::report::write_report(o, res, out)) << out;
+    const std::string card = read_text(o.out_dir + "/README.md");
+    EXPECT_NE(card.find("calibration stopped at 4,000 tokens"), std::string::npos) << card;
+    EXPECT_NE(card.find("figures/calibration-stability.svg"), std::string::npos) << card;
+    const std::string svg = read_text(o.out_dir + "/figures/calibration-stability.svg");
+    for (const char * pt : {"data-x=\"2000\" data-y=\"0.8125\"", "data-x=\"4000\" data-y=\"0.984375\"",
+                            "data-x=\"3000\" data-y=\"0.75\"", "data-x=\"1000\" data-y=\"0.94999999999999996\""}) {
+        EXPECT_NE(svg.find(pt), std::string::npos) << pt << "\n" << svg.substr(0, 3000);
+    }
+    EXPECT_EQ(svg.find("data-x=\"1000\" data-y=\"-1"), std::string::npos) << "a checkpoint with no comparison is not a point";
+    EXPECT_NE(svg.find("stopped: held"), std::string::npos);
+}
 
 // The heatmap at the size of a K3 build (92 MoE layers x 896 experts): runs of
 // equal colour merge, so the file stays small; every value is still in it

@@ -2,6 +2,7 @@
 // checks them, and writes README.md and its figures.
 #include "report/report.h"
 #include "report/sweep_chart.h"
+#include "plan/stability.h"
 
 #include "formats/behaviour_file.h"
 #include "formats/eval_file.h"
@@ -38,6 +39,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include <sys/stat.h>
@@ -246,6 +248,7 @@ struct saliency_facts {
     std::vector<std::vector<double>> usage;      // [domain][moe layer]: share of routed tokens on kept experts
     std::string              corpus_name, corpus_sha256, tool;
     std::string              invariant;          // "" or the count invariant's message
+    std::optional<pl::stability_curve> stability;   // calibrate --until-stable's curve, when recorded
 };
 
 
@@ -324,6 +327,15 @@ bool gather_saliency(const report_options & opt, const plan & p, const pl::card_
     ctx.prune.version = opt.tool_version;
     const plan_model_facts facts = facts_of(lay);
     if (!pl::size_table(s.rank, facts, ctx, p.n_keep, s.curve, err)) return false;
+    std::string curve_text;
+    if (s.a.provenance.get_string(pl::k_key_stability, curve_text, why)) {   // calibrate --until-stable
+        pl::stability_curve sc;
+        if (!pl::parse_stability_curve(curve_text, sc, err)) {
+            err = s.path + ": " + err;
+            return false;
+        }
+        s.stability = sc;
+    }
     s.have = true;
     return true;
 }
@@ -468,6 +480,34 @@ util::chart usage_chart(const saliency_facts & s, const plan & p) {
         panel.series.push_back(sr);
     }
     c.panels.push_back(panel);
+    return c;
+}
+
+// Tokens spent against the keep-list's stability (calibrate --until-stable):
+// the mix's overlap with the previous checkpoint's plan and with half the
+// tokens', the lowest domain's with half, and the threshold.
+util::chart stability_chart(const pl::stability_curve & sc) {
+    util::chart c;
+    c.title = "Tokens spent vs keep-list stability (" + std::to_string(sc.n_keep) + " kept per layer)";
+    c.x_label = "calibration tokens";
+    util::chart_panel panel;
+    panel.y_label = "keep-list overlap (mean Jaccard)";
+    util::chart_series prev{"mix vs previous", {}, {}}, half{"mix vs half the tokens", {}, {}},
+        dom{"lowest domain vs half", {}, {}}, line{"threshold J", {}, {}};
+    half.bold = true;
+    dom.dashed = line.dashed = true;
+    const auto y = [](double v) { return v < 0 ? NAN : v; };
+    for (const auto & pt : sc.points) {
+        const double x = (double) pt.tokens;
+        prev.x.push_back(x), prev.y.push_back(y(pt.jaccard_prev));
+        half.x.push_back(x), half.y.push_back(y(pt.jaccard_half));
+        dom.x.push_back(x), dom.y.push_back(y(pt.domain_half));
+        line.x.push_back(x), line.y.push_back(sc.threshold);
+    }
+    panel.series = {half, prev, dom, line};
+    c.panels.push_back(panel);
+    const bool held = sc.points.size() >= 2 && sc.points.back().stable && sc.points[sc.points.size() - 2].stable;
+    if (held) c.marks.push_back({(double) sc.points.back().tokens, "stopped: held"});
     return c;
 }
 
@@ -1067,6 +1107,18 @@ std::string method_section(const card & c) {
         o += "* **Dead experts** (never routed to in the plan's domains): " + std::to_string(sal.rank.never_routed.size()) +
              ", of which " + std::to_string(dead_dropped) + " dropped and " + std::to_string(dead_kept) + " kept.\n";
         o += "\n![Saliency heatmap](figures/saliency-heatmap.svg)\n\n![Retention curve](figures/retention.svg)\n\n![Expert usage per domain](figures/domain-usage.svg)\n\n";
+        if (sal.stability && !sal.stability->points.empty()) {
+            const auto & sc = *sal.stability;
+            const auto & last = sc.points.back();
+            const bool held = sc.points.size() >= 2 && last.stable && sc.points[sc.points.size() - 2].stable;
+            o += "* **How many tokens were enough** (`reap calibrate --until-stable " + fmt("%.3g", sc.threshold) + "`, " +
+                 std::to_string(sc.n_keep) + " kept per layer): " +
+                 (held ? "the keep-list held at an overlap of at least " + fmt("%.3g", sc.threshold) +
+                             " for two checkpoints in a row, and calibration stopped at " + util::group_digits(last.tokens) + " tokens."
+                       : "the keep-list had not held at an overlap of " + fmt("%.3g", sc.threshold) + " when the corpus ended (" +
+                             util::group_digits(last.tokens) + " tokens at the last checkpoint).") + "\n\n" +
+                 "![Tokens spent vs keep-list stability](figures/calibration-stability.svg)\n\n";
+        }
     } else {
         if (!pv.domains.empty()) o += "* **Domains scored** (from the plan): " + util::markdown_text(util::join(pv.domains, ", ")) + ".\n";
         if (pv.saliency_retained_mean >= 0) o += "* **Saliency kept** (as the plan records it): " + pct(pv.saliency_retained_mean) + ".\n";
@@ -1316,7 +1368,9 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     // with the shards of the two models and the figures actually drawn)
     std::vector<std::string> may_write = {c.readme};
     if (!opt.saliency.empty()) {
-        for (const char * f : {"saliency-heatmap.svg", "retention.svg", "domain-usage.svg"}) may_write.push_back(c.fig_dir + "/" + f);
+        for (const char * f : {"saliency-heatmap.svg", "retention.svg", "domain-usage.svg", "calibration-stability.svg"}) {
+            may_write.push_back(c.fig_dir + "/" + f);
+        }
     }
     if (!opt.sweep.empty()) {
         for (const char * f : {"sweep-kld.svg", "sweep-frontier.svg"}) may_write.push_back(c.fig_dir + "/" + f);
@@ -1335,6 +1389,9 @@ bool write_report(const report_options & opt, report_result & out, std::string &
         figures.push_back({"saliency-heatmap.svg", util::render_heatmap_svg(heatmap_of(c.sal, c.p))});
         figures.push_back({"retention.svg", util::render_svg(retention_chart(c.sal, c.p, c.sal.share.mean))});
         figures.push_back({"domain-usage.svg", util::render_svg(usage_chart(c.sal, c.p))});
+        if (c.sal.stability && !c.sal.stability->points.empty()) {
+            figures.push_back({"calibration-stability.svg", util::render_svg(stability_chart(*c.sal.stability))});
+        }
     }
     if (c.sw.have) figures.push_back({"sweep-kld.svg", util::render_svg(sweep_kld_chart(c.sw, c.p))});
     if (c.sw.have && !c.sw.s.sources.empty()) figures.push_back({"sweep-frontier.svg", util::render_svg(sweep_frontier_chart(c.sw.s))});
