@@ -162,8 +162,10 @@ void declare_until_stable(options & t, double & until_stable, int64_t & target_k
              [&until_stable](const std::string & v, std::string & err) {
                  return parse_number("--until-stable", v, 1e-9, 1, until_stable, err);
              });
-    t.integer("--target-keep", "N", "--until-stable's target: N experts kept per layer", 1, INT64_MAX, target_keep);
-    t.custom("--target-ratio", "R", "--until-stable's target: the fraction R of the routed experts removed (as plan --ratio)",
+    t.integer("--target-keep", "N", "--until-stable's target: N experts kept per layer (alone: the stability lines "
+              "are printed and the run goes on; stop it by hand, --resume later)", 1, INT64_MAX, target_keep);
+    t.custom("--target-ratio", "R", "--until-stable's target: the fraction R of the routed experts removed (as plan "
+             "--ratio; alone: as --target-keep alone)",
              [&target_ratio](const std::string & v, std::string & err) {
                  return parse_number("--target-ratio", v, 0, 0.999999, target_ratio, err);
              });

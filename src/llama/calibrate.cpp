@@ -220,9 +220,9 @@ bool calibration::check_options() {
         err = "--until-stable J wants 0 < J <= 1 (a Jaccard overlap), and an archive to write";
         return false;
     }
-    if ((opt.until_stable > 0) != has_target || (opt.target_keep > 0 && opt.target_ratio >= 0) ||
-        opt.target_keep < 0 || opt.target_ratio >= 1) {
-        err = "--until-stable J needs one target: --target-keep N or --target-ratio R (0 <= R < 1), and they need it";
+    if ((opt.until_stable > 0 && !has_target) || (opt.target_keep > 0 && opt.target_ratio >= 0) ||
+        opt.target_keep < 0 || opt.target_ratio >= 1 || (has_target && !opt.collect)) {
+        err = "--until-stable J needs one target: --target-keep N or --target-ratio R (0 <= R < 1)";
         return false;
     }
     ckpt_path = opt.checkpoint_path.empty() ? opt.out_path + ".checkpoint" : opt.checkpoint_path;
@@ -287,10 +287,12 @@ bool calibration::load_model() {
         }
     }
     has_mtp = !report.mtp_layers.empty();
-    return opt.until_stable <= 0 || stability_target();
+    return (opt.target_keep <= 0 && opt.target_ratio < 0) || stability_target();
 }
 
-// --until-stable: the target's N (plan --keep / --ratio rules) and the tracker.
+// --target-keep / --target-ratio (with --until-stable, or alone: the stability
+// lines printed and recorded, the run not stopped): the target's N (plan --keep
+// / --ratio rules) and the tracker.
 bool calibration::stability_target() {
     moe::layout lay;
     if (!moe::layout_of(gm, lay, err, moe::describe_options())) return false;
@@ -347,7 +349,7 @@ bool calibration::check_stability(size_t first, size_t next, bool & held) {
     report.stability = stab->curve();
     fprintf(stderr, "%sreap calibrate: %s\n", opt.progress ? "\n" : "", planner::describe(p).c_str());
     out.provenance.set_string(planner::k_key_stability_state, stab->state_json());
-    held = stab->held();
+    held = opt.until_stable > 0 && stab->held();
     return true;
 }
 
@@ -965,7 +967,7 @@ std::string calibrate_options_json(const calibrate_options & opt, bool plain_tex
     j["max_tokens_per_domain"] = opt.max_tokens_per_domain;
     j["shard"]                 = std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count);
     if (opt.width_saliency) j["width_saliency"] = true;   // (absent otherwise: older checkpoints still resume)
-    if (opt.until_stable > 0) {   // (the same)
+    if (opt.target_keep > 0 || opt.target_ratio >= 0) {   // (the same)
         j["until_stable"] = opt.until_stable;
         if (opt.target_keep > 0) j["target_keep"] = opt.target_keep;
         else j["target_ratio"] = opt.target_ratio;

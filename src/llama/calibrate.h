@@ -157,7 +157,9 @@ struct calibrate_options {
     // so its sums, keep their order: the archive of a run to the end is the same),
     // and the stability checkpoints fall every checkpoint_every windows (default: a
     // twentieth of the run), counted from the start, so a resumed run checks at the
-    // same places. 0 = off.
+    // same places. 0 = off. A target without it: the same order, checkpoints and
+    // stability lines (and curve), and the run goes to the end: a user can stop it
+    // by hand (Ctrl-C) once the lines say enough, and --resume later.
     double  until_stable = 0;
     int64_t target_keep  = 0;    // N kept per layer; 0 = from target_ratio
     double  target_ratio = -1;   // fraction of the routed experts removed (plan --ratio); < 0 = unset

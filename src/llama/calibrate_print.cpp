@@ -29,7 +29,7 @@ void print_calibrate_result(FILE * out, const calibrate_options & opt, const cal
     for (const auto & d : rep.domain_tokens) {
         fprintf(out, "  %-16s %lld tokens\n", d.first.c_str(), (long long) d.second);
     }
-    if (opt.until_stable > 0) {
+    if (opt.until_stable > 0 && opt.collect) {
         int64_t done = 0;
         for (const auto & d : rep.domain_tokens) done += d.second;
         if (rep.stopped_stable) {

@@ -135,7 +135,7 @@ bool stability_tracker::observe(const saliency::archive & so_far, int64_t tokens
         out.domain_half  = lowest_overlap(now.keep, history[half].keep, weak_half);
     }
     out.weakest = out.domain_half >= 0 && out.domain_half < out.domain_prev ? weak_half : weak_prev;
-    out.stable = out.jaccard_prev >= threshold && out.jaccard_half >= threshold;
+    out.stable = threshold > 0 && out.jaccard_prev >= threshold && out.jaccard_half >= threshold;
     points.push_back(out);
     // later checkpoints (more tokens) compare with this one, and with snapshots
     // from the current half snapshot on, never with earlier ones
@@ -209,7 +209,7 @@ bool read_curve(const nlohmann::json & j, stability_curve & c, std::string & err
         }
         c.points.push_back(s);
     }
-    if (!(c.threshold > 0 && c.threshold <= 1) || c.n_keep <= 0) {
+    if (!(c.threshold >= 0 && c.threshold <= 1) || c.n_keep <= 0) {
         err = "threshold or n_keep out of range";
         return false;
     }
@@ -277,8 +277,13 @@ std::string curve_table(const stability_curve & c) {
         return std::string(b);
     };
     char line[256];
-    snprintf(line, sizeof(line), "  calibration stability (--until-stable %.3g, %lld kept per layer): overlap of the keep-lists\n",
-             c.threshold, (long long) c.n_keep);
+    if (c.threshold > 0) {
+        snprintf(line, sizeof(line), "  calibration stability (--until-stable %.3g, %lld kept per layer): overlap of the keep-lists\n",
+                 c.threshold, (long long) c.n_keep);
+    } else {
+        snprintf(line, sizeof(line), "  calibration stability (%lld kept per layer; no --until-stable): overlap of the keep-lists\n",
+                 (long long) c.n_keep);
+    }
     std::string s = line;
     s += "  (mean Jaccard over layers) with the previous checkpoint and with half the tokens; the mix, then the lowest domain\n";
     s += "        tokens   mix:prev  half   domains:prev  half   safety margin\n";
@@ -289,8 +294,10 @@ std::string curve_table(const stability_curve & c) {
         s += line;
     }
     const bool held = c.points.size() >= 2 && c.points.back().stable && c.points[c.points.size() - 2].stable;
-    s += held ? "  the keep-list held: the calibration stopped there\n"
-              : "  the keep-list did not hold before the corpus ended\n";
+    if (c.threshold > 0) {
+        s += held ? "  the keep-list held: the calibration stopped there\n"
+                  : "  the keep-list did not hold before the corpus ended\n";
+    }
     return s;
 }
 

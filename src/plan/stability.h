@@ -45,7 +45,8 @@ struct stability_point {
 
 class stability_tracker {
   public:
-    // threshold: J; n_keep: experts kept per layer; n_group: the router's
+    // threshold: J (0: no --until-stable, the points are only reported, none
+    // is stable); n_keep: experts kept per layer; n_group: the router's
     // expert groups (0/1: none).
     stability_tracker(double threshold, int64_t n_keep, int64_t n_group);
 
