@@ -496,3 +496,28 @@ TEST(UntilStable, RefusesAMissingOrDoubleTarget) {
     EXPECT_NE(err.find("0 < J <= 1"), std::string::npos) << err;
     EXPECT_FALSE(file_exists(dir + "/x.gguf"));
 }
+
+// The command line: a size by hand over --memory exits 2 naming what it needs,
+// before any decode and with nothing written; flags out of range are usage errors.
+TEST(PassSize, CommandLineRefusesASizeThatCannotFit) {
+    ASSERT_TRUE(file_exists(trained_model())) << trained_model();
+    const std::string dir = scratch("cli");
+    const std::string text = text_file(dir, 3000);
+    const std::string bin = shell_quote(env_or("REAP_BIN", source_dir() + "/build/bin/reap"));
+    const std::string base = bin + " calibrate -m " + shell_quote(trained_model()) + " --corpus " + shell_quote(text) +
+                             " -o " + shell_quote(dir + "/s.gguf") + " -c 256 --no-progress";
+    std::string out;
+    EXPECT_EQ(run_cmd(base + " -ub 4096 --memory 1M 2>&1", out), 2) << out;
+    EXPECT_NE(out.find("-b 4096 -ub 4096 (given) needs"), std::string::npos) << out;
+    EXPECT_NE(out.find("more than the 1.00 MB (976.56 KiB) this run may take (--memory 1.00 MB (976.56 KiB))"), std::string::npos) << out;
+    EXPECT_EQ(out.find("calibrated"), std::string::npos) << out;
+    EXPECT_FALSE(file_exists(dir + "/s.gguf"));
+    for (const char * bad : {" --memory 0", " --memory lots", " --until-stable 0 --target-ratio 0.5",
+                             " --until-stable 0.9 --target-ratio 1", " --until-stable 0.9"}) {
+        EXPECT_EQ(run_cmd(base + bad + " 2>&1", out), 2) << bad << "\n" << out;
+        EXPECT_FALSE(file_exists(dir + "/s.gguf")) << bad;
+    }
+    // automatic: fits, says so
+    ASSERT_EQ(run_cmd(base + " --memory 8G 2>&1", out), 0) << out;
+    EXPECT_NE(out.find("-ub automatic: the largest that fits, needs"), std::string::npos) << out;
+}
