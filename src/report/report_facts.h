@@ -1,20 +1,26 @@
 // What reap report gathers about a build before it writes the card, and the
-// figures drawn from it: report.cpp gathers the facts and writes the text,
-// report_figures.cpp draws the figures. Internal to src/report/ (report.h is
+// figures and text drawn from it: report.cpp gathers and checks the facts,
+// report_figures.cpp draws the figures, report_text.cpp writes the card's text. Internal to src/report/ (report.h is
 // the module's interface).
 #pragma once
 
+#include "formats/eval_file.h"
 #include "formats/sweep_file.h"
 #include "gguf/gguf.h"
 #include "moe/census.h"
 #include "plan/plan.h"
 #include "plan/planners.h"
 #include "plan/receipts.h"
+#include "plan/provenance.h"
 #include "plan/stability.h"
+#include "prune/verify_run.h"
+#include "report/report.h"
 #include "saliency/archive.h"
+#include "util/sha256.h"
 #include "util/svg_chart.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -71,6 +77,71 @@ bool is_this_point(const sweep_facts & sw, const plan & p, const sweep_record_po
 
 // "12.3%" of a share (0..1).
 std::string pct(double v, int decimals = 1);
+
+// ---- eval receipts and the card ----
+
+enum class eval_match { hashes, mask_plan, path_only, other, unidentified };
+
+struct eval_entry {
+    std::string json_file;     // the --eval file
+    eval_match  match = eval_match::unidentified;
+    std::string why;           // for other / unidentified
+    eval_report r;             // what it says it measured, and the numbers
+};
+
+// What the report knows of this build, to match an eval against.
+struct build_identity {
+    std::string                        source_sha256;   // plan::model_header_sha256 of the source
+    std::string                        source_router_sha256;   // moe::identity_of's router hash of the source
+    std::map<std::string, std::string> sums;            // the build's files and their SHA256SUMS hashes
+    std::string                        plan_sha256, pruned_path, plan_path;
+    // the source's files and their bytes' hash (util::sha256_files), hashed
+    // only when an eval's base claims to be the source: same size, a hash recorded
+    std::vector<std::string>           source_files;
+    uint64_t                           source_bytes = 0;
+    mutable std::string                source_files_sha256, source_hash_error;
+
+    const std::string & source_hash() const {
+        if (source_files_sha256.empty() && source_hash_error.empty() &&
+            !util::sha256_files(source_files, source_files_sha256, source_hash_error)) {
+            source_files_sha256.clear();
+        }
+        return source_files_sha256;
+    }
+};
+
+// Everything the card is written from, filled stage by stage by write_report.
+struct card {
+    card(const report_options & o, std::vector<std::string> & v, std::vector<std::string> & u)
+        : opt(o), verified(v), unverified(u) {}
+    const report_options &   opt;
+    std::vector<std::string> & verified;
+    std::vector<std::string> & unverified;
+    std::string              readme, fig_dir;
+    model_facts              src, cut;
+    plan                     p;
+    pl::card_provenance      prov;
+    prune::verify_report     vr;
+    build_identity           build;
+    std::vector<std::pair<std::string, std::string>> sums_lines;   // (hash, file) of the build
+    saliency_facts           sal;
+    std::vector<eval_entry>  evals;          // the ones measured on this build
+    size_t                   n_behaviour = 0;   // needle / generate sections counted for this build (files or mask)
+    sweep_facts              sw;
+    std::vector<std::string> notes;          // method caveats
+};
+
+// printf of one number; Markdown inline code that text from inputs cannot break out of.
+std::string fmt(const char * f, double v);
+std::string code(const std::string & s);
+
+// ---- the card's text (report_text.cpp), section by section ----
+
+std::string front_matter_and_census(const card & c);
+std::string method_section(const card & c);
+std::string verified_sections(const card & c);
+std::string sweep_section(const card & c);
+std::string running_sections(const card & c);
 
 // ---- figures (report_figures.cpp) ----
 
