@@ -1,5 +1,7 @@
-// The model card of a pruned build (see report.h): gathers the receipts,
-// checks them, and writes README.md and its figures.
+// The model card of a pruned build (see report.h): gathers the receipts and
+// checks them (the build re-audited, every eval, sweep and behaviour file
+// matched to it), then publishes README.md and its figures, which
+// report_text.cpp and report_figures.cpp write from those facts.
 #include "report/report.h"
 #include "report/report_facts.h"
 #include "report/sweep_chart.h"
