@@ -1,11 +1,13 @@
-// reap eval, the library half: windows, scoring, the llama-perplexity KLD base
-// file, the smoke test and the report (corpora are read through corpus.h, the
-// runtime set up through runtime.h). See eval.h for the scoring convention and
-// the file layout.
+// reap eval, the library half: the inputs checked and identified, the base's
+// side (its rows in a temp file, or the llama-perplexity KLD base file), every
+// candidate scored against it, and the receipts. The windows and their decodes
+// are eval_windows.cpp's, the smoke test eval_smoke.cpp's, the JSON output
+// eval_print.cpp's. See eval.h for the scoring convention and the file layout.
 #include "llama/eval.h"
 
 #include "llama/corpus.h"
 #include "llama/eval_models.h"
+#include "llama/eval_windows.h"
 #include "llama/mask.h"
 #include "llama/mtp.h"
 #include "formats/kld_receipt.h"
@@ -44,6 +46,8 @@
 
 namespace reap {
 
+using namespace eval_detail;
+
 namespace {
 
 // ---- small utilities ----------------------------------------------------------
@@ -68,187 +72,6 @@ void parallel_for(int n, int n_threads, const std::function<void(int)> & fn) {
     for (auto & th : pool) th.join();
 }
 
-
-// ---- windows ----------------------------------------------------------------------
-
-struct window {
-    const int32_t * tokens;  // points into a sample's token vector
-    int             len;
-    int             domain;  // index into domain names; 0 for plain text
-};
-
-struct workload {
-    std::vector<std::vector<int32_t>> samples;  // owned tokens (one vector for plain text)
-    std::vector<int>                  sample_domain;
-    std::vector<window>               windows;
-    std::vector<std::string>          domains;
-    bool   corpus    = false;
-    size_t n_samples = 0, n_skipped = 0;
-    size_t n_decode_tokens = 0;  // sum of window lengths, for the progress line
-};
-
-// A plain text: tokenized once as llama.cpp's -f reads it (read_plain_text),
-// cut into n_ctx windows, remainder dropped.
-bool plain_workload(const std::string & path, const std::string & text, const llama_model * model, int n_ctx,
-                    int max_chunks, workload & wl, std::string & err) {
-    corpus c;
-    if (!read_plain_text(path, text, model, corpus_options(), c, err)) {
-        return false;
-    }
-    wl.samples.push_back(c.samples.empty() ? std::vector<int32_t>() : std::move(c.samples[0].tokens));
-    const auto & toks = wl.samples.back();
-    int64_t n_chunk = (int64_t) toks.size() / n_ctx;
-    if (n_chunk == 0) {
-        err = "text too short: '" + path + "' tokenizes to " + std::to_string(toks.size()) +
-              " tokens, one window needs -c " + std::to_string(n_ctx) + " (give more text or a smaller -c)";
-        return false;
-    }
-    if (max_chunks > 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
-    wl.domains = {"text"};
-    wl.n_samples = 1;
-    for (int64_t c = 0; c < n_chunk; ++c) {
-        wl.windows.push_back({toks.data() + c * n_ctx, n_ctx, 0});
-        wl.n_decode_tokens += n_ctx;
-    }
-    return true;
-}
-
-// A corpus: read, rendered and tokenized by read_jsonl_corpus(); every sample
-// is windowed on its own.
-bool corpus_workload(const std::string & path, const std::string & text, const llama_model * model, int n_ctx,
-                     workload & wl, std::string & err) {
-    corpus c;
-    if (!read_jsonl_corpus(path, text, model, corpus_options(), c, err)) {
-        return false;
-    }
-    wl.corpus    = true;
-    wl.domains   = c.domains;
-    wl.n_samples = c.n_lines_total;
-    wl.n_skipped = c.n_empty;
-    for (auto & s : c.samples) {
-        // A window of len scores len - 1 - len/2 tokens: at least 3 are needed.
-        if (s.tokens.size() < 3) {
-            ++wl.n_skipped;
-            continue;
-        }
-        wl.samples.push_back(std::move(s.tokens));
-        wl.sample_domain.push_back(s.domain);
-    }
-    // Windows point into wl.samples, so build them only once it stops growing.
-    for (size_t s = 0; s < wl.samples.size(); ++s) {
-        const auto &  toks   = wl.samples[s];
-        const int     dom    = wl.sample_domain[s];
-        const int64_t n_full = (int64_t) toks.size() / n_ctx;
-        if (n_full == 0) {
-            wl.windows.push_back({toks.data(), (int) toks.size(), dom});
-            wl.n_decode_tokens += toks.size();
-        } else {
-            for (int64_t c = 0; c < n_full; ++c) {
-                wl.windows.push_back({toks.data() + c * n_ctx, n_ctx, dom});
-                wl.n_decode_tokens += n_ctx;
-            }
-        }
-    }
-    if (wl.windows.empty()) {
-        err = "corpus '" + path + "' has no sample long enough to score (3 tokens or more)";
-        return false;
-    }
-    return true;
-}
-
-// ---- decoding windows -----------------------------------------------------------------
-
-// One scored position: row idx of the last decode's logits predicts
-// w->tokens[pos + 1]; window_no counts windows from the start of the run.
-struct out_row {
-    int            idx;
-    int            pos;
-    const window * w;
-    size_t         window_no;
-};
-
-using rows_fn = std::function<bool(const std::vector<out_row> &)>;
-
-// Windows decoded side by side per llama_decode: like llama-perplexity,
-// n_batch / n_ctx of them when a batch holds more than one window.
-int seqs_per_decode(const eval_runtime & rt, int n_ctx) { return std::max(1, rt.n_batch / n_ctx); }
-
-// Decodes every window in every context of ctxs, with logits requested only
-// for the scored positions len/2 .. len-2 of each window, and hands the rows
-// of each decode to on_rows (in window order, then position order). With
-// n_seq > 1 up to n_seq consecutive windows share one decode as separate
-// sequences; with n_seq == 1 a window longer than n_batch takes several.
-// With a mask hook, its check runs after every decode (a layer that could not
-// be masked stops the run with the reason).
-bool decode_windows(const std::vector<llama_context *> & ctxs, const std::vector<window> & windows, int n_seq,
-                    int n_batch, llama_token bos, progress_line & prog, const rows_fn & on_rows, std::string & err,
-                    mask_hook * hook = nullptr) {
-    llama_batch batch = llama_batch_init(std::max(n_batch, 1), 0, 1);
-    std::vector<out_row> rows;
-    bool ok = true;
-    // Adds tokens [b, b+n) of window w as sequence seq.
-    auto add = [&](const window & w, size_t window_no, int seq, int b, int n) {
-        const int first = w.len / 2;
-        for (int k = 0; k < n; ++k) {
-            const int p = b + k;
-            const int i = batch.n_tokens++;
-            // Like llama-perplexity: every window starts with BOS, in place of its first token.
-            batch.token[i]     = (p == 0 && bos != LLAMA_TOKEN_NULL) ? bos : w.tokens[p];
-            batch.pos[i]       = p;
-            batch.n_seq_id[i]  = 1;
-            batch.seq_id[i][0] = seq;
-            batch.logits[i]    = p >= first && p <= w.len - 2;
-            if (batch.logits[i]) rows.push_back({i, p, &w, window_no});
-        }
-    };
-    auto decode = [&]() {
-        for (auto * c : ctxs) {
-            const int rc = llama_decode(c, batch);
-            if (rc != 0) {
-                err = "llama_decode failed (" + std::to_string(rc) + ")";
-                return false;
-            }
-        }
-        if (hook && !hook->check(!rows.empty(), err)) return false;
-        // llama_get_logits_ith() first puts the outputs back in batch order
-        // (output_reorder swaps rows in place), which is not safe from several
-        // threads at once: do it here, once, before the callers read rows in
-        // parallel. Multi-sequence batches are split out of order, so without
-        // this a run could read half-swapped rows.
-        for (auto * c : ctxs) llama_get_logits(c);
-        prog.add((int64_t) batch.n_tokens * (int64_t) ctxs.size());
-        // Hand rows over in slices, which bounds the callers' per-row buffers
-        // (a base file record is 2 bytes per vocabulary entry).
-        constexpr size_t SLICE = 256;
-        for (size_t r0 = 0; r0 < rows.size(); r0 += SLICE) {
-            const std::vector<out_row> slice(rows.begin() + r0, rows.begin() + std::min(rows.size(), r0 + SLICE));
-            if (!on_rows(slice)) return false;
-        }
-        return true;
-    };
-    for (size_t wi = 0; ok && wi < windows.size();) {
-        for (auto * c : ctxs) llama_memory_clear(llama_get_memory(c), true);
-        if (n_seq == 1) {
-            const window & w = windows[wi];
-            for (int b = 0; ok && b < w.len; b += n_batch) {
-                batch.n_tokens = 0;
-                rows.clear();
-                add(w, wi, 0, b, std::min(n_batch, w.len - b));
-                ok = decode();
-            }
-            ++wi;
-        } else {
-            batch.n_tokens = 0;
-            rows.clear();
-            for (int seq = 0; seq < n_seq && wi < windows.size() && batch.n_tokens + windows[wi].len <= n_batch; ++seq, ++wi) {
-                add(windows[wi], wi, seq, 0, windows[wi].len);
-            }
-            ok = decode();
-        }
-    }
-    llama_batch_free(batch);
-    return ok;
-}
 
 // ---- base file --------------------------------------------------------------------------------
 
@@ -1173,116 +996,6 @@ bool run_eval_multi(const eval_options & opt, const std::vector<std::string> & p
     std::vector<eval_candidate> cands;
     for (const auto & p : pruned_paths) cands.push_back({p, false});
     return run_eval_candidates(opt, cands, reports, err);
-}
-
-// ---- public: smoke test -----------------------------------------------------------------------------
-
-bool run_smoke(const smoke_options & opt, smoke_report & report, std::string & err) {
-    runtime_init(opt.verbose);
-    report = smoke_report();
-    if (opt.base_path.empty() || opt.pruned_path.empty()) {
-        err = "--smoke needs both -m BASE.gguf and -p PRUNED.gguf";
-        return false;
-    }
-    if (opt.prompt.empty()) {
-        err = "--smoke needs --prompt TEXT";
-        return false;
-    }
-    if (opt.n_predict < 1) {
-        err = "-n must be at least 1";
-        return false;
-    }
-    model_ptr base = load_model("base model", opt.base_path, opt.rt, false, err);
-    if (!base) return false;
-    model_ptr pruned = load_pruned(opt.pruned_path, base.get(), opt.base_path, opt.rt, false, err);
-    if (!pruned) return false;
-    const llama_vocab * vocab = llama_model_get_vocab(base.get());
-    const auto prompt = common_tokenize(vocab, opt.prompt, true, true);
-    if (prompt.empty()) {
-        err = "the prompt tokenizes to nothing";
-        return false;
-    }
-    const int64_t n_ctx = (int64_t) prompt.size() + opt.n_predict;
-
-    auto generate = [&](llama_model * model, std::vector<int32_t> & out) {
-        ctx_ptr ctx = continuation_context(model, opt.rt, n_ctx, nullptr, err);
-        return ctx && decode_continuation(ctx.get(), nullptr, prompt, opt.n_predict, "--smoke", out, err);
-    };
-    if (!generate(base.get(), report.base_tokens) || !generate(pruned.get(), report.pruned_tokens)) {
-        return false;
-    }
-    const size_t n = std::min(report.base_tokens.size(), report.pruned_tokens.size());
-    while ((size_t) report.n_agree < n && report.base_tokens[report.n_agree] == report.pruned_tokens[report.n_agree]) {
-        ++report.n_agree;
-    }
-    report.base_text   = common_detokenize(vocab, std::vector<llama_token>(report.base_tokens.begin(), report.base_tokens.end()), true);
-    report.pruned_text = common_detokenize(vocab, std::vector<llama_token>(report.pruned_tokens.begin(), report.pruned_tokens.end()), true);
-    return true;
-}
-
-// ---- public: output --------------------------------------------------------------------------------
-
-std::string eval_report_json(const eval_report & r) { return reap::util::json_text(eval_report_to_json(r), 2); }
-
-std::string eval_candidates_json(const std::vector<eval_candidate> & cands, const std::vector<eval_report> & reports) {
-    eval_document d;
-    for (size_t i = 0; i < reports.size() && i < cands.size(); ++i) d.entries.push_back({cands[i].path, cands[i].masked(), reports[i]});
-    return reap::util::json_text(eval_document_to_json(d), 2);
-}
-
-std::string smoke_report_json(const smoke_report & r) {
-    nlohmann::ordered_json j;
-    j["n_predict_base"]   = r.base_tokens.size();
-    j["n_predict_pruned"] = r.pruned_tokens.size();
-    j["n_agree"]          = r.n_agree;
-    j["base_tokens"]      = r.base_tokens;
-    j["pruned_tokens"]    = r.pruned_tokens;
-    // Continuations can cut a UTF-8 sequence; keep the JSON valid regardless.
-    j["base_text"]   = r.base_text;
-    j["pruned_text"] = r.pruned_text;
-    return reap::util::json_text(j, 2);
-}
-
-void eval_report_print(FILE * out, const eval_report & r) {
-    if (!r.pruned_scored) {
-        fprintf(out, "wrote KLD base file: %zu windows of %d tokens, %zu tokens scored, base PPL %.4f\n", r.n_windows,
-                r.n_ctx, r.overall.n_tokens, r.overall.ppl_base);
-        return;
-    }
-    fprintf(out, "%zu tokens scored in %zu windows of up to %d tokens", r.overall.n_tokens, r.n_windows, r.n_ctx);
-    if (r.corpus) {
-        fprintf(out, " (%zu samples, %zu too short)", r.n_samples, r.n_samples_skipped);
-    }
-    if (r.base_masked()) fprintf(out, "; reference: the base masked by %s (not the base)", r.base_mask.c_str());
-    if (r.kld_base_mode != "none") {
-        fprintf(out, "; base from KLD file (%s; 16-bit log-probs, llama-perplexity rules)", r.kld_base_mode.c_str());
-    }
-    fprintf(out, "\n\n%-16s %9s %11s %11s %9s %10s %10s %10s %10s %8s\n", "", "tokens", "PPL base", "PPL pruned",
-            "ratio", "KLD mean", "median", "p99", "max", "top-1");
-    auto row = [&](const std::string & name, const eval_metrics & m) {
-        if (m.n_tokens == 0) {
-            fprintf(out, "%-16s %9d   (no tokens scored)\n", name.c_str(), 0);
-            return;
-        }
-        fprintf(out, "%-16s %9zu %11.4f %11.4f %9.5f %10.6f %10.6f %10.6f %10.6f %7.3f%%\n", name.c_str(), m.n_tokens,
-                m.ppl_base, m.ppl_pruned, m.ppl_ratio, m.kld_mean, m.kld_median, m.kld_p99, m.kld_max,
-                100.0 * m.argmax_agree);
-    };
-    for (const auto & [name, m] : r.domains) {
-        row(name, m);
-    }
-    row("overall", r.overall);
-    if (r.mtp_blocks > 0) {
-        auto side = [](const std::optional<eval_report::mtp_acceptance> & a) {
-            char buf[64];
-            if (!a || a->positions == 0) return std::string("-");
-            snprintf(buf, sizeof buf, "%.3f%% (%lld/%lld)", 100.0 * a->rate(), (long long) a->accepted, (long long) a->positions);
-            return std::string(buf);
-        };
-        fprintf(out, "\nMTP draft acceptance (greedy, first draft token): base %s, pruned %s\n", side(r.mtp_base).c_str(),
-                side(r.mtp_pruned).c_str());
-        if (!r.mtp_note.empty()) fprintf(out, "  (%s)\n", r.mtp_note.c_str());
-    }
 }
 
 } // namespace reap
