@@ -36,6 +36,9 @@ void print_calibrate_result(FILE * out, const calibrate_options & opt, const cal
             fprintf(out, "stopped at %lld of %lld tokens: the keep-list held at an overlap >= %.3g for two checkpoints "
                     "in a row (the curve is in the archive; reap plan prints it)\n", (long long) done,
                     (long long) rep.n_tokens, opt.until_stable);
+        } else if (rep.stability.size() >= 2 && rep.stability.back().stable && rep.stability[rep.stability.size() - 2].stable) {
+            fprintf(out, "the keep-list held at an overlap >= %.3g at the last two checkpoints, as the corpus ended\n",
+                    opt.until_stable);
         } else {
             fprintf(out, "the keep-list did not hold at an overlap >= %.3g for two checkpoints in a row before the "
                     "corpus ended (%zu checkpoints): more tokens may still move it\n", opt.until_stable, rep.stability.size());
