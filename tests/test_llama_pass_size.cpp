@@ -18,6 +18,7 @@
 //     takes the checkpoint's -b/-ub, not a new choice.
 #include "archive_compare.h"
 #include "llama_test_util.h"
+#include "prune_test_util.h"
 
 #include "llama/calibrate.h"
 #include "llama/pass_size.h"
@@ -37,12 +38,7 @@ namespace sal = reap::saliency;
 
 namespace {
 
-std::string scratch(const std::string & name) {
-    const std::string d = test_tmp_dir() + "/pass-size-" + name;
-    std::string out;
-    run_cmd("rm -rf " + shell_quote(d) + " && mkdir -p " + shell_quote(d), out);
-    return d;
-}
+std::string scratch(const std::string & name) { return prune_test::scratch("pass-size-" + name); }
 
 std::string trained_model() { return source_dir() + "/models/reap-moe-tiny.gguf"; }
 

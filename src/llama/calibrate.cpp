@@ -155,7 +155,10 @@ struct calibration {
     bool read_windows();
     bool choose_decodes();
     bool choose_sizes();
-    bool stability_target();
+    bool stability_target(const moe::layout & lay);
+    bool at_stability_checkpoint(size_t first, size_t next) const {
+        return stab && next / stable_every != first / stable_every;   // counted from the start: a resumed run checks at the same places
+    }
     void interleave_domains();
     bool check_stability(size_t first, size_t next, bool & held);
     bool checkpoint_sizes(int & b, int & ub);
@@ -287,15 +290,13 @@ bool calibration::load_model() {
         }
     }
     has_mtp = !report.mtp_layers.empty();
-    return (opt.target_keep <= 0 && opt.target_ratio < 0) || stability_target();
+    return (opt.target_keep <= 0 && opt.target_ratio < 0) || stability_target(lay);
 }
 
 // --target-keep / --target-ratio (with --until-stable, or alone: the stability
 // lines printed and recorded, the run not stopped): the target's N (plan --keep
 // / --ratio rules) and the tracker.
-bool calibration::stability_target() {
-    moe::layout lay;
-    if (!moe::layout_of(gm, lay, err, moe::describe_options())) return false;
+bool calibration::stability_target(const moe::layout & lay) {
     const plan_model_facts facts = facts_of(lay, gm);
     int64_t n_keep = opt.target_keep;
     std::string note, why;
@@ -341,7 +342,7 @@ void calibration::interleave_domains() {
 // ones; held: the keep-list has held for two checkpoints.
 bool calibration::check_stability(size_t first, size_t next, bool & held) {
     held = false;
-    if (!stab || next / stable_every == first / stable_every) return true;
+    if (!at_stability_checkpoint(first, next)) return true;
     int64_t tokens = 0;
     for (const auto & d : out.domains) tokens += d.n_tokens;
     planner::stability_point p;
@@ -880,7 +881,7 @@ bool calibration::decode_all() {
             break;
         }
         const bool stop = opt.stop && opt.stop->load();
-        const bool periodic = stab ? next / stable_every != g.first / stable_every
+        const bool periodic = stab ? at_stability_checkpoint(g.first, next)
                                    : opt.checkpoint_every > 0 && since_ckpt >= (size_t) opt.checkpoint_every;
         if (opt.collect && next < windows.size() && (stop || periodic)) {
             if (!write_checkpoint(next, err)) return false;

@@ -157,14 +157,16 @@ nlohmann::ordered_json point_json(const stability_point & p) {
 
 }  // namespace
 
-std::string stability_tracker::curve_json() const {
+nlohmann::ordered_json stability_tracker::curve_object() const {
     nlohmann::ordered_json j = {{"threshold", threshold}, {"n_keep", n_keep}, {"points", nlohmann::ordered_json::array()}};
     for (const stability_point & p : points) j["points"].push_back(point_json(p));
-    return j.dump();
+    return j;
 }
 
+std::string stability_tracker::curve_json() const { return curve_object().dump(); }
+
 std::string stability_tracker::state_json() const {
-    nlohmann::ordered_json j = nlohmann::ordered_json::parse(curve_json());
+    nlohmann::ordered_json j = curve_object();
     j["history"] = nlohmann::ordered_json::array();
     for (const snapshot & s : history) {
         nlohmann::ordered_json plans_j = nlohmann::ordered_json::object();

@@ -15,6 +15,8 @@
 
 #include "saliency/archive.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -79,6 +81,7 @@ class stability_tracker {
     std::vector<snapshot>        history;   // oldest first; only what later checkpoints compare with
 
     static double lowest_overlap(const plans & a, const plans & b, std::string & weakest);
+    nlohmann::ordered_json curve_object() const;   // curve_json's document
 };
 
 // A recorded curve (curve_json's text, from an archive) read back, checked as a
