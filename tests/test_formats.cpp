@@ -521,30 +521,74 @@ TEST(PlanProvenance, OneRecordForPlanAndSweep) {
     EXPECT_FALSE(pv["request"].contains("keep"));
 }
 
-TEST(PlanProvenance, CardFieldsAreTypeChecked) {
+TEST(PlanProvenance, EveryFieldReadIsTypeChecked) {
     const json good = {{"method", "reap"}, {"method_description", "d"}, {"domains", {"en", "ja"}}, {"consensus", "minrank"},
                        {"seed", 7}, {"protect_super", false}, {"saliency", {{"sha256", k_sha_a}}},
-                       {"saliency_retained", {{"mean", 0.75}}}, {"request", {{"keep", 6}, {"stamp", true}}}, {"free", "form"}};
-    reap::planner::card_provenance c;
+                       {"saliency_retained", {{"mean", 0.75}}}, {"request", {{"keep", 6}, {"stamp", true}}}, {"free", "form"},
+                       {"predicted_bytes", 123}, {"predicted_shards", 2}, {"down_type", "q8_0"}, {"channel_score", "reap"},
+                       {"width_rerank", {{"n_defined", 3}, {"min", 0.5}, {"median", 0.9}}},
+                       {"super_experts_not_kept", {{{"layer", 1}, {"expert", 4}, {"max_norm", 9.5}}}},
+                       {"safety_margin", {{"min", 226}, {"median", 314}}}, {"dead_experts", {{"count", 5}, {"kept", 1}}},
+                       {"super_experts", {{{"layer", 1}, {"expert", 4}, {"kept", false}}, {{"layer", 2}, {"expert", 0}, {"kept", true}}}}};
+    reap::planner::plan_provenance c;
     std::string err;
-    ASSERT_TRUE(reap::planner::read_card_provenance(good, "p.json", c, err)) << err;
+    ASSERT_TRUE(reap::planner::read_plan_provenance(good, "p.json", c, err)) << err;
     EXPECT_EQ(c.method, "reap");
     EXPECT_EQ(c.domains, (std::vector<std::string>{"en", "ja"}));
     EXPECT_TRUE(c.minrank);
     EXPECT_EQ(c.seed, 7u);
     EXPECT_EQ(c.protect_super, false);
     EXPECT_EQ(c.saliency_sha256, k_sha_a);
-    EXPECT_EQ(c.saliency_retained_mean, 0.75);
+    EXPECT_TRUE(c.receipts.has_share);
+    EXPECT_EQ(c.receipts.share_mean, 0.75);
     EXPECT_EQ(c.request, (std::vector<std::pair<std::string, std::string>>{{"keep", "6"}}));
+    EXPECT_EQ(c.stamp, true);
+    EXPECT_EQ(c.predicted_bytes, 123u);
+    EXPECT_EQ(c.predicted_shards, 2u);
+    EXPECT_EQ(c.down_type, "q8_0");
+    EXPECT_EQ(c.channel_score, "reap");
+    ASSERT_TRUE(c.width_rerank.has_value());
+    EXPECT_EQ(c.width_rerank->n_defined, 3u);
+    EXPECT_EQ(c.width_rerank->min, 0.5);
+    ASSERT_EQ(c.super_not_kept.size(), 1u);
+    EXPECT_EQ(c.super_not_kept[0].layer, 1);
+    EXPECT_EQ(c.super_not_kept[0].expert, 4);
+    EXPECT_EQ(c.super_not_kept[0].value, 9.5);
+    EXPECT_TRUE(c.receipts.has_margin);
+    EXPECT_EQ(c.receipts.margin, 226);
+    EXPECT_EQ(c.receipts.margin_median, 314);
+    EXPECT_TRUE(c.receipts.has_dead);
+    EXPECT_EQ(c.receipts.dead, 5);
+    EXPECT_EQ(c.receipts.dead_kept, 1);
+    EXPECT_TRUE(c.receipts.has_super);
+    EXPECT_EQ(c.receipts.super, 2);
+    EXPECT_EQ(c.receipts.super_kept, 1);
+    // each field of the wrong type or range: an error naming it (the same for
+    // every command, since they all read through this one reader)
     const std::vector<std::pair<std::string, json>> bad = {
         {"method", 5}, {"domains", {"en", 1}}, {"consensus", "vote"}, {"seed", -1}, {"protect_super", "no"},
-        {"saliency", {{"sha256", "x"}}}, {"saliency_retained", {{"mean", 1.5}}}, {"request", "keep 6"}};
+        {"saliency", {{"sha256", "x"}}}, {"saliency_retained", {{"mean", 1.5}}}, {"saliency_retained", {{"mean", "x"}}},
+        {"request", "keep 6"}, {"request", {{"stamp", "yes"}}}, {"predicted_bytes", -5}, {"predicted_shards", 1e10},
+        {"down_type", 8}, {"channel_score", false}, {"width_rerank", {{"n_defined", 2}, {"min", "low"}, {"median", 0}}},
+        {"super_experts_not_kept", {{{"layer", "1"}, {"expert", 4}}}}, {"safety_margin", {{"min", "226"}, {"median", 3}}},
+        {"safety_margin", {{"min", 226}}}, {"dead_experts", 7}, {"dead_experts", {{"count", 2}, {"kept", 3}}},
+        {"super_experts", {{{"layer", 1}, {"expert", 2}, {"kept", "no"}}}}, {"super_experts", "many"}};
     for (const auto & [key, v] : bad) {
         json j = good;
         j[key] = v;
-        EXPECT_FALSE(reap::planner::read_card_provenance(j, "p.json", c, err)) << key;
+        EXPECT_FALSE(reap::planner::read_plan_provenance(j, "p.json", c, err)) << key << " = " << v.dump();
+        EXPECT_NE(err.find("plan 'p.json'"), std::string::npos) << key << ": " << err;
         EXPECT_NE(err.find("provenance." + key), std::string::npos) << key << ": " << err;
     }
+    EXPECT_FALSE(reap::planner::read_plan_provenance(json::array(), "p.json", c, err));
+    EXPECT_NE(err.find("provenance"), std::string::npos) << err;
+    // fields a plan made before them lacks: unset, no error
+    const json older = {{"method", "reap"}, {"super_experts", {{{"layer", 1}, {"expert", 2}, {"max_norm", 5.0}}}},
+                        {"safety_margin", {{"min", nullptr}, {"median", nullptr}}}};
+    ASSERT_TRUE(reap::planner::read_plan_provenance(older, "p.json", c, err)) << err;
+    EXPECT_FALSE(c.receipts.has_super || c.receipts.has_share || c.receipts.has_dead || c.predicted_bytes || c.stamp);
+    EXPECT_TRUE(c.receipts.has_margin && c.receipts.margin_null);
+    ASSERT_TRUE(reap::planner::read_plan_provenance(json(), "p.json", c, err)) << err;
 }
 
 } // namespace

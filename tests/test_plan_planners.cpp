@@ -8,6 +8,7 @@
 // and the rerank statistic of width plans (Spearman against hand-ranked cases).
 #include "gguf_test_util.h"
 #include "plan/planners.h"
+#include "plan/provenance.h"
 #include "plan/receipts.h"
 #include "plan/width_planner.h"
 #include "plan/width_rerank.h"
@@ -615,7 +616,9 @@ TEST(Planners, ReceiptsEqualAComputationHere) {
             EXPECT_DOUBLE_EQ(ms.median, (layer_margins[0] + layer_margins[1]) / 2);
             EXPECT_EQ(p.provenance["safety_margin"]["min"].get<int64_t>(), ms.min);
             EXPECT_TRUE(p.provenance["safety_margin"]["per_domain"][2]["per_layer"][1].is_null());
-            const pl::recorded_receipts rec = pl::recorded_of(p);
+            pl::plan_provenance pv;
+            ASSERT_TRUE(pl::read_plan_provenance(p.provenance, "p", pv, err)) << err;
+            const pl::recorded_receipts & rec = pv.receipts;
             EXPECT_TRUE(rec.has_margin && rec.has_share && rec.has_dead && rec.has_super);
             EXPECT_EQ(rec.margin, ms.min);
         }
@@ -628,15 +631,12 @@ TEST(Planners, ReceiptsEqualAComputationHere) {
     ASSERT_TRUE(pl::make_plan(r, facts_for(fp), 16, all, err)) << err;
     EXPECT_TRUE(all.provenance["safety_margin"]["min"].is_null());
     EXPECT_EQ(all.provenance["saliency_retained"]["min"].get<double>(), 1.0);
-    EXPECT_TRUE(pl::recorded_of(all).margin_null);
-    // older or damaged provenance: nothing recorded, no failure
-    reap::plan old = all;
-    old.provenance = {{"safety_margin", {{"min", "226"}, {"median", 3}}}, {"saliency_retained", {{"mean", "x"}}},
-                      {"super_experts", {{{"layer", 1}, {"expert", 2}, {"max_norm", 5.0}}}}, {"dead_experts", 7}};
-    const pl::recorded_receipts rec = pl::recorded_of(old);
-    EXPECT_FALSE(rec.has_margin || rec.has_share || rec.has_dead || rec.has_super);
-    old.provenance = nlohmann::json::array();
-    EXPECT_FALSE(pl::recorded_of(old).has_margin);
+    pl::plan_provenance pv;
+    ASSERT_TRUE(pl::read_plan_provenance(all.provenance, "all", pv, err)) << err;
+    EXPECT_TRUE(pv.receipts.margin_null);
+    // damaged provenance: an error naming the field (older plans: PlanProvenance.EveryFieldReadIsTypeChecked)
+    EXPECT_FALSE(pl::read_plan_provenance({{"saliency_retained", {{"mean", "x"}}}}, "old", pv, err));
+    EXPECT_NE(err.find("provenance.saliency_retained.mean"), std::string::npos) << err;
     // a plan for another set of layers is refused with the layer named
     reap::plan other = all;
     other.layers[1].layer = 1;

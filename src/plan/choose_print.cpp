@@ -1,6 +1,7 @@
 // What reap plan prints (choose.h): the report (model, archive, size table,
 // N, file size, fused-kernel note, receipts) and the --json document.
 #include "plan/choose.h"
+#include "plan/provenance.h"
 #include "plan/stability.h"
 
 #include "util/number_format.h"
@@ -145,28 +146,30 @@ void print_plan_report(FILE * out, const plan_request & req, const plan_choice &
                     pt.n_keep == c.n_keep ? "  <- chosen" : "", over_budget(req, pt) ? "  (over budget)" : "");
         }
     }
-    if (c.p.provenance.contains("super_experts_not_kept")) {
+    plan_provenance pv;
+    std::string why;
+    if (!read_plan_provenance(c.p.provenance, "(the plan made)", pv, why)) fprintf(out, "  warning: %s\n", why.c_str());
+    if (!pv.super_not_kept.empty()) {
         std::vector<std::string> names;
-        for (const auto & x : c.p.provenance["super_experts_not_kept"]) names.push_back(expert_name(x["layer"].get<int>(), x["expert"].get<int64_t>()));
+        for (const auto & x : pv.super_not_kept) names.push_back(expert_name(x.layer, x.expert));
         fprintf(out, "  warning: %zu protected super expert(s) do not fit in N = %" PRId64 " (more in a layer or group than it keeps): %s\n",
                 names.size(), c.n_keep, util::first_few(names).c_str());
     }
     fprintf(out, "  keep %" PRId64 " of %" PRId64 " experts per layer (%.1f%% removed)\n", c.n_keep, lay.n_expert,
             100.0 * double(lay.n_expert - c.n_keep) / double(lay.n_expert));
     if (c.p.has_width()) {
-        const std::string down = c.p.provenance.value("down_type", std::string("its own type"));
+        const std::string down = pv.down_type.empty() ? "its own type" : pv.down_type;
         fprintf(out, "  width: every kept expert keeps %" PRId64 " of its %" PRId64 " channels (ranked by channel score %s); down "
-                     "requantised to %s\n", c.p.width_keep, c.p.width_n_ff, c.p.provenance.value("channel_score", std::string("?")).c_str(),
+                     "requantised to %s\n", c.p.width_keep, c.p.width_n_ff, pv.channel_score.empty() ? "?" : pv.channel_score.c_str(),
                 down.c_str());
         if (c.p.cuts_shared_expert()) {   // llama4: cut with them (plan.h)
             fprintf(out, "  width: the shared expert keeps %" PRId64 " of its %" PRId64 " channels too (its own channel scores)\n",
                     c.p.width_keep, c.p.width_n_ff);
         }
-        const nlohmann::json & rr = c.p.provenance.contains("width_rerank") ? c.p.provenance["width_rerank"] : nlohmann::json();
-        if (rr.is_object() && rr.contains("min") && rr["min"].is_number() && rr.contains("median") && rr.contains("n_defined")) {
+        if (pv.width_rerank) {
             fprintf(out, "  rerank: Spearman(full-width saliency, saliency on the kept channels) of the kept experts, "
                          "per layer: min %.4f, median %.4f over %zu layers\n",
-                    rr["min"].get<double>(), rr["median"].get<double>(), rr["n_defined"].get<size_t>());
+                    pv.width_rerank->min, pv.width_rerank->median, (size_t) pv.width_rerank->n_defined);
         }
     }
     fprintf(out, "  pruned file: %" PRIu64 " bytes, %s%s (source %s)\n", c.bytes, util::format_size(c.bytes).c_str(),

@@ -1,6 +1,7 @@
 // reap compare as a library call (compare.h): two plans read and compared,
 // scored with an archive when one is given, and their receipts side by side.
 #include "plan/compare.h"
+#include "plan/provenance.h"
 
 #include "saliency/archive.h"
 
@@ -111,8 +112,12 @@ bool compare_plan_files(const compare_request & req, plan_comparison & c, util::
     }
     if (!req.saliency.empty()) return score_with_archive(req, c, err);
     // receipts as each plan recorded them
-    c.receipts_a = column_of(recorded_of(c.a));
-    c.receipts_b = column_of(recorded_of(c.b));
+    plan_provenance pa, pb;
+    if (!read_plan_provenance(c.a.provenance, req.plan_a, pa, msg) || !read_plan_provenance(c.b.provenance, req.plan_b, pb, msg)) {
+        return fail_with(err, error_kind::input, msg);
+    }
+    c.receipts_a = column_of(pa.receipts);
+    c.receipts_b = column_of(pb.receipts);
     return true;
 }
 

@@ -1,8 +1,11 @@
 // A plan's provenance (provenance.h): the one writer of what plan and sweep
-// record about a plan's origin, and the checked reader the model card uses.
+// record about a plan's origin, and the one checked reader of everything reap
+// reads back from it.
 #include "plan/provenance.h"
 
 #include "util/json_fields.h"
+
+#include <cmath>
 
 namespace reap::planner {
 
@@ -35,7 +38,40 @@ void record_origin(plan & p, const plan_origin & o, const char * version) {
 
 namespace {
 
-bool card_fields(util::json_fields & f, card_provenance & out) {
+bool origin_fields(util::json_fields & f, plan_provenance & out) {
+    if (f.has("saliency") && !f.child("saliency").opt_sha256("sha256", out.saliency_sha256)) return false;
+    uint64_t v = 0;
+    if (f.has("predicted_bytes")) {
+        if (!f.u64("predicted_bytes", v)) return false;
+        out.predicted_bytes = v;
+    }
+    if (f.has("predicted_shards")) {
+        if (!f.u64("predicted_shards", v, UINT32_MAX)) return false;
+        out.predicted_shards = v;
+    }
+    std::vector<std::pair<std::string, const json *>> req;
+    if (!f.members("request", req)) return false;
+    for (const auto & [key, value] : req) {
+        if (key != "stamp") out.request.push_back({key, value->is_string() ? value->get<std::string>() : value->dump()});
+    }
+    if (f.has("request") && f.child("request").has("stamp")) {
+        bool stamp = true;
+        if (!f.child("request").boolean("stamp", stamp)) return false;
+        out.stamp = stamp;
+    }
+    return true;
+}
+
+// An expert named by its layer and id, as the ranking's lists write it.
+bool expert_entry(util::json_fields & f, const json & v, const char * key, bool with_norm, expert_ref & out) {
+    util::json_fields e = f.nested(v, key);
+    int64_t layer = 0;
+    if (!e.i64("layer", layer, 0, INT32_MAX) || !e.i64("expert", out.expert, 0, INT64_MAX)) return false;
+    out.layer = (int) layer;
+    return !with_norm || e.opt_num("max_norm", out.value, 0, HUGE_VAL);
+}
+
+bool ranking_fields(util::json_fields & f, plan_provenance & out) {
     std::string consensus = "sum";
     if (!f.opt_str("method", out.method) || !f.opt_str("method_description", out.method_description) ||
         !f.opt_strings("domains", out.domains) || !f.opt_str("consensus", consensus)) {
@@ -53,45 +89,85 @@ bool card_fields(util::json_fields & f, card_provenance & out) {
         if (!f.boolean("protect_super", protect)) return false;
         out.protect_super = protect;
     }
-    if (f.has("saliency") && !f.child("saliency").opt_sha256("sha256", out.saliency_sha256)) return false;
-    if (f.has("saliency_retained") && !f.child("saliency_retained").opt_num("mean", out.saliency_retained_mean, 0, 1)) return false;
-    std::vector<std::pair<std::string, const json *>> req;
-    if (!f.members("request", req)) return false;
-    for (const auto & [key, v] : req) {
-        if (key != "stamp") out.request.push_back({key, v->is_string() ? v->get<std::string>() : v->dump()});
+    std::vector<const json *> dropped;
+    if (!f.elements("super_experts_not_kept", dropped)) return false;
+    for (const json * x : dropped) {
+        expert_ref e;
+        if (!expert_entry(f, *x, "super_experts_not_kept", true, e)) return false;
+        out.super_not_kept.push_back(e);
+    }
+    return true;
+}
+
+bool width_fields(util::json_fields & f, plan_provenance & out) {
+    if (!f.opt_str("channel_score", out.channel_score) || !f.opt_str("down_type", out.down_type)) return false;
+    if (!f.has("width_rerank")) return true;
+    util::json_fields r = f.child("width_rerank");
+    plan_provenance::rerank_summary rr;
+    if (!r.u64("n_defined", rr.n_defined)) return false;
+    if (rr.n_defined == 0) return true;   // min and median are null: no layer defined the statistic
+    if (!r.num("min", rr.min, -1, 1) || !r.num("median", rr.median, -1, 1)) return false;
+    out.width_rerank = rr;
+    return true;
+}
+
+// The receipts' totals: absent in plans made before them (and super experts
+// without "kept" in plans made before that), a wrong type an error.
+bool receipt_fields(util::json_fields & f, recorded_receipts & out) {
+    if (f.has("safety_margin")) {
+        util::json_fields m = f.child("safety_margin");
+        const auto mn = m.object().find("min");
+        if (mn != m.object().end() && mn->is_null()) {
+            out.has_margin = out.margin_null = true;
+        } else if (m.has("min")) {
+            if (!m.i64("min", out.margin, 0, INT64_MAX) || !m.num("median", out.margin_median, 0, HUGE_VAL)) return false;
+            out.has_margin = true;
+        }
+    }
+    if (f.has("saliency_retained")) {
+        util::json_fields r = f.child("saliency_retained");
+        out.has_share = r.has("mean");
+        if (!r.opt_num("mean", out.share_mean, 0, 1)) return false;
+    }
+    if (f.has("dead_experts")) {
+        util::json_fields d = f.child("dead_experts");
+        if (!d.i64("count", out.dead, 0, INT64_MAX) || !d.i64("kept", out.dead_kept, 0, out.dead)) return false;
+        out.has_dead = true;
+    }
+    std::vector<const json *> super;
+    if (!f.elements("super_experts", super)) return false;
+    int64_t kept = 0;
+    bool all_say = !super.empty() || f.has("super_experts");
+    for (const json * x : super) {
+        util::json_fields e = f.nested(*x, "super_experts");
+        if (!e.has("kept")) {
+            all_say = false;   // a plan made before "kept" was recorded
+            continue;
+        }
+        bool k = false;
+        if (!e.boolean("kept", k)) return false;
+        kept += k;
+    }
+    if (all_say) {
+        out.has_super = true;
+        out.super = (int64_t) super.size();
+        out.super_kept = kept;
     }
     return true;
 }
 
 } // namespace
 
-bool read_size_provenance(const json & prov, const std::string & name, size_provenance & out, std::string & err) {
-    out = size_provenance();
+bool read_plan_provenance(const json & prov, const std::string & name, plan_provenance & out, std::string & err) {
+    out = plan_provenance();
+    if (prov.is_null()) return true;
     util::json_fields f(prov, "plan '" + name + "'", "provenance");
-    uint64_t v = 0;
-    bool ok = f.opt_str("down_type", out.down_type);
-    if (ok && f.has("predicted_bytes") && (ok = f.u64("predicted_bytes", v))) out.predicted_bytes = v;
-    if (ok && f.has("predicted_shards") && (ok = f.u64("predicted_shards", v, UINT32_MAX))) out.predicted_shards = v;
-    if (!ok) {
-        err = f.error();
-        return false;
+    if (!prov.is_object()) {
+        f.fail("", "must be an object");
+    } else if (origin_fields(f, out) && ranking_fields(f, out) && width_fields(f, out)) {
+        receipt_fields(f, out.receipts);
     }
-    if (f.has("request")) {
-        util::json_fields r = f.child("request");
-        bool stamp = true;
-        if (r.has("stamp") && !r.boolean("stamp", stamp)) {
-            err = r.error();
-            return false;
-        }
-        if (r.has("stamp")) out.stamp = stamp;
-    }
-    return true;
-}
-
-bool read_card_provenance(const json & prov, const std::string & name, card_provenance & out, std::string & err) {
-    out = card_provenance();
-    util::json_fields f(prov, "plan '" + name + "'", "provenance");
-    if (!card_fields(f, out)) {
+    if (!f.ok()) {
         err = f.error();
         return false;
     }

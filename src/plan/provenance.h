@@ -1,14 +1,16 @@
 // A plan's provenance, both ways: what `reap plan` and `reap sweep` record
 // beside what make_plan already wrote (the tool, the archive, the request,
 // the predicted size: one function for both, so a plan says the same things
-// whichever command made it), and the typed view `reap report` reads for the
-// model card (each field it uses type-checked; a message names the field).
+// whichever command made it), and the one typed reader of everything reap
+// reads back (plan_provenance: prune, verify, plan, compare and report), each
+// field type-checked, a message naming the field.
 //
 // The provenance is otherwise free-form (plan.h): keys not listed here are
 // kept and ignored. Core library: no llama.cpp dependency.
 #pragma once
 
 #include "plan/plan.h"
+#include "plan/receipts.h"
 #include "plan/sweep.h"
 
 #include <cstdint>
@@ -42,33 +44,37 @@ struct plan_origin {
 // "predicted_shards" to p.provenance (replacing them when present).
 void record_origin(plan & p, const plan_origin & o, const char * version);
 
-// What the model card reads from a plan's provenance.
-struct card_provenance {
+// Everything reap reads back from a plan's provenance, each field
+// type-checked in this one reader (a message names the file and the field).
+// Fields absent from a plan stay unset (plans written before the field
+// existed); keys not listed here are kept in the plan and ignored.
+struct plan_provenance {
+    // the origin (record_origin)
+    std::string                                      saliency_sha256;   // "" when not recorded
+    std::vector<std::pair<std::string, std::string>> request;           // "keep" -> "6", ... (not "stamp")
+    std::optional<bool>     stamp;              // request.stamp: the predicted size counts the reap.* keys
+    std::optional<uint64_t> predicted_bytes;
+    std::optional<uint64_t> predicted_shards;
+    // the ranking (make_plan)
     std::string              method, method_description;   // "" when not recorded
     std::vector<std::string> domains;
     bool                     minrank = false;               // consensus "minrank" (else "sum")
     std::optional<uint64_t>  seed;
     std::optional<bool>      protect_super;
-    std::string              saliency_sha256;               // "" when not recorded
-    std::vector<std::pair<std::string, std::string>> request;   // "keep" -> "6", ... (not "stamp")
-    double                   saliency_retained_mean = -1;  // < 0 when not recorded
+    std::vector<expert_ref>  super_not_kept;                // protected super experts the size could not keep
+    // the width cut (sweep.h: cut_plan_width)
+    std::string channel_score;   // "" when not recorded
+    std::string down_type;       // the requantised down projections' type; "" = each tensor's own
+    struct rerank_summary {
+        double   min = 0, median = 0;
+        uint64_t n_defined = 0;
+    };
+    std::optional<rerank_summary> width_rerank;   // absent, or no layer defined it
+    // the receipts' totals (receipts.h: receipts_json)
+    recorded_receipts receipts;
 };
 
-// What a plan says about the build it was sized for, as prune and verify read
-// it: the predicted file (when recorded) and, for a width plan sized with a
-// requantised down projection, that down type (prune uses it; verify holds
-// the build to the predicted size).
-struct size_provenance {
-    std::optional<uint64_t> predicted_bytes;
-    std::optional<uint64_t> predicted_shards;
-    std::optional<bool>     stamp;        // request.stamp: the prediction counts the reap.* keys
-    std::string             down_type;    // "" = each down tensor's own type
-};
-
-bool read_size_provenance(const nlohmann::json & prov, const std::string & name, size_provenance & out, std::string & err);
-
-// Reads the provenance of plan `name`; a listed field of the wrong type or
-// range is an error naming it (a plan written by reap never has one).
-bool read_card_provenance(const nlohmann::json & prov, const std::string & name, card_provenance & out, std::string & err);
+// Reads the provenance of plan `name` (a JSON object, or absent: null).
+bool read_plan_provenance(const nlohmann::json & prov, const std::string & name, plan_provenance & out, std::string & err);
 
 } // namespace reap::planner

@@ -86,8 +86,9 @@ std::string expert_name(int layer, int64_t expert);
 // "dead_experts", "super_experts" (see README, "reap plan").
 nlohmann::json receipts_json(const receipts & rc);
 
-// What a plan recorded (for plans read back without their archive); fields
-// absent from older plans, or of the wrong type, stay unset.
+// The totals a plan recorded (for plans read back without their archive),
+// as read_plan_provenance reads them (provenance.h): fields absent from older
+// plans stay unset.
 struct recorded_receipts {
     bool    has_margin = false;
     bool    margin_null = false;   // recorded as null: the plan prunes nothing
@@ -100,6 +101,5 @@ struct recorded_receipts {
     bool    has_super = false;
     int64_t super = 0, super_kept = 0;
 };
-recorded_receipts recorded_of(const plan & p);
 
 } // namespace reap::planner

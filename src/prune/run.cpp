@@ -64,8 +64,8 @@ bool read_inputs(prune_job & job, util::error & err) {
     if (!read_plan(job.req.plan, job.p, msg)) return fail_with(err, error_kind::input, msg);
     // a width plan sized for a requantised down projection is pruned with that
     // type: its predicted size (the budget it was planned for) assumes it
-    planner::size_provenance sized;
-    if (!planner::read_size_provenance(job.p.provenance, job.req.plan, sized, msg)) return fail_with(err, error_kind::input, msg);
+    planner::plan_provenance sized;
+    if (!planner::read_plan_provenance(job.p.provenance, job.req.plan, sized, msg)) return fail_with(err, error_kind::input, msg);
     if (!sized.down_type.empty()) {
         const gguf::type_info * want = gguf::find_type(sized.down_type);
         if (!want) return fail_with(err, error_kind::input, job.req.plan + ": provenance.down_type: unknown type '" + sized.down_type + "'");

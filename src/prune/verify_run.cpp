@@ -20,9 +20,9 @@ namespace {
 // and reap.* keys as the plan was sized with (a width plan pruned with another
 // down type than it was sized for is over or under its budget: not the build).
 bool check_predicted_size(const plan & p, const verify_request & req, verify_report & report, util::error & err) {
-    planner::size_provenance sized;
+    planner::plan_provenance sized;
     std::string msg;
-    if (!planner::read_size_provenance(p.provenance, req.plan, sized, msg)) return fail_with(err, error_kind::input, msg);
+    if (!planner::read_plan_provenance(p.provenance, req.plan, sized, msg)) return fail_with(err, error_kind::input, msg);
     if (!sized.predicted_bytes || sized.predicted_shards.value_or(1) != report.n_shards || !report.stamped || !sized.stamp.value_or(true)) {
         return true;
     }

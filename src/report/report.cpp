@@ -203,7 +203,7 @@ bool open_facts(const std::string & path, model_facts & f, std::string & err) {
 
 
 // The plan's ranking options from its provenance (what `reap plan` records).
-pl::rank_options rank_options_of(const pl::card_provenance & pv, const saliency::archive & a, std::vector<std::string> & notes) {
+pl::rank_options rank_options_of(const pl::plan_provenance & pv, const saliency::archive & a, std::vector<std::string> & notes) {
     pl::rank_options o;
     o.how = pl::default_method(a.metrics);
     if (pv.method.empty() || !pl::parse_method(pv.method, o.how)) {
@@ -218,7 +218,7 @@ pl::rank_options rank_options_of(const pl::card_provenance & pv, const saliency:
     return o;
 }
 
-bool gather_saliency(const report_options & opt, const plan & p, const pl::card_provenance & pv, const model_facts & src, saliency_facts & s,
+bool gather_saliency(const report_options & opt, const plan & p, const pl::plan_provenance & pv, const model_facts & src, saliency_facts & s,
                      std::vector<std::string> & notes, std::string & err) {
     s.path = opt.saliency;
     if (!util::sha256_file(s.path, s.sha256, err)) return false;
@@ -393,7 +393,7 @@ bool audit_build(card & c, bool & differs, std::string & err) {
     const report_options & opt = c.opt;
     if (!open_facts(opt.source, c.src, err)) return false;
     std::string & plan_sha = c.build.plan_sha256;
-    if (!read_plan(opt.plan, c.p, plan_sha, err) || !pl::read_card_provenance(c.p.provenance, opt.plan, c.prov, err)) return false;
+    if (!read_plan(opt.plan, c.p, plan_sha, err) || !pl::read_plan_provenance(c.p.provenance, opt.plan, c.prov, err)) return false;
     // the audit of reap verify itself (prune/verify_run.h), folder lock included
     prune::verify_request vreq;
     vreq.model = opt.source;
@@ -460,8 +460,8 @@ bool gather_method(card & c, std::string & err) {
     } else {
         c.unverified.push_back("No saliency archive was given: the calibration corpus, its domains and token counts, and the saliency kept per domain are not shown; the method section repeats what the plan records.");
     }
-    const double recorded = c.prov.saliency_retained_mean;
-    if (c.sal.have && recorded >= 0 && std::fabs(recorded - c.sal.share.mean) > 1e-9) {
+    const double recorded = c.prov.receipts.share_mean;
+    if (c.sal.have && c.prov.receipts.has_share && std::fabs(recorded - c.sal.share.mean) > 1e-9) {
         c.unverified.push_back("The plan records a saliency share of " + pct(recorded, 3) + "; recomputed from the archive it is " + pct(c.sal.share.mean, 3) + ".");
     }
     return true;

@@ -120,7 +120,7 @@ struct card {
     std::string              readme, fig_dir;
     model_facts              src, cut;
     plan                     p;
-    pl::card_provenance      prov;
+    pl::plan_provenance      prov;
     prune::verify_report     vr;
     build_identity           build;
     std::vector<std::pair<std::string, std::string>> sums_lines;   // (hash, file) of the build

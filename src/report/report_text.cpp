@@ -150,7 +150,7 @@ std::string front_matter_and_census(const card & c) {
 
 std::string method_section(const card & c) {
     const plan & p = c.p;
-    const pl::card_provenance & pv = c.prov;
+    const pl::plan_provenance & pv = c.prov;
     const saliency_facts & sal = c.sal;
     std::string o = "## Method\n\n";
     o += "* **Criterion**: " + (pv.method.empty() ? std::string("not recorded in the plan") : code(pv.method) + (pv.method_description.empty() ? "" : ": " + pv.method_description)) + ".\n";
@@ -211,7 +211,7 @@ std::string method_section(const card & c) {
         }
     } else {
         if (!pv.domains.empty()) o += "* **Domains scored** (from the plan): " + util::markdown_text(util::join(pv.domains, ", ")) + ".\n";
-        if (pv.saliency_retained_mean >= 0) o += "* **Saliency kept** (as the plan records it): " + pct(pv.saliency_retained_mean) + ".\n";
+        if (pv.receipts.has_share) o += "* **Saliency kept** (as the plan records it): " + pct(pv.receipts.share_mean) + ".\n";
         o += "\n";
     }
     for (const auto & n : c.notes) o += "_" + n + "_\n\n";
