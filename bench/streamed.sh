@@ -33,7 +33,8 @@
 #   --quick        smoke check: only the streamed packed calibrate
 #   --only LIST    only these runs, comma-separated: imatrix, imatrix-ub4096, ppl-ub4096,
 #                  calibrate-np1, calibrate-ub4096, calibrate-jsonl, sweep, eval-mask,
-#                  calibrate-auto, calibrate-ub8192, calibrate-ub16384, calibrate-ub32768
+#                  calibrate-auto, calibrate-ub8192, calibrate-ub16384, calibrate-ub32768,
+#                  eval-auto, eval-b4096, sweep-auto (eval --mask / sweep over 32,768 tokens)
 #   --limit-mib N  the cgroup limit (default: a third of the model's bytes)
 #   --timeout S    kill a run after S seconds and report it as such (default 1200)
 #   -t N           threads (default nproc)
@@ -51,7 +52,7 @@ only=""
 limit_mib=0
 run_timeout=1200
 threads="$(nproc)"
-all_runs="imatrix imatrix-ub4096 ppl-ub4096 calibrate-np1 calibrate-ub4096 calibrate-jsonl sweep eval-mask calibrate-auto calibrate-ub8192 calibrate-ub16384 calibrate-ub32768"
+all_runs="imatrix imatrix-ub4096 ppl-ub4096 calibrate-np1 calibrate-ub4096 calibrate-jsonl sweep eval-mask calibrate-auto calibrate-ub8192 calibrate-ub16384 calibrate-ub32768 eval-auto eval-b4096 sweep-auto"
 
 die() { echo "streamed.sh: $1" >&2; exit "${2:-1}"; }
 while [ $# -gt 0 ]; do
@@ -234,8 +235,8 @@ measure() {
     # calibrate's own count of ubatches, where it reports one ("decodes: ..., N ubatches")
     local nub ub
     nub=$(sed -n 's/^decodes: .*, \([0-9]*\) ubatches.*/\1/p' "$log" | head -1)
-    # the -ub calibrate ran (its cost line)
-    ub=$(sed -n 's/^reap calibrate: .* -ub \([0-9]*\), at most.*/\1/p' "$log" | head -1)
+    # the -ub calibrate ran (its cost line), or eval's and sweep's (their JSON)
+    ub=$(sed -n -e 's/^reap calibrate: .* -ub \([0-9]*\), at most.*/\1/p' -e 's/^ *"n_ubatch": \([0-9]*\),*$/\1/p' "$log" | head -1)
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" "$status" "$wall" "$read_b" "$own_b" "$rss" \
         "${ntok:-}" "${nub:-}" "${ub:-}" >> "$results"
     if [ "$status" = ok ]; then
@@ -286,7 +287,7 @@ for ub in 8192 16384 32768; do
             "${ctx[@]}" -ub "$ub" --max-tokens 32768 --force --no-progress
     fi
 done
-if wanted sweep || wanted eval-mask; then
+if wanted sweep || wanted eval-mask || wanted eval-auto || wanted eval-b4096 || wanted sweep-auto; then
     # sweep and eval --mask need an archive and a plan: made unmeasured where no run above made one
     [ -f "$sal" ] || "$reap" calibrate -m "$model" --corpus "$text" -o "$sal" "${ctx[@]}" "${big[@]}" \
         --max-tokens "$tokens" --force --no-progress > "$work/logs/saliency.log" 2>&1 ||
@@ -301,6 +302,20 @@ fi
 if wanted eval-mask; then
     measure2 eval-mask "$reap" eval -m "$model" --mask "$work/plan-64.json" -f "$text" "${ctx[@]}" "${big[@]}" \
         --chunks "$chunks" --tmp-dir "$work" -q
+fi
+# eval and sweep over the 32,768 tokens: the decodes sized to the memory, and -b 4096 (reap's
+# size before it measured); each pass (the base's, then every candidate's) reads the pool per ubatch
+if wanted eval-auto; then
+    measure2 eval-auto "$reap" eval -m "$model" --mask "$work/plan-64.json" -f "$text32k" "${ctx[@]}" \
+        --chunks 64 --tmp-dir "$work" --json -q
+fi
+if wanted eval-b4096; then
+    measure2 eval-b4096 "$reap" eval -m "$model" --mask "$work/plan-64.json" -f "$text32k" "${ctx[@]}" "${big[@]}" \
+        --chunks 64 --tmp-dir "$work" --json -q
+fi
+if wanted sweep-auto; then
+    measure2 sweep-auto "$reap" sweep "$sal" -m "$model" -f "$text32k" --keep 64 "${ctx[@]}" \
+        --chunks 64 --tmp-dir "$work" -o "$work/sweep-auto.json" --force -q
 fi
 
 # ---- the table ---------------------------------------------------------------------------
@@ -321,6 +336,9 @@ label = {
     "calibrate-ub8192": "reap calibrate -ub 8192 (32,768 tokens)",
     "calibrate-ub16384": "reap calibrate -ub 16384 (32,768 tokens)",
     "calibrate-ub32768": "reap calibrate -ub 32768 (32,768 tokens)",
+    "eval-auto": "reap eval --mask (keep 64), no -b/-ub (32,768 tokens, 2 passes)",
+    "eval-b4096": "reap eval --mask (keep 64) -b 4096 -ub 4096 (32,768 tokens, 2 passes)",
+    "sweep-auto": "reap sweep --keep 64, no -b/-ub (32,768 tokens, 2 passes)",
 }
 def needed(name, ntok, ub):
     # ubatches the tokens need at the -ub the run used (512: one window per decode)
@@ -335,9 +353,11 @@ for name, mode, status, wall, read_b, own_b, rss, ntok, nub, ub in rows:
         print(f"| {label[name]} | {lim} | {status} | | | | | | | | |")
         continue
     cal = name.startswith("calibrate")
+    passes = name in ("eval-auto", "eval-b4096", "sweep-auto")   # the -ub from their JSON; 2 passes of 32,768 tokens
     print(f"| {label[name]} | {lim} | {float(wall):.1f} | {int(read_b)/1e9:.2f} | {int(own_b)/1e9:.2f} | "
-          f"{int(rss)*1024/1e6:.0f} | {int(read_b)/pool:.2f} | {ntok if cal else ''} | {ub if cal else ''} | "
-          f"{needed(name, ntok, ub) if cal else ''} | {(nub or 'not reported') if cal else ''} |")
+          f"{int(rss)*1024/1e6:.0f} | {int(read_b)/pool:.2f} | {ntok if cal else ''} | {ub if cal or passes else ''} | "
+          f"{needed(name, ntok, ub) if cal else (str(2 * math.ceil(32768 / int(ub))) if passes and ub else '')} | "
+          f"{(nub or 'not reported') if cal else ''} |")
 
 # issue 28's acceptance, where these runs decide it
 get = {(r[0], r[1]): r for r in rows if r[2] == "ok"}
@@ -359,6 +379,17 @@ if a and a[7] and a[9]:
     checks.append(f"streamed automatic calibrate chose -ub {a[9]} in {limit_mib} MiB and reads {gb(int(a[4]))} <= 1.5 x pool x (ceil(tokens/ub)+1) = {gb(bound)}: {'yes' if ok else 'NO'}")
 elif ("calibrate-auto", "streamed") in {(r[0], r[1]) for r in rows}:
     checks.append("streamed automatic calibrate: FAILED (see the table)")
+ea = get.get(("eval-auto", "streamed"))
+for name in ("eval-auto", "sweep-auto"):
+    e = get.get((name, "streamed"))
+    # sweep's JSON does not say its -ub: it sizes its passes as eval does (one function), on the same model and tokens
+    ubv = (e[9] if e else "") or (ea[9] if ea else "")
+    if e and ubv:
+        bound = 1.5 * pool * 2 * (math.ceil(32768 / int(ubv)) + 1)
+        ok = int(e[4]) <= bound
+        checks.append(f"streamed {name} (-ub {ubv} in {limit_mib} MiB) reads {gb(int(e[4]))} <= 1.5 x pool x 2 passes x (ceil(32768/ub)+1) = {gb(bound)}: {'yes' if ok else 'NO'}")
+    elif (name, "streamed") in {(r[0], r[1]) for r in rows}:
+        checks.append(f"streamed {name}: FAILED (see the table)")
 n = get.get(("calibrate-ub4096", "none"))
 if c and n:
     ok = float(c[3]) <= 1.3 * float(n[3])

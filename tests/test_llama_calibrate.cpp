@@ -47,6 +47,8 @@
 #include "gguf.h"
 
 #include <gtest/gtest.h>
+
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -1442,15 +1444,16 @@ INSTANTIATE_TEST_SUITE_P(CalibrateCli, LargeVocabulary, ::testing::Values("kimi-
                              return n;
                          });
 
-// eval and sweep choose -b/-ub themselves (settle_batches in src/llama/eval.h):
-// at Kimi-K3's 163,840-token vocabulary and -c 512, as large as --batch-memory
-// (1 GiB) allows for the scored rows' logits, held twice: 1536 (768 scored rows
-// x 640 KiB x 2 = 960 MiB), not llama.cpp's 2048 (1.25 GiB) nor 4096. A masked
-// eval with them stays under 1.5 GiB of peak RSS (the base's rows go to a temp
-// file), and its JSON says what it chose. Four windows: the first decode holds
-// three (a full batch, the peak), and the base's rows of all four (650 MiB) would
-// push the peak past the bound if they stayed in memory; calibrate (only there
-// for a plan) reads the same text. Eight windows cost 30 CPU-s, four about half.
+// eval and sweep choose -b/-ub themselves (size_eval_batches, src/llama/eval.h):
+// the largest whole number of windows whose context, the scored rows' logits and
+// the base's rows read beside them fit --memory, as llama.cpp lays the context out.
+// At Kimi-K3's 163,840-token vocabulary and -c 512 a window's 255 scored rows are
+// 255 x 640 KiB, twice (logits, base rows): 334 MB, and the compute buffer holds
+// the output head's 512 rows, 336 MB: one window needs 670 MB, two 1.34 GB. So
+// --memory 1G decodes one window at a time and 1500M two, and the peak RSS of each
+// stays under its --memory (the base's rows of all four windows, 668 MB, go to a
+// temp file); the JSON says what was chosen. calibrate (only there for a plan)
+// reads the same text.
 TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
     std::string err, out;
     const std::string model = zoo_model("qwen3moe-v163840", err);
@@ -1468,23 +1471,27 @@ TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
     ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;
     ASSERT_EQ(run_cmd(shell_quote(gguf_test::reap_bin()) + " plan " + shell_quote(dir + "/s.gguf") + " -m " + shell_quote(model) +
                           " --keep 4 -o " + shell_quote(dir + "/p.json") + " --force 2>&1", out), 0) << out;
-    int status = -1;
-    const std::string log = dir + "/eval.log";
-    const long rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "eval", "-m", model, "--mask", dir + "/p.json",
-                                                  "-f", dir + "/c.txt", "-c", "512", "-t", "1", "--tmp-dir", dir, "--json"},
-                                                 log, status);
-    const std::string text_log = read_bytes(log);
-    ASSERT_EQ(status, 0) << text_log;
-    printf("eval --mask, 163,840-token vocabulary, automatic -b/-ub: peak RSS %ld KiB\n", rss);
-    const size_t brace = text_log.find('{');
-    ASSERT_NE(brace, std::string::npos) << text_log;
-    const nlohmann::json j = nlohmann::json::parse(text_log.substr(brace), nullptr, false);
-    ASSERT_FALSE(j.is_discarded()) << text_log;
-    // one candidate: its report is the object itself
-    EXPECT_EQ(j.value("n_batch", 0), 1536) << text_log;
-    EXPECT_EQ(j.value("n_ubatch", 0), 1536) << text_log;
-    EXPECT_EQ(j.value("n_windows", 0), 4) << text_log;   // one full decode and one more
-    EXPECT_LT(rss, 1536l << 10);
+    for (const auto & [memory, bytes, batch] : {std::tuple<std::string, long, int>{"1G", 1000000000l, 512},
+                                                std::tuple<std::string, long, int>{"1500M", 1500000000l, 1024}}) {
+        int status = -1;
+        const std::string log = dir + "/eval-" + memory + ".log";
+        const long rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "eval", "-m", model, "--mask", dir + "/p.json",
+                                                      "-f", dir + "/c.txt", "-c", "512", "-t", "1", "--tmp-dir", dir, "--json",
+                                                      "--memory", memory},
+                                                     log, status);
+        const std::string text_log = read_bytes(log);
+        ASSERT_EQ(status, 0) << text_log;
+        printf("eval --mask, 163,840-token vocabulary, --memory %s: peak RSS %ld KiB\n", memory.c_str(), rss);
+        const size_t brace = text_log.find('{');
+        ASSERT_NE(brace, std::string::npos) << text_log;
+        const nlohmann::json j = nlohmann::json::parse(text_log.substr(brace), nullptr, false);
+        ASSERT_FALSE(j.is_discarded()) << text_log;
+        // one candidate: its report is the object itself
+        EXPECT_EQ(j.value("n_batch", 0), batch) << memory << "\n" << text_log;
+        EXPECT_EQ(j.value("n_ubatch", 0), batch) << memory;
+        EXPECT_EQ(j.value("n_windows", 0), 4) << memory;
+        EXPECT_LT(rss * 1024, bytes) << memory;
+    }
 }
 
 // The cost line, and the warning when the model is larger than the memory

@@ -15,12 +15,18 @@
 //     hand; -ub 4096 gives the same calibration (counts exact at -fa off, sums
 //     within archive_compare.h's bound); the size by hand with one byte less
 //     --memory is refused before any decode, naming what it needs; --resume
-//     takes the checkpoint's -b/-ub, not a new choice.
+//     takes the checkpoint's -b/-ub, not a new choice;
+//   * eval without -b/-ub, given exactly the --memory that -b 32768 needs
+//     (40k tokens, the trained model), takes it, one byte less takes a smaller
+//     size, and the same size by hand is refused; its scores equal those of
+//     -b 4096 within float summation order; `reap eval` with a size by hand
+//     over --memory exits 2 before any pass.
 #include "archive_compare.h"
 #include "llama_test_util.h"
 #include "prune_test_util.h"
 
 #include "llama/calibrate.h"
+#include "llama/eval.h"
 #include "llama/pass_size.h"
 #include "plan/stability.h"
 #include "util/number_format.h"
@@ -516,4 +522,101 @@ TEST(PassSize, CommandLineRefusesASizeThatCannotFit) {
     // automatic: fits, says so
     ASSERT_EQ(run_cmd(base + " --memory 8G 2>&1", out), 0) << out;
     EXPECT_NE(out.find("-ub automatic: the largest that fits, needs"), std::string::npos) << out;
+}
+
+namespace {
+
+reap::eval_options eval_opts(const std::string & text, int b, uint64_t memory) {
+    reap::eval_options o;
+    o.base_path  = trained_model();
+    o.input_path = text;
+    o.rt.n_ctx   = 512;
+    o.rt.n_batch = o.rt.n_ubatch = b;
+    o.rt.memory  = memory;
+    o.rt.n_threads = 2;
+    o.rt.llama.n_gpu_layers = 0;
+    o.progress   = false;
+    return o;
+}
+
+}  // namespace
+
+TEST(PassSize, EvalAutomaticEqualsHand) {
+    ASSERT_TRUE(file_exists(trained_model())) << trained_model();
+    const std::string dir = scratch("eval");
+    const std::string text = text_file(dir, 40000);
+    std::string err;
+    reap::gguf::model m;
+    ASSERT_TRUE(reap::gguf::open_model(trained_model(), m, err)) << err;
+    reap::plan p;
+    ASSERT_TRUE(prune_test::random_plan(m, 4, 11, p, err)) << err;
+    ASSERT_TRUE(reap::write_plan(p, dir + "/mask.json", true, err)) << err;
+    int64_t n_vocab = 0;
+    for (const auto & t : m.tensors) {
+        if (t.name == "token_embd.weight") n_vocab = t.ne[1];
+    }
+    ASSERT_GT(n_vocab, 0);
+    const int64_t max_tokens = 40001;
+
+    // by hand: what -b 32768 needs (64 windows of 512 a decode)
+    reap::eval_runtime hand = eval_opts(text, 32768, 64ull << 30).rt;
+    reap::eval_sizes hs;
+    ASSERT_TRUE(reap::size_eval_batches(hand, trained_model(), 512, n_vocab, max_tokens, hs, err)) << err;
+    ASSERT_EQ(hand.n_batch, 32768);
+    ASSERT_GT(hs.needed, 0u);
+    // the scored rows' logits and the base's rows beside them: 64 windows x 255 rows
+    EXPECT_GE(hs.needed, 64ull * 255 * (2 * (uint64_t) n_vocab * sizeof(float) + sizeof(int32_t))) << hs.note;
+
+    // exactly that much --memory: the automatic choice takes it
+    reap::eval_runtime chosen = eval_opts(text, 0, hs.needed).rt;
+    reap::eval_sizes cs;
+    ASSERT_TRUE(reap::size_eval_batches(chosen, trained_model(), 512, n_vocab, max_tokens, cs, err)) << err;
+    EXPECT_EQ(chosen.n_batch, 32768) << cs.note;
+    EXPECT_EQ(chosen.n_ubatch, 32768);
+    EXPECT_EQ(cs.needed, hs.needed);
+    EXPECT_NE(cs.note.find("the largest that fits"), std::string::npos) << cs.note;
+
+    // one byte less: a smaller size automatically, a refusal by hand
+    reap::eval_runtime less = eval_opts(text, 0, hs.needed - 1).rt;
+    ASSERT_TRUE(reap::size_eval_batches(less, trained_model(), 512, n_vocab, max_tokens, cs, err)) << err;
+    EXPECT_EQ(less.n_batch, 16384) << cs.note;
+    EXPECT_LT(cs.needed, hs.needed);
+    reap::eval_runtime short_hand = eval_opts(text, 32768, hs.needed - 1).rt;
+    EXPECT_FALSE(reap::size_eval_batches(short_hand, trained_model(), 512, n_vocab, max_tokens, cs, err));
+    EXPECT_NE(err.find("-b 32768 -ub 32768 (given) needs"), std::string::npos) << err;
+    EXPECT_NE(err.find("--memory"), std::string::npos) << err;
+
+    // the scores of the chosen size against -b 4096's
+    const std::vector<reap::eval_candidate> cands = {{dir + "/mask.json", true, nullptr}};
+    std::vector<reap::eval_report> big, small;
+    ASSERT_TRUE(reap::run_eval_candidates(eval_opts(text, 0, hs.needed), cands, big, err)) << err;
+    ASSERT_TRUE(reap::run_eval_candidates(eval_opts(text, 4096, 64ull << 30), cands, small, err)) << err;
+    ASSERT_EQ(big.size(), 1u);
+    ASSERT_EQ(small.size(), 1u);
+    EXPECT_EQ(big[0].n_batch, 32768);
+    EXPECT_EQ(small[0].n_batch, 4096);
+    const reap::eval_metrics & a = big[0].overall, & b = small[0].overall;
+    EXPECT_EQ(a.n_tokens, b.n_tokens);
+    EXPECT_GT(a.n_tokens, 19000u);
+    printf("eval -b 32768 vs 4096: ppl_base %.9g vs %.9g, ppl_pruned %.9g vs %.9g, kld_mean %.9g vs %.9g, agree %.9g vs %.9g\n",
+           a.ppl_base, b.ppl_base, a.ppl_pruned, b.ppl_pruned, a.kld_mean, b.kld_mean, a.argmax_agree, b.argmax_agree);
+    EXPECT_NEAR(a.ppl_base / b.ppl_base, 1.0, 1e-5);
+    EXPECT_NEAR(a.ppl_pruned / b.ppl_pruned, 1.0, 1e-5);
+    EXPECT_NEAR(a.kld_mean / b.kld_mean, 1.0, 1e-4);
+}
+
+TEST(PassSize, EvalCommandLineRefusesASizeThatCannotFit) {
+    ASSERT_TRUE(file_exists(trained_model())) << trained_model();
+    const std::string dir = scratch("eval-cli");
+    const std::string text = text_file(dir, 3000);
+    const std::string bin = shell_quote(env_or("REAP_BIN", source_dir() + "/build/bin/reap"));
+    const std::string base = bin + " eval -m " + shell_quote(trained_model()) + " -p " + shell_quote(trained_model()) + " -f " +
+                             shell_quote(text) + " -c 256";
+    std::string out;
+    EXPECT_EQ(run_cmd(base + " -b 4096 --memory 1M 2>&1", out), 2) << out;
+    EXPECT_NE(out.find("-b 4096 -ub 4096 (given) needs"), std::string::npos) << out;
+    EXPECT_NE(out.find("more than the 1.00 MB (976.56 KiB) this run may take (--memory 1.00 MB (976.56 KiB))"), std::string::npos) << out;
+    EXPECT_EQ(out.find("kld"), std::string::npos) << out;
+    EXPECT_EQ(run_cmd(base + " --memory 0 2>&1", out), 2) << out;
+    ASSERT_EQ(run_cmd(base + " --memory 8G 2>&1", out), 0) << out;
 }

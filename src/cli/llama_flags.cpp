@@ -1,6 +1,8 @@
 // llama.cpp's runtime flags for calibrate, eval and sweep (see llama_flags.h).
 #include "cli/llama_flags.h"
 
+#include "llama/pass_size.h"
+
 #include "plan/planners.h"
 
 #include "arg.h"
@@ -187,14 +189,17 @@ void declare_pass_memory(options & t, uint64_t & target) {
 }
 
 void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, eval_runtime & rt) {
+    declare_pass_memory(t, rt.memory);
     declare_batch_memory(t,
-                         "what the logits of one decode may take when -b is automatic (default " + std::to_string(reap::k_default_batch_memory >> 30) + "GiB): about -b/2 "
+                         "a cap on the logits of one automatic decode (default: none, --memory decides): about -b/2 "
                          "scored rows of n_vocab x 4 bytes, which llama.cpp holds twice (its output buffer and the "
                          "output head's compute)",
                          rt.batch_memory);
     declare_llama_runtime(t, ctx_help, given.ctx, &given.batch, &given.ubatch,
                           "tokens per decode, windows side by side as llama-perplexity packs them (default: -ub "
-                          "when given, else as large as --batch-memory allows, up to " + std::to_string(reap::k_default_batch) + ")",
+                          "when given, else the largest that fits --memory, up to " + std::to_string(reap::k_max_auto_ubatch) +
+                          " and at most " + std::to_string(llama_max_parallel_sequences()) + " windows, none larger than the "
+                          "input needs; a size given that cannot fit is refused)",
                           "tokens per ubatch (default: -b); a model larger than memory is read once per ubatch");
 }
 

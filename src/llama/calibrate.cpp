@@ -1,9 +1,11 @@
 // reap calibrate, the library half: corpus -> windows -> llama.cpp decodes
 // with an eval callback that reads the routing, gate weights and expert
 // outputs of every MoE layer -> per-domain accumulators -> saliency archive,
-// with checkpoints and resume. See calibrate.h for what is read and why.
+// with checkpoints and resume. See calibrate.h for what is read and why; the
+// run's sizes (rows, -b/-ub, windows per decode) are chosen in
+// calibrate_sizes.cpp, its options and cost line written in calibrate_print.cpp.
 #include "llama/calibrate.h"
-#include "llama/calibrate_collector.h"
+#include "llama/calibration.h"
 #include "llama/calibrate_width.h"
 
 #include "gguf/gguf.h"
@@ -49,142 +51,15 @@ namespace reap {
 
 namespace {
 
-using calibrate_detail::collector;
-using calibrate_detail::layer_state;
-using calibrate_detail::k_down_chain;
-using calibrate_detail::k_weight_chain;
-using calibrate_detail::chain_pos;
-using calibrate_detail::split_node_name;
-
 constexpr const char * k_key_before_ffn  = "reap.saliency.weights_before_ffn";
 constexpr const char * k_key_nodes       = "reap.saliency.calibrate.nodes";
 constexpr const char * k_key_corpus      = "reap.saliency.corpus";
 
+}  // namespace
 
-// ---- windows and decodes -------------------------------------------------------------
-
-struct window {
-    size_t  sample;
-    int64_t offset;
-    int     len;
-    int     domain;
-    bool    bos_first;   // plain text: the first token is replaced by BOS
-};
-
-// Windows [first, first + count) of the run's order, decoded together: one
-// domain, at most n_seq windows and n_batch tokens, or one window longer than
-// n_batch (decoded n_batch tokens at a time).
-struct decode_group {
-    size_t  first = 0, count = 0;
-    int64_t tokens = 0;
-};
-
-std::vector<decode_group> plan_groups(const std::vector<window> & windows, int n_seq, int n_batch) {
-    std::vector<decode_group> groups;
-    for (size_t w = 0; w < windows.size();) {
-        decode_group g;
-        g.first = w;
-        while (w < windows.size() && g.count < (size_t) n_seq && windows[w].domain == windows[g.first].domain &&
-               (g.count == 0 || g.tokens + windows[w].len <= n_batch)) {
-            g.tokens += windows[w].len;
-            ++g.count;
-            ++w;
-        }
-        groups.push_back(g);
-    }
-    return groups;
-}
-
-// The ubatches llama.cpp makes of a group when it splits batches in order.
-size_t group_ubatches(const decode_group & g, int n_batch, int n_ubatch) {
-    if (g.tokens <= n_batch) return (size_t) ((g.tokens + n_ubatch - 1) / n_ubatch);
-    size_t n = 0;
-    for (int64_t b = 0; b < g.tokens; b += n_batch) n += (size_t) ((std::min<int64_t>(n_batch, g.tokens - b) + n_ubatch - 1) / n_ubatch);
-    return n;
-}
+namespace calibrate_detail {
 
 using util::stem_of;
-
-const char * kv_type_name(ggml_type t) { return ggml_type_name(t); }
-
-// ---- the run -------------------------------------------------------------------------
-
-// One calibration, in named stages (run_calibrate calls them in order).
-struct calibration {
-    const calibrate_options & opt;
-    saliency::archive &       out;
-    calibrate_report &        report;
-    std::string &             err;
-
-    int         n_ctx = k_default_window;
-    std::string ckpt_path;
-    gguf::model gm;
-    saliency::fingerprint fp;
-    uint64_t    model_bytes = 0;
-    model_ptr   model;
-    corpus      cp;
-    std::string corpus_sha;
-    std::vector<window>       windows;   // domain by domain, corpus order within a domain
-    std::vector<decode_group> groups;
-    std::string options_json;
-    bool        has_mtp = false;
-    int         n_vocab = 1;
-
-    collector   col;
-    std::vector<double> column_norms;   // --width-saliency (calibrate_width.h)
-    std::vector<double> shared_norms;   // and the shared expert's, when it is cut too
-    int64_t     n_ff = 0;
-    saliency::domain_stats scratch;   // forward-only: the callback is off, nothing lands here
-    ctx_ptr     ctx;
-    mtp_runner  mtp;
-    llama_batch batch{};
-    std::vector<llama_pos>    row_pos;   // the batch's rows, for the MTP feed
-    std::vector<llama_seq_id> row_seq;
-    size_t      next_window = 0;
-    // --until-stable
-    std::unique_ptr<planner::stability_tracker> stab;
-    size_t      stable_every = 0;   // windows between stability checkpoints
-    int64_t     n_group = 0;        // the router's expert groups (the plans' rule)
-
-    ~calibration() {
-        if (batch.token) llama_batch_free(batch);
-    }
-
-    bool check_options();
-    bool load_model();
-    bool read_windows();
-    bool choose_decodes();
-    bool choose_sizes();
-    bool stability_target(const moe::layout & lay);
-    bool at_stability_checkpoint(size_t first, size_t next) const {
-        return stab && next / stable_every != first / stable_every;   // counted from the start: a resumed run checks at the same places
-    }
-    void interleave_domains();
-    bool check_stability(size_t first, size_t next, bool & held);
-    bool checkpoint_sizes(int & b, int & ub);
-    void lay_out_decodes(int n_batch, int n_ubatch);
-    llama_context_params mtp_params(const llama_context_params & cparams) const;
-    bool measure_decodes(context_meter & meter, context_bytes & bytes, std::string & e) const;
-    bool probe(bool nextn, collector & pc, bool & all_rows);
-    // Output rows whose logits fit --batch-memory: n_vocab floats a row, held twice
-    // (llama.cpp's output buffer and the output head's share of the compute buffer).
-    int64_t rows_within_batch_memory() const {
-        return std::max<int64_t>(1, (int64_t) (opt.batch_memory / (2ull * (uint64_t) n_vocab * sizeof(float))));
-    }
-    bool is_mtp_block(int l) const {
-        return std::find(report.mtp_layers.begin(), report.mtp_layers.end(), l) != report.mtp_layers.end();
-    }
-    bool make_contexts();
-    bool resume();
-    void print_cost() const;   // calibrate_cost_text on stderr
-    bool decode_group_rows(const decode_group & g);
-    bool decode_rows(int n, std::string & e);
-    bool decode_all();
-    bool finish();
-
-    bool write_checkpoint(size_t next, std::string & e);
-    llama_context_params context_params(int n_batch, int n_ubatch, int n_seq, bool unified) const;
-};
 
 bool calibration::check_options() {
     if (opt.llama.n_ctx > 0) n_ctx = opt.llama.n_ctx;
@@ -419,265 +294,13 @@ bool calibration::read_windows() {
     return true;
 }
 
-llama_context_params calibration::context_params(int n_batch, int n_ubatch, int n_seq, bool unified) const {
-    llama_context_params cparams = common_context_params_to_llama(opt.llama);
-    // unified: a packed decode, or one whole window, in one cache; else a window per stream
-    cparams.n_ctx      = unified ? (uint32_t) std::max(n_ctx, n_batch) : (uint32_t) n_ctx * (uint32_t) n_seq;
-    cparams.n_batch    = (uint32_t) n_batch;
-    cparams.n_ubatch   = (uint32_t) n_ubatch;
-    cparams.n_seq_max  = (uint32_t) n_seq;
-    cparams.kv_unified = unified;
-    cparams.n_threads  = opt.llama.cpuparams.n_threads > 0 ? opt.llama.cpuparams.n_threads : (int) common_cpu_get_num_math();
-    cparams.n_threads_batch = opt.llama.cpuparams_batch.n_threads > 0 ? opt.llama.cpuparams_batch.n_threads : cparams.n_threads;
-    cparams.no_perf    = true;
-    cparams.embeddings = false;
-    return cparams;
-}
 
-// A two-token decode with one output row into a context of its own: which
-// build_moe_ffn nodes each layer's graph has, and whether every trunk MoE
-// layer runs on both rows (node shapes tell). nextn: with unmasked nextn
-// embeddings asked for. An MTP model's probe runs its MTP context too (its
-// blocks' nodes), which asks for unmasked nextn embeddings itself.
-bool calibration::probe(bool nextn, collector & pc, bool & all_rows) {
-    pc.n_expert = fp.n_expert;
-    pc.n_used   = fp.n_expert_used;
-    pc.layers.assign(fp.n_layer, layer_state());
-    llama_context_params cparams = context_params(2, 2, 1, true);
-    cparams.cb_eval           = collector::callback;
-    cparams.cb_eval_user_data = &pc;
-    if (!has_mtp) {
-        // (an MTP probe computes: its context needs the target's nextn embeddings)
-        for (int l : fp.moe_layers) pc.probe_until_layer = l;
-        cparams.abort_callback      = collector::probe_seen_enough;
-        cparams.abort_callback_data = &pc;
-    }
-    ctx_ptr pctx(llama_init_from_model(model.get(), cparams));
-    if (!pctx) {
-        err = "failed to create a llama.cpp context for the probe decode";
-        return false;
-    }
-    if (nextn) llama_set_embeddings_nextn(pctx.get(), true, /*masked=*/false);
-    mtp_runner pm;
-    if (has_mtp && !pm.init(model.get(), pctx.get(), cparams, err)) return false;
-    const auto & w0   = windows[0];
-    const auto & toks = cp.samples[w0.sample].tokens;
-    llama_token  pt[2]   = {toks[(size_t) w0.offset], toks[(size_t) w0.offset + (w0.len > 1 ? 1 : 0)]};
-    llama_pos    pp[2]   = {0, 1};
-    int32_t      pn[2]   = {1, 1};
-    llama_seq_id ps0[2]  = {0, 0};
-    llama_seq_id * ps[2] = {&ps0[0], &ps0[1]};
-    int8_t       po[2]   = {0, 1};
-    llama_batch  b       = {2, pt, nullptr, pp, pn, ps, po};
-    held_llama_errors held;   // the abort below is asked for: llama.cpp's errors about it are not news
-    const int rc = llama_decode(pctx.get(), b);
-    if (rc != 0 && !(rc == 2 && collector::probe_seen_enough(&pc))) {   // 2: aborted, as asked
-        err = "the probe decode failed (" + std::to_string(rc) + ")";
-        const std::string said = held.take();
-        if (!said.empty()) err += ": llama.cpp said: " + said;
-        return false;
-    }
-    if (has_mtp && !pm.feed_rows(pt, pp, ps0, 2, err)) return false;
-    all_rows = true;
-    for (int l : fp.moe_layers) {
-        const layer_state & L = pc.layers[(size_t) l];
-        if (!is_mtp_block(l) && L.saw_topk && L.probe_rows < 2) all_rows = false;
-    }
-    return true;
-}
 
-// Row mode, -b/-ub and windows per decode (calibrate.h), from the probe.
-bool calibration::choose_decodes() {
-    collector seen;
-    bool all_rows = false;
-    if (!probe(false, seen, all_rows)) return false;
-    report.rows = all_rows ? (has_mtp ? row_mode::nextn_unmasked : row_mode::one_output) : row_mode::every_row;
-    if (!all_rows && !has_mtp) {
-        collector seen2;
-        bool all2 = false;
-        if (!probe(true, seen2, all2)) return false;
-        if (all2) report.rows = row_mode::nextn_unmasked;
-    }
 
-    // which nodes each MoE layer has: the collector asks for exactly those
-    std::vector<bool> is_moe(fp.n_layer, false);
-    for (int l : fp.moe_layers) is_moe[(size_t) l] = true;
-    col.n_expert = fp.n_expert;
-    col.n_used   = fp.n_expert_used;
-    col.weights_before_ffn = seen.weights_before_ffn;
-    col.layers.assign(fp.n_layer, layer_state());
-    for (int l = 0; l < (int) fp.n_layer; ++l) {
-        const layer_state & S = seen.layers[(size_t) l];
-        if (!is_moe[(size_t) l]) {
-            if (S.saw_topk) {
-                err = "llama.cpp routes experts in layer " + std::to_string(l) + ", which the GGUF layout says is dense";
-                return false;
-            }
-            continue;
-        }
-        const char * missing = !S.saw_topk ? "ffn_moe_topk" : S.weights_node < 0 ? "ffn_moe_weights"
-                             : S.down_node < 0 ? "ffn_moe_down" : nullptr;
-        if (missing) {
-            err = "arch '" + fp.arch + "': llama.cpp's graph has no node " + missing + "-" + std::to_string(l) +
-                  " in MoE layer " + std::to_string(l) +
-                  ": reap calibrate cannot read this architecture's routing (it reads build_moe_ffn's nodes)";
-            return false;
-        }
-        col.layers[(size_t) l].weights_node = S.weights_node;
-        col.layers[(size_t) l].down_node    = S.down_node;
-        if (col.first_trunk_layer < 0 && !is_mtp_block(l)) col.first_trunk_layer = l;
-    }
-    col.md = collector::mode::collect;
-    const layer_state & L0 = col.layers[(size_t) fp.moe_layers.front()];
-    report.weights_node       = k_weight_chain[L0.weights_node];
-    report.down_node          = k_down_chain[L0.down_node];
-    report.weights_before_ffn = col.weights_before_ffn;
 
-    if (!choose_sizes()) return false;
-    if (stab) interleave_domains();
-    return true;
-}
 
-// The decodes of -b n_batch -ub n_ubatch (report's n_batch, n_ubatch, n_seq,
-// kv_unified, n_ubatches, batch_capped, and the groups).
-void calibration::lay_out_decodes(int n_batch, int n_ubatch) {
-    n_ubatch = std::min(n_ubatch, n_batch);
-    report.batch_capped = false;
-    if (report.rows == row_mode::every_row && n_batch > rows_within_batch_memory()) {
-        n_batch  = (int) rows_within_batch_memory();
-        n_ubatch = std::min(n_ubatch, n_batch);
-        report.batch_capped = true;
-    }
-    report.n_batch  = n_batch;
-    report.n_ubatch = n_ubatch;
-    // windows per decode: the user's; automatic: as many as -b holds (each a row of llama.cpp's
-    // output buffer: at most 64 up to -b 4096, then one per 64 tokens, within llama.cpp's
-    // limit), full windows only for recurrent/hybrid memories (a state per sequence); one
-    // where an MTP context follows a recurrent/hybrid model (its rows must come back in batch order)
-    const bool recurrent = llama_model_is_recurrent(model.get()) || llama_model_is_hybrid(model.get());
-    const int  most_seq  = (int) llama_max_parallel_sequences();
-    int n_seq = opt.n_seq > 0 ? opt.n_seq
-              : recurrent     ? std::min(most_seq, std::max(1, n_batch / n_ctx))
-                              : std::min({most_seq, std::max(1, n_batch / 32), std::max(64, n_batch / 64)});
-    if (has_mtp && recurrent) n_seq = 1;
-    groups = plan_groups(windows, n_seq, n_batch);
-    // the context holds exactly the most windows a decode has
-    size_t most = 1;
-    for (const auto & g : groups) most = std::max(most, g.count);
-    report.n_seq = (int) most;
-    // Windows of one length (plain text) get a KV stream each, as llama-perplexity
-    // and llama-imatrix lay them out (attention then costs Σ len², not (Σ len)²);
-    // windows of several lengths share one unified cache, which llama.cpp splits in
-    // batch order, so a ubatch holds -ub tokens (separate streams would be split
-    // into equal lengths per sequence: more ubatches). An MTP context needs the
-    // target's rows in batch order: unified.
-    const bool one_length = std::all_of(windows.begin(), windows.end(),
-                                        [&](const window & w) { return w.len == windows[0].len; });
-    report.kv_unified = has_mtp || !one_length;
-    report.n_ubatches = 0;
-    for (const auto & g : groups) report.n_ubatches += group_ubatches(g, n_batch, n_ubatch);
-}
 
-// The MTP context's settings beside a main context of cparams: slices of what
-// --batch-memory allows (every MTP row is an output, calibrate.h).
-llama_context_params calibration::mtp_params(const llama_context_params & cparams) const {
-    llama_context_params mp = cparams;
-    mp.n_batch   = (uint32_t) std::min<int64_t>(report.n_batch, rows_within_batch_memory());
-    mp.n_ubatch  = std::min(mp.n_batch, (uint32_t) report.n_ubatch);
-    mp.n_seq_max = (uint32_t) report.n_seq;
-    return mp;
-}
 
-// What the laid-out decodes need in memory, as llama.cpp reserves it.
-bool calibration::measure_decodes(context_meter & meter, context_bytes & bytes, std::string & e) const {
-    const llama_context_params cparams = context_params(report.n_batch, report.n_ubatch, report.n_seq, report.kv_unified);
-    const llama_context_params mp = mtp_params(cparams);
-    const int64_t rows = (report.rows == row_mode::every_row ? report.n_batch : report.n_seq) + (has_mtp ? (int64_t) mp.n_batch : 0);
-    return meter.measure(cparams, rows, has_mtp ? &mp : nullptr, bytes, e);
-}
-
-// -b/-ub: given by hand (or by the checkpoint resumed), checked against the
-// memory; else the largest ubatch that fits it (pass_size.h).
-bool calibration::choose_sizes() {
-    int64_t n_tokens = 0;
-    for (const window & w : windows) n_tokens += w.len;
-    int b = opt.n_batch, ub = opt.n_ubatch;
-    const char * by = (b > 0 || ub > 0) ? "given" : nullptr;
-    if (!by && opt.collect && opt.resume) {
-        if (!checkpoint_sizes(b, ub)) return false;
-        if (b > 0) by = "the checkpoint's";
-    }
-    const memory_budget budget = pass_memory_budget(opt.memory, model_bytes, util::available_memory());
-    context_meter meter;
-    llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(opt.llama));
-    mp.load_mtp = true;
-    if (budget.known && !meter.open(opt.model_path, mp, err)) return false;
-    auto need = [&](int nb, int nub, context_bytes & bytes, std::string & e) {
-        lay_out_decodes(nb, nub);
-        return !budget.known || measure_decodes(meter, bytes, e);
-    };
-    context_bytes bytes;
-    if (by) {
-        const int nb = b > 0 ? b : std::max({ub, k_default_batch, n_ctx});
-        if (!need(nb, ub > 0 ? ub : nb, bytes, err)) return false;
-        if (budget.known && bytes.total() > budget.bytes) {
-            err = "-b " + std::to_string(report.n_batch) + " -ub " + std::to_string(report.n_ubatch) + " (" + by +
-                  ") needs " + describe(bytes) + ", more than the " + util::format_size(budget.bytes) + " this run may take (" +
-                  budget.why + "): give a smaller -ub, leave -b/-ub out to have the largest that fits chosen, or set --memory";
-            return false;
-        }
-        report.memory_needed = bytes.total();
-        report.size_note = std::string("-ub ") + by + (budget.known ? ", needs " + describe(bytes) + " of " +
-                           util::format_size(budget.bytes) + " (" + budget.why + ")" : "");
-    } else {
-        sized_choice pick;
-        const auto sized = [&](int c) { return c >= k_default_batch ? std::max(c, n_ctx) : c; };
-        if (!choose_largest_fitting(ubatch_candidates(n_tokens), budget,
-                                    [&](int c, context_bytes & bb, std::string & e) { return need(sized(c), sized(c), bb, e); },
-                                    pick, err)) {
-            return false;
-        }
-        lay_out_decodes(sized(pick.size), sized(pick.size));
-        report.memory_needed = pick.bytes.total();
-        report.size_note = !budget.known ? "-ub automatic: the memory of this machine is unknown, so reap's default"
-                         : pick.fits     ? "-ub automatic: the largest that fits, needs " + describe(pick.bytes) + " of " +
-                                               util::format_size(budget.bytes) + " (" + budget.why + ")"
-                                         : "-ub automatic: warning: even the smallest needs " + describe(pick.bytes) +
-                                               ", more than the " + util::format_size(budget.bytes) + " (" + budget.why + ")";
-    }
-    if (budget.known) report.memory_budget = budget.bytes;
-    if (report.batch_capped) {
-        fprintf(stderr, "reap calibrate: -b/-ub lowered to %d tokens: arch '%s' narrows to the output rows before "
-                "its last MoE layer, so every row is an output, and %s tokens of a %s-token vocabulary keep %s of "
-                "logits twice (--batch-memory %s)\n", report.n_batch, fp.arch.c_str(), util::group_digits(report.n_batch).c_str(),
-                util::group_digits(n_vocab).c_str(), util::format_size((uint64_t) report.n_batch * n_vocab * sizeof(float)).c_str(),
-                util::format_size(opt.batch_memory).c_str());
-    }
-    return true;
-}
-
-// -b/-ub of the checkpoint to be resumed (0 when it has none): an automatic
-// choice is not made again, since other sizes sum in another order.
-bool calibration::checkpoint_sizes(int & b, int & ub) {
-    struct stat st;
-    if (stat(ckpt_path.c_str(), &st) != 0) return true;   // resume() says there is none
-    saliency::archive ck;
-    std::string opts, e2;
-    nlohmann::json j;
-    if (!saliency::read_archive(ckpt_path, ck, err)) return false;
-    if (!ck.provenance.get_string(saliency::k_key_options, opts, e2) ||
-        !util::parse_json_text(opts, "checkpoint '" + ckpt_path + "' options", j, err)) {
-        if (err.empty()) err = "checkpoint '" + ckpt_path + "' is not a reap calibrate checkpoint: " + e2;
-        return false;
-    }
-    if (j.is_object() && j.contains("n_batch") && j.contains("n_ubatch") && j["n_batch"].is_number_integer() &&
-        j["n_ubatch"].is_number_integer() && j["n_batch"].get<int64_t>() > 0 && j["n_batch"].get<int64_t>() <= INT32_MAX &&
-        j["n_ubatch"].get<int64_t>() > 0 && j["n_ubatch"].get<int64_t>() <= INT32_MAX) {
-        b  = (int) j["n_batch"].get<int64_t>();
-        ub = (int) j["n_ubatch"].get<int64_t>();
-    }
-    return true;
-}
 
 // The main context (and the MTP context beside it) for the chosen decodes.
 bool calibration::make_contexts() {
@@ -699,16 +322,6 @@ bool calibration::make_contexts() {
     row_pos.resize((size_t) report.n_batch);
     row_seq.resize((size_t) report.n_batch);
     return true;
-}
-
-// The options that decide the archive's bits; a checkpoint resumes only under the same.
-void add_decode_options(nlohmann::ordered_json & j, const calibrate_report & r) {
-    j["order"]    = r.interleaved ? "domains interleaved" : "domain";
-    j["rows"]     = row_mode_name(r.rows);
-    j["n_batch"]  = r.n_batch;
-    j["n_ubatch"] = r.n_ubatch;
-    j["n_seq"]    = r.n_seq;
-    j["kv_unified"] = r.kv_unified;
 }
 
 bool calibration::resume() {
@@ -923,63 +536,11 @@ bool calibration::finish() {
     return true;
 }
 
-}  // namespace
-
-const char * row_mode_name(row_mode m) {
-    switch (m) {
-        case row_mode::one_output:     return "one output row";
-        case row_mode::nextn_unmasked: return "one output row, unmasked nextn";
-        case row_mode::every_row:      return "every row an output";
-    }
-    return "?";
-}
-
-std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, size_t n_decodes, uint64_t model_bytes,
-                                const std::optional<util::memory_limit> & mem) {
-    char line[1024];
-    snprintf(line, sizeof(line),
-             "reap calibrate: %s tokens, %zu windows in %zu decodes (-b %d -ub %d, at most %d windows a decode, %s): "
-             "%zu ubatches, each reading up to %s of experts\n",
-             util::group_digits(r.n_tokens).c_str(), n_windows, n_decodes, r.n_batch, r.n_ubatch, r.n_seq, row_mode_name(r.rows),
-             r.n_ubatches, util::format_size(r.expert_pool_bytes).c_str());
-    std::string out = line;
-    if (!r.size_note.empty()) out += "reap calibrate: " + r.size_note + "\n";
-    if (mem && model_bytes > mem->bytes) {
-        snprintf(line, sizeof(line),
-                 "reap calibrate: warning: the model (%s) is larger than the memory available (%s, %s): it streams "
-                 "from disk, about %s read for %zu ubatches; a larger -ub reads less, and more hosts over --rpc add "
-                 "memory\n",
-                 util::format_size(model_bytes).c_str(), util::format_size(mem->bytes).c_str(), mem->source.c_str(),
-                 util::format_size(r.expert_pool_bytes * r.n_ubatches).c_str(), r.n_ubatches);
-        out += line;
-    }
-    return out;
-}
-
-std::string calibrate_options_json(const calibrate_options & opt, bool plain_text, const calibrate_report & decodes) {
-    nlohmann::ordered_json j;
-    j["input"]                 = plain_text ? "text" : "jsonl";
-    j["n_ctx"]                 = opt.llama.n_ctx > 0 ? opt.llama.n_ctx : k_default_window;
-    add_decode_options(j, decodes);
-    j["cache_type_k"]          = kv_type_name(opt.llama.cache_type_k);
-    j["cache_type_v"]          = kv_type_name(opt.llama.cache_type_v);
-    j["flash_attn"]            = llama_flash_attn_type_name(opt.llama.flash_attn_type);
-    j["max_tokens"]            = opt.max_tokens;
-    j["max_tokens_per_domain"] = opt.max_tokens_per_domain;
-    j["shard"]                 = std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count);
-    if (opt.width_saliency) j["width_saliency"] = true;   // (absent otherwise: older checkpoints still resume)
-    if (opt.target_keep > 0 || opt.target_ratio >= 0) {   // (the same)
-        j["until_stable"] = opt.until_stable;
-        if (opt.target_keep > 0) j["target_keep"] = opt.target_keep;
-        else j["target_ratio"] = opt.target_ratio;
-        j["checkpoint_every"] = opt.checkpoint_every;
-    }
-    return reap::util::json_text(j);
-}
+}  // namespace calibrate_detail
 
 bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calibrate_report & report, std::string & err) {
     report = calibrate_report();
-    calibration c{opt, out, report, err};
+    calibrate_detail::calibration c{opt, out, report, err};
     if (!c.check_options() || !c.load_model() || !c.read_windows() || !c.choose_decodes()) return false;
 
     if (opt.width_saliency && opt.collect) {

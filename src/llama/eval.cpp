@@ -1,11 +1,15 @@
 // reap eval, the library half: the inputs checked and identified, the base's
 // side (its rows in a temp file, or the llama-perplexity KLD base file), every
-// candidate scored against it, and the receipts. The windows and their decodes
-// are eval_windows.cpp's, the smoke test eval_smoke.cpp's, the JSON output
+// candidate scored against it, and the receipts. The inputs' checks and
+// identities are eval_inputs.cpp's, the sizes of the decodes eval_sizes.cpp's,
+// the windows and their decodes eval_windows.cpp's, the KLD base file's writer
+// eval_kld_file.cpp's, the smoke test eval_smoke.cpp's, the JSON output
 // eval_print.cpp's. See eval.h for the scoring convention and the file layout.
 #include "llama/eval.h"
 
 #include "llama/corpus.h"
+#include "llama/eval_inputs.h"
+#include "llama/eval_kld_file.h"
 #include "llama/eval_models.h"
 #include "llama/eval_windows.h"
 #include "llama/mask.h"
@@ -16,6 +20,7 @@
 #include "gguf/gguf.h"
 #include "moe/identity.h"
 #include "util/file.h"
+#include "util/parallel.h"
 #include "util/path.h"
 #include "util/sha256.h"
 #include "util/json.h"
@@ -47,215 +52,11 @@
 namespace reap {
 
 using namespace eval_detail;
+using util::parallel_for;
 
 namespace {
-
-// ---- small utilities ----------------------------------------------------------
-
 
 bool mul_u64(uint64_t a, uint64_t b, uint64_t & out) { return !__builtin_mul_overflow(a, b, &out); }
-
-// Runs fn(i) for i in [0, n) on up to n_threads threads (the rows of one batch).
-void parallel_for(int n, int n_threads, const std::function<void(int)> & fn) {
-    n_threads = std::max(1, std::min(n_threads, n));
-    if (n_threads == 1) {
-        for (int i = 0; i < n; ++i) fn(i);
-        return;
-    }
-    std::atomic<int> next{0};
-    auto work = [&] {
-        for (int i = next++; i < n; i = next++) fn(i);
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < n_threads; ++t) pool.emplace_back(work);
-    work();
-    for (auto & th : pool) th.join();
-}
-
-
-// ---- base file --------------------------------------------------------------------------------
-
-// Runs the base model over the windows and writes the base file; adds the
-// base's own negative log-likelihoods (exact logits) to nll / n_scored.
-bool write_base_file(llama_model * model, const workload & wl, const eval_options & opt, int n_ctx, progress_line & prog,
-                     mask_hook * hook, double & nll, size_t & n_scored, kld_base_receipt & written, std::string & err) {
-    const llama_vocab * vocab   = llama_model_get_vocab(model);
-    const int           n_vocab = llama_vocab_n_tokens(vocab);
-    const llama_token   bos     = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
-    const int n_seq = seqs_per_decode(opt.rt, n_ctx);
-    ctx_ptr ctx = make_context(model, opt.rt, n_ctx, n_seq, err, hook);
-    if (!ctx) return false;
-
-    // The file appears under its name only once complete: an interrupted run
-    // never leaves one that a later run would trust.
-    util::durable_file file;
-    if (!file.open(opt.kld_base_path, err)) return false;
-    util::sha256_stream hash;   // for the receipt: the bytes as written
-    struct {
-        util::durable_file & f;
-        util::sha256_stream & h;
-        uint64_t n = 0;
-        bool write(const void * p, size_t k, std::string & e) { h.update(p, k); n += k; return f.write(p, k, e); }
-    } out{file, hash};
-    const int32_t hdr[3] = {n_ctx, n_vocab, (int32_t) wl.windows.size()};
-    if (!out.write(k_kld_magic, 8, err) || !out.write(hdr, sizeof(hdr), err)) return false;
-    for (const window & w : wl.windows) {
-        if (!out.write(w.tokens, sizeof(int32_t) * (size_t) w.len, err)) return false;
-    }
-
-    const size_t          rec = kld_record_u16(n_vocab);
-    std::vector<uint16_t> records;
-    std::vector<double>   row_nll;
-    const int             n_batch   = std::min(opt.rt.n_batch, n_ctx * n_seq);
-    const int             n_threads = resolve_threads(opt.rt.n_threads);
-    prog.start("base -> " + opt.kld_base_path, wl.n_decode_tokens);
-    const bool ok = decode_windows({ctx.get()}, wl.windows, n_seq, n_batch, bos, prog,
-        ([&](const std::vector<out_row> & rows) {
-            records.resize(rec * rows.size());
-            row_nll.resize(rows.size());
-            parallel_for((int) rows.size(), n_threads, [&](int r) {
-                const out_row & o = rows[r];
-                row_nll[r] = kld_compress_row(llama_get_logits_ith(ctx.get(), o.idx), n_vocab, o.w->tokens[o.pos + 1],
-                                              records.data() + rec * r);
-            });
-            for (double v : row_nll) nll += v;
-            n_scored += rows.size();
-            return out.write(records.data(), records.size() * sizeof(uint16_t), err);
-        }), err, hook);
-    if (!ok || !file.commit(err)) return false;
-    written.bytes = out.n;
-    written.sha256 = hash.hex();
-    return true;
-}
-
-// The windows of a base file, checked against the text's tokens when a text
-// was given.
-bool file_workload(const kld_base_header & hdr, workload & wl, int max_chunks) {
-    wl.samples.push_back(hdr.tokens);
-    wl.domains = {"text"};
-    wl.n_samples = 1;
-    int64_t n_chunk = hdr.n_chunk;
-    if (max_chunks > 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
-    for (int64_t c = 0; c < n_chunk; ++c) {
-        wl.windows.push_back({wl.samples[0].data() + c * hdr.n_ctx, hdr.n_ctx, 0});
-        wl.n_decode_tokens += hdr.n_ctx;
-    }
-    return true;
-}
-
-} // namespace
-
-// ---- public: evaluation ------------------------------------------------------------------------------
-
-namespace {
-
-// What the evaluation settles before loading any model.
-struct eval_input {
-    bool            read_file_mode = false;  // --kld-base names an existing file
-    kld_base_header hdr;                     // its header, then
-    std::string     text;                    // the -f file's bytes
-    bool            is_corpus = false;       // -f is a JSONL corpus
-};
-
-// Checks the options, reads the base file's header (when it exists) and the
-// input; settles opt.rt.n_ctx (k_default_window, or the base file's, when 0).
-bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands, eval_input & in, std::string & err) {
-    if (cands.empty() && opt.kld_base_path.empty()) {
-        err = "nothing to score: give -p PRUNED.gguf or --mask PLAN.json";
-        return false;
-    }
-    bool any_mask = !opt.base_mask_path.empty();
-    for (size_t i = 0; i < cands.size(); ++i) {
-        any_mask |= cands[i].masked();
-        for (size_t k = 0; k < i; ++k) {
-            if (cands[k].masked() == cands[i].masked() && cands[k].path == cands[i].path) {
-                err = std::string(cands[i].masked() ? "--mask" : "-p") + " '" + cands[i].path + "' is given twice";
-                return false;
-            }
-        }
-    }
-    if (any_mask && opt.base_path.empty()) {
-        err = "--mask and --base-mask run the base model with experts masked: give -m BASE.gguf";
-        return false;
-    }
-    if (opt.input_path.empty() && opt.kld_base_path.empty()) {
-        err = "no input: give -f TEXT_OR_CORPUS";
-        return false;
-    }
-    if (opt.rt.n_ctx < 0 || (opt.rt.n_ctx > 0 && opt.rt.n_ctx < 3)) {
-        err = "-c must be at least 3";
-        return false;
-    }
-    if (opt.rt.n_batch < 0 || opt.rt.n_ubatch < 0 || opt.rt.batch_memory == 0) {
-        err = "-b and -ub must be at least 1 (0: automatic), --batch-memory positive";
-        return false;
-    }
-
-    if (!opt.kld_base_path.empty()) {
-        struct stat st;
-        in.read_file_mode = stat(opt.kld_base_path.c_str(), &st) == 0;
-        if (in.read_file_mode) {
-            if (!kld_base_read_header(opt.kld_base_path, in.hdr, err)) return false;
-            if (opt.rt.n_ctx > 0 && opt.rt.n_ctx != in.hdr.n_ctx) {
-                err = "-c " + std::to_string(opt.rt.n_ctx) + " differs from the n_ctx " + std::to_string(in.hdr.n_ctx) +
-                      " of KLD base file '" + opt.kld_base_path + "' (omit -c to use the file's)";
-                return false;
-            }
-            opt.rt.n_ctx = in.hdr.n_ctx;
-            if (cands.empty()) {
-                err = "KLD base file '" + opt.kld_base_path + "' exists: give -p PRUNED.gguf to compare against it";
-                return false;
-            }
-            if (!opt.base_mask_path.empty()) {
-                err = "--base-mask with an existing KLD base file: the file already holds the base; "
-                      "mask the base when writing the file";
-                return false;
-            }
-        } else if (opt.base_path.empty()) {
-            err = "KLD base file '" + opt.kld_base_path + "' does not exist and there is no -m BASE.gguf to write it from";
-            return false;
-        }
-    } else if (opt.base_path.empty()) {
-        err = "no base model: give -m BASE.gguf (or --kld-base FILE made by an earlier run or llama-perplexity)";
-        return false;
-    }
-    if (opt.rt.n_ctx == 0) opt.rt.n_ctx = k_default_window;
-    {
-        // the vocabulary: the base file's, or the base model's token_embd rows
-        int64_t n_vocab = in.read_file_mode ? in.hdr.n_vocab : 0;
-        if (!in.read_file_mode) {
-            gguf::model gm;
-            if (!gguf::open_model(opt.base_path, gm, err)) {
-                err = "cannot open base model: " + err;
-                return false;
-            }
-            for (const auto & t : gm.tensors) {
-                if (t.name == "token_embd.weight" && t.n_dims >= 2) n_vocab = t.ne[1];
-            }
-        }
-        n_vocab = std::max<int64_t>(n_vocab, 1);
-        settle_batches(opt.rt, opt.rt.n_ctx, n_vocab);
-        if (opt.progress) {
-            // what the vocabulary costs a decode: about half its rows are scored, each n_vocab floats, twice
-            const double logits = (double) (opt.rt.n_batch / 2) * (double) n_vocab * sizeof(float) * 2;
-            fprintf(stderr, "reap eval: -c %d -b %d -ub %d: %d windows a decode, logits of a decode about %.0f MiB "
-                    "(--batch-memory %.0f MiB)\n", opt.rt.n_ctx, opt.rt.n_batch, opt.rt.n_ubatch,
-                    std::max(1, opt.rt.n_batch / opt.rt.n_ctx), logits / (1 << 20),
-                    (double) opt.rt.batch_memory / (1 << 20));
-        }
-    }
-
-    if (!opt.input_path.empty() && !util::read_file(opt.input_path, "input", in.text, err)) {
-        return false;
-    }
-    in.is_corpus = !opt.input_path.empty() && looks_like_jsonl_corpus(opt.input_path, in.text);
-    if (in.is_corpus && !opt.kld_base_path.empty()) {
-        err = "--kld-base works with a plain text -f only: the llama-perplexity file holds fixed-size chunks, "
-              "a corpus has per-sample windows";
-        return false;
-    }
-    return true;
-}
 
 // The fields of a report that describe the tokens rather than the models.
 void fill_report(eval_report & report, const workload & wl, int n_ctx) {
@@ -265,12 +66,6 @@ void fill_report(eval_report & report, const workload & wl, int n_ctx) {
     report.n_windows         = wl.windows.size();
     report.n_samples         = wl.n_samples;
     report.n_samples_skipped = wl.n_skipped;
-}
-
-uint64_t scored_rows(const workload & wl) {
-    uint64_t n = 0;
-    for (const window & w : wl.windows) n += (uint64_t) (w.len - 1 - w.len / 2);
-    return n;
 }
 
 // ---- the base side of every scored position ----------------------------------------------
@@ -574,100 +369,14 @@ bool mtp_pass(llama_model * model, const eval_runtime & rt, const pass_setup & s
     return true;
 }
 
-// MTP blocks in the GGUF at `path` (0 when it cannot be read: loading it reports that).
-int file_mtp_blocks(const std::string & path) {
-    gguf::model g;
-    std::string e;
-    return gguf::open_model(path, g, e) ? mtp_blocks_in_file(g) : 0;
-}
-
 std::string temp_dir_of(const eval_options & opt) {
     if (!opt.tmp_dir.empty()) return opt.tmp_dir;
     const char * t = getenv("TMPDIR");
     return t && *t ? t : "/tmp";
 }
 
-// What a run measured, taken before any pass: the base's fingerprint (the
-// one prune checks plans against), each plan read once (its bytes hashed as
-// parsed, checked against the base like prune checks it), each pruned file's
-// identity and stat signature.
-struct measured_inputs {
-    std::vector<expert_mask>    masks;       // [candidate], masked ones only
-    expert_mask                 base_mask;
-    size_t                      n_masks = 0;
-    std::string                 base_sha256;
-    uint64_t                    base_bytes = 0;
-    std::string                 base_router_sha256;
-    std::vector<file_signature> pruned_sigs;
-    base_bytes_hash             base_hash;   // of the bytes the passes read
-    std::string                 base_files_sha256;
-};
-
-bool identify_inputs(const eval_options & opt, const std::vector<eval_candidate> & cands, std::vector<eval_report> & reports,
-                     measured_inputs & ids, std::string & err) {
-    ids.masks.assign(cands.size(), expert_mask());
-    if (!opt.base_path.empty()) {
-        gguf::model g;
-        if (!gguf::open_model(opt.base_path, g, err)) return false;
-        ids.base_sha256 = model_header_sha256(g);
-        ids.base_bytes = g.file_bytes();
-        moe::model_identity id;
-        if (!moe::identity_of(g, id, err)) return false;
-        ids.base_router_sha256 = id.router_sha256;
-        if (!ids.base_hash.start(g, err)) return false;
-        const std::string base_name = "base '" + opt.base_path + "'";
-        if (!opt.base_mask_path.empty() && !load_mask(opt.base_mask_path, g, base_name, ids.base_mask, err)) {
-            err = "--base-mask " + err;
-            return false;
-        }
-        for (size_t i = 0; i < cands.size(); ++i) {
-            if (!cands[i].masked()) continue;
-            if (cands[i].in_memory ? !mask_from_plan(*cands[i].in_memory, cands[i].path, g, base_name, ids.masks[i], err)
-                                   : !load_mask(cands[i].path, g, base_name, ids.masks[i], err)) {
-                err = "--mask " + err;
-                return false;
-            }
-            ++ids.n_masks;
-        }
-    }
-    for (size_t i = 0; i < cands.size(); ++i) {
-        if (!cands[i].masked() && !pruned_identity(cands[i].path, reports[i].candidate_files, ids.pruned_sigs, err)) return false;
-    }
-    return true;
-}
-
-// The report's receipts: what candidate i was, against which base (masked or not), on which text.
-void name_measurement(const eval_options & opt, const eval_candidate & c, const measured_inputs & ids, size_t i,
-                      const std::string & input_sha, eval_report & r) {
-    r.candidate = c.path;
-    r.masked = c.masked();
-    r.base_mask = opt.base_mask_path;
-    r.base_mask_sha256 = ids.base_mask.plan_sha256;
-    r.base_path = opt.base_path;
-    r.base_sha256 = ids.base_sha256;
-    r.base_bytes = ids.base_bytes;
-    r.base_router_sha256 = ids.base_router_sha256;
-    r.base_files_sha256 = ids.base_files_sha256;
-    r.input_path = opt.input_path;
-    r.input_sha256 = input_sha;
-    if (c.masked()) r.candidate_sha256 = ids.masks[i].plan_sha256;
-    for (const std::string & w : {ids.base_mask.warning, ids.masks[i].warning}) {
-        if (!w.empty()) r.warnings.push_back(w);
-    }
-}
-
 } // namespace
 
-void settle_batches(eval_runtime & rt, int n_ctx, int64_t n_vocab) {
-    if (rt.n_batch <= 0 && rt.n_ubatch > 0) rt.n_batch = std::max(rt.n_ubatch, n_ctx);
-    if (rt.n_batch <= 0) {
-        const uint64_t row = 2ull * (uint64_t) std::max<int64_t>(n_vocab, 1) * sizeof(float);   // held twice
-        int n = std::max(n_ctx, k_default_batch / n_ctx * n_ctx);
-        while (n > n_ctx && (uint64_t) (n / 2) * row > rt.batch_memory) n -= n_ctx;
-        rt.n_batch = n;
-    }
-    if (rt.n_ubatch <= 0) rt.n_ubatch = rt.n_batch;
-}
 
 namespace {
 
@@ -699,6 +408,7 @@ struct eval_run {
     bool                            rows_known = false;
     std::string                     rows_warning;
     bool            base_only_done = false;    // a --kld-base run without candidates: the file was the product
+    bool            sized = false;             // -b/-ub settled (size_decodes)
 
     eval_run(const eval_options & o, const std::vector<eval_candidate> & c, std::vector<eval_report> & r, std::string & e)
         : opt(o), cands(c), reports(r), err(e) {}
@@ -718,9 +428,28 @@ struct eval_run {
             n_mtp_passes += cand_mtp[i] > 0;
         }
         prog.enabled = opt.progress;
+        return true;
+    }
+
+    // -b/-ub for the workload's tokens (size_eval_batches), measured on the
+    // model the passes load (the base, else the first pruned file), before
+    // any pass; once.
+    bool size_decodes(int64_t n_vocab) {
+        if (sized) return true;
+        std::string on = opt.base_path;
+        for (size_t i = 0; on.empty() && i < cands.size(); ++i) {
+            if (!cands[i].masked()) on = cands[i].path;
+        }
+        eval_sizes sizes;
+        if (!size_eval_batches(opt.rt, on, n_ctx, n_vocab, (int64_t) wl.n_decode_tokens, sizes, err)) return false;
+        sized = true;
         for (auto & r : reports) {
-            r.n_batch  = opt.rt.n_batch;    // as settle_batches chose them
+            r.n_batch  = opt.rt.n_batch;
             r.n_ubatch = opt.rt.n_ubatch;
+        }
+        if (opt.progress) {
+            fprintf(stderr, "reap eval: -c %d -b %d -ub %d: %d windows a decode; %s\n", n_ctx, opt.rt.n_batch, opt.rt.n_ubatch,
+                    std::max(1, opt.rt.n_batch / n_ctx), sizes.note.c_str());
         }
         return true;
     }
@@ -752,6 +481,7 @@ struct eval_run {
                          : !plain_workload(opt.input_path, in.text, base.get(), n_ctx, opt.max_chunks, wl, err)) {
             return false;
         }
+        if (!size_decodes(llama_vocab_n_tokens(llama_model_get_vocab(base.get())))) return false;
         const pass_setup s = make_pass_setup(base.get(), wl, opt.rt, n_ctx);
         auto rows = std::make_unique<float_rows>();
         if (!rows->open(temp_dir_of(opt), s.n_vocab, scored_rows(wl), err)) return false;
@@ -768,6 +498,7 @@ struct eval_run {
     bool write_kld_base() {
         if (!load_base(false)) return false;
         if (!plain_workload(opt.input_path, in.text, base.get(), n_ctx, opt.max_chunks, wl, err)) return false;
+        if (!size_decodes(llama_vocab_n_tokens(llama_model_get_vocab(base.get())))) return false;
         double nll = 0;
         size_t n_scored = 0;
         kld_base_receipt written;
@@ -884,6 +615,7 @@ struct eval_run {
         if (in.read_file_mode && !opt.input_path.empty() && !check_text_gives_file_tokens()) return false;
         wl = workload();
         file_workload(in.hdr, wl, opt.max_chunks);
+        if (!size_decodes(in.hdr.n_vocab)) return false;
         auto rows = std::make_unique<kld_file_rows>();
         if (!rows->open(opt.kld_base_path, in.hdr, resolve_threads(opt.rt.n_threads), err)) return false;
         base_rows = std::move(rows);

@@ -53,10 +53,11 @@ struct eval_runtime {
     int  n_ctx        = k_default_window;   // -c: window size; 0 = k_default_window, or the --kld-base file's when it exists
     int  n_batch      = 0;     // -b: tokens per llama_decode; n_batch / n_ctx windows go side by side
                                // as separate sequences, exactly as llama-perplexity batches them.
-                               // 0 = automatic: the -ub given, else as large as batch_memory allows
-                               // (settle_batches)
+                               // 0 = automatic: the -ub given, else the largest that fits `memory`
+                               // (size_eval_batches)
     int  n_ubatch     = 0;     // -ub; 0 = n_batch
-    uint64_t batch_memory = k_default_batch_memory;   // --batch-memory: bytes of the vocabulary-sized rows of a decode
+    uint64_t memory       = 0; // --memory: what a pass's context and rows may take; 0 = automatic (pass_size.h)
+    uint64_t batch_memory = 0; // --batch-memory: a cap on the logits of an automatic decode; 0 = none
     int  n_threads    = -1;    // -t; -1 = number of physical cores
     common_params llama;       // the rest of llama.cpp's flags (its n_ctx, n_batch, ... are not used)
 };
@@ -84,15 +85,29 @@ struct eval_candidate {
     bool masked() const { return mask; }
 };
 
-// -b and -ub where they are 0 (automatic). A decode's scored rows (positions
-// n_ctx/2 .. n_ctx-2 of each window: about half its tokens) each keep n_vocab
-// floats of logits in llama.cpp's output buffer and again in the output head's
-// share of the compute buffer; the base's rows then go to a temp file, not to
-// memory. So the logits a decode holds are about n_batch/2 x n_vocab x 4 bytes,
-// twice. Automatic: -b = the -ub given, else the largest multiple of n_ctx up
-// to k_default_batch (llama/runtime.h) whose logits fit batch_memory (at
-// least one window); -ub = -b. A source larger than memory is read once per
-// ubatch, so larger is cheaper there.
+// -b and -ub. A source larger than memory is read once per ubatch, so the
+// largest decode that fits is the cheapest pass. A decode's scored rows
+// (positions n_ctx/2 .. n_ctx-2 of each window: about half its tokens) each
+// keep n_vocab floats of logits in llama.cpp's output buffer, and the base's
+// rows for them are read beside them; the context adds its KV cache and
+// compute buffers. Automatic (both 0): the largest of pass_size.h's ubatch
+// candidates, as whole windows (at most llama.cpp's sequences per context,
+// none larger than max_tokens, the workload's tokens, needs), whose context as llama.cpp lays it out
+// for the model at model_path (measured without its weights) plus those rows
+// fits rt.memory (pass_memory_budget), and whose logits fit rt.batch_memory
+// when that is set; -ub = -b. Given: -b = the -ub given (at least a window)
+// when only -ub is, -ub = -b when only -b is, refused when the memory is known
+// and they do not fit it. Unknown memory: reap's default, k_default_batch.
+struct eval_sizes {
+    std::string note;        // how they were chosen, for the cost line: "-b automatic: the largest that fits, needs ..."
+    uint64_t    needed = 0;  // bytes a pass needs at the sizes chosen (0: not measured)
+    uint64_t    budget = 0;  // what it may take (0: memory unknown)
+};
+bool size_eval_batches(eval_runtime & rt, const std::string & model_path, int n_ctx, int64_t n_vocab, int64_t max_tokens,
+                       eval_sizes & out, std::string & err);
+
+// The rule without measuring: -b = the -ub given, else the largest multiple of
+// n_ctx up to k_default_batch whose logits fit rt.batch_memory when set; -ub = -b.
 void settle_batches(eval_runtime & rt, int n_ctx, int64_t n_vocab);
 
 // Runs the whole evaluation. Errors come back as false + a message that names

@@ -72,6 +72,27 @@ bool corpus_workload(const std::string & path, const std::string & text, const l
     return true;
 }
 
+// The windows of a base file, checked against the text's tokens when a text
+// was given.
+bool file_workload(const kld_base_header & hdr, workload & wl, int max_chunks) {
+    wl.samples.push_back(hdr.tokens);
+    wl.domains = {"text"};
+    wl.n_samples = 1;
+    int64_t n_chunk = hdr.n_chunk;
+    if (max_chunks > 0) n_chunk = std::min<int64_t>(n_chunk, max_chunks);
+    for (int64_t c = 0; c < n_chunk; ++c) {
+        wl.windows.push_back({wl.samples[0].data() + c * hdr.n_ctx, hdr.n_ctx, 0});
+        wl.n_decode_tokens += hdr.n_ctx;
+    }
+    return true;
+}
+
+uint64_t scored_rows(const workload & wl) {
+    uint64_t n = 0;
+    for (const window & w : wl.windows) n += (uint64_t) (w.len - 1 - w.len / 2);
+    return n;
+}
+
 int seqs_per_decode(const eval_runtime & rt, int n_ctx) { return std::max(1, rt.n_batch / n_ctx); }
 
 bool decode_windows(const std::vector<llama_context *> & ctxs, const std::vector<window> & windows, int n_seq,

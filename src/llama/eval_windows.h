@@ -7,6 +7,7 @@
 #include "llama/eval.h"
 #include "llama/mask.h"
 #include "llama/runtime.h"
+#include "metrics/kld_record.h"
 
 #include "llama.h"
 
@@ -42,6 +43,13 @@ bool plain_workload(const std::string & path, const std::string & text, const ll
 // is windowed on its own.
 bool corpus_workload(const std::string & path, const std::string & text, const llama_model * model, int n_ctx,
                      workload & wl, std::string & err);
+
+// The windows of a base file, checked against the text's tokens when a text
+// was given.
+bool file_workload(const kld_base_header & hdr, workload & wl, int max_chunks);
+
+// The rows a run scores: the second half of every window, less its last token.
+uint64_t scored_rows(const workload & wl);
 
 // One scored position: row idx of the last decode's logits predicts
 // w->tokens[pos + 1]; window_no counts windows from the start of the run.

@@ -88,7 +88,14 @@ void print_fit_space(FILE * out, const fit_options & o, const fit_result & r) {
 void print_fit_cost(FILE * out, const fit_options & o, const fit_result & r) {
     const pass_size ps = pass_size_of(o, r);
     eval_runtime rt = o.rt;
-    settle_batches(rt, ps.n_ctx, std::max<int64_t>(ps.n_vocab, 1));
+    eval_sizes sizes;
+    std::string size_err;
+    runtime_init(o.verbose);
+    if (!size_eval_batches(rt, o.sources[0], ps.n_ctx, std::max<int64_t>(ps.n_vocab, 1), (int64_t) ps.tokens, sizes, size_err)) {
+        rt = o.rt;
+        settle_batches(rt, ps.n_ctx, std::max<int64_t>(ps.n_vocab, 1));
+        sizes.note = size_err;
+    }
     const uint64_t ubatches = rt.n_ubatch > 0 ? (ps.tokens + (uint64_t) rt.n_ubatch - 1) / (uint64_t) rt.n_ubatch : 0;
     uint64_t pool = 0;
     for (uint64_t b : r.pool_bytes) pool = std::max(pool, b);
@@ -105,6 +112,7 @@ void print_fit_cost(FILE * out, const fit_options & o, const fit_result & r) {
             r.full_grid, r.space.size(), planned, o.max_passes ? (" (--max-passes " + std::to_string(o.max_passes) + ")").c_str() : "");
     fprintf(out, "  a pass: %s%" PRIu64 " tokens of %s in windows of %d, -ub %d: %" PRIu64 " ubatches, each reading up to the expert pool (%s)\n",
             ps.exact ? "" : "about ", ps.tokens, o.heldout.c_str(), ps.n_ctx, rt.n_ubatch, ubatches, util::format_size(pool).c_str());
+    fprintf(out, "  -ub %d: %s\n", rt.n_ubatch, sizes.note.c_str());
     const std::optional<util::memory_limit> mem = util::available_memory();
     uint64_t largest_file = 0;
     for (const fit_candidate & c : r.space) largest_file = std::max(largest_file, c.point.bytes);
