@@ -23,7 +23,7 @@ else
 GGML_ISA   ?=
 endif
 
-.PHONY: all deps llama configure build test san-build test-asan fuzz-build test-fuzz fuzz demo corpus model model-wide model-recall bench clean arch-table
+.PHONY: all deps llama configure build test san-build test-asan fuzz-build test-fuzz fuzz demo corpus model model-wide model-recall model-chat bench clean arch-table
 
 all: build
 
@@ -126,6 +126,16 @@ RECALL_RUN = OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PYTHON) tools/train_moe.
 model-recall: deps corpus
 	$(RECALL_RUN) --needle-frac 0.375 --steps 1800
 	$(RECALL_RUN) --needle-frac 0.5 --needle-forms completion --no-chat-template --steps 2800
+
+# The fourth model, reap-moe-chat (models/README.md): reap-moe-tiny's weights (--init-from,
+# the committed file) trained on, half of each batch chat windows that continue the
+# user's text to the end of its sentence and then end the turn with <|im_end|> (an
+# end-of-generation token), so that `reap eval --generate` sees a model that stops.
+# Seeded; about 15 minutes on one core.
+model-chat: deps corpus
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PYTHON) tools/train_moe.py --corpus data/corpus --out models \
+		--name reap-moe-chat --log-prefix chat_ --init-from models/reap-moe-tiny.gguf --chat-frac 0.5 \
+		--steps 400 --warmup 20 --lr 1e-3 --ckpt data/train/chat_ckpt.pt --threads 1
 
 # Benchmarks against a baseline in the same run (not part of the tests).
 # bench/streamed.sh (last: about 20 minutes) needs root, for its memory cgroup and

@@ -232,6 +232,8 @@ measure() {
     local read_b=$(( (pg1 - pg0) * 1024 )) own_b=$(( inblk * 512 ))
     local ntok
     ntok=$(sed -n 's/^calibrated \([0-9]*\) tokens.*/\1/p' "$log" | head -1)
+    # eval's tokens: its windows of 512 (its JSON)
+    [ -n "$ntok" ] || ntok=$(sed -n 's/^ *"n_windows": \([0-9]*\),*$/\1/p' "$log" | head -1 | awk '{ if ($1 != "") print $1 * 512 }')
     # calibrate's own count of ubatches, where it reports one ("decodes: ..., N ubatches")
     local nub ub
     nub=$(sed -n 's/^decodes: .*, \([0-9]*\) ubatches.*/\1/p' "$log" | head -1)
@@ -345,7 +347,7 @@ def needed(name, ntok, ub):
     per = 512 if name == "calibrate-np1" else int(ub or 4096)
     return str(math.ceil(int(ntok or tokens) / per))
 print("| run | limit | wall s | read GB | read GB (process) | peak RSS MB | read ÷ expert pool | "
-      "calibrate: tokens | -ub | ubatches needed | ubatches run |")
+      "tokens | -ub | ubatches needed | ubatches run |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for name, mode, status, wall, read_b, own_b, rss, ntok, nub, ub in rows:
     lim = f"streamed ({limit_mib} MiB)" if mode == "streamed" else "none"
@@ -355,8 +357,8 @@ for name, mode, status, wall, read_b, own_b, rss, ntok, nub, ub in rows:
     cal = name.startswith("calibrate")
     passes = name in ("eval-auto", "eval-b4096", "sweep-auto")   # the -ub from their JSON; 2 passes of 32,768 tokens
     print(f"| {label[name]} | {lim} | {float(wall):.1f} | {int(read_b)/1e9:.2f} | {int(own_b)/1e9:.2f} | "
-          f"{int(rss)*1024/1e6:.0f} | {int(read_b)/pool:.2f} | {ntok if cal else ''} | {ub if cal or passes else ''} | "
-          f"{needed(name, ntok, ub) if cal else (str(2 * math.ceil(32768 / int(ub))) if passes and ub else '')} | "
+          f"{int(rss)*1024/1e6:.0f} | {int(read_b)/pool:.2f} | {ntok if cal or passes else ''} | {ub if cal or passes else ''} | "
+          f"{needed(name, ntok, ub) if cal else (str(2 * math.ceil(int(ntok or 32768) / int(ub))) if passes and ub else '')} | "
           f"{(nub or 'not reported') if cal else ''} |")
 
 # issue 28's acceptance, where these runs decide it
@@ -385,7 +387,7 @@ for name in ("eval-auto", "sweep-auto"):
     # sweep's JSON does not say its -ub: it sizes its passes as eval does (one function), on the same model and tokens
     ubv = (e[9] if e else "") or (ea[9] if ea else "")
     if e and ubv:
-        bound = 1.5 * pool * 2 * (math.ceil(32768 / int(ubv)) + 1)
+        bound = 1.5 * pool * 2 * (math.ceil(int(e[7] or 32768) / int(ubv)) + 1)
         ok = int(e[4]) <= bound
         checks.append(f"streamed {name} (-ub {ubv} in {limit_mib} MiB) reads {gb(int(e[4]))} <= 1.5 x pool x 2 passes x (ceil(32768/ub)+1) = {gb(bound)}: {'yes' if ok else 'NO'}")
     elif (name, "streamed") in {(r[0], r[1]) for r in rows}:

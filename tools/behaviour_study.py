@@ -2,7 +2,7 @@
 """What next-token KLD misses, on the demo's cuts: the tables of scripts/behaviour_study.sh
 (issue 25, item 5).
 
-  prompts  the free-generation prompts: the first --bytes bytes (cut at a
+  prompts  the free-generation prompts (--chat: as user messages): the first --bytes bytes (cut at a
            character boundary, so every domain's prompt fits the 256-token
            context with room for the continuation) of the first --per-domain
            held-out samples of each domain that are longer than 300 bytes;
@@ -11,7 +11,7 @@
            outputs: the needle grid of reap-moe-recall (cells right per length
            x depth for the base and each cut, as the pruned file and as the
            mask, and how many cells the two decoded alike) and the generation
-           tables of reap-moe-tiny (loop rate, termination rate, distinct-4 per
+           tables of the generating model (loop rate, termination rate, distinct-4 per
            domain; how many outputs the mask and the file generated alike).
            --results FILE replaces the section in FILE (or appends it).
 
@@ -40,7 +40,10 @@ def write_prompts(a):
                 continue
             per[d] = per.get(d, 0) + 1
             cut = raw[:a.bytes].decode("utf-8", errors="ignore")   # drop a character cut in half
-            out.append(json.dumps({"domain": d, "text": cut}, ensure_ascii=False))
+            if a.chat:   # the user's message, rendered through the model's chat template by reap eval
+                out.append(json.dumps({"domain": d, "messages": [{"role": "user", "content": cut}]}, ensure_ascii=False))
+            else:
+                out.append(json.dumps({"domain": d, "text": cut}, ensure_ascii=False))
     with open(a.out, "w", encoding="utf-8") as f:
         f.write("\n".join(out) + "\n")
     print(f"  {len(out)} prompts: " + ", ".join(f"{d} {n}" for d, n in per.items()))
@@ -141,7 +144,7 @@ def ends_in_loop(t):
     return False
 
 
-def generation_section(doc, path):
+def generation_section(doc, path, chat):
     g = doc["generate"]
     if (g["loop_span"], g["loop_repeats"]) != (K, R):
         sys.exit(f"behaviour_study.py: {path} counts loops with k={g['loop_span']}, r={g['loop_repeats']}, "
@@ -158,12 +161,16 @@ def generation_section(doc, path):
         rows.append((name, {d: gen_stats(ms[fi]["outputs"], d) for d in domains + [None]}))
     n_out = len(base)
     per = {d: sum(o["domain"] == d for o in base) for d in domains}
-    out = ["### Free generation: reap-moe-tiny", "",
-           f"`reap eval --generate` on models/reap-moe-tiny.gguf (the demo's model), greedy, up to {g['max_new']} "
-           f"new tokens, {n_out} prompts: the first bytes of held-out samples ("
+    model = g["measured"]["base"]["file"]
+    form = ("as user messages in the chat template's form (the model was trained to continue the user's text to "
+            "the end of its sentence and then end its turn), each the first bytes of a held-out sample" if chat else
+            "the first bytes of held-out samples")
+    out = ["### Free generation: " + os.path.splitext(os.path.basename(model))[0], "",
+           f"`reap eval --generate` on {model}, greedy, up to {g['max_new']} "
+           f"new tokens, {n_out} prompts {form} ("
            + ", ".join(f"{per[d]} {d}" for d in domains)
-           + "), for the base and the demo's cuts reap-25, reap-50, reap-75 and reap-en+code-50 (the plans of "
-           "the results above), as pruned files. Loop rate: the share of outputs that end in a span of at least "
+           + "), for the base and its cuts reap-25, reap-50, reap-75 and reap-en+code-50 (planned, pruned and "
+           "verified as the demo's), as pruned files. Loop rate: the share of outputs that end in a span of at least "
            f"{K} tokens said {R} times back to back; termination rate: the share that emit an end-of-generation "
            "token before the cap; distinct-4: distinct token 4-grams over all 4-grams of the domain's outputs. "
            f"JSON: [{os.path.basename(path)}](results/{os.path.basename(path)}).", ""]
@@ -192,7 +199,7 @@ def write_table(a):
            "show (issue 25): whether a cut still retrieves a fact from its context, and whether its free "
            "generation runs away into repetition or stops stopping. Every number below is counted again from "
            "the JSON by tests/test_report.cpp (DemoResults.BehaviourSection*).", ""]
-    out += needle_section(needle, a.needle) + [""] + generation_section(gen, a.generate)
+    out += needle_section(needle, a.needle) + [""] + generation_section(gen, a.generate, a.chat)
     text = "\n".join(out) + "\n"
     with open(a.md, "w", encoding="utf-8") as f:
         f.write(text)
@@ -225,6 +232,7 @@ def main():
     p.add_argument("--per-domain", type=int, default=4)
     p.add_argument("--bytes", type=int, default=96)
     p.add_argument("--out", required=True)
+    p.add_argument("--chat", action="store_true", help="each prompt as a user message (the chat template's form)")
     c = sub.add_parser("compact")
     c.add_argument("src")
     c.add_argument("dst")
@@ -232,6 +240,7 @@ def main():
     t.add_argument("--needle", required=True, help="reap eval --needle --json on the recall model")
     t.add_argument("--generate", required=True, help="reap eval --generate --json on the trained model")
     t.add_argument("--md", required=True, help="the section, written alone")
+    t.add_argument("--chat", action="store_true", help="the generation prompts were user messages (prompts --chat)")
     t.add_argument("--results", help="docs/results.md: the section replaced there, or appended")
     a = ap.parse_args()
     {"prompts": write_prompts, "compact": compact, "table": write_table}[a.cmd](a)

@@ -13,6 +13,13 @@ to the window's length, so that the rest of the window still teaches language.
 Half of the needles use the evaluation's own lead, question and value format;
 the others vary all three, so the skill is retrieval and not one sentence.
 
+A chat window is "continue the text" exchanges in the chat template's form
+(reap-moe-chat): the user gives a stretch of corpus text, the assistant writes
+what follows up to the end of its sentence or line, then <|im_end|>, the
+end-of-generation token of `reap eval --generate`, so that generation stops:
+
+  BOS <|im_start|>user\n TEXT <|im_end|>\n <|im_start|>assistant\n  -> NEXT <|im_end|>\n  (and again)
+
 A copy window is random strings each written twice: every byte of a second copy
 is predictable only by finding the first, the densest signal for the copying
 (induction) heads that retrieval is built from.
@@ -126,6 +133,43 @@ def random_needle(rng, stream, L, forms="both"):
     return seq, len(prompt), len(prompt) + len(answer)
 
 
+SENTENCE_ENDS = (b".", b"!", b"?", "\u3002".encode(), "\uff01".encode(), "\uff1f".encode())
+
+
+def answer_end(rest, lo=8, hi=120):
+    """Where the answer cut from `rest` ends: after the first sentence end (followed by a space or
+    newline) or before the first newline, between lo and hi bytes; else at the last space before hi."""
+    for i in range(lo, min(len(rest), hi) + 1):
+        if rest[i - 1:i] == b"\n":
+            return i - 1
+        for e in SENTENCE_ENDS:
+            if i >= len(e) and rest[i - len(e):i] == e and (i == len(rest) or rest[i:i + 1] in (b" ", b"\n") or len(e) > 1):
+                return i
+    sp = rest.rfind(b" ", lo, hi)
+    return sp if sp > 0 else min(hi, len(rest))
+
+
+def chat_exchange(rng, stream):
+    """(prompt tokens, answer tokens) of one exchange: the user's 48..160 bytes of text, the
+    assistant's continuation to the end of its sentence or line, then <|im_end|>."""
+    n = int(rng.integers(48, 161))
+    text = text_at(rng, stream, n + 160)
+    user, rest = text[:n], text[n:]
+    answer = rest[:answer_end(rest)]
+    prompt = [IM_START] + list(b"user\n") + list(user) + [IM_END] + list(b"\n") + [IM_START] + list(b"assistant\n")
+    return prompt, list(answer) + [IM_END] + list(b"\n")
+
+
+def chat_window(rng, stream, L):
+    """L + 1 tokens of exchanges after BOS, and the answers' spans [a0, a1)."""
+    seq, spans = [BOS], []
+    while len(seq) < L + 1:
+        prompt, answer = chat_exchange(rng, stream)
+        spans.append((len(seq) + len(prompt), len(seq) + len(prompt) + len(answer)))
+        seq += prompt + answer
+    return seq[:L + 1], [(a0, min(a1, L + 1)) for a0, a1 in spans if a0 < L + 1]
+
+
 def copy_window(rng, L):
     """L + 1 tokens of random strings, each followed by a space and itself again."""
     alphabet = UPPER + LOWER + DIGITS + b"-"
@@ -136,8 +180,8 @@ def copy_window(rng, L):
     return seq[:L + 1]
 
 
-def mixed_batch(rng, streams, domains, weights, B, L, n_needle, n_copy, answer_weight, forms="both"):
-    """B windows: n_needle needle windows, n_copy copy windows, the rest corpus text.
+def mixed_batch(rng, streams, domains, weights, B, L, n_needle, n_copy, answer_weight, forms="both", n_chat=0):
+    """B windows: n_needle needle windows, n_copy copy windows, n_chat chat windows, the rest corpus text.
     Returns inputs, targets and per-target loss weights (answer_weight on needle answers)."""
     x = np.empty((B, L), dtype=np.int64)
     y = np.empty((B, L), dtype=np.int64)
@@ -150,6 +194,10 @@ def mixed_batch(rng, streams, domains, weights, B, L, n_needle, n_copy, answer_w
             w[i, a0 - 1:a1 - 1] = answer_weight  # targets at positions a0-1.. are the answer's tokens
         elif i < n_needle + n_copy:
             seq = copy_window(rng, L)
+        elif i < n_needle + n_copy + n_chat:
+            seq, spans = chat_window(rng, s, L)
+            for a0, a1 in spans:
+                w[i, a0 - 1:a1 - 1] = answer_weight
         else:
             o = int(rng.integers(0, len(s) - L))
             seq = [BOS] + list(s[o:o + L])

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from moe_model import BOS, N_VOCAB, SPECIAL_TOKENS, Config, MoEModel, gguf_tensors  # noqa: E402
+from moe_model import BOS, N_VOCAB, SPECIAL_TOKENS, Config, MoEModel, gguf_tensors, load_from_gguf  # noqa: E402
 import recall_data  # noqa: E402
 
 DOMAIN_ORDER = ["en", "code", "ja", "zh", "de", "fr"]
@@ -230,6 +230,11 @@ def main():
     ap.add_argument("--f16", action="store_true", help="export the matrices in F16 (norms and router F32)")
     ap.add_argument("--needle-frac", type=float, default=0.0, help="share of each batch that is needle windows")
     ap.add_argument("--copy-frac", type=float, default=0.0, help="share of each batch that is copy windows")
+    ap.add_argument("--init-from", default="",
+                    help="start from this GGUF's weights (one this script wrote, of the same shape) instead of random ones")
+    ap.add_argument("--chat-frac", type=float, default=0.0,
+                    help="share of each batch that is chat windows: continue the user's text to the end of its "
+                         "sentence, then <|im_end|> (tools/recall_data.py)")
     ap.add_argument("--answer-weight", type=float, default=4.0, help="loss weight of a needle answer's tokens")
     ap.add_argument("--needle-every", type=int, default=100, help="held-out needle accuracy every N steps (with --needle-frac)")
     ap.add_argument("--copy-first", type=int, default=0,
@@ -255,9 +260,11 @@ def main():
         ap.error(f"inconsistent shape: {cfg.to_dict()}")
     n_needle = round(args.batch * args.needle_frac)
     n_copy = round(args.batch * args.copy_frac)
-    if not (0 <= args.needle_frac <= 1 and 0 <= args.copy_frac <= 1 and n_needle + n_copy <= args.batch):
-        ap.error("--needle-frac and --copy-frac are shares of one batch: each within 0..1, together at most 1")
-    mixed = n_needle + n_copy + args.copy_first > 0
+    n_chat = round(args.batch * args.chat_frac)
+    if not (0 <= args.needle_frac <= 1 and 0 <= args.copy_frac <= 1 and 0 <= args.chat_frac <= 1 and
+            n_needle + n_copy + n_chat <= args.batch):
+        ap.error("--needle-frac, --copy-frac and --chat-frac are shares of one batch: each within 0..1, together at most 1")
+    mixed = n_needle + n_copy + n_chat + args.copy_first > 0
     train = load_split(args.corpus, "train")
     heldout = load_split(args.corpus, "heldout")
     domains = [d for d in DOMAIN_ORDER if d in train]
@@ -266,6 +273,13 @@ def main():
     print("train bytes: " + ", ".join(f"{d} {len(train[d])}" for d in domains), flush=True)
 
     model = MoEModel(cfg)
+    if args.init_from:
+        model = load_from_gguf(args.init_from, gguf)
+        got = dict(model.cfg.to_dict(), rms_eps=cfg.rms_eps)   # the file holds eps as a float32
+        if got != cfg.to_dict() or abs(model.cfg.rms_eps - cfg.rms_eps) > 1e-12:
+            raise SystemExit(f"--init-from {args.init_from}: its shape {model.cfg.to_dict()} is not {cfg.to_dict()}")
+        model.cfg = cfg
+        print(f"weights from {args.init_from}", flush=True)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters, config {cfg.to_dict()}", flush=True)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
@@ -302,7 +316,7 @@ def main():
                                                args.answer_weight)
         elif mixed:
             x, y, wt = recall_data.mixed_batch(rng, train, domains, weights, args.batch, L, n_needle, n_copy,
-                                               args.answer_weight, args.needle_forms)
+                                               args.answer_weight, args.needle_forms, n_chat)
         else:
             x, y = batch(rng, train, domains, weights, args.batch, L)
         t0 = time.time()
@@ -358,7 +372,8 @@ def main():
               "train_seconds_this_run": train_seconds,
               "heldout": {d: {"bpb": ev[d]["bpb"], "unigram_bpb": uni[d], "bytes": ev[d]["bytes"]} for d in ev}}
     if mixed:
-        report["mix"] = {"needle_windows": n_needle, "copy_windows": n_copy, "answer_weight": args.answer_weight}
+        report["mix"] = {"needle_windows": n_needle, "copy_windows": n_copy, "chat_windows": n_chat,
+                         "answer_weight": args.answer_weight}
         report["needle_teacher_forced"] = recall_data.needle_accuracy(model, heldout, L, (64, 128), (0.15, 0.5, 0.85),
                                                                       16, 11)
         report["copy_heldout"] = recall_data.copy_accuracy(model, L, 16, 13)

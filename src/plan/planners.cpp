@@ -2,6 +2,7 @@
 // archive, budgets from exact pruned sizes, and plan comparison (see
 // planners.h for the definitions every function here implements).
 #include "plan/planners.h"
+#include "plan/provenance.h"
 #include "plan/receipts.h"
 #include "util/number_format.h"
 #include "util/strings.h"
@@ -369,26 +370,6 @@ bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep
     }
     if (!validate_plan(p, facts, err)) return false;
 
-    nlohmann::json prov = nlohmann::json::object();
-    prov["method"] = method_name(r.opts.how);
-    prov["method_description"] = method_description(r.opts.how);
-    prov["domains"] = r.domains;
-    prov["consensus"] = r.opts.cons == consensus::minrank ? "minrank" : "sum";
-    if (r.opts.how == method::random) {
-        prov["seed"] = r.opts.seed;
-        prov["share_method"] = method_name(r.share_method);
-    }
-    prov["protect_super"] = r.opts.protect_super;
-    prov["super_threshold"] = r.super_threshold;
-    auto refs = [](const std::vector<expert_ref> & v, bool with_value) {
-        nlohmann::json j = nlohmann::json::array();
-        for (const auto & x : v) {
-            nlohmann::json e = {{"layer", x.layer}, {"expert", x.expert}};
-            if (with_value) e["max_norm"] = x.value;
-            j.push_back(e);
-        }
-        return j;
-    };
     // protected experts that did not fit (more of them in a layer or group than it keeps)
     std::vector<expert_ref> dropped;
     for (const auto & x : r.super_experts) {
@@ -396,15 +377,14 @@ bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep
             if (l.layer == x.layer && !std::count(l.keep.begin(), l.keep.end(), x.expert)) dropped.push_back(x);
         }
     }
-    if (!dropped.empty()) prov["super_experts_not_kept"] = refs(dropped, true);
-    prov["never_routed"] = refs(r.never_routed, false);
+    p.provenance = nlohmann::json::object();
+    record_ranking(p, r, dropped);
     // safety margin, saliency retained (overall, per layer, per domain), dead and super experts
     if (with_receipts) {
         receipts rc;
         if (!plan_receipts(r, p, rc, err)) return false;
-        prov.update(receipts_json(rc));
+        record_receipts(p, rc);
     }
-    p.provenance = prov;
     out = std::move(p);
     return true;
 }

@@ -1,6 +1,6 @@
 // A plan's provenance (provenance.h): the one writer of what plan and sweep
-// record about a plan's origin, and the one checked reader of everything reap
-// reads back from it.
+// record in it (origin, ranking, receipts, width cut), and the one checked
+// reader of everything reap reads back from it.
 #include "plan/provenance.h"
 
 #include "util/json_fields.h"
@@ -34,6 +34,52 @@ void record_origin(plan & p, const plan_origin & o, const char * version) {
     prov["request"] = req;
     prov["predicted_bytes"] = o.predicted_bytes;
     prov["predicted_shards"] = o.predicted_shards;
+}
+
+void record_ranking(plan & p, const ranking & r, const std::vector<expert_ref> & super_not_kept) {
+    json & prov = p.provenance;
+    if (!prov.is_object()) prov = json::object();
+    prov["method"] = method_name(r.opts.how);
+    prov["method_description"] = method_description(r.opts.how);
+    prov["domains"] = r.domains;
+    prov["consensus"] = r.opts.cons == consensus::minrank ? "minrank" : "sum";
+    if (r.opts.how == method::random) {
+        prov["seed"] = r.opts.seed;
+        prov["share_method"] = method_name(r.share_method);
+    }
+    prov["protect_super"] = r.opts.protect_super;
+    prov["super_threshold"] = r.super_threshold;
+    auto refs = [](const std::vector<expert_ref> & v, bool with_value) {
+        json j = json::array();
+        for (const auto & x : v) {
+            json e = {{"layer", x.layer}, {"expert", x.expert}};
+            if (with_value) e["max_norm"] = x.value;
+            j.push_back(e);
+        }
+        return j;
+    };
+    if (!super_not_kept.empty()) prov["super_experts_not_kept"] = refs(super_not_kept, true);
+    prov["never_routed"] = refs(r.never_routed, false);
+}
+
+void record_receipts(plan & p, const receipts & rc) {
+    if (!p.provenance.is_object()) p.provenance = json::object();
+    p.provenance.update(receipts_json(rc));
+}
+
+void record_width(plan & p, const std::string & channel_score, const std::string & down_type, const width_rerank & rr) {
+    json & prov = p.provenance;
+    if (!prov.is_object()) prov = json::object();
+    prov["channel_score"] = channel_score;
+    if (!down_type.empty()) prov["down_type"] = down_type;
+    json per_layer = json::array();
+    for (double v : rr.spearman) per_layer.push_back(std::isnan(v) ? json() : json(v));
+    prov["width_rerank"] = {{"statistic", "spearman(full-width saliency, saliency on the kept channels), per layer, kept experts"},
+                            {"layers", rr.layers},
+                            {"spearman", per_layer},
+                            {"n_defined", rr.n_defined},
+                            {"min", rr.n_defined ? json(rr.min) : json()},
+                            {"median", rr.n_defined ? json(rr.median) : json()}};
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include "plan/plan.h"
 #include "plan/receipts.h"
 #include "plan/sweep.h"
+#include "plan/width_rerank.h"
 
 #include <cstdint>
 #include <optional>
@@ -43,6 +44,21 @@ struct plan_origin {
 // Adds "tool", "saliency", "request", "predicted_bytes" and
 // "predicted_shards" to p.provenance (replacing them when present).
 void record_origin(plan & p, const plan_origin & o, const char * version);
+
+// The ranking's part, as make_plan writes it: "method", "method_description",
+// "domains", "consensus", "seed" and "share_method" (random), "protect_super",
+// "super_threshold", "super_experts_not_kept" (`super_not_kept`: protected
+// super experts the size could not keep) and "never_routed".
+void record_ranking(plan & p, const ranking & r, const std::vector<expert_ref> & super_not_kept);
+
+// The receipts (receipts.h): "safety_margin", "saliency_retained",
+// "dead_experts", "super_experts".
+void record_receipts(plan & p, const receipts & rc);
+
+// A width cut's part (sweep.h: cut_plan_width): "channel_score", "down_type"
+// (when the down projections are requantised: the type the size assumes) and
+// "width_rerank" (null where a layer's statistic is undefined).
+void record_width(plan & p, const std::string & channel_score, const std::string & down_type, const width_rerank & rr);
 
 // Everything reap reads back from a plan's provenance, each field
 // type-checked in this one reader (a message names the file and the field).

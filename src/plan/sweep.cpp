@@ -1,6 +1,7 @@
 // reap sweep, the planning half (see sweep.h): sizes to nested plans from one
 // ranking, and the model + archive setup that reap plan shares.
 #include "plan/sweep.h"
+#include "plan/provenance.h"
 #include "plan/receipts.h"
 #include "plan/width_rerank.h"
 #include "util/disk.h"
@@ -78,22 +79,12 @@ bool setup_width(const ranked_model & rm, const std::string & saliency_name, con
 bool cut_plan_width(const width_setup & w, int64_t K, plan & p, std::string & err) {
     if (!add_width(p, w.facts.n_ff_exp, K, w.scores, err, w.shared_scores)) return false;
     if (!validate_plan(p, w.facts, err)) return false;
-    p.provenance["channel_score"] = channel_score_name(w.by);
-    if (w.cut.down_type) {   // the size predicted is that of prune --down-type with this type
-        const gguf::type_info * ti = gguf::find_type(uint32_t(*w.cut.down_type));
-        p.provenance["down_type"] = ti ? ti->name : "?";
-    }
-    // the rerank statistic (width_rerank.h), a receipt of the cut: null where a layer's is undefined
+    const gguf::type_info * down = w.cut.down_type ? gguf::find_type(uint32_t(*w.cut.down_type)) : nullptr;
+    // the rerank statistic (width_rerank.h), a receipt of the cut
     width_rerank rr;
     if (!rerank_of(p, w.scores, rr, err)) return false;
-    nlohmann::json per_layer = nlohmann::json::array();
-    for (double v : rr.spearman) per_layer.push_back(std::isnan(v) ? nlohmann::json() : nlohmann::json(v));
-    p.provenance["width_rerank"] = {{"statistic", "spearman(full-width saliency, saliency on the kept channels), per layer, kept experts"},
-                                    {"layers", rr.layers},
-                                    {"spearman", per_layer},
-                                    {"n_defined", rr.n_defined},
-                                    {"min", rr.n_defined ? nlohmann::json(rr.min) : nlohmann::json()},
-                                    {"median", rr.n_defined ? nlohmann::json(rr.median) : nlohmann::json()}};
+    // the size predicted is that of prune --down-type with the type it records
+    record_width(p, channel_score_name(w.by), w.cut.down_type ? (down ? down->name : "?") : "", rr);
     return true;
 }
 
