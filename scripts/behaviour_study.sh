@@ -8,15 +8,15 @@
 #                 by REAP at 25/50/75% and at 50% on en,code alone; `reap
 #                 eval --needle` on the base, every cut as a mask and every
 #                 cut as the pruned file, in one run
-#   generation    models/reap-moe-tiny.gguf: the demo's own cuts reap-25/50/75
-#                 and reap-en+code-50 (made here as demo.sh makes them when
-#                 OUT has none); `reap eval --generate` on held-out prompts,
-#                 masks and files, in one run
+#   generation    models/reap-moe-chat.gguf (the model that ends its turn):
+#                 calibrated on the calib split, cut as the demo cuts (reap-25/50/75
+#                 and reap-en+code-50); `reap eval --generate` on held-out
+#                 prompts as user messages, masks and files, in one run
 # tools/behaviour_study.py writes the section of docs/results.md from the two
 # --json outputs, which are kept in docs/results/ (the test that recomputes
 # the section reads them there: DemoResults.BehaviourSection*).
 #
-# Environment: REAP, PYTHON, MODEL (the trained model), RECALL, CORPUS, OUT
+# Environment: REAP, PYTHON, RECALL, CHAT, CORPUS, OUT
 # (the demo's folder), CTX, CALIB_TOKENS (calibration tokens per domain: the
 # recall model's, and the trained model's when its saliency is missing, as
 # demo.sh calibrates it), NEEDLES (per cell),
@@ -26,15 +26,15 @@ cd "$(dirname "$0")/.."
 
 REAP=${REAP:-build/bin/reap}
 PY=${PYTHON:-/usr/bin/python3}
-MODEL=${MODEL:-models/reap-moe-tiny.gguf}
 RECALL=${RECALL:-models/reap-moe-recall.gguf}
+CHAT=${CHAT:-models/reap-moe-chat.gguf}
 CORPUS=${CORPUS:-data/corpus}
 OUT=${OUT:-out/demo}
 CTX=${CTX:-256}
 CALIB_TOKENS=${CALIB_TOKENS:-20000}
 NEEDLES=${NEEDLES:-12}
 NEEDLE_SEED=${NEEDLE_SEED:-0}
-PROMPTS_PER_DOMAIN=${PROMPTS_PER_DOMAIN:-4}
+PROMPTS_PER_DOMAIN=${PROMPTS_PER_DOMAIN:-8}
 PROMPT_BYTES=${PROMPT_BYTES:-96}
 MAX_NEW=${MAX_NEW:-128}
 B="$OUT/behaviour"
@@ -67,30 +67,30 @@ done
     --seed "$NEEDLE_SEED" --json --quiet > "$B/needle-recall.json"
 echo "  needle grid: $B/needle-recall.json"
 
-# --- free generation on the trained model: the demo's cuts
-if [ ! -f "$OUT/saliency.gguf" ]; then   # as demo.sh makes it
-    "$REAP" calibrate -m "$MODEL" --corpus "$CORPUS/calib.jsonl" -o "$OUT/saliency.gguf" -c "$CTX" -ub 4096 \
-        --max-tokens-per-domain "$CALIB_TOKENS" > "$B/calibrate.log" 2>&1
+# --- free generation on the model that stops (models/reap-moe-chat.gguf): its own calibration and cuts
+C="$B/chat"
+mkdir -p "$C/plans" "$C/cuts"
+if [ ! -f "$C/saliency.gguf" ]; then
+    "$REAP" calibrate -m "$CHAT" --corpus "$CORPUS/calib.jsonl" -o "$C/saliency.gguf" -c "$CTX" -ub 4096 \
+        --max-tokens-per-domain "$CALIB_TOKENS" > "$C/calibrate.log" 2>&1
 fi
 gen_args=()
 for cut in "${CUTS[@]}"; do
     read -r name method ratio domains <<< "$cut"
-    if [ ! -f "$OUT/plans/$name.json" ] || [ ! -f "$OUT/cuts/$name.gguf" ]; then
-        make_cut "$MODEL" "$OUT/saliency.gguf" "$OUT" "$name" "$method" "$ratio" "$domains"
-        printf '  %-16s planned, pruned, verified\n' "$name"
-    fi
-    gen_args+=(--mask "$OUT/plans/$name.json" -p "$OUT/cuts/$name.gguf")
+    make_cut "$CHAT" "$C/saliency.gguf" "$C" "$name" "$method" "$ratio" "$domains"
+    gen_args+=(--mask "$C/plans/$name.json" -p "$C/cuts/$name.gguf")
+    printf '  chat %-16s planned, pruned, verified\n' "$name"
 done
 "$PY" tools/behaviour_study.py prompts --corpus "$CORPUS/heldout.jsonl" --per-domain "$PROMPTS_PER_DOMAIN" \
-    --bytes "$PROMPT_BYTES" --out "$B/prompts.jsonl"
-"$REAP" eval -m "$MODEL" "${gen_args[@]}" --generate "$B/prompts.jsonl" --max-new "$MAX_NEW" \
-    --json --quiet > "$B/generate-tiny.json"
-echo "  generation: $B/generate-tiny.json"
+    --bytes "$PROMPT_BYTES" --chat --out "$B/prompts-chat.jsonl"
+"$REAP" eval -m "$CHAT" "${gen_args[@]}" --generate "$B/prompts-chat.jsonl" --max-new "$MAX_NEW" \
+    --json --quiet > "$B/generate-chat.json"
+echo "  generation: $B/generate-chat.json"
 
 # --- the section, from the JSON kept in docs/results/
-for j in needle-recall generate-tiny; do
+for j in needle-recall generate-chat; do
     "$PY" tools/behaviour_study.py compact "$B/$j.json" "docs/results/$j.json"
 done
-"$PY" tools/behaviour_study.py table --needle docs/results/needle-recall.json --generate docs/results/generate-tiny.json \
-    --md "$B/table.md" --results docs/results.md > /dev/null
+"$PY" tools/behaviour_study.py table --needle docs/results/needle-recall.json --generate docs/results/generate-chat.json \
+    --chat --md "$B/table.md" --results docs/results.md > /dev/null
 echo "  written into docs/results.md (its JSON in docs/results/)"

@@ -24,6 +24,7 @@
 #include "util/text_escape.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -1057,7 +1058,7 @@ TEST(DemoResults, BehaviourSectionGenerationFromItsJson) {
     const std::string src = std::string(REAP_SOURCE_DIR);
     const md_section s = read_behaviour_section(src + "/docs/results.md");
     ASSERT_FALSE(s.lines.empty()) << "docs/results.md has no section " << k_behaviour_title;
-    const json doc = read_json(src + "/docs/results/generate-tiny.json");
+    const json doc = read_json(src + "/docs/results/generate-chat.json");
     const json & g = doc.at("generate");
     ASSERT_EQ(g.at("loop_span"), 8);
     ASSERT_EQ(g.at("loop_repeats"), 3);
@@ -1107,4 +1108,17 @@ TEST(DemoResults, BehaviourSectionGenerationFromItsJson) {
     const behaviour_test::gen_row b = behaviour_test::recompute(base, base, "", 8, 3),
                                   c = behaviour_test::recompute(models[cut75->file].at("outputs"), base, "", 8, 3);
     EXPECT_TRUE(b.loop != c.loop || b.ended != c.ended || b.d4 != c.d4) << "reap-75 generates as the base does";
+    // issue 39: the model stops on its own (at least 60% of the base's outputs end
+    // their turn), and a cut moves the termination or loop rate by more than the
+    // base's own sampling noise: two binomial standard errors of its rate over these
+    // prompts, sqrt(p (1 - p) / n).
+    EXPECT_GE(b.ended, 0.6) << "the base ends its turn in too few outputs for the termination gate to mean anything";
+    const double n = (double) base.size();
+    const double noise_ended = 2 * std::sqrt(b.ended * (1 - b.ended) / n), noise_loop = 2 * std::sqrt(std::max(b.loop * (1 - b.loop), 1.0 / n) / n);
+    bool moved = false;
+    for (const cut_models & cut : cuts) {
+        const behaviour_test::gen_row r = behaviour_test::recompute(models[cut.file].at("outputs"), base, "", 8, 3);
+        moved |= std::fabs(r.ended - b.ended) > noise_ended || std::fabs(r.loop - b.loop) > noise_loop;
+    }
+    EXPECT_TRUE(moved) << "no cut moves the termination or loop rate past the base's noise";
 }
