@@ -118,14 +118,23 @@ model-wide: deps corpus
 # needles and text; it retrieves in reap eval --needle (the completion form: exported
 # without a chat template). Two stages of one run (the second resumes the first's
 # checkpoint): 1800 steps with needles in both forms, then 1000 more with completion-form
-# needles only. Its own checkpoint; the log, eval and plot are models/recall_*.
+# needles only. Its own checkpoint; the log, eval and plot are models/recall_*. A third
+# stage (below) trains on from that file; its log, eval and plot are models/recall_distract_*.
 RECALL_SHAPE = --n-embd 64 --n-head 2 --n-head-kv 2 --n-expert 8 --n-expert-used 2 --n-ff-exp 128 --n-layer 2
 RECALL_RUN = OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PYTHON) tools/train_moe.py --corpus data/corpus --out models \
 	--name reap-moe-recall --log-prefix recall_ $(RECALL_SHAPE) --batch 16 --copy-first 1200 --copy-ctx 128 \
 	--copy-frac 0.25 --warmup 50 --copy-every 100 --needle-every 100 --ckpt data/train/recall_ckpt.pt --threads 1
+# The third stage starts from the second's file, with a fresh optimiser and its own
+# checkpoint: needle haystacks that hold look-alikes of the value half the time and
+# more (--distract), so that retrieval holds on text it never saw.
 model-recall: deps corpus
 	$(RECALL_RUN) --needle-frac 0.375 --steps 1800
 	$(RECALL_RUN) --needle-frac 0.5 --needle-forms completion --no-chat-template --steps 2800
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PYTHON) tools/train_moe.py --corpus data/corpus --out models \
+		--name reap-moe-recall --log-prefix recall_distract_ $(RECALL_SHAPE) --batch 16 \
+		--init-from models/reap-moe-recall.gguf --needle-frac 0.5 --needle-forms completion --no-chat-template \
+		--copy-frac 0.25 --distract 0.75 --steps 1000 --warmup 20 --lr 1e-3 --needle-every 100 \
+		--ckpt data/train/recall_distract_ckpt.pt --threads 1
 
 # The fourth model, reap-moe-chat (models/README.md): reap-moe-tiny's weights (--init-from,
 # the committed file) trained on, half of each batch chat windows that continue the

@@ -8,7 +8,12 @@
 //   * a 75% cut (a random plan keeping 2 of 8 experts per layer) loses cells,
 //     so the grid tells a damaged model from a whole one;
 //   * the cut run as a mask and as the file reap prune writes from the plan
-//     gives the same decoded text in every cell.
+//     gives the same decoded text in every cell;
+//   * retrieval holds off its training text (issue 39): haystacks of each
+//     corpus domain's held-out samples alone, and of two texts outside the
+//     corpus (the GPL-3 and Apache-2.0 licences Debian ships in
+//     /usr/share/common-licenses), 8 needles a cell, 48 cells each: the base
+//     answers at least 90% of every one exactly.
 #include "behaviour_test_rules.h"
 #include "llama_test_util.h"
 #include "prune_test_util.h"
@@ -18,6 +23,8 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <fstream>
 
 namespace {
 
@@ -66,4 +73,51 @@ TEST(RecallModel, BaseRetrievesACutLosesCellsMaskEqualsFile) {
     EXPECT_GE(base * 10, cells.size() * 9) << "the base retrieved " << base << " of " << cells.size();
     EXPECT_LT(masked, base) << "the 75% cut lost no cell";
     EXPECT_EQ(masked, pruned);
+}
+
+namespace {
+
+// The held-out samples of one corpus domain, joined by blank lines as reap eval
+// joins a corpus's samples for a haystack.
+std::string domain_text(const std::string & heldout, const std::string & domain, const std::string & path) {
+    std::ifstream in(heldout);
+    std::string line, text;
+    while (std::getline(in, line)) {
+        const json j = json::parse(line);
+        if (j.at("domain") != domain) continue;
+        if (!text.empty()) text += "\n\n";
+        text += j.at("text").get<std::string>();
+    }
+    std::ofstream(path, std::ios::binary) << text;
+    return text;
+}
+
+}  // namespace
+
+TEST(RecallModel, RetrievesInEveryDomainAndInTextOutsideTheCorpus) {
+    const std::string dir = prune_test::scratch("recall-domains");
+    const std::string model = recall_model(), heldout = reap_test::source_dir() + "/data/corpus/heldout.jsonl";
+    std::vector<std::pair<std::string, std::string>> haystacks;   // name, file
+    for (const char * d : {"en", "code", "ja", "zh", "de", "fr"}) {
+        const std::string path = dir + "/" + d + ".txt";
+        ASSERT_GT(domain_text(heldout, d, path).size(), 10000u) << d << ": too little held-out text in " << heldout;
+        haystacks.push_back({d, path});
+    }
+    for (const char * licence : {"GPL-3", "Apache-2.0"}) {   // Debian's base-files: on every Debian system
+        const std::string path = std::string("/usr/share/common-licenses/") + licence;
+        ASSERT_TRUE(reap_test::file_exists(path)) << path;
+        haystacks.push_back({licence, path});
+    }
+    std::string out;
+    for (const auto & [name, path] : haystacks) {
+        ASSERT_EQ(run_cmd(shell_quote(reap_test::reap_bin()) + " eval -m " + shell_quote(model) + " -p " + shell_quote(model) +
+                          " --needle -f " + shell_quote(path) + " --needles 8 --needle-lengths 64,128 --seed 0 -t 2 --json 2>/dev/null",
+                          out), 0) << name << ": " << out;
+        const json cells = json::parse(out).at("needle").at("cells");
+        ASSERT_EQ(cells.size(), 48u) << name;
+        size_t base = 0;
+        for (const auto & c : cells) base += behaviour_test::exact(c.at("models")[0].at("text"), c.at("value"));
+        printf("recall model, %s haystacks: %zu of 48 exact\n", name.c_str(), base);
+        EXPECT_GE(base * 10, 48u * 9) << name << ": " << base << " of 48";
+    }
 }

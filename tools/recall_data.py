@@ -113,9 +113,29 @@ def needle_prompt(hay, depth, lead, question, value, chat):
     return prompt, answer
 
 
-def random_needle(rng, stream, L, forms="both"):
+def with_distractors(rng, hay, value):
+    """`hay` with 1..6 look-alikes of `value` put in at spaces or newlines: capitalised words, codes
+    of the values' shapes, and words that begin as the value does (its first 1..3 bytes), never
+    after a lead, so that only the needle's own value, copied whole, is the answer."""
+    hay = bytearray(hay)
+    for _ in range(int(rng.integers(1, 7))):
+        gaps = [i for i in range(1, len(hay)) if hay[i - 1] in b" \n"]
+        if not gaps:
+            break
+        at = gaps[int(rng.integers(0, len(gaps)))]
+        kind = int(rng.integers(0, 4))
+        if kind == 3:
+            word = value[:int(rng.integers(1, 4))] + pick(rng, UPPER, int(rng.integers(2, 7)))
+        else:
+            word = pick(rng, UPPER, int(rng.integers(3, 10))) if kind == 0 else random_value(rng, kind == 1)
+        hay[at:at] = word + b" "
+    return bytes(hay)
+
+
+def random_needle(rng, stream, L, forms="both", distract=0.0):
     """One needle window of exactly L + 1 tokens (inputs are the first L) and the answer's span.
-    forms: "both" (chat or completion, even odds) or "completion" (the same draws, never chat)."""
+    forms: "both" (chat or completion, even odds) or "completion" (the same draws, never chat);
+    distract: the chance that the haystack holds look-alikes of the value (with_distractors)."""
     chat = bool(rng.integers(0, 2)) and forms == "both"
     if rng.random() < 0.5:
         lead, question, eval_format = EVAL_LEAD, EVAL_QUESTION, True
@@ -126,7 +146,10 @@ def random_needle(rng, stream, L, forms="both"):
     value = random_value(rng, eval_format)
     prompt, answer = needle_prompt(b"", 0.0, lead, question, value, chat)
     overhead = len(prompt) + len(answer) + 2  # + the spaces a haystack may add around the sentence
-    hay = text_at(rng, stream, int(rng.integers(8, L + 1 - overhead)))
+    n_hay = int(rng.integers(8, L + 1 - overhead))
+    hay = text_at(rng, stream, n_hay)
+    if distract and rng.random() < distract:
+        hay = with_distractors(rng, hay, value)[:n_hay]
     prompt, answer = needle_prompt(hay, float(rng.random()), lead, question, value, chat)
     seq = prompt + answer
     seq += list(b"\n" + text_at(rng, stream, L + 1 - len(seq)))[:L + 1 - len(seq)]
@@ -180,7 +203,8 @@ def copy_window(rng, L):
     return seq[:L + 1]
 
 
-def mixed_batch(rng, streams, domains, weights, B, L, n_needle, n_copy, answer_weight, forms="both", n_chat=0):
+def mixed_batch(rng, streams, domains, weights, B, L, n_needle, n_copy, answer_weight, forms="both", n_chat=0,
+                distract=0.0):
     """B windows: n_needle needle windows, n_copy copy windows, n_chat chat windows, the rest corpus text.
     Returns inputs, targets and per-target loss weights (answer_weight on needle answers)."""
     x = np.empty((B, L), dtype=np.int64)
@@ -190,7 +214,7 @@ def mixed_batch(rng, streams, domains, weights, B, L, n_needle, n_copy, answer_w
     for i, di in enumerate(ds):
         s = streams[domains[di]]
         if i < n_needle:
-            seq, a0, a1 = random_needle(rng, s, L, forms)
+            seq, a0, a1 = random_needle(rng, s, L, forms, distract)
             w[i, a0 - 1:a1 - 1] = answer_weight  # targets at positions a0-1.. are the answer's tokens
         elif i < n_needle + n_copy:
             seq = copy_window(rng, L)

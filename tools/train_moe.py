@@ -230,6 +230,9 @@ def main():
     ap.add_argument("--f16", action="store_true", help="export the matrices in F16 (norms and router F32)")
     ap.add_argument("--needle-frac", type=float, default=0.0, help="share of each batch that is needle windows")
     ap.add_argument("--copy-frac", type=float, default=0.0, help="share of each batch that is copy windows")
+    ap.add_argument("--distract", type=float, default=0.0,
+                    help="the chance that a needle window's haystack holds look-alikes of the value (capitalised "
+                         "words, codes of the values' shapes; tools/recall_data.py)")
     ap.add_argument("--init-from", default="",
                     help="start from this GGUF's weights (one this script wrote, of the same shape) instead of random ones")
     ap.add_argument("--chat-frac", type=float, default=0.0,
@@ -316,7 +319,7 @@ def main():
                                                args.answer_weight)
         elif mixed:
             x, y, wt = recall_data.mixed_batch(rng, train, domains, weights, args.batch, L, n_needle, n_copy,
-                                               args.answer_weight, args.needle_forms, n_chat)
+                                               args.answer_weight, args.needle_forms, n_chat, args.distract)
         else:
             x, y = batch(rng, train, domains, weights, args.batch, L)
         t0 = time.time()
