@@ -662,7 +662,7 @@ struct eval_run {
     }
 
     // The base's hash, once every pass has read it (joins the hashing thread).
-    bool base_bytes_hashed() { return !ids.base_hash.job.started() || ids.base_hash.finish(ids.base_files_sha256, err); }
+    bool base_bytes_hashed() { return !ids.base_hash.active() || ids.base_hash.finish(ids.base_files_sha256, err); }
 
     // With rows read from a KLD base file, the base is the model that wrote
     // them (its receipt's), not -m: -m only runs the masks and the tokenizer.

@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
+#include <mutex>
 #include <cstring>
 
 #include <sys/stat.h>
@@ -180,6 +182,23 @@ bool unchanged_since(const std::vector<file_signature> & sigs, std::string & err
     return true;
 }
 
+namespace {
+
+// Base files hashed in this process, by their signatures (base_bytes_hash).
+std::mutex                         hashed_mutex;
+std::map<std::string, std::string> hashed;
+
+std::string signature_key(const std::vector<file_signature> & sigs) {
+    std::string key;
+    for (const auto & s : sigs) {
+        key += s.path + '\n' + std::to_string(s.dev) + ' ' + std::to_string(s.ino) + ' ' + std::to_string(s.size) + ' ' +
+               std::to_string(s.mtime_ns) + ' ' + std::to_string(s.ctime_ns) + '\n';
+    }
+    return key;
+}
+
+} // namespace
+
 bool base_bytes_hash::start(const gguf::model & base, std::string & err) {
     std::vector<std::string> files;
     for (const auto & sh : base.shards) {
@@ -188,12 +207,27 @@ bool base_bytes_hash::start(const gguf::model & base, std::string & err) {
         sigs.push_back(sig);
         files.push_back(sh.path);
     }
+    {
+        std::lock_guard<std::mutex> lock(hashed_mutex);
+        const auto it = hashed.find(signature_key(sigs));
+        if (it != hashed.end()) {
+            known = it->second;
+            return true;
+        }
+    }
     job.start(files);
     return true;
 }
 
 bool base_bytes_hash::finish(std::string & hex, std::string & err) {
-    return job.finish(hex, err) && unchanged_since(sigs, err);
+    if (!known.empty()) {
+        hex = known;
+        return unchanged_since(sigs, err);
+    }
+    if (!job.finish(hex, err) || !unchanged_since(sigs, err)) return false;
+    std::lock_guard<std::mutex> lock(hashed_mutex);
+    hashed[signature_key(sigs)] = hex;
+    return true;
 }
 
 namespace {

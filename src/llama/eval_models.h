@@ -70,11 +70,17 @@ bool unchanged_since(const std::vector<file_signature> & sigs, std::string & err
 // passes read them, so that a report can tell the source from another model
 // of the same header and size; an extra read of the base when it streams
 // from disk. start: the signatures of its files, then the hash begins;
-// finish: the hash, once the files are unchanged since start.
+// finish: the hash, once the files are unchanged since start. Files hashed
+// earlier in this process whose signatures (device, inode, size, mtime and
+// ctime to the nanosecond) are still those they had then are not read again:
+// reap fit scores many masks of one source, each pass an eval of its own, and
+// a streamed source would otherwise be read once more per pass.
 struct base_bytes_hash {
     util::background_sha256     job;
     std::vector<file_signature> sigs;
+    std::string                 known;   // the hash of an earlier eval in this process (start found it)
     bool start(const gguf::model & base, std::string & err);
+    bool active() const { return job.started() || !known.empty(); }
     bool finish(std::string & hex, std::string & err);
 };
 
