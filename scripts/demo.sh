@@ -44,9 +44,10 @@ EVAL_BYTES=${EVAL_BYTES:-8000}
 CALIB_TOKENS=${CALIB_TOKENS:-20000}
 QUANT_BYTES=${QUANT_BYTES:-2000}
 CTX=256
-# calibrate's -ub is given (reap's earlier default): the automatic one depends on this
-# machine's memory, and another ubatch sums the same values in another order, so the
-# numbers of docs/results.md would move in their last digits from machine to machine
+# calibrate's -ub and eval's, sweep's and fit's -b are given (reap's earlier defaults):
+# the automatic ones depend on this machine's memory, and another ubatch sums the same
+# values in another order, so the numbers of docs/results.md would move in their last
+# digits from machine to machine
 
 mkdir -p "$OUT/plans" "$OUT/cuts" "$OUT/eval"
 step() { printf '\n== %s\n' "$*"; }
@@ -95,7 +96,7 @@ for cut in "${CUTS[@]}"; do
     names+=("$name")
     pruned+=(-p "$OUT/cuts/$name.gguf")
 done
-"$REAP" eval -m "$MODEL" "${pruned[@]}" -f "$OUT/heldout-eval.jsonl" -c $CTX --json --quiet > "$OUT/eval-all.json"
+"$REAP" eval -m "$MODEL" "${pruned[@]}" -f "$OUT/heldout-eval.jsonl" -c $CTX -b 4096 --json --quiet > "$OUT/eval-all.json"
 "$PY" - "$OUT/eval-all.json" "$OUT/cuts" "$OUT/eval" "${names[@]}" <<'EOF'
 import json, os, sys
 src, cuts, dst, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
@@ -111,14 +112,14 @@ for name in names:
 EOF
 
 step "sweep: REAP at 25/50/75% removed, scored by masking the base (no model written)"
-"$REAP" sweep "$OUT/saliency.gguf" -m "$MODEL" -f "$OUT/heldout-eval.jsonl" --ratios 0.25,0.5,0.75 -c $CTX \
+"$REAP" sweep "$OUT/saliency.gguf" -m "$MODEL" -f "$OUT/heldout-eval.jsonl" --ratios 0.25,0.5,0.75 -c $CTX -b 4096 \
     -o "$OUT/sweep.json" --plot docs/sweep.svg --plans-dir "$OUT/sweep-plans" --force --quiet
 
 step "the sweep's masks against the pruned files of the same cuts (masked base vs file, directly)"
 for pct in 25 50 75; do
     n_keep=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["n_keep"])' "$OUT/plans/reap-$pct.json")
     "$REAP" eval -m "$MODEL" --base-mask "$OUT/sweep-plans/keep-$n_keep.json" -p "$OUT/cuts/reap-$pct.gguf" \
-        -f "$OUT/heldout-eval.jsonl" -c $CTX --json --quiet > "$OUT/eval/mask-vs-reap-$pct.json"
+        -f "$OUT/heldout-eval.jsonl" -c $CTX -b 4096 --json --quiet > "$OUT/eval/mask-vs-reap-$pct.json"
     printf '  reap-%s: masked base vs pruned file compared\n' "$pct"
 done
 
@@ -142,7 +143,7 @@ done
 "$PY" -c 'import json, sys; print("\n\n".join(json.loads(l)["text"] for l in open(sys.argv[1], encoding="utf-8")))' \
     "$OUT/heldout-eval.jsonl" > "$OUT/frontier/heldout.txt"
 "$REAP" sweep "$OUT/saliency.gguf" $(for t in Q8_0 Q5_0 Q4_0 IQ4_NL; do printf -- '-m %s ' "$OUT/frontier/$t.gguf"; done) \
-    --reference "$MODEL" -f "$OUT/frontier/heldout.txt" --budgets 3MB,4.5MB,6MB -c $CTX \
+    --reference "$MODEL" -f "$OUT/frontier/heldout.txt" --budgets 3MB,4.5MB,6MB -c $CTX -b 4096 \
     -o "$OUT/frontier/frontier.json" --plot docs/frontier.svg --force --quiet > "$OUT/frontier/table.txt"
 {
     echo
@@ -184,7 +185,7 @@ for t in "${WIDE_TYPES[@]}"; do
     fi
 done
 "$REAP" sweep "$WOUT/saliency.gguf" $(for t in "${WIDE_TYPES[@]}"; do printf -- '-m %s ' "$WOUT/$t.gguf"; done) \
-    --reference "$WIDE" -f "$OUT/frontier/heldout.txt" --budgets 4MB,6MB,8MB -c $CTX \
+    --reference "$WIDE" -f "$OUT/frontier/heldout.txt" --budgets 4MB,6MB,8MB -c $CTX -b 4096 \
     -o "$WOUT/frontier.json" --plot docs/frontier-wide.svg --force --quiet > "$WOUT/table.txt"
 {
     echo

@@ -25,7 +25,7 @@ SAL="$OUT/fit-wide-saliency.gguf"
 FOUT="$OUT/fit-wide"
 rm -rf "$FOUT"
 "$REAP" fit $(for t in "${TYPES[@]}"; do printf -- '-m %s ' "$SOURCES/$t.gguf"; done) --reference "$WIDE" --saliency "$SAL" \
-    -f "$HELDOUT" --budget "$BUDGET" -c "$CTX" -o "$FOUT" --quiet > "$FOUT.log"
+    -f "$HELDOUT" --budget "$BUDGET" -c "$CTX" -b 4096 -o "$FOUT" --quiet > "$FOUT.log"
 rm -rf docs/fit-card
 cp -r "$FOUT/card" docs/fit-card
 {

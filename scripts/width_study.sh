@@ -63,7 +63,7 @@ for cut in "${CUTS[@]}"; do
 done
 
 # one call: the base runs once, every cut is scored against it
-"$REAP" eval -m "$MODEL" "${pruned[@]}" -f "$OUT/heldout-eval.jsonl" -c "$CTX" --json --quiet > "$W/eval-all.json"
+"$REAP" eval -m "$MODEL" "${pruned[@]}" -f "$OUT/heldout-eval.jsonl" -c "$CTX" -b 4096 --json --quiet > "$W/eval-all.json"
 
 "$PY" tools/width_study.py --model "$MODEL" --dir "$W" --cuts "$(printf '%s\n' "${CUTS[@]}" | awk '{print $1}' | paste -sd,)" \
     --md "$W/table.md" --chart-data "$W/chart.json"
