@@ -38,7 +38,7 @@ PROMPTS_PER_DOMAIN=${PROMPTS_PER_DOMAIN:-8}
 PROMPT_BYTES=${PROMPT_BYTES:-96}
 MAX_NEW=${MAX_NEW:-128}
 B="$OUT/behaviour"
-mkdir -p "$B/plans" "$B/cuts" "$OUT/plans" "$OUT/cuts" docs/results
+mkdir -p "$B" docs/results
 
 # name  method  ratio  domains: the demo's cuts this study shows (demo.sh's names)
 CUTS=(
@@ -51,39 +51,35 @@ CUTS=(
 # plan, prune and verify one cut as demo.sh does: DIR/plans/NAME.json and DIR/cuts/NAME.gguf
 make_cut() { REAP="$REAP" scripts/make_cut.sh "$@"; }
 
-# --- the needle grid on the recall model: its own calibration and cuts
-if [ ! -f "$B/recall-saliency.gguf" ]; then
-    "$REAP" calibrate -m "$RECALL" --corpus "$CORPUS/calib.jsonl" -o "$B/recall-saliency.gguf" -c "$CTX" -ub 4096 \
-        --max-tokens-per-domain "$CALIB_TOKENS" > "$B/recall-calibrate.log" 2>&1
-fi
-needle_args=()
-for cut in "${CUTS[@]}"; do
-    read -r name method ratio domains <<< "$cut"
-    make_cut "$RECALL" "$B/recall-saliency.gguf" "$B" "$name" "$method" "$ratio" "$domains"
-    needle_args+=(--mask "$B/plans/$name.json" -p "$B/cuts/$name.gguf")
-    printf '  recall %-16s planned, pruned, verified\n' "$name"
-done
-"$REAP" eval -m "$RECALL" "${needle_args[@]}" --needle -f "$CORPUS/heldout.jsonl" --needles "$NEEDLES" \
+# MODEL's own calibration (DIR/saliency.gguf) and the cuts above of it (DIR/plans,
+# DIR/cuts); cut_args: each as --mask PLAN -p FILE, for one eval of all of them
+calibrated_cuts() {
+    local model=$1 dir=$2 label=$3
+    mkdir -p "$dir/plans" "$dir/cuts"
+    if [ ! -f "$dir/saliency.gguf" ]; then
+        "$REAP" calibrate -m "$model" --corpus "$CORPUS/calib.jsonl" -o "$dir/saliency.gguf" -c "$CTX" -ub 4096 \
+            --max-tokens-per-domain "$CALIB_TOKENS" > "$dir/calibrate.log" 2>&1
+    fi
+    cut_args=()
+    for cut in "${CUTS[@]}"; do
+        read -r name method ratio domains <<< "$cut"
+        make_cut "$model" "$dir/saliency.gguf" "$dir" "$name" "$method" "$ratio" "$domains"
+        cut_args+=(--mask "$dir/plans/$name.json" -p "$dir/cuts/$name.gguf")
+        printf '  %s %-16s planned, pruned, verified\n' "$label" "$name"
+    done
+}
+
+# --- the needle grid on the recall model
+calibrated_cuts "$RECALL" "$B/recall" recall
+"$REAP" eval -m "$RECALL" "${cut_args[@]}" --needle -f "$CORPUS/heldout.jsonl" --needles "$NEEDLES" \
     --seed "$NEEDLE_SEED" --json --quiet > "$B/needle-recall.json"
 echo "  needle grid: $B/needle-recall.json"
 
-# --- free generation on the model that stops (models/reap-moe-chat.gguf): its own calibration and cuts
-C="$B/chat"
-mkdir -p "$C/plans" "$C/cuts"
-if [ ! -f "$C/saliency.gguf" ]; then
-    "$REAP" calibrate -m "$CHAT" --corpus "$CORPUS/calib.jsonl" -o "$C/saliency.gguf" -c "$CTX" -ub 4096 \
-        --max-tokens-per-domain "$CALIB_TOKENS" > "$C/calibrate.log" 2>&1
-fi
-gen_args=()
-for cut in "${CUTS[@]}"; do
-    read -r name method ratio domains <<< "$cut"
-    make_cut "$CHAT" "$C/saliency.gguf" "$C" "$name" "$method" "$ratio" "$domains"
-    gen_args+=(--mask "$C/plans/$name.json" -p "$C/cuts/$name.gguf")
-    printf '  chat %-16s planned, pruned, verified\n' "$name"
-done
+# --- free generation on the model that ends its turn (models/reap-moe-chat.gguf)
+calibrated_cuts "$CHAT" "$B/chat" chat
 "$PY" tools/behaviour_study.py prompts --corpus "$CORPUS/heldout.jsonl" --per-domain "$PROMPTS_PER_DOMAIN" \
     --bytes "$PROMPT_BYTES" --chat --out "$B/prompts-chat.jsonl"
-"$REAP" eval -m "$CHAT" "${gen_args[@]}" --generate "$B/prompts-chat.jsonl" --max-new "$MAX_NEW" \
+"$REAP" eval -m "$CHAT" "${cut_args[@]}" --generate "$B/prompts-chat.jsonl" --max-new "$MAX_NEW" \
     --json --quiet > "$B/generate-chat.json"
 echo "  generation: $B/generate-chat.json"
 
