@@ -387,6 +387,75 @@ TEST(Fit, TheGenerationGateMeasuresWhatEvalMeasures) {
     EXPECT_NE(slurp(dir + "/card/README.md").find("### Gates"), std::string::npos);
 }
 
+// The generation gate on reap-moe-chat, the model that ends its turn (its
+// reference's termination rate is well above 0, so both rules can fail): with no
+// slack, each gated candidate passes exactly when its loop rate is at most the
+// reference's and its termination rate at least the reference's, the rates being
+// what `reap eval --mask --generate` measures on the same plans; the winner is
+// the first in KLD order that passes, and here the best by KLD fails, so the gate
+// moves the choice.
+TEST(Fit, TheGenerationGateOnAModelThatStopsMovesTheChoice) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string model = source_dir() + "/models/reap-moe-chat.gguf";
+    const std::string dir = t.dir + "/chat-gate", reap = shell_quote(reap_bin());
+    const std::string prompts = t.dir + "/chat-prompts.jsonl";
+    std::string out;
+    {   // as the demo's behaviour study asks (tools/behaviour_study.py prompts --chat): the first 96
+        // bytes of the first 8 held-out samples longer than 300 bytes of en and of code, as user messages
+        std::ifstream in(source_dir() + "/data/corpus/heldout.jsonl");
+        std::ofstream o(prompts);
+        std::map<std::string, int> taken;
+        for (std::string line; std::getline(in, line);) {
+            const nlohmann::json j = nlohmann::json::parse(line);
+            const std::string d = j["domain"], text = j["text"];
+            if ((d != "en" && d != "code") || text.size() <= 300 || taken[d] >= 8) continue;
+            ++taken[d];
+            o << nlohmann::json({{"domain", d}, {"messages", {{{"role", "user"}, {"content", text.substr(0, 96)}}}}}).dump() << "\n";
+        }
+        ASSERT_EQ(taken["en"] + taken["code"], 16);
+    }
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
+    const std::string gen = " --generate " + shell_quote(prompts) + " --max-new 64";
+    ASSERT_EQ(run_cmd(reap + " fit -m " + shell_quote(model) + " --corpus " + shell_quote(t.calib) + " -f " + shell_quote(t.text) +
+                      " --budget 14MB -o " + shell_quote(dir) + gen + " --gate-slack 0 --gate-top 4" + k_runtime, out), 0) << out;
+    const nlohmann::json fit = read_json(dir + "/fit.json");
+    const nlohmann::json & gates = fit["gates"];
+    ASSERT_GE(gates["verdicts"].size(), 2u) << gates.dump(1);
+    std::string masks;
+    std::vector<std::string> plans;
+    for (const auto & v : gates["verdicts"]) {
+        const nlohmann::json & c = fit["candidates"][v["candidate"].get<size_t>()];
+        plans.push_back(dir + "/gated-" + std::to_string(plans.size()) + ".json");
+        ASSERT_EQ(run_cmd(reap + " plan " + shell_quote(dir + "/saliency.gguf") + " -m " + shell_quote(model) + " --width " +
+                          std::to_string(c["width"].get<int64_t>()) + " --keep " + std::to_string(c["n_keep"].get<int64_t>()) +
+                          " -o " + shell_quote(plans.back()), out), 0) << out;
+        masks += " --mask " + shell_quote(plans.back());
+    }
+    ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(model) + masks + gen + " -c 128 -t 1 -q --json > " +
+                      shell_quote(dir + "/gen.json"), out), 0) << out;
+    const nlohmann::json gj = read_json(dir + "/gen.json");
+    std::map<std::string, nlohmann::json> overall;
+    for (const auto & m : gj["generate"]["models"]) overall[m["name"].get<std::string>()] = m["overall"];
+    ASSERT_TRUE(overall.count("base")) << gj.dump(1).substr(0, 2000);
+    const double ref_loop = overall["base"]["loop_rate"].get<double>(), ref_end = overall["base"]["termination_rate"].get<double>();
+    EXPECT_DOUBLE_EQ(gates["reference"]["termination_rate"].get<double>(), ref_end);
+    EXPECT_GE(ref_end, 0.5) << "the reference ends too few turns for the termination rule to mean anything";
+    int first_pass = -1;
+    for (size_t i = 0; i < plans.size(); ++i) {
+        const nlohmann::json & m = overall[plans[i]];
+        ASSERT_FALSE(m.is_null()) << plans[i];
+        EXPECT_DOUBLE_EQ(gates["verdicts"][i]["loop_rate"].get<double>(), m["loop_rate"].get<double>());
+        EXPECT_DOUBLE_EQ(gates["verdicts"][i]["termination_rate"].get<double>(), m["termination_rate"].get<double>());
+        const bool passes = m["loop_rate"].get<double>() <= ref_loop && m["termination_rate"].get<double>() >= ref_end;
+        EXPECT_EQ(gates["verdicts"][i]["passed"].get<bool>(), passes) << "verdict " << i;
+        if (passes && first_pass < 0) first_pass = (int) i;
+    }
+    ASSERT_GT(first_pass, 0) << "the best by KLD passed (or none did): the gate moved nothing\n" << gates.dump(1);
+    EXPECT_EQ(fit["winner"].get<size_t>(), gates["verdicts"][first_pass]["candidate"].get<size_t>());
+    EXPECT_EQ(gates["best_by_kld"].get<size_t>(), gates["verdicts"][0]["candidate"].get<size_t>());
+}
+
 // A written file whose KLD is not its mask's stops the fit with both numbers
 // (exit 1) and nothing more is written: here the journal's score of the winner
 // is halved, and the stages after the search are taken out of the journal so
