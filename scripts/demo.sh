@@ -124,7 +124,7 @@ for pct in 25 50 75; do
 done
 
 step "results"
-"$PY" tools/results_table.py --eval-dir "$OUT/eval" --plans-dir "$OUT/plans" --model "$MODEL" --sweep "$OUT/sweep.json" \
+"$PY" tools/results_table.py --eval-dir "$OUT/eval" --plans-dir "$OUT/plans" --model "$MODEL" --sweep "$OUT/sweep.json" --corpus-manifest "$CORPUS/manifest.json" \
     --cuts "$(printf '%s\n' "${CUTS[@]}" | awk '{print $1}' | paste -sd,)" --out docs/results.md
 
 step "does calibrating on a quantised copy change the cut? (scripts/calibrate_on_quants.py, appended to docs/results.md)"

@@ -143,6 +143,18 @@ def findings(cuts, rows):
     return "\n".join(out)
 
 
+def corpus_line(path):
+    """The corpus the run used: tools/build_corpus.py builds it from the Debian packages apt
+    serves that day, so another day's package versions give another corpus and other numbers."""
+    if not path:
+        return ""
+    with open(path, encoding="utf-8") as f:
+        sha = json.load(f)["sha256"]
+    return ("\nCorpus: SHA-256 of its splits calib `" + sha["calib"][:16] + "…`, heldout `" + sha["heldout"][:16] +
+            "…`, train `" + sha["train"][:16] + "…` (data/corpus/manifest.json lists the package versions: "
+            "another day's versions make another corpus, and other numbers).")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--eval-dir", required=True)
@@ -151,6 +163,7 @@ def main():
     ap.add_argument("--cuts", required=True, help="comma-separated cut names, in table order")
     ap.add_argument("--out", help="markdown file to write (docs/results.md)")
     ap.add_argument("--sweep", help="reap sweep's JSON: the REAP rows come from it (checked against the pruned files)")
+    ap.add_argument("--corpus-manifest", help="the corpus's manifest.json: its splits' SHA-256 go in the header")
     args = ap.parse_args()
     cuts, rows = load(args)
     agreement, agreed = apply_sweep(args.sweep, rows, args.eval_dir) if args.sweep else ([], True)
@@ -166,7 +179,7 @@ def main():
         md = f"""# reap.cpp demo results
 
 Made by `make demo` on {datetime.date.today().isoformat()} with `{args.model}` (see models/README.md).
-Every number below was measured by `reap eval` in that run; the table is rewritten by each run.
+Every number below was measured by `reap eval` in that run; the table is rewritten by each run.{corpus_line(args.corpus_manifest)}
 
 How it was made (scripts/demo.sh):
 1. `reap calibrate` over the `calib` split of the corpus (tools/build_corpus.py), all domains.
