@@ -12,8 +12,9 @@
 //   * retrieval holds off its training text (issue 39): haystacks of each
 //     corpus domain's held-out samples alone, and of two texts outside the
 //     corpus (the GPL-3 and Apache-2.0 licences Debian ships in
-//     /usr/share/common-licenses), 8 needles a cell, 48 cells each: the base
-//     answers at least 90% of every one exactly.
+//     /usr/share/common-licenses), 16 needles a cell, 96 cells each (twice
+//     the issue's 8, so that one cell more or less is 1%): the base answers
+//     at least 90% of every one exactly.
 #include "behaviour_test_rules.h"
 #include "llama_test_util.h"
 #include "prune_test_util.h"
@@ -111,13 +112,13 @@ TEST(RecallModel, RetrievesInEveryDomainAndInTextOutsideTheCorpus) {
     std::string out;
     for (const auto & [name, path] : haystacks) {
         ASSERT_EQ(run_cmd(shell_quote(reap_test::reap_bin()) + " eval -m " + shell_quote(model) + " -p " + shell_quote(model) +
-                          " --needle -f " + shell_quote(path) + " --needles 8 --needle-lengths 64,128 --seed 0 -t 2 --json 2>/dev/null",
+                          " --needle -f " + shell_quote(path) + " --needles 16 --needle-lengths 64,128 --seed 0 -t 2 --json 2>/dev/null",
                           out), 0) << name << ": " << out;
         const json cells = json::parse(out).at("needle").at("cells");
-        ASSERT_EQ(cells.size(), 48u) << name;
+        ASSERT_EQ(cells.size(), 96u) << name;
         size_t base = 0;
         for (const auto & c : cells) base += behaviour_test::exact(c.at("models")[0].at("text"), c.at("value"));
-        printf("recall model, %s haystacks: %zu of 48 exact\n", name.c_str(), base);
-        EXPECT_GE(base * 10, 48u * 9) << name << ": " << base << " of 48";
+        printf("recall model, %s haystacks: %zu of 96 exact\n", name.c_str(), base);
+        EXPECT_GE(base * 10, 96u * 9) << name << ": " << base << " of 96";
     }
 }
