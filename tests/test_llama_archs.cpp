@@ -356,9 +356,9 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
     co.model_path = path;
     co.corpus_path = corpus;
     co.out_path = dir + "/s.gguf";
-    co.llama.n_ctx = co.n_batch = co.n_ubatch = 64;
-    co.llama.cpuparams.n_threads = 1;   // tiny models: a second thread only spins
-    co.llama.n_gpu_layers = 0;
+    co.rt.n_ctx = co.rt.n_batch = co.rt.n_ubatch = 64;
+    co.rt.llama.cpuparams.n_threads = 1;   // tiny models: a second thread only spins
+    co.rt.llama.n_gpu_layers = 0;
     co.progress = false;
     co.force = true;
     sal::archive a;

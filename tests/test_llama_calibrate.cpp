@@ -118,11 +118,11 @@ reap::calibrate_options opts(const std::string & model, const std::string & corp
     o.model_path  = model;
     o.corpus_path = corpus;
     o.out_path    = out;
-    o.llama.n_ctx    = 64;
-    o.n_batch  = 64;
-    o.n_ubatch = 64;
-    o.llama.cpuparams.n_threads = 2;
-    o.llama.n_gpu_layers = 0;
+    o.rt.n_ctx    = 64;
+    o.rt.n_batch  = 64;
+    o.rt.n_ubatch = 64;
+    o.rt.llama.cpuparams.n_threads = 2;
+    o.rt.llama.n_gpu_layers = 0;
     o.progress = false;
     o.force    = true;
     return o;
@@ -747,8 +747,8 @@ TEST(Calibrate, InterruptedAndResumedEqualsUninterrupted) {
     EXPECT_NE(err.find("--resume"), std::string::npos) << err;
     // other options: refused
     auto other = o;
-    other.llama.n_ctx = 32;
-    other.n_batch = 32;
+    other.rt.n_ctx = 32;
+    other.rt.n_batch = 32;
     EXPECT_FALSE(reap::run_calibrate(other, a, rep, err));
     EXPECT_NE(err.find("other options"), std::string::npos) << err;
 
@@ -856,12 +856,12 @@ bool calibrate_against_reference(const std::string & model, const std::string & 
                                  sal::archive & a, nlohmann::json & ref, std::string & err) {
     write_file(dir + "/one.jsonl", nlohmann::json({{"domain", "en"}, {"text", text}}).dump() + "\n");
     auto o = opts(model, dir + "/one.jsonl", dir + "/s.gguf");
-    o.llama.n_ctx = 1024;
-    o.n_batch = 1024;
-    o.n_ubatch = 1024;
-    o.llama.cache_type_k = GGML_TYPE_F32;
-    o.llama.cache_type_v = GGML_TYPE_F32;
-    o.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    o.rt.n_ctx = 1024;
+    o.rt.n_batch = 1024;
+    o.rt.n_ubatch = 1024;
+    o.rt.llama.cache_type_k = GGML_TYPE_F32;
+    o.rt.llama.cache_type_v = GGML_TYPE_F32;
+    o.rt.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     o.width_saliency = width;
     reap::calibrate_report rep;
     if (!reap::run_calibrate(o, a, rep, err)) return false;
@@ -1129,12 +1129,12 @@ TEST_P(PackedCalibrate, EqualsOneWindowADecode) {
     const std::string corpus = small_corpus(dir);
     auto one = opts(model, corpus, dir + "/one.gguf");
     one.n_seq = 1;
-    one.llama.cache_type_k = one.llama.cache_type_v = GGML_TYPE_F32;
-    one.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    one.rt.llama.cache_type_k = one.rt.llama.cache_type_v = GGML_TYPE_F32;
+    one.rt.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     auto packed = one;
     packed.out_path = dir + "/packed.gguf";
     packed.n_seq    = 0;
-    packed.n_batch  = packed.n_ubatch = 1024;
+    packed.rt.n_batch  = packed.rt.n_ubatch = 1024;
     sal::archive a, b;
     reap::calibrate_report ra, rb;
     ASSERT_TRUE(reap::run_calibrate(one, a, ra, err)) << err;
@@ -1414,10 +1414,10 @@ TEST_P(LargeVocabulary, NotCappedWhereTheGraphAllows) {
     ASSERT_TRUE(sal::read_archive(out, a, err)) << err;
     ASSERT_GE(a.domains.at(0).n_tokens, 8192) << "the text must fill two ubatches";
     auto o = opts(model, dir + "/c.txt", dir + "/ub256.gguf");
-    o.llama.n_ctx = 512;
-    o.n_batch = 4096;
-    o.n_ubatch = 256;
-    o.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    o.rt.n_ctx = 512;
+    o.rt.n_batch = 4096;
+    o.rt.n_ubatch = 256;
+    o.rt.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     reap::calibrate_report rep;
     ASSERT_TRUE(reap::run_calibrate(o, small, rep, err)) << err;
     ASSERT_EQ(a.domains.size(), small.domains.size());
@@ -1463,9 +1463,9 @@ TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
     while (text.size() < 2700) text += "the experts of every layer see the tokens routed to them. ";
     write_file(dir + "/c.txt", text);
     auto o = opts(model, dir + "/c.txt", dir + "/s.gguf");
-    o.llama.n_ctx = 512;
-    o.n_batch = o.n_ubatch = 256;
-    o.llama.cpuparams.n_threads = 1;   // as the eval below: a second thread's spin-waits cost CPU under load
+    o.rt.n_ctx = 512;
+    o.rt.n_batch = o.rt.n_ubatch = 256;
+    o.rt.llama.cpuparams.n_threads = 1;   // as the eval below: a second thread's spin-waits cost CPU under load
     sal::archive a;
     reap::calibrate_report rep;
     ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;

@@ -299,9 +299,9 @@ reap::calibrate_options calibrate_options_for(const std::string & model, const s
     co.model_path = model;
     co.corpus_path = corpus;
     co.out_path = out;
-    co.llama.n_ctx = co.n_batch = co.n_ubatch = k_ctx;
-    co.llama.cpuparams.n_threads = 1;
-    co.llama.n_gpu_layers = 0;
+    co.rt.n_ctx = co.rt.n_batch = co.rt.n_ubatch = k_ctx;
+    co.rt.llama.cpuparams.n_threads = 1;
+    co.rt.llama.n_gpu_layers = 0;
     co.progress = false;
     co.force = true;
     return co;
@@ -366,8 +366,8 @@ TEST_P(Mtp, CalibratePlanPruneDraftEval) {
         auto packed = co;
         packed.out_path     = dir + "/packed.gguf";
         packed.n_seq        = 4;
-        packed.n_batch      = packed.n_ubatch = 4 * k_ctx;
-        packed.batch_memory = 40 * 2 * n_vocab * sizeof(float);
+        packed.rt.n_batch      = packed.rt.n_ubatch = 4 * k_ctx;
+        packed.rt.batch_memory = 40 * 2 * n_vocab * sizeof(float);
         sal::archive b;
         reap::calibrate_report rb;
         ASSERT_TRUE(reap::run_calibrate(packed, b, rb, err)) << err;

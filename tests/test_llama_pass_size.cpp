@@ -82,11 +82,11 @@ reap::calibrate_options opts(const std::string & model, const std::string & corp
     o.model_path  = model;
     o.corpus_path = corpus;
     o.out_path    = out;
-    o.llama.n_ctx = 256;
-    o.llama.cpuparams.n_threads = 2;
-    o.llama.n_gpu_layers = 0;
-    o.llama.cache_type_k = o.llama.cache_type_v = GGML_TYPE_F32;
-    o.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    o.rt.n_ctx = 256;
+    o.rt.llama.cpuparams.n_threads = 2;
+    o.rt.llama.n_gpu_layers = 0;
+    o.rt.llama.cache_type_k = o.rt.llama.cache_type_v = GGML_TYPE_F32;
+    o.rt.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     o.progress = false;
     o.force    = true;
     return o;
@@ -217,15 +217,15 @@ void automatic_against_hand(const std::string & model, const std::string & tag, 
     reap::calibrate_report rhand, rchosen, rsmall;
 
     auto hand_opts = opts(model, text, dir + "/hand.gguf");
-    hand_opts.n_batch = hand_opts.n_ubatch = big;
-    hand_opts.memory = 64ull << 30;   // only checked against, never allocated
+    hand_opts.rt.n_batch = hand_opts.rt.n_ubatch = big;
+    hand_opts.rt.memory = 64ull << 30;   // only checked against, never allocated
     ASSERT_TRUE(reap::run_calibrate(hand_opts, hand, rhand, err)) << err;
     ASSERT_EQ(rhand.n_ubatch, big) << rhand.size_note;
     ASSERT_GT(rhand.memory_needed, 0u);
 
     // exactly what `big` needs: the automatic choice takes it (and nothing larger)
     auto auto_opts = opts(model, text, dir + "/auto.gguf");
-    auto_opts.memory = rhand.memory_needed;
+    auto_opts.rt.memory = rhand.memory_needed;
     ASSERT_TRUE(reap::run_calibrate(auto_opts, chosen, rchosen, err)) << err;
     EXPECT_EQ(rchosen.n_ubatch, big) << rchosen.size_note;
     EXPECT_EQ(rchosen.memory_needed, rhand.memory_needed);
@@ -234,7 +234,7 @@ void automatic_against_hand(const std::string & model, const std::string & tag, 
     EXPECT_EQ(read_file_bytes(dir + "/hand.gguf"), read_file_bytes(dir + "/auto.gguf"));
 
     auto small_opts = opts(model, text, dir + "/small.gguf");
-    small_opts.n_batch = small_opts.n_ubatch = 4096;
+    small_opts.rt.n_batch = small_opts.rt.n_ubatch = 4096;
     ASSERT_TRUE(reap::run_calibrate(small_opts, small, rsmall, err)) << err;
     EXPECT_EQ(rsmall.n_ubatch, 4096);
     EXPECT_LT(rsmall.memory_needed, rhand.memory_needed);
@@ -246,8 +246,8 @@ void automatic_against_hand(const std::string & model, const std::string & tag, 
 
     // by hand, one byte short: refused before anything is decoded or written
     auto short_opts = opts(model, text, dir + "/short.gguf");
-    short_opts.n_batch = short_opts.n_ubatch = big;
-    short_opts.memory = rhand.memory_needed - 1;
+    short_opts.rt.n_batch = short_opts.rt.n_ubatch = big;
+    short_opts.rt.memory = rhand.memory_needed - 1;
     sal::archive none;
     reap::calibrate_report rnone;
     EXPECT_FALSE(reap::run_calibrate(short_opts, none, rnone, err));
@@ -280,13 +280,13 @@ TEST(PassSize, ResumeTakesTheCheckpointsSizes) {
     const std::string text = text_file(dir, 12000);
     std::string err;
     auto whole = opts(trained_model(), text, dir + "/whole.gguf");
-    whole.n_batch = whole.n_ubatch = 1024;
+    whole.rt.n_batch = whole.rt.n_ubatch = 1024;
     sal::archive a, b;
     reap::calibrate_report ra, rb;
     ASSERT_TRUE(reap::run_calibrate(whole, a, ra, err)) << err;
 
     auto cut = opts(trained_model(), text, dir + "/cut.gguf");
-    cut.n_batch = cut.n_ubatch = 1024;
+    cut.rt.n_batch = cut.rt.n_ubatch = 1024;
     std::atomic<bool> stop{true};   // one decode, then a checkpoint
     cut.stop = &stop;
     reap::calibrate_report rc;
@@ -295,7 +295,7 @@ TEST(PassSize, ResumeTakesTheCheckpointsSizes) {
     ASSERT_TRUE(rc.interrupted);
     auto resumed = opts(trained_model(), text, dir + "/cut.gguf");
     resumed.resume = true;
-    resumed.memory = 64ull << 30;   // the automatic choice would take 16384
+    resumed.rt.memory = 64ull << 30;   // the automatic choice would take 16384
     ASSERT_TRUE(reap::run_calibrate(resumed, b, rb, err)) << err;
     EXPECT_TRUE(rb.resumed);
     EXPECT_EQ(rb.n_batch, 1024);
@@ -392,7 +392,7 @@ TEST(UntilStable, InterleavedOrderKeepsEveryDomainsSums) {
     const std::string corpus = domains_corpus(dir);
     std::string err;
     auto plain = opts(trained_model(), corpus, dir + "/plain.gguf");
-    plain.n_batch = plain.n_ubatch = 1024;
+    plain.rt.n_batch = plain.rt.n_ubatch = 1024;
     auto inter = plain;
     inter.out_path = dir + "/inter.gguf";
     inter.target_ratio = 0.5;
@@ -426,7 +426,7 @@ TEST(UntilStable, StopsOnceTheKeepListHoldsAndResumesTheSame) {
     const int64_t n_expert = std::atoll(buf);
     std::string err;
     auto o = opts(trained_model(), corpus, dir + "/whole.gguf");
-    o.n_batch = o.n_ubatch = 512;
+    o.rt.n_batch = o.rt.n_ubatch = 512;
     o.until_stable = 1.0;
     o.target_keep = n_expert;
     o.checkpoint_every = 2;   // the first decode's two windows reach the first stability checkpoint

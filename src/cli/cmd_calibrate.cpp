@@ -24,8 +24,7 @@ namespace {
 // The command's options, parsed and printed from one table; llama.cpp's
 // runtime flags are handed on to its own parser (forwarded()). `has_ctx`
 // tells whether -c was given.
-void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options & opt, bool & has_ctx, bool & has_batch,
-             bool & has_ubatch) {
+void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options & opt, reap::cli::runtime_given & given) {
     t.about(
         "Runs the model in llama.cpp over a calibration corpus and writes a saliency archive\n"
         "(general.type = reap.saliency) with, per domain, layer and expert: routed-token count,\n"
@@ -85,8 +84,8 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
     reap::cli::declare_batch_memory(t,
                                     "what the vocabulary-sized rows of a decode may take (default " + std::to_string(reap::k_default_batch_memory >> 30) + "GiB; see above): "
                                     "lowers -b/-ub only where every row must be an output",
-                                    opt.batch_memory);
-    reap::cli::declare_pass_memory(t, opt.memory);
+                                    opt.rt.batch_memory);
+    reap::cli::declare_pass_memory(t, opt.rt.memory);
     reap::cli::declare_until_stable(t, opt.until_stable, opt.target_keep, opt.target_ratio);
     t.integer("--checkpoint-every", "N", "write a checkpoint every N windows (default 0: only on Ctrl-C; written at "
               "the end of the decode that reaches N)", 0, INT64_MAX, opt.checkpoint_every);
@@ -102,7 +101,7 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
     t.flag("--verbose", "show llama.cpp's log", opt.verbose);
     t.help_row();
     t.prose("Ctrl-C finishes the current decode, writes the checkpoint and exits with status 130; --resume continues.\n");
-    reap::cli::declare_llama_runtime(t, "window size in tokens (default " + std::to_string(reap::k_default_window) + ")", has_ctx, &has_batch, &has_ubatch,
+    reap::cli::declare_llama_runtime(t, "window size in tokens (default " + std::to_string(reap::k_default_window) + ")", given.ctx, &given.batch, &given.ubatch,
                                      "tokens per decode (default: automatic, see above)", "tokens per ubatch (default: -b)");
     t.exit_note(reap::cli::exit_interrupted, "interrupted by Ctrl-C (SIGINT); the checkpoint is written");
     t.require(opt.model_path, "no model (-m)")
@@ -116,19 +115,16 @@ std::atomic<bool> g_stop{false};
 int cmd_calibrate(int argc, char ** argv) {
     reap::calibrate_options opt;
     opt.progress = isatty(2);
-    bool has_ctx = false, has_batch = false, has_ubatch = false;
+    reap::cli::runtime_given given;
     reap::cli::options t("calibrate",
                          "usage: reap calibrate -m MODEL.gguf --corpus CORPUS.jsonl -o SALIENCY.gguf [options] [llama.cpp flags]");
-    declare_calibrate_options(t, opt, has_ctx, has_batch, has_ubatch);
+    declare_calibrate_options(t, opt, given);
     int status = 0;
     if (!t.parse(argc, argv, status)) return status;
     if (opt.collect && opt.out_path.empty()) return t.usage_error("no output (-o)");
 
     // -m is forwarded as given: llama.cpp's parser sees the model path too.
-    if (!reap::cli::parse_llama_flags(t, "calibrate", "", opt.llama, status)) return status;
-    if (!has_ctx && opt.llama.n_ctx == 0) opt.llama.n_ctx = reap::k_default_window;
-    if (has_batch) opt.n_batch = opt.llama.n_batch;     // else the library's default (calibrate.h)
-    if (has_ubatch) opt.n_ubatch = opt.llama.n_ubatch;
+    if (!reap::cli::parse_llama_runtime(t, "calibrate", "", given, opt.rt, status)) return status;
     opt.stop = &g_stop;
     if (const char * s = std::getenv("REAP_CALIBRATE_PAUSE_AFTER")) opt.pause_after_windows = std::atoll(s);   // test hook
     reap::util::install_stop_on_sigint(&g_stop, "\nreap calibrate: interrupted; finishing this decode and writing a "

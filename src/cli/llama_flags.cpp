@@ -188,7 +188,7 @@ void declare_pass_memory(options & t, uint64_t & target) {
              });
 }
 
-void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, eval_runtime & rt) {
+void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, pass_runtime & rt) {
     declare_pass_memory(t, rt.memory);
     declare_batch_memory(t,
                          "a cap on the logits of one automatic decode (default: none, --memory decides): about -b/2 "
@@ -204,7 +204,7 @@ void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_giv
 }
 
 bool parse_llama_runtime(options & t, const char * cmd, const std::string & model, const runtime_given & given,
-                         eval_runtime & rt, int & status) {
+                         pass_runtime & rt, int & status) {
     // The parser requires a model even where the command has none (--kld-base alone).
     if (!parse_llama_flags(t, cmd, model.empty() ? "(none)" : model, rt.llama, status)) return false;
     rt.n_ctx     = given.ctx ? rt.llama.n_ctx : 0;

@@ -50,12 +50,12 @@ struct runtime_given {
 
 // The llama.cpp section for eval and sweep: declare_llama_runtime with -b/-ub
 // help that says what eval does with them, and --batch-memory into rt.
-void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, eval_runtime & rt);
+void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, pass_runtime & rt);
 
 // parse_llama_flags into rt.llama, then n_ctx (0 unless -c was given),
 // n_batch and n_ubatch (0 unless given: automatic) and n_threads copied into
 // rt's own fields.
 bool parse_llama_runtime(options & t, const char * cmd, const std::string & model, const runtime_given & given,
-                         eval_runtime & rt, int & status);
+                         pass_runtime & rt, int & status);
 
 } // namespace reap::cli

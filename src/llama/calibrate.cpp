@@ -62,12 +62,12 @@ namespace calibrate_detail {
 using util::stem_of;
 
 bool calibration::check_options() {
-    if (opt.llama.n_ctx > 0) n_ctx = opt.llama.n_ctx;
+    if (opt.rt.n_ctx > 0) n_ctx = opt.rt.n_ctx;
     if (n_ctx < 2) {
         err = "-c " + std::to_string(n_ctx) + " is too small";
         return false;
     }
-    if (opt.n_batch < 0 || opt.n_ubatch < 0) {
+    if (opt.rt.n_batch < 0 || opt.rt.n_ubatch < 0) {
         err = "-b and -ub must be positive (0: automatic)";
         return false;
     }
@@ -76,10 +76,7 @@ bool calibration::check_options() {
               std::to_string(llama_max_parallel_sequences());
         return false;
     }
-    if (opt.batch_memory == 0) {
-        err = "--batch-memory must be positive";
-        return false;
-    }
+    batch_memory = opt.rt.batch_memory ? opt.rt.batch_memory : k_default_batch_memory;
     if (opt.shard_count == 0 || opt.shard_index >= opt.shard_count) {
         err = "--shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count) +
               ": need 0 <= i < n";
@@ -147,7 +144,7 @@ bool calibration::load_model() {
     model_bytes              = cs.file_bytes;
 
     runtime_init(opt.verbose);
-    llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(opt.llama));
+    llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(opt.rt.llama));
     mp.load_mtp = true;   // a model's MTP blocks are calibrated too (in an MTP context, below)
     model.reset(llama_model_load_from_file(opt.model_path.c_str(), mp));
     if (!model) {

@@ -127,18 +127,15 @@ struct calibrate_options {
     std::string corpus_path;   // --corpus: JSONL corpus or plain text
     std::string out_path;      // -o: the saliency archive
 
-    // llama.cpp runtime settings, as common/arg.h parses them (-c -b -ub -t
-    // -ngl -ot -fa --no-mmap --rpc -ctk -ctv ...). model.path is ignored
-    // (model_path is used). n_ctx is the window; 0 = k_default_window. Its n_batch and
-    // n_ubatch are not used: the two below are.
-    common_params llama;
-    int n_batch  = 0;            // -b: tokens per decode; 0 = automatic (with -ub: the larger of -ub,
-                                 // k_default_batch and the window; alone: the largest that fits --memory)
-    int n_ubatch = 0;            // -ub; 0 = n_batch
-
-    int      n_seq        = 0;   // -np: windows per decode at most; 0 = automatic (see run_calibrate)
-    uint64_t batch_memory = k_default_batch_memory;   // --batch-memory: bytes of vocabulary-sized rows
-    uint64_t memory       = 0;   // --memory: what the pass's contexts may take (0 = available less a reserve; pass_size.h)
+    // llama.cpp runtime settings (llama/runtime.h), as common/arg.h parses them
+    // (-c -b -ub -t -ngl -ot -fa --no-mmap --rpc -ctk -ctv ...; rt.llama's
+    // model.path is ignored, model_path is used). rt.n_ctx is the window (0 =
+    // k_default_window). rt.n_batch, rt.n_ubatch: 0 = automatic (with -ub: the
+    // larger of -ub, k_default_batch and the window; alone: the largest that fits
+    // rt.memory). rt.batch_memory: the vocabulary-sized rows of a decode (0 =
+    // k_default_batch_memory). Threads: rt.llama.cpuparams.
+    pass_runtime rt;
+    int n_seq = 0;               // -np: windows per decode at most; 0 = automatic (see run_calibrate)
 
     int64_t  max_tokens            = 0;  // --max-tokens: stop after this many tokens in all (0 = no cap)
     int64_t  max_tokens_per_domain = 0;  // --max-tokens-per-domain (0 = no cap)

@@ -63,11 +63,11 @@ std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, si
 std::string calibrate_options_json(const calibrate_options & opt, bool plain_text, const calibrate_report & decodes) {
     nlohmann::ordered_json j;
     j["input"]                 = plain_text ? "text" : "jsonl";
-    j["n_ctx"]                 = opt.llama.n_ctx > 0 ? opt.llama.n_ctx : k_default_window;
+    j["n_ctx"]                 = opt.rt.n_ctx > 0 ? opt.rt.n_ctx : k_default_window;
     add_decode_options(j, decodes);
-    j["cache_type_k"]          = kv_type_name(opt.llama.cache_type_k);
-    j["cache_type_v"]          = kv_type_name(opt.llama.cache_type_v);
-    j["flash_attn"]            = llama_flash_attn_type_name(opt.llama.flash_attn_type);
+    j["cache_type_k"]          = kv_type_name(opt.rt.llama.cache_type_k);
+    j["cache_type_v"]          = kv_type_name(opt.rt.llama.cache_type_v);
+    j["flash_attn"]            = llama_flash_attn_type_name(opt.rt.llama.flash_attn_type);
     j["max_tokens"]            = opt.max_tokens;
     j["max_tokens_per_domain"] = opt.max_tokens_per_domain;
     j["shard"]                 = std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count);

@@ -43,15 +43,15 @@ size_t group_ubatches(const decode_group & g, int n_batch, int n_ubatch) {
 }
 
 llama_context_params calibration::context_params(int n_batch, int n_ubatch, int n_seq, bool unified) const {
-    llama_context_params cparams = common_context_params_to_llama(opt.llama);
+    llama_context_params cparams = common_context_params_to_llama(opt.rt.llama);
     // unified: a packed decode, or one whole window, in one cache; else a window per stream
     cparams.n_ctx      = unified ? (uint32_t) std::max(n_ctx, n_batch) : (uint32_t) n_ctx * (uint32_t) n_seq;
     cparams.n_batch    = (uint32_t) n_batch;
     cparams.n_ubatch   = (uint32_t) n_ubatch;
     cparams.n_seq_max  = (uint32_t) n_seq;
     cparams.kv_unified = unified;
-    cparams.n_threads  = opt.llama.cpuparams.n_threads > 0 ? opt.llama.cpuparams.n_threads : (int) common_cpu_get_num_math();
-    cparams.n_threads_batch = opt.llama.cpuparams_batch.n_threads > 0 ? opt.llama.cpuparams_batch.n_threads : cparams.n_threads;
+    cparams.n_threads  = opt.rt.llama.cpuparams.n_threads > 0 ? opt.rt.llama.cpuparams.n_threads : (int) common_cpu_get_num_math();
+    cparams.n_threads_batch = opt.rt.llama.cpuparams_batch.n_threads > 0 ? opt.rt.llama.cpuparams_batch.n_threads : cparams.n_threads;
     cparams.no_perf    = true;
     cparams.embeddings = false;
     return cparams;
@@ -224,15 +224,15 @@ bool calibration::measure_decodes(context_meter & meter, context_bytes & bytes, 
 bool calibration::choose_sizes() {
     int64_t n_tokens = 0;
     for (const window & w : windows) n_tokens += w.len;
-    int b = opt.n_batch, ub = opt.n_ubatch;
+    int b = opt.rt.n_batch, ub = opt.rt.n_ubatch;
     const char * by = (b > 0 || ub > 0) ? "given" : nullptr;
     if (!by && opt.collect && opt.resume) {
         if (!checkpoint_sizes(b, ub)) return false;
         if (b > 0) by = "the checkpoint's";
     }
-    const memory_budget budget = pass_memory_budget(opt.memory, model_bytes, util::available_memory());
+    const memory_budget budget = pass_memory_budget(opt.rt.memory, model_bytes, util::available_memory());
     context_meter meter;
-    llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(opt.llama));
+    llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(opt.rt.llama));
     mp.load_mtp = true;
     if (budget.known && !meter.open(opt.model_path, mp, err)) return false;
     auto need = [&](int nb, int nub, context_bytes & bytes, std::string & e) {
@@ -274,7 +274,7 @@ bool calibration::choose_sizes() {
                 "its last MoE layer, so every row is an output, and %s tokens of a %s-token vocabulary keep %s of "
                 "logits twice (--batch-memory %s)\n", report.n_batch, fp.arch.c_str(), util::group_digits(report.n_batch).c_str(),
                 util::group_digits(n_vocab).c_str(), util::format_size((uint64_t) report.n_batch * n_vocab * sizeof(float)).c_str(),
-                util::format_size(opt.batch_memory).c_str());
+                util::format_size(batch_memory).c_str());
     }
     return true;
 }

@@ -54,6 +54,7 @@ struct calibration {
     std::string &             err;
 
     int         n_ctx = k_default_window;
+    uint64_t    batch_memory = k_default_batch_memory;   // opt.rt.batch_memory, or its default
     std::string ckpt_path;
     gguf::model gm;
     saliency::fingerprint fp;
@@ -106,7 +107,7 @@ struct calibration {
     // Output rows whose logits fit --batch-memory: n_vocab floats a row, held twice
     // (llama.cpp's output buffer and the output head's share of the compute buffer).
     int64_t rows_within_batch_memory() const {
-        return std::max<int64_t>(1, (int64_t) (opt.batch_memory / (2ull * (uint64_t) n_vocab * sizeof(float))));
+        return std::max<int64_t>(1, (int64_t) (batch_memory / (2ull * (uint64_t) n_vocab * sizeof(float))));
     }
     bool is_mtp_block(int l) const {
         return std::find(report.mtp_layers.begin(), report.mtp_layers.end(), l) != report.mtp_layers.end();

@@ -46,21 +46,9 @@ namespace reap {
 
 struct plan;
 
-// llama.cpp runtime settings: the four eval itself uses, and everything else
-// as llama.cpp's common parser left it (-ngl, -ot, -fa, -ctk, -ctv, --no-mmap,
-// --rpc, ...: model and context parameters come from common_params).
-struct eval_runtime {
-    int  n_ctx        = k_default_window;   // -c: window size; 0 = k_default_window, or the --kld-base file's when it exists
-    int  n_batch      = 0;     // -b: tokens per llama_decode; n_batch / n_ctx windows go side by side
-                               // as separate sequences, exactly as llama-perplexity batches them.
-                               // 0 = automatic: the -ub given, else the largest that fits `memory`
-                               // (size_eval_batches)
-    int  n_ubatch     = 0;     // -ub; 0 = n_batch
-    uint64_t memory       = 0; // --memory: what a pass's context and rows may take; 0 = automatic (pass_size.h)
-    uint64_t batch_memory = 0; // --batch-memory: a cap on the logits of an automatic decode; 0 = none
-    int  n_threads    = -1;    // -t; -1 = number of physical cores
-    common_params llama;       // the rest of llama.cpp's flags (its n_ctx, n_batch, ... are not used)
-};
+// eval's llama.cpp settings are every pass's (llama/runtime.h).
+using eval_runtime = pass_runtime;
+
 
 struct eval_options {
     std::string base_path;      // -m (may be empty when kld_base_path exists)

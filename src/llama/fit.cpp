@@ -46,12 +46,8 @@ bool calibrate_stage(const fit_options & o, fit_journal & j, std::string & salie
     c.model_path = o.reference.empty() ? o.sources[0] : o.reference;
     c.corpus_path = o.corpus;
     c.out_path = saliency;
-    c.llama = o.rt.llama;
-    c.llama.n_ctx = o.rt.n_ctx > 0 ? o.rt.n_ctx : k_default_window;
-    c.n_batch = o.rt.n_batch;
-    c.n_ubatch = o.rt.n_ubatch;
-    if (o.rt.batch_memory) c.batch_memory = o.rt.batch_memory;
-    c.memory = o.rt.memory;
+    c.rt = o.rt;
+    if (c.rt.n_ctx <= 0) c.rt.n_ctx = k_default_window;
     c.width_saliency = o.axis_width;
     c.force = true;   // DIR is fit's: an archive without its journal line is from a killed run
     c.checkpoint_every = 64;

@@ -5,6 +5,7 @@
 // and the progress line they draw on stderr.
 #pragma once
 
+#include "common.h"
 #include "llama-cpp.h"
 
 #include <chrono>
@@ -20,6 +21,22 @@ namespace reap {
 constexpr int      k_default_window       = 512;
 constexpr int      k_default_batch        = 4096;
 constexpr uint64_t k_default_batch_memory = 1ull << 30;
+
+// The llama.cpp settings of a pass (calibrate, eval, sweep, fit): the ones reap
+// decides itself, each 0 where the pass chooses (calibrate.h, eval.h), and
+// everything else as llama.cpp's common parser left it (-ngl, -ot, -fa, -ctk,
+// -ctv, --no-mmap, --rpc, ...: model and context parameters come from
+// common_params; its n_ctx, n_batch and n_ubatch are not read, the fields here are).
+struct pass_runtime {
+    int      n_ctx        = 0;    // -c: the window; 0 = k_default_window (eval: or the --kld-base file's)
+    int      n_batch      = 0;    // -b: tokens per llama_decode; 0 = automatic
+    int      n_ubatch     = 0;    // -ub; 0 = automatic (eval: -b)
+    uint64_t memory       = 0;    // --memory: what a pass's contexts may take; 0 = automatic (pass_size.h)
+    uint64_t batch_memory = 0;    // --batch-memory: a cap on a decode's vocabulary-sized rows; 0 = the pass's
+                                  // default (calibrate: k_default_batch_memory; eval: none)
+    int      n_threads    = -1;   // -t; -1 = number of physical cores
+    common_params llama;
+};
 
 using model_ptr = llama_model_ptr;    // frees with llama_model_free
 using ctx_ptr   = llama_context_ptr;  // frees with llama_free
