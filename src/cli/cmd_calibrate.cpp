@@ -60,11 +60,7 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
         "MTP blocks run in a second context whose rows are all outputs: its decodes are cut\n"
         "into slices that fit --batch-memory (each slice reads only the MTP blocks' experts).\n");
     t.section("options:");
-    t.forward("-m, --model", "FILE", "the model (first shard of a split model is fine)",
-              [&opt](const std::string & v, std::string &) {
-                  opt.model_path = v;  // llama.cpp's parser wants it too
-                  return true;
-              });
+    t.text("-m, --model", "FILE", "the model (first shard of a split model is fine)", opt.model_path);
     t.text("--corpus", "FILE", "corpus JSONL, or a plain text file", opt.corpus_path);
     t.text("-o, --output", "FILE", "the saliency archive to write", opt.out_path);
     t.integer("--max-tokens", "N", "stop after N tokens in all (corpus order; 0 = all)", 0, INT64_MAX, opt.max_tokens);
@@ -123,8 +119,7 @@ int cmd_calibrate(int argc, char ** argv) {
     if (!t.parse(argc, argv, status)) return status;
     if (opt.collect && opt.out_path.empty()) return t.usage_error("no output (-o)");
 
-    // -m is forwarded as given: llama.cpp's parser sees the model path too.
-    if (!reap::cli::parse_llama_runtime(t, "calibrate", "", given, opt.rt, status)) return status;
+    if (!reap::cli::parse_llama_runtime(t, "calibrate", opt.model_path, given, opt.rt, status)) return status;
     opt.stop = &g_stop;
     if (const char * s = std::getenv("REAP_CALIBRATE_PAUSE_AFTER")) opt.pause_after_windows = std::atoll(s);   // test hook
     reap::util::install_stop_on_sigint(&g_stop, "\nreap calibrate: interrupted; finishing this decode and writing a "
