@@ -32,18 +32,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
-#include <functional>
-#include <limits>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include <sys/stat.h>
 #include <sys/statvfs.h>

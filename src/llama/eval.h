@@ -89,7 +89,6 @@ struct eval_candidate {
 struct eval_sizes {
     std::string note;        // how they were chosen, for the cost line: "-b automatic: the largest that fits, needs ..."
     uint64_t    needed = 0;  // bytes a pass needs at the sizes chosen (0: not measured)
-    uint64_t    budget = 0;  // what it may take (0: memory unknown)
 };
 bool size_eval_batches(eval_runtime & rt, const std::string & model_path, int n_ctx, int64_t n_vocab, int64_t max_tokens,
                        eval_sizes & out, std::string & err);

@@ -9,9 +9,6 @@
 #include "plan/plan.h"
 #include "util/file.h"
 
-#include <algorithm>
-#include <cstdio>
-
 #include <sys/stat.h>
 
 namespace reap::eval_detail {

@@ -4,6 +4,7 @@
 // loaded without its weights (pass_size.h), never guessed.
 #include "llama/eval.h"
 #include "llama/eval_models.h"
+#include "llama/eval_windows.h"
 #include "llama/pass_size.h"
 
 #include "gguf/gguf.h"
@@ -15,9 +16,6 @@
 namespace reap {
 
 namespace {
-
-// Rows a window of n_ctx tokens scores: positions n_ctx/2 .. n_ctx-2 (eval.h).
-int64_t scored_per_window(int n_ctx) { return std::max<int64_t>(n_ctx - 1 - n_ctx / 2, 0); }
 
 // The eval size of an ubatch candidate: whole windows side by side, at least
 // one, no more sequences than llama.cpp takes in one context.
@@ -54,7 +52,6 @@ bool size_eval_batches(eval_runtime & rt, const std::string & model_path, int n_
     gguf::model gm;
     if (!gguf::open_model(model_path, gm, err)) return false;
     const memory_budget budget = pass_memory_budget(rt.memory, gm.file_bytes(), util::available_memory());
-    out.budget = budget.known ? budget.bytes : 0;
     context_meter meter;
     llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(rt.llama));
     mp.load_mtp = true;   // as the passes load it (eval_models.cpp): an MTP model's header lists its blocks
@@ -66,18 +63,18 @@ bool size_eval_batches(eval_runtime & rt, const std::string & model_path, int n_
         eval_runtime sized = rt;
         sized.n_batch  = n_batch;
         sized.n_ubatch = n_ubatch;
-        const int64_t rows = n_seq * scored_per_window(n_ctx);
+        const int64_t rows = (int64_t) n_seq * eval_detail::scored_in_window(n_ctx);
         if (!meter.measure(context_params(sized, n_ctx, n_seq), rows, nullptr, bytes, e)) return false;
         bytes.output += (uint64_t) rows * ((uint64_t) std::max<int64_t>(n_vocab, 1) * sizeof(float) + sizeof(int32_t));
         return true;
     };
-    context_bytes bytes;
     if (given) {
         settle_batches(rt, n_ctx, n_vocab);
         if (!budget.known) {
             out.note = "-b/-ub given";
             return true;
         }
+        context_bytes bytes;
         if (!need(rt.n_batch, rt.n_ubatch, bytes, err)) return false;
         if (bytes.total() > budget.bytes) {
             err = "-b " + std::to_string(rt.n_batch) + " -ub " + std::to_string(rt.n_ubatch) + " (given) needs " + describe(bytes) +

@@ -89,7 +89,7 @@ bool file_workload(const kld_base_header & hdr, workload & wl, int max_chunks) {
 
 uint64_t scored_rows(const workload & wl) {
     uint64_t n = 0;
-    for (const window & w : wl.windows) n += (uint64_t) (w.len - 1 - w.len / 2);
+    for (const window & w : wl.windows) n += (uint64_t) scored_in_window(w.len);
     return n;
 }
 

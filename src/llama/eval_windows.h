@@ -11,6 +11,7 @@
 
 #include "llama.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -48,7 +49,11 @@ bool corpus_workload(const std::string & path, const std::string & text, const l
 // was given.
 bool file_workload(const kld_base_header & hdr, workload & wl, int max_chunks);
 
-// The rows a run scores: the second half of every window, less its last token.
+// The rows a window of len tokens scores: positions len/2 .. len-2, each
+// predicting the next token.
+inline int scored_in_window(int len) { return std::max(len - 1 - len / 2, 0); }
+
+// The rows a run scores: scored_in_window of every window.
 uint64_t scored_rows(const workload & wl);
 
 // One scored position: row idx of the last decode's logits predicts

@@ -377,7 +377,6 @@ bool make_plan(const ranking & r, const plan_model_facts & facts, int64_t n_keep
             if (l.layer == x.layer && !std::count(l.keep.begin(), l.keep.end(), x.expert)) dropped.push_back(x);
         }
     }
-    p.provenance = nlohmann::json::object();
     record_ranking(p, r, dropped);
     // safety margin, saliency retained (overall, per layer, per domain), dead and super experts
     if (with_receipts) {

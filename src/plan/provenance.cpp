@@ -11,9 +11,19 @@ namespace reap::planner {
 
 using nlohmann::json;
 
+namespace {
+
+// The plan's provenance as an object to write fields into (a plan made in
+// memory may have none yet).
+json & provenance_object(plan & p) {
+    if (!p.provenance.is_object()) p.provenance = json::object();
+    return p.provenance;
+}
+
+} // namespace
+
 void record_origin(plan & p, const plan_origin & o, const char * version) {
-    json & prov = p.provenance;
-    if (!prov.is_object()) prov = json::object();
+    json & prov = provenance_object(p);
     prov["tool"] = o.tool + " " + version;
     prov["saliency"] = {{"file", o.saliency_path}, {"sha256", o.saliency_sha256}, {"metric_set", o.metric_set}};
     const origin_request & r = o.request;
@@ -37,8 +47,7 @@ void record_origin(plan & p, const plan_origin & o, const char * version) {
 }
 
 void record_ranking(plan & p, const ranking & r, const std::vector<expert_ref> & super_not_kept) {
-    json & prov = p.provenance;
-    if (!prov.is_object()) prov = json::object();
+    json & prov = provenance_object(p);
     prov["method"] = method_name(r.opts.how);
     prov["method_description"] = method_description(r.opts.how);
     prov["domains"] = r.domains;
@@ -63,13 +72,11 @@ void record_ranking(plan & p, const ranking & r, const std::vector<expert_ref> &
 }
 
 void record_receipts(plan & p, const receipts & rc) {
-    if (!p.provenance.is_object()) p.provenance = json::object();
-    p.provenance.update(receipts_json(rc));
+    provenance_object(p).update(receipts_json(rc));
 }
 
 void record_width(plan & p, const std::string & channel_score, const std::string & down_type, const width_rerank & rr) {
-    json & prov = p.provenance;
-    if (!prov.is_object()) prov = json::object();
+    json & prov = provenance_object(p);
     prov["channel_score"] = channel_score;
     if (!down_type.empty()) prov["down_type"] = down_type;
     json per_layer = json::array();
@@ -100,10 +107,13 @@ bool origin_fields(util::json_fields & f, plan_provenance & out) {
     for (const auto & [key, value] : req) {
         if (key != "stamp") out.request.push_back({key, value->is_string() ? value->get<std::string>() : value->dump()});
     }
-    if (f.has("request") && f.child("request").has("stamp")) {
-        bool stamp = true;
-        if (!f.child("request").boolean("stamp", stamp)) return false;
-        out.stamp = stamp;
+    if (f.has("request")) {
+        util::json_fields r = f.child("request");
+        if (r.has("stamp")) {
+            bool stamp = true;
+            if (!r.boolean("stamp", stamp)) return false;
+            out.stamp = stamp;
+        }
     }
     return true;
 }
@@ -183,7 +193,7 @@ bool receipt_fields(util::json_fields & f, recorded_receipts & out) {
     std::vector<const json *> super;
     if (!f.elements("super_experts", super)) return false;
     int64_t kept = 0;
-    bool all_say = !super.empty() || f.has("super_experts");
+    bool all_say = f.has("super_experts");
     for (const json * x : super) {
         util::json_fields e = f.nested(*x, "super_experts");
         if (!e.has("kept")) {
