@@ -75,10 +75,10 @@ std::string scratch(const std::string & name) {
 }
 
 std::string llama_bin(const std::string & tool) {
-    return env_or("REAP_LLAMA_BIN_DIR", source_dir() + "/build/bin") + "/" + tool;
+    return env_or("REAP_LLAMA_BIN_DIR", self_dir()) + "/" + tool;
 }
 
-std::string reap_bin() { return env_or("REAP_BIN", source_dir() + "/build/bin/reap"); }
+std::string reap_bin() { return env_or("REAP_BIN", self_dir() + "/reap"); }
 
 void write_file(const std::string & path, const std::string & text) {
     std::ofstream f(path, std::ios::binary);

@@ -31,6 +31,7 @@
 #include "plan/stability.h"
 #include "util/number_format.h"
 #include "saliency/archive.h"
+#include "saliency/checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -38,6 +39,12 @@
 #include <atomic>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <set>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace reap_test;
 namespace sal = reap::saliency;
@@ -383,10 +390,12 @@ TEST(UntilStable, ARecordedCurveIsChecked) {
     }
 }
 
-// Interleaving the domains' decodes keeps each domain's windows in order, so
-// a run with a target and no --until-stable (stability lines at its
-// checkpoints, never stopped) writes the plain run's statistics, and its curve.
-TEST(UntilStable, InterleavedOrderKeepsEveryDomainsSums) {
+// A run with a target and no --until-stable (stability lines at its
+// checkpoints, never stopped) takes each domain's windows in the stability
+// order and interleaves the domains' decodes: it writes the plain run's
+// statistics (the same tokens, counts exact, sums within what another packing
+// and order give, archive_compare.h), and its curve.
+TEST(UntilStable, ShuffledInterleavedOrderKeepsEveryDomainsStatistics) {
     ASSERT_TRUE(file_exists(trained_model())) << trained_model();
     const std::string dir = scratch("interleaved");
     const std::string corpus = domains_corpus(dir);
@@ -402,11 +411,13 @@ TEST(UntilStable, InterleavedOrderKeepsEveryDomainsSums) {
     ASSERT_TRUE(reap::run_calibrate(plain, a, ra, err)) << err;
     ASSERT_TRUE(reap::run_calibrate(inter, b, rb, err)) << err;
     EXPECT_TRUE(rb.interleaved);
+    EXPECT_TRUE(rb.shuffled);
+    EXPECT_FALSE(ra.shuffled);
     EXPECT_FALSE(rb.stopped_stable);
     EXPECT_GE(rb.stability.size(), 3u);
     for (const auto & p : rb.stability) EXPECT_FALSE(p.stable) << "no threshold, nothing is stable";
     ASSERT_EQ(a.domains.size(), 3u);
-    expect_same_calibration(a, b, "interleaved", 0.0);
+    expect_same_calibration(a, b, "interleaved", k_pack_rel_tol_f32);
     std::string curve, e2;
     EXPECT_TRUE(b.provenance.get_string(reap::planner::k_key_stability, curve, e2)) << e2;
     EXPECT_FALSE(b.provenance.get_string(reap::planner::k_key_stability_state, curve, e2));
@@ -453,7 +464,7 @@ TEST(UntilStable, StopsOnceTheKeepListHoldsAndResumesTheSame) {
 
     // reap plan prints the curve the archive records
     std::string out;
-    ASSERT_EQ(run_cmd(shell_quote(env_or("REAP_BIN", source_dir() + "/build/bin/reap")) + " plan " +
+    ASSERT_EQ(run_cmd(shell_quote(env_or("REAP_BIN", self_dir() + "/reap")) + " plan " +
                           shell_quote(dir + "/whole.gguf") + " -m " + shell_quote(trained_model()) + " --keep " +
                           std::to_string(n_expert) + " --dry-run 2>&1", out), 0) << out;
     EXPECT_NE(out.find("calibration stability (--until-stable 1, " + std::to_string(n_expert) + " kept per layer)"),
@@ -478,6 +489,9 @@ TEST(UntilStable, StopsOnceTheKeepListHoldsAndResumesTheSame) {
     const std::string x = read_file_bytes(dir + "/whole.gguf"), y = read_file_bytes(dir + "/cut.gguf");
     EXPECT_FALSE(x.empty());
     EXPECT_TRUE(x == y) << "resumed --until-stable archive differs from the uninterrupted one";
+    std::string listing;
+    run_cmd("ls -a " + shell_quote(dir), listing);
+    EXPECT_EQ(listing.find(".halves."), std::string::npos) << "split halves left after the run finished: " << listing;
 }
 
 TEST(UntilStable, RefusesAMissingOrDoubleTarget) {
@@ -505,7 +519,7 @@ TEST(PassSize, CommandLineRefusesASizeThatCannotFit) {
     ASSERT_TRUE(file_exists(trained_model())) << trained_model();
     const std::string dir = scratch("cli");
     const std::string text = text_file(dir, 3000);
-    const std::string bin = shell_quote(env_or("REAP_BIN", source_dir() + "/build/bin/reap"));
+    const std::string bin = shell_quote(env_or("REAP_BIN", self_dir() + "/reap"));
     const std::string base = bin + " calibrate -m " + shell_quote(trained_model()) + " --corpus " + shell_quote(text) +
                              " -o " + shell_quote(dir + "/s.gguf") + " -c 256 --no-progress";
     std::string out;
@@ -609,7 +623,7 @@ TEST(PassSize, EvalCommandLineRefusesASizeThatCannotFit) {
     ASSERT_TRUE(file_exists(trained_model())) << trained_model();
     const std::string dir = scratch("eval-cli");
     const std::string text = text_file(dir, 3000);
-    const std::string bin = shell_quote(env_or("REAP_BIN", source_dir() + "/build/bin/reap"));
+    const std::string bin = shell_quote(env_or("REAP_BIN", self_dir() + "/reap"));
     const std::string base = bin + " eval -m " + shell_quote(trained_model()) + " -p " + shell_quote(trained_model()) + " -f " +
                              shell_quote(text) + " -c 256";
     std::string out;
@@ -619,4 +633,165 @@ TEST(PassSize, EvalCommandLineRefusesASizeThatCannotFit) {
     EXPECT_EQ(out.find("kld"), std::string::npos) << out;
     EXPECT_EQ(run_cmd(base + " --memory 0 2>&1", out), 2) << out;
     ASSERT_EQ(run_cmd(base + " --memory 8G 2>&1", out), 0) << out;
+}
+
+// ---- --until-stable on the demo corpus (issue: knowing when to stop) ---------------
+
+namespace {
+
+// Per MoE layer, the Jaccard of two plan files' keep-lists (read from the JSON
+// here, not through the tracker's own overlap).
+std::vector<double> plan_jaccards(const std::string & a_path, const std::string & b_path) {
+    const auto keeps = [](const std::string & path) {
+        std::map<int64_t, std::set<int64_t>> k;
+        const nlohmann::json doc = nlohmann::json::parse(read_file_bytes(path));
+        for (const auto & l : doc.at("layers")) {
+            for (const auto & e : l.at("keep")) k[l.at("layer").get<int64_t>()].insert(e.get<int64_t>());
+        }
+        return k;
+    };
+    const auto a = keeps(a_path), b = keeps(b_path);
+    std::vector<double> out;
+    for (const auto & [layer, ka] : a) {
+        const auto it = b.find(layer);
+        if (it == b.end()) return {};
+        size_t both = 0;
+        for (int64_t e : ka) both += it->second.count(e);
+        out.push_back((double) both / (double) (ka.size() + it->second.size() - both));
+    }
+    return out;
+}
+
+}  // namespace
+
+// The demo corpus (data/corpus/calib.jsonl, about 770,000 tokens) with the demo
+// model: --until-stable 0.95 --target-ratio 0.5 stops before the corpus ends,
+// and the plan of what it read overlaps the plan of the whole corpus, read in
+// corpus order without a target, by a mean Jaccard of at least 0.95 over the
+// MoE layers (both plans made by `reap plan --ratio 0.5`). In corpus order
+// (document after document) the plans of half the tokens never came within
+// 0.95 of the whole's, and the run went to the end. The same run SIGKILLed
+// while it holds after window 400 (the stability checkpoint at window 310 is
+// on disk, with its split halves: two disjoint parts of its tokens that add
+// up to it) and resumed writes the same bytes as the uninterrupted run.
+TEST(UntilStable, StopsEarlyOnTheDemoCorpusWithTheWholeCorpusPlan) {
+    const std::string corpus = source_dir() + "/data/corpus/calib.jsonl";
+    ASSERT_TRUE(file_exists(corpus)) << corpus << ": run `make corpus`";
+    ASSERT_TRUE(file_exists(trained_model())) << trained_model();
+    const std::string reap = shell_quote(env_or("REAP_BIN", self_dir() + "/reap"));
+    const std::string dir = scratch("demo-corpus");
+    const std::string common = " -m " + shell_quote(trained_model()) + " --corpus " + shell_quote(corpus) +
+                               " -c 256 -ub 4096 -t 2 --no-progress";
+    const std::string target = " --until-stable 0.95 --target-ratio 0.5";
+    std::string out;
+    ASSERT_EQ(run_cmd(reap + " calibrate" + common + " -o " + shell_quote(dir + "/whole.gguf") + " --force 2>&1", out), 0) << out;
+    ASSERT_EQ(run_cmd(reap + " calibrate" + common + target + " -o " + shell_quote(dir + "/stable.gguf") + " --force 2>&1", out), 0)
+        << out;
+    EXPECT_NE(out.find("; stable"), std::string::npos) << out;
+    std::ofstream(dir + "/stable.log") << out;   // the stability lines, for a reader
+
+    sal::archive whole, stable;
+    std::string err;
+    ASSERT_TRUE(sal::read_archive(dir + "/whole.gguf", whole, err)) << err;
+    ASSERT_TRUE(sal::read_archive(dir + "/stable.gguf", stable, err)) << err;
+    int64_t whole_tokens = 0, stable_tokens = 0;
+    for (const auto & d : whole.domains) whole_tokens += d.n_tokens;
+    for (const auto & d : stable.domains) stable_tokens += d.n_tokens;
+    EXPECT_GT(whole_tokens, 700000);
+    EXPECT_LT(stable_tokens, whole_tokens) << "--until-stable read the whole corpus";
+    ASSERT_EQ(stable.domains.size(), whole.domains.size());
+    for (size_t d = 0; d < whole.domains.size(); ++d) {
+        EXPECT_GT(stable.domains[d].n_tokens, 0) << whole.domains[d].name << ": every domain is read from the start";
+    }
+
+    for (const char * name : {"whole", "stable"}) {
+        const std::string d = dir + "/" + name;
+        ASSERT_EQ(run_cmd(reap + " plan " + shell_quote(d + ".gguf") + " -m " + shell_quote(trained_model()) +
+                              " --ratio 0.5 -o " + shell_quote(d + ".plan.json") + " --force 2>&1", out), 0) << out;
+    }
+    const std::vector<double> j = plan_jaccards(dir + "/whole.plan.json", dir + "/stable.plan.json");
+    ASSERT_FALSE(j.empty());
+    double mean = 0;
+    std::string per_layer;
+    for (double v : j) {
+        mean += v / (double) j.size();
+        per_layer += " " + std::to_string(v);
+    }
+    EXPECT_GE(mean, 0.95) << "stopped at " << stable_tokens << " of " << whole_tokens << " tokens; per layer" << per_layer;
+
+    // SIGKILL while it holds after window 400, then --resume
+    const std::string log = dir + "/killed.log", killed = dir + "/killed.gguf";
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        const std::string cmd = "REAP_CALIBRATE_PAUSE_AFTER=400 exec " + reap + " calibrate" + common + target + " -o " +
+                                shell_quote(killed) + " --force > " + shell_quote(log) + " 2>&1";
+        execl("/bin/sh", "sh", "-c", cmd.c_str(), (char *) nullptr);
+        _exit(127);
+    }
+    bool paused = false;
+    for (int i = 0; i < 60000 && !paused; ++i) {
+        paused = read_file_bytes(log).find("paused after") != std::string::npos;
+        if (!paused) usleep(10 * 1000);
+    }
+    EXPECT_TRUE(paused) << read_file_bytes(log);
+    kill(pid, SIGKILL);
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    ASSERT_FALSE(file_exists(killed));
+    ASSERT_TRUE(file_exists(killed + ".checkpoint"));
+    // the checkpoint's split halves: two disjoint parts of its tokens that add up
+    // to it (counts exactly), each domain's decodes in turn, beside it in their
+    // own file named by the checkpoint's window
+    {
+        sal::archive ck;
+        ASSERT_TRUE(sal::read_archive(killed + ".checkpoint", ck, err)) << err;
+        uint64_t next = 0;
+        ASSERT_TRUE(ck.provenance.get_u64(sal::k_key_checkpoint_next_window, next, err)) << err;
+        const std::string halves_file = sal::split_halves_path(killed + ".checkpoint", next);
+        ASSERT_TRUE(file_exists(halves_file)) << halves_file;
+        sal::split_halves h;
+        ASSERT_TRUE(sal::read_split_halves(killed + ".checkpoint", next, ck, h, err)) << err;
+        int64_t in_a = 0, in_b = 0;
+        for (size_t d = 0; d < ck.domains.size(); ++d) {
+            const auto & x = ck.domains[d];
+            const auto & a = h.a.domains[d];
+            const auto & b = h.b.domains[d];
+            EXPECT_EQ(a.name, x.name);
+            EXPECT_EQ(a.n_tokens + b.n_tokens, x.n_tokens) << x.name;
+            for (size_t i = 0; i < x.count.size(); ++i) ASSERT_EQ(a.count[i] + b.count[i], x.count[i]) << x.name << " cell " << i;
+            in_a += a.n_tokens;
+            in_b += b.n_tokens;
+        }
+        EXPECT_GT(in_a, 0);
+        EXPECT_GT(in_b, 0);
+        // the curve's split-half overlap at that checkpoint is what `reap plan`
+        // gives for each half (its domains a0.. and b0..)
+        std::string state, e2;
+        ASSERT_TRUE(ck.provenance.get_string(reap::planner::k_key_stability_state, state, e2)) << e2;
+        const double recorded = nlohmann::json::parse(state).at("points").back().at("jaccard_half").get<double>();
+        for (const char tag : {'a', 'b'}) {
+            std::string names;
+            for (size_t d = 0; d < ck.domains.size(); ++d) names += (d ? "," : "") + std::string(1, tag) + std::to_string(d);
+            ASSERT_EQ(run_cmd(reap + " plan " + shell_quote(halves_file) + " -m " + shell_quote(trained_model()) + " --domains " +
+                                  names + " --ratio 0.5 -o " + shell_quote(dir + "/half-" + tag + ".plan.json") + " --force 2>&1", out), 0)
+                << out;
+        }
+        const std::vector<double> jh = plan_jaccards(dir + "/half-a.plan.json", dir + "/half-b.plan.json");
+        ASSERT_FALSE(jh.empty());
+        double mean_h = 0;
+        for (double v : jh) mean_h += v / (double) jh.size();
+        EXPECT_NEAR(mean_h, recorded, 1e-12);
+        // a halves file of another window is refused, naming it
+        sal::split_halves other;
+        EXPECT_FALSE(sal::read_split_halves(killed + ".checkpoint", next + 1, ck, other, err));
+        EXPECT_NE(err.find("halves"), std::string::npos) << err;
+    }
+    ASSERT_EQ(run_cmd(reap + " calibrate" + common + target + " -o " + shell_quote(killed) + " --resume 2>&1", out), 0) << out;
+    EXPECT_NE(out.find("resumed"), std::string::npos) << out;
+    EXPECT_TRUE(read_file_bytes(dir + "/stable.gguf") == read_file_bytes(killed)) << "resumed archive differs";
+    std::string listing;
+    run_cmd("ls -a " + shell_quote(dir), listing);
+    EXPECT_EQ(listing.find(".halves."), std::string::npos) << "split halves left after the run finished: " << listing;
 }

@@ -159,8 +159,9 @@ void declare_until_stable(options & t, double & until_stable, int64_t & target_k
              "stop once the keep-list for the target has held: at every stability checkpoint (every "
              "--checkpoint-every windows, default a twentieth of the run) the plan of the archive so far, for the mix "
              "and each domain, is compared with the previous checkpoint's and with the one of half the tokens (mean "
-             "Jaccard over layers); two checkpoints in a row at >= J stop the run. The domains take turns, so any "
-             "stretch holds each in its share; the archive records the curve",
+             "Jaccard over layers); two checkpoints in a row at >= J stop the run. Each domain's windows are taken in "
+             "a fixed shuffled order (a prefix is then a sample of the domain, not its first documents) and the "
+             "domains take turns, so any stretch holds each in its share; the archive records the curve",
              [&until_stable](const std::string & v, std::string & err) {
                  return parse_number("--until-stable", v, 1e-9, 1, until_stable, err);
              });

@@ -149,9 +149,11 @@ struct calibrate_options {
 
     // --until-stable J: stop once the keep-list for the target (--target-keep N, or
     // --target-ratio R) has held at an overlap >= J for two checkpoints in a row
-    // (plan/stability.h). The domains' decodes are then interleaved, so that every
-    // stretch of the run holds each domain in its share (each domain's windows, and
-    // so its sums, keep their order: the archive of a run to the end is the same),
+    // (plan/stability.h). Each domain's windows are then taken in a fixed
+    // pseudo-random order (a corpus is written document after document, so a prefix
+    // in corpus order is a few documents, not a sample; the archive of a run to the
+    // end holds the same tokens, summed in another order), the domains' decodes are
+    // interleaved, so that every stretch of the run holds each domain in its share,
     // and the stability checkpoints fall every checkpoint_every windows (default: a
     // twentieth of the run), counted from the start, so a resumed run checks at the
     // same places. 0 = off. A target without it: the same order, checkpoints and
@@ -202,7 +204,8 @@ struct calibrate_report {
     bool     batch_capped = false;                   // -b/-ub lowered for batch_memory (every_row)
     std::string size_note;                           // how -ub was chosen and what it needs (the cost text prints it)
     uint64_t memory_needed = 0, memory_budget = 0;   // the contexts' bytes at -b/-ub, and what they may take (0: unknown)
-    bool     interleaved = false;                    // domains' decodes interleaved (--until-stable)
+    bool     shuffled = false;                       // each domain's windows in the stability order (a target)
+    bool     interleaved = false;                    // domains' decodes interleaved (a target)
     std::vector<planner::stability_point> stability; // --until-stable: a point per stability checkpoint
     bool     stopped_stable = false;                 // stopped early: the keep-list held
     size_t   n_decodes = 0;                          // llama_decode calls of the run (main context)

@@ -87,11 +87,14 @@ bool collector::on_down(const ggml_tensor * t, int il) {
                 fail(std::string(t->name) + ": non-finite expert output or gate weight");
                 return false;
             }
-            D.count[c]    += 1;
-            D.gate_sum[c] += g;
-            D.reap_sum[c] += weights_before_ffn ? nrm : g * nrm;
-            D.ean_sum[c]  += nrm;
-            if (nrm > D.max_norm[c]) D.max_norm[c] = nrm;
+            for (saliency::domain_stats * into : {&D, half}) {
+                if (!into) continue;
+                into->count[c]    += 1;
+                into->gate_sum[c] += g;
+                into->reap_sum[c] += weights_before_ffn ? nrm : g * nrm;
+                into->ean_sum[c]  += nrm;
+                if (nrm > into->max_norm[c]) into->max_norm[c] = nrm;
+            }
         }
     }
     L.have_ids = L.have_w = false;

@@ -69,6 +69,7 @@ struct collector {
     bool    weights_before_ffn = false;
     std::vector<layer_state> layers;
     saliency::domain_stats * dom = nullptr;   // where the current decode's tokens go (one domain a decode)
+    saliency::domain_stats * half = nullptr;  // and their expert statistics again: a stability target's split half (or none)
     int     first_trunk_layer = -1;           // its ffn_moe_topk counts the main context's ubatches
     int     probe_until_layer = -1;           // probe: abort the compute once this layer's routing node is seen
     size_t  n_ubatches = 0;

@@ -25,6 +25,9 @@
 
 namespace reap::calibrate_detail {
 
+// The seed of a stability target's window order (shuffle_within_domains).
+constexpr uint64_t k_stability_order_seed = 0x5eed5eed;
+
 struct window {
     size_t  sample;
     int64_t offset;
@@ -39,6 +42,7 @@ struct window {
 struct decode_group {
     size_t  first = 0, count = 0;
     int64_t tokens = 0;
+    int     half = 0;   // a stability target's split half (0: a, 1: b): its domain's groups take turns
 };
 
 std::vector<decode_group> plan_groups(const std::vector<window> & windows, int n_seq, int n_batch);
@@ -62,7 +66,7 @@ struct calibration {
     model_ptr   model;
     corpus      cp;
     std::string corpus_sha;
-    std::vector<window>       windows;   // domain by domain, corpus order within a domain
+    std::vector<window>       windows;   // domain by domain, corpus order within a domain (shuffled with a stability target)
     std::vector<decode_group> groups;
     std::string options_json;
     bool        has_mtp = false;
@@ -81,6 +85,7 @@ struct calibration {
     size_t      next_window = 0;
     // --until-stable
     std::unique_ptr<planner::stability_tracker> stab;
+    saliency::split_halves halves;   // the tokens so far in two disjoint halves (expert statistics only)
     size_t      stable_every = 0;   // windows between stability checkpoints
     int64_t     n_group = 0;        // the router's expert groups (the plans' rule)
 
@@ -97,6 +102,7 @@ struct calibration {
     bool at_stability_checkpoint(size_t first, size_t next) const {
         return stab && next / stable_every != first / stable_every;   // counted from the start: a resumed run checks at the same places
     }
+    void shuffle_within_domains();
     void interleave_domains();
     bool check_stability(size_t first, size_t next, bool & held);
     bool checkpoint_sizes(int & b, int & ub);

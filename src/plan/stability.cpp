@@ -97,27 +97,35 @@ double stability_tracker::lowest_overlap(const plans & a, const plans & b, std::
     return low > 1 ? -1 : low;
 }
 
-bool stability_tracker::observe(const saliency::archive & so_far, int64_t tokens, stability_point & out, std::string & err) {
-    snapshot now;
-    now.tokens = tokens;
-    n_expert_of_state = so_far.model.n_expert;
+stability_tracker::plans stability_tracker::plans_of(const saliency::archive & a, ranking & mix, std::string & err) const {
+    plans out;
     rank_options o;
-    o.how = default_method(so_far.metrics);
-    ranking mix;
+    o.how = default_method(a.metrics);
     auto keeps = [&](const ranking & r) {
         std::vector<std::vector<int64_t>> k;
         for (const layer_ranking & lr : r.layers) k.push_back(select_keep(lr, r.n_expert, r.n_group, n_keep));
         return k;
     };
-    if (!rank_experts(so_far, n_group, o, mix, err)) return false;
-    now.keep[k_mix] = keeps(mix);
-    for (const saliency::domain_stats & d : so_far.domains) {
+    if (!rank_experts(a, n_group, o, mix, err)) return {};
+    out[k_mix] = keeps(mix);
+    for (const saliency::domain_stats & d : a.domains) {
         if (d.n_tokens == 0) continue;
         o.domains = {d.name};
         ranking r;
-        if (!rank_experts(so_far, n_group, o, r, err)) return false;
-        now.keep[plan_key(d.name)] = keeps(r);
+        if (!rank_experts(a, n_group, o, r, err)) return {};
+        out[plan_key(d.name)] = keeps(r);
     }
+    return out;
+}
+
+bool stability_tracker::observe(const saliency::archive & so_far, const saliency::split_halves & halves, int64_t tokens,
+                                stability_point & out, std::string & err) {
+    snapshot now;
+    now.tokens = tokens;
+    n_expert_of_state = so_far.model.n_expert;
+    ranking mix, mix_a, mix_b;
+    now.keep = plans_of(so_far, mix, err);
+    if (now.keep.empty()) return false;
     out = stability_point();
     out.tokens = tokens;
     out.safety_margin = safety_margin(mix, now.keep[k_mix]);
@@ -126,21 +134,22 @@ bool stability_tracker::observe(const saliency::archive & so_far, int64_t tokens
         out.jaccard_prev = overlap(now.keep[k_mix], history.back().keep[k_mix]);
         out.domain_prev  = lowest_overlap(now.keep, history.back().keep, weak_prev);
     }
-    size_t half = history.size();   // the latest snapshot with at most half the tokens
-    for (size_t i = 0; i < history.size(); ++i) {
-        if (history[i].tokens * 2 <= tokens) half = i;
-    }
-    if (half < history.size()) {
-        out.jaccard_half = overlap(now.keep[k_mix], history[half].keep[k_mix]);
-        out.domain_half  = lowest_overlap(now.keep, history[half].keep, weak_half);
+    // the split halves: each half's plans (named as the run's domains), once both
+    // halves hold tokens
+    int64_t tokens_a = 0, tokens_b = 0;
+    for (const auto & d : halves.a.domains) tokens_a += d.n_tokens;
+    for (const auto & d : halves.b.domains) tokens_b += d.n_tokens;
+    if (tokens_a > 0 && tokens_b > 0) {
+        const plans pa = plans_of(halves.a, mix_a, err);
+        const plans pb = plans_of(halves.b, mix_b, err);
+        if (pa.empty() || pb.empty()) return false;
+        out.jaccard_half = overlap(pa.at(k_mix), pb.at(k_mix));
+        out.domain_half  = lowest_overlap(pa, pb, weak_half);
     }
     out.weakest = out.domain_half >= 0 && out.domain_half < out.domain_prev ? weak_half : weak_prev;
     out.stable = threshold > 0 && out.jaccard_prev >= threshold && out.jaccard_half >= threshold;
     points.push_back(out);
-    // later checkpoints (more tokens) compare with this one, and with snapshots
-    // from the current half snapshot on, never with earlier ones
-    if (half < history.size()) history.erase(history.begin(), history.begin() + (ptrdiff_t) half);
-    history.push_back(std::move(now));
+    history.assign(1, std::move(now));   // the next checkpoint compares with this one only
     return true;
 }
 
@@ -287,7 +296,7 @@ std::string curve_table(const stability_curve & c) {
                  (long long) c.n_keep);
     }
     std::string s = line;
-    s += "  (mean Jaccard over layers) with the previous checkpoint and with half the tokens; the mix, then the lowest domain\n";
+    s += "  (mean Jaccard over layers) with the previous checkpoint and between the two split halves; the mix, then the lowest domain\n";
     s += "        tokens   mix:prev  half   domains:prev  half   safety margin\n";
     for (const stability_point & p : c.points) {
         snprintf(line, sizeof(line), "  %12s   %s  %s   %s  %s   %5lld%s\n", util::group_digits(p.tokens).c_str(),
@@ -312,7 +321,7 @@ std::string describe(const stability_point & p) {
         snprintf(buf, sizeof(buf), "%.3f", j);
         return std::string(buf);
     };
-    s += "the mix's keep-list overlaps the previous checkpoint's by " + figure(p.jaccard_prev) + ", half the tokens' by " +
+    s += "the mix's keep-list overlaps the previous checkpoint's by " + figure(p.jaccard_prev) + ", the split halves' overlap " +
          figure(p.jaccard_half);
     if (!p.weakest.empty()) {
         s += "; the domains' lowest " + figure(p.domain_prev) + " and " + figure(p.domain_half) + " (" + p.weakest + ")";

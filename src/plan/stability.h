@@ -2,8 +2,10 @@
 // `reap calibrate --until-stable J`. At every checkpoint the archive so far
 // gives a plan for the target (n_keep per layer) for the mix of its domains
 // and for each domain alone; each is compared with the plan of the previous
-// checkpoint and with the plan of the latest checkpoint that had at most half
-// as many tokens (the "half" plan: what the first half of the tokens said).
+// checkpoint, and the plans of the run's two split halves (each domain's
+// decodes go to half a and half b in turn, saliency/checkpoint.h: two disjoint
+// samples of the same size) are compared with each other: how far two
+// independent samples of the tokens so far agree.
 // The overlap of two plans is the mean over MoE layers of the Jaccard of their
 // keep-lists. The run may stop once the mix's two overlaps have held at or
 // above J at two checkpoints in a row; the domains' (the lowest of them) are
@@ -13,7 +15,9 @@
 // Core library: no llama.cpp dependency.
 #pragma once
 
+#include "plan/planners.h"
 #include "saliency/archive.h"
+#include "saliency/checkpoint.h"
 
 #include <nlohmann/json.hpp>
 
@@ -31,8 +35,9 @@ inline constexpr const char * k_key_stability_state = "reap.saliency.checkpoint.
 
 struct stability_point {
     int64_t     tokens = 0;
-    // the mix's plan against the previous checkpoint's and the half plan (-1:
-    // the first checkpoint / no checkpoint had half as many tokens yet)
+    // the mix's plan against the previous checkpoint's, and the two split
+    // halves' plans against each other (-1: the first checkpoint / a half
+    // without tokens yet)
     double      jaccard_prev = -1;
     double      jaccard_half = -1;
     // the same, the lowest over the domains' own plans, and which domain
@@ -52,16 +57,18 @@ class stability_tracker {
     // expert groups (0/1: none).
     stability_tracker(double threshold, int64_t n_keep, int64_t n_group);
 
-    // Plans the archive so far (tokens in all) and appends its point.
-    bool observe(const saliency::archive & so_far, int64_t tokens, stability_point & out, std::string & err);
+    // Plans the archive so far (tokens in all) and its split halves (named as
+    // its domains) and appends its point.
+    bool observe(const saliency::archive & so_far, const saliency::split_halves & halves, int64_t tokens,
+                 stability_point & out, std::string & err);
     // The last two points are stable.
     bool held() const;
     const std::vector<stability_point> & curve() const { return points; }
 
     // The curve as JSON (an array of points), for the archive.
     std::string curve_json() const;
-    // Everything observe() uses later (the curve and the plans still to be
-    // compared with), for a checkpoint; restore() takes it back.
+    // Everything observe() uses later (the curve and the previous checkpoint's
+    // plans), for a checkpoint; restore() takes it back.
     std::string state_json() const;
     bool restore(const std::string & json, std::string & err);
 
@@ -78,7 +85,10 @@ class stability_tracker {
     int64_t n_keep, n_group;
     int64_t n_expert_of_state = 0;   // the archive's experts (the bitmaps' width)
     std::vector<stability_point> points;
-    std::vector<snapshot>        history;   // oldest first; only what later checkpoints compare with
+    std::vector<snapshot>        history;   // the previous checkpoint's plans (none before the first)
+
+    // The plans of `a` for the mix (its ranking in `mix`) and each domain with tokens; empty + err on failure.
+    plans plans_of(const saliency::archive & a, ranking & mix, std::string & err) const;
 
     static double lowest_overlap(const plans & a, const plans & b, std::string & weakest);
     nlohmann::ordered_json curve_object() const;   // curve_json's document

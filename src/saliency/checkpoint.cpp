@@ -2,7 +2,15 @@
 #include "saliency/checkpoint.h"
 
 #include "util/disk.h"
+#include "util/path.h"
 
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <dirent.h>
 #include <sys/stat.h>
 
 namespace reap::saliency {
@@ -40,6 +48,96 @@ bool publish_calibration(const archive & done, const std::string & out_path, boo
     struct stat st;
     if (::stat(checkpoint_path.c_str(), &st) == 0) util::current_disk().unlink(checkpoint_path);
     return true;
+}
+
+split_halves make_split_halves(const archive & like) {
+    split_halves h;
+    for (archive * half : {&h.a, &h.b}) {
+        *half = make_archive(like.model, like.metrics);
+        for (const auto & d : like.domains) half->add_domain(d.name);
+    }
+    return h;
+}
+
+std::string split_halves_path(const std::string & checkpoint_path, uint64_t next_window) {
+    return checkpoint_path + ".halves." + std::to_string(next_window);
+}
+
+bool write_split_halves(const split_halves & h, uint64_t next_window, const std::string & checkpoint_path,
+                        std::string & err) {
+    archive both = make_archive(h.a.model, h.a.metrics);
+    for (const auto & [half, tag] : {std::pair<const archive *, char>{&h.a, 'a'}, {&h.b, 'b'}}) {
+        for (size_t d = 0; d < half->domains.size(); ++d) {
+            domain_stats s = half->domains[d];
+            s.name = tag + std::to_string(d);
+            both.domains.push_back(std::move(s));
+        }
+    }
+    both.provenance.set_u64(k_key_checkpoint_next_window, next_window);
+    const std::string path = split_halves_path(checkpoint_path, next_window);
+    if (!write_archive(both, path, err, /*force=*/true)) {
+        err = "the split halves of the checkpoint: " + err;
+        note_kept(checkpoint_path, err);
+        return false;
+    }
+    return true;
+}
+
+bool read_split_halves(const std::string & checkpoint_path, uint64_t next_window, const archive & like, split_halves & out,
+                       std::string & err) {
+    const std::string path = split_halves_path(checkpoint_path, next_window);
+    archive both;
+    if (!read_archive(path, both, err)) {
+        err = "the checkpoint's split halves (--until-stable or a target): " + err;
+        return false;
+    }
+    uint64_t at = 0;
+    std::string e2;
+    const size_t n = like.domains.size();
+    if (!both.provenance.get_u64(k_key_checkpoint_next_window, at, e2) || at != next_window) {
+        err = "'" + path + "' was not written with the checkpoint at window " + std::to_string(next_window);
+        return false;
+    }
+    if (!fingerprints_match(both.model, like.model, err)) {
+        err = "'" + path + "': " + err;
+        return false;
+    }
+    if (both.metrics != like.metrics || both.n_ff != 0 || both.domains.size() != 2 * n) {
+        err = "'" + path + "' does not hold two halves of this run's " + std::to_string(n) + " domains";
+        return false;
+    }
+    out = make_split_halves(like);
+    for (size_t i = 0; i < 2 * n; ++i) {
+        const char tag = i < n ? 'a' : 'b';
+        const size_t d = i % n;
+        if (both.domains[i].name != tag + std::to_string(d)) {
+            err = "'" + path + "': domain " + std::to_string(i) + " is '" + both.domains[i].name + "', not '" + tag +
+                  std::to_string(d) + "'";
+            return false;
+        }
+        domain_stats & into = (i < n ? out.a : out.b).domains[d];
+        both.domains[i].name = into.name;
+        into = std::move(both.domains[i]);
+    }
+    return true;
+}
+
+void remove_split_halves(const std::string & checkpoint_path, uint64_t keep_next_window) {
+    const std::string dir = util::dir_of(checkpoint_path);
+    const std::string prefix = util::base_name(checkpoint_path) + ".halves.";
+    DIR * dp = ::opendir(dir.c_str());
+    if (!dp) return;
+    std::vector<std::string> gone;
+    while (const dirent * e = ::readdir(dp)) {
+        const std::string name = e->d_name;
+        if (name.compare(0, prefix.size(), prefix) != 0) continue;
+        const std::string digits = name.substr(prefix.size());
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 20) continue;
+        if (keep_next_window != UINT64_MAX && digits == std::to_string(keep_next_window)) continue;
+        gone.push_back(util::beside(checkpoint_path, name));
+    }
+    ::closedir(dp);
+    for (const auto & p : gone) util::current_disk().unlink(p);
 }
 
 } // namespace reap::saliency
