@@ -111,6 +111,10 @@ TEST(Sweep, TrainedModelMatchesRealPrunes) {
                       shell_quote(heldout) + " -c 128 -t 1 --json 2>/dev/null", out), 0) << out;
     const nlohmann::json ev = nlohmann::json::parse(out);
     expect_same_numbers(mid.at("overall"), ev, "overall");
+    // the sweep records the -b/-ub its scoring passes ran at: those eval chose for the same text and memory
+    EXPECT_GT(sw.at("input").at("n_ubatch").get<int>(), 0);
+    EXPECT_EQ(sw.at("input").at("n_batch"), ev.at("n_batch"));
+    EXPECT_EQ(sw.at("input").at("n_ubatch"), ev.at("n_ubatch"));
     for (const std::string d : {"en", "ja", "code"}) {
         expect_same_numbers(mid.at("domains").at(d), ev.at("domains").at(d), d);
     }

@@ -74,6 +74,7 @@ bool header_from_json(json_fields & f, sweep_record & s) {
     if (!planner::parse_method(s.saliency.method, how)) return sal.fail("method", "\"" + s.saliency.method + "\" is not a method reap plans with");
     json_fields in = f.child("input");
     return f.ok() && in.str("file", s.input.file) && in.opt_i64("n_ctx", s.input.n_ctx, 0, INT32_MAX) &&
+           in.opt_i64("n_batch", s.input.n_batch, 0, INT32_MAX) && in.opt_i64("n_ubatch", s.input.n_ubatch, 0, INT32_MAX) &&
            in.opt_u64("n_windows", s.input.n_windows) && in.opt_boolean("corpus", s.input.corpus) && f.opt_str("tool", s.tool);
 }
 
@@ -275,7 +276,8 @@ ojson sweep_to_json(const sweep_record & s) {
                     {"moe_layers", s.model.moe_layers}, {"file_bytes", s.model.file_bytes}};
     j["saliency"] = {{"file", s.saliency.file}, {"sha256", s.saliency.sha256}, {"method", s.saliency.method},
                      {"domains", s.saliency.domains}};
-    j["input"]   = {{"file", s.input.file}, {"n_ctx", s.input.n_ctx}, {"n_windows", s.input.n_windows}, {"corpus", s.input.corpus}};
+    j["input"]   = {{"file", s.input.file},         {"n_ctx", s.input.n_ctx},         {"n_batch", s.input.n_batch},
+                   {"n_ubatch", s.input.n_ubatch}, {"n_windows", s.input.n_windows}, {"corpus", s.input.corpus}};
     if (s.mtp_base_acceptance) j["mtp_base_acceptance"] = *s.mtp_base_acceptance;
     j["points"] = point_list_json(s.points, s.mtp_base_acceptance.has_value());
     for (size_t i = 0; i < s.points.size(); ++i) point_behaviour_json(s, s.points[i], j["points"][i]);

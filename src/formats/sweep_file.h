@@ -110,6 +110,7 @@ struct sweep_record {
     struct {
         std::string file;
         int64_t     n_ctx = 0;
+        int64_t     n_batch = 0, n_ubatch = 0;   // -b, -ub of the scoring passes as run (0: not recorded)
         uint64_t    n_windows = 0;
         bool        corpus = false;
     } input;

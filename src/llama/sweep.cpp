@@ -132,6 +132,8 @@ void fill_record(const sweep_options & o, const std::string & archive_sha, sweep
     s.saliency.domains = r.rm.rank.domains;
     s.input.file = o.eval.input_path;
     s.input.n_ctx = reps.empty() ? 0 : reps[0].n_ctx;
+    s.input.n_batch  = reps.empty() ? 0 : reps[0].n_batch;
+    s.input.n_ubatch = reps.empty() ? 0 : reps[0].n_ubatch;
     s.input.n_windows = reps.empty() ? 0 : reps[0].n_windows;
     s.input.corpus = !reps.empty() && reps[0].corpus;
     // a model with MTP blocks: each cut's MTP draft acceptance (every cut is a mask of the base: measured whenever the base's is)
