@@ -16,6 +16,7 @@
 #include "llama.h"
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -568,6 +570,46 @@ inline std::vector<int32_t> inverse_keep(const std::vector<int64_t> & keep, int6
         new_id[keep[i]] = (int32_t) i;
     }
     return new_id;
+}
+
+// ---- killing a run where it holds --------------------------------------------------
+
+// Runs `cmd` (a shell command line, its output to `log`) in a child process,
+// waits (up to 10 minutes) until the log shows `marker` (a run holding there,
+// e.g. $REAP_CALIBRATE_PAUSE_AFTER's "paused after N windows"), then SIGKILLs
+// it. False + err when the marker never came or the child was not killed.
+inline bool kill_where_it_holds(const std::string & cmd, const std::string & log, const std::string & marker, std::string & err) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+        err = "fork failed";
+        return false;
+    }
+    if (pid == 0) {
+        const std::string line = cmd + " > '" + log + "' 2>&1";
+        execl("/bin/sh", "sh", "-c", line.c_str(), (char *) nullptr);
+        _exit(127);
+    }
+    const auto log_text = [&] {
+        std::ifstream f(log, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    };
+    bool held = false;
+    for (int i = 0; i < 60000 && !held; ++i) {
+        held = log_text().find(marker) != std::string::npos;
+        if (!held) usleep(10 * 1000);
+    }
+    kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!held) {
+        err = "the run never showed '" + marker + "': " + log_text();
+        return false;
+    }
+    if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)) {
+        err = "the run ended before it was killed: " + log_text();
+        return false;
+    }
+    return true;
 }
 
 // ---- the project's corpus ---------------------------------------------------------

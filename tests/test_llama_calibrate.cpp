@@ -1070,24 +1070,8 @@ TEST(CalibrateCli, SigkillResumeEqualsUninterrupted) {
                               " -c 64 -b 64 -ub 64 -np 1 -t 1 -ctk f32 -ctv f32 -fa off --no-progress --checkpoint-every 10";
     ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " calibrate" + flags + " -o " + shell_quote(dir + "/full.gguf"), out), 0) << out;
     const std::string log = dir + "/k.log";
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-        const std::string cmd = "REAP_CALIBRATE_PAUSE_AFTER=25 exec " + shell_quote(reap_bin()) + " calibrate" + flags +
-                                " -o " + shell_quote(dir + "/k.gguf") + " > " + shell_quote(log) + " 2>&1";
-        execl("/bin/sh", "sh", "-c", cmd.c_str(), (char *) nullptr);
-        _exit(127);
-    }
-    bool paused = false;
-    for (int i = 0; i < 6000 && !paused; ++i) {
-        paused = read_bytes(log).find("paused after 25 windows") != std::string::npos;
-        if (!paused) usleep(10 * 1000);
-    }
-    EXPECT_TRUE(paused) << read_bytes(log);
-    kill(pid, SIGKILL);
-    int st = 0;
-    ASSERT_EQ(waitpid(pid, &st, 0), pid);
-    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    ASSERT_TRUE(kill_where_it_holds("REAP_CALIBRATE_PAUSE_AFTER=25 exec " + shell_quote(reap_bin()) + " calibrate" + flags +
+                                        " -o " + shell_quote(dir + "/k.gguf"), log, "paused after 25 windows", err)) << err;
     EXPECT_FALSE(file_exists(dir + "/k.gguf"));
     sal::archive ck;
     ASSERT_TRUE(sal::read_archive(dir + "/k.gguf.checkpoint", ck, err)) << err;

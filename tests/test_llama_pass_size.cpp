@@ -42,10 +42,6 @@
 #include <map>
 #include <set>
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 using namespace reap_test;
 namespace sal = reap::saliency;
 
@@ -721,24 +717,8 @@ TEST(UntilStable, StopsEarlyOnTheDemoCorpusWithTheWholeCorpusPlan) {
 
     // SIGKILL while it holds after window 400, then --resume
     const std::string log = dir + "/killed.log", killed = dir + "/killed.gguf";
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-        const std::string cmd = "REAP_CALIBRATE_PAUSE_AFTER=400 exec " + reap + " calibrate" + common + target + " -o " +
-                                shell_quote(killed) + " --force > " + shell_quote(log) + " 2>&1";
-        execl("/bin/sh", "sh", "-c", cmd.c_str(), (char *) nullptr);
-        _exit(127);
-    }
-    bool paused = false;
-    for (int i = 0; i < 60000 && !paused; ++i) {
-        paused = read_file_bytes(log).find("paused after") != std::string::npos;
-        if (!paused) usleep(10 * 1000);
-    }
-    EXPECT_TRUE(paused) << read_file_bytes(log);
-    kill(pid, SIGKILL);
-    int st = 0;
-    ASSERT_EQ(waitpid(pid, &st, 0), pid);
-    ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    ASSERT_TRUE(kill_where_it_holds("REAP_CALIBRATE_PAUSE_AFTER=400 exec " + reap + " calibrate" + common + target + " -o " +
+                                        shell_quote(killed) + " --force", log, "paused after", err)) << err;
     ASSERT_FALSE(file_exists(killed));
     ASSERT_TRUE(file_exists(killed + ".checkpoint"));
     // the checkpoint's split halves: two disjoint parts of its tokens that add up
@@ -794,4 +774,36 @@ TEST(UntilStable, StopsEarlyOnTheDemoCorpusWithTheWholeCorpusPlan) {
     std::string listing;
     run_cmd("ls -a " + shell_quote(dir), listing);
     EXPECT_EQ(listing.find(".halves."), std::string::npos) << "split halves left after the run finished: " << listing;
+}
+
+// `reap calibrate --dry-run` reads the corpus and lays the run out (windows,
+// decodes, -b/-ub chosen against --memory) and prints the same cost lines the
+// run prints before its first decode, then stops: no decode, no file, and no
+// -o needed.
+TEST(PassSize, CalibrateDryRunPrintsTheRunsChoiceAndWritesNothing) {
+    ASSERT_TRUE(file_exists(trained_model())) << trained_model();
+    const std::string dir = scratch("dry-run");
+    const std::string corpus = domains_corpus(dir);
+    const std::string reap = shell_quote(env_or("REAP_BIN", self_dir() + "/reap"));
+    const std::string common = " -m " + shell_quote(trained_model()) + " --corpus " + shell_quote(corpus) +
+                               " -c 256 --memory 1G -t 1 --no-progress";
+    const auto cost_lines = [](const std::string & log) {
+        std::string lines, line;
+        std::istringstream in(log);
+        while (std::getline(in, line)) {
+            if (line.rfind("reap calibrate: ", 0) == 0 && line.find("stability") == std::string::npos) lines += line + "\n";
+        }
+        return lines;
+    };
+    std::string dry, real;
+    ASSERT_EQ(run_cmd(reap + " calibrate --dry-run" + common + " -o " + shell_quote(dir + "/dry.gguf") + " 2>&1", dry), 0) << dry;
+    EXPECT_FALSE(file_exists(dir + "/dry.gguf"));
+    EXPECT_FALSE(file_exists(dir + "/dry.gguf.checkpoint"));
+    EXPECT_NE(dry.find(" ubatches, each reading"), std::string::npos) << dry;
+    std::string no_output;
+    EXPECT_EQ(run_cmd(reap + " calibrate --dry-run" + common + " 2>&1", no_output), 0) << no_output;
+    ASSERT_EQ(run_cmd(reap + " calibrate" + common + " -o " + shell_quote(dir + "/real.gguf") + " --force 2>&1", real), 0) << real;
+    EXPECT_TRUE(file_exists(dir + "/real.gguf"));
+    EXPECT_FALSE(cost_lines(dry).empty()) << dry;
+    EXPECT_EQ(cost_lines(dry), cost_lines(real));
 }

@@ -93,6 +93,8 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
            "too (sh_energy, sh_reap: one node more, version 3)", opt.width_saliency);
     t.flag("--forward-only", "run the same decodes without reading the graph and write nothing (the baseline of "
            "bench/calibrate_vs_forward.sh)", opt.collect, false);
+    t.flag("--dry-run", "read the corpus, choose -b/-ub and the decodes, print the cost model, and stop: no decode, "
+           "no output (-o not needed)", opt.dry_run);
     t.flag("--no-progress", "no progress line", opt.progress, false);
     t.flag("--verbose", "show llama.cpp's log", opt.verbose);
     t.help_row();
@@ -117,7 +119,7 @@ int cmd_calibrate(int argc, char ** argv) {
     declare_calibrate_options(t, opt, given);
     int status = 0;
     if (!t.parse(argc, argv, status)) return status;
-    if (opt.collect && opt.out_path.empty()) return t.usage_error("no output (-o)");
+    if (opt.collect && !opt.dry_run && opt.out_path.empty()) return t.usage_error("no output (-o)");
 
     if (!reap::cli::parse_llama_runtime(t, "calibrate", opt.model_path, given, opt.rt, status)) return status;
     opt.stop = &g_stop;
@@ -131,6 +133,7 @@ int cmd_calibrate(int argc, char ** argv) {
     const bool ok = reap::run_calibrate(opt, arch, rep, err);
     reap::util::restore_default_sigint();
     if (!ok) return reap::cli::fail("calibrate", err);
+    if (opt.dry_run) return 0;   // the cost model is on stderr
     if (rep.interrupted && opt.collect) {   // forward-only writes no checkpoint
         fprintf(stderr, "reap calibrate: interrupted after %zu windows; checkpoint %s (rerun with --resume)\n",
                 rep.n_windows_done, rep.checkpoint_written.c_str());

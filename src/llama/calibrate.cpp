@@ -88,7 +88,8 @@ bool calibration::check_options() {
         err = "--max-tokens, --max-tokens-per-domain and --checkpoint-every must not be negative";
         return false;
     }
-    if (opt.collect && opt.out_path.empty()) {
+    const bool writes = opt.collect && !opt.dry_run;
+    if (writes && opt.out_path.empty()) {
         err = "no output path (-o)";
         return false;
     }
@@ -104,7 +105,7 @@ bool calibration::check_options() {
     }
     ckpt_path = opt.checkpoint_path.empty() ? opt.out_path + ".checkpoint" : opt.checkpoint_path;
     struct stat st;
-    if (opt.collect) {
+    if (writes) {
         // the output rule (util/file.h): neither output is an input, nor the other output
         const std::vector<std::pair<std::string, std::string>> inputs = {{"model", opt.model_path},
                                                                           {"corpus", opt.corpus_path}};
@@ -116,7 +117,7 @@ bool calibration::check_options() {
             return false;
         }
     }
-    if (opt.collect && !opt.resume && stat(ckpt_path.c_str(), &st) == 0) {
+    if (writes && !opt.resume && stat(ckpt_path.c_str(), &st) == 0) {
         err = "a checkpoint '" + ckpt_path + "' exists: continue it with --resume, or remove it";
         return false;
     }
@@ -577,6 +578,10 @@ bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calib
     report = calibrate_report();
     calibrate_detail::calibration c{opt, out, report, err};
     if (!c.check_options() || !c.load_model() || !c.read_windows() || !c.choose_decodes()) return false;
+    if (opt.dry_run) {   // before anything reads the model's weights (the width norms do)
+        c.print_cost();
+        return true;
+    }
 
     if (opt.width_saliency && opt.collect) {
         if (!down_column_norms(c.gm, c.fp.moe_layers, c.fp.n_layer, c.fp.n_expert, c.column_norms, c.n_ff, err)) return false;

@@ -165,6 +165,7 @@ struct calibrate_options {
 
     bool width_saliency = false;   // --width-saliency: per-channel ch_energy / ch_reap too (calibrate_width.h)
     bool collect = true;      // false: the same decodes without the callback (benchmark baseline), nothing written
+    bool dry_run = false;     // --dry-run: the windows, decodes and sizes chosen and the cost model printed; no decode, nothing written
     bool progress = true;     // progress line on stderr
     bool verbose  = false;    // let llama.cpp's log through
 
