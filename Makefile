@@ -1,29 +1,37 @@
 # reap.cpp: the two commands of the README, and the steps they stand on.
 #   make demo   the whole pipeline on the project's own model (installs what is missing)
 #   make test   every test, then the core tests again under ASan+UBSan, and the fuzz harnesses
+#   make        reap and llama.cpp's tools for this machine (build/bin)
 # Variables: JOBS (parallel build jobs), CMAKE_ARGS (e.g. -DREAP_LLAMA_DIR=... -DGGML_CUDA=ON),
-#            GGML_ISA (the instruction set of ggml's CPU code, below)
+#            GGML_ISA / TEST_ISA (the instruction sets of ggml's CPU code, below)
 
 JOBS       ?= $(shell nproc)
+# Two llama.cpp builds, the same sources, two instruction sets for ggml's CPU code:
+#   BUILD (build/): what `make` and `make build` give users, ggml for this machine's
+#     best instruction set (GGML_ISA, default -DGGML_NATIVE=ON: -march=native).
+#   TEST_BUILD (build-pinned/): what the tests, the demo and the studies run, ggml
+#     for one fixed instruction set on x86-64 (TEST_ISA: x86-64-v3, AVX2, FMA,
+#     F16C, BMI2), so that they compute the same numbers on every machine: built
+#     natively on a CPU with AVX512-FP16, ggml sums F16 dot products in half
+#     precision (ggml-cpu/simd-mappings.h), which moves the tiny model's F16
+#     logits by 0.29 (TrainedModelFixture.F16CopyStaysWithinStatedBound) and
+#     fails two more tests.
+# ccache shares every object but ggml's CPU code between the two (CMakeLists.txt).
 BUILD      ?= build
+TEST_BUILD ?= build-pinned
 CMAKE_ARGS ?=
 # Debian's interpreter: python3-torch and python3-numpy live there, not in pyenv.
 PYTHON     ?= /usr/bin/python3
 LLAMA_TOOLS = llama-imatrix llama-perplexity llama-gguf-split llama-quantize ggml-rpc-server
-# ggml's CPU kernels for one fixed instruction set on x86-64 (x86-64-v3: AVX2,
-# FMA, F16C, BMI2) instead of -march=native, so that the tests and the demo
-# compute the same numbers on every machine: built natively on a CPU with
-# AVX512-FP16, ggml sums F16 dot products in half precision
-# (ggml-cpu/simd-mappings.h), which moves the tiny model's F16 logits by 0.29
-# (TrainedModelFixture.F16CopyStaysWithinStatedBound) and fails two more
-# tests. GGML_ISA=-DGGML_NATIVE=ON builds ggml for this machine (docs/ci.md).
+GGML_ISA   ?= -DGGML_NATIVE=ON
 ifeq ($(shell uname -m),x86_64)
-GGML_ISA   ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+TEST_ISA   ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 else
-GGML_ISA   ?=
+TEST_ISA   ?=
 endif
+PINNED_TARGETS = reap reap_all_tests width_study_chart $(LLAMA_TOOLS)
 
-.PHONY: all deps llama configure build test san-build test-asan fuzz-build test-fuzz fuzz demo corpus model model-wide model-recall model-chat bench clean arch-table
+.PHONY: all deps llama configure build configure-pinned build-pinned test san-build test-asan fuzz-build test-fuzz fuzz demo corpus model model-wide model-recall model-chat bench clean arch-table
 
 all: build
 
@@ -35,18 +43,24 @@ configure: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(GGML_ISA) $(CMAKE_ARGS) > /dev/null
 
 build: configure
-	cmake --build $(BUILD) -j$(JOBS) --target reap reap_all_tests width_study_chart $(LLAMA_TOOLS)
+	cmake --build $(BUILD) -j$(JOBS) --target reap $(LLAMA_TOOLS)
+
+configure-pinned: deps
+	cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Release $(TEST_ISA) $(CMAKE_ARGS) > /dev/null
+
+build-pinned: configure-pinned
+	cmake --build $(TEST_BUILD) -j$(JOBS) --target $(PINNED_TARGETS)
 
 corpus: deps
 	$(PYTHON) tools/build_corpus.py --out data/corpus
 
-test: build corpus
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --output-log ctest.log
+test: build-pinned corpus
+	cd $(TEST_BUILD) && ctest --output-on-failure -j$(JOBS) --output-log ctest.log
 	@# In the full build every prerequisite exists, so a skipped test means a broken
 	@# fixture, not a missing tool: fail.
 	@# The one allowed exception: the disk-full test where no tmpfs can be mounted,
 	@# only when REAP_ALLOW_NO_TMPFS=1 says so (.ci/run sets it after probing).
-	@skipped=$$(grep '\*\*\*Skipped' $(BUILD)/ctest.log | \
+	@skipped=$$(grep '\*\*\*Skipped' $(TEST_BUILD)/ctest.log | \
 		if [ "$$REAP_ALLOW_NO_TMPFS" = 1 ]; then grep -v ' DiskFull\.' || true; else cat; fi); \
 	if [ -n "$$skipped" ]; then echo "$$skipped"; \
 		echo "make test: the tests above were skipped in the full build"; exit 1; fi
@@ -56,10 +70,10 @@ test: build corpus
 # (tests/test_llama_archs.cpp; one TSV row per arch under test-tmp/archs/table),
 # then scripts/arch_table.py writes those rows into the document. The table is
 # written even when an arch fails (its row says FAIL); the target then fails too.
-arch-table: build
-	rm -rf $(BUILD)/test-tmp/archs/table
-	cd $(BUILD) && ctest -R 'ArchMatrix\.' --output-on-failure -j$(JOBS); status=$$?; \
-		cd $(CURDIR) && $(PYTHON) scripts/arch_table.py --build $(BUILD) && exit $$status
+arch-table: build-pinned
+	rm -rf $(TEST_BUILD)/test-tmp/archs/table
+	cd $(TEST_BUILD) && ctest -R 'ArchMatrix\.' --output-on-failure -j$(JOBS); status=$$?; \
+		cd $(CURDIR) && $(PYTHON) scripts/arch_table.py --build $(TEST_BUILD) && exit $$status
 
 # The core (GGUF, layout, saliency, plans, slicing) again under sanitizers, with
 # the reap binary instrumented too, so the core's CLI tests run it under
@@ -73,8 +87,8 @@ arch-table: build
 # file in less than half the CPU time of RelWithDebInfo's -O2 -g (measured on
 # src/report/report.cpp with ASan+UBSan: 26 s against 58 s).
 SAN_OPT ?= -O1 -g1 -DNDEBUG
-SAN_BUILD = $(BUILD)-san
-san-build: configure corpus
+SAN_BUILD ?= build-san
+san-build: deps corpus
 	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 		-DREAP_SANITIZE=ON -DREAP_FUZZ=ON -DREAP_WITH_LLAMA=OFF \
 		-DCMAKE_C_FLAGS_RELWITHDEBINFO="$(SAN_OPT)" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SAN_OPT)" $(CMAKE_ARGS) > /dev/null
@@ -96,8 +110,8 @@ FUZZ_SECONDS ?= 300
 fuzz: fuzz-build
 	BUILD_FUZZ=$(SAN_BUILD) scripts/fuzz.sh $(if $(FUZZ_CPU_SECONDS),--cpu $(FUZZ_CPU_SECONDS),$(FUZZ_SECONDS))
 
-demo: build corpus
-	scripts/demo.sh
+demo: build-pinned corpus
+	REAP=$(TEST_BUILD)/bin/reap scripts/demo.sh
 
 # Retrains the committed model (about 25 minutes on 2 cores; see models/README.md).
 model: deps corpus
@@ -149,13 +163,15 @@ model-chat: deps corpus
 # Benchmarks against a baseline in the same run (not part of the tests).
 # bench/streamed.sh (last: about 20 minutes) needs root, for its memory cgroup and
 # drop_caches; it stops with status 2 and says so otherwise.
-bench: build
+# They run the users' build (BUILD); bench/native_vs_pinned.sh runs both builds.
+bench: build build-pinned
 	bench/prune_vs_cp.sh
 	bench/calibrate_vs_forward.sh
 	bench/sweep_vs_prune.sh
 	bench/memory.sh
 	bench/eval_vs_perplexity.sh
+	bench/native_vs_pinned.sh
 	bench/streamed.sh
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) $(BUILD)-asan $(BUILD)-fuzz
+	rm -rf $(BUILD) $(TEST_BUILD) $(SAN_BUILD)

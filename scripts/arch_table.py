@@ -97,7 +97,7 @@ def llama_version(root):
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", default=os.path.join(root, "build"), help="the build folder (default build/)")
+    ap.add_argument("--build", default=os.path.join(root, "build-pinned"), help="the build folder (default build-pinned/, the tests' build)")
     ap.add_argument("--doc", default=os.path.join(root, "docs", "architectures.md"))
     args = ap.parse_args()
     archs = generator_archs(os.path.join(args.build, "bin", "make_arch_models"))

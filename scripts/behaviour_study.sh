@@ -24,7 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-REAP=${REAP:-build/bin/reap}
+REAP=${REAP:-build-pinned/bin/reap}
 PY=${PYTHON:-/usr/bin/python3}
 RECALL=${RECALL:-models/reap-moe-recall.gguf}
 CHAT=${CHAT:-models/reap-moe-chat.gguf}

@@ -12,7 +12,7 @@ cuts). The model's 192- and 128-wide rows make llama-quantize fall back from
 k- and i-quants (Q4_K_M and IQ2_XXS become q5_0/iq4_nl/q4_0 mixes): the table
 names what each file holds.
 
-usage: scripts/calibrate_on_quants.py OUT_DIR [--bin build/bin] [--bytes 10000]
+usage: scripts/calibrate_on_quants.py OUT_DIR [--bin build-pinned/bin] [--bytes 10000]
 Writes OUT_DIR/calibrate_on_quants.md (the table) and prints it.
 Needs data/corpus (make corpus).
 """
@@ -48,7 +48,7 @@ def subset(split, out, per_domain_bytes):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
-    ap.add_argument("--bin", default=os.path.join(ROOT, "build/bin"))
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build-pinned/bin"))
     ap.add_argument("--bytes", type=int, default=10000, help="corpus bytes per domain (calib and held-out)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)

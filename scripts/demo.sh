@@ -33,9 +33,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-REAP=${REAP:-build/bin/reap}
-QUANTIZE=${QUANTIZE:-build/bin/llama-quantize}
-IMATRIX=${IMATRIX:-build/bin/llama-imatrix}
+REAP=${REAP:-build-pinned/bin/reap}
+QUANTIZE=${QUANTIZE:-$(dirname "$REAP")/llama-quantize}
+IMATRIX=${IMATRIX:-$(dirname "$REAP")/llama-imatrix}
 PY=${PYTHON:-/usr/bin/python3}
 MODEL=${MODEL:-models/reap-moe-tiny.gguf}
 CORPUS=${CORPUS:-data/corpus}

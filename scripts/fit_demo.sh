@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-REAP=${REAP:-build/bin/reap}
+REAP=${REAP:-build-pinned/bin/reap}
 WIDE=${WIDE:-models/reap-moe-wide.gguf}
 CTX=${CTX:-256}
 CALIB_TOKENS=${CALIB_TOKENS:-20000}

@@ -15,7 +15,7 @@ lower is better; the last column is sliced / recomputed.
 The model's 192- and 128-wide rows leave only the 32-wide block types (k-quants
 and most i-quants fall back), so the types are the legacy ones and IQ4_NL.
 
-usage: scripts/imatrix_slice_study.py OUT_DIR [--bin build/bin] [--bytes 8000] [--ratio 0.5]
+usage: scripts/imatrix_slice_study.py OUT_DIR [--bin build-pinned/bin] [--bytes 8000] [--ratio 0.5]
 Writes OUT_DIR/imatrix_slice.md (the table) and prints it.
 Needs data/corpus (make corpus), llama-imatrix and llama-quantize.
 """
@@ -39,7 +39,7 @@ def plain_text(jsonl, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
-    ap.add_argument("--bin", default=os.path.join(ROOT, "build/bin"))
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build-pinned/bin"))
     ap.add_argument("--bytes", type=int, default=8000, help="calibration bytes per domain (held-out: half)")
     ap.add_argument("--ratio", type=float, default=0.5, help="share of the routed experts removed")
     a = ap.parse_args()

@@ -13,7 +13,7 @@ if [ $# -ne 7 ]; then
     echo "usage: $0 MODEL SALIENCY DIR NAME METHOD RATIO DOMAINS" >&2
     exit 2
 fi
-REAP=${REAP:-build/bin/reap}
+REAP=${REAP:-build-pinned/bin/reap}
 model=$1 saliency=$2 dir=$3 name=$4 method=$5 ratio=$6 domains=$7
 args=(--method "$method" --ratio "$ratio")
 [ "$domains" != all ] && args+=(--domains "$domains")

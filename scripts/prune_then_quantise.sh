@@ -9,12 +9,12 @@
 #
 # usage: scripts/prune_then_quantise.sh MODEL.gguf CALIB.txt HELDOUT.txt OUT_DIR [RATIO]
 # env:   GATE_UP=iq1_m DOWN=iq2_xxs BASE=Q8_0 (llama-quantize types), CTX=128,
-#        BIN=build/bin (reap, llama-imatrix, llama-quantize)
+#        BIN=build-pinned/bin (reap, llama-imatrix, llama-quantize)
 set -eu
 [ $# -ge 4 ] || { sed -n '2,13p' "$0"; exit 2; }
 model=$1; calib=$2; held=$3; out=$4; ratio=${5:-0.5}
 GATE_UP=${GATE_UP:-iq1_m}; DOWN=${DOWN:-iq2_xxs}; BASE=${BASE:-Q8_0}; CTX=${CTX:-128}
-BIN=${BIN:-$(dirname "$0")/../build/bin}
+BIN=${BIN:-$(dirname "$0")/../build-pinned/bin}
 mkdir -p "$out"
 recipe="--tensor-type ffn_gate_exps=$GATE_UP --tensor-type ffn_up_exps=$GATE_UP --tensor-type ffn_down_exps=$DOWN"
 q() { "$BIN/llama-quantize" --imatrix "$1" $recipe "$2" "$3" "$BASE" 2 > "$3.log" 2>&1 || { cat "$3.log"; exit 1; }; }

@@ -10,7 +10,7 @@
 # pruned for real, verified, and evaluated per domain on the held-out text
 # (reap eval, KLD and top-1 against the base). tools/width_study.py writes the
 # table (appended to docs/results.md) and the chart docs/width-study.svg
-# (build/bin/width_study_chart: reap's own chart code and domain colours).
+# (build-pinned/bin/width_study_chart: reap's own chart code and domain colours).
 #
 # Environment: REAP, MODEL, CORPUS, OUT (the demo's folder: its
 # heldout-eval.jsonl is the evaluation text; made here when missing), CTX,
@@ -18,8 +18,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-REAP=${REAP:-build/bin/reap}
-CHART=${CHART:-build/bin/width_study_chart}
+REAP=${REAP:-build-pinned/bin/reap}
+CHART=${CHART:-$(dirname "$REAP")/width_study_chart}
 PY=${PYTHON:-/usr/bin/python3}
 MODEL=${MODEL:-models/reap-moe-tiny.gguf}
 CORPUS=${CORPUS:-data/corpus}
