@@ -439,15 +439,18 @@ def build_llama4(m: Model, n_embd=64, n_head=4, n_head_kv=2, head_dim=16, n_laye
 
 
 def build_kimi_k3(m: Model, n_embd=64, n_head=4, n_layer=4, n_expert=16, n_used=4, n_ff_exp=32,
-                  latent=32) -> None:
+                  latent=32, kda_head_dim=16, kv_lora=32, qk_nope=16, qk_rope=8, v_dim=16, n_ff=0,
+                  res_block=2) -> None:
     # layers 0..2 are KDA (linear attention, n_head_kv 0), layer 3 is MLA, as K3's 3:1 pattern;
-    # layer 0 has a dense FFN (leading_dense_block_count 1)
-    kda_head_dim, d_conv = 16, 4
-    kv_lora, qk_nope, qk_rope, v_dim = 32, 16, 8, 16
+    # layer 0 has a dense FFN (leading_dense_block_count 1). latent 0: the routed experts
+    # run at n_embd (no ffn_routed_* projections). The defaults are the zoo's model;
+    # bench/k3_ubatch_table.sh passes K3's shape.
+    d_conv = 4
     n_dense = 1
+    n_ff = n_ff or 2 * n_embd
     d_inner = n_head * kda_head_dim
     head_kv = [1 if (i + 1) % 4 == 0 else 0 for i in range(n_layer)]
-    m.common(n_layer, n_embd, n_head, head_kv, 2 * n_embd, n_expert, n_used)
+    m.common(n_layer, n_embd, n_head, head_kv, n_ff, n_expert, n_used)
     mla_keys(m, 0, kv_lora, qk_nope, qk_rope, v_dim)
     m.u32("{arch}.ssm.conv_kernel", d_conv)
     m.u32("{arch}.kda.head_dim", kda_head_dim)
@@ -458,10 +461,11 @@ def build_kimi_k3(m: Model, n_embd=64, n_head=4, n_layer=4, n_expert=16, n_used=
     m.f32("{arch}.expert_weights_scale", 2.5)
     m.bool_("{arch}.expert_weights_norm", True)
     m.u32("{arch}.expert_gating_func", GATING_SIGMOID)
-    m.u32("{arch}.expert_latent_length", latent)
+    if latent:
+        m.u32("{arch}.expert_latent_length", latent)
     m.f32("{arch}.activation.situ_beta", 4.0)
     m.f32("{arch}.activation.situ_linear_beta", 8.0)
-    m.u32("{arch}.attn_res.block_size", 2)
+    m.u32("{arch}.attn_res.block_size", res_block)
     m.router_facts("sigmoid", True, list(range(n_dense, n_layer)), n_shared=1, scale=2.5)
     m.facts.update(expert_latent_length=latent)
     m.embeddings(n_embd)
@@ -487,15 +491,16 @@ def build_kimi_k3(m: Model, n_embd=64, n_head=4, n_layer=4, n_expert=16, n_used=
         else:
             mla_attention(m, i, n_embd, n_head, 0, kv_lora, qk_nope, qk_rope, v_dim, out_gate=True)
         if i < n_dense:
-            dense_ffn(m, i, n_embd, 2 * n_embd)
+            dense_ffn(m, i, n_embd, n_ff)
             continue
         router(m, i, n_embd, n_expert)
         m.vec(f"blk.{i}.exp_probs_b.bias", (n_expert,), scale=0.05)
         # routed experts live in the latent space: ne0 of gate/up (and ne1 of down) is `latent`
-        expert_slabs(m, i, latent, n_ff_exp, n_expert, MXFP4)
-        m.weight(f"blk.{i}.ffn_routed_down.weight", (n_embd, latent))
-        m.weight(f"blk.{i}.ffn_routed_up.weight", (latent, n_embd))
-        m.ones(f"blk.{i}.ffn_routed_norm.weight", (latent,))
+        expert_slabs(m, i, latent or n_embd, n_ff_exp, n_expert, MXFP4)
+        if latent:
+            m.weight(f"blk.{i}.ffn_routed_down.weight", (n_embd, latent))
+            m.weight(f"blk.{i}.ffn_routed_up.weight", (latent, n_embd))
+            m.ones(f"blk.{i}.ffn_routed_norm.weight", (latent,))
         shared_expert(m, i, n_embd, n_ff_exp * 1)
     m.write(gguf.LlamaFileType.MOSTLY_MXFP4_MOE)
 
