@@ -27,7 +27,7 @@
 # Dropping the page cache slows every other program on the machine for a while.
 #
 # usage: bench/streamed.sh [-d WORKDIR] [--reap PATH] [--quick] [--only LIST]
-#                          [--limit-mib N] [--timeout S] [-t N]
+#                          [--limit-mib N] [--timeout S] [-t N] [--top-k K]
 #   -d WORKDIR     model, texts, logs, table (default ${TMPDIR:-/tmp}/reap-bench-streamed; ~2.5 GB)
 #   --reap PATH    the reap binary (default build/bin/reap; llama.cpp's tools beside it)
 #   --quick        smoke check: only the streamed packed calibrate
@@ -38,6 +38,8 @@
 #   --limit-mib N  the cgroup limit (default: a third of the model's bytes)
 #   --timeout S    kill a run after S seconds and report it as such (default 1200)
 #   -t N           threads (default nproc)
+#   --top-k K      experts used per token of the model (default 2; the issue-38 model is
+#                  top-8, written as model-top8.gguf beside the default one)
 # Exit status: 0 all runs done, 1 a run failed or timed out, 2 usage / not root.
 set -euo pipefail
 
@@ -52,6 +54,7 @@ only=""
 limit_mib=0
 run_timeout=1200
 threads="$(nproc)"
+top_k=2
 all_runs="imatrix imatrix-ub4096 ppl-ub4096 calibrate-np1 calibrate-ub4096 calibrate-jsonl sweep eval-mask calibrate-auto calibrate-ub8192 calibrate-ub16384 calibrate-ub32768 eval-auto eval-b4096 sweep-auto"
 
 die() { echo "streamed.sh: $1" >&2; exit "${2:-1}"; }
@@ -64,7 +67,8 @@ while [ $# -gt 0 ]; do
         --limit-mib) [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--limit-mib wants a number of MiB" 2; limit_mib="$2"; shift 2 ;;
         --timeout) [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--timeout wants seconds" 2; run_timeout="$2"; shift 2 ;;
         -t) [[ "${2:-}" =~ ^[0-9]+$ ]] || die "-t wants a thread count" 2; threads="$2"; shift 2 ;;
-        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --top-k) [[ "${2:-}" =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] && [ "$2" -le 128 ] || die "--top-k wants 1 to 128" 2; top_k="$2"; shift 2 ;;
+        -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" 2 ;;
     esac
 done
@@ -118,9 +122,10 @@ mkdir -p "$work/logs"
 
 # ---- the model: made once ----------------------------------------------------------
 model="$work/model.gguf"
+[ "$top_k" = 2 ] || model="$work/model-top$top_k.gguf"
 if [ ! -f "$model" ]; then
     echo "writing the model $model (~2.4 GB, a minute or two)"
-    "$python" - "$here/tools" "$model" <<'PY'
+    "$python" - "$here/tools" "$model" "$top_k" <<'PY'
 import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
@@ -130,7 +135,7 @@ tmp = Path(sys.argv[2] + ".tmp")
 m = make_zoo.Model("bench-streamed", "qwen3moe", tmp)
 # 8 x 128 experts x 3 slabs x 512 x 768 x F16 = 2.42 GB of experts; the rest ~12 MB
 make_zoo.build_qwen3moe(m, n_embd=512, n_head=8, n_head_kv=2, head_dim=64, n_layer=8,
-                        n_expert=128, n_used=2, n_ff_exp=768)
+                        n_expert=128, n_used=int(sys.argv[3]), n_ff_exp=768)
 tmp.rename(out)
 PY
 fi
