@@ -68,7 +68,7 @@ while [ $# -gt 0 ]; do
         --timeout) [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--timeout wants seconds" 2; run_timeout="$2"; shift 2 ;;
         -t) [[ "${2:-}" =~ ^[0-9]+$ ]] || die "-t wants a thread count" 2; threads="$2"; shift 2 ;;
         --top-k) [[ "${2:-}" =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] && [ "$2" -le 128 ] || die "--top-k wants 1 to 128" 2; top_k="$2"; shift 2 ;;
-        -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" 2 ;;
     esac
 done
