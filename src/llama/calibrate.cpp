@@ -209,22 +209,21 @@ void calibration::shuffle_within_domains() {
 
 // The decode groups reordered so that the domains take turns in proportion to
 // their size (a group's place: its (index + 1/2) / the domain's groups); within
-// a domain the order is kept, so each domain's sums are those of the plain order.
+// a domain the order is kept. A domain's groups go to the split halves in turn.
 void calibration::interleave_domains() {
     std::map<int, size_t> per_domain, seen;
     for (const decode_group & g : groups) ++per_domain[windows[g.first].domain];
     std::vector<std::pair<double, size_t>> order;
     for (size_t i = 0; i < groups.size(); ++i) {
         const int d = windows[groups[i].first].domain;
+        groups[i].half = (int) (seen[d] % 2);   // each domain's groups alternate between the split halves
         order.emplace_back(((double) seen[d]++ + 0.5) / (double) per_domain[d], i);
     }
     std::stable_sort(order.begin(), order.end(), [](const auto & a, const auto & b) { return a.first < b.first; });
     std::vector<window>       w2;
     std::vector<decode_group> g2;
-    std::map<int, int> turn;   // each domain's groups alternate between the split halves
     for (const auto & [key, i] : order) {
         decode_group g = groups[i];
-        g.half = turn[windows[g.first].domain]++ % 2;
         const size_t first = w2.size();
         w2.insert(w2.end(), windows.begin() + (ptrdiff_t) g.first, windows.begin() + (ptrdiff_t) (g.first + g.count));
         g.first = first;

@@ -130,9 +130,9 @@ bool stability_tracker::observe(const saliency::archive & so_far, const saliency
     out.tokens = tokens;
     out.safety_margin = safety_margin(mix, now.keep[k_mix]);
     std::string weak_prev, weak_half;
-    if (!history.empty()) {
-        out.jaccard_prev = overlap(now.keep[k_mix], history.back().keep[k_mix]);
-        out.domain_prev  = lowest_overlap(now.keep, history.back().keep, weak_prev);
+    if (previous) {
+        out.jaccard_prev = overlap(now.keep[k_mix], previous->keep[k_mix]);
+        out.domain_prev  = lowest_overlap(now.keep, previous->keep, weak_prev);
     }
     // the split halves: each half's plans (named as the run's domains), once both
     // halves hold tokens
@@ -149,7 +149,7 @@ bool stability_tracker::observe(const saliency::archive & so_far, const saliency
     out.weakest = out.domain_half >= 0 && out.domain_half < out.domain_prev ? weak_half : weak_prev;
     out.stable = threshold > 0 && out.jaccard_prev >= threshold && out.jaccard_half >= threshold;
     points.push_back(out);
-    history.assign(1, std::move(now));   // the next checkpoint compares with this one only
+    previous = std::move(now);   // the next checkpoint compares with this one
     return true;
 }
 
@@ -177,14 +177,14 @@ std::string stability_tracker::curve_json() const { return curve_object().dump()
 std::string stability_tracker::state_json() const {
     nlohmann::ordered_json j = curve_object();
     j["history"] = nlohmann::ordered_json::array();
-    for (const snapshot & s : history) {
+    if (const auto & s = previous) {
         nlohmann::ordered_json plans_j = nlohmann::ordered_json::object();
-        for (const auto & [key, keep] : s.keep) {
+        for (const auto & [key, keep] : s->keep) {
             nlohmann::ordered_json layers = nlohmann::ordered_json::array();
             for (const auto & k : keep) layers.push_back(to_hex(k, n_expert_of_state));
             plans_j[key] = layers;
         }
-        j["history"].push_back({{"tokens", s.tokens}, {"keep", plans_j}});
+        j["history"].push_back({{"tokens", s->tokens}, {"keep", plans_j}});
     }
     j["n_expert"] = n_expert_of_state;
     return j.dump();
@@ -258,7 +258,7 @@ bool stability_tracker::restore(const std::string & text, std::string & err) {
         if (c.threshold != threshold || c.n_keep != n_keep) return bad("made for another --until-stable or target");
         const int64_t n_expert = j.at("n_expert").get<int64_t>();
         if (n_expert <= 0 || n_expert > (1 << 20)) return bad("n_expert out of range");
-        std::vector<snapshot> hist;
+        std::optional<snapshot> last;   // the newest entry (a checkpoint of an older reap may hold several)
         for (const auto & h : j.at("history")) {
             snapshot s;
             s.tokens = h.at("tokens").get<int64_t>();
@@ -269,11 +269,11 @@ bool stability_tracker::restore(const std::string & text, std::string & err) {
                     if (!from_hex(bits.get<std::string>(), n_expert, keep.back())) return bad("a keep-list bitmap is malformed");
                 }
             }
-            hist.push_back(std::move(s));
+            last = std::move(s);
         }
         n_expert_of_state = n_expert;
         points  = std::move(c.points);
-        history = std::move(hist);
+        previous = std::move(last);
     } catch (const nlohmann::json::exception & e) {
         return bad(std::string("missing or mistyped field (") + e.what() + ")");
     }

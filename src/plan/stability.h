@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,7 @@ class stability_tracker {
     int64_t n_keep, n_group;
     int64_t n_expert_of_state = 0;   // the archive's experts (the bitmaps' width)
     std::vector<stability_point> points;
-    std::vector<snapshot>        history;   // the previous checkpoint's plans (none before the first)
+    std::optional<snapshot>      previous;  // the previous checkpoint's plans (none before the first)
 
     // The plans of `a` for the mix (its ranking in `mix`) and each domain with tokens; empty + err on failure.
     plans plans_of(const saliency::archive & a, ranking & mix, std::string & err) const;

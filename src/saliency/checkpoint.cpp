@@ -2,15 +2,14 @@
 #include "saliency/checkpoint.h"
 
 #include "util/disk.h"
+#include "util/file.h"
 #include "util/path.h"
 
-#include <climits>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <dirent.h>
 #include <sys/stat.h>
 
 namespace reap::saliency {
@@ -24,6 +23,12 @@ void note_kept(const std::string & checkpoint_path, std::string & err) {
         err += " (the checkpoint " + checkpoint_path + " written before is kept: make room and rerun with --resume)";
     }
 }
+
+// A halves file is named "<checkpoint>" k_halves_infix "<next window>".
+constexpr const char * k_halves_infix = ".halves.";
+
+// The halves file's name for domain d of half 'a' or 'b': "a0", "b3", ...
+std::string half_domain_name(char half, size_t d) { return half + std::to_string(d); }
 
 } // namespace
 
@@ -60,7 +65,7 @@ split_halves make_split_halves(const archive & like) {
 }
 
 std::string split_halves_path(const std::string & checkpoint_path, uint64_t next_window) {
-    return checkpoint_path + ".halves." + std::to_string(next_window);
+    return checkpoint_path + k_halves_infix + std::to_string(next_window);
 }
 
 bool write_split_halves(const split_halves & h, uint64_t next_window, const std::string & checkpoint_path,
@@ -69,7 +74,7 @@ bool write_split_halves(const split_halves & h, uint64_t next_window, const std:
     for (const auto & [half, tag] : {std::pair<const archive *, char>{&h.a, 'a'}, {&h.b, 'b'}}) {
         for (size_t d = 0; d < half->domains.size(); ++d) {
             domain_stats s = half->domains[d];
-            s.name = tag + std::to_string(d);
+            s.name = half_domain_name(tag, d);
             both.domains.push_back(std::move(s));
         }
     }
@@ -110,9 +115,9 @@ bool read_split_halves(const std::string & checkpoint_path, uint64_t next_window
     for (size_t i = 0; i < 2 * n; ++i) {
         const char tag = i < n ? 'a' : 'b';
         const size_t d = i % n;
-        if (both.domains[i].name != tag + std::to_string(d)) {
-            err = "'" + path + "': domain " + std::to_string(i) + " is '" + both.domains[i].name + "', not '" + tag +
-                  std::to_string(d) + "'";
+        if (both.domains[i].name != half_domain_name(tag, d)) {
+            err = "'" + path + "': domain " + std::to_string(i) + " is '" + both.domains[i].name + "', not '" +
+                  half_domain_name(tag, d) + "'";
             return false;
         }
         domain_stats & into = (i < n ? out.a : out.b).domains[d];
@@ -123,21 +128,14 @@ bool read_split_halves(const std::string & checkpoint_path, uint64_t next_window
 }
 
 void remove_split_halves(const std::string & checkpoint_path, uint64_t keep_next_window) {
-    const std::string dir = util::dir_of(checkpoint_path);
-    const std::string prefix = util::base_name(checkpoint_path) + ".halves.";
-    DIR * dp = ::opendir(dir.c_str());
-    if (!dp) return;
-    std::vector<std::string> gone;
-    while (const dirent * e = ::readdir(dp)) {
-        const std::string name = e->d_name;
-        if (name.compare(0, prefix.size(), prefix) != 0) continue;
-        const std::string digits = name.substr(prefix.size());
+    const std::string stem = util::base_name(checkpoint_path) + k_halves_infix;
+    for (const std::string & name : util::list_dir(util::dir_of(checkpoint_path))) {
+        if (!util::starts_with(name, stem.c_str())) continue;
+        const std::string digits = name.substr(stem.size());
         if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 20) continue;
         if (keep_next_window != UINT64_MAX && digits == std::to_string(keep_next_window)) continue;
-        gone.push_back(util::beside(checkpoint_path, name));
+        util::current_disk().unlink(util::beside(checkpoint_path, name));
     }
-    ::closedir(dp);
-    for (const auto & p : gone) util::current_disk().unlink(p);
 }
 
 } // namespace reap::saliency

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -56,6 +57,15 @@ bool write_full(int fd, const void * src, size_t n) {
         n -= (size_t) put;
     }
     return true;
+}
+
+std::vector<std::string> list_dir(const std::string & dir) {
+    std::vector<std::string> names;
+    DIR * d = ::opendir(dir.c_str());
+    if (!d) return names;
+    while (const dirent * e = ::readdir(d)) names.emplace_back(e->d_name);
+    ::closedir(d);
+    return names;
 }
 
 bool same_file(const std::string & a, const std::string & b) {

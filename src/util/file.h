@@ -39,6 +39,10 @@ bool write_full(int fd, const void * src, size_t n);
 // so hard links and different spellings count); false when either is missing.
 bool same_file(const std::string & a, const std::string & b);
 
+// The names in directory `dir` ("." and ".." included), or none when it
+// cannot be opened.
+std::vector<std::string> list_dir(const std::string & dir);
+
 // Opens the input `path` read-only and returns its descriptor, or -1 with
 // `err` set: "PATH: cannot open: reason" / "PATH: not a regular file", or with
 // `what`, "cannot open WHAT 'PATH': reason" / "WHAT 'PATH' is not a regular

@@ -14,22 +14,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <sys/stat.h>
 #include <vector>
 
 namespace reap::util {
 
 namespace {
-
-std::vector<std::string> list_dir(const std::string & dir) {
-    std::vector<std::string> names;
-    DIR * d = ::opendir(dir.c_str());
-    if (!d) return names;
-    while (const dirent * e = ::readdir(d)) names.emplace_back(e->d_name);
-    ::closedir(d);
-    return names;
-}
 
 // The outputs this process writes outside the folder of the journal that
 // publishes them (declare_output_elsewhere).
