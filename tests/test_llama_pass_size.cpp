@@ -3,7 +3,11 @@
 //   * the KV bytes llama.cpp reports for a weightless context equal the cache
 //     computed here from the model's header (layers × cells × K and V widths ×
 //     the cache type's size), for F16 and F32 caches; the logits are rows ×
-//     n_vocab floats; a larger ubatch needs a larger compute buffer;
+//     n_vocab floats; a larger ubatch needs a larger compute buffer; the CPU
+//     backend's work buffer equals ggml's scratch for the largest op, computed
+//     here from the header (the routed rows' index, or the attention scores
+//     converted for an F16 V cache); it was missing, and in a cgroup its 168 MB
+//     at -ub 8192 on a top-8 model left the page cache nothing;
 //   * the choice rule: the largest candidate that fits, the smallest (flagged)
 //     when none does, reap's default when the memory is unknown; the
 //     candidates stop at the size that takes every token at once;
@@ -147,6 +151,28 @@ TEST(PassSize, MeterKvEqualsTheHeadersShape) {
         ASSERT_TRUE(meter.measure(cp, 0, nullptr, large, err)) << err;
         EXPECT_EQ(large.state, kv);
         EXPECT_GT(large.compute, small.compute) << reap::describe(small) << " vs " << reap::describe(large);
+        // The CPU backend's work buffer, which llama.cpp's breakdown leaves out,
+        // is the scratch of the graph's largest op as ggml-cpu plans it, plus a
+        // cache line per thread. Two ops compete here:
+        //  * the routed MoE matmul (MUL_MAT_ID): a row mapping of 8 bytes for
+        //    every expert × used slot × token, a counter and a cache line per
+        //    expert (the weights are F32, their own dot type: nothing converted);
+        //  * at -fa off, the attention scores (n_head × cells × ubatch floats)
+        //    converted to F16 to multiply an F16 V cache (an F32 cache takes
+        //    them as they are).
+        const uint64_t n_expert = meta_u64(m.get(), a + ".expert_count");
+        const uint64_t n_used   = meta_u64(m.get(), a + ".expert_used_count");
+        ASSERT_GT(n_expert, 0u);
+        ASSERT_GT(n_used, 0u);
+        const auto work = [&](uint64_t n_tokens) {
+            const uint64_t mmid = n_expert * 8 + 8 + n_expert * n_used * n_tokens * 8 + 8 + 64 * n_expert + 64;
+            const uint64_t kqv  = type == GGML_TYPE_F16 ? n_head * 4096 * n_tokens * 2 : 0;
+            return std::max(mmid, kqv) + 64 * (uint64_t) cp.n_threads_batch;
+        };
+        EXPECT_EQ(small.work, work(512)) << ggml_type_name(type) << ": " << reap::describe(small);
+        EXPECT_EQ(large.work, work(4096)) << ggml_type_name(type) << ": " << reap::describe(large);
+        EXPECT_TRUE(large.allocatable);
+        EXPECT_EQ(large.total(), large.state + large.compute + large.work + large.output);
     }
 }
 
@@ -212,8 +238,14 @@ TEST(PassSize, BudgetFromMemory) {
 // `big`, the same archive bit for bit), -ub 4096 by hand (the same
 // calibration: counts exact, sums within the bound), and -ub `big` by hand one
 // byte short (refused before any decode).
-void automatic_against_hand(const std::string & model, const std::string & tag, size_t n_bytes, int big) {
+void automatic_against_hand(const std::string & model, const std::string & tag, size_t n_bytes, int big,
+                            bool flash_attn = false) {
     const std::string dir = scratch(tag);
+    const auto opts = [&](const std::string & m, const std::string & t, const std::string & o) {
+        auto x = ::opts(m, t, o);
+        if (flash_attn) x.rt.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+        return x;
+    };
     const std::string text = text_file(dir, n_bytes);
     std::string err;
     sal::archive hand, chosen, small;
@@ -267,12 +299,23 @@ TEST(PassSize, CalibrateTrainedModelAutomaticEqualsHand) {
 
 // glm4moe's MTP context shares one KV cache across a decode's windows, so
 // without flash attention its attention scores grow with the square of the
-// ubatch (-ub 32768 needs 27 GB): -ub 8192 here.
+// ubatch (-ub 32768 needs 35 GB with the CPU work buffer): -ub 8192 here.
 TEST(PassSize, CalibrateMtpArchAutomaticEqualsHand) {
     std::string err;
     const std::string model = mtp_model(err);
     ASSERT_FALSE(model.empty()) << err;
     automatic_against_hand(model, "glm4moe-mtp", 17000, 8192);
+}
+
+// The same at -ub 32768, one decode of 125 windows, with flash attention: at
+// -fa off an MTP model's windows share one unified cache (mtp.h), so the
+// attention scores are (125 × 256)² per head, 35 GB with the work buffer, and
+// the automatic choice steps down; -fa on tiles them (5.1 GB).
+TEST(PassSize, CalibrateMtpArchLargestUbatchWithFlashAttention) {
+    std::string err;
+    const std::string model = mtp_model(err);
+    ASSERT_FALSE(model.empty()) << err;
+    automatic_against_hand(model, "glm4moe-mtp-fa", 33000, 32768, true);
 }
 
 // A checkpoint made at -ub 1024 resumes at -ub 1024 though the automatic

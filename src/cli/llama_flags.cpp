@@ -176,7 +176,7 @@ void declare_until_stable(options & t, double & until_stable, int64_t & target_k
 
 void declare_pass_memory(options & t, uint64_t & target) {
     t.custom("--memory", "SIZE",
-             "what the pass's contexts (KV cache, compute buffers, logits) may take; sizes -b/-ub when they are "
+             "what the pass's contexts (KV cache, compute and CPU work buffers, logits) may take; sizes -b/-ub when they are "
              "not given (default: MemAvailable or the memory cgroup's limit, less a reserve of an eighth up to 2GiB, "
              "less the model's bytes when they fit in half the rest)",
              [&target](const std::string & v, std::string & err) {

@@ -243,7 +243,7 @@ bool calibration::choose_sizes() {
     if (by) {
         const int nb = b > 0 ? b : std::max({ub, k_default_batch, n_ctx});
         if (!need(nb, ub > 0 ? ub : nb, bytes, err)) return false;
-        if (budget.known && bytes.total() > budget.bytes) {
+        if (budget.known && (bytes.total() > budget.bytes || !bytes.allocatable)) {
             err = "-b " + std::to_string(report.n_batch) + " -ub " + std::to_string(report.n_ubatch) + " (" + by +
                   ") needs " + describe(bytes) + ", more than the " + util::format_size(budget.bytes) + " this run may take (" +
                   budget.why + "): give a smaller -ub, leave -b/-ub out to have the largest that fits chosen, or set --memory";

@@ -5,7 +5,8 @@
 #include "llama/mtp.h"
 #include "util/number_format.h"
 
-#include "llama-ext.h"   // llama.cpp's memory breakdown of a context (as its common/fit.cpp reads it)
+#include "ggml-cpu.h"    // ggml_graph_plan: the CPU backend's work buffer for a graph
+#include "llama-ext.h"   // llama.cpp's memory breakdown of a context (as its common/fit.cpp reads it), llama_graph_reserve
 
 #include <algorithm>
 
@@ -39,8 +40,11 @@ memory_budget pass_memory_budget(uint64_t given, uint64_t model_bytes, const std
 std::string describe(const context_bytes & c) {
     std::string s = util::format_size(c.total()) + " (KV/state " + util::format_size(c.state) + ", compute " +
                     util::format_size(c.compute);
+    if (c.work > 0) s += ", work " + util::format_size(c.work);
     if (c.output > 0) s += ", logits " + util::format_size(c.output);
-    return s + ")";
+    s += ")";
+    if (!c.allocatable) s += ", and this machine refused to allocate its compute buffers";
+    return s;
 }
 
 bool context_meter::open(const std::string & path, llama_model_params mp, std::string & err) {
@@ -66,6 +70,23 @@ void add_host_bytes(const llama_context * ctx, context_bytes & out) {
     }
 }
 
+// The CPU backend allocates a work buffer beside the compute buffers, sized by
+// ggml_graph_plan for the graph's largest op, and llama.cpp's breakdown does
+// not count it. For a MoE ubatch it is mostly MUL_MAT_ID's: the activations
+// converted to the weights' dot type and an index of the routed rows, both
+// growing with n_expert_used × ubatch (168 MB at -ub 8192 for 128 experts,
+// 8 used, ffn 768). Unplanned, it left a streamed model's page cache nothing.
+// false: the compute buffers could not be allocated (work not measured).
+bool add_cpu_work_bytes(llama_context * ctx, const llama_context_params & cp, int64_t output_rows, context_bytes & out) {
+    const uint32_t n_tokens  = std::min(cp.n_ubatch, cp.n_ctx);
+    const uint32_t n_outputs = (uint32_t) std::clamp<int64_t>(output_rows, 1, n_tokens);
+    ggml_cgraph * gf = llama_graph_reserve(ctx, n_tokens, std::max<uint32_t>(cp.n_seq_max, 1), n_outputs);
+    if (!gf) return false;
+    const int n_threads = cp.n_threads_batch > 0 ? cp.n_threads_batch : std::max(cp.n_threads, 1);
+    out.work += ggml_graph_plan(gf, n_threads, nullptr).work_size;
+    return true;
+}
+
 }  // namespace
 
 bool context_meter::measure(const llama_context_params & cp, int64_t output_rows, const llama_context_params * mtp,
@@ -79,13 +100,17 @@ bool context_meter::measure(const llama_context_params & cp, int64_t output_rows
         return false;
     }
     add_host_bytes(ctx.get(), out);
+    out.allocatable = add_cpu_work_bytes(ctx.get(), cp, output_rows, out);
     if (mtp) {
-        const ctx_ptr side(llama_init_from_model(model.get(), mtp_context_params(*mtp, ctx.get(), (int) mtp->n_seq_max)));
+        const llama_context_params side_params = mtp_context_params(*mtp, ctx.get(), (int) mtp->n_seq_max);
+        const ctx_ptr side(llama_init_from_model(model.get(), side_params));
         if (!side) {
             err = "llama.cpp could not lay out the MTP context of -ub " + std::to_string(mtp->n_ubatch);
             return false;
         }
         add_host_bytes(side.get(), out);
+        // the MTP context has its own CPU backend, so its own work buffer
+        out.allocatable = add_cpu_work_bytes(side.get(), side_params, side_params.n_batch, out) && out.allocatable;
     }
     const int64_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
     out.output = (uint64_t) std::max<int64_t>(output_rows, 0) * (uint64_t) std::max<int64_t>(n_vocab, 1) * sizeof(float);
@@ -116,7 +141,7 @@ bool choose_largest_fitting(const std::vector<int> & candidates, const memory_bu
         if (!need(c, b, err)) return false;
         out.size  = c;
         out.bytes = b;
-        out.fits  = !budget.known || b.total() <= budget.bytes;
+        out.fits  = b.allocatable && (!budget.known || b.total() <= budget.bytes);
         if (out.fits) return true;
     }
     return true;   // the smallest, which does not fit either

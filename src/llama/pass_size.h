@@ -42,14 +42,17 @@ uint64_t memory_reserve(uint64_t available);
 memory_budget pass_memory_budget(uint64_t given, uint64_t model_bytes, const std::optional<util::memory_limit> & avail);
 
 // Host bytes of one context as llama.cpp reserves them, plus the output rows
-// (logits) llama.cpp allocates as a decode needs them.
+// (logits) llama.cpp allocates as a decode needs them, plus the CPU backend's
+// work buffer, which llama.cpp's breakdown leaves out.
 struct context_bytes {
     uint64_t state   = 0;   // KV cache / recurrent state
     uint64_t compute = 0;   // compute buffers (the graph of one ubatch)
+    uint64_t work    = 0;   // ggml's CPU work buffer for the graph's largest op
     uint64_t output  = 0;   // logits of the output rows of one decode
-    uint64_t total() const { return state + compute + output; }
+    bool     allocatable = true;   // false: this machine refused the compute buffers
+    uint64_t total() const { return state + compute + work + output; }
 };
-std::string describe(const context_bytes & b);   // "2.10 GB (KV 1.00 GB, compute 1.05 GB, logits 50.0 MB)"
+std::string describe(const context_bytes & b);   // "2.10 GB (KV 1.00 GB, compute 1.05 GB, work 90 MB, logits 50.0 MB)"
 
 // Measures contexts of a model without allocating them.
 class context_meter {
@@ -59,7 +62,11 @@ class context_meter {
     bool open(const std::string & path, llama_model_params mp, std::string & err);
     // Host bytes of a context with these parameters and logits for
     // output_rows rows a decode; with `mtp` set, plus the MTP context the pass
-    // makes beside it with those parameters (mtp.h).
+    // makes beside it with those parameters (mtp.h). The work buffer is
+    // measured by ggml's own planner on the ubatch graph llama.cpp reserves;
+    // reserving it allocates the compute buffers (untouched, so they cost
+    // address space, not memory), and where that allocation fails the size
+    // cannot run here (allocatable = false).
     bool measure(const llama_context_params & cp, int64_t output_rows, const llama_context_params * mtp,
                  context_bytes & out, std::string & err);
 
@@ -73,8 +80,8 @@ class context_meter {
 // measured).
 std::vector<int> ubatch_candidates(int64_t n_tokens);
 
-// The largest candidate whose bytes (need(c)) fit the budget; the smallest
-// when none does (fits = false). need returns false with err set on failure.
+// The largest candidate whose bytes (need(c)) fit the budget and can be
+// allocated; the smallest when none does (fits = false). need returns false with err set on failure.
 struct sized_choice {
     int           size = 0;
     context_bytes bytes;
