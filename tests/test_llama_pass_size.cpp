@@ -24,7 +24,9 @@
 //     (40k tokens, the trained model), takes it, one byte less takes a smaller
 //     size, and the same size by hand is refused; its scores equal those of
 //     -b 4096 within float summation order; `reap eval` with a size by hand
-//     over --memory exits 2 before any pass.
+//     over --memory exits 2 before any pass;
+//   * a size refused and --dry-run read only the model's header (what of a
+//     private copy is in the page cache after each; a real run reads it all).
 #include "archive_compare.h"
 #include "llama_test_util.h"
 #include "prune_test_util.h"
@@ -41,10 +43,15 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 using namespace reap_test;
 namespace sal = reap::saliency;
@@ -575,6 +582,78 @@ TEST(PassSize, CommandLineRefusesASizeThatCannotFit) {
     // automatic: fits, says so
     ASSERT_EQ(run_cmd(base + " --memory 8G 2>&1", out), 0) << out;
     EXPECT_NE(out.find("-ub automatic: the largest that fits, needs"), std::string::npos) << out;
+}
+
+namespace {
+
+// Drops the file's pages from the page cache (they are clean once synced).
+void evict_from_page_cache(const std::string & path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << path;
+    ::fdatasync(fd);
+    EXPECT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0) << path;
+    ::close(fd);
+}
+
+// The fraction of the file's pages in the page cache (mincore of a mapping,
+// which faults nothing in).
+double resident_fraction(const std::string & path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) return -1;
+    const size_t size = (size_t) ::lseek(fd, 0, SEEK_END);
+    void * p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) return -1;
+    const size_t page = (size_t) ::sysconf(_SC_PAGESIZE), n = (size + page - 1) / page;
+    std::vector<unsigned char> in(n);
+    size_t resident = 0;
+    if (::mincore(p, size, in.data()) == 0) {
+        for (unsigned char c : in) resident += c & 1;
+    }
+    ::munmap(p, size);
+    return (double) resident / (double) n;
+}
+
+}  // namespace
+
+// A size refused (calibrate, eval) and a --dry-run read the model's header or
+// vocabulary, not its weights: a source larger than memory is not read
+// (llama.cpp maps a model it loads with MAP_POPULATE, all of it) to be told
+// that -ub does not fit. Measured on a private copy of the trained model by
+// what of it is in the page cache after each command; a real run, which does
+// read it, is the check that the measure sees a read.
+TEST(PassSize, RefusalAndDryRunReadOnlyTheHeader) {
+    ASSERT_TRUE(file_exists(trained_model())) << trained_model();
+    const std::string dir = scratch("header-only");
+    const std::string model = dir + "/model.gguf";
+    std::filesystem::copy_file(trained_model(), model, std::filesystem::copy_options::overwrite_existing);
+    const std::string text = text_file(dir, 3000);
+    const std::string base = shell_quote(env_or("REAP_BIN", self_dir() + "/reap")) + " calibrate -m " + shell_quote(model) +
+                             " --corpus " + shell_quote(text) + " -c 256 -t 2 --no-progress";
+    const std::string out_path = dir + "/s.gguf";
+    std::string out;
+    evict_from_page_cache(model);
+    ASSERT_LT(resident_fraction(model), 0.05) << "the copy's pages could not be dropped from the page cache";
+    EXPECT_EQ(run_cmd(base + " -o " + shell_quote(out_path) + " -ub 4096 --memory 1M 2>&1", out), 2) << out;
+    EXPECT_NE(out.find("(given) needs"), std::string::npos) << out;
+    EXPECT_LT(resident_fraction(model), 0.25) << "refused, but read the model";
+
+    evict_from_page_cache(model);
+    EXPECT_EQ(run_cmd(base + " --dry-run 2>&1", out), 0) << out;
+    EXPECT_NE(out.find("-ub automatic"), std::string::npos) << out;
+    EXPECT_LT(resident_fraction(model), 0.25) << "--dry-run read the model";
+
+    // eval's base too: its vocabulary sizes the decodes, its weights come after
+    evict_from_page_cache(model);
+    const std::string eval = shell_quote(env_or("REAP_BIN", self_dir() + "/reap")) + " eval -m " + shell_quote(model) +
+                             " -p " + shell_quote(trained_model()) + " -f " + shell_quote(text) + " -c 256 -t 2";
+    EXPECT_EQ(run_cmd(eval + " -b 4096 --memory 1M 2>&1", out), 2) << out;
+    EXPECT_NE(out.find("(given) needs"), std::string::npos) << out;
+    EXPECT_LT(resident_fraction(model), 0.25) << "eval refused, but read the base";
+
+    evict_from_page_cache(model);
+    EXPECT_EQ(run_cmd(base + " -o " + shell_quote(out_path) + " --memory 8G 2>&1", out), 0) << out;
+    EXPECT_GT(resident_fraction(model), 0.9) << "a real run reads the model: the measure should see it";
 }
 
 namespace {

@@ -124,8 +124,29 @@ bool calibration::check_options() {
     return true;
 }
 
+// The model in llama.cpp: its header and vocabulary only (no_alloc), or with
+// its weights. Everything up to the decodes (tokenizing, the probe, the
+// sizes, a refusal, --dry-run) needs the header only, and a load with weights
+// maps the file with MAP_POPULATE, which reads all of it: a model larger than
+// memory is read once for nothing when a size is then refused.
+bool calibration::load_llama_model(bool weights) {
+    llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(opt.rt.llama));
+    mp.load_mtp = true;   // a model's MTP blocks are calibrated too (in an MTP context, below)
+    if (!weights) {
+        mp.no_alloc  = true;
+        mp.load_mode = LLAMA_LOAD_MODE_NONE;
+    }
+    model.reset(llama_model_load_from_file(opt.model_path.c_str(), mp));
+    if (!model) {
+        err = "llama.cpp failed to load '" + opt.model_path + "'" + (weights ? "" : " (its header)") +
+              (opt.verbose ? "" : " (run with --verbose for its log)");
+        return false;
+    }
+    return true;
+}
+
 // The model as a GGUF (fingerprint: arch, experts, MoE layers, router hash;
-// sizes for the cost model), then in llama.cpp.
+// sizes for the cost model), then its header in llama.cpp.
 bool calibration::load_model() {
     if (!gguf::open_model(opt.model_path, gm, err)) return false;
     if (opt.collect) {
@@ -147,13 +168,7 @@ bool calibration::load_model() {
     model_bytes              = cs.file_bytes;
 
     runtime_init(opt.verbose);
-    llama_model_params mp = common_model_params_to_llama(const_cast<common_params &>(opt.rt.llama));
-    mp.load_mtp = true;   // a model's MTP blocks are calibrated too (in an MTP context, below)
-    model.reset(llama_model_load_from_file(opt.model_path.c_str(), mp));
-    if (!model) {
-        err = "llama.cpp failed to load '" + opt.model_path + "'" + (opt.verbose ? "" : " (run with --verbose for its log)");
-        return false;
-    }
+    if (!load_llama_model(false)) return false;
     n_vocab = std::max<int32_t>(1, llama_vocab_n_tokens(llama_model_get_vocab(model.get())));
     // MTP blocks with routed experts (the layout's rule), when llama.cpp loaded them: an MTP
     // context runs them; there is nothing else to measure
@@ -581,6 +596,7 @@ bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calib
         c.print_cost();
         return true;
     }
+    if (!c.load_llama_model(true)) return false;
 
     if (opt.width_saliency && opt.collect) {
         if (!down_column_norms(c.gm, c.fp.moe_layers, c.fp.n_layer, c.fp.n_expert, c.column_norms, c.n_ff, err)) return false;

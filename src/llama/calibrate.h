@@ -22,8 +22,9 @@
 //   <down>-L             the expert outputs before weighting: ffn_moe_down, or
 //                        ffn_moe_down_scaled / ffn_moe_down_biased where the arch
 //                        has per-expert down scales / biases (gpt-oss)
-// Which of those names a model's graph has is found once, by a one-token probe
-// decode whose callback only looks at node names; an MoE layer (from the GGUF
+// Which of those names a model's graph has is found once, by a probe that reads
+// the node names of the graph llama.cpp reserves for a two-token ubatch on the
+// model's header (nothing decoded, no weight read); an MoE layer (from the GGUF
 // layout) that lacks any of the three is an error naming the layer and the node,
 // never a silent gap. Data are copied to host only when the tensor's buffer is
 // not host memory.
@@ -81,9 +82,8 @@
 // included, to run on every token, not the logits. Most of llama.cpp's graphs
 // narrow to the output rows (inp_out_ids) before the last layer's FFN; some
 // only after the last layer (kimi-k3), and the archs with an MTP path narrow
-// after it when nextn embeddings are requested unmasked. A two-token probe
-// decode with one output row finds which (the node shapes tell, nothing is
-// computed):
+// after it when nextn embeddings are requested unmasked. The probe's graph, a
+// two-token ubatch with one output row, finds which (the node shapes tell):
 //   one_output      every MoE layer sees every row anyway: one output row per
 //                   decode (llama.cpp keeps n_vocab floats per output row)
 //   nextn_unmasked  the same once llama_set_embeddings_nextn(unmasked) is on

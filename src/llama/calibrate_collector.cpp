@@ -170,17 +170,8 @@ void collector::observe(const ggml_tensor * t) {
     if (base == "ffn_moe_weighted" && L.down_node < 0) weights_before_ffn = true;
 }
 
-bool collector::probe_seen_enough(void * user) {
-    const auto * self = static_cast<const collector *>(user);
-    return self->probe_until_layer >= 0 && self->layers[(size_t) self->probe_until_layer].saw_topk;
-}
-
 bool collector::callback(ggml_tensor * t, bool ask, void * user) {
     auto * self = static_cast<collector *>(user);
-    if (self->md == mode::probe) {
-        if (ask) self->observe(t);
-        return ask ? false : true;
-    }
     if (self->shared_norms) {   // found by its weight, whatever the graph names it
         const int sl = shared_down_layer(t);
         if (sl >= 0 && sl < (int) self->layers.size()) {

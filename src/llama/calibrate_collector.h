@@ -64,14 +64,12 @@ struct layer_state {
 };
 
 struct collector {
-    enum class mode { probe, collect } md = mode::probe;
     int64_t n_expert = 0, n_used = 0;
     bool    weights_before_ffn = false;
     std::vector<layer_state> layers;
     saliency::domain_stats * dom = nullptr;   // where the current decode's tokens go (one domain a decode)
     saliency::domain_stats * half = nullptr;  // and their expert statistics again: a stability target's split half (or none)
     int     first_trunk_layer = -1;           // its ffn_moe_topk counts the main context's ubatches
-    int     probe_until_layer = -1;           // probe: abort the compute once this layer's routing node is seen
     size_t  n_ubatches = 0;
     std::string err;
     std::vector<uint8_t> host;   // staging for tensors not in host memory
@@ -111,15 +109,10 @@ struct collector {
     // layer's ubatch, gate 1, into sh_energy / sh_reap.
     bool on_shared_down_input(const ggml_tensor * t, int il);
 
-    // probe: remember which chain nodes each layer's graph has; ask for nothing
+    // probe: remember which chain nodes each layer's graph has (a node of the
+    // graph llama.cpp reserves: names and shapes, nothing computed)
     void observe(const ggml_tensor * t);
 
-    // The probe's abort callback (llama_context_params.abort_callback): the scheduler
-    // asks about every node of a split before it computes any (none is needed), so
-    // once the last MoE layer's routing node has been seen the probe knows the graph,
-    // and stopping there spares reading the model's weights (from disk, when it
-    // streams) for a decode whose results nobody reads.
-    static bool probe_seen_enough(void * user);
     static bool callback(ggml_tensor * t, bool ask, void * user);
 };
 

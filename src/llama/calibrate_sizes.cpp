@@ -57,50 +57,44 @@ llama_context_params calibration::context_params(int n_batch, int n_ubatch, int 
     return cparams;
 }
 
-// A two-token decode with one output row into a context of its own: which
+// The graph of a two-token ubatch with one output row, as llama.cpp reserves
+// it in a context of its own on the model's header (no weight is read): which
 // build_moe_ffn nodes each layer's graph has, and whether every trunk MoE
 // layer runs on both rows (node shapes tell). nextn: with unmasked nextn
-// embeddings asked for. An MTP model's probe runs its MTP context too (its
-// blocks' nodes), which asks for unmasked nextn embeddings itself.
+// embeddings asked for. An MTP model's probe reserves its MTP context's graph
+// too (its blocks' nodes; every MTP row is an output).
 bool calibration::probe(bool nextn, collector & pc, bool & all_rows) {
     pc.n_expert = fp.n_expert;
     pc.n_used   = fp.n_expert_used;
     pc.layers.assign(fp.n_layer, layer_state());
-    llama_context_params cparams = context_params(2, 2, 1, true);
-    cparams.cb_eval           = collector::callback;
-    cparams.cb_eval_user_data = &pc;
-    if (!has_mtp) {
-        // (an MTP probe computes: its context needs the target's nextn embeddings)
-        for (int l : fp.moe_layers) pc.probe_until_layer = l;
-        cparams.abort_callback      = collector::probe_seen_enough;
-        cparams.abort_callback_data = &pc;
-    }
+    const llama_context_params cparams = context_params(2, 2, 1, true);
+    const auto observe_graph = [&](llama_context * ctx, uint32_t n_outputs, const char * what) {
+        held_llama_errors held;
+        ggml_cgraph * gf = llama_graph_reserve(ctx, 2, 1, n_outputs);
+        if (!gf) {
+            err = std::string("llama.cpp could not lay out the probe's graph (") + what + ")";
+            const std::string said = held.take();
+            if (!said.empty()) err += ": llama.cpp said: " + said;
+            return false;
+        }
+        for (int i = 0; i < ggml_graph_n_nodes(gf); ++i) pc.observe(ggml_graph_node(gf, i));
+        return true;
+    };
     ctx_ptr pctx(llama_init_from_model(model.get(), cparams));
     if (!pctx) {
-        err = "failed to create a llama.cpp context for the probe decode";
+        err = "failed to create a llama.cpp context for the probe";
         return false;
     }
     if (nextn) llama_set_embeddings_nextn(pctx.get(), true, /*masked=*/false);
-    mtp_runner pm;
-    if (has_mtp && !pm.init(model.get(), pctx.get(), cparams, err)) return false;
-    const auto & w0   = windows[0];
-    const auto & toks = cp.samples[w0.sample].tokens;
-    llama_token  pt[2]   = {toks[(size_t) w0.offset], toks[(size_t) w0.offset + (w0.len > 1 ? 1 : 0)]};
-    llama_pos    pp[2]   = {0, 1};
-    int32_t      pn[2]   = {1, 1};
-    llama_seq_id ps0[2]  = {0, 0};
-    llama_seq_id * ps[2] = {&ps0[0], &ps0[1]};
-    int8_t       po[2]   = {0, 1};
-    llama_batch  b       = {2, pt, nullptr, pp, pn, ps, po};
-    held_llama_errors held;   // the abort below is asked for: llama.cpp's errors about it are not news
-    const int rc = llama_decode(pctx.get(), b);
-    if (rc != 0 && !(rc == 2 && collector::probe_seen_enough(&pc))) {   // 2: aborted, as asked
-        err = "the probe decode failed (" + std::to_string(rc) + ")";
-        const std::string said = held.take();
-        if (!said.empty()) err += ": llama.cpp said: " + said;
-        return false;
+    if (!observe_graph(pctx.get(), 1, "the model")) return false;
+    if (has_mtp) {
+        const ctx_ptr side(llama_init_from_model(model.get(), mtp_context_params(cparams, pctx.get(), 1)));
+        if (!side) {
+            err = "llama.cpp could not create an MTP context for the probe";
+            return false;
+        }
+        if (!observe_graph(side.get(), 2, "its MTP blocks")) return false;
     }
-    if (has_mtp && !pm.feed_rows(pt, pp, ps0, 2, err)) return false;
     all_rows = true;
     for (int l : fp.moe_layers) {
         const layer_state & L = pc.layers[(size_t) l];
@@ -150,7 +144,6 @@ bool calibration::choose_decodes() {
         col.layers[(size_t) l].down_node    = S.down_node;
         if (col.first_trunk_layer < 0 && !is_mtp_block(l)) col.first_trunk_layer = l;
     }
-    col.md = collector::mode::collect;
     const layer_state & L0 = col.layers[(size_t) fp.moe_layers.front()];
     report.weights_node       = k_weight_chain[L0.weights_node];
     report.down_node          = k_down_chain[L0.down_node];

@@ -95,6 +95,7 @@ struct calibration {
 
     bool check_options();
     bool load_model();
+    bool load_llama_model(bool weights);
     bool read_windows();
     bool choose_decodes();
     bool choose_sizes();

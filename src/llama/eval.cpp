@@ -438,6 +438,12 @@ struct eval_run {
         eval_sizes sizes;
         if (!size_eval_batches(opt.rt, on, n_ctx, n_vocab, (int64_t) wl.n_decode_tokens, sizes, err)) return false;
         sized = true;
+        // the base's bytes are hashed beside the passes, which read them anyway;
+        // from here, so that a size refused reads none of a model larger than memory
+        if (!opt.base_path.empty()) {
+            gguf::model g;
+            if (!gguf::open_model(opt.base_path, g, err) || !ids.base_hash.start(g, err)) return false;
+        }
         for (auto & r : reports) {
             r.n_batch  = opt.rt.n_batch;
             r.n_ubatch = opt.rt.n_ubatch;
@@ -470,13 +476,16 @@ struct eval_run {
     }
 
     // Exact: the base runs once, its rows go to a temp file.
+    // The workload and the sizes need the base's vocabulary only: its weights
+    // are loaded after them (a load with weights reads the whole file), so a
+    // size refused costs no read of a model larger than memory.
     bool exact_base() {
-        if (!load_base(false)) return false;
+        if (!load_base(true)) return false;
         if (in.is_corpus ? !corpus_workload(opt.input_path, in.text, base.get(), n_ctx, wl, err)
                          : !plain_workload(opt.input_path, in.text, base.get(), n_ctx, opt.max_chunks, wl, err)) {
             return false;
         }
-        if (!size_decodes(llama_vocab_n_tokens(llama_model_get_vocab(base.get())))) return false;
+        if (!size_decodes(llama_vocab_n_tokens(llama_model_get_vocab(base.get()))) || !load_base(false)) return false;
         const pass_setup s = make_pass_setup(base.get(), wl, opt.rt, n_ctx);
         auto rows = std::make_unique<float_rows>();
         if (!rows->open(temp_dir_of(opt), s.n_vocab, scored_rows(wl), err)) return false;
@@ -491,9 +500,9 @@ struct eval_run {
     // it; without candidates the file is the product and the base's own
     // perplexity the report.
     bool write_kld_base() {
-        if (!load_base(false)) return false;
+        if (!load_base(true)) return false;   // as exact_base: the weights after the sizes
         if (!plain_workload(opt.input_path, in.text, base.get(), n_ctx, opt.max_chunks, wl, err)) return false;
-        if (!size_decodes(llama_vocab_n_tokens(llama_model_get_vocab(base.get())))) return false;
+        if (!size_decodes(llama_vocab_n_tokens(llama_model_get_vocab(base.get()))) || !load_base(false)) return false;
         double nll = 0;
         size_t n_scored = 0;
         kld_base_receipt written;
