@@ -61,8 +61,8 @@ llama_context_params calibration::context_params(int n_batch, int n_ubatch, int 
 // it in a context of its own on the model's header (no weight is read): which
 // build_moe_ffn nodes each layer's graph has, and whether every trunk MoE
 // layer runs on both rows (node shapes tell). nextn: with unmasked nextn
-// embeddings asked for. An MTP model's probe reserves its MTP context's graph
-// too (its blocks' nodes; every MTP row is an output).
+// embeddings asked for. An MTP model's probe reserves its MTP context's graphs
+// too, one per chained head (its blocks' nodes; every MTP row is an output).
 bool calibration::probe(bool nextn, collector & pc, bool & all_rows) {
     pc.n_expert = fp.n_expert;
     pc.n_used   = fp.n_expert_used;
@@ -85,7 +85,9 @@ bool calibration::probe(bool nextn, collector & pc, bool & all_rows) {
         err = "failed to create a llama.cpp context for the probe";
         return false;
     }
-    if (nextn) llama_set_embeddings_nextn(pctx.get(), true, /*masked=*/false);
+    // an MTP model's main context runs with unmasked nextn embeddings, which its
+    // MTP context reads (mtp_runner::init asks for them)
+    if (nextn || has_mtp) llama_set_embeddings_nextn(pctx.get(), true, /*masked=*/false);
     if (!observe_graph(pctx.get(), 1, "the model")) return false;
     if (has_mtp) {
         const ctx_ptr side(llama_init_from_model(model.get(), mtp_context_params(cparams, pctx.get(), 1)));
@@ -93,7 +95,12 @@ bool calibration::probe(bool nextn, collector & pc, bool & all_rows) {
             err = "llama.cpp could not create an MTP context for the probe";
             return false;
         }
-        if (!observe_graph(side.get(), 2, "its MTP blocks")) return false;
+        // chained heads are one graph each, chosen by the head offset (mtp.cpp)
+        const int n_heads = mtp_heads(model.get());
+        for (int head = 0; head < n_heads; ++head) {
+            if (n_heads > 1) llama_set_nextn_layer_offset(side.get(), head);
+            if (!observe_graph(side.get(), 2, "its MTP blocks")) return false;
+        }
     }
     all_rows = true;
     for (int l : fp.moe_layers) {
