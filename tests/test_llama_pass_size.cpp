@@ -26,7 +26,9 @@
 //     -b 4096 within float summation order; `reap eval` with a size by hand
 //     over --memory exits 2 before any pass;
 //   * a size refused and --dry-run read only the model's header (what of a
-//     private copy is in the page cache after each; a real run reads it all).
+//     private copy is in the page cache after each; a real run reads it all);
+//   * a size whose buffers cannot be allocated (ulimit -v) does not fit: the
+//     automatic choice steps down, the size by hand is refused.
 #include "archive_compare.h"
 #include "llama_test_util.h"
 #include "prune_test_util.h"
@@ -214,6 +216,17 @@ TEST(PassSize, ChoosesTheLargestThatFits) {
     budget = {};   // unknown memory: reap's default size
     ASSERT_TRUE(reap::choose_largest_fitting(cands, budget, need, pick, err)) << err;
     EXPECT_EQ(pick.size, 4096);
+    EXPECT_TRUE(pick.fits);
+    // a size this machine cannot allocate does not fit, whatever the budget
+    budget.known = true;
+    budget.bytes = 1ull << 50;
+    auto refused_above_8192 = [&](int c, reap::context_bytes & b, std::string & e) {
+        need(c, b, e);
+        b.allocatable = c <= 8192;
+        return true;
+    };
+    ASSERT_TRUE(reap::choose_largest_fitting(cands, budget, refused_above_8192, pick, err)) << err;
+    EXPECT_EQ(pick.size, 8192);
     EXPECT_TRUE(pick.fits);
     // a failing measurement is an error, not a choice
     auto broken = [](int, reap::context_bytes &, std::string & e) { e = "cannot lay out"; return false; };
@@ -654,6 +667,59 @@ TEST(PassSize, RefusalAndDryRunReadOnlyTheHeader) {
     evict_from_page_cache(model);
     EXPECT_EQ(run_cmd(base + " -o " + shell_quote(out_path) + " --memory 8G 2>&1", out), 0) << out;
     EXPECT_GT(resident_fraction(model), 0.9) << "a real run reads the model: the measure should see it";
+}
+
+// A size whose buffers this machine cannot allocate does not fit, whatever
+// --memory allows: under an address-space limit (ulimit -v) that refuses the
+// compute buffers of -ub 32768 (320 MB on the trained model) the automatic
+// choice steps down rather than choose a size whose run would fail, and that
+// size given by hand is refused, naming what was refused. The limits are swept,
+// since the process's own address space differs between machines: from the
+// first that lets calibrate run, every larger one must run too and choose a
+// size no smaller, and one of them must choose less than 32768.
+TEST(PassSize, ASizeThatCannotBeAllocatedDoesNotFit) {
+    ASSERT_TRUE(file_exists(trained_model())) << trained_model();
+    const std::string dir = scratch("unallocatable");
+    const std::string text = text_file(dir, 33500);
+    const std::string base = shell_quote(env_or("REAP_BIN", self_dir() + "/reap")) + " calibrate -m " +
+                             shell_quote(trained_model()) + " --corpus " + shell_quote(text) +
+                             " -c 256 -t 2 --memory 64G --dry-run";
+    const auto run_limited = [&](uint64_t limit_mib, const std::string & extra, std::string & out) {
+        const std::string cmd = limit_mib ? "(ulimit -v " + std::to_string(limit_mib << 10) + " && exec " + base + extra + ")"
+                                          : base + extra;
+        return run_cmd(cmd, out);
+    };
+    const auto chosen_ub = [](const std::string & out) {
+        const size_t at = out.find(" -ub ", out.find("(-b "));
+        return at == std::string::npos ? -1 : std::atoi(out.c_str() + at + 5);
+    };
+    std::string out;
+    ASSERT_EQ(run_limited(0, "", out), 0) << out;
+    ASSERT_EQ(chosen_ub(out), 32768) << out;
+
+    bool started = false;
+    int previous = 0;
+    uint64_t stepped_down_at = 0;
+    for (uint64_t mib = 40; mib <= 1600; mib += 25) {
+        const int rc = run_limited(mib, "", out);
+        if (!started && rc != 0) continue;   // too little for the process itself
+        started = true;
+        ASSERT_EQ(rc, 0) << "ulimit -v " << mib << " MiB:\n" << out;
+        const int ub = chosen_ub(out);
+        EXPECT_GE(ub, previous) << "ulimit -v " << mib << " MiB:\n" << out;
+        previous = ub;
+        if (ub < 32768 && !stepped_down_at) {
+            stepped_down_at = mib;
+            EXPECT_NE(out.find("-ub automatic: the largest that fits"), std::string::npos) << out;
+        }
+    }
+    ASSERT_TRUE(started) << "calibrate never ran under 1600 MiB of address space:\n" << out;
+    ASSERT_GT(stepped_down_at, 0u) << "no limit made -ub 32768 unallocatable";
+    EXPECT_EQ(previous, 32768) << "1600 MiB should hold every size";
+    ASSERT_EQ(run_limited(stepped_down_at, " -ub 32768", out), 2) << out;
+    EXPECT_NE(out.find("-b 32768 -ub 32768 (given) needs"), std::string::npos) << out;
+    EXPECT_NE(out.find("llama.cpp could not allocate its compute buffers"), std::string::npos) << out;
+    printf("-ub 32768 stepped down under ulimit -v %llu MiB\n", (unsigned long long) stepped_down_at);
 }
 
 namespace {

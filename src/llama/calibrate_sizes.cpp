@@ -245,8 +245,9 @@ bool calibration::choose_sizes() {
         if (!need(nb, ub > 0 ? ub : nb, bytes, err)) return false;
         if (budget.known && (bytes.total() > budget.bytes || !bytes.allocatable)) {
             err = "-b " + std::to_string(report.n_batch) + " -ub " + std::to_string(report.n_ubatch) + " (" + by +
-                  ") needs " + describe(bytes) + ", more than the " + util::format_size(budget.bytes) + " this run may take (" +
-                  budget.why + "): give a smaller -ub, leave -b/-ub out to have the largest that fits chosen, or set --memory";
+                  ") needs " + describe(bytes) + (bytes.allocatable ? ", more than the " + util::format_size(budget.bytes) +
+                  " this run may take (" + budget.why + ")" : "") +
+                  ": give a smaller -ub, leave -b/-ub out to have the largest that fits chosen, or set --memory";
             return false;
         }
         report.memory_needed = bytes.total();

@@ -78,8 +78,9 @@ bool size_eval_batches(eval_runtime & rt, const std::string & model_path, int n_
         if (!need(rt.n_batch, rt.n_ubatch, bytes, err)) return false;
         if ((bytes.total() > budget.bytes || !bytes.allocatable)) {
             err = "-b " + std::to_string(rt.n_batch) + " -ub " + std::to_string(rt.n_ubatch) + " (given) needs " + describe(bytes) +
-                  ", more than the " + util::format_size(budget.bytes) + " this run may take (" + budget.why +
-                  "): give a smaller -b/-ub, leave them out to have the largest that fits chosen, or set --memory";
+                  (bytes.allocatable ? ", more than the " + util::format_size(budget.bytes) + " this run may take (" + budget.why + ")"
+                                     : "") +
+                  ": give a smaller -b/-ub, leave them out to have the largest that fits chosen, or set --memory";
             return false;
         }
         out.needed = bytes.total();

@@ -43,7 +43,7 @@ std::string describe(const context_bytes & c) {
     if (c.work > 0) s += ", work " + util::format_size(c.work);
     if (c.output > 0) s += ", logits " + util::format_size(c.output);
     s += ")";
-    if (!c.allocatable) s += ", and this machine refused to allocate its compute buffers";
+    if (!c.allocatable) s += ", and llama.cpp could not allocate " + c.refused;
     return s;
 }
 
@@ -80,11 +80,38 @@ void add_host_bytes(const llama_context * ctx, context_bytes & out) {
 bool add_cpu_work_bytes(llama_context * ctx, const llama_context_params & cp, int64_t output_rows, context_bytes & out) {
     const uint32_t n_tokens  = std::min(cp.n_ubatch, cp.n_ctx);
     const uint32_t n_outputs = (uint32_t) std::clamp<int64_t>(output_rows, 1, n_tokens);
+    held_llama_errors held;   // a refused allocation is an answer here, not news
     ggml_cgraph * gf = llama_graph_reserve(ctx, n_tokens, std::max<uint32_t>(cp.n_seq_max, 1), n_outputs);
-    if (!gf) return false;
+    if (!gf) {
+        out.refused = "its compute buffers (" + util::format_size(out.compute) + ")";
+        return false;
+    }
     const int n_threads = cp.n_threads_batch > 0 ? cp.n_threads_batch : std::max(cp.n_threads, 1);
     out.work += ggml_graph_plan(gf, n_threads, nullptr).work_size;
     return true;
+}
+
+// A context on the header-only model, llama.cpp's errors held. One that
+// llama.cpp will not make at this size (it returns none) cannot run here:
+// allocatable = false, and a smaller size is tried; a failure at every size
+// leaves the smallest, and the pass itself then says why. (The scheduler's
+// graph metadata, 101 GB at -ub 32768 for Kimi-K3's shape, is allocated under
+// an assertion instead: refused, llama.cpp aborts; docs/streaming.md.)
+ctx_ptr new_context(llama_model * model, const llama_context_params & cp, const char * what, context_bytes & out) {
+    ctx_ptr ctx;
+    std::string said;
+    {
+        held_llama_errors held;
+        ctx.reset(llama_init_from_model(model, cp));
+        said = held.take();
+    }
+    if (!ctx) {
+        out.allocatable = false;
+        out.refused = std::string(what) + " of -b " + std::to_string(cp.n_batch) + " -ub " + std::to_string(cp.n_ubatch) +
+                      " (" + std::to_string(cp.n_ctx) + " cells, " + std::to_string(cp.n_seq_max) + " sequences)" +
+                      (said.empty() ? "" : ": llama.cpp said: " + said);
+    }
+    return ctx;
 }
 
 }  // namespace
@@ -92,22 +119,18 @@ bool add_cpu_work_bytes(llama_context * ctx, const llama_context_params & cp, in
 bool context_meter::measure(const llama_context_params & cp, int64_t output_rows, const llama_context_params * mtp,
                             context_bytes & out, std::string & err) {
     out = {};
-    const ctx_ptr ctx(llama_init_from_model(model.get(), cp));
-    if (!ctx) {
-        err = "llama.cpp could not lay out a context of -b " + std::to_string(cp.n_batch) + " -ub " +
-              std::to_string(cp.n_ubatch) + " (" + std::to_string(cp.n_ctx) + " cells, " +
-              std::to_string(cp.n_seq_max) + " sequences)";
+    if (!model) {
+        err = "no model to measure contexts on (context_meter::open first)";
         return false;
     }
+    const ctx_ptr ctx = new_context(model.get(), cp, "a context", out);
+    if (!ctx) return true;
     add_host_bytes(ctx.get(), out);
     out.allocatable = add_cpu_work_bytes(ctx.get(), cp, output_rows, out);
     if (mtp) {
         const llama_context_params side_params = mtp_context_params(*mtp, ctx.get(), (int) mtp->n_seq_max);
-        const ctx_ptr side(llama_init_from_model(model.get(), side_params));
-        if (!side) {
-            err = "llama.cpp could not lay out the MTP context of -ub " + std::to_string(mtp->n_ubatch);
-            return false;
-        }
+        const ctx_ptr side = new_context(model.get(), side_params, "the MTP context", out);
+        if (!side) return true;
         add_host_bytes(side.get(), out);
         // the MTP context has its own CPU backend, so its own work buffer
         out.allocatable = add_cpu_work_bytes(side.get(), side_params, side_params.n_batch, out) && out.allocatable;

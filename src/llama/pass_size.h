@@ -49,7 +49,8 @@ struct context_bytes {
     uint64_t compute = 0;   // compute buffers (the graph of one ubatch)
     uint64_t work    = 0;   // ggml's CPU work buffer for the graph's largest op
     uint64_t output  = 0;   // logits of the output rows of one decode
-    bool     allocatable = true;   // false: this machine refused the compute buffers
+    bool     allocatable = true;   // false: this machine refused to allocate the context or its compute buffers
+    std::string refused;           // what was refused
     uint64_t total() const { return state + compute + work + output; }
 };
 std::string describe(const context_bytes & b);   // "2.10 GB (KV 1.00 GB, compute 1.05 GB, work 90 MB, logits 50.0 MB)"
@@ -65,8 +66,8 @@ class context_meter {
     // makes beside it with those parameters (mtp.h). The work buffer is
     // measured by ggml's own planner on the ubatch graph llama.cpp reserves;
     // reserving it allocates the compute buffers (untouched, so they cost
-    // address space, not memory), and where that allocation fails the size
-    // cannot run here (allocatable = false).
+    // address space, not memory). Where the context or that allocation is
+    // refused, the size cannot run here (allocatable = false, true returned).
     bool measure(const llama_context_params & cp, int64_t output_rows, const llama_context_params * mtp,
                  context_bytes & out, std::string & err);
 
