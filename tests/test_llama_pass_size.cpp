@@ -180,7 +180,7 @@ TEST(PassSize, MeterKvEqualsTheHeadersShape) {
         };
         EXPECT_EQ(small.work, work(512)) << ggml_type_name(type) << ": " << reap::describe(small);
         EXPECT_EQ(large.work, work(4096)) << ggml_type_name(type) << ": " << reap::describe(large);
-        EXPECT_TRUE(large.allocatable);
+        EXPECT_TRUE(large.allocatable());
         EXPECT_EQ(large.total(), large.state + large.compute + large.work + large.output);
     }
 }
@@ -222,7 +222,7 @@ TEST(PassSize, ChoosesTheLargestThatFits) {
     budget.bytes = 1ull << 50;
     auto refused_above_8192 = [&](int c, reap::context_bytes & b, std::string & e) {
         need(c, b, e);
-        b.allocatable = c <= 8192;
+        if (c > 8192) b.refused = "its compute buffers";
         return true;
     };
     ASSERT_TRUE(reap::choose_largest_fitting(cands, budget, refused_above_8192, pick, err)) << err;

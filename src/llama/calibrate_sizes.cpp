@@ -243,11 +243,9 @@ bool calibration::choose_sizes() {
     if (by) {
         const int nb = b > 0 ? b : std::max({ub, k_default_batch, n_ctx});
         if (!need(nb, ub > 0 ? ub : nb, bytes, err)) return false;
-        if (budget.known && (bytes.total() > budget.bytes || !bytes.allocatable)) {
-            err = "-b " + std::to_string(report.n_batch) + " -ub " + std::to_string(report.n_ubatch) + " (" + by +
-                  ") needs " + describe(bytes) + (bytes.allocatable ? ", more than the " + util::format_size(budget.bytes) +
-                  " this run may take (" + budget.why + ")" : "") +
-                  ": give a smaller -ub, leave -b/-ub out to have the largest that fits chosen, or set --memory";
+        if (budget.known && !fits(bytes, budget)) {
+            err = "-b " + std::to_string(report.n_batch) + " -ub " + std::to_string(report.n_ubatch) + " (" + by + ") " +
+                  shortfall(bytes, budget) + ": give a smaller -ub, leave -b/-ub out to have the largest that fits chosen, or set --memory";
             return false;
         }
         report.memory_needed = bytes.total();

@@ -440,10 +440,7 @@ struct eval_run {
         sized = true;
         // the base's bytes are hashed beside the passes, which read them anyway;
         // from here, so that a size refused reads none of a model larger than memory
-        if (!opt.base_path.empty()) {
-            gguf::model g;
-            if (!gguf::open_model(opt.base_path, g, err) || !ids.base_hash.start(g, err)) return false;
-        }
+        if (!opt.base_path.empty() && !ids.base_hash.start(ids.base_shards, err)) return false;
         for (auto & r : reports) {
             r.n_batch  = opt.rt.n_batch;
             r.n_ubatch = opt.rt.n_ubatch;

@@ -109,6 +109,7 @@ bool identify_inputs(const eval_options & opt, const std::vector<eval_candidate>
         moe::model_identity id;
         if (!moe::identity_of(g, id, err)) return false;
         ids.base_router_sha256 = id.router_sha256;
+        for (const auto & sh : g.shards) ids.base_shards.push_back(sh.path);
         const std::string base_name = "base '" + opt.base_path + "'";
         if (!opt.base_mask_path.empty() && !load_mask(opt.base_mask_path, g, base_name, ids.base_mask, err)) {
             err = "--base-mask " + err;

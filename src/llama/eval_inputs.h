@@ -35,7 +35,8 @@ struct measured_inputs {
     uint64_t                    base_bytes = 0;
     std::string                 base_router_sha256;
     std::vector<file_signature> pruned_sigs;
-    base_bytes_hash             base_hash;   // of the bytes the passes read
+    std::vector<std::string>    base_shards; // the base's files, in order
+    base_bytes_hash             base_hash;   // of the bytes the passes read (started once the sizes hold)
     std::string                 base_files_sha256;
 };
 

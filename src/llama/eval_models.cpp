@@ -199,13 +199,11 @@ std::string signature_key(const std::vector<file_signature> & sigs) {
 
 } // namespace
 
-bool base_bytes_hash::start(const gguf::model & base, std::string & err) {
-    std::vector<std::string> files;
-    for (const auto & sh : base.shards) {
+bool base_bytes_hash::start(const std::vector<std::string> & files, std::string & err) {
+    for (const std::string & path : files) {
         file_signature sig;
-        if (!signature_of(sh.path, sig, err)) return false;
+        if (!signature_of(path, sig, err)) return false;
         sigs.push_back(sig);
-        files.push_back(sh.path);
     }
     {
         std::lock_guard<std::mutex> lock(hashed_mutex);
@@ -250,7 +248,9 @@ bool visit_models(const std::string & base_path, const std::string & base_mask_p
     measured.base_bytes = g.file_bytes();
     measured.base_sha256 = model_header_sha256(g);
     base_bytes_hash base_hash;
-    if (!base_hash.start(g, err)) return false;
+    std::vector<std::string> shards;
+    for (const auto & sh : g.shards) shards.push_back(sh.path);
+    if (!base_hash.start(shards, err)) return false;
     measured.input_path = input_path;
     if (!input_path.empty() && !util::sha256_file(input_path, measured.input_sha256, err)) return false;
     const std::string base_name = "base '" + base_path + "'";

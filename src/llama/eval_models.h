@@ -79,7 +79,7 @@ struct base_bytes_hash {
     util::background_sha256     job;
     std::vector<file_signature> sigs;
     std::string                 known;   // the hash of an earlier eval in this process (start found it)
-    bool start(const gguf::model & base, std::string & err);
+    bool start(const std::vector<std::string> & files, std::string & err);   // the base's shards, in order
     bool active() const { return job.started() || !known.empty(); }
     bool finish(std::string & hex, std::string & err);
 };

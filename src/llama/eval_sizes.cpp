@@ -76,10 +76,8 @@ bool size_eval_batches(eval_runtime & rt, const std::string & model_path, int n_
         }
         context_bytes bytes;
         if (!need(rt.n_batch, rt.n_ubatch, bytes, err)) return false;
-        if ((bytes.total() > budget.bytes || !bytes.allocatable)) {
-            err = "-b " + std::to_string(rt.n_batch) + " -ub " + std::to_string(rt.n_ubatch) + " (given) needs " + describe(bytes) +
-                  (bytes.allocatable ? ", more than the " + util::format_size(budget.bytes) + " this run may take (" + budget.why + ")"
-                                     : "") +
+        if (!fits(bytes, budget)) {
+            err = "-b " + std::to_string(rt.n_batch) + " -ub " + std::to_string(rt.n_ubatch) + " (given) " + shortfall(bytes, budget) +
                   ": give a smaller -b/-ub, leave them out to have the largest that fits chosen, or set --memory";
             return false;
         }

@@ -43,7 +43,17 @@ std::string describe(const context_bytes & c) {
     if (c.work > 0) s += ", work " + util::format_size(c.work);
     if (c.output > 0) s += ", logits " + util::format_size(c.output);
     s += ")";
-    if (!c.allocatable) s += ", and llama.cpp could not allocate " + c.refused;
+    if (!c.allocatable()) s += ", and llama.cpp could not allocate " + c.refused;
+    return s;
+}
+
+bool fits(const context_bytes & b, const memory_budget & budget) {
+    return b.allocatable() && (!budget.known || b.total() <= budget.bytes);
+}
+
+std::string shortfall(const context_bytes & b, const memory_budget & budget) {
+    std::string s = "needs " + describe(b);
+    if (b.allocatable()) s += ", more than the " + util::format_size(budget.bytes) + " this run may take (" + budget.why + ")";
     return s;
 }
 
@@ -76,24 +86,23 @@ void add_host_bytes(const llama_context * ctx, context_bytes & out) {
 // converted to the weights' dot type and an index of the routed rows, both
 // growing with n_expert_used × ubatch (168 MB at -ub 8192 for 128 experts,
 // 8 used, ffn 768). Unplanned, it left a streamed model's page cache nothing.
-// false: the compute buffers could not be allocated (work not measured).
-bool add_cpu_work_bytes(llama_context * ctx, const llama_context_params & cp, int64_t output_rows, context_bytes & out) {
+// Compute buffers that cannot be allocated are noted in out.refused instead.
+void add_cpu_work_bytes(llama_context * ctx, const llama_context_params & cp, int64_t output_rows, context_bytes & out) {
     const uint32_t n_tokens  = std::min(cp.n_ubatch, cp.n_ctx);
     const uint32_t n_outputs = (uint32_t) std::clamp<int64_t>(output_rows, 1, n_tokens);
     held_llama_errors held;   // a refused allocation is an answer here, not news
     ggml_cgraph * gf = llama_graph_reserve(ctx, n_tokens, std::max<uint32_t>(cp.n_seq_max, 1), n_outputs);
     if (!gf) {
-        out.refused = "its compute buffers (" + util::format_size(out.compute) + ")";
-        return false;
+        if (out.allocatable()) out.refused = "its compute buffers (" + util::format_size(out.compute) + ")";
+        return;
     }
     const int n_threads = cp.n_threads_batch > 0 ? cp.n_threads_batch : std::max(cp.n_threads, 1);
     out.work += ggml_graph_plan(gf, n_threads, nullptr).work_size;
-    return true;
 }
 
 // A context on the header-only model, llama.cpp's errors held. One that
 // llama.cpp will not make at this size (it returns none) cannot run here:
-// allocatable = false, and a smaller size is tried; a failure at every size
+// out.refused says so, and a smaller size is tried; a failure at every size
 // leaves the smallest, and the pass itself then says why. (The scheduler's
 // graph metadata, 101 GB at -ub 32768 for Kimi-K3's shape, is allocated under
 // an assertion instead: refused, llama.cpp aborts; docs/streaming.md.)
@@ -106,7 +115,6 @@ ctx_ptr new_context(llama_model * model, const llama_context_params & cp, const 
         said = held.take();
     }
     if (!ctx) {
-        out.allocatable = false;
         out.refused = std::string(what) + " of -b " + std::to_string(cp.n_batch) + " -ub " + std::to_string(cp.n_ubatch) +
                       " (" + std::to_string(cp.n_ctx) + " cells, " + std::to_string(cp.n_seq_max) + " sequences)" +
                       (said.empty() ? "" : ": llama.cpp said: " + said);
@@ -126,14 +134,14 @@ bool context_meter::measure(const llama_context_params & cp, int64_t output_rows
     const ctx_ptr ctx = new_context(model.get(), cp, "a context", out);
     if (!ctx) return true;
     add_host_bytes(ctx.get(), out);
-    out.allocatable = add_cpu_work_bytes(ctx.get(), cp, output_rows, out);
+    add_cpu_work_bytes(ctx.get(), cp, output_rows, out);
     if (mtp) {
         const llama_context_params side_params = mtp_context_params(*mtp, ctx.get(), (int) mtp->n_seq_max);
         const ctx_ptr side = new_context(model.get(), side_params, "the MTP context", out);
         if (!side) return true;
         add_host_bytes(side.get(), out);
         // the MTP context has its own CPU backend, so its own work buffer
-        out.allocatable = add_cpu_work_bytes(side.get(), side_params, side_params.n_batch, out) && out.allocatable;
+        add_cpu_work_bytes(side.get(), side_params, side_params.n_batch, out);
     }
     const int64_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
     out.output = (uint64_t) std::max<int64_t>(output_rows, 0) * (uint64_t) std::max<int64_t>(n_vocab, 1) * sizeof(float);
@@ -164,7 +172,7 @@ bool choose_largest_fitting(const std::vector<int> & candidates, const memory_bu
         if (!need(c, b, err)) return false;
         out.size  = c;
         out.bytes = b;
-        out.fits  = b.allocatable && (!budget.known || b.total() <= budget.bytes);
+        out.fits  = fits(b, budget);
         if (out.fits) return true;
     }
     return true;   // the smallest, which does not fit either

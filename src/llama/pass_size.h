@@ -49,11 +49,18 @@ struct context_bytes {
     uint64_t compute = 0;   // compute buffers (the graph of one ubatch)
     uint64_t work    = 0;   // ggml's CPU work buffer for the graph's largest op
     uint64_t output  = 0;   // logits of the output rows of one decode
-    bool     allocatable = true;   // false: this machine refused to allocate the context or its compute buffers
-    std::string refused;           // what was refused
+    std::string refused;    // what this machine would not allocate (the context or its compute buffers), if anything
     uint64_t total() const { return state + compute + work + output; }
+    bool allocatable() const { return refused.empty(); }
 };
 std::string describe(const context_bytes & b);   // "2.10 GB (KV 1.00 GB, compute 1.05 GB, work 90 MB, logits 50.0 MB)"
+
+// Whether a context of these bytes can run within the budget: allocatable,
+// and within its bytes when the memory is known.
+bool fits(const context_bytes & b, const memory_budget & budget);
+// Why a size given by hand does not: "needs X (...), more than the Y this run
+// may take (why)", or what this machine would not allocate.
+std::string shortfall(const context_bytes & b, const memory_budget & budget);
 
 // Measures contexts of a model without allocating them.
 class context_meter {
@@ -67,7 +74,7 @@ class context_meter {
     // measured by ggml's own planner on the ubatch graph llama.cpp reserves;
     // reserving it allocates the compute buffers (untouched, so they cost
     // address space, not memory). Where the context or that allocation is
-    // refused, the size cannot run here (allocatable = false, true returned).
+    // refused, the size cannot run here (out.refused says what; true returned).
     bool measure(const llama_context_params & cp, int64_t output_rows, const llama_context_params * mtp,
                  context_bytes & out, std::string & err);
 
