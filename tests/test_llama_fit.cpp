@@ -490,3 +490,66 @@ TEST(Fit, AFileThatDisagreesWithItsMaskStopsTheFit) {
     EXPECT_NE(out.find("the written build scores KLD"), std::string::npos) << out;
     EXPECT_FALSE(file_exists(dir + "/fit.json")) << "nothing more is written";
 }
+
+// The output rule of fit, checked before any work (issue: fit replaced a
+// user's files in an existing folder, and deleted an input that lay where an
+// output goes): a folder that is not a fit's and holds a name fit writes is
+// refused, every file in it kept; an input where fit writes (here the held-out
+// text at DIR/reference.kld) is refused and kept; -o naming a file is refused,
+// --dry-run too. And the rows fit scores against are its reference's: a
+// --kld-base written by another model (reap-moe-chat, the tiny model's
+// vocabulary) or with no receipt saying whose they are is refused before any
+// pass, while the reference's own rows are taken.
+TEST(Fit, OutputsNeverReplaceAUsersFilesOrAnInputAndRowsAreTheReferences) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string root = t.dir + "/outputs", reap = shell_quote(reap_bin());
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(root) + " && mkdir -p " + shell_quote(root + "/u/card"), out), 0);
+    auto fit_in = [&](const std::string & dir, const std::string & text, const std::string & more) {
+        return reap + " fit -m " + shell_quote(t.model) + " --corpus " + shell_quote(t.calib) + " -f " + shell_quote(text) +
+               " --budget 25MB --axes experts -o " + shell_quote(dir) + k_runtime + more;
+    };
+    // 1. a user's folder
+    const std::string u = root + "/u";
+    for (const char * f : {"plan.json", "eval.json", "fit.json", "saliency.gguf", "reference.kld", "card/README.md"}) {
+        std::ofstream(u + "/" + f) << "MINE " << f << "\n";
+    }
+    for (const char * more : {"", " --dry-run"}) {
+        EXPECT_EQ(run_cmd(fit_in(u, t.text, more), out), 2) << out;
+        EXPECT_NE(out.find("no fit journal"), std::string::npos) << out;
+    }
+    for (const char * f : {"plan.json", "eval.json", "fit.json", "saliency.gguf", "reference.kld", "card/README.md"}) {
+        EXPECT_EQ(slurp(u + "/" + f), std::string("MINE ") + f + "\n") << f << " was replaced";
+    }
+    EXPECT_FALSE(file_exists(u + "/fit-journal.json"));
+    // 2. an input where an output goes, by its path and through a link
+    const std::string u3 = root + "/u3", kept = u3 + "/reference.kld";
+    ASSERT_EQ(run_cmd("mkdir -p " + shell_quote(u3) + " && cp " + shell_quote(t.text) + " " + shell_quote(kept) + " && ln -s " +
+                      shell_quote(kept) + " " + shell_quote(root + "/text-link.txt"), out), 0);
+    for (const std::string & text : {kept, root + "/text-link.txt"}) {
+        EXPECT_EQ(run_cmd(fit_in(u3, text, ""), out), 2) << out;
+        EXPECT_NE(out.find("held-out text"), std::string::npos) << out;
+        EXPECT_EQ(slurp(kept), slurp(t.text)) << "the input was touched";
+    }
+    // 3. -o naming a file
+    std::ofstream(root + "/afile") << "x\n";
+    for (const char * more : {"", " --dry-run"}) {
+        EXPECT_EQ(run_cmd(fit_in(root + "/afile", t.text, more), out), 2) << out;
+        EXPECT_NE(out.find("is not a folder"), std::string::npos) << out;
+    }
+    // 4. rows of another model, rows of nobody recorded, then the reference's own
+    const std::string chat = source_dir() + "/models/reap-moe-chat.gguf", other = root + "/chat.kld";
+    ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(chat) + " -f " + shell_quote(t.text) + " --kld-base " + shell_quote(other) +
+                      " -c 128 -t 1 -q", out), 0) << out;
+    EXPECT_EQ(run_cmd(fit_in(root + "/f1", t.text, " --kld-base " + shell_quote(other)), out), 2) << out;
+    EXPECT_NE(out.find("holds the rows of " + chat), std::string::npos) << out;
+    EXPECT_FALSE(file_exists(root + "/f1/fit-journal.json")) << "refused after work began";
+    ASSERT_EQ(run_cmd("cp " + shell_quote(other) + " " + shell_quote(root + "/bare.kld"), out), 0);
+    EXPECT_EQ(run_cmd(fit_in(root + "/f2", t.text, " --kld-base " + shell_quote(root + "/bare.kld")), out), 2) << out;
+    EXPECT_NE(out.find("has no receipt"), std::string::npos) << out;
+    const std::string own = root + "/tiny.kld";
+    ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(t.model) + " -f " + shell_quote(t.text) + " --kld-base " + shell_quote(own) +
+                      " -c 128 -t 1 -q", out), 0) << out;
+    EXPECT_EQ(run_cmd(fit_in(root + "/f3", t.text, " --kld-base " + shell_quote(own) + " --dry-run"), out), 0) << out;
+}

@@ -65,7 +65,8 @@ TEST(FitWide, WinnerAcrossSourcesWidthsAndCountsIsWithinTwoPercentOfTheFullGrid)
     for (uint64_t budget : k_budgets) {
         const std::string d = dir + "/fit-" + std::to_string(budget);
         const std::string inputs = budget == k_budgets[0] ? " --corpus " + shell_quote(calib) + " --reference " + shell_quote(ref)
-                                                          : " --saliency " + shell_quote(sal) + " --kld-base " + shell_quote(kld);
+                                                          : " --saliency " + shell_quote(sal) + " --kld-base " + shell_quote(kld) +
+                                                                " --reference " + shell_quote(ref);
         ASSERT_EQ(run_cmd(reap + " fit" + fit_sources + inputs + " -f " + shell_quote(text) + " --budget " + std::to_string(budget) +
                           " -o " + shell_quote(d) + " -c 128 -t 1 -q", out), 0) << out;
         EXPECT_NE(out.find("candidates scored"), std::string::npos) << out;

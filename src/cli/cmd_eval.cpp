@@ -79,7 +79,8 @@ int cmd_eval(int argc, char ** argv) {
     reap::cli::options t("eval",
                          "usage: reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json) ... -f TEXT_OR_CORPUS [options]\n"
                          "       reap eval -m BASE.gguf -p PRUNED.gguf --smoke [-n N] --prompt TEXT\n"
-                         "       reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json)... [--needle -f HAYSTACK] [--generate PROMPTS]");
+                         "       reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json)... [--needle -f HAYSTACK] [--generate PROMPTS]\n"
+                         "       reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json)... (--multiple-choice | --hellaswag | --winogrande) FILE");
     reap::cli::declare_eval(t, p);
     int status = 0;
     // an option llama.cpp refuses is named before a missing -f / -m (the required values)
@@ -100,6 +101,8 @@ int cmd_eval(int argc, char ** argv) {
     }
     if (pruned.size() == 1) opt.pruned_path = pruned[0];
     if (p.do_smoke) return run_smoke(p, usage_error);
+    if (!p.choice.tasks_path.empty()) return reap::cli::run_choice_tasks(p, usage_error);
+    if (p.tasks_limit_given) return usage_error("--tasks-limit is for the task files: give --multiple-choice, --hellaswag or --winogrande");
     if (p.do_needle || !p.generate.prompts_path.empty()) return run_behaviour(p, usage_error);
 
     if (!opt.kld_base_path.empty()) {   // the output rule (util/file.h): the base file it may write is no input

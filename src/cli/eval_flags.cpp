@@ -128,6 +128,23 @@ void declare_eval(options & t, eval_params & p) {
     "mask's plan hash and each pruned file's SHA256SUMS hash (reap report --eval reads it).\n"
     "A progress line with ETA shows on a terminal's stderr (not with -q).\n"
     "\n"
+    "Tasks (on the base and every -p / --mask, one model resident; no KLD run):\n"
+    "--multiple-choice FILE | --hellaswag FILE | --winogrande FILE: accuracy on the task files\n"
+    "llama-perplexity reads, each task scored as it scores them (every choice tokenized whole;\n"
+    "the mean log-probability of the tokens after what all choices share; the first best\n"
+    "wins), so a pruned file's accuracy equals `llama-perplexity --multiple-choice` (etc.)\n"
+    "on the same file, data, -c and -np, and a mask's equals its file's, task for task.\n"
+    "The context is laid out as there: max(4, -np) sequences in one KV cache of that many\n"
+    "times -c (default 512) cells, whole tasks packed into each decode. A model larger than\n"
+    "memory is read once per decode: a larger -np and -c pack more tasks into one.\n"
+    "Per model: accuracy with its 95% Wilson interval and, against the base on the same\n"
+    "tasks, how many went right->wrong and wrong->right, with McNemar's exact two-sided\n"
+    "p-value (below 0.05: the cut changed which tasks are right by more than chance would).\n"
+    "--json: {\"format\": \"reap-tasks\", \"choice\": ...}, every task's pick and flag and\n"
+    "what was measured (reap report --tasks reads it). The task file is checked whole\n"
+    "before any model loads: a count, offset or label out of range, a task with no correct\n"
+    "choice or a Winogrande line without its fields is an error naming it.\n"
+    "\n"
     );
     t.section("options:");
     t.text("-m, --model", "FILE", "base model", p.opt.base_path);
@@ -167,6 +184,30 @@ void declare_eval(options & t, eval_params & p) {
     t.flag("--smoke", "greedy-decode both models after --prompt and report how many leading tokens agree (one -p)",
            p.do_smoke);
     declare_behaviour(t, p.needle, p.generate, p.do_needle, true, "see above; with -p / --mask");
+    const auto task_file = [&p](reap::choice_format f) {
+        return [&p, f](const std::string & v, std::string & err) {
+            if (!p.choice.tasks_path.empty()) {
+                err = std::string(reap::choice_format_flag(f)) + ": one task file a run (" + reap::choice_format_flag(p.choice.format) +
+                      " " + p.choice.tasks_path + " was given)";
+                return false;
+            }
+            p.choice.format = f;
+            p.choice.tasks_path = v;
+            return true;
+        };
+    };
+    t.custom("--multiple-choice", "FILE", "multiple-choice accuracy on llama-perplexity's binary task file (ARC, MMLU, "
+             "TruthfulQA, HellaSwag as published for llama.cpp); see above", task_file(reap::choice_format::multiple_choice));
+    t.custom("--hellaswag", "FILE", "HellaSwag accuracy on llama-perplexity's 6-lines-a-task text file", task_file(reap::choice_format::hellaswag));
+    t.custom("--winogrande", "FILE", "Winogrande accuracy on llama-perplexity's CSV", task_file(reap::choice_format::winogrande));
+    t.custom("--tasks-limit", "N", "score N tasks drawn as llama-perplexity draws them (default: every task; --hellaswag: 400, "
+             "as llama-perplexity; 0 = every task)", [&p](const std::string & v, std::string & err) {
+                 int64_t n = 0;
+                 if (!parse_integer("--tasks-limit", v, 0, INT32_MAX, n, err)) return false;
+                 p.choice.limit = (size_t) n;
+                 p.tasks_limit_given = true;
+                 return true;
+             });
     t.integer("-n, --n-predict", "N", "tokens to generate with --smoke (default 12)", 1, INT32_MAX, p.smoke.n_predict);
     t.text("--prompt", "TEXT", "prompt for --smoke", p.smoke.prompt);
     t.help_row();
@@ -174,8 +215,10 @@ void declare_eval(options & t, eval_params & p) {
     // What each use needs (cmd_eval.cpp picks the use by the same flags: --smoke,
     // then --needle / --generate, then the evaluation). With --kld-base,
     // --needle's missing -f is not asked: cmd_eval.cpp refuses the pair first.
-    const auto behaviour = [&p] { return !p.do_smoke && (p.do_needle || !p.generate.prompts_path.empty()); };
-    t.require(p.opt.base_path, "--needle and --generate run the base too: give -m BASE.gguf", behaviour)
+    const auto behaviour = [&p] {
+        return !p.do_smoke && (p.do_needle || !p.generate.prompts_path.empty() || !p.choice.tasks_path.empty());
+    };
+    t.require(p.opt.base_path, "--needle, --generate and the task files run the base too: give -m BASE.gguf", behaviour)
      .require(p.opt.input_path, "--needle takes its haystack from -f TEXT_OR_CORPUS",
               [&p, behaviour] { return behaviour() && p.do_needle && p.opt.kld_base_path.empty(); })
      .require(p.opt.input_path, "no input: give -f TEXT_OR_CORPUS",

@@ -4,10 +4,12 @@
 
 #include "cli/args.h"
 #include "cli/llama_flags.h"
+#include "llama/choice.h"
 #include "llama/eval.h"
 #include "llama/generate.h"
 #include "llama/needle.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,11 +22,18 @@ struct eval_params {
     std::vector<reap::eval_candidate> cands;   // every -p and --mask, in order
     reap::needle_options              needle;    // --needle (its -f, runtime and base from opt)
     reap::generate_options            generate;  // --generate PROMPTS
+    reap::choice_options              choice;    // --multiple-choice / --hellaswag / --winogrande FILE
+    bool                              tasks_limit_given = false;
     bool json = false, quiet = false, do_smoke = false, do_needle = false;
     runtime_given given;
 };
 
 void declare_eval(options & t, eval_params & p);
+
+// --multiple-choice, --hellaswag, --winogrande: task accuracy on the base and
+// every candidate (src/llama/choice.h); the table, or --json's task file
+// (formats/task_file.h). The exit status.
+int run_choice_tasks(eval_params & p, const std::function<int(const std::string &)> & usage_error);
 
 // --needle, --needle-lengths, --needle-depths, --needles, --generate,
 // --max-new, --temp and (with_seed) --seed, as reap eval declares them; reap

@@ -195,6 +195,9 @@ bool output_from_json(json_fields & o, generation_report & r, bool first, size_t
 
 } // namespace
 
+ojson behaviour_receipts_json(const behaviour_receipts & m) { return receipts_json(m); }
+bool  behaviour_receipts_from_json(json_fields & f, behaviour_receipts & m) { return receipts_from_json(f, m); }
+
 ojson needle_section_json(const needle_section & s) {
     ojson j = needle_report_to_json(s.report);
     j["measured"] = receipts_json(s.measured);

@@ -81,6 +81,11 @@ struct behaviour_document {
     std::optional<generate_section> generate;
 };
 
+// "measured" as JSON, and read back from a section `f` (absent: nothing
+// recorded); the task-evidence format (task_file.h) records the same receipts.
+nlohmann::ordered_json behaviour_receipts_json(const behaviour_receipts & m);
+bool behaviour_receipts_from_json(util::json_fields & f, behaviour_receipts & m);
+
 // A section as JSON: the report's own JSON with "measured" added.
 nlohmann::ordered_json needle_section_json(const needle_section & s);
 nlohmann::ordered_json generate_section_json(const generate_section & s);

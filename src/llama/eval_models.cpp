@@ -72,8 +72,9 @@ model_ptr load_model(const std::string & what, const std::string & path, const e
 }
 
 ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, int n_seq, std::string & err,
-                     mask_hook * hook) {
+                     mask_hook * hook, bool unified) {
     llama_context_params cp = context_params(rt, n_ctx, n_seq);
+    cp.kv_unified = unified;
     if (hook) {
         cp.cb_eval           = mask_hook::callback;
         cp.cb_eval_user_data = hook;

@@ -35,9 +35,11 @@ model_ptr load_model(const std::string & what, const std::string & path, const e
 llama_context_params context_params(const eval_runtime & rt, int n_ctx, int n_seq);
 
 // A context for n_seq sequences of n_ctx tokens side by side (not unified), as
-// llama-perplexity sets up its own; with a hook, its mask applies in every decode.
+// llama-perplexity sets up its own for perplexity and KLD; `unified`: one KV
+// cache of n_seq x n_ctx cells that every sequence draws on, as it sets up its
+// task scores. With a hook, its mask applies in every decode.
 ctx_ptr make_context(llama_model * model, const eval_runtime & rt, int n_ctx, int n_seq, std::string & err,
-                     mask_hook * hook = nullptr);
+                     mask_hook * hook = nullptr, bool unified = false);
 
 // Base and pruned must tokenize and index identically, or nothing compares.
 bool check_same_vocab(const llama_model * a, const llama_model * b, const std::string & name_a,

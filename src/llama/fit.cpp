@@ -4,6 +4,9 @@
 
 #include "llama/calibrate.h"
 #include "formats/fit_journal.h"
+#include "formats/kld_receipt.h"
+#include "moe/identity.h"
+#include "util/json.h"
 #include "llama/fit_stages.h"
 #include "llama/sweep.h"
 #include "moe/census.h"
@@ -21,6 +24,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <sys/stat.h>
 
@@ -223,6 +227,129 @@ bool search_stage(const fit_options & o, fit_journal & j, const std::string & kl
     return true;
 }
 
+// What fit writes in DIR: these files, and whatever lies in these folders.
+constexpr const char * k_fit_files[] = {"fit-journal.json", "saliency.gguf", "saliency.gguf.checkpoint", "reference.kld",
+                                        "gates.json",       "plan.json",     "eval.json",                "fit.json"};
+constexpr const char * k_fit_folders[] = {"build", "card"};
+
+// Whether `path` (existing) lies inside the folder `dir` (existing), links resolved.
+bool lies_inside(const std::string & path, const std::string & dir) {
+    char * rp = ::realpath(path.c_str(), nullptr);
+    char * rd = ::realpath(dir.c_str(), nullptr);
+    const bool inside = rp && rd && std::string(rp).rfind(std::string(rd) + "/", 0) == 0;
+    free(rp);
+    free(rd);
+    return inside;
+}
+
+// The output rule for DIR, before anything is read or written: DIR is a folder
+// (or does not exist yet); no input is one of fit's outputs, by path or through
+// a link, nor lies in a folder fit fills; and a DIR without fit's journal holds
+// nothing fit would write (a user's plan.json, card, ... are never replaced).
+// A DIR with a journal is checked by open_fit_journal: the same inputs, or refused.
+bool check_fit_dir(const fit_options & o, std::string & err) {
+    const std::string & dir = o.out_dir;
+    struct stat st;
+    const bool exists = ::stat(dir.c_str(), &st) == 0;
+    if (exists && !S_ISDIR(st.st_mode)) {
+        err = "-o " + dir + ": it exists and is not a folder (fit writes a folder: give a new or empty one)";
+        return false;
+    }
+    std::vector<std::pair<std::string, std::string>> inputs;
+    for (const std::string & s : o.sources) inputs.push_back({"source model", s});
+    inputs.push_back({"reference model", o.reference});
+    inputs.push_back({"calibration corpus", o.corpus});
+    inputs.push_back({"saliency archive", o.saliency});
+    inputs.push_back({"held-out text", o.heldout});
+    inputs.push_back({"imatrix", o.imatrix});
+    inputs.push_back({"generation prompts", o.generate.prompts_path});
+    const bool kld_base_read = !o.kld_base.empty() && ::stat(o.kld_base.c_str(), &st) == 0;
+    if (kld_base_read) inputs.push_back({"KLD base file", o.kld_base});
+    std::vector<std::string> outputs;
+    for (const char * name : k_fit_files) {
+        const std::string n = name;
+        if (n == "reference.kld" && !o.kld_base.empty()) continue;                          // --kld-base is used instead
+        if ((n == "saliency.gguf" || n == "saliency.gguf.checkpoint") && !o.saliency.empty()) continue;   // not calibrated
+        outputs.push_back(dir + "/" + n);
+    }
+    if (!o.kld_base.empty() && !kld_base_read) outputs.push_back(o.kld_base);   // written there
+    for (const std::string & out : outputs) {
+        if (!util::check_not_input(out, inputs, err)) {
+            err += ": fit would write there; move the input out of " + dir + " or give another -o DIR";
+            return false;
+        }
+    }
+    if (!exists) return true;
+    for (const auto & [what, path] : inputs) {
+        if (path.empty() || ::stat(path.c_str(), &st) != 0) continue;
+        for (const char * folder : k_fit_folders) {
+            const std::string f = dir + "/" + folder;
+            if (fit_file_exists(f) && lies_inside(path, f)) {
+                err = "the " + what + " '" + path + "' lies in " + f + ", which fit fills: move it out or give another -o DIR";
+                return false;
+            }
+        }
+    }
+    if (fit_file_exists(dir + "/fit-journal.json")) return true;
+    std::vector<std::string> names(std::begin(k_fit_files), std::end(k_fit_files));
+    names.insert(names.end(), std::begin(k_fit_folders), std::end(k_fit_folders));
+    for (const std::string & n : names) {
+        const std::string path = dir + "/" + n;
+        if (::lstat(path.c_str(), &st) == 0 && !(kld_base_read && util::same_entry(path, o.kld_base)) &&
+            !(!o.saliency.empty() && util::same_entry(path, o.saliency))) {
+            err = "'" + dir + "' holds " + n + ", which fit writes, and no fit journal (fit-journal.json): it is not a fit's "
+                  "folder; give a new or empty -o DIR (nothing was written)";
+            return false;
+        }
+    }
+    return true;
+}
+
+// An existing --kld-base is what fit's claims rest on ("scored against the
+// rows of REF"): its receipt (written by reap eval beside it) must name the
+// model fit calls its reference (--reference, else the first source) by header
+// and routers, and describe the file's size. Rows of another model, or of no
+// recorded model (a file without its receipt), are refused before any work.
+bool check_kld_base_model(const fit_options & o, std::string & err) {
+    struct stat st;
+    if (o.kld_base.empty() || ::stat(o.kld_base.c_str(), &st) != 0) return true;
+    const std::string ref = o.reference.empty() ? o.sources[0] : o.reference;
+    const std::string rpath = kld_receipt_path(o.kld_base);
+    if (!fit_file_exists(rpath)) {
+        err = "--kld-base " + o.kld_base + " has no receipt (" + rpath + ", which reap eval writes beside the rows it makes): "
+              "which model wrote these rows is not recorded, and fit would claim they are " + ref +
+              "'s; let fit write them (--reference REF.gguf, without --kld-base)";
+        return false;
+    }
+    nlohmann::json j;
+    kld_base_receipt rc;
+    if (!util::read_json_file(rpath, "KLD base receipt", 1 << 20, j, err) || !kld_receipt_from_json(j, rpath, rc, err)) return false;
+    if (rc.bytes != (uint64_t) st.st_size) {
+        err = "--kld-base " + o.kld_base + " is " + std::to_string(st.st_size) + " bytes, its receipt describes " +
+              std::to_string(rc.bytes) + ": not the file the receipt was written for";
+        return false;
+    }
+    gguf::model m;
+    moe::model_identity id;
+    if (!gguf::open_model(ref, m, err)) return false;
+    if (!moe::identity_of(m, id, err)) {
+        err = ref + ": " + err;
+        return false;
+    }
+    if (rc.base_sha256 != model_header_sha256(m) || rc.base_router_sha256 != id.router_sha256) {
+        err = "--kld-base " + o.kld_base + " holds the rows of " + rc.base_path + " (header sha256 " + rc.base_sha256.substr(0, 16) +
+              "…), not of fit's reference " + ref + " (" + model_header_sha256(m).substr(0, 16) + "…)" +
+              (o.reference.empty() ? ": give that model as --reference, or rows of " + ref : "");
+        return false;
+    }
+    if (!rc.base_mask.empty()) {
+        err = "--kld-base " + o.kld_base + " holds the rows of " + rc.base_path + " masked by " + rc.base_mask +
+              ", not of the whole reference";
+        return false;
+    }
+    return true;
+}
+
 } // namespace
 
 bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & err) {
@@ -230,7 +357,8 @@ bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & er
         err = "fit needs -m SOURCE, -f HELDOUT, --budget SIZE, -o DIR and --corpus CALIB (or --saliency)";
         return false;
     }
-    if (!util::current_disk().mkdir(o.out_dir, 0755) && errno != EEXIST) {
+    if (!check_fit_dir(o, err) || !check_kld_base_model(o, err)) return false;
+    if (!o.dry_run && !util::current_disk().mkdir(o.out_dir, 0755) && errno != EEXIST) {
         err = "cannot create '" + o.out_dir + "': " + strerror(errno);
         return false;
     }
