@@ -232,7 +232,7 @@ TEST(TaskFile, RoundTripsAndRefusesNumbersItsFlagsDoNotGive) {
     const nlohmann::json j = nlohmann::json::parse(task_document_to_json(d).dump());
     task_document back;
     std::string err;
-    ASSERT_TRUE(task_document_from_json(j, "t.json", back, err)) << err;
+    ASSERT_TRUE(task_document_from_json(j, "t.json", back, err)) << err << "\n" << j.dump();
     ASSERT_TRUE(back.choice);
     EXPECT_EQ(back.choice->report.models[1].correct, r.models[1].correct);
     EXPECT_EQ(j["choice"]["models"][1]["paired"]["right_to_wrong"], 2);

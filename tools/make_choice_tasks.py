@@ -59,8 +59,17 @@ def span_at(text, start, nbytes):
     return text[start:end if end > 0 else len(text)].strip()
 
 
-def make_choice_task(rng, text, others, passage_bytes, answer_bytes):
-    starts = [s for s in word_starts(text) if passage_bytes <= s < len(text) - 2 * answer_bytes]
+def recalls_passage(text, start, passage_bytes, min_word):
+    """Whether the word at `start` (min_word+ characters) already occurs in the passage before it."""
+    word = text[start:].split(" ", 1)[0]
+    return len(word) >= min_word and word in text[max(0, start - passage_bytes):start]
+
+
+def make_choice_task(rng, text, others, passage_bytes, answer_bytes, min_word):
+    # a cut whose next word the passage already holds: a continuation the passage
+    # itself tells apart from another sample's words (the model's context at work)
+    starts = [s for s in word_starts(text) if passage_bytes <= s < len(text) - 2 * answer_bytes and
+              recalls_passage(text, s, passage_bytes, min_word)]
     if not starts:
         return None
     cut = rng.choice(starts)
@@ -68,13 +77,17 @@ def make_choice_task(rng, text, others, passage_bytes, answer_bytes):
     question = question[question.find(" ") + 1:] if cut > passage_bytes else question
     answer = span_at(text, cut, answer_bytes)
     answers = [answer]
+    # distractors: spans of other samples of about the answer's length whose
+    # first word the passage does not hold (else the passage would vouch for them too)
     for other in rng.sample(others, len(others)):
         o_starts = [s for s in word_starts(other) if s < len(other) - 2 * answer_bytes]
-        if not o_starts:
-            continue
-        cand = span_at(other, rng.choice(o_starts), answer_bytes)
-        if cand and cand not in answers:
-            answers.append(cand)
+        rng.shuffle(o_starts)
+        for o in o_starts[:40]:
+            cand = span_at(other, o, answer_bytes)
+            first = cand.split(" ", 1)[0]
+            if cand and cand not in answers and abs(len(cand) - len(answer)) <= 2 and first not in question:
+                answers.append(cand)
+                break
         if len(answers) == 4:
             break
     if len(answers) < 4 or not question:
@@ -103,8 +116,8 @@ def make_winogrande_task(rng, text, others, passage_bytes):
     if not pool:
         return None
     false_word = rng.choice(pool)
-    first = clean_word(" ".join(words[max(0, i - 20):i]))
-    second = clean_word(" ".join(words[i + 1:i + 12]))
+    first = clean_word(" ".join(words[max(0, i - 16):i]))[-100:]
+    second = clean_word(" ".join(words[i + 1:i + 10]))[:60]
     sentence = first + " _ " + second
     answer = rng.randrange(2) + 1
     choices = [true_word, false_word] if answer == 1 else [false_word, true_word]
@@ -146,8 +159,9 @@ def main():
     ap.add_argument("--tasks", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--domains", default="en,code")
-    ap.add_argument("--passage-bytes", type=int, default=120)
-    ap.add_argument("--answer-bytes", type=int, default=24)
+    ap.add_argument("--passage-bytes", type=int, default=220)
+    ap.add_argument("--answer-bytes", type=int, default=1)
+    ap.add_argument("--min-word", type=int, default=6)
     a = ap.parse_args()
     rng = random.Random(a.seed)
     by_domain = samples_by_domain(a.heldout, a.domains.split(","))
@@ -160,7 +174,7 @@ def main():
         if len(others) < 4:
             continue
         if len(choice) < a.tasks:
-            t = make_choice_task(rng, samples[i], others, a.passage_bytes, a.answer_bytes)
+            t = make_choice_task(rng, samples[i], others, a.passage_bytes, a.answer_bytes, a.min_word)
             if t:
                 choice.append(t)
         if len(wino) < a.tasks:

@@ -108,13 +108,14 @@ nlohmann::ordered_json task_document_to_json(const task_document & d) {
         jm["correct"] = mr.correct;
         c["models"].push_back(jm);
     }
-    c["measured"] = behaviour_receipts_json(d.choice->measured);
+    if (d.choice->measured.recorded()) c["measured"] = behaviour_receipts_json(d.choice->measured);
     j["choice"] = c;
     return j;
 }
 
 bool task_document_from_json(const nlohmann::json & j, const std::string & name, task_document & out, std::string & err) {
     out = task_document();
+    err.clear();
     json_fields f(j, "task file '" + name + "'");
     std::string format;
     int64_t version = 0;
