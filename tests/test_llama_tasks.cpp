@@ -232,5 +232,125 @@ TEST(Tasks, BadTaskFilesAreRefusedBeforeAModelLoads) {
     }
     std::string out;
     EXPECT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(f.model) + " --tasks-limit 5 -f " + shell_quote(f.hellaswag) + k_rt, out), 2);
-    EXPECT_NE(out.find("--tasks-limit is for the task files"), std::string::npos) << out;
+    EXPECT_NE(out.find("--tasks-limit, --samples, --top-p, --recheck-cap and --answers-dir are for the task modes"), std::string::npos) << out;
+}
+
+namespace {
+
+// reap-moe-chat, its 50% REAP cut (calibrated on its own), and the generative task files.
+struct gen_fixture {
+    std::string dir, chat, recall, plan50, pruned50, chat_tasks, recall_tasks, error;
+};
+
+const gen_fixture & gen() {
+    static gen_fixture g = [] {
+        gen_fixture x;
+        x.dir = test_tmp_dir() + "/gen-tasks";
+        ::mkdir(x.dir.c_str(), 0755);
+        x.chat = source_dir() + "/models/reap-moe-chat.gguf";
+        x.recall = source_dir() + "/models/reap-moe-recall.gguf";
+        x.plan50 = x.dir + "/plan50.json", x.pruned50 = x.dir + "/pruned50.gguf";
+        x.chat_tasks = x.dir + "/chat.jsonl", x.recall_tasks = x.dir + "/recall.jsonl";
+        const std::string reap = shell_quote(reap_bin()), calib = x.dir + "/calib.jsonl", sal = x.dir + "/saliency.gguf";
+        std::string out, err;
+        if (!corpus_subset("calib", calib, {}, 3000, err)) {
+            x.error = err;
+            return x;
+        }
+        for (const std::string & s : {
+                 python() + " " + shell_quote(source_dir() + "/tools/make_gen_tasks.py") + " --heldout " +
+                     shell_quote(source_dir() + "/data/corpus/heldout.jsonl") + " --out " + shell_quote(x.dir),
+                 reap + " calibrate -m " + shell_quote(x.chat) + " --corpus " + shell_quote(calib) + " -o " + shell_quote(sal) +
+                     " -c 256 -np 1 -t 1 --force --no-progress",
+                 reap + " plan " + shell_quote(sal) + " -m " + shell_quote(x.chat) + " --ratio 0.5 --force -o " + shell_quote(x.plan50),
+                 reap + " prune -m " + shell_quote(x.chat) + " --plan " + shell_quote(x.plan50) + " --force -o " + shell_quote(x.pruned50)}) {
+            if (run_cmd(s, out) != 0) {
+                x.error = s + ":\n" + out;
+                break;
+            }
+        }
+        return x;
+    }();
+    return g;
+}
+
+} // namespace
+
+// Greedy answers of a mask equal its file's, task for task; a cap hit is an
+// answer of exactly its cap's tokens without an end; the recheck runs exactly
+// those again, its greedy answer begins with the capped one (the same first
+// tokens), and the ones it reports finished wrote fewer tokens than its cap.
+// The answers files written for the judge read back with the same numbers.
+TEST(Tasks, GenerativeMaskEqualsItsFileAndTheCapRecheckCountsWhatFinished) {
+    const gen_fixture & g = gen();
+    ASSERT_TRUE(g.error.empty()) << g.error;
+    const std::string dir = g.dir + "/answers", json = g.dir + "/gen.json";
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(g.chat) + " -p " + shell_quote(g.pruned50) + " --mask " +
+                      shell_quote(g.plan50) + " --tasks " + shell_quote(g.chat_tasks) + " --recheck-cap 96 --answers-dir " +
+                      shell_quote(dir) + " -t 1 -q --json > " + shell_quote(json), out), 0) << out;
+    const nlohmann::json j = nlohmann::json::parse(slurp(json));
+    ASSERT_EQ(j["generate"].size(), 3u);
+    const auto & file = j["generate"][1], & mask = j["generate"][2];
+    ASSERT_TRUE(mask["model"]["masked"].get<bool>());
+    ASSERT_EQ(file["answers"].size(), mask["answers"].size());
+    for (size_t i = 0; i < file["answers"].size(); ++i) {
+        EXPECT_EQ(file["answers"][i]["text"], mask["answers"][i]["text"]) << "task " << i;
+        EXPECT_EQ(file["answers"][i]["pass"], mask["answers"][i]["pass"]) << "task " << i;
+    }
+    size_t hits = 0, finished = 0;
+    for (const auto & m : j["generate"]) {
+        for (const auto & a : m["answers"]) {
+            const bool hit = a["hit_cap"];
+            EXPECT_EQ(hit, a["n_tokens"].get<int>() == 24 && a["cap"].get<int>() == 24) << a;
+            EXPECT_EQ(a.contains("recheck"), hit) << "exactly the answers that hit the cap are rechecked";
+            if (!hit) continue;
+            ++hits;
+            const std::string first = a["text"], again = a["recheck"]["text"];
+            EXPECT_EQ(again.substr(0, first.size()), first) << "greedy: the recheck begins with the capped answer";
+            if (!a["recheck"]["hit_cap"].get<bool>()) {
+                ++finished;
+                EXPECT_LT(a["recheck"]["n_tokens"].get<int>(), 96);
+            }
+        }
+    }
+    EXPECT_GT(hits, 0u) << "the chat tasks' cap of 24 should stop some answers";
+    EXPECT_GT(finished, 0u) << "and the recheck at 96 should let some finish";
+    for (const char * name : {"base.answers.json", "1-pruned50.gguf.answers.json", "2-plan50.json.answers.json"}) {
+        EXPECT_TRUE(file_exists(dir + "/" + name)) << name;
+    }
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/1-pruned50.gguf.answers.json"))["summary"], file["summary"]);
+    // the same run on the recall model: exact answers, its needle form
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(g.recall) + " --tasks " + shell_quote(g.recall_tasks) +
+                      " -t 1 -q", out), 0) << out;
+    EXPECT_NE(out.find("base "), std::string::npos) << out;
+}
+
+TEST(Tasks, BadGenerativeTasksAreRefusedBeforeADecodeAndWriteNothing) {
+    const gen_fixture & g = gen();
+    ASSERT_TRUE(g.error.empty()) << g.error;
+    const std::string d = g.dir + "/bad", answers = d + "/answers";
+    ::mkdir(d.c_str(), 0755);
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"{\"id\":\"a\",\"prompt\":\"x\",\"answer\":{\"regex\":\"(\"}}", "does not compile"},
+        {"{\"id\":\"a\",\"prompt\":\"x\",\"answer\":{}}", "\"answer\" must be one of"},
+        {"{\"id\":\"a\",\"prompt\":\"x\",\"messages\":[],\"answer\":{\"exact\":\"y\"}}", "exactly one of"},
+        {"{\"id\":\"a\",\"prompt\":\"x\",\"answer\":{\"exact\":\"y\"}}\n{\"id\":\"a\",\"prompt\":\"x\",\"answer\":{\"exact\":\"y\"}}", "given twice"},
+        {"{\"id\":\"a\",\"prompt\":\"x\",\"answer\":{\"exact\":\"y\"},\"max_tokens\":0}", "max_tokens"},
+        {"{\"id\":\"a\",\"prompt\":\"x\",\"answer\":{\"number\":1}}", "\"answer\" must be one of"},
+    };
+    for (const auto & [line, msg] : cases) {
+        std::ofstream(d + "/t.jsonl") << line << "\n";
+        std::string out;
+        EXPECT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(g.chat) + " --tasks " + shell_quote(d + "/t.jsonl") +
+                          " --answers-dir " + shell_quote(answers) + " -t 1 -q", out), 2) << line;
+        EXPECT_NE(out.find(msg), std::string::npos) << line << ": " << out;
+        EXPECT_FALSE(file_exists(answers)) << "an answers folder after a refusal";
+    }
+    // messages on a model without a chat template (reap-moe-recall has none)
+    std::ofstream(d + "/m.jsonl") << "{\"id\":\"m1\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"answer\":{\"exact\":\"y\"}}\n";
+    std::string out;
+    EXPECT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(g.recall) + " --tasks " + shell_quote(d + "/m.jsonl") + " -t 1 -q", out), 2);
+    EXPECT_NE(out.find("task 'm1' (line 1)"), std::string::npos) << out;
 }

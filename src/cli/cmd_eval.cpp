@@ -80,7 +80,8 @@ int cmd_eval(int argc, char ** argv) {
                          "usage: reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json) ... -f TEXT_OR_CORPUS [options]\n"
                          "       reap eval -m BASE.gguf -p PRUNED.gguf --smoke [-n N] --prompt TEXT\n"
                          "       reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json)... [--needle -f HAYSTACK] [--generate PROMPTS]\n"
-                         "       reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json)... (--multiple-choice | --hellaswag | --winogrande) FILE");
+                         "       reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json)... (--multiple-choice | --hellaswag | --winogrande) FILE\n"
+                         "       reap eval -m BASE.gguf (-p PRUNED.gguf | --mask PLAN.json)... --tasks TASKS.jsonl [--samples K] [--answers-dir DIR]");
     reap::cli::declare_eval(t, p);
     int status = 0;
     // an option llama.cpp refuses is named before a missing -f / -m (the required values)
@@ -96,13 +97,15 @@ int cmd_eval(int argc, char ** argv) {
     // JSON goes to stdout, so a progress line on a terminal's stderr does not disturb it.
     opt.progress = !p.quiet && isatty(fileno(stderr));
 
+    if (!p.choice.tasks_path.empty() || !p.gen.tasks_path.empty()) return reap::cli::run_task_modes(p, usage_error);
+    if (p.tasks_limit_given || p.gen_only_given) {
+        return usage_error("--tasks-limit, --samples, --top-p, --recheck-cap and --answers-dir are for the task modes");
+    }
     if (const std::string why = reap::cli::behaviour_options_without_mode(p.needle, p.generate, p.do_needle); !why.empty()) {
         return usage_error(why);
     }
     if (pruned.size() == 1) opt.pruned_path = pruned[0];
     if (p.do_smoke) return run_smoke(p, usage_error);
-    if (!p.choice.tasks_path.empty()) return reap::cli::run_choice_tasks(p, usage_error);
-    if (p.tasks_limit_given) return usage_error("--tasks-limit is for the task files: give --multiple-choice, --hellaswag or --winogrande");
     if (p.do_needle || !p.generate.prompts_path.empty()) return run_behaviour(p, usage_error);
 
     if (!opt.kld_base_path.empty()) {   // the output rule (util/file.h): the base file it may write is no input

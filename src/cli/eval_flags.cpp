@@ -140,6 +140,14 @@ void declare_eval(options & t, eval_params & p) {
     "Per model: accuracy with its 95% Wilson interval and, against the base on the same\n"
     "tasks, how many went right->wrong and wrong->right, with McNemar's exact two-sided\n"
     "p-value (below 0.05: the cut changed which tasks are right by more than chance would).\n"
+    "--tasks FILE: generative tasks, JSONL, one a line: {\"id\", \"prompt\" | \"messages\", \"answer\":\n"
+    "{\"exact\": S} | {\"regex\": R} | {\"number\": X, \"tol\": T}, \"max_tokens\"?}; messages go through the\n"
+    "model's chat template. Each task answered --samples K times (greedy, or --temp T with --top-p P,\n"
+    "seeded per task and sample from --seed: the same draws on every model) up to its max_tokens\n"
+    "or --max-new. Per model: pass rate over tasks x samples with its 95% interval, answers that\n"
+    "hit the cap; --recheck-cap N answers exactly those again at N and says which then finished.\n"
+    "--answers-dir DIR writes each model's answers file (reap judge reads two of them). With\n"
+    "--samples 1 a row is one attempt per task: it carries real variance when sampled.\n"
     "--json: {\"format\": \"reap-tasks\", \"choice\": ...}, every task's pick and flag and\n"
     "what was measured (reap report --tasks reads it). The task file is checked whole\n"
     "before any model loads: a count, offset or label out of range, a task with no correct\n"
@@ -208,6 +216,33 @@ void declare_eval(options & t, eval_params & p) {
                  p.tasks_limit_given = true;
                  return true;
              });
+    t.text("--tasks", "FILE", "generative tasks with checkers (JSONL; see above); --temp, --max-new and --seed apply",
+           p.gen.tasks_path);
+    t.custom("--samples", "K", "--tasks: answers per task (default 1)", [&p](const std::string & v, std::string & err) {
+        int64_t n = 0;
+        if (!parse_integer("--samples", v, 1, 1 << 16, n, err)) return false;
+        p.gen.settings.samples = (int) n;
+        p.gen_only_given = true;
+        return true;
+    });
+    t.custom("--top-p", "P", "--tasks: nucleus sampling with --temp > 0 (default 1: off)", [&p](const std::string & v, std::string & err) {
+        p.gen_only_given = true;
+        return parse_number("--top-p", v, 1e-6, 1, p.gen.settings.top_p, err);
+    });
+    t.custom("--recheck-cap", "N", "--tasks: answer again at this larger cap exactly the answers that hit theirs",
+             [&p](const std::string & v, std::string & err) {
+                 int64_t n = 0;
+                 if (!parse_integer("--recheck-cap", v, 1, 1 << 20, n, err)) return false;
+                 p.gen.settings.recheck_cap = (int) n;
+                 p.gen_only_given = true;
+                 return true;
+             });
+    t.custom("--answers-dir", "DIR", "--tasks: write each model's answers file there (for reap judge)",
+             [&p](const std::string & v, std::string &) {
+                 p.answers_dir = v;
+                 p.gen_only_given = true;
+                 return true;
+             });
     t.integer("-n, --n-predict", "N", "tokens to generate with --smoke (default 12)", 1, INT32_MAX, p.smoke.n_predict);
     t.text("--prompt", "TEXT", "prompt for --smoke", p.smoke.prompt);
     t.help_row();
@@ -216,7 +251,8 @@ void declare_eval(options & t, eval_params & p) {
     // then --needle / --generate, then the evaluation). With --kld-base,
     // --needle's missing -f is not asked: cmd_eval.cpp refuses the pair first.
     const auto behaviour = [&p] {
-        return !p.do_smoke && (p.do_needle || !p.generate.prompts_path.empty() || !p.choice.tasks_path.empty());
+        return !p.do_smoke && (p.do_needle || !p.generate.prompts_path.empty() || !p.choice.tasks_path.empty() ||
+                               !p.gen.tasks_path.empty());
     };
     t.require(p.opt.base_path, "--needle, --generate and the task files run the base too: give -m BASE.gguf", behaviour)
      .require(p.opt.input_path, "--needle takes its haystack from -f TEXT_OR_CORPUS",

@@ -6,6 +6,7 @@
 #include "cli/llama_flags.h"
 #include "llama/choice.h"
 #include "llama/eval.h"
+#include "llama/gen_run.h"
 #include "llama/generate.h"
 #include "llama/needle.h"
 
@@ -24,6 +25,9 @@ struct eval_params {
     reap::generate_options            generate;  // --generate PROMPTS
     reap::choice_options              choice;    // --multiple-choice / --hellaswag / --winogrande FILE
     bool                              tasks_limit_given = false;
+    reap::gen_run_options             gen;       // --tasks FILE (generative; --temp, --max-new, --seed shared)
+    std::string                       answers_dir;   // --answers-dir DIR
+    bool                              gen_only_given = false;   // --samples, --top-p, --recheck-cap or --answers-dir
     bool json = false, quiet = false, do_smoke = false, do_needle = false;
     runtime_given given;
 };
@@ -31,9 +35,10 @@ struct eval_params {
 void declare_eval(options & t, eval_params & p);
 
 // --multiple-choice, --hellaswag, --winogrande: task accuracy on the base and
-// every candidate (src/llama/choice.h); the table, or --json's task file
-// (formats/task_file.h). The exit status.
-int run_choice_tasks(eval_params & p, const std::function<int(const std::string &)> & usage_error);
+// every candidate (src/llama/choice.h); --tasks FILE: generative tasks
+// (src/llama/gen_run.h). The table, or --json's task file (formats/task_file.h).
+// The exit status.
+int run_task_modes(eval_params & p, const std::function<int(const std::string &)> & usage_error);
 
 // --needle, --needle-lengths, --needle-depths, --needles, --generate,
 // --max-new, --temp and (with_seed) --seed, as reap eval declares them; reap
