@@ -354,3 +354,83 @@ TEST(Tasks, BadGenerativeTasksAreRefusedBeforeADecodeAndWriteNothing) {
     EXPECT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(g.recall) + " --tasks " + shell_quote(d + "/m.jsonl") + " -t 1 -q", out), 2);
     EXPECT_NE(out.find("task 'm1' (line 1)"), std::string::npos) << out;
 }
+
+// reap judge on the answers of reap-moe-chat and its 50% cut, with reap-moe-chat
+// as the judge (about the mechanics, not quality): two identical files give
+// only ties; swapping A and B mirrors wins and losses exactly and keeps the
+// position rate; a judge whose every verdict is one position (this one: its
+// position rate is 0 or 1) gives only ties; the request log holds every
+// prompt, and each reply is the label with the highest logit it logged;
+// mismatched inputs are refused with exit 2 and nothing written.
+TEST(Judge, SwappedOrderMirrorsIdenticalFilesTieAndBadInputsAreRefused) {
+    const gen_fixture & g = gen();
+    ASSERT_TRUE(g.error.empty()) << g.error;
+    const std::string dir = g.dir + "/judge", ans = dir + "/answers", reap = shell_quote(reap_bin());
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir) + " && mkdir -p " + shell_quote(dir), out), 0);
+    ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(g.chat) + " -p " + shell_quote(g.pruned50) + " --tasks " + shell_quote(g.chat_tasks) +
+                      " --answers-dir " + shell_quote(ans) + " -t 1 -q", out), 0) << out;
+    const std::string a = ans + "/base.answers.json", b = ans + "/1-pruned50.gguf.answers.json";
+    std::ofstream(dir + "/rubric.json") << "{\"scale\": [1, 5], \"instructions\": \"Score the continuation.\"}\n";
+    auto judge = [&](const std::string & x, const std::string & y, const std::string & o, const std::string & more = "") {
+        std::string log;
+        const int rc = run_cmd(reap + " judge " + shell_quote(x) + " " + shell_quote(y) + " --judge " + shell_quote(g.chat) + " -o " +
+                               shell_quote(dir + "/" + o) + more + " -t 1 -q", log);
+        EXPECT_EQ(rc, 0) << log;
+        return rc == 0 ? nlohmann::json::parse(slurp(dir + "/" + o)) : nlohmann::json();
+    };
+    const nlohmann::json ab = judge(a, b, "ab.json", " --rubric " + shell_quote(dir + "/rubric.json")), ba = judge(b, a, "ba.json"),
+                         same = judge(a, a, "same.json");
+    ASSERT_TRUE(ab.is_object() && ba.is_object() && same.is_object());
+    EXPECT_EQ(same["summary"]["wins"], 0);
+    EXPECT_EQ(same["summary"]["losses"], 0);
+    EXPECT_EQ(same["summary"]["ties"], same["summary"]["judged"]);
+    EXPECT_EQ(ab["summary"]["wins"], ba["summary"]["losses"]);
+    EXPECT_EQ(ab["summary"]["losses"], ba["summary"]["wins"]);
+    EXPECT_EQ(ab["summary"]["ties"], ba["summary"]["ties"]);
+    EXPECT_DOUBLE_EQ(ab["summary"]["position_first_rate"].get<double>(), ba["summary"]["position_first_rate"].get<double>());
+    const double rate = ab["summary"]["position_first_rate"];
+    if (rate == 0.0 || rate == 1.0) EXPECT_EQ(ab["summary"]["ties"], ab["summary"]["judged"]) << "a one-position judge gives only ties";
+    EXPECT_EQ(ab["summary"]["judged"].get<size_t>(), 20u);
+    ASSERT_TRUE(ab["summary"].contains("rubric_a"));
+    EXPECT_EQ(ab["summary"]["rubric_a"]["n"], 20);
+    // the request log: a line per prompt, each reply the label of the highest logit
+    std::istringstream log(slurp(dir + "/ab.requests.jsonl"));
+    size_t lines = 0;
+    for (std::string line; std::getline(log, line); ++lines) {
+        const nlohmann::json q = nlohmann::json::parse(line);
+        std::string best;
+        double top = -INFINITY;
+        for (const auto & [label, v] : q["logits"].items()) {
+            if (v.get<double>() > top) top = v.get<double>(), best = label;
+        }
+        EXPECT_EQ(q["reply"], best) << line;
+        const bool pairwise = q["kind"] == "ab" || q["kind"] == "ba";
+        EXPECT_EQ(q["prompt"].get<std::string>().find("First answer: ") != std::string::npos, pairwise) << line;
+    }
+    EXPECT_EQ(lines, 80u) << "20 pairs x (two orders + two rubric scores)";
+    // refused: other tasks, a missing task, another format version, a rubric without a scale; nothing written
+    nlohmann::json other = nlohmann::json::parse(slurp(b));
+    other["tasks"]["sha256"] = std::string(64, '0');
+    std::ofstream(dir + "/other.json") << other.dump();
+    nlohmann::json missing = nlohmann::json::parse(slurp(b));
+    missing["answers"].erase(missing["answers"].size() - 1);
+    missing["summary"]["answers"] = missing["answers"].size();
+    std::ofstream(dir + "/missing.json") << missing.dump();
+    nlohmann::json v2 = nlohmann::json::parse(slurp(b));
+    v2["version"] = 2;
+    std::ofstream(dir + "/v2.json") << v2.dump();
+    std::ofstream(dir + "/noscale.json") << "{\"instructions\": \"x\"}\n";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {shell_quote(a) + " " + shell_quote(dir + "/other.json"), "not the same tasks"},
+        {shell_quote(a) + " " + shell_quote(dir + "/missing.json"), "is missing from"},
+        {shell_quote(a) + " " + shell_quote(dir + "/v2.json"), "version"},
+        {shell_quote(a) + " " + shell_quote(b) + " --rubric " + shell_quote(dir + "/noscale.json"), "has no \"scale\""},
+    };
+    for (const auto & [args, msg] : cases) {
+        EXPECT_EQ(run_cmd(reap + " judge " + args + " --judge " + shell_quote(g.chat) + " -o " + shell_quote(dir + "/bad.json") + " -t 1 -q", out), 2) << args;
+        EXPECT_NE(out.find(msg), std::string::npos) << args << ": " << out;
+        EXPECT_FALSE(file_exists(dir + "/bad.json"));
+        EXPECT_FALSE(file_exists(dir + "/bad.requests.jsonl"));
+    }
+}

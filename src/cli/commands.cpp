@@ -24,6 +24,7 @@ int cmd_calibrate(int argc, char ** argv);
 int cmd_eval(int argc, char ** argv);
 int cmd_sweep(int argc, char ** argv);
 int cmd_fit(int argc, char ** argv);
+int cmd_judge(int argc, char ** argv);
 #else
 // Whatever the arguments (--help too): the command is not in this build.
 static int without_llama(int, char ** argv) {
@@ -37,6 +38,7 @@ static int cmd_calibrate(int argc, char ** argv) { return without_llama(argc, ar
 static int cmd_eval(int argc, char ** argv) { return without_llama(argc, argv); }
 static int cmd_sweep(int argc, char ** argv) { return without_llama(argc, argv); }
 static int cmd_fit(int argc, char ** argv) { return without_llama(argc, argv); }
+static int cmd_judge(int argc, char ** argv) { return without_llama(argc, argv); }
 #endif
 
 namespace reap {
@@ -56,6 +58,7 @@ const std::vector<command> & commands() {
         {"eval", "what the cut cost: PPL, KL divergence, top-1 agreement of base vs pruned or masked (per domain)", cmd_eval, true},
         {"sweep", "score several cut sizes by masking, without writing a model: the table and chart to choose N", cmd_sweep, true},
         {"fit", "from a memory budget to the best verified build: experts, channels and source bits chosen by measurement", cmd_fit, true},
+        {"judge", "a blinded, order-swapped pairwise judge of two builds' answers to the same tasks (wins, losses, ties)", cmd_judge, true},
         {"report", "the model card of a pruned build, written and checked from its receipts, with figures", cmd_report},
     };
     return table;

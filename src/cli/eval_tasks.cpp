@@ -4,6 +4,7 @@
 #include "util/file.h"
 #include "util/json.h"
 #include "util/output_rule.h"
+#include "util/path.h"
 #include "util/publish.h"
 
 #include <cinttypes>

@@ -1,0 +1,92 @@
+// reap judge: a blinded, order-swapped pairwise judge of two builds' answers
+// files (reap eval --tasks --answers-dir), in-process on any GGUF with a chat
+// template (src/llama/judge.h; the rules: src/metrics/judge_rules.h). Writes
+// JUDGE.json and the request log beside it; prints the comparison.
+#include "cli/commands.h"
+#include "cli/llama_flags.h"
+#include "llama/judge.h"
+#include "util/json.h"
+#include "util/output_rule.h"
+#include "util/publish.h"
+
+#include <cstdio>
+#include <unistd.h>
+
+namespace {
+
+struct judge_params {
+    reap::judge_options o;
+    std::vector<std::string> answers;
+    std::string out;
+    bool force = false, quiet = false;
+    reap::cli::runtime_given given;
+};
+
+// JUDGE.json -> JUDGE.requests.jsonl
+std::string log_path_of(const std::string & out) {
+    const bool json = out.size() > 5 && out.compare(out.size() - 5, 5, ".json") == 0;
+    return (json ? out.substr(0, out.size() - 5) : out) + ".requests.jsonl";
+}
+
+} // namespace
+
+int cmd_judge(int argc, char ** argv) {
+    judge_params p;
+    reap::cli::options t("judge", "usage: reap judge ANSWERS_A.json ANSWERS_B.json --judge JUDGE.gguf [--rubric RUBRIC.json] -o JUDGE.json");
+    t.about(
+        "Compares two builds' answers to the same tasks (reap eval --tasks ... --answers-dir DIR\n"
+        "writes one answers file per model) with a judge model. Each task's prompt and the two\n"
+        "answers, labelled only \"first\" and \"second\", go to the judge in both orders, rendered\n"
+        "through the judge's own chat template. The verdict is the label whose first token the\n"
+        "judge scores highest after its prompt (what grammar-constrained greedy output would pick;\n"
+        "never parsed from free text). From A's side: a win when A is chosen in both orders, a\n"
+        "loss when B is, a tie when the verdict followed the position. The position rate (how\n"
+        "often the judge chose what it was shown first) makes a position-biased judge visible:\n"
+        "0.5 reads the answers, 1.0 only looks at the order.\n"
+        "--rubric FILE ({\"scale\": [1, 5], \"instructions\": \"...\"}): each answer is also scored\n"
+        "alone on the scale (the digit the judge scores highest); the means come with 95%\n"
+        "intervals. The two files must answer the same task file (its sha256), the same tasks\n"
+        "and samples in the same order; the first mismatch is named.\n"
+        "Output: JUDGE.json (reap report --judge reads it) and JUDGE.requests.jsonl beside it,\n"
+        "every prompt and the labels' scores, for audit. These numbers compare these two builds\n"
+        "under this judge only.\n");
+    t.section("options:");
+    t.text("--judge", "JUDGE.gguf", "the judge model (any GGUF with a chat template)", p.o.judge_path);
+    t.text("--rubric", "RUBRIC.json", "also score each answer alone on the rubric's scale", p.o.rubric_path);
+    t.text("-o, --output", "JUDGE.json", "where the result goes (the request log beside it)", p.out);
+    t.flag("--force", "replace an existing JUDGE.json and its request log (never an input)", p.force);
+    t.flag("-q, --quiet", "no progress line", p.quiet);
+    t.flag("--verbose", "show llama.cpp's log", p.o.verbose);
+    t.help_row();
+    t.positional([&p](const std::string & a, std::string & err) {
+        if (p.answers.size() == 2) {
+            err = "more than two answers files given ('" + a + "')";
+            return false;
+        }
+        p.answers.push_back(a);
+        return true;
+    });
+    reap::cli::declare_eval_runtime(t, "the judge's context (default: the longest prompt)", p.given, p.o.rt);
+    t.require(p.o.judge_path, "no judge given (--judge JUDGE.gguf)").require(p.out, "no output given (-o JUDGE.json)");
+    int status = 0;
+    if (!t.parse(argc, argv, status, false)) return status;
+    if (!reap::cli::parse_llama_runtime(t, "judge", p.o.judge_path, p.given, p.o.rt, status)) return status;
+    if (!t.check_required(status)) return status;
+    if (p.answers.size() != 2) return t.usage_error("give two answers files, A and B");
+    p.o.a_path = p.answers[0], p.o.b_path = p.answers[1];
+    p.o.log_path = log_path_of(p.out);
+    p.o.progress = !p.quiet && isatty(fileno(stderr));
+    const std::vector<std::pair<std::string, std::string>> inputs = {
+        {"answers file", p.o.a_path}, {"answers file", p.o.b_path}, {"judge model", p.o.judge_path}, {"rubric", p.o.rubric_path}};
+    std::string err;
+    if (!reap::util::check_output(p.out, inputs, p.force, err) || !reap::util::check_output(p.o.log_path, inputs, p.force, err)) {
+        return reap::cli::fail("judge", err);
+    }
+    reap::judge_result r;
+    if (!reap::run_judge(p.o, r, err)) return reap::cli::fail("judge", err);
+    if (!reap::util::write_file_durably(p.out, reap::util::json_text(reap::judge_result_to_json(r), 1) + "\n", err)) {
+        return reap::cli::fail("judge", err);
+    }
+    reap::judge_result_print(stdout, r);
+    return 0;
+}
