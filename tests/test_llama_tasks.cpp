@@ -409,6 +409,18 @@ TEST(Judge, SwappedOrderMirrorsIdenticalFilesTieAndBadInputsAreRefused) {
         EXPECT_EQ(q["prompt"].get<std::string>().find("First answer: ") != std::string::npos, pairwise) << line;
     }
     EXPECT_EQ(lines, 80u) << "20 pairs x (two orders + two rubric scores)";
+    // the card: the comparison under Not verified, with its counts, position rate, rubric and scope
+    const std::string card = dir + "/card";
+    ASSERT_EQ(run_cmd(reap + " report -m " + shell_quote(g.chat) + " --plan " + shell_quote(g.plan50) + " " + shell_quote(g.pruned50) +
+                      " --judge " + shell_quote(dir + "/ab.json") + " -o " + shell_quote(card), out), 0) << out;
+    const std::string md = slurp(card + "/README.md");
+    const std::string counts = "A " + std::to_string(ab["summary"]["wins"].get<int>()) + " wins, " +
+                               std::to_string(ab["summary"]["losses"].get<int>()) + " losses, " +
+                               std::to_string(ab["summary"]["ties"].get<int>()) + " ties of 20 pairs";
+    EXPECT_NE(md.find("**Pairwise judge `ab.json`**"), std::string::npos) << md;
+    EXPECT_NE(md.find(counts), std::string::npos) << counts;
+    EXPECT_NE(md.find("These numbers compare these two builds under this judge only."), std::string::npos);
+    EXPECT_NE(md.find("rubric `rubric.json`"), std::string::npos);
     // refused: other tasks, a missing task, another format version, a rubric without a scale; nothing written
     nlohmann::json other = nlohmann::json::parse(slurp(b));
     other["tasks"]["sha256"] = std::string(64, '0');
@@ -433,4 +445,42 @@ TEST(Judge, SwappedOrderMirrorsIdenticalFilesTieAndBadInputsAreRefused) {
         EXPECT_FALSE(file_exists(dir + "/bad.json"));
         EXPECT_FALSE(file_exists(dir + "/bad.requests.jsonl"));
     }
+}
+
+// The card: reap report --tasks counts a task file that measured this build
+// (its files' hashes: Verified; the plan's mask: a masked estimate), with the
+// accuracy, interval, flips and p-value the file holds, and drops the line
+// that says task accuracy is not measured; a task file of another build is
+// not counted.
+TEST(Tasks, TheCardShowsTaskAccuracyFromFilesThatMeasuredThisBuild) {
+    const task_fixture & f = fixture();
+    ASSERT_TRUE(f.error.empty()) << f.error;
+    std::string out;
+    const nlohmann::json j = eval_json("-p " + shell_quote(f.pruned50) + " --mask " + shell_quote(f.plan50) + " --multiple-choice " +
+                                       shell_quote(f.choice), out);
+    ASSERT_TRUE(j.is_object()) << out;
+    const std::string tasks = f.dir + "/card-tasks.json", card = f.dir + "/card";
+    std::ofstream(tasks) << j.dump();
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(card), out), 0);
+    const std::string reap = shell_quote(reap_bin());
+    ASSERT_EQ(run_cmd(reap + " report -m " + shell_quote(f.model) + " --plan " + shell_quote(f.plan50) + " " + shell_quote(f.pruned50) +
+                      " --tasks " + shell_quote(tasks) + " -o " + shell_quote(card), out), 0) << out;
+    const std::string md = slurp(card + "/README.md");
+    const auto & m = j["choice"]["models"];
+    char acc[32];
+    snprintf(acc, sizeof acc, "**accuracy %.2f%%**", 100 * m[1]["accuracy"].get<double>());
+    EXPECT_NE(md.find("**Tasks `card-tasks.json`**: measured on this build's files"), std::string::npos) << md;
+    EXPECT_NE(md.find(acc), std::string::npos) << acc;
+    EXPECT_NE(md.find(std::to_string(m[1]["paired"]["right_to_wrong"].get<int>()) + " right -> wrong"), std::string::npos);
+    EXPECT_NE(md.find("a masked estimate"), std::string::npos) << "the mask's row is an estimate, not the build";
+    EXPECT_EQ(md.find("Task accuracy (benchmarks)"), std::string::npos) << "the card still says tasks were not measured";
+    // a task file whose candidate is another build is not counted
+    nlohmann::json other = j;
+    other["choice"]["models"].erase(1);
+    other["choice"]["models"].erase(1);
+    other["choice"]["measured"]["candidates"] = nlohmann::json::array();
+    std::ofstream(f.dir + "/card-other.json") << other.dump();
+    ASSERT_EQ(run_cmd(reap + " report -m " + shell_quote(f.model) + " --plan " + shell_quote(f.plan50) + " " + shell_quote(f.pruned50) +
+                      " --tasks " + shell_quote(f.dir + "/card-other.json") + " --force -o " + shell_quote(card), out), 0) << out;
+    EXPECT_NE(slurp(card + "/README.md").find("is not counted"), std::string::npos);
 }

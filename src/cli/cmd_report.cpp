@@ -27,7 +27,8 @@ void declare_report_options(reap::cli::options & t, reap::report::report_options
         "  * Verified: the byte audit of `reap verify`, re-run here (a build that fails it\n"
         "    gets no card: exit 1), SHA256SUMS, and the eval tables of --eval files that\n"
         "    measured this build (matched by the hashes of its files, or the plan's hash\n"
-        "    for a masked eval);\n"
+        "    for a masked eval), and task accuracy (--tasks: accuracy with its interval, the\n"
+        "    flips against the source and McNemar's p) of files that measured this build;\n"
         "  * Not verified: what is missing or does not hold (no eval: quality unmeasured;\n"
         "    an eval of another file; domains evaluated but not calibrated: pruned blind;\n"
         "    eval corpus = calibration corpus: flatters the cut; ...);\n"
@@ -41,6 +42,12 @@ void declare_report_options(reap::cli::options & t, reap::report::report_options
     t.text("--saliency", "S.gguf", "the saliency archive the plan was made from", p.saliency);
     t.texts("--eval", "EVAL.json", "a `reap eval --json` report (repeatable)", p.evals);
     t.text("--sweep", "SWEEP.json", "a `reap sweep -o` report", p.sweep);
+    t.custom("--tasks", "TASKS.json", "a `reap eval --multiple-choice/--hellaswag/--winogrande --json` file (repeatable; read as --eval)",
+             [&p](const std::string & v, std::string &) {
+                 p.evals.push_back(v);
+                 return true;
+             });
+    t.text("--judge", "JUDGE.json", "a `reap judge -o` result: the pairwise comparison, under Not verified with its scope", p.judge);
     t.text("-o, --output", "DIR", "where README.md and figures/ go (created if missing)", p.out_dir);
     t.flag("--force", "replace existing files of the card (DIR/README.md, DIR/figures/*.svg; never an input)", p.force);
     t.help_row();

@@ -10,6 +10,8 @@
 #include "formats/behaviour_file.h"
 #include "formats/eval_file.h"
 #include "formats/sweep_file.h"
+#include "formats/task_file.h"
+#include "metrics/judge_rules.h"
 
 #include "gguf/gguf.h"
 #include "moe/census.h"
@@ -367,7 +369,7 @@ std::vector<std::pair<std::string, std::string>> inputs_of(const report_options 
     std::vector<std::pair<std::string, std::string>> in = {
         {"source model", opt.source}, {"plan", opt.plan}, {"build", opt.pruned},
         {"build's checksum file", util::sums_path_for(opt.pruned)}, {"saliency archive", opt.saliency},
-        {"sweep", opt.sweep}};
+        {"sweep", opt.sweep}, {"judge result", opt.judge}};
     for (const auto & e : opt.evals) in.emplace_back("eval", e);
     if (src) for (const auto & sh : src->m.shards) in.emplace_back("source model file", sh.path);
     if (cut) for (const auto & sh : cut->m.shards) in.emplace_back("build file", sh.path);
@@ -518,6 +520,22 @@ std::string needle_claim(const needle_section & s, size_t m) {
            " exact**, the source " + std::to_string(r.models[0].n_exact()) + "/" + n + ".";
 }
 
+// What multiple-choice tasks showed for model m, against the source on the same tasks.
+std::string choice_claim(const choice_section & s, size_t m) {
+    const choice_report & r = s.report;
+    const choice_model_result & mr = r.models[m], & base = r.models[0];
+    const interval ci = mr.ci95(), bci = base.ci95();
+    const paired_result p = r.paired(m);
+    return r.task_format + " tasks of " + input_named(s.measured, r.data_path) + " (" + std::to_string(r.tasks.size()) + " of " +
+           std::to_string(r.data_tasks) + " tasks" + (r.limit ? ", --tasks-limit " + std::to_string(r.limit) : std::string()) +
+           ", scored as llama-perplexity scores them, -c " + std::to_string(r.n_ctx) + ", " + std::to_string(r.n_seq) +
+           " sequences): **accuracy " + fmt("%.2f", 100 * mr.accuracy()) + "%** (95% interval " + fmt("%.2f", 100 * ci.low) + "-" +
+           fmt("%.2f", 100 * ci.high) + "%), the source " + fmt("%.2f", 100 * base.accuracy()) + "% (" + fmt("%.2f", 100 * bci.low) + "-" +
+           fmt("%.2f", 100 * bci.high) + "%); task for task against the source " + std::to_string(p.right_to_wrong) + " right -> wrong, " +
+           std::to_string(p.wrong_to_right) + " wrong -> right, McNemar's exact p = " + fmt("%.3g", p.p_value) +
+           (p.p_value < 0.05 ? " (more than chance would move)" : " (within what chance moves)") + ".";
+}
+
 // What free generation of model m showed, against the source's.
 std::string generate_claim(const generate_section & s, size_t m) {
     const generation_report & r = s.report;
@@ -588,6 +606,20 @@ bool gather_evals(card & c, std::string & err) {
             behaviour_document d;
             if (!behaviour_document_from_json(j, path, d, err)) return false;
             gather_behaviour(c, path, d);
+            continue;
+        }
+        if (j.is_object() && j.contains("format") && j["format"] == k_task_file_format) {
+            task_document d;
+            if (!task_document_from_json(j, path, d, err)) return false;
+            if (!d.choice) {
+                err = "task file '" + path + "' holds no multiple-choice section (report reads reap eval --multiple-choice / "
+                      "--hellaswag / --winogrande --json; a generative run is judged with reap judge and given as --judge)";
+                return false;
+            }
+            std::vector<std::pair<std::string, bool>> models;
+            for (const auto & m : d.choice->report.models) models.push_back({m.name, m.masked});
+            judge_behaviour(c, path, "Tasks", d.choice->measured, models, [&](size_t m) { return choice_claim(*d.choice, m); });
+            ++c.n_tasks;
             continue;
         }
         eval_document doc;
@@ -747,6 +779,33 @@ bool publish_card(const card & c, const std::vector<std::pair<std::string, std::
     return true;
 }
 
+// --judge: a pairwise judge's comparison of two builds' answers. A judge's
+// opinion, not a measurement of this build's files: always under Not verified,
+// with the judge, the rubric, the counts, the position rate and its scope.
+bool gather_judge(card & c, std::string & err) {
+    if (c.opt.judge.empty()) return true;
+    judge_result r;
+    if (!read_judge_result(c.opt.judge, r, err)) return false;
+    const auto s = r.summary();
+    std::string line = "**Pairwise judge " + code(util::base_name(c.opt.judge)) + "**: " + code(r.a_model) + " (A) against " + code(r.b_model) +
+                       " (B) on the tasks of " + code(util::base_name(r.tasks_path)) + " (sha256 " + code(r.tasks_sha256.substr(0, 16)) +
+                       "…), judged by " + code(util::base_name(r.judge_name)) + (r.judge_kind == "gguf" ? " (header sha256 " : " (") +
+                       code(r.judge_detail.substr(0, 16)) + "), each pair in both orders: A " + std::to_string(s.wins) + " wins, " +
+                       std::to_string(s.losses) + " losses, " + std::to_string(s.ties) + " ties of " + std::to_string(s.judged) +
+                       " pairs; the judge chose the answer shown first in " + fmt("%.1f", 100 * s.position_first_rate()) + "% of " +
+                       std::to_string(s.verdicts) + " verdicts";
+    if (r.failures) line += "; " + std::to_string(r.failures) + " replies gave no verdict";
+    if (!r.rubric.path.empty()) {
+        const score_mean a = rubric_mean(r.pairs, true), b = rubric_mean(r.pairs, false);
+        line += "; rubric " + code(util::base_name(r.rubric.path)) + " (sha256 " + code(r.rubric.sha256.substr(0, 16)) + "…, " +
+                std::to_string(r.rubric.low) + "-" + std::to_string(r.rubric.high) + "): A " + fmt("%.2f", a.mean) + " (" + fmt("%.2f", a.low) +
+                "-" + fmt("%.2f", a.high) + "), B " + fmt("%.2f", b.mean) + " (" + fmt("%.2f", b.low) + "-" + fmt("%.2f", b.high) + ")";
+    }
+    line += ". These numbers compare these two builds under this judge only.";
+    c.unverified.push_back(line);
+    return true;
+}
+
 } // namespace
 
 bool write_report(const report_options & opt, report_result & out, std::string & err) {
@@ -775,7 +834,8 @@ bool write_report(const report_options & opt, report_result & out, std::string &
     if (!audit_build(c, out.differs, err) || !gather_method(c, err) || !gather_evals(c, err)) return false;
     judge_evals(c);
     if (!gather_sweep_stage(c, err)) return false;
-    c.unverified.push_back(c.n_behaviour ? "Task accuracy (benchmarks), tool use and safety behaviour: not measured by reap; KLD, top-1 agreement and perplexity are next-token measures against the source, the needle grid and free generation the behaviours named above."
+    if (!gather_judge(c, err)) return false;
+    if (c.n_tasks == 0) c.unverified.push_back(c.n_behaviour ? "Task accuracy (benchmarks), tool use and safety behaviour: not measured by reap; KLD, top-1 agreement and perplexity are next-token measures against the source, the needle grid and free generation the behaviours named above."
                                          : "Task accuracy (benchmarks), long-context behaviour, tool use and safety behaviour: not measured by reap; KLD, top-1 agreement and perplexity are next-token measures against the source.");
 
     std::vector<std::pair<std::string, std::string>> figures;   // file name, svg

@@ -48,6 +48,7 @@ struct report_options {
     std::string              saliency;   // --saliency ("" = none)
     std::vector<std::string> evals;      // --eval, any number
     std::string              sweep;      // --sweep ("" = none)
+    std::string              judge;      // --judge: a reap judge result ("" = none)
     std::string              out_dir;    // -o DIR (created when missing)
     bool                     force = false;   // replace existing files of the card (never an input)
     bool                     sync = true;     // fsync outputs (off in tests)

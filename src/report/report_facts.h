@@ -127,6 +127,7 @@ struct card {
     saliency_facts           sal;
     std::vector<eval_entry>  evals;          // the ones measured on this build
     size_t                   n_behaviour = 0;   // needle / generate sections counted for this build (files or mask)
+    size_t                   n_tasks = 0;       // task (multiple-choice) files read
     sweep_facts              sw;
     std::vector<std::string> notes;          // method caveats
 };
