@@ -170,11 +170,18 @@ inline std::string eval_json(const std::vector<std::string> & files, const std::
                                       {"kld_median", k / 2}, {"kld_p99", k * 5}, {"kld_max", k * 9}, {"argmax_agree", 0.9},
                                       {"n_tokens", n}};
     };
-    j = m(0.125, 1000);
     nlohmann::ordered_json d = nlohmann::ordered_json::object();
-    double k = 0.1;
-    // each token in one domain: the domains share the 1,000
-    for (const auto & name : domains) d[name] = m(k += 0.01, 1000 / domains.size());
+    // each token in one domain: the domains share the 1,000 (the first takes the
+    // remainder), KLD spread around 0.125; the whole row their token-weighted mean
+    const size_t nd = domains.size(), per = nd ? 1000 / nd : 0;
+    double weighted = 0;
+    for (size_t i = 0; i < nd; ++i) {
+        const size_t n = i == 0 ? 1000 - per * (nd - 1) : per;
+        const double k = 0.125 + 0.01 * ((double) i - (double) (nd - 1) / 2);
+        d[domains[i]] = m(k, n);
+        weighted += k * (double) n;
+    }
+    j = m(nd ? weighted / 1000 : 0.125, 1000);
     j["domains"] = d;
     j["corpus"] = true;
     j["candidate"] = files.empty() ? "" : files[0];
@@ -209,7 +216,7 @@ inline nlohmann::ordered_json sweep_json(const fixture & fx, const std::string &
         sw["points"].push_back({{"n_keep", n}, {"request", {{"keep", std::to_string(n)}}}, {"removed_fraction", (16 - n) / 16.0},
                                 {"predicted_bytes", 1000 * n}, {"predicted_shards", 1}, {"saliency_share", n / 16.0},
                                 {"safety_margin", 3}, {"safety_margin_median", 4.0}, {"overall", m(1.0 / n, 10)},
-                                {"domains", {{"en", m(2.0 / n, 5)}}}});
+                                {"domains", {{"en", m(1.0 / n, 10)}}}});
     }
     return sw;
 }

@@ -20,6 +20,8 @@
 #include "util/json_fields.h"
 
 #include <gtest/gtest.h>
+
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -62,7 +64,7 @@ reap::eval_report full_report() {
     reap::eval_report r;
     r.n_batch = 1024;
     r.n_ubatch = 512;
-    r.overall = metrics(0.125, 1000);
+    r.overall = metrics(0.1375, 1000);   // the domains' rows, token-weighted: (600 x 0.0625 + 400 x 0.25) / 1000
     r.domains = {{"en", metrics(0.0625, 600)}, {"ja", metrics(0.25, 400)}, {"empty", reap::eval_metrics{}}};
     r.domains[2].second.ppl_base = 0;
     r.pruned_scored = true;
@@ -248,7 +250,7 @@ reap::sweep_record full_sweep() {
         q.safety_margin_median = n == 24 ? 11.5 : 0;
         q.plan = n == 24 ? "plans/keep-24.json" : "";
         q.overall = metrics(0.01 * (40 - n), 500);
-        q.domains = {{"en", metrics(0.02, 300)}, {"ja", reap::eval_metrics{}}};
+        q.domains = {{"en", metrics(0.01 * (40 - n), 500)}, {"ja", reap::eval_metrics{}}};
         if (n == 24) q.mtp_acceptance = 0.25;
         s.points.push_back(q);
     }
@@ -391,6 +393,7 @@ TEST(SweepFormat, SourcesAndFrontierReadBack) {
     // q4 is better at the first request, q8 at the second
     s.sources[1].points[0].overall.kld_mean = s.sources[0].points[0].overall.kld_mean / 2;
     s.sources[1].points[1].overall.kld_mean += 0.25;
+    for (int i : {0, 1}) s.sources[1].points[i].domains[0].second.kld_mean = s.sources[1].points[i].overall.kld_mean;   // its one domain
     const json j = json::parse(reap::sweep_to_json(s).dump(2));
     EXPECT_EQ(j.at("version"), 3);
     ASSERT_EQ(j.at("frontier").size(), s.points.size());
@@ -693,4 +696,25 @@ TEST(KldReceiptFormat, RoundTripsAndRefusesEachMalformedField) {
     json j;
     EXPECT_FALSE(reap::util::read_json_file(path, "KLD base receipt", 1 << 20, j, err));
     EXPECT_NE(err.find("line 3, column 20: number overflow parsing '1e99999'"), std::string::npos) << err;
+}
+
+// Issue 49 item 5: an overall row that contradicts its domains' rows (the
+// token-weighted mean of KLD, top-1 agreement and log-perplexity; the sum of
+// tokens) is refused, naming the field, so that no card shows it as verified.
+TEST(EvalFormat, AnOverallRowThatContradictsItsDomainsIsRefused) {
+    std::string err;
+    reap::eval_document d;
+    auto refused = [&](const std::function<void(reap::eval_report &)> & damage, const std::string & what) {
+        reap::eval_report r = full_report();
+        damage(r);
+        EXPECT_FALSE(reap::eval_document_from_json(json::parse(eval_text(r)), "r.json", d, err)) << what;
+        EXPECT_NE(err.find(what), std::string::npos) << err;
+    };
+    refused([](reap::eval_report & r) { r.overall.kld_mean = 0.01, r.overall.kld_median = 0.005; }, "kld_mean of the whole does not follow");
+    refused([](reap::eval_report & r) { r.overall.argmax_agree = 0.9999; }, "argmax_agree of the whole does not follow");
+    refused([](reap::eval_report & r) { r.overall.n_tokens = 100000; }, "but the domains hold 1000");
+    refused([](reap::eval_report & r) {
+        r.overall.ppl_pruned = 20, r.overall.ppl_ratio = 20 / r.overall.ppl_base;
+    }, "ppl_pruned of the whole does not follow");
+    ASSERT_TRUE(reap::eval_document_from_json(json::parse(eval_text(full_report())), "r.json", d, err)) << err;
 }

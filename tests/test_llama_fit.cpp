@@ -553,3 +553,25 @@ TEST(Fit, OutputsNeverReplaceAUsersFilesOrAnInputAndRowsAreTheReferences) {
                       " -c 128 -t 1 -q", out), 0) << out;
     EXPECT_EQ(run_cmd(fit_in(root + "/f3", t.text, " --kld-base " + shell_quote(own) + " --dry-run"), out), 0) << out;
 }
+
+// A resume over a source that changed with the same header, routers and size
+// (a weight byte rewritten in place) is refused, naming the source's file,
+// before any score of the earlier run is read back; the unchanged source resumes.
+TEST(Fit, AResumeOverASourceRewrittenInPlaceIsRefused) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string root = t.dir + "/changed-source", src = root + "/m.gguf", dir = root + "/fit";
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(root) + " && mkdir -p " + shell_quote(root) + " && cp " + shell_quote(t.model) + " " +
+                      shell_quote(src), out), 0);
+    const std::string cmd = shell_quote(reap_bin()) + " fit -m " + shell_quote(src) + " --corpus " + shell_quote(t.calib) + " -f " +
+                            shell_quote(t.text) + " --budget 25MB --axes experts --max-passes 1 -o " + shell_quote(dir) + k_runtime;
+    ASSERT_EQ(run_cmd(cmd, out), 0) << out;
+    ASSERT_EQ(run_cmd(cmd, out), 0) << out;
+    EXPECT_NE(out.find("resuming"), std::string::npos) << out;
+    // the last byte of the file is tensor data: flip it in place (same size, same header)
+    ASSERT_EQ(run_cmd("size=$(stat -c %s " + shell_quote(src) + "); printf '\\132' | dd of=" + shell_quote(src) +
+                      " bs=1 seek=$((size - 1)) conv=notrunc status=none", out), 0) << out;
+    EXPECT_EQ(run_cmd(cmd, out), 2) << out;
+    EXPECT_NE(out.find("sources[0].files[0].mtime_ns differs"), std::string::npos) << out;
+}

@@ -192,10 +192,10 @@ TEST(ReportClaims, DomainNamesInTheEvalTableAreText) {
     if (!setup("report_hostile_domains", fx, why)) GTEST_SKIP() << why;
     reap::eval_report r = build_eval(fx, source_sha(fx));
     const std::vector<std::string> names = {"a|b", "<script>alert(1)</script>", "[c](javascript:alert(1))"};
-    for (const std::string & n : names) {
+    for (size_t i = 0; i < names.size(); ++i) {   // the domains share the whole's tokens
         reap::eval_metrics m = r.overall;
-        m.n_tokens = 100;
-        r.domains.push_back({n, m});
+        m.n_tokens = r.overall.n_tokens / names.size() + (i == 0 ? r.overall.n_tokens % names.size() : 0);
+        r.domains.push_back({names[i], m});
     }
     const std::string ev = fx.dir + "/hostile.json", card_dir = fx.dir + "/card";
     write_text(ev, reap::eval_report_to_json(r).dump(2));
@@ -301,7 +301,10 @@ TEST(ReportCard, SweepFrontierNamesThisBuild) {
         j["version"] = 3;
         j["reference"] = {{"model", "ref-f32.gguf"}, {"kld_base", ""}};
         nlohmann::ordered_json other_points = j["points"];
-        for (auto & pt : other_points) pt["overall"]["kld_mean"] = 2 * pt["overall"]["kld_mean"].get<double>();
+        for (auto & pt : other_points) {
+            pt["overall"]["kld_mean"] = 2 * pt["overall"]["kld_mean"].get<double>();
+            pt["domains"]["en"] = pt["overall"];   // its one domain holds every token
+        }
         j["sources"] = {{{"path", "other-quant.gguf"}, {"header_sha256", source_sha(fx)}, {"router_sha256", id.router_sha256},
                          {"file_bytes", 12345}, {"points", other_points}},
                         {{"path", fx.model}, {"header_sha256", source_sha(fx)}, {"router_sha256", id.router_sha256},
@@ -370,6 +373,7 @@ TEST(ReportCard, WidthSweepRowPerPoint) {
             pt["overall"]["argmax_agree"] = 0.5 + n / 100.0 + w / 1000.0;
             pt["overall"]["ppl_ratio"] = 1 + n / 10.0 + w / 100.0;
             pt["overall"]["ppl_pruned"] = pt["overall"]["ppl_ratio"].get<double>() * pt["overall"]["ppl_base"].get<double>();
+            pt["domains"]["en"] = pt["overall"];   // its one domain holds every token
             j["points"].push_back(pt);
         }
     }

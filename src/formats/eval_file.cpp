@@ -212,6 +212,44 @@ bool eval_metrics_from_json(json_fields & outer, const char * key, eval_metrics 
     return true;
 }
 
+// The overall row of a per-domain report is its domains' rows taken together:
+// its tokens their sum, its means (KLD, top-1 agreement, log-perplexities)
+// their token-weighted means. A file whose overall row says otherwise states
+// numbers no eval computed (a card would show them under Verified).
+bool overall_follows_domains(json_fields & f, const eval_metrics & overall, const std::vector<std::pair<std::string, eval_metrics>> & doms) {
+    double n = 0, kld = 0, agree = 0, lb = 0, lp = 0;
+    for (const auto & [name, m] : doms) {
+        if (m.n_tokens == 0) continue;
+        n += (double) m.n_tokens;
+        kld += (double) m.n_tokens * m.kld_mean;
+        agree += (double) m.n_tokens * m.argmax_agree;
+        lb += (double) m.n_tokens * std::log(m.ppl_base);
+        lp += (double) m.n_tokens * std::log(m.ppl_pruned);
+    }
+    if ((size_t) n != overall.n_tokens) {
+        return f.fail("n_tokens", "is " + std::to_string(overall.n_tokens) + " but the domains hold " + std::to_string((size_t) n) +
+                                      ": each scored token is in one domain");
+    }
+    if (n == 0) return true;
+    const auto near = [](double a, double b) { return std::fabs(a - b) <= 1e-4 * std::max(std::fabs(a), std::fabs(b)) + 1e-9; };
+    const std::pair<const char *, std::pair<double, double>> checks[] = {
+        {"kld_mean", {overall.kld_mean, kld / n}},
+        {"argmax_agree", {overall.argmax_agree, agree / n}},
+        {"ppl_base", {std::log(overall.ppl_base), lb / n}},
+        {"ppl_pruned", {std::log(overall.ppl_pruned), lp / n}},
+    };
+    for (const auto & [key, v] : checks) {
+        if (!near(v.first, v.second)) {
+            char msg[200];
+            std::snprintf(msg, sizeof msg, "of the whole does not follow from the domains' rows (token-weighted: %.6g, the file says %.6g)",
+                          std::string(key).rfind("ppl", 0) == 0 ? std::exp(v.second) : v.second,
+                          std::string(key).rfind("ppl", 0) == 0 ? std::exp(v.first) : v.first);
+            return f.fail(key, msg);
+        }
+    }
+    return true;
+}
+
 bool domain_metrics_from_json(json_fields & f, const eval_metrics & overall, std::vector<std::pair<std::string, eval_metrics>> & out) {
     std::vector<std::pair<std::string, const nlohmann::json *>> doms;
     if (!f.members("domains", doms)) return false;
@@ -229,7 +267,7 @@ bool domain_metrics_from_json(json_fields & f, const eval_metrics & overall, std
         }
         out.push_back({name, m});
     }
-    return true;
+    return out.empty() || overall_follows_domains(f, overall, out);
 }
 
 ojson eval_report_to_json(const eval_report & r) { return stamped(report_body(r)); }

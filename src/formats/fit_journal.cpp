@@ -32,6 +32,23 @@ bool model_fingerprint(const std::string & path, json & out, std::string & err) 
     }
     out = {{"path", path}, {"header_sha256", model_header_sha256(m)}, {"router_sha256", id.router_sha256},
            {"bytes", m.file_bytes()}};
+    // Every file's identity and last change: a source rewritten with the same
+    // header, routers and size (other weights) is a changed input, and the
+    // scores of its earlier run must not mix with new ones. Hashing the bytes
+    // would read a model larger than memory once more on every run; a file
+    // whose modification time changed is refused instead (touching an
+    // unchanged file refuses too: the message names it).
+    json files = json::array();
+    for (const auto & sh : m.shards) {
+        struct stat st;
+        if (::stat(sh.path.c_str(), &st) != 0) {
+            err = "cannot stat '" + sh.path + "'";
+            return false;
+        }
+        files.push_back({{"inode", (uint64_t) st.st_ino}, {"bytes", (uint64_t) st.st_size},
+                         {"mtime_ns", (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec}});
+    }
+    out["files"] = files;
     return true;
 }
 

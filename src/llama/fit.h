@@ -24,7 +24,9 @@
 // Every stage and every score is recorded in DIR/fit-journal.json (written
 // whole, durably, after each): a killed fit run again with the same command
 // reads them back and redoes nothing; the journal holds the fingerprints of
-// the inputs (each source's header and router hashes and size, the corpus,
+// the inputs (each source's header and router hashes and size, and each of
+// its files' inode and modification time: a source rewritten in place is a
+// changed input even with the same header and size; the corpus,
 // held-out text and archive's sha256, the budget and search settings), and a
 // changed input is refused.
 #pragma once
