@@ -484,3 +484,36 @@ TEST(Tasks, TheCardShowsTaskAccuracyFromFilesThatMeasuredThisBuild) {
                       " --tasks " + shell_quote(f.dir + "/card-other.json") + " --force -o " + shell_quote(card), out), 0) << out;
     EXPECT_NE(slurp(card + "/README.md").find("is not counted"), std::string::npos);
 }
+
+// reap sweep --multiple-choice scores every size by mask in the same run: its
+// "keep 16" (the 50% cut of 32 experts) picks what reap eval --mask of the same
+// plan picks, task for task, and the file reads back (reap report --sweep).
+TEST(Tasks, SweepScoresEverySizeAsEvalScoresItsMask) {
+    const task_fixture & f = fixture();
+    ASSERT_TRUE(f.error.empty()) << f.error;
+    const std::string sw = f.dir + "/sweep.json", plans = f.dir + "/sweep-plans", reap = shell_quote(reap_bin());
+    std::string out, err;
+    const std::string heldout = f.dir + "/heldout.jsonl";
+    ASSERT_TRUE(corpus_subset("heldout", heldout, {"en"}, 1500, err)) << err;
+    ASSERT_EQ(run_cmd(reap + " sweep " + shell_quote(f.dir + "/saliency.gguf") + " -m " + shell_quote(f.model) + " -f " + shell_quote(heldout) +
+                      " --keep 24,16 --multiple-choice " + shell_quote(f.choice) + " --plans-dir " + shell_quote(plans) + " --force -o " +
+                      shell_quote(sw) + k_rt + " -q", out), 0) << out;
+    EXPECT_NE(out.find("masked by keep 16"), std::string::npos) << out;
+    const nlohmann::json s = nlohmann::json::parse(slurp(sw));
+    ASSERT_TRUE(s.contains("choice"));
+    const auto & models = s["choice"]["models"];
+    ASSERT_EQ(models.size(), 3u);
+    const nlohmann::json e = eval_json("--mask " + shell_quote(plans + "/keep-16.json") + " --multiple-choice " + shell_quote(f.choice), out);
+    ASSERT_TRUE(e.is_object()) << out;
+    for (const auto & m : models) {
+        if (m["name"] == "keep 16") EXPECT_EQ(m["picked"], e["choice"]["models"][1]["picked"]);
+        if (m["name"] == "base") EXPECT_EQ(m["correct"], e["choice"]["models"][0]["correct"]);
+    }
+    // a tampered count in the sweep's task section is refused where the sweep is read
+    nlohmann::json bad = s;
+    bad["choice"]["models"][1]["n_correct"] = bad["choice"]["models"][1]["n_correct"].get<int>() + 1;
+    std::ofstream(f.dir + "/sweep-bad.json") << bad.dump();
+    EXPECT_EQ(run_cmd(reap + " report -m " + shell_quote(f.model) + " --plan " + shell_quote(f.plan50) + " " + shell_quote(f.pruned50) +
+                      " --sweep " + shell_quote(f.dir + "/sweep-bad.json") + " --force -o " + shell_quote(f.dir + "/card-sweep"), out), 2) << out;
+    EXPECT_NE(out.find("n_correct"), std::string::npos) << out;
+}

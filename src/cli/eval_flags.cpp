@@ -61,6 +61,33 @@ std::string behaviour_options_without_mode(const needle_options & needle, const 
     return "";
 }
 
+void declare_task_files(options & t, reap::choice_options & choice, bool & limit_given, const std::string & see) {
+    const auto task_file = [&choice](reap::choice_format f) {
+        return [&choice, f](const std::string & v, std::string & err) {
+            if (!choice.tasks_path.empty()) {
+                err = std::string(reap::choice_format_flag(f)) + ": one task file a run (" + reap::choice_format_flag(choice.format) +
+                      " " + choice.tasks_path + " was given)";
+                return false;
+            }
+            choice.format = f;
+            choice.tasks_path = v;
+            return true;
+        };
+    };
+    t.custom("--multiple-choice", "FILE", "multiple-choice accuracy on llama-perplexity's binary task file (ARC, MMLU, "
+             "TruthfulQA, HellaSwag as published for llama.cpp); " + see, task_file(reap::choice_format::multiple_choice));
+    t.custom("--hellaswag", "FILE", "HellaSwag accuracy on llama-perplexity's 6-lines-a-task text file", task_file(reap::choice_format::hellaswag));
+    t.custom("--winogrande", "FILE", "Winogrande accuracy on llama-perplexity's CSV", task_file(reap::choice_format::winogrande));
+    t.custom("--tasks-limit", "N", "score N tasks drawn as llama-perplexity draws them (default: every task; --hellaswag: 400, "
+             "as llama-perplexity; 0 = every task)", [&choice, &limit_given](const std::string & v, std::string & err) {
+                 int64_t n = 0;
+                 if (!parse_integer("--tasks-limit", v, 0, INT32_MAX, n, err)) return false;
+                 choice.limit = (size_t) n;
+                 limit_given = true;
+                 return true;
+             });
+}
+
 void declare_eval(options & t, eval_params & p) {
     t.about(
     "Runs both models over the same tokens and reports perplexity of each and their\n"
@@ -192,30 +219,7 @@ void declare_eval(options & t, eval_params & p) {
     t.flag("--smoke", "greedy-decode both models after --prompt and report how many leading tokens agree (one -p)",
            p.do_smoke);
     declare_behaviour(t, p.needle, p.generate, p.do_needle, true, "see above; with -p / --mask");
-    const auto task_file = [&p](reap::choice_format f) {
-        return [&p, f](const std::string & v, std::string & err) {
-            if (!p.choice.tasks_path.empty()) {
-                err = std::string(reap::choice_format_flag(f)) + ": one task file a run (" + reap::choice_format_flag(p.choice.format) +
-                      " " + p.choice.tasks_path + " was given)";
-                return false;
-            }
-            p.choice.format = f;
-            p.choice.tasks_path = v;
-            return true;
-        };
-    };
-    t.custom("--multiple-choice", "FILE", "multiple-choice accuracy on llama-perplexity's binary task file (ARC, MMLU, "
-             "TruthfulQA, HellaSwag as published for llama.cpp); see above", task_file(reap::choice_format::multiple_choice));
-    t.custom("--hellaswag", "FILE", "HellaSwag accuracy on llama-perplexity's 6-lines-a-task text file", task_file(reap::choice_format::hellaswag));
-    t.custom("--winogrande", "FILE", "Winogrande accuracy on llama-perplexity's CSV", task_file(reap::choice_format::winogrande));
-    t.custom("--tasks-limit", "N", "score N tasks drawn as llama-perplexity draws them (default: every task; --hellaswag: 400, "
-             "as llama-perplexity; 0 = every task)", [&p](const std::string & v, std::string & err) {
-                 int64_t n = 0;
-                 if (!parse_integer("--tasks-limit", v, 0, INT32_MAX, n, err)) return false;
-                 p.choice.limit = (size_t) n;
-                 p.tasks_limit_given = true;
-                 return true;
-             });
+    declare_task_files(t, p.choice, p.tasks_limit_given, "see above");
     t.text("--tasks", "FILE", "generative tasks with checkers (JSONL; see above); --temp, --max-new and --seed apply",
            p.gen.tasks_path);
     t.custom("--samples", "K", "--tasks: answers per task (default 1)", [&p](const std::string & v, std::string & err) {

@@ -34,6 +34,10 @@ struct eval_params {
 
 void declare_eval(options & t, eval_params & p);
 
+// --multiple-choice, --hellaswag, --winogrande FILE and --tasks-limit N, as
+// reap eval and reap sweep declare them (`see`: where the help explains them).
+void declare_task_files(options & t, reap::choice_options & choice, bool & limit_given, const std::string & see);
+
 // --multiple-choice, --hellaswag, --winogrande: task accuracy on the base and
 // every candidate (src/llama/choice.h); --tasks FILE: generative tasks
 // (src/llama/gen_run.h). The table, or --json's task file (formats/task_file.h).

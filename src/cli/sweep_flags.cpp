@@ -42,6 +42,9 @@ void declare_sweep(options & t, sweep_params & p) {
     "(down requantised to its type or --down-type T), plans as DIR/keep-N-width-K.json, the\n"
     "chart KLD and top-1 against file size, one line per width.\n"
     "\n"
+    "Tasks (one source): --multiple-choice / --hellaswag / --winogrande FILE scores the base and\n"
+    "every size's mask on llama-perplexity's task files as reap eval does (accuracy, 95% interval,\n"
+    "right->wrong / wrong->right against the base, McNemar's p), in the same run; -o's \"choice\".\n"
     "Behaviour (one source): --needle runs reap eval's needle-in-a-haystack grid over -f and\n"
     "--generate PROMPTS its free generation, each once on the base and then on every size's\n"
     "mask, exactly as reap eval --mask keep-N.json runs them (same cells, values, prompts and\n"
@@ -93,6 +96,7 @@ void declare_sweep(options & t, sweep_params & p) {
     t.integer("--chunks", "N", "score at most N windows (plain text)", 1, INT32_MAX, p.sw.eval.max_chunks);
     t.text("--tmp-dir", "DIR", "where the base's rows wait (default $TMPDIR or /tmp)", p.sw.eval.tmp_dir);
     declare_behaviour(t, p.sw.needle, p.sw.generate, p.sw.do_needle, false, "as reap eval --needle / --generate; see above");
+    declare_task_files(t, p.sw.choice, p.tasks_limit_given, "scored on the base and every size's mask, as reap eval scores them");
     t.flag("-q, --quiet", "no progress line", p.quiet);
     t.flag("--verbose", "show llama.cpp's log", p.sw.eval.verbose);
     t.help_row();

@@ -204,6 +204,18 @@ void point_behaviour_json(const sweep_record & s, const sweep_record_point & pt,
 // The sections of a behaviour sweep: a model "keep N" for every point, and
 // what each point states equal to what its model's texts and tokens give.
 bool behaviour_from_json(json_fields & f, sweep_record & s) {
+    if (f.has("choice")) {
+        json_fields c = f.child("choice");
+        std::string e;
+        if (!f.ok()) return false;
+        if (!choice_section_from_json(c, nlohmann::json(), s.choice.emplace(), e)) return f.fail("choice", e);
+        for (size_t i = 0; i < s.points.size(); ++i) {
+            const std::string name = sweep_point_name(s.points[i].n_keep);
+            bool found = false;
+            for (const auto & m : s.choice->report.models) found = found || (m.masked && m.name == name);
+            if (!found) return f.fail("choice", "has no model '" + name + "' for the sweep's point " + std::to_string(i));
+        }
+    }
     if (f.has("needle")) {
         json_fields n = f.child("needle");
         if (!f.ok() || !needle_section_from_json(n, s.needle.emplace())) return false;
@@ -283,6 +295,7 @@ ojson sweep_to_json(const sweep_record & s) {
     for (size_t i = 0; i < s.points.size(); ++i) point_behaviour_json(s, s.points[i], j["points"][i]);
     if (s.needle) j["needle"] = needle_section_json(*s.needle);
     if (s.generate) j["generate"] = generate_section_json(*s.generate);
+    if (s.choice) j["choice"] = choice_section_to_json(*s.choice);
     if (s.sources.empty()) return j;
     j["version"] = k_sweep_version;
     j["reference"] = {{"model", s.reference.model}, {"kld_base", s.reference.kld_base}};

@@ -40,6 +40,7 @@
 #pragma once
 
 #include "formats/behaviour_file.h"
+#include "formats/task_file.h"
 #include "formats/eval_file.h"
 
 #include <cstdint>
@@ -126,6 +127,9 @@ struct sweep_record {
     // --needle / --generate (one source): models[0] the base, then "keep N"
     std::optional<needle_section>     needle;
     std::optional<generate_section>   generate;
+    // --multiple-choice / --hellaswag / --winogrande (one source): models[0]
+    // the base, then "keep N" (formats/task_file.h's section)
+    std::optional<choice_section>     choice;
 };
 
 // A point's behaviour numbers, from the record's sections (empty where the

@@ -82,12 +82,8 @@ double choice_model_result::accuracy() const { return correct.empty() ? 0 : (dou
 
 interval choice_model_result::ci95() const { return wilson_interval(n_correct(), correct.size()); }
 
-nlohmann::ordered_json task_document_to_json(const task_document & d) {
-    ojson j;
-    j["format"] = k_task_file_format;
-    j["version"] = k_task_file_version;
-    if (!d.choice) return j;
-    const choice_report & r = d.choice->report;
+nlohmann::ordered_json choice_section_to_json(const choice_section & sec) {
+    const choice_report & r = sec.report;
     ojson c;
     c["task_format"] = r.task_format;
     c["data"] = {{"path", r.data_path}, {"sha256", r.data_sha256}, {"n_tasks", r.data_tasks}};
@@ -108,9 +104,51 @@ nlohmann::ordered_json task_document_to_json(const task_document & d) {
         jm["correct"] = mr.correct;
         c["models"].push_back(jm);
     }
-    if (d.choice->measured.recorded()) c["measured"] = behaviour_receipts_json(d.choice->measured);
-    j["choice"] = c;
+    if (sec.measured.recorded()) c["measured"] = behaviour_receipts_json(sec.measured);
+    return c;
+}
+
+nlohmann::ordered_json task_document_to_json(const task_document & d) {
+    ojson j;
+    j["format"] = k_task_file_format;
+    j["version"] = k_task_file_version;
+    if (d.choice) j["choice"] = choice_section_to_json(*d.choice);
     return j;
+}
+
+bool choice_section_from_json(json_fields & c, const nlohmann::json & raw, choice_section & s, std::string & err) {
+    (void) raw;
+    choice_report & r = s.report;
+    json_fields data = c.child("data");
+    json_fields set = c.child("settings");
+    int64_t n_ctx = 0, n_seq = 0, n_batch = 0, n_ubatch = 0;
+    bool ok = c.ok() && c.str("task_format", r.task_format) && data.str("path", r.data_path) &&
+              data.sha256("sha256", r.data_sha256) && data.u64("n_tasks", r.data_tasks, k_max_tasks) && c.u64("limit", r.limit) &&
+              set.i64("n_ctx", n_ctx, 1, INT32_MAX) && set.i64("n_seq", n_seq, 1, INT32_MAX) &&
+              set.i64("n_batch", n_batch, 1, INT32_MAX) && set.i64("n_ubatch", n_ubatch, 1, INT32_MAX);
+    if (ok && !known_task_format(r.task_format)) ok = c.fail("task_format", "is '" + r.task_format + "'");
+    std::vector<const nlohmann::json *> tasks, models;
+    if (ok) ok = c.elements("tasks", tasks) && c.elements("models", models);
+    if (ok && (tasks.empty() || tasks.size() > r.data_tasks)) ok = c.fail("tasks", "lists " + std::to_string(tasks.size()) + " tasks of " + std::to_string(r.data_tasks));
+    for (size_t t = 0; ok && t < tasks.size(); ++t) {
+        if (!tasks[t]->is_number_unsigned() || tasks[t]->get<uint64_t>() >= r.data_tasks) {
+            ok = c.fail("tasks", "[" + std::to_string(t) + "] is not a task of the file");
+        } else {
+            r.tasks.push_back((uint32_t) tasks[t]->get<uint64_t>());
+        }
+    }
+    if (ok && models.empty()) ok = c.fail("models", "is empty: the base comes first");
+    r.n_ctx = (int) n_ctx, r.n_seq = (int) n_seq, r.n_batch = (int) n_batch, r.n_ubatch = (int) n_ubatch;
+    for (size_t m = 0; ok && m < models.size(); ++m) {
+        json_fields jm = c.nested(*models[m], "models[" + std::to_string(m) + "]");
+        r.models.emplace_back();
+        ok = model_from_json(jm, m, r.tasks.size(), r, r.models.back());
+        if (!ok) err = jm.error();
+    }
+    if (ok) ok = behaviour_receipts_from_json(c, s.measured);
+    if (ok && s.measured.recorded() && s.measured.input_sha256 != r.data_sha256) ok = c.fail("measured", "names another task file than data");
+    if (!ok && err.empty()) err = !c.error().empty() ? c.error() : !data.error().empty() ? data.error() : set.error();
+    return ok;
 }
 
 bool task_document_from_json(const nlohmann::json & j, const std::string & name, task_document & out, std::string & err) {
@@ -129,42 +167,11 @@ bool task_document_from_json(const nlohmann::json & j, const std::string & name,
     }
     if (!f.has("choice")) return true;
     json_fields c = f.child("choice");
-    choice_section & s = out.choice.emplace();
-    choice_report & r = s.report;
-    json_fields data = c.child("data");
-    json_fields set = c.child("settings");
-    int64_t n_ctx = 0, n_seq = 0, n_batch = 0, n_ubatch = 0;
-    bool ok = f.ok() && c.ok() && c.str("task_format", r.task_format) && data.str("path", r.data_path) &&
-              data.sha256("sha256", r.data_sha256) && data.u64("n_tasks", r.data_tasks, k_max_tasks) && c.u64("limit", r.limit) &&
-              set.i64("n_ctx", n_ctx, 1, INT32_MAX) && set.i64("n_seq", n_seq, 1, INT32_MAX) &&
-              set.i64("n_batch", n_batch, 1, INT32_MAX) && set.i64("n_ubatch", n_ubatch, 1, INT32_MAX);
-    if (ok && !known_task_format(r.task_format)) ok = c.fail("task_format", "is '" + r.task_format + "'");
-    std::vector<const nlohmann::json *> tasks, models;
-    if (ok) ok = c.elements("tasks", tasks) && c.elements("models", models);
-    if (ok && (tasks.empty() || tasks.size() > r.data_tasks)) ok = c.fail("tasks", "lists " + std::to_string(tasks.size()) + " tasks of " + std::to_string(r.data_tasks));
-    for (size_t t = 0; ok && t < tasks.size(); ++t) {
-        if (!tasks[t]->is_number_unsigned() || tasks[t]->get<uint64_t>() >= r.data_tasks) {
-            ok = c.fail("tasks", "[" + std::to_string(t) + "] is not a task of the file");
-        } else {
-            r.tasks.push_back((uint32_t) tasks[t]->get<uint64_t>());
-        }
-    }
-    if (ok && models.empty()) ok = c.fail("models", "is empty: the base comes first");
-    r.n_ctx = (int) n_ctx, r.n_seq = (int) n_seq, r.n_batch = (int) n_batch, r.n_ubatch = (int) n_ubatch;
-    std::vector<std::pair<std::string, bool>> names;
-    for (size_t m = 0; ok && m < models.size(); ++m) {
-        json_fields jm = c.nested(*models[m], "models[" + std::to_string(m) + "]");
-        r.models.emplace_back();
-        ok = model_from_json(jm, m, r.tasks.size(), r, r.models.back());
-        if (!ok) err = jm.error();
-    }
-    if (ok) ok = behaviour_receipts_from_json(c, s.measured);
-    if (ok && s.measured.recorded() && s.measured.input_sha256 != r.data_sha256) ok = c.fail("measured", "names another task file than data");
-    if (!ok) {
-        if (err.empty()) err = !c.error().empty() ? c.error() : !data.error().empty() ? data.error() : !set.error().empty() ? set.error() : f.error();
+    if (!f.ok()) {
+        err = f.error();
         return false;
     }
-    return true;
+    return choice_section_from_json(c, j["choice"], out.choice.emplace(), err);
 }
 
 bool read_task_document(const std::string & path, task_document & out, std::string & err) {

@@ -285,7 +285,16 @@ bool score_sources(const sweep_options & o, sweep_result & r, std::string & err)
 // eval --mask runs them (the haystack is -f; one --seed for the values, the
 // draws and --method random).
 bool score_behaviour(const sweep_options & o, const std::vector<eval_candidate> & cands, std::optional<needle_section> & needle,
-                     std::optional<generate_section> & generate, std::string & err) {
+                     std::optional<generate_section> & generate, std::optional<choice_section> & choice, std::string & err) {
+    if (!o.choice.tasks_path.empty()) {
+        choice_options c = o.choice;
+        c.base_path = o.eval.base_path;
+        c.base_mask_path = o.eval.base_mask_path;
+        c.rt = o.eval.rt;
+        c.verbose = o.eval.verbose;
+        c.progress = o.eval.progress;
+        if (!run_choice(c, cands, choice.emplace(), err)) return false;
+    }
     if (o.do_needle) {
         needle_options n = o.needle;
         share_eval_options(n, o.eval, o.rank.seed);
@@ -327,11 +336,11 @@ std::vector<std::pair<std::string, std::string>> sweep_output_files(const sweep_
 
 bool plan_sweep_points(const sweep_options & o, sweep_result & r, std::string & err) {
     if (!o.widths.empty() && (o.behaviour() || o.several_sources())) {
-        err = "--widths sweeps one source by KLD: not with --needle, --generate, several -m, --reference or --kld-base yet";
+        err = "--widths sweeps one source by KLD: not with --needle, --generate, a task file, several -m, --reference or --kld-base yet";
         return false;
     }
     if (o.behaviour() && o.several_sources()) {
-        err = "--needle and --generate run on one source (its masks): not with several -m, --reference or --kld-base";
+        err = "--needle, --generate and the task files run on one source (its masks): not with several -m, --reference or --kld-base";
         return false;
     }
     if (!pl::open_ranked_model(o.eval.base_path, o.saliency, o.rank, o.method_given, r.rm, err)) return false;
@@ -356,10 +365,12 @@ bool score_sweep(const sweep_options & o, sweep_result & r, std::string & err) {
     if (!run_eval_candidates(o.eval, cands, r.reports, err)) return false;
     std::optional<needle_section> needle;
     std::optional<generate_section> generate;
-    if (!score_behaviour(o, cands, needle, generate, err)) return false;
+    std::optional<choice_section> choice;
+    if (!score_behaviour(o, cands, needle, generate, choice, err)) return false;
     fill_record(o, r.archive_sha256, r);
     r.record.needle = std::move(needle);
     r.record.generate = std::move(generate);
+    r.record.choice = std::move(choice);
     return true;
 }
 
@@ -437,7 +448,15 @@ namespace {
 
 // --needle / --generate: a column group per size (and the base), each
 // number from the record's sections (sweep_behaviour_of).
+// A task file: a row per size (and the base), accuracy, interval, flips, p.
+void print_sweep_choice(FILE * out, const sweep_record & s) {
+    if (!s.choice) return;
+    fprintf(out, "\n  tasks: ");
+    choice_report_print(out, s.choice->report);
+}
+
 void print_sweep_behaviour(FILE * out, const sweep_record & s) {
+    print_sweep_choice(out, s);
     if (!s.needle && !s.generate) return;
     fprintf(out, "\n  behaviour:");
     if (s.needle) fprintf(out, " needle grid of %zu cells over %s (exact answers)", s.needle->report.cells.size(), s.input.file.c_str());

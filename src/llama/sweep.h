@@ -20,6 +20,7 @@
 #pragma once
 
 #include "formats/sweep_file.h"
+#include "llama/choice.h"
 #include "llama/eval.h"
 #include "llama/generate.h"
 #include "llama/needle.h"
@@ -60,7 +61,10 @@ struct sweep_options {
     std::string                          down_type;
     planner::channel_score               channel_by = planner::channel_score::reap;
     bool                                 channel_score_given = false;
-    bool behaviour() const { return do_needle || !generate.prompts_path.empty(); }
+    // --multiple-choice / --hellaswag / --winogrande FILE: task accuracy of the
+    // base and every size's mask (src/llama/choice.h), in the same run
+    choice_options                       choice;
+    bool behaviour() const { return do_needle || !generate.prompts_path.empty() || !choice.tasks_path.empty(); }
     bool several_sources() const { return !more_sources.empty() || !reference.empty() || !kld_base.empty(); }
 };
 
