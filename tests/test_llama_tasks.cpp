@@ -517,3 +517,58 @@ TEST(Tasks, SweepScoresEverySizeAsEvalScoresItsMask) {
                       " --sweep " + shell_quote(f.dir + "/sweep-bad.json") + " --force -o " + shell_quote(f.dir + "/card-sweep"), out), 2) << out;
     EXPECT_NE(out.find("n_correct"), std::string::npos) << out;
 }
+
+// reap fit's task gate: each gated candidate's accuracy is what reap eval
+// --mask --multiple-choice measures on its plan (planned here with reap plan),
+// the reference's is the base's, each verdict follows the rule computed here
+// (not more than --task-slack below the reference, and not worse by McNemar's
+// test at 5%), the winner is the first in KLD order that passed, and the card
+// shows the task column.
+TEST(Tasks, FitsTaskGateRecordsWhatEvalMeasures) {
+    const task_fixture & f = fixture();
+    ASSERT_TRUE(f.error.empty()) << f.error;
+    const std::string dir = f.dir + "/fit-gate", text = f.dir + "/heldout.txt", reap = shell_quote(reap_bin());
+    std::string out, err;
+    ASSERT_TRUE(heldout_text(text, 1200, err)) << err;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
+    const double slack = 0.0;
+    ASSERT_EQ(run_cmd(reap + " fit -m " + shell_quote(f.model) + " --corpus " + shell_quote(f.dir + "/calib.jsonl") + " -f " +
+                      shell_quote(text) + " --budget 25MB -o " + shell_quote(dir) + " --multiple-choice " + shell_quote(f.choice) +
+                      " --task-slack 0 --gate-top 2" + k_rt + " -q", out), 0) << out;
+    const nlohmann::json fit = nlohmann::json::parse(slurp(dir + "/fit.json"));
+    ASSERT_TRUE(fit.contains("gates")) << fit.dump(1);
+    const auto & gates = fit["gates"];
+    std::string masks;
+    std::vector<std::string> plans;
+    for (const auto & v : gates["verdicts"]) {
+        const auto & c = fit["candidates"][v["candidate"].get<size_t>()];
+        plans.push_back(dir + "/gated-" + std::to_string(plans.size()) + ".json");
+        ASSERT_EQ(run_cmd(reap + " plan " + shell_quote(dir + "/saliency.gguf") + " -m " + shell_quote(f.model) + " --width " +
+                          std::to_string(c["width"].get<int64_t>()) + " --keep " + std::to_string(c["n_keep"].get<int64_t>()) + " -o " +
+                          shell_quote(plans.back()), out), 0) << out;
+        masks += " --mask " + shell_quote(plans.back());
+    }
+    const nlohmann::json e = eval_json(masks.substr(1) + " --multiple-choice " + shell_quote(f.choice), out);
+    ASSERT_TRUE(e.is_object()) << out;
+    const auto & models = e["choice"]["models"];
+    const double ref = models[0]["accuracy"];
+    EXPECT_NEAR(gates["reference"]["task_accuracy"].get<double>(), ref, 1e-12);
+    bool seen_pass = false;
+    for (size_t i = 0; i < plans.size(); ++i) {
+        const auto & v = gates["verdicts"][i];
+        const auto & m = models[i + 1];
+        EXPECT_EQ(v["task_correct"], m["correct"]) << plans[i];
+        const bool pass = m["accuracy"].get<double>() >= ref - slack - 1e-12 &&
+                          !(m["paired"]["p_value"].get<double>() < 0.05 &&
+                            m["paired"]["right_to_wrong"].get<int>() > m["paired"]["wrong_to_right"].get<int>());
+        EXPECT_EQ(v["passed"].get<bool>(), pass) << plans[i];
+        if (pass && !seen_pass) {
+            EXPECT_EQ(fit["winner"], v["candidate"]) << "the winner is the first that passed";
+            seen_pass = true;
+        }
+    }
+    ASSERT_TRUE(seen_pass);
+    const std::string card = slurp(dir + "/card/README.md");
+    EXPECT_NE(card.find("task accuracy (95%)"), std::string::npos);
+    EXPECT_NE(card.find("passed (winner)"), std::string::npos);
+}

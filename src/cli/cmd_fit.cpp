@@ -29,9 +29,14 @@ int cmd_fit(int argc, char ** argv) {
     if (p.o.generate.prompts_path.empty() && p.o.gate_slack != defaults.gate_slack) {
         return t.usage_error("--gate-slack is for the generation gate: give --generate PROMPTS");
     }
-    if (!p.o.gate_needle && p.o.generate.prompts_path.empty() && p.o.gate_top != defaults.gate_top) {
-        return t.usage_error("--gate-top is for the gates: give --needle or --generate PROMPTS");
+    if (!p.o.gate_needle && p.o.generate.prompts_path.empty() && p.o.tasks.tasks_path.empty() && p.o.gate_top != defaults.gate_top) {
+        return t.usage_error("--gate-top is for the gates: give --needle, --generate PROMPTS or a task file");
     }
+    if (p.o.tasks.tasks_path.empty() && (p.tasks_limit_given || p.task_slack_given)) {
+        return t.usage_error(std::string(p.tasks_limit_given ? "--tasks-limit" : "--task-slack") +
+                             " is for the task gate: give --multiple-choice, --hellaswag or --winogrande");
+    }
+    if (!p.tasks_limit_given) p.o.tasks.limit = reap::default_tasks_limit(p.o.tasks.format);
     if (!reap::cli::parse_llama_runtime(t, "fit", p.o.sources[0], p.given, p.o.rt, status)) return status;
     p.o.progress = !p.quiet && isatty(fileno(stderr));
     p.o.tool_version = REAP_VERSION;

@@ -62,7 +62,8 @@ void declare_fit(options & t, fit_params & p) {
     "and on the second half of the windows, |d1 - d2| / 2. --max-passes N stops it sooner.\n"
     "Before the search it prints the space and the cost model; a line per pass with the ETA.\n"
     "\n"
-    "Gates (--needle, --generate PROMPTS): the best scored candidates, --gate-top at a time in\n"
+    "Gates (--needle, --generate PROMPTS, a task file: --multiple-choice / --hellaswag / --winogrande\n"
+    "FILE): the best scored candidates, --gate-top at a time in\n"
     "KLD order, run by mask through reap eval's needle grid (haystack -f) and free generation;\n"
     "the first that keeps the reference's exact cells (less --needle-slack), its loop rate (+\n"
     "--gate-slack) and its termination rate (- --gate-slack) wins; the others are listed with why.\n"
@@ -98,6 +99,13 @@ void declare_fit(options & t, fit_params & p) {
     t.section("gates (run by mask on the best scored candidates before anything is written):");
     reap::cli::declare_behaviour(t, p.o.needle, p.o.generate, p.o.gate_needle, false,
                                  "a gate: the winner keeps the reference's exact cells less --needle-slack");
+    declare_task_files(t, p.o.tasks, p.tasks_limit_given, "a gate: the winner's accuracy is at least the reference's less "
+                       "--task-slack and not worse by McNemar's exact test at 5%, on the same tasks");
+    t.custom("--task-slack", "R", "a task file: the accuracy the winner may lose against the reference (default 0.02)",
+             [&p](const std::string & v, std::string & err) {
+                 p.task_slack_given = true;
+                 return parse_number("--task-slack", v, 0, 1, p.o.task_slack, err);
+             });
     t.integer("--needle-slack", "N", "exact needle cells the winner may lose against the reference (default 0)", 0, INT32_MAX,
               p.o.needle_slack);
     t.custom("--gate-slack", "R", "--generate: the loop rate may rise, the termination rate fall, by R (default 0.05)",

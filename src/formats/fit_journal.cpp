@@ -125,6 +125,7 @@ bool fingerprint(const fit_inputs & o, json & out, std::string & err) {
     out["down_type"] = o.down_type;
     out["gates"] = o.gates;
     if (!o.gate_prompts.empty() && !file_sha(o.gate_prompts, out["gate_prompts"], err)) return false;
+    if (!o.gate_tasks.empty() && !file_sha(o.gate_tasks, out["gate_tasks"], err)) return false;
     if (!o.imatrix.empty() && !file_sha(o.imatrix, out["imatrix"], err)) return false;
     return true;
 }

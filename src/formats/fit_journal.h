@@ -28,6 +28,7 @@ struct fit_inputs {
     std::string              down_type;
     std::string              gates;          // the gate settings as text ("" = no gates)
     std::string              gate_prompts;   // --generate PROMPTS (hashed; "" = none)
+    std::string              gate_tasks;     // the task gate's file (hashed; "" = none)
     std::string              imatrix;        // --imatrix (hashed; "" = none)
 };
 

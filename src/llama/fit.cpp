@@ -263,6 +263,7 @@ bool check_fit_dir(const fit_options & o, std::string & err) {
     inputs.push_back({"held-out text", o.heldout});
     inputs.push_back({"imatrix", o.imatrix});
     inputs.push_back({"generation prompts", o.generate.prompts_path});
+    inputs.push_back({"task file", o.tasks.tasks_path});
     const bool kld_base_read = !o.kld_base.empty() && ::stat(o.kld_base.c_str(), &st) == 0;
     if (kld_base_read) inputs.push_back({"KLD base file", o.kld_base});
     std::vector<std::string> outputs;
@@ -378,6 +379,7 @@ bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & er
     in.down_type = o.down_type;
     in.gates = fit_gates_fingerprint(o);
     in.gate_prompts = o.generate.prompts_path;
+    in.gate_tasks = o.tasks.tasks_path;
     in.imatrix = o.imatrix;
     fit_journal j;
     bool resumed = false;

@@ -31,6 +31,7 @@
 // changed input is refused.
 #pragma once
 
+#include "llama/choice.h"
 #include "llama/eval.h"
 #include "llama/generate.h"
 #include "llama/needle.h"
@@ -65,6 +66,8 @@ struct fit_options {
     bool                     gate_needle = false;
     needle_options           needle;         // lengths, depths, needles (paths, seed, runtime: fit's)
     generate_options         generate;       // prompts_path ("" = no generation gate), max_new, temperature
+    choice_options           tasks;          // --multiple-choice / --hellaswag / --winogrande FILE ("" = no task gate)
+    double                   task_slack = 0.02;  // accuracy a candidate may lose against the reference (and no worse by McNemar)
     int64_t                  needle_slack = 0;   // exact cells a candidate may lose against the reference
     double                   gate_slack = 0.05;  // loop rate may rise, termination rate fall, by this much
     size_t                   gate_top = 3;       // candidates gated a round (the next round: the next best)
@@ -79,6 +82,8 @@ struct fit_options {
 struct fit_gate_measure {
     size_t n_exact = 0, n_cells = 0;               // --needle
     double loop_rate = 0, termination_rate = 0;    // --generate
+    std::vector<uint8_t> task_correct;             // a task file: per task scored, 1 when right (empty: no task gate)
+    double task_accuracy() const;
 };
 
 // A gated candidate: its measures against the reference's, passed or why not.

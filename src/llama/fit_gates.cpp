@@ -1,10 +1,13 @@
-// reap fit's gates (--needle, --generate): after the search, before anything
-// is written, the best scored candidates by KLD are run by mask through reap
-// eval's needle grid and free generation (run_needle, run_generate), a round
+// reap fit's gates (--needle, --generate, a task file): after the search, before
+// anything is written, the best scored candidates by KLD are run by mask through
+// reap eval's needle grid, free generation and task scoring (run_needle,
+// run_generate, run_choice), a round
 // of --gate-top at a time, and the first in KLD order that keeps what the
 // reference does (needle: its exact cells less --needle-slack; generation: a
 // loop rate at most the reference's + --gate-slack, a termination rate at
-// least its - --gate-slack) becomes the winner. The verdicts go to
+// least its - --gate-slack; tasks: an accuracy at least the reference's less
+// --task-slack, and not worse than the reference's on the same tasks by
+// McNemar's exact test at 5%) becomes the winner. The verdicts go to
 // DIR/gates.json, journalled: a resumed fit reads them back.
 #include "llama/fit_stages.h"
 
@@ -23,7 +26,7 @@ namespace reap {
 
 namespace {
 
-bool gates_given(const fit_options & o) { return o.gate_needle || !o.generate.prompts_path.empty(); }
+bool gates_given(const fit_options & o) { return o.gate_needle || !o.generate.prompts_path.empty() || !o.tasks.tasks_path.empty(); }
 
 // One run of the given gates on `base` (a model file) and masks of it; the
 // measures of the base first, then of each mask.
@@ -46,6 +49,16 @@ bool measure(const fit_options & o, const std::string & base, const std::vector<
             m[i].n_cells = sec.report.cells.size();
         }
     }
+    if (!o.tasks.tasks_path.empty()) {
+        choice_options c = o.tasks;
+        c.base_path = base;
+        c.rt = o.rt;
+        c.verbose = o.verbose;
+        c.progress = o.progress;
+        choice_section sec;
+        if (!run_choice(c, cands, sec, err)) return false;
+        for (size_t i = 0; i < m.size(); ++i) m[i].task_correct = sec.report.models[i].correct;
+    }
     if (!o.generate.prompts_path.empty()) {
         generate_options g = o.generate;
         share_eval_options(g, e, o.rank.seed);
@@ -67,6 +80,21 @@ std::string why_failed(const fit_options & o, const fit_gate_measure & base, con
         snprintf(buf, sizeof(buf), "needle: %zu/%zu exact, below the reference's %zu less --needle-slack %" PRId64, c.n_exact, c.n_cells,
                  base.n_exact, o.needle_slack);
         return buf;
+    }
+    if (!o.tasks.tasks_path.empty()) {
+        const double acc = c.task_accuracy(), ref = base.task_accuracy();
+        const paired_result p = paired_against(base.task_correct, c.task_correct);
+        if (acc < ref - o.task_slack - 1e-12) {
+            snprintf(buf, sizeof(buf), "task accuracy %.2f%%, more than --task-slack %.2f%% below the reference's %.2f%%", 100 * acc,
+                     100 * o.task_slack, 100 * ref);
+            return buf;
+        }
+        if (p.p_value < 0.05 && p.right_to_wrong > p.wrong_to_right) {
+            snprintf(buf, sizeof(buf), "task accuracy %.2f%% is worse than the reference's %.2f%% by more than chance (%" PRIu64
+                     " right -> wrong, %" PRIu64 " wrong -> right, McNemar p = %.3g)", 100 * acc, 100 * ref, p.right_to_wrong,
+                     p.wrong_to_right, p.p_value);
+            return buf;
+        }
     }
     if (!o.generate.prompts_path.empty() && c.loop_rate > base.loop_rate + o.gate_slack + 1e-12) {
         snprintf(buf, sizeof(buf), "loop rate %.1f%%, above the reference's %.1f%% + %.1f%%", 100 * c.loop_rate, 100 * base.loop_rate,
@@ -94,6 +122,19 @@ bool measure_from(const nlohmann::json & j, const std::string & where, fit_gate_
         if (!j.contains(key) || !j[key].is_number_unsigned()) {
             err = where + "." + key + ": not a count";
             return false;
+        }
+    }
+    if (j.contains("task_correct")) {
+        if (!j["task_correct"].is_array()) {
+            err = where + ".task_correct: not a list of 0 and 1";
+            return false;
+        }
+        for (const auto & v : j["task_correct"]) {
+            if (!v.is_number_unsigned() || v.get<uint64_t>() > 1) {
+                err = where + ".task_correct: not a list of 0 and 1";
+                return false;
+            }
+            m.task_correct.push_back((uint8_t) v.get<uint64_t>());
         }
     }
     m.n_exact = j["needle_exact"].get<size_t>();
@@ -206,8 +247,17 @@ bool run_gates(const fit_options & o, fit_result & r, FILE * out, std::string & 
 
 } // namespace
 
+double fit_gate_measure::task_accuracy() const {
+    size_t n = 0;
+    for (uint8_t c : task_correct) n += c;
+    return task_correct.empty() ? 0 : (double) n / (double) task_correct.size();
+}
+
 nlohmann::json fit_gate_measure_json(const fit_gate_measure & m) {
-    return {{"needle_exact", m.n_exact}, {"needle_cells", m.n_cells}, {"loop_rate", m.loop_rate}, {"termination_rate", m.termination_rate}};
+    nlohmann::json j = {{"needle_exact", m.n_exact}, {"needle_cells", m.n_cells}, {"loop_rate", m.loop_rate},
+                        {"termination_rate", m.termination_rate}};
+    if (!m.task_correct.empty()) j["task_accuracy"] = m.task_accuracy(), j["task_correct"] = m.task_correct;
+    return j;
 }
 
 std::string fit_gates_fingerprint(const fit_options & o) {
@@ -227,6 +277,10 @@ std::string fit_gates_fingerprint(const fit_options & o) {
     }
     if (!o.generate.prompts_path.empty()) {
         s += "generate max-new " + std::to_string(o.generate.max_new) + " temp " + num(o.generate.temperature) + "; ";
+    }
+    if (!o.tasks.tasks_path.empty()) {
+        s += std::string("tasks ") + choice_format_name(o.tasks.format) + " limit " + std::to_string(o.tasks.limit) + " slack " +
+             num(o.task_slack) + "; ";
     }
     return s + "gate-slack " + num(o.gate_slack) + " gate-top " + std::to_string(o.gate_top) + " seed " +
            std::to_string(o.rank.seed);

@@ -271,7 +271,7 @@ std::string fit_card_section(const fit_options & o, const fit_result & r) {
 
 std::string fit_card_gates(const fit_options & o, const fit_result & r) {
     if (!r.gate_base) return "";
-    const bool gen = !o.generate.prompts_path.empty();
+    const bool gen = !o.generate.prompts_path.empty(), tasks = !o.tasks.tasks_path.empty();
     char buf[512];
     const auto cells = [&](const fit_gate_measure & m) {
         std::string c = o.gate_needle ? std::to_string(m.n_exact) + "/" + std::to_string(m.n_cells) : "-";
@@ -279,17 +279,28 @@ std::string fit_card_gates(const fit_options & o, const fit_result & r) {
         std::string row = buf;
         if (gen) snprintf(buf, sizeof(buf), "%.1f%% | %.1f%% | ", 100 * m.loop_rate, 100 * m.termination_rate);
         else snprintf(buf, sizeof(buf), "- | - | ");
+        row += buf;
+        if (tasks) {
+            const paired_result p = paired_against(r.gate_base->task_correct, m.task_correct);
+            const interval ci = wilson_interval((uint64_t) std::lround(m.task_accuracy() * (double) m.task_correct.size()), m.task_correct.size());
+            snprintf(buf, sizeof(buf), "%.2f%% (%.2f-%.2f%%), %" PRIu64 "/%" PRIu64 ", p %.3g | ", 100 * m.task_accuracy(), 100 * ci.low,
+                     100 * ci.high, p.right_to_wrong, p.wrong_to_right, p.p_value);
+        } else {
+            snprintf(buf, sizeof(buf), "- | ");
+        }
         return row + buf;
     };
     std::string s = "\n### Gates\n\nThe best candidates by KLD, run by mask before anything was written (" +
                     util::markdown_text(fit_gates_fingerprint(o)) + "); the first that passed is the winner.\n\n";
-    s += "| model | N | K | KLD (mask) | needle exact | loop rate | termination rate | verdict |\n|---|---:|---:|---:|---:|---:|---:|---|\n";
+    s += "| model | N | K | KLD (mask) | needle exact | loop rate | termination rate | task accuracy (95%), right->wrong/wrong->right, McNemar p | verdict |\n"
+         "|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
     s += "| reference | | | " + cells(*r.gate_base) + " |\n";
     for (const fit_gate_verdict & g : r.gates) {
         const fit_candidate & c = r.space[g.candidate];
         snprintf(buf, sizeof(buf), "| %s | %" PRId64 " | %" PRId64 " | %.6f", util::markdown_text(util::base_name(c.source_path)).c_str(),
                  c.point.n_keep, c.point.width, r.scores[g.candidate]->kld);
-        s += buf + cells(g.m) + (g.pass ? std::string(g.candidate == *r.winner ? "passed (winner)" : "passed")
+        const std::string head = buf;   // cells() writes into buf too
+        s += head + cells(g.m) + (g.pass ? std::string(g.candidate == *r.winner ? "passed (winner)" : "passed")
                                         : "failed: " + util::markdown_text(g.why)) + " |\n";
     }
     return s;
