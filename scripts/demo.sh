@@ -21,9 +21,13 @@
 #      language-targeted cut, as masks and as pruned files
 #      (scripts/behaviour_study.sh; its section of docs/results.md, the JSON in
 #      docs/results/)
+#   -> task evidence: multiple-choice and Winogrande accuracy of every REAP,
+#      frequency and random cut paired against the base, generative tasks with
+#      cap hits and a recheck, a pairwise judge of two cuts' answers
+#      (scripts/task_study.sh; its section of docs/results.md)
 #   -> the answer in one command: reap fit of reap-moe-wide at 6MB over its four
-#      quantisations (scripts/fit_demo.sh; its card in docs/fit-card/, its search
-#      appended to docs/results.md)
+#      quantisations, gated on the multiple-choice set (scripts/fit_demo.sh; its
+#      card in docs/fit-card/, its search appended to docs/results.md)
 #   -> the model card of the main cut, reap-50 (reap report: docs/demo-card/)
 #
 # Everything goes to out/demo (git-ignored); the corpus comes from `make corpus`.
@@ -212,10 +216,14 @@ REAP="$REAP" PYTHON="$PY" MODEL="$MODEL" CORPUS="$CORPUS" OUT="$OUT" CTX=$CTX EV
 step "what next-token KLD misses: needle grid (reap-moe-recall) and free generation (scripts/behaviour_study.sh; in docs/results.md)"
 REAP="$REAP" PYTHON="$PY" MODEL="$MODEL" CORPUS="$CORPUS" OUT="$OUT" CTX=$CTX CALIB_TOKENS="$CALIB_TOKENS" scripts/behaviour_study.sh
 
+step "task evidence: multiple choice and Winogrande of every cut, generative tasks and a pairwise judge (scripts/task_study.sh; in docs/results.md)"
+REAP="$REAP" PYTHON="$PY" MODEL="$MODEL" CORPUS="$CORPUS" OUT="$OUT" CTX=$CTX scripts/task_study.sh
+
 step "the answer in one command: reap fit of reap-moe-wide at 6MB over the same four quantisations (scripts/fit_demo.sh; card docs/fit-card/)"
 REAP="$REAP" WIDE="$WIDE" SOURCES="$WOUT" CORPUS="$CORPUS" HELDOUT="$OUT/frontier/heldout.txt" OUT="$OUT" CTX=$CTX \
-    CALIB_TOKENS="$CALIB_TOKENS" BUDGET=6MB scripts/fit_demo.sh
+    CALIB_TOKENS="$CALIB_TOKENS" BUDGET=6MB TASKS="$OUT/tasks/choice.bin" scripts/fit_demo.sh
 
 step "the model card of the main cut (reap-50), written and checked from its receipts: docs/demo-card/"
 "$REAP" report -m "$MODEL" --plan "$OUT/plans/reap-50.json" "$OUT/cuts/reap-50.gguf" --saliency "$OUT/saliency.gguf" \
-    --eval "$OUT/eval/reap-50.json" --sweep "$OUT/sweep.json" -o docs/demo-card --force
+    --eval "$OUT/eval/reap-50.json" --sweep "$OUT/sweep.json" --tasks "$OUT/tasks/choice.json" --judge "$OUT/tasks/judge.json" \
+    -o docs/demo-card --force

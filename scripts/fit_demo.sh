@@ -7,7 +7,10 @@
 #
 # Environment: REAP (binary), WIDE (the F16 reference), SOURCES (folder of the
 # copies, TYPE.gguf), CORPUS (folder of calib.jsonl), HELDOUT (plain text),
-# OUT (work folder), CTX, CALIB_TOKENS (calibration tokens per domain), BUDGET.
+# OUT (work folder), CTX, CALIB_TOKENS (calibration tokens per domain), BUDGET,
+# TASKS (optional: a multiple-choice file, the task gate: the winner loses at
+# most 5 points of accuracy against the F16 reference and is not worse by
+# McNemar's test on the same tasks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +28,8 @@ SAL="$OUT/fit-wide-saliency.gguf"
 FOUT="$OUT/fit-wide"
 rm -rf "$FOUT"
 "$REAP" fit $(for t in "${TYPES[@]}"; do printf -- '-m %s ' "$SOURCES/$t.gguf"; done) --reference "$WIDE" --saliency "$SAL" \
-    -f "$HELDOUT" --budget "$BUDGET" -c "$CTX" -b 4096 -o "$FOUT" --quiet > "$FOUT.log"
+    -f "$HELDOUT" --budget "$BUDGET" -c "$CTX" -b 4096 -o "$FOUT" ${TASKS:+--multiple-choice "$TASKS" --task-slack 0.05 --gate-top 4} \
+    --quiet > "$FOUT.log"
 rm -rf docs/fit-card
 cp -r "$FOUT/card" docs/fit-card
 {
@@ -36,7 +40,8 @@ cp -r "$FOUT/card" docs/fit-card
     echo "budget: \`reap fit\` plans every source x channel width K at the largest expert"
     echo "count N that fits, scores a few of them by masking (the ends and middle of each"
     echo "source's line, then only the gaps a convexity bound cannot rule out), prunes the"
-    echo "winner, verifies it byte for byte and evaluates the written file. Its card:"
+    echo "winner (the best by KLD that passes the task gate, when one is given), verifies it"
+    echo "byte for byte and evaluates the written file. Its card:"
     echo "[fit-card/](fit-card/README.md)."
     echo
     echo '```'
