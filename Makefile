@@ -22,7 +22,7 @@ TEST_BUILD ?= build-pinned
 CMAKE_ARGS ?=
 # Debian's interpreter: python3-torch and python3-numpy live there, not in pyenv.
 PYTHON     ?= /usr/bin/python3
-LLAMA_TOOLS = llama-imatrix llama-perplexity llama-gguf-split llama-quantize ggml-rpc-server
+LLAMA_TOOLS = llama-imatrix llama-perplexity llama-gguf-split llama-quantize ggml-rpc-server llama-server
 GGML_ISA   ?= -DGGML_NATIVE=ON
 ifeq ($(shell uname -m),x86_64)
 TEST_ISA   ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON

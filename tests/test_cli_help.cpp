@@ -518,7 +518,17 @@ TEST_F(Cli, AnOptionWithoutItsModeIsRefused) {
         {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --needle-slack 2", "--needle-slack is for the needle gate: give --needle"},
         {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --needle --gate-slack 0.1",
          "--gate-slack is for the generation gate: give --generate PROMPTS"},
-        {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --gate-top 2", "--gate-top is for the gates: give --needle or --generate"},
+        {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --gate-top 2", "--gate-top is for the gates: give --needle, --generate"},
+        // issue 49 item 14: at their default values too
+        {"eval" + files + " --needles 1", "--needles is for the needle grid: give --needle"},
+        {"eval" + files + " --temp 0", "--temp is for free generation: give --generate PROMPTS"},
+        {"eval" + files + " --max-new 128", "--max-new is for free generation: give --generate PROMPTS"},
+        {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --dry-run --needle-slack 0", "--needle-slack is for the needle gate: give --needle"},
+        {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --dry-run --gate-top 3", "--gate-top is for the gates: give --needle, --generate"},
+        {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --dry-run --gate-slack 0.05", "--gate-slack is for the generation gate: give --generate PROMPTS"},
+        {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --task-slack 0.1", "--task-slack is for the task gate"},
+        {"eval" + files + " --tasks-limit 5", "--tasks-limit, --samples, --top-p, --recheck-cap and --answers-dir are for the task modes"},
+        {"eval" + files + " --needles 100000", "--needles: '100000' is too large"},
         // an empty list is no list (before, "," meant the defaults)
         {"eval" + files + " --needle --needle-lengths ,", "--needle-lengths: ',' names no length"},
         {"eval" + files + " --needle --needle-depths ,", "--needle-depths: ',' names no depth"},

@@ -575,3 +575,29 @@ TEST(Fit, AResumeOverASourceRewrittenInPlaceIsRefused) {
     EXPECT_EQ(run_cmd(cmd, out), 2) << out;
     EXPECT_NE(out.find("sources[0].files[0].mtime_ns differs"), std::string::npos) << out;
 }
+
+// Issue 49 item 9 (in part): what the headers, the options and the corpus's
+// domains can tell is refused before calibration starts (no archive, no
+// journal): an unknown --down-type, a --domains the corpus lacks, a
+// --reference of another model, gate lengths past the trained context.
+TEST(Fit, InputsTheHeadersCanRefuseAreRefusedBeforeCalibration) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string dir = t.dir + "/early", recall = source_dir() + "/models/reap-moe-recall.gguf";
+    std::string out;
+    std::ofstream(t.dir + "/prompts.jsonl") << "{\"domain\": \"en\", \"text\": \"Once\"}\n";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {" --down-type q9_9", "--down-type: unknown type 'q9_9'"},
+        {" --domains en,cod", "--domains: 'cod' is not a domain of the corpus"},
+        {" --reference " + shell_quote(recall), "is another model than"},
+        {" --generate " + shell_quote(t.dir + "/prompts.jsonl") + " --max-new 2147483647", "past the model's trained context of 256"},
+        {" --needle --needle-lengths 100000", "--needle-lengths 100000 is past the model's trained context"},
+    };
+    for (const auto & [more, msg] : cases) {
+        ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
+        EXPECT_EQ(run_cmd(fit_cmd(dir, "25MB") + more, out), 2) << more << ": " << out;
+        EXPECT_NE(out.find(msg), std::string::npos) << more << ": " << out;
+        EXPECT_EQ(out.find("calibrate"), std::string::npos) << more << ": calibration started: " << out;
+        EXPECT_FALSE(file_exists(dir + "/saliency.gguf")) << more;
+    }
+}

@@ -16,8 +16,17 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <fstream>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <sstream>
 
 using namespace reap_test;
@@ -397,11 +406,14 @@ TEST(Judge, SwappedOrderMirrorsIdenticalFilesTieAndBadInputsAreRefused) {
     // the request log: a line per prompt, each reply the label of the highest logit
     std::istringstream log(slurp(dir + "/ab.requests.jsonl"));
     size_t lines = 0;
+    std::string header;
+    std::getline(log, header);   // the run it belongs to
+    EXPECT_NE(header.find("reap-judge-log"), std::string::npos) << header;
     for (std::string line; std::getline(log, line); ++lines) {
         const nlohmann::json q = nlohmann::json::parse(line);
         std::string best;
         double top = -INFINITY;
-        for (const auto & [label, v] : q["logits"].items()) {
+        for (const auto & [label, v] : q["detail"].items()) {
             if (v.get<double>() > top) top = v.get<double>(), best = label;
         }
         EXPECT_EQ(q["reply"], best) << line;
@@ -427,7 +439,12 @@ TEST(Judge, SwappedOrderMirrorsIdenticalFilesTieAndBadInputsAreRefused) {
     std::ofstream(dir + "/other.json") << other.dump();
     nlohmann::json missing = nlohmann::json::parse(slurp(b));
     missing["answers"].erase(missing["answers"].size() - 1);
-    missing["summary"]["answers"] = missing["answers"].size();
+    int n_pass = 0, n_cap = 0, n_fin = 0;   // a summary that holds for what is left
+    for (const auto & x : missing["answers"]) {
+        n_pass += x["pass"].get<bool>(), n_cap += x["hit_cap"].get<bool>();
+        n_fin += x.contains("recheck") && !x["recheck"]["hit_cap"].get<bool>();
+    }
+    missing["summary"] = {{"answers", missing["answers"].size()}, {"pass", n_pass}, {"cap_hits", n_cap}, {"rechecked_finished", n_fin}};
     std::ofstream(dir + "/missing.json") << missing.dump();
     nlohmann::json v2 = nlohmann::json::parse(slurp(b));
     v2["version"] = 2;
@@ -571,4 +588,147 @@ TEST(Tasks, FitsTaskGateRecordsWhatEvalMeasures) {
     const std::string card = slurp(dir + "/card/README.md");
     EXPECT_NE(card.find("task accuracy (95%)"), std::string::npos);
     EXPECT_NE(card.find("passed (winner)"), std::string::npos);
+}
+
+namespace {
+
+// A TCP port free on 127.0.0.1 now (bound to 0, read back, closed).
+int free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (::bind(fd, (sockaddr *) &a, sizeof a) == 0 && ::getsockname(fd, (sockaddr *) &a, &len) == 0) port = ntohs(a.sin_port);
+    ::close(fd);
+    return port;
+}
+
+// Whether 127.0.0.1:port accepts a connection within `seconds`.
+bool wait_port(int port, int seconds) {
+    for (int i = 0; i < seconds * 10; ++i) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons((uint16_t) port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        const bool ok = ::connect(fd, (sockaddr *) &a, sizeof a) == 0;
+        ::close(fd);
+        if (ok) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+}
+
+// A background process (sh -c CMD), stopped when the holder goes.
+struct background {
+    pid_t pid = -1;
+    explicit background(const std::string & cmd) {
+        pid = ::fork();
+        if (pid == 0) {
+            ::setpgid(0, 0);
+            ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char *) nullptr);
+            ::_exit(127);
+        }
+    }
+    ~background() {
+        if (pid > 0) {
+            ::kill(pid, SIGTERM);
+            ::waitpid(pid, nullptr, 0);
+        }
+    }
+};
+
+size_t lines_of(const std::string & path) {
+    std::istringstream in(slurp(path));
+    size_t n = 0;
+    for (std::string l; std::getline(in, l);) ++n;
+    return n;
+}
+
+} // namespace
+
+// The endpoint path: against the pinned llama-server started here on
+// 127.0.0.1 with the same judge model, the verdicts equal the in-process
+// ones pair for pair. Against a server that answers 500, or text that is not a
+// verdict, or stops after a few replies: the failures are counted and named,
+// exit 2, no JUDGE.json; the run resumes from its request log, asking only
+// what has no verdict. An unreachable URL is refused before anything is written.
+TEST(Judge, TheEndpointGivesTheInProcessVerdictsAndFailuresAreCountedAndResumed) {
+    const gen_fixture & g = gen();
+    ASSERT_TRUE(g.error.empty()) << g.error;
+    const std::string dir = g.dir + "/judge-url", ans = dir + "/answers", reap = shell_quote(reap_bin());
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir) + " && mkdir -p " + shell_quote(dir), out), 0);
+    ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(g.chat) + " -p " + shell_quote(g.pruned50) + " --tasks " + shell_quote(g.chat_tasks) +
+                      " --answers-dir " + shell_quote(ans) + " -t 1 -q", out), 0) << out;
+    const std::string a = shell_quote(ans + "/base.answers.json"), b = shell_quote(ans + "/1-pruned50.gguf.answers.json");
+    ASSERT_EQ(run_cmd(reap + " judge " + a + " " + b + " --judge " + shell_quote(g.chat) + " -o " + shell_quote(dir + "/local.json") +
+                      " -t 1 -q", out), 0) << out;
+    const nlohmann::json local = nlohmann::json::parse(slurp(dir + "/local.json"));
+
+    // the pinned llama-server, the same model, one slot, no prompt cache reuse across requests
+    {
+        const int port = free_port();
+        ASSERT_GT(port, 0);
+        background server(shell_quote(llama_bin_dir() + "/llama-server") + " -m " + shell_quote(g.chat) + " --host 127.0.0.1 --port " +
+                          std::to_string(port) + " -c 512 -np 1 -t 1 > " + shell_quote(dir + "/server.log") + " 2>&1");
+        ASSERT_TRUE(wait_port(port, 120)) << slurp(dir + "/server.log");
+        const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/v1";
+        int rc = 1;
+        for (int i = 0; i < 60 && rc != 0; ++i) {   // the port opens before the model is loaded (503 until then)
+            rc = run_cmd(reap + " judge " + a + " " + b + " --judge-url " + url + " --retries 0 -o " + shell_quote(dir + "/url.json") +
+                         " --force -q", out);
+            if (rc != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+        }
+        ASSERT_EQ(rc, 0) << out << slurp(dir + "/server.log").substr(0, 4000);
+    }
+    const nlohmann::json url = nlohmann::json::parse(slurp(dir + "/url.json"));
+    ASSERT_EQ(url["pairs"].size(), local["pairs"].size());
+    for (size_t i = 0; i < url["pairs"].size(); ++i) {
+        EXPECT_EQ(url["pairs"][i]["ab"], local["pairs"][i]["ab"]) << "pair " << i;
+        EXPECT_EQ(url["pairs"][i]["ba"], local["pairs"][i]["ba"]) << "pair " << i;
+    }
+    EXPECT_EQ(url["judge"]["kind"], "url");
+
+    // failures: counted, named, no JUDGE.json, resumable
+    const std::string fake = python() + " " + shell_quote(source_dir() + "/tests/fixtures/fake_judge_server.py");
+    auto judge_on = [&](int port, const std::string & o) {
+        return run_cmd(reap + " judge " + a + " " + b + " --judge-url http://127.0.0.1:" + std::to_string(port) + "/v1 --retries 1 --timeout 5 -o " +
+                       shell_quote(dir + "/" + o) + " -q", out);
+    };
+    for (const auto & [mode, msg] : std::vector<std::pair<std::string, std::string>>{{"500", "HTTP 500"}, {"text", "not a verdict: 'maybe'"}}) {
+        const int port = free_port();
+        background s(fake + " " + std::to_string(port) + " " + mode + " " + shell_quote(dir + "/count-" + mode));
+        ASSERT_TRUE(wait_port(port, 30));
+        EXPECT_EQ(judge_on(port, mode + ".json"), 2) << out;
+        EXPECT_NE(out.find("40 of 40 requests got no verdict"), std::string::npos) << out;
+        EXPECT_NE(out.find(msg), std::string::npos) << out;
+        EXPECT_FALSE(file_exists(dir + "/" + mode + ".json"));
+    }
+    const int p1 = free_port();
+    {
+        background s(fake + " " + std::to_string(p1) + " verdict 15 " + shell_quote(dir + "/count-stop"));
+        ASSERT_TRUE(wait_port(p1, 30));
+        EXPECT_EQ(judge_on(p1, "stop.json"), 2) << out;
+        EXPECT_NE(out.find("25 of 40 requests got no verdict"), std::string::npos) << out;
+        EXPECT_NE(out.find("run the same command again"), std::string::npos) << out;
+        EXPECT_FALSE(file_exists(dir + "/stop.json"));
+    }
+    {
+        background s(fake + " " + std::to_string(p1) + " verdict 0 " + shell_quote(dir + "/count-resume"));
+        ASSERT_TRUE(wait_port(p1, 30));
+        EXPECT_EQ(judge_on(p1, "stop.json"), 0) << out;
+        EXPECT_EQ(lines_of(dir + "/count-resume"), 25u) << "only the requests without a verdict are asked again";
+        const nlohmann::json done = nlohmann::json::parse(slurp(dir + "/stop.json"));
+        EXPECT_EQ(done["summary"]["ties"], 20) << "a judge that always says first ties every pair";
+        EXPECT_DOUBLE_EQ(done["summary"]["position_first_rate"].get<double>(), 1.0);
+        EXPECT_EQ(done["judge"]["name"], "fake-judge");
+    }
+    EXPECT_EQ(run_cmd(reap + " judge " + a + " " + b + " --judge-url http://127.0.0.1:" + std::to_string(free_port()) +
+                      "/v1 -o " + shell_quote(dir + "/none.json") + " -q", out), 2) << out;
+    EXPECT_NE(out.find("cannot reach the endpoint"), std::string::npos) << out;
+    EXPECT_FALSE(file_exists(dir + "/none.json"));
+    EXPECT_FALSE(file_exists(dir + "/none.requests.jsonl"));
 }

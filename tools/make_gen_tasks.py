@@ -53,7 +53,7 @@ def main():
         value = "".join(rng.choice(letters) for _ in range(3)) + "-" + str(rng.randrange(1000, 10000))
         prompt = " ".join(words[:at]) + f" The secret code is {value}. " + " ".join(words[at:]) + "\n\nThe secret code is"
         recall.append({"id": f"recall-{i}", "prompt": prompt, "answer": {"exact": value}, "max_tokens": 9})
-        user = texts[a.tasks + i][:80]
+        user = texts[a.tasks + i][:60]
         user = user[:user.rfind(" ")]
         chat.append({"id": f"chat-{i}", "messages": [{"role": "user", "content": user}], "answer": {"regex": "\\S"}, "max_tokens": 24})
     for name, rows in (("recall.jsonl", recall), ("chat.jsonl", chat)):

@@ -399,9 +399,12 @@ bool options::parse(int argc, char ** argv, int & status, bool check_required_to
             status = usage_error(err);
             return false;
         }
+        given_.insert(r->names.begin(), r->names.end());
     }
     return !check_required_too || check_required(status);
 }
+
+bool options::given(const std::string & name) const { return given_.count(name) > 0; }
 
 bool options::check_required(int & status) const {
     for (const auto & [given, missing] : required_) {

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -190,6 +191,10 @@ class options {
         required_.emplace_back([&value] { return !value.empty(); }, std::move(missing));
         return *this;
     }
+    // Whether parse() met the option (any of its names: "--needles"), whatever
+    // its value: an option of a mode that was not asked for is refused even at
+    // its default value.
+    bool given(const std::string & name) const;
     // The check runs after parse(): a temporary would be gone by then.
     template <class Value>
     options & require(const Value && value, std::string missing) = delete;
@@ -275,6 +280,7 @@ class options {
     std::vector<std::pair<int, std::string>> exit_notes_;
     handler             positional_;
     std::vector<std::pair<std::function<bool()>, std::string>> required_;   // given?, the message when not
+    std::set<std::string> given_;   // every name of every option parse() met
     bool                forward_unknown_ = false;
     std::vector<char *> forwarded_;
 };

@@ -94,6 +94,7 @@ int cmd_eval(int argc, char ** argv) {
     const bool json = p.json;
     std::string err;
     auto usage_error = [&t](const std::string & msg) { return t.usage_error(msg); };
+    p.table = &t;
     // JSON goes to stdout, so a progress line on a terminal's stderr does not disturb it.
     opt.progress = !p.quiet && isatty(fileno(stderr));
 
@@ -101,7 +102,7 @@ int cmd_eval(int argc, char ** argv) {
     if (p.tasks_limit_given || p.gen_only_given) {
         return usage_error("--tasks-limit, --samples, --top-p, --recheck-cap and --answers-dir are for the task modes");
     }
-    if (const std::string why = reap::cli::behaviour_options_without_mode(p.needle, p.generate, p.do_needle); !why.empty()) {
+    if (const std::string why = reap::cli::behaviour_options_without_mode(p.needle, p.generate, p.do_needle, &t); !why.empty()) {
         return usage_error(why);
     }
     if (pruned.size() == 1) opt.pruned_path = pruned[0];

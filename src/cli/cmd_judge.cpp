@@ -32,7 +32,8 @@ std::string log_path_of(const std::string & out) {
 
 int cmd_judge(int argc, char ** argv) {
     judge_params p;
-    reap::cli::options t("judge", "usage: reap judge ANSWERS_A.json ANSWERS_B.json --judge JUDGE.gguf [--rubric RUBRIC.json] -o JUDGE.json");
+    reap::cli::options t("judge", "usage: reap judge ANSWERS_A.json ANSWERS_B.json (--judge JUDGE.gguf | --judge-url URL [--judge-model NAME])\n"
+                                  "                  [--rubric RUBRIC.json] -o JUDGE.json");
     t.about(
         "Compares two builds' answers to the same tasks (reap eval --tasks ... --answers-dir DIR\n"
         "writes one answers file per model) with a judge model. Each task's prompt and the two\n"
@@ -47,11 +48,22 @@ int cmd_judge(int argc, char ** argv) {
         "alone on the scale (the digit the judge scores highest); the means come with 95%\n"
         "intervals. The two files must answer the same task file (its sha256), the same tasks\n"
         "and samples in the same order; the first mismatch is named.\n"
+        "--judge-url http://HOST:PORT/v1: an OpenAI-compatible chat-completions endpoint such as\n"
+        "llama-server: each request carries a grammar that allows only the labels, temperature 0\n"
+        "and one token; the reply must begin exactly one label. A request with no reply or an\n"
+        "HTTP 5xx is tried again (--retries), one refused or malformed or not a verdict is a\n"
+        "failure; failures are counted and named, never a tie, and JUDGE.json is then not\n"
+        "written (exit 2): the same command resumes, asking only what has no verdict yet.\n"
         "Output: JUDGE.json (reap report --judge reads it) and JUDGE.requests.jsonl beside it,\n"
-        "every prompt and the labels' scores, for audit. These numbers compare these two builds\n"
-        "under this judge only.\n");
+        "every prompt and reply (in-process: the labels' best logits), for audit; the log is\n"
+        "also the journal a rerun resumes from (--force starts over). These numbers compare\n"
+        "these two builds under this judge only.\n");
     t.section("options:");
-    t.text("--judge", "JUDGE.gguf", "the judge model (any GGUF with a chat template)", p.o.judge_path);
+    t.text("--judge", "JUDGE.gguf", "the judge model, in-process (any GGUF with a chat template)", p.o.judge_path);
+    t.text("--judge-url", "URL", "an OpenAI-compatible endpoint instead (http://HOST:PORT/v1, e.g. llama-server)", p.o.judge_url);
+    t.text("--judge-model", "NAME", "--judge-url: the \"model\" of each request (default: none; the endpoint's own)", p.o.judge_model);
+    t.integer("--timeout", "S", "--judge-url: seconds a request may take (default 120)", 1, 86400, p.o.timeout_s);
+    t.integer("--retries", "N", "--judge-url: more attempts of a request that got no reply or HTTP 5xx (default 2)", 0, 100, p.o.retries);
     t.text("--rubric", "RUBRIC.json", "also score each answer alone on the rubric's scale", p.o.rubric_path);
     t.text("-o, --output", "JUDGE.json", "where the result goes (the request log beside it)", p.out);
     t.flag("--force", "replace an existing JUDGE.json and its request log (never an input)", p.force);
@@ -67,21 +79,28 @@ int cmd_judge(int argc, char ** argv) {
         return true;
     });
     reap::cli::declare_eval_runtime(t, "the judge's context (default: the longest prompt)", p.given, p.o.rt);
-    t.require(p.o.judge_path, "no judge given (--judge JUDGE.gguf)").require(p.out, "no output given (-o JUDGE.json)");
+    t.require(p.out, "no output given (-o JUDGE.json)");
     int status = 0;
     if (!t.parse(argc, argv, status, false)) return status;
     if (!reap::cli::parse_llama_runtime(t, "judge", p.o.judge_path, p.given, p.o.rt, status)) return status;
     if (!t.check_required(status)) return status;
     if (p.answers.size() != 2) return t.usage_error("give two answers files, A and B");
+    if (p.o.judge_path.empty() == p.o.judge_url.empty()) return t.usage_error("give one judge: --judge JUDGE.gguf or --judge-url URL");
+    if (p.o.judge_url.empty() && (t.given("--judge-model") || t.given("--timeout") || t.given("--retries"))) {
+        return t.usage_error("--judge-model, --timeout and --retries are for --judge-url");
+    }
     p.o.a_path = p.answers[0], p.o.b_path = p.answers[1];
     p.o.log_path = log_path_of(p.out);
     p.o.progress = !p.quiet && isatty(fileno(stderr));
     const std::vector<std::pair<std::string, std::string>> inputs = {
         {"answers file", p.o.a_path}, {"answers file", p.o.b_path}, {"judge model", p.o.judge_path}, {"rubric", p.o.rubric_path}};
     std::string err;
-    if (!reap::util::check_output(p.out, inputs, p.force, err) || !reap::util::check_output(p.o.log_path, inputs, p.force, err)) {
+    // JUDGE.json is written once, whole; the request log is the journal a rerun resumes from
+    if (!reap::util::check_output(p.out, inputs, p.force, err) || !reap::util::check_not_input(p.o.log_path, inputs, err) ||
+        !reap::util::check_writable_dir(p.o.log_path, err)) {
         return reap::cli::fail("judge", err);
     }
+    p.o.fresh = p.force;
     reap::judge_result r;
     if (!reap::run_judge(p.o, r, err)) return reap::cli::fail("judge", err);
     if (!reap::util::write_file_durably(p.out, reap::util::json_text(reap::judge_result_to_json(r), 1) + "\n", err)) {

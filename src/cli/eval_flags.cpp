@@ -33,7 +33,7 @@ void declare_behaviour(options & t, needle_options & needle, generate_options & 
                  }
                  return true;
              });
-    t.integer("--needles", "N", "needles (values) per length x depth cell (default 1)", 1, INT32_MAX, needle.needles);
+    t.integer("--needles", "N", "needles (values) per length x depth cell (default 1, at most 10000)", 1, 10000, needle.needles);
     if (with_seed) {
         t.integer("--seed", "S", "seed of the needles' values and of --temp's draws (default 0; recorded in --json)", 0,
                   INT64_MAX, needle.seed);
@@ -46,17 +46,19 @@ void declare_behaviour(options & t, needle_options & needle, generate_options & 
              [&generate](const std::string & v, std::string & err) { return parse_number("--temp", v, 0, 100, generate.temperature, err); });
 }
 
-std::string behaviour_options_without_mode(const needle_options & needle, const generate_options & generate, bool do_needle) {
+std::string behaviour_options_without_mode(const needle_options & needle, const generate_options & generate, bool do_needle,
+                                           const options * t) {
     const needle_options dn{};
     const generate_options dg{};
+    const auto given = [t](const char * name, bool changed) { return changed || (t && t->given(name)); };
     if (!do_needle) {
-        if (!needle.lengths.empty()) return "--needle-lengths is for the needle grid: give --needle";
-        if (!needle.depths.empty()) return "--needle-depths is for the needle grid: give --needle";
-        if (needle.needles != dn.needles) return "--needles is for the needle grid: give --needle";
+        if (given("--needle-lengths", !needle.lengths.empty())) return "--needle-lengths is for the needle grid: give --needle";
+        if (given("--needle-depths", !needle.depths.empty())) return "--needle-depths is for the needle grid: give --needle";
+        if (given("--needles", needle.needles != dn.needles)) return "--needles is for the needle grid: give --needle";
     }
     if (generate.prompts_path.empty()) {
-        if (generate.max_new != dg.max_new) return "--max-new is for free generation: give --generate PROMPTS";
-        if (generate.temperature != dg.temperature) return "--temp is for free generation: give --generate PROMPTS";
+        if (given("--max-new", generate.max_new != dg.max_new)) return "--max-new is for free generation: give --generate PROMPTS";
+        if (given("--temp", generate.temperature != dg.temperature)) return "--temp is for free generation: give --generate PROMPTS";
     }
     return "";
 }

@@ -28,6 +28,7 @@ struct eval_params {
     reap::gen_run_options             gen;       // --tasks FILE (generative; --temp, --max-new, --seed shared)
     std::string                       answers_dir;   // --answers-dir DIR
     bool                              gen_only_given = false;   // --samples, --top-p, --recheck-cap or --answers-dir
+    const options *                   table = nullptr;   // the parsed option table (which options were given)
     bool json = false, quiet = false, do_smoke = false, do_needle = false;
     runtime_given given;
 };
@@ -55,6 +56,8 @@ void declare_behaviour(options & t, needle_options & needle, generate_options & 
 // else the usage error for the first that does not (--needle-lengths,
 // --needle-depths, --needles without --needle; --max-new, --temp without
 // --generate): an option silently ignored is a run the user did not ask for.
-std::string behaviour_options_without_mode(const needle_options & needle, const generate_options & generate, bool do_needle);
+// With the parsed table `t`, an option given at its default value counts too.
+std::string behaviour_options_without_mode(const needle_options & needle, const generate_options & generate, bool do_needle,
+                                           const options * t = nullptr);
 
 } // namespace reap::cli

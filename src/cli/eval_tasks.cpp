@@ -18,7 +18,7 @@ namespace {
 int run_choice(eval_params & p, const std::function<int(const std::string &)> & usage_error) {
     const char * flag = reap::choice_format_flag(p.choice.format);
     if (p.gen_only_given) return usage_error(std::string("--samples, --top-p, --recheck-cap and --answers-dir are for --tasks, not ") + flag);
-    if (const std::string why = behaviour_options_without_mode(p.needle, p.generate, p.do_needle); !why.empty()) return usage_error(why);
+    if (const std::string why = behaviour_options_without_mode(p.needle, p.generate, p.do_needle, p.table); !why.empty()) return usage_error(why);
     reap::choice_options & o = p.choice;
     if (!p.tasks_limit_given) o.limit = reap::default_tasks_limit(o.format);
     o.base_path = p.opt.base_path;
@@ -67,7 +67,8 @@ void print_generate(const std::vector<reap::answers_doc> & docs) {
 }
 
 int run_generate_tasks(eval_params & p, const std::function<int(const std::string &)> & usage_error) {
-    if (p.do_needle || !p.needle.lengths.empty() || !p.needle.depths.empty() || p.needle.needles != 1) {
+    const auto given = [&p](const char * name) { return p.table && p.table->given(name); };
+    if (p.do_needle || given("--needle-lengths") || given("--needle-depths") || given("--needles")) {
         return usage_error("--tasks runs alone: the needle grid goes in another run");
     }
     if (p.tasks_limit_given) return usage_error("--tasks-limit is for the multiple-choice files, not --tasks");

@@ -94,8 +94,8 @@ bool read_scores(util::json_fields & f, fit_journal & j) {
         int64_t  width = 0, n_keep = 0;
         planner::fit_score sc;
         if (!s.u64("source", source, 1u << 20) || !s.i64("width", width, 1, INT64_MAX) || !s.i64("n_keep", n_keep, 1, INT64_MAX) ||
-            !s.num("kld", sc.kld, -1, 1e9) || !s.num("kld_half_1", sc.kld_half[0], -1, 1e9) ||
-            !s.num("kld_half_2", sc.kld_half[1], -1, 1e9) || !s.num("top1", sc.top1, 0, 1)) {
+            !s.num("kld", sc.kld, -1e-6, 1e9) || !s.num("kld_half_1", sc.kld_half[0], -1e-6, 1e9) ||
+            !s.num("kld_half_2", sc.kld_half[1], -1e-6, 1e9) || !s.num("top1", sc.top1, 0, 1)) {
             return false;
         }
         j.scores[{(size_t) source, width, n_keep}] = sc;

@@ -5,6 +5,8 @@
 #include "llama/calibrate.h"
 #include "formats/fit_journal.h"
 #include "formats/kld_receipt.h"
+#include "corpus/corpus_line.h"
+#include "gguf/gguf.h"
 #include "moe/identity.h"
 #include "util/json.h"
 #include "llama/fit_stages.h"
@@ -26,6 +28,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <set>
 #include <sys/stat.h>
 
 namespace reap {
@@ -351,6 +355,92 @@ bool check_kld_base_model(const fit_options & o, std::string & err) {
     return true;
 }
 
+// The domains a corpus holds (a scan of its lines, no tokenizing).
+bool corpus_domains(const std::string & path, std::set<std::string> & out, std::string & err) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        err = "cannot open the corpus '" + path + "'";
+        return false;
+    }
+    size_t n = 0;
+    for (std::string line; std::getline(in, line);) {
+        corpus_line c;
+        bool blank = false;
+        if (!parse_corpus_line(line, path + ": line " + std::to_string(++n) + ": ", c, blank, err)) return false;
+        if (!blank) out.insert(c.domain);
+    }
+    return true;
+}
+
+// What can be checked from the headers, the options and the archive's (or the
+// corpus's) domain list, before the first decode: at a large model's size a
+// typo found after calibration costs a day. The sources and the reference must
+// be one model (arch, blocks, experts, vocabulary); --down-type a ggml type;
+// --domains the archive's (or the corpus's); the gates' lengths within the
+// reference's trained context.
+bool check_fit_inputs(const fit_options & o, std::string & err) {
+    if (!o.down_type.empty() && !gguf::find_type(o.down_type)) {
+        err = "--down-type: unknown type '" + o.down_type + "'";
+        return false;
+    }
+    std::vector<std::string> models = o.sources;
+    if (!o.reference.empty()) models.push_back(o.reference);
+    moe::model_identity first;
+    uint32_t trained = 0;
+    for (size_t i = 0; i < models.size(); ++i) {
+        gguf::model m;
+        moe::model_identity id;
+        if (!gguf::open_model(models[i], m, err)) return false;
+        if (!moe::identity_of(m, id, err)) {
+            err = models[i] + ": " + err;
+            return false;
+        }
+        if (i == 0) {
+            first = id;
+            std::string e;
+            m.kvs.get_u32_or(id.arch + ".context_length", 0, trained, e);
+            continue;
+        }
+        if (id.arch != first.arch || id.n_layer != first.n_layer || id.n_expert != first.n_expert || id.n_vocab != first.n_vocab) {
+            err = (i + 1 == models.size() && !o.reference.empty() ? "--reference " : "-m ") + models[i] + " is another model than " +
+                  models[0] + " (" + id.arch + ", " + std::to_string(id.n_layer) + " blocks, " + std::to_string(id.n_expert) +
+                  " experts, " + std::to_string(id.n_vocab) + " tokens against " + first.arch + ", " + std::to_string(first.n_layer) +
+                  ", " + std::to_string(first.n_expert) + ", " + std::to_string(first.n_vocab) + ")";
+            return false;
+        }
+    }
+    if (trained > 0 && o.gate_needle) {
+        for (int l : o.needle.lengths) {
+            if ((uint32_t) l >= trained) {
+                err = "--needle-lengths " + std::to_string(l) + " is past the model's trained context of " + std::to_string(trained);
+                return false;
+            }
+        }
+    }
+    if (trained > 0 && !o.generate.prompts_path.empty() && (uint32_t) o.generate.max_new >= trained) {
+        err = "--max-new " + std::to_string(o.generate.max_new) + " is past the model's trained context of " + std::to_string(trained);
+        return false;
+    }
+    if (o.rank.domains.empty()) return true;
+    std::set<std::string> known;
+    if (!o.saliency.empty()) {
+        saliency::archive a;
+        if (!saliency::read_archive(o.saliency, a, err)) return false;
+        for (const auto & d : a.domains) known.insert(d.name);
+    } else if (!corpus_domains(o.corpus, known, err)) {
+        return false;
+    }
+    for (const std::string & d : o.rank.domains) {
+        if (!known.count(d)) {
+            std::string list;
+            for (const auto & k : known) list += (list.empty() ? "" : ", ") + k;
+            err = "--domains: '" + d + "' is not a domain of " + (o.saliency.empty() ? "the corpus" : "the archive") + " (" + list + ")";
+            return false;
+        }
+    }
+    return true;
+}
+
 } // namespace
 
 bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & err) {
@@ -358,7 +448,7 @@ bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & er
         err = "fit needs -m SOURCE, -f HELDOUT, --budget SIZE, -o DIR and --corpus CALIB (or --saliency)";
         return false;
     }
-    if (!check_fit_dir(o, err) || !check_kld_base_model(o, err)) return false;
+    if (!check_fit_dir(o, err) || !check_kld_base_model(o, err) || !check_fit_inputs(o, err)) return false;
     if (!o.dry_run && !util::current_disk().mkdir(o.out_dir, 0755) && errno != EEXIST) {
         err = "cannot create '" + o.out_dir + "': " + strerror(errno);
         return false;
