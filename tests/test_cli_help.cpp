@@ -45,6 +45,7 @@ const std::map<std::string, std::string> k_forwarding_base = {
     {"eval", "-m DIR/missing.gguf -p DIR/missing-p.gguf -f DIR/missing.txt"},
     {"sweep", "DIR/missing-saliency.gguf -m DIR/missing.gguf -f DIR/missing.txt --keep 4"},
     {"fit", "-m DIR/missing.gguf --corpus DIR/missing.jsonl -f DIR/missing.txt --budget 1G -o DIR/fit"},
+    {"judge", "DIR/missing-a.json DIR/missing-b.json --judge DIR/missing.gguf -o DIR/judge.json"},
 };
 
 // An option no command knows: the probe that follows the option under test.

@@ -285,6 +285,12 @@ const gen_fixture & gen() {
 
 } // namespace
 
+size_t finished_of(const nlohmann::json & doc) {
+    size_t n = 0;
+    for (const auto & a : doc["answers"]) n += a.contains("recheck") && !a["recheck"]["hit_cap"].get<bool>();
+    return n;
+}
+
 // Greedy answers of a mask equal its file's, task for task; a cap hit is an
 // answer of exactly its cap's tokens without an end; the recheck runs exactly
 // those again, its greedy answer begins with the capped one (the same first
@@ -330,6 +336,17 @@ TEST(Tasks, GenerativeMaskEqualsItsFileAndTheCapRecheckCountsWhatFinished) {
         EXPECT_TRUE(file_exists(dir + "/" + name)) << name;
     }
     EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/1-pruned50.gguf.answers.json"))["summary"], file["summary"]);
+    // the card: the pruned file's row under Verified (its files' hashes), the mask's as an estimate
+    const std::string card = g.dir + "/gen-card";
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(card), out), 0);
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " report -m " + shell_quote(g.chat) + " --plan " + shell_quote(g.plan50) + " " +
+                      shell_quote(g.pruned50) + " --tasks " + shell_quote(json) + " -o " + shell_quote(card), out), 0) << out;
+    const std::string md = slurp(card + "/README.md");
+    char rate[64];
+    snprintf(rate, sizeof rate, "**pass rate %.1f%%**", 100.0 * file["summary"]["pass"].get<double>() / file["answers"].size());
+    EXPECT_NE(md.find("**Generative tasks `gen.json`**: measured on this build's files"), std::string::npos) << md;
+    EXPECT_NE(md.find(rate), std::string::npos) << rate;
+    EXPECT_NE(md.find("rechecked at 96 tokens: " + std::to_string(finished_of(file)) + " then finished"), std::string::npos) << md;
     // the same run on the recall model: exact answers, its needle form
     ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(g.recall) + " --tasks " + shell_quote(g.recall_tasks) +
                       " -t 1 -q", out), 0) << out;

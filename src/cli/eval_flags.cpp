@@ -90,8 +90,9 @@ void declare_task_files(options & t, reap::choice_options & choice, bool & limit
              });
 }
 
-void declare_eval(options & t, eval_params & p) {
-    t.about(
+// --help's prose for eval: what each use measures and how.
+static const char * eval_about() {
+    return
     "Runs both models over the same tokens and reports perplexity of each and their\n"
     "ratio, KL(base || pruned) of the next-token distributions over the full vocabulary\n"
     "(mean, median, p99, max) and top-1 agreement. Windows of -c tokens; the second\n"
@@ -181,8 +182,11 @@ void declare_eval(options & t, eval_params & p) {
     "what was measured (reap report --tasks reads it). The task file is checked whole\n"
     "before any model loads: a count, offset or label out of range, a task with no correct\n"
     "choice or a Winogrande line without its fields is an error naming it.\n"
-    "\n"
-    );
+    "\n";
+}
+
+void declare_eval(options & t, eval_params & p) {
+    t.about(eval_about());
     t.section("options:");
     t.text("-m, --model", "FILE", "base model", p.opt.base_path);
     t.custom("-p, --pruned", "FILE", "pruned model (same vocabulary); repeat for several",

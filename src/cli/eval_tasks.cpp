@@ -15,17 +15,22 @@ namespace reap::cli {
 
 namespace {
 
+// What a task run takes from eval's own options: the base, its mask, the runtime, the log and progress switches.
+template <class task_options> void share_run(task_options & o, const eval_params & p) {
+    o.base_path = p.opt.base_path;
+    o.base_mask_path = p.opt.base_mask_path;
+    o.rt = p.opt.rt;
+    o.verbose = p.opt.verbose;
+    o.progress = p.opt.progress;
+}
+
 int run_choice(eval_params & p, const std::function<int(const std::string &)> & usage_error) {
     const char * flag = reap::choice_format_flag(p.choice.format);
     if (p.gen_only_given) return usage_error(std::string("--samples, --top-p, --recheck-cap and --answers-dir are for --tasks, not ") + flag);
     if (const std::string why = behaviour_options_without_mode(p.needle, p.generate, p.do_needle, p.table); !why.empty()) return usage_error(why);
     reap::choice_options & o = p.choice;
     if (!p.tasks_limit_given) o.limit = reap::default_tasks_limit(o.format);
-    o.base_path = p.opt.base_path;
-    o.base_mask_path = p.opt.base_mask_path;
-    o.rt = p.opt.rt;
-    o.verbose = p.opt.verbose;
-    o.progress = p.opt.progress;
+    share_run(o, p);
     reap::task_document doc;
     std::string err;
     if (!reap::run_choice(o, p.cands, doc.choice.emplace(), err)) return fail("eval", err);
@@ -76,11 +81,7 @@ int run_generate_tasks(eval_params & p, const std::function<int(const std::strin
     o.settings.temperature = p.generate.temperature;
     o.settings.max_new = p.generate.max_new;
     o.settings.seed = p.needle.seed;
-    o.base_path = p.opt.base_path;
-    o.base_mask_path = p.opt.base_mask_path;
-    o.rt = p.opt.rt;
-    o.verbose = p.opt.verbose;
-    o.progress = p.opt.progress;
+    share_run(o, p);
     std::string err;
     std::vector<std::string> paths;
     if (!p.answers_dir.empty()) {   // the output rule, before any model loads
@@ -104,9 +105,9 @@ int run_generate_tasks(eval_params & p, const std::function<int(const std::strin
         }
     }
     if (p.json) {
-        nlohmann::ordered_json j = {{"format", "reap-tasks"}, {"version", 1}, {"generate", nlohmann::ordered_json::array()}};
-        for (const auto & d : docs) j["generate"].push_back(reap::answers_doc_to_json(d));
-        printf("%s\n", reap::util::json_text(j, 1).c_str());
+        reap::task_document doc;
+        doc.generate = docs;
+        printf("%s\n", reap::util::json_text(reap::task_document_to_json(doc), 1).c_str());
     } else {
         print_generate(docs);
         for (const auto & path : paths) printf("answers: %s\n", path.c_str());

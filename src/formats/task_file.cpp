@@ -113,6 +113,10 @@ nlohmann::ordered_json task_document_to_json(const task_document & d) {
     j["format"] = k_task_file_format;
     j["version"] = k_task_file_version;
     if (d.choice) j["choice"] = choice_section_to_json(*d.choice);
+    if (!d.generate.empty()) {
+        j["generate"] = ojson::array();
+        for (const auto & a : d.generate) j["generate"].push_back(answers_doc_to_json(a));
+    }
     return j;
 }
 
@@ -147,7 +151,7 @@ bool choice_section_from_json(json_fields & c, const nlohmann::json & raw, choic
     }
     if (ok) ok = behaviour_receipts_from_json(c, s.measured);
     if (ok && s.measured.recorded() && s.measured.input_sha256 != r.data_sha256) ok = c.fail("measured", "names another task file than data");
-    if (!ok && err.empty()) err = !c.error().empty() ? c.error() : !data.error().empty() ? data.error() : set.error();
+    if (!ok && err.empty()) err = c.error();   // its parts' readers share the first problem with it
     return ok;
 }
 
@@ -164,6 +168,20 @@ bool task_document_from_json(const nlohmann::json & j, const std::string & name,
     if (format != k_task_file_format) {
         err = "task file '" + name + "': format is '" + format + "', not " + k_task_file_format;
         return false;
+    }
+    if (f.has("generate")) {
+        if (!j["generate"].is_array() || j["generate"].empty()) {
+            err = "task file '" + name + "': generate is not a list of answers documents";
+            return false;
+        }
+        for (size_t i = 0; i < j["generate"].size(); ++i) {
+            out.generate.emplace_back();
+            if (!answers_doc_from_json(j["generate"][i], name + ": generate[" + std::to_string(i) + "]", out.generate.back(), err)) return false;
+        }
+        if (out.generate[0].masked || out.generate[0].model_name != "base") {
+            err = "task file '" + name + "': generate[0] is not the base";
+            return false;
+        }
     }
     if (!f.has("choice")) return true;
     json_fields c = f.child("choice");

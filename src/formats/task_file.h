@@ -18,6 +18,7 @@
 #pragma once
 
 #include "formats/behaviour_file.h"
+#include "metrics/gen_tasks.h"
 #include "metrics/task_stats.h"
 
 #include <nlohmann/json.hpp>
@@ -61,6 +62,7 @@ struct choice_section {
 
 struct task_document {
     std::optional<choice_section> choice;
+    std::vector<answers_doc>      generate;   // reap eval --tasks --json: every model's answers, the base first
 };
 
 // One section as JSON (what task_document_to_json writes under "choice", and

@@ -1,6 +1,8 @@
 // reap eval --tasks (gen_run.h): prompts, draws, answers and the cap recheck on every model.
 #include "llama/gen_run.h"
 
+#include "formats/behaviour_file.h"
+
 #include "llama/corpus.h"
 #include "llama/eval_models.h"
 
@@ -143,6 +145,8 @@ bool run_gen_tasks(const gen_run_options & opt, const std::vector<eval_candidate
         out[m].base_path = measured.base_path;
         out[m].base_sha256 = measured.base_sha256;
         out[m].plan_sha256 = m > 0 && measured.candidates[m - 1].masked ? measured.candidates[m - 1].plan_sha256 : "";
+        out[m].measured = nlohmann::json::parse(behaviour_receipts_json(measured).dump());
+        out[m].model_index = (int) m;
     }
     return true;
 }

@@ -202,6 +202,7 @@ ojson answers_doc_to_json(const answers_doc & d) {
     j["settings"] = {{"temperature", s.temperature}, {"top_p", s.top_p}, {"seed", s.seed}, {"samples", s.samples},
                      {"max_new", s.max_new}, {"recheck_cap", s.recheck_cap}};
     j["prompts"] = d.prompts;
+    if (!d.measured.is_null()) j["measured"] = d.measured, j["model_index"] = d.model_index;
     j["answers"] = ojson::array();
     for (const auto & a : d.answers) {
         ojson ja = {{"id", a.id}, {"sample", a.sample}, {"text", a.text}, {"n_tokens", a.n_tokens}, {"cap", a.cap},
@@ -239,6 +240,12 @@ bool answers_doc_from_json(const nlohmann::json & j, const std::string & name, a
               s.i64("max_new", max_new, 1, k_max_tokens) && s.i64("recheck_cap", recheck, 0, k_max_tokens) &&
               f.opt_strings("prompts", out.prompts);
     out.settings.samples = (int) samples, out.settings.max_new = (int) max_new, out.settings.recheck_cap = (int) recheck;
+    if (ok && f.has("measured")) {
+        int64_t idx = 0;
+        ok = j["measured"].is_object() && f.i64("model_index", idx, 0, 1 << 16);
+        if (ok) out.measured = j["measured"], out.model_index = (int) idx;
+        else if (f.ok()) ok = f.fail("measured", "is not an object");
+    }
     std::vector<const nlohmann::json *> items;
     if (ok) ok = f.elements("answers", items);
     for (size_t i = 0; ok && i < items.size(); ++i) {
@@ -265,12 +272,7 @@ bool answers_doc_from_json(const nlohmann::json & j, const std::string & name, a
         ok = sum.fail("pass", "the summary is not what the answers give");
     }
     if (!ok) {
-        for (const util::json_fields * x : {&f, &t, &m, &s, &sum}) {
-            if (!x->error().empty()) {
-                err = x->error();
-                break;
-            }
-        }
+        err = f.error();   // the readers of its parts share the first problem with it
         if (err.empty()) err = "answers file '" + name + "': malformed";
         return false;
     }

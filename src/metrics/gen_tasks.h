@@ -91,6 +91,11 @@ struct answers_doc {
     gen_settings settings;
     std::vector<gen_answer> answers;  // task-major: task 0's samples, then task 1's, ...
     std::vector<std::string> prompts; // per task, the prompt as the model saw it (rendered)
+    // what the run measured (formats/behaviour_file.h's receipts, as JSON: the
+    // task file's hash, the base, every candidate's plan or files' hashes) and
+    // which of its models this document is (0 the base, i the i-th candidate)
+    nlohmann::json measured;
+    int            model_index = 0;
     size_t n_pass() const;
     size_t n_cap_hits() const;
     size_t n_rechecked_finished() const;   // hit the cap, then finished under the recheck's

@@ -200,12 +200,7 @@ bool judge_result_from_json(const nlohmann::json & j, const std::string & name, 
     const auto s = out.summary();
     if (ok && (wins != s.wins || losses != s.losses || ties != s.ties)) ok = sum.fail("wins", "losses and ties are not what the pairs' verdicts give");
     if (!ok) {
-        for (const util::json_fields * x : {&f, &a, &b, &t, &jd, &sum}) {
-            if (!x->error().empty()) {
-                err = x->error();
-                break;
-            }
-        }
+        err = f.error();   // the readers of its parts share the first problem with it
         if (err.empty()) err = "judge file '" + name + "': malformed";
         return false;
     }

@@ -11,6 +11,7 @@
 #include "formats/eval_file.h"
 #include "formats/sweep_file.h"
 #include "formats/task_file.h"
+#include "metrics/gen_tasks.h"
 #include "metrics/judge_rules.h"
 
 #include "gguf/gguf.h"
@@ -596,6 +597,49 @@ void gather_behaviour(card & c, const std::string & path, const behaviour_docume
     }
 }
 
+// What generative tasks showed for model m: its pass rate, cap hits and
+// recheck, against the source's; the settings; one attempt's caveat.
+std::string generate_claim(const std::vector<answers_doc> & docs, size_t m) {
+    const answers_doc & d = docs[m], & base = docs[0];
+    const gen_settings & s = d.settings;
+    const interval ci = wilson_interval(d.n_pass(), d.answers.size()), bci = wilson_interval(base.n_pass(), base.answers.size());
+    const double rate = d.answers.empty() ? 0 : (double) d.n_pass() / (double) d.answers.size();
+    const double brate = base.answers.empty() ? 0 : (double) base.n_pass() / (double) base.answers.size();
+    std::string text = std::to_string(d.prompts.size()) + " generative tasks of " + code(util::base_name(d.tasks_path)) + " (sha256 " +
+                       code(d.tasks_sha256.substr(0, 16)) + "…), " + std::to_string(s.samples) + " answer(s) each, " +
+                       (s.temperature > 0 ? "sampled at --temp " + fmt("%g", s.temperature) + ", --top-p " + fmt("%g", s.top_p) + ", --seed " +
+                                                std::to_string(s.seed)
+                                          : std::string("greedy")) +
+                       ", --max-new " + std::to_string(s.max_new) + ": **pass rate " + fmt("%.1f", 100 * rate) + "%** (95% interval " +
+                       fmt("%.1f", 100 * ci.low) + "-" + fmt("%.1f", 100 * ci.high) + "%), the source " + fmt("%.1f", 100 * brate) + "% (" +
+                       fmt("%.1f", 100 * bci.low) + "-" + fmt("%.1f", 100 * bci.high) + "%); " + std::to_string(d.n_cap_hits()) + " of " +
+                       std::to_string(d.answers.size()) + " answers hit their cap (the source " + std::to_string(base.n_cap_hits()) + ")";
+    if (s.recheck_cap > 0) {
+        text += "; rechecked at " + std::to_string(s.recheck_cap) + " tokens: " + std::to_string(d.n_rechecked_finished()) + " then finished, " +
+                std::to_string(d.n_cap_hits() - d.n_rechecked_finished()) + " hit it again";
+    }
+    if (s.samples == 1 && s.temperature > 0) text += ". One sampled attempt a task: these rates carry real variance";
+    return text + ".";
+}
+
+// A generative task file (reap eval --tasks --json): every model's answers
+// document, the run's receipts in each; counted like a behaviour section.
+bool gather_generate(card & c, const std::string & path, const std::vector<answers_doc> & docs, std::string & err) {
+    behaviour_receipts measured;
+    if (!docs[0].measured.is_null()) {
+        const nlohmann::json holder = {{"measured", docs[0].measured}};   // json_fields reads it in place
+        util::json_fields f(holder, "task file '" + path + "'");
+        if (!behaviour_receipts_from_json(f, measured)) {
+            err = f.error();
+            return false;
+        }
+    }
+    std::vector<std::pair<std::string, bool>> models;
+    for (const auto & d : docs) models.push_back({d.model_name, d.masked});
+    judge_behaviour(c, path, "Generative tasks", measured, models, [&](size_t m) { return generate_claim(docs, m); });
+    return true;
+}
+
 // Every --eval file, each report matched against the build; what does not
 // measure this build is listed as not counted, with the reason.
 bool gather_evals(card & c, std::string & err) {
@@ -611,9 +655,13 @@ bool gather_evals(card & c, std::string & err) {
         if (j.is_object() && j.contains("format") && j["format"] == k_task_file_format) {
             task_document d;
             if (!task_document_from_json(j, path, d, err)) return false;
+            if (!d.choice && !d.generate.empty()) {
+                if (!gather_generate(c, path, d.generate, err)) return false;
+                ++c.n_tasks;
+                continue;
+            }
             if (!d.choice) {
-                err = "task file '" + path + "' holds no multiple-choice section (report reads reap eval --multiple-choice / "
-                      "--hellaswag / --winogrande --json; a generative run is judged with reap judge and given as --judge)";
+                err = "task file '" + path + "' holds no task section";
                 return false;
             }
             std::vector<std::pair<std::string, bool>> models;
