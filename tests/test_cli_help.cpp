@@ -465,7 +465,7 @@ TEST_F(Cli, ExitStatusLikeCmp) {
 // them among the commands; a build without llama.cpp lists them apart and
 // refuses them, with any arguments, exit 2 and no output written.
 TEST_F(Cli, CommandsThatRunAModelNeedLlama) {
-    const std::vector<std::string> runs_model = {"calibrate", "eval", "sweep", "fit"};
+    const std::vector<std::string> runs_model = {"calibrate", "eval", "sweep", "fit", "judge"};
     const std::vector<std::string> cmds = commands(), missing = missing_commands();
     const std::string help = reap("help").out;
     for (const std::string & c : runs_model) {
@@ -490,6 +490,7 @@ TEST_F(Cli, CommandsThatRunAModelNeedLlama) {
         {"eval", "-m " + quote(model) + " -p " + quote(model) + " -f " + quote(text) + " --json"},
         {"sweep", quote(dir + "/sal.gguf") + " -m " + quote(model) + " -f " + quote(text) + " --keep 4 -o " + quote(dir + "/out.json")},
         {"fit", "-m " + quote(model) + " --corpus " + quote(corpus) + " -f " + quote(text) + " --budget 1G -o " + quote(dir + "/fit")},
+        {"judge", quote(text) + " " + quote(text) + " --judge " + quote(model) + " -o " + quote(dir + "/judge.json")},
     };
     for (const std::string & c : runs_model) {
         for (const std::string & args : {c, c + " --help", c + " --list-options", "help " + c, c + " " + real_args.at(c)}) {

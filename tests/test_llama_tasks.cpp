@@ -20,9 +20,13 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -38,6 +42,44 @@ std::string slurp(const std::string & path) {
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
+}
+
+// An exclusive lock on DIR/.lock while a fixture is made: ctest runs each
+// test in its own process, two at a time, and both would write the same files.
+struct fixture_lock {
+    int fd = -1;
+    explicit fixture_lock(const std::string & dir) {
+        fd = ::open((dir + "/.lock").c_str(), O_CREAT | O_RDWR, 0644);
+        if (fd >= 0) ::flock(fd, LOCK_EX);
+    }
+    ~fixture_lock() {
+        if (fd >= 0) ::close(fd);   // closing releases the lock
+    }
+};
+
+// What a fixture was made with: each file's size and modification time (the
+// reap binary, the generator). A fixture whose DIR/.made holds the same key
+// is taken as it is: the first of ctest's parallel processes makes it, under
+// the lock, and the others read it, never while it is rewritten.
+std::string fixture_key(const std::vector<std::string> & files) {
+    std::string key;
+    for (const auto & f : files) {
+        struct stat st{};
+        ::stat(f.c_str(), &st);
+        key += f + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+               std::to_string(st.st_mtim.tv_nsec) + "\n";
+    }
+    return key;
+}
+
+// Runs `make` unless DIR/.made says the fixture was made with `key`; "" or the error.
+std::string make_fixture_once(const std::string & dir, const std::string & key, const std::function<std::string()> & make) {
+    const fixture_lock lock(dir);
+    if (slurp(dir + "/.made") == key) return "";
+    ::unlink((dir + "/.made").c_str());
+    const std::string error = make();
+    if (error.empty()) std::ofstream(dir + "/.made") << key;
+    return error;
 }
 
 // The tasks, the archive and the cuts, made once per test binary run.
@@ -66,23 +108,21 @@ const task_fixture & fixture() {
             reap + " plan " + shell_quote(sal) + " -m " + shell_quote(x.model) + " --ratio 0.25 --force -o " + shell_quote(x.plan25),
             reap + " prune -m " + shell_quote(x.model) + " --plan " + shell_quote(x.plan50) + " --force -o " + shell_quote(x.pruned50),
         };
-        if (!corpus_subset("calib", calib, {}, 3000, err)) {
-            x.error = err;
-            return x;
-        }
-        for (const std::string & s : steps) {
-            if (run_cmd(s, out) != 0) {
-                x.error = s + ":\n" + out;
-                break;
+        x.error = make_fixture_once(x.dir, fixture_key({reap_bin(), source_dir() + "/tools/make_choice_tasks.py"}), [&]() -> std::string {
+            if (!corpus_subset("calib", calib, {}, 3000, err)) return err;
+            for (const std::string & s : steps) {
+                if (run_cmd(s, out) != 0) return s + ":\n" + out;
             }
-        }
+            return "";
+        });
         return x;
     }();
     return f;
 }
 
 nlohmann::json eval_json(const std::string & args, std::string & out) {
-    const std::string path = fixture().dir + "/eval-" + std::to_string(std::hash<std::string>()(args)) + ".json";
+    // per process: ctest runs tests of this file side by side, some with the same arguments
+    const std::string path = fixture().dir + "/eval-" + std::to_string(::getpid()) + "-" + std::to_string(std::hash<std::string>()(args)) + ".json";
     if (run_cmd(shell_quote(reap_bin()) + " eval -m " + shell_quote(fixture().model) + " " + args + k_rt + " -q --json > " +
                     shell_quote(path), out) != 0) {
         return nullptr;
@@ -262,10 +302,8 @@ const gen_fixture & gen() {
         x.chat_tasks = x.dir + "/chat.jsonl", x.recall_tasks = x.dir + "/recall.jsonl";
         const std::string reap = shell_quote(reap_bin()), calib = x.dir + "/calib.jsonl", sal = x.dir + "/saliency.gguf";
         std::string out, err;
-        if (!corpus_subset("calib", calib, {}, 3000, err)) {
-            x.error = err;
-            return x;
-        }
+        x.error = make_fixture_once(x.dir, fixture_key({reap_bin(), source_dir() + "/tools/make_gen_tasks.py"}), [&]() -> std::string {
+        if (!corpus_subset("calib", calib, {}, 3000, err)) return err;
         for (const std::string & s : {
                  python() + " " + shell_quote(source_dir() + "/tools/make_gen_tasks.py") + " --heldout " +
                      shell_quote(source_dir() + "/data/corpus/heldout.jsonl") + " --out " + shell_quote(x.dir),
@@ -273,11 +311,10 @@ const gen_fixture & gen() {
                      " -c 256 -np 1 -t 1 --force --no-progress",
                  reap + " plan " + shell_quote(sal) + " -m " + shell_quote(x.chat) + " --ratio 0.5 --force -o " + shell_quote(x.plan50),
                  reap + " prune -m " + shell_quote(x.chat) + " --plan " + shell_quote(x.plan50) + " --force -o " + shell_quote(x.pruned50)}) {
-            if (run_cmd(s, out) != 0) {
-                x.error = s + ":\n" + out;
-                break;
-            }
+            if (run_cmd(s, out) != 0) return s + ":\n" + out;
         }
+        return "";
+        });
         return x;
     }();
     return g;
