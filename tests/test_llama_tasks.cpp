@@ -509,6 +509,7 @@ TEST(Judge, SwappedOrderMirrorsIdenticalFilesTieAndBadInputsAreRefused) {
         {shell_quote(a) + " " + shell_quote(dir + "/missing.json"), "is missing from"},
         {shell_quote(a) + " " + shell_quote(dir + "/v2.json"), "version"},
         {shell_quote(a) + " " + shell_quote(b) + " --rubric " + shell_quote(dir + "/noscale.json"), "has no \"scale\""},
+        {shell_quote(a) + " " + shell_quote(b) + " --samples 2", "--samples 2: the answers files hold 1 and 1 answers a task"},
     };
     for (const auto & [args, msg] : cases) {
         EXPECT_EQ(run_cmd(reap + " judge " + args + " --judge " + shell_quote(g.chat) + " -o " + shell_quote(dir + "/bad.json") + " -t 1 -q", out), 2) << args;

@@ -65,6 +65,8 @@ int cmd_judge(int argc, char ** argv) {
     t.integer("--timeout", "S", "--judge-url: seconds a request may take (default 120)", 1, 86400, p.o.timeout_s);
     t.integer("--retries", "N", "--judge-url: more attempts of a request that got no reply or HTTP 5xx (default 2)", 0, 100, p.o.retries);
     t.text("--rubric", "RUBRIC.json", "also score each answer alone on the rubric's scale", p.o.rubric_path);
+    t.integer("--samples", "K", "judge the first K answers of each task (reap eval --tasks --samples; default: every one)", 1, 1 << 16,
+              p.o.samples);
     t.text("-o, --output", "JUDGE.json", "where the result goes (the request log beside it)", p.out);
     t.flag("--force", "replace an existing JUDGE.json and its request log (never an input)", p.force);
     t.flag("-q, --quiet", "no progress line", p.quiet);

@@ -280,21 +280,24 @@ class endpoint_judge : public judge_backend {
 
 // ---- the run -----------------------------------------------------------------
 
-std::vector<judge_request> requests_of(const answers_doc & a, const answers_doc & b, const judge_result & r) {
+std::vector<judge_request> requests_of(const answers_doc & a, const answers_doc & b, const judge_result & r, int samples) {
     std::vector<judge_request> reqs;
     const size_t per_task = a.answers.size() / a.prompts.size();
     std::vector<std::string> digits;
     for (int s = r.rubric.low; s <= r.rubric.high; ++s) digits.push_back(std::to_string(s));
     const std::vector<std::string> verdicts = {k_judge_first, k_judge_second};
+    size_t pair = 0;
     for (size_t i = 0; i < a.answers.size(); ++i) {
+        if (samples > 0 && a.answers[i].sample >= samples) continue;
         const std::string & task = a.prompts[i / per_task];
         const std::string & ta = a.answers[i].text, & tb = b.answers[i].text;
-        reqs.push_back({i, "ab", pairwise_messages(task, ta, tb), verdicts});
-        reqs.push_back({i, "ba", pairwise_messages(task, tb, ta), verdicts});
+        reqs.push_back({pair, "ab", pairwise_messages(task, ta, tb), verdicts});
+        reqs.push_back({pair, "ba", pairwise_messages(task, tb, ta), verdicts});
         if (!r.rubric.path.empty()) {
-            reqs.push_back({i, "score_a", rubric_messages(r.rubric, task, ta), digits});
-            reqs.push_back({i, "score_b", rubric_messages(r.rubric, task, tb), digits});
+            reqs.push_back({pair, "score_a", rubric_messages(r.rubric, task, ta), digits});
+            reqs.push_back({pair, "score_b", rubric_messages(r.rubric, task, tb), digits});
         }
+        ++pair;
     }
     return reqs;
 }
@@ -310,7 +313,7 @@ void apply(const judge_request & q, int verdict, judge_result & r) {
 // The log's first line: what run it belongs to.
 ojson log_header(const judge_options & o, const judge_result & r) {
     return {{"format", "reap-judge-log"}, {"version", 1}, {"a_sha256", r.a_sha256}, {"b_sha256", r.b_sha256},
-            {"judge", o.judge_url.empty() ? o.judge_path : o.judge_url}, {"rubric_sha256", r.rubric.sha256}};
+            {"judge", o.judge_url.empty() ? o.judge_path : o.judge_url}, {"rubric_sha256", r.rubric.sha256}, {"samples", o.samples}};
 }
 
 // The verdicts an earlier run of the same judgement logged (key: pair, kind).
@@ -340,7 +343,7 @@ bool read_log(const judge_options & o, const judge_result & r, std::map<std::pai
 
 } // namespace
 
-bool prepare_judge(const std::string & a_path, const std::string & b_path, const std::string & rubric_path, answers_doc & a,
+bool prepare_judge(const std::string & a_path, const std::string & b_path, const std::string & rubric_path, int samples, answers_doc & a,
                    answers_doc & b, judge_result & r, std::string & err) {
     r = judge_result();
     if (!read_answers_doc(a_path, a, err) || !read_answers_doc(b_path, b, err)) return false;
@@ -349,17 +352,24 @@ bool prepare_judge(const std::string & a_path, const std::string & b_path, const
     r.a_path = a_path, r.b_path = b_path, r.a_model = a.model_name, r.b_model = b.model_name;
     r.tasks_path = a.tasks_path, r.tasks_sha256 = a.tasks_sha256;
     if (!util::sha256_file(a_path, r.a_sha256, err) || !util::sha256_file(b_path, r.b_sha256, err)) return false;
-    for (size_t i = 0; i < a.answers.size(); ++i) r.pairs.push_back({a.answers[i].id, a.answers[i].sample});
+    if (samples > a.settings.samples || samples > b.settings.samples) {
+        err = "--samples " + std::to_string(samples) + ": the answers files hold " + std::to_string(a.settings.samples) + " and " +
+              std::to_string(b.settings.samples) + " answers a task";
+        return false;
+    }
+    for (size_t i = 0; i < a.answers.size(); ++i) {
+        if (samples == 0 || a.answers[i].sample < samples) r.pairs.push_back({a.answers[i].id, a.answers[i].sample});
+    }
     return true;
 }
 
 bool run_judge(const judge_options & opt, judge_result & r, std::string & err) {
     runtime_init(opt.verbose);
     answers_doc a, b;
-    if (!prepare_judge(opt.a_path, opt.b_path, opt.rubric_path, a, b, r, err)) return false;
+    if (!prepare_judge(opt.a_path, opt.b_path, opt.rubric_path, opt.samples, a, b, r, err)) return false;
     std::map<std::pair<size_t, std::string>, int> done;
     if (!read_log(opt, r, done, err)) return false;
-    std::vector<judge_request> reqs = requests_of(a, b, r);
+    std::vector<judge_request> reqs = requests_of(a, b, r, opt.samples);
     std::unique_ptr<judge_backend> judge;
     if (opt.judge_url.empty()) judge = std::make_unique<local_judge>(opt);
     else judge = std::make_unique<endpoint_judge>(opt);

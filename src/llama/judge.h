@@ -34,6 +34,7 @@ struct judge_options {
     std::string  judge_url;            // --judge-url http://HOST:PORT/v1
     std::string  judge_model;          // --judge-model NAME (the endpoint's "model")
     std::string  rubric_path;          // --rubric (optional)
+    int          samples = 0;          // --samples K: judge the first K answers of each task (0 = every one)
     std::string  log_path;             // the request log and journal (JSONL)
     bool         fresh = false;        // --force: an existing log is started over, not resumed
     int          timeout_s = 120;      // --timeout: per request (endpoint)
@@ -45,7 +46,7 @@ struct judge_options {
 
 // Reads and pairs the answers files and the rubric (everything a judge run
 // needs before a model loads); fills the result's receipts.
-bool prepare_judge(const std::string & a_path, const std::string & b_path, const std::string & rubric_path, answers_doc & a,
+bool prepare_judge(const std::string & a_path, const std::string & b_path, const std::string & rubric_path, int samples, answers_doc & a,
                    answers_doc & b, judge_result & r, std::string & err);
 
 // Judges every pair (and rubric score). False with err for what stops the run
