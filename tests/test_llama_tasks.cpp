@@ -101,7 +101,7 @@ const task_fixture & fixture() {
         x.plan50 = x.dir + "/plan50.json", x.plan25 = x.dir + "/plan25.json", x.pruned50 = x.dir + "/pruned50.gguf";
         const std::vector<std::string> steps = {
             python() + " " + shell_quote(source_dir() + "/tools/make_choice_tasks.py") + " --heldout " +
-                shell_quote(source_dir() + "/data/corpus/heldout.jsonl") + " --out " + shell_quote(x.dir) + " --tasks 120",
+                shell_quote(source_dir() + "/data/corpus/heldout.jsonl") + " --out " + shell_quote(x.dir) + " --tasks 200",
             reap + " calibrate -m " + shell_quote(x.model) + " --corpus " + shell_quote(calib) + " -o " + shell_quote(sal) +
                 " -c 256 -np 1 -t 1 --force --no-progress",
             reap + " plan " + shell_quote(sal) + " -m " + shell_quote(x.model) + " --ratio 0.5 --force -o " + shell_quote(x.plan50),
@@ -202,7 +202,7 @@ void expect_equals_llama_perplexity(const std::string & flag, const std::string 
 } // namespace
 
 TEST(Tasks, MultipleChoiceEqualsLlamaPerplexityAndTheMaskItsFile) {
-    expect_equals_llama_perplexity("--multiple-choice", fixture().choice, "", "", 120);
+    expect_equals_llama_perplexity("--multiple-choice", fixture().choice, "", "", 200);
 }
 
 TEST(Tasks, HellaswagEqualsLlamaPerplexityAndTheMaskItsFile) {
@@ -210,7 +210,7 @@ TEST(Tasks, HellaswagEqualsLlamaPerplexityAndTheMaskItsFile) {
 }
 
 TEST(Tasks, WinograndeEqualsLlamaPerplexityAndTheMaskItsFile) {
-    expect_equals_llama_perplexity("--winogrande", fixture().winogrande, "", "", 120);
+    expect_equals_llama_perplexity("--winogrande", fixture().winogrande, "", "", 200);
 }
 
 TEST(Tasks, WinograndeLimitDrawsLlamaPerplexitysTasks) {
@@ -226,11 +226,10 @@ TEST(Tasks, TheHalfCutLosesMoreThanItsIntervalAndThePairedTestSaysSo) {
     ASSERT_TRUE(j.is_object()) << out;
     const auto & m = j["choice"]["models"];
     const double base = m[0]["accuracy"], half = m[1]["accuracy"], quarter = m[2]["accuracy"];
-    // chance is 0.25; the base scored 0.583 on this set when it was written (the
-    // set's cues are words its passage already holds: a byte-level 15M model
-    // uses little more of its context): at least 0.45 is far outside chance at
-    // 120 tasks (binomial p < 1e-5)
-    EXPECT_GE(base, 0.45) << "the base should be well above chance (0.25) on its own held-out passages";
+    // chance is 0.25; the set is make demo's (200 tasks, the generator's
+    // defaults): the base scored 0.610 on it when this was written, from a
+    // corpus of Debian bookworm's packages (data/corpus/manifest.json)
+    EXPECT_GE(base, 0.60) << "the base should be well above chance (0.25) on its own held-out passages";
     EXPECT_GT(base, m[1]["ci95"][1].get<double>()) << "the 50% cut's interval " << m[1]["ci95"] << " holds the base's " << base;
     EXPECT_LT(m[1]["paired"]["p_value"].get<double>(), 0.05) << m[1]["paired"];
     EXPECT_GT(m[1]["paired"]["right_to_wrong"].get<int>(), m[1]["paired"]["wrong_to_right"].get<int>());
