@@ -995,3 +995,21 @@ TEST(PassSize, CalibrateDryRunPrintsTheRunsChoiceAndWritesNothing) {
     EXPECT_FALSE(cost_lines(dry).empty()) << dry;
     EXPECT_EQ(cost_lines(dry), cost_lines(real));
 }
+
+// Issue 49 item 13: a --memory that not even the smallest automatic -ub fits is
+// refused before any decode, naming what the smallest needs (before: a warning,
+// then the calibration ran); --dry-run says the same.
+TEST(PassSize, AMemoryNothingFitsIsRefusedBeforeAnyDecode) {
+    ASSERT_TRUE(file_exists(trained_model())) << trained_model();
+    const std::string dir = scratch("memory-nothing-fits");
+    const std::string text = text_file(dir, 4000), out_path = dir + "/out.gguf";
+    for (const char * more : {"", " --dry-run"}) {
+        std::string out;
+        EXPECT_EQ(run_cmd(shell_quote(env_or("REAP_BIN", self_dir() + "/reap")) + " calibrate -m " + shell_quote(trained_model()) +
+                              " --corpus " + shell_quote(text) + " -o " + shell_quote(out_path) + " -c 256 -t 1 --memory 1" + more, out), 2)
+            << out;
+        EXPECT_NE(out.find("-ub automatic: even the smallest size"), std::string::npos) << out;
+        EXPECT_NE(out.find("give a larger --memory"), std::string::npos) << out;
+        EXPECT_FALSE(file_exists(out_path));
+    }
+}

@@ -259,13 +259,17 @@ bool calibration::choose_sizes() {
                                     pick, err)) {
             return false;
         }
+        if (budget.known && !pick.fits) {   // refused before any decode, as a size given by hand is
+            err = "-ub automatic: even the smallest size (" + std::to_string(sized(pick.size)) + " tokens) needs " + describe(pick.bytes) +
+                  ", more than the " + util::format_size(budget.bytes) + " it may take (" + budget.why +
+                  "): give a larger --memory, or -b/-ub by hand";
+            return false;
+        }
         lay_out_decodes(sized(pick.size), sized(pick.size));
         report.memory_needed = pick.bytes.total();
         report.size_note = !budget.known ? "-ub automatic: the memory of this machine is unknown, so reap's default"
-                         : pick.fits     ? "-ub automatic: the largest that fits, needs " + describe(pick.bytes) + " of " +
-                                               util::format_size(budget.bytes) + " (" + budget.why + ")"
-                                         : "-ub automatic: warning: even the smallest needs " + describe(pick.bytes) +
-                                               ", more than the " + util::format_size(budget.bytes) + " (" + budget.why + ")";
+                                         : "-ub automatic: the largest that fits, needs " + describe(pick.bytes) + " of " +
+                                               util::format_size(budget.bytes) + " (" + budget.why + ")";
     }
     if (budget.known) report.memory_budget = budget.bytes;
     if (report.batch_capped) {
