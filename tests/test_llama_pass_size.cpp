@@ -512,6 +512,17 @@ TEST(UntilStable, StopsOnceTheKeepListHoldsAndResumesTheSame) {
     for (const auto & d : a.domains) tokens += d.n_tokens;
     EXPECT_EQ(tokens, ra.stability.back().tokens);
     EXPECT_LT(tokens, ra.n_tokens);
+    {   // issue 49 item 16: the summary's first line states what the archive holds, not the corpus
+        char * text = nullptr;
+        size_t len = 0;
+        FILE * mem = open_memstream(&text, &len);
+        reap::print_calibrate_result(mem, o, ra);
+        fclose(mem);
+        const std::string printed(text, len);
+        free(text);
+        EXPECT_EQ(printed.rfind("calibrated " + std::to_string(tokens) + " tokens, stopped early", 0), 0u) << printed;
+        EXPECT_NE(printed.find("stopped at " + std::to_string(tokens) + " of"), std::string::npos) << printed;
+    }
     // interleaved: in domain order its first windows would all be en's (about 54 of them)
     int with_tokens = 0;
     for (const auto & d : a.domains) with_tokens += d.n_tokens > 0;

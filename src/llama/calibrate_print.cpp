@@ -90,9 +90,18 @@ void print_calibrate_result(FILE * out, const calibrate_options & opt, const cal
     const std::string shard = opt.shard_count > 1
                                   ? ", shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count)
                                   : "";
-    fprintf(out, "calibrated %lld tokens (%zu windows, %zu of %zu samples%s) in %.3f s, %.1f tok/s%s\n",
-            (long long) rep.n_tokens, rep.n_windows, rep.n_samples, rep.n_samples_total, shard.c_str(), rep.seconds,
-            rep.tokens_per_second, rep.resumed ? " (resumed)" : "");
+    int64_t in_archive = 0;   // what the archive holds: the domains' tokens
+    for (const auto & d : rep.domain_tokens) in_archive += d.second;
+    if (opt.until_stable > 0 && rep.stopped_stable) {
+        // stopped early: the line states the archive's tokens, the corpus's plan beside them
+        fprintf(out, "calibrated %lld tokens, stopped early (--until-stable; the corpus gives %lld tokens in %zu windows, %zu of %zu "
+                "samples%s) in %.3f s, %.1f tok/s%s\n", (long long) in_archive, (long long) rep.n_tokens, rep.n_windows,
+                rep.n_samples, rep.n_samples_total, shard.c_str(), rep.seconds, rep.tokens_per_second, rep.resumed ? " (resumed)" : "");
+    } else {
+        fprintf(out, "calibrated %lld tokens (%zu windows, %zu of %zu samples%s) in %.3f s, %.1f tok/s%s\n",
+                (long long) rep.n_tokens, rep.n_windows, rep.n_samples, rep.n_samples_total, shard.c_str(), rep.seconds,
+                rep.tokens_per_second, rep.resumed ? " (resumed)" : "");
+    }
     fprintf(out, "nodes: ffn_moe_topk, %s, %s%s\n", rep.weights_node.c_str(), rep.down_node.c_str(),
             rep.weights_before_ffn ? " (gate applied before the experts)" : "");
     fprintf(out, "decodes: %zu (-b %d -ub %d, at most %d windows a decode, %s), %zu ubatches\n", rep.n_decodes,
@@ -107,8 +116,7 @@ void print_calibrate_result(FILE * out, const calibrate_options & opt, const cal
         fprintf(out, "  %-16s %lld tokens\n", d.first.c_str(), (long long) d.second);
     }
     if (opt.until_stable > 0 && opt.collect) {
-        int64_t done = 0;
-        for (const auto & d : rep.domain_tokens) done += d.second;
+        const int64_t done = in_archive;
         if (rep.stopped_stable) {
             fprintf(out, "stopped at %lld of %lld tokens: the keep-list held at an overlap >= %.3g for two checkpoints "
                     "in a row (the curve is in the archive; reap plan prints it)\n", (long long) done,
