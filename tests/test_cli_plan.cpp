@@ -605,4 +605,15 @@ TEST(PlanCli, CompareWeighsTheChannelsOfWidthPlans) {
     EXPECT_NE(out.find("channel Jaccard 0.333"), std::string::npos) << out;
     ASSERT_TRUE(channel_jaccard(pu, pu, j)) << out;
     EXPECT_FALSE(j.contains("width")) << "two uncut plans: no width to compare";
+    // issue 49 item 8: with an archive, the saliency kept is of whole experts; for a
+    // width plan the report says the removed channels are not in it (before: the
+    // same figure for 16 of 32 channels and for every channel, without a word)
+    const std::string sal = fx.dir + "/sal.gguf";
+    archive_for(model, sal, {"en"});
+    ASSERT_EQ(run_reap("compare " + quote(p0) + " " + quote(pu) + " --saliency " + quote(sal), out), 0) << out;
+    EXPECT_NE(out.find("the channels a width cut removes are not counted; A cuts channels, B does not"), std::string::npos) << out;
+    ASSERT_EQ(run_reap("compare " + quote(p0) + " " + quote(pu) + " --saliency " + quote(sal) + " --json", out), 0) << out;
+    EXPECT_EQ(nlohmann::json::parse(out)["saliency"]["channels_counted"], false);
+    ASSERT_EQ(run_reap("compare " + quote(pu) + " " + quote(pu) + " --saliency " + quote(sal), out), 0) << out;
+    EXPECT_EQ(out.find("not counted"), std::string::npos) << "uncut plans: the shares are whole";
 }

@@ -52,6 +52,11 @@ std::string cell_of(bool have, int64_t kept, int64_t n) {
     return have ? std::to_string(kept) + " of " + std::to_string(n) : "-";
 }
 
+// Whether either plan cuts the experts' channels (the saliency shares do not see that).
+bool width_cut(const plan_comparison & c) {
+    return c.width.compared && (c.width.keep_a < c.width.n_ff || c.width.keep_b < c.width.n_ff);
+}
+
 // The overlap per layer (up to util::k_list_full layers, else the spread and
 // the layers that agree least), the means and the saliency kept.
 void print_overlap(FILE * out, const compare_request & req, const plan_comparison & c) {
@@ -112,6 +117,11 @@ void print_overlap(FILE * out, const compare_request & req, const plan_compariso
         fprintf(out, "saliency kept: A %.2f%% (%.3f of the top-%" PRId64 " oracle's %.2f%%), B %.2f%% (%.3f of the top-%" PRId64 " oracle's %.2f%%)\n",
                 100 * sa.mean, oracle_ratio(sa.mean, oa.mean), c.a.n_keep, 100 * oa.mean, 100 * sb.mean, oracle_ratio(sb.mean, ob.mean),
                 c.b.n_keep, 100 * ob.mean);
+        if (width_cut(c)) {
+            fprintf(out, "  (of the experts' saliency only: the archive scores whole experts, so the channels a width cut removes "
+                    "are not counted; %s)\n", c.width.keep_a < c.width.n_ff && c.width.keep_b < c.width.n_ff ? "both plans cut channels"
+                                                : c.width.keep_a < c.width.n_ff ? "A cuts channels, B does not" : "B cuts channels, A does not");
+        }
     }
 }
 
@@ -176,7 +186,8 @@ nlohmann::json comparison_json(const compare_request & req, const plan_compariso
         j["saliency"] = {{"file", req.saliency}, {"method", method_name(c.rank.opts.how)}, {"domains", c.rank.domains},
                          {"share_a", c.share_a.mean}, {"share_b", c.share_b.mean}, {"oracle_a", c.oracle_a.mean},
                          {"oracle_b", c.oracle_b.mean}, {"ratio_a", oracle_ratio(c.share_a.mean, c.oracle_a.mean)},
-                         {"ratio_b", oracle_ratio(c.share_b.mean, c.oracle_b.mean)}};
+                         {"ratio_b", oracle_ratio(c.share_b.mean, c.oracle_b.mean)},
+                         {"channels_counted", false}};   // the shares weigh whole experts (a width cut's channels are not in them)
     }
     j["receipts"] = {{"source", have_sal ? "saliency" : "plans"}, {"a", column_json(c.receipts_a, c.rank.archive_domains)},
                      {"b", column_json(c.receipts_b, c.rank.archive_domains)}};
