@@ -374,6 +374,18 @@ TEST(PruneWidth, DownTypeThatNeedsAnImportanceMatrix) {
     };
     EXPECT_TRUE(prune::verify_pruned(m, p, req.output, vo, rep, err)) << err;
     EXPECT_EQ(rep.n_requantised, 1u);
+
+    // issue 49 item 11: the card's audit (reap report) takes the imatrix too;
+    // without it the card is refused naming it, with it the card is written
+    const std::string reap = prune_test::env("REAP_BIN", "");
+    ASSERT_FALSE(reap.empty()) << "REAP_BIN is not set (ctest sets it: tests/CMakeLists.txt)";
+    std::string log;
+    const std::string card = dir + "/card", cmd = "'" + reap + "' report -m '" + model_path + "' --plan '" + dir + "/plan.json' '" +
+                                                  req.output + "' -o '" + card + "'";
+    EXPECT_EQ(prune_test::run(cmd, log), 2) << log;
+    EXPECT_NE(log.find("--imatrix"), std::string::npos) << log;
+    EXPECT_EQ(prune_test::run(cmd + " --imatrix '" + dir + "/src.imatrix.gguf'", log), 0) << log;
+    EXPECT_TRUE(prune_test::exists(card + "/README.md"));
 }
 
 // The same for llama4's shared expert (cut with the routed ones): the test

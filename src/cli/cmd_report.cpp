@@ -47,6 +47,8 @@ void declare_report_options(reap::cli::options & t, reap::report::report_options
                  p.evals.push_back(v);
                  return true;
              });
+    t.text("--imatrix", "IMATRIX", "the imatrix reap prune was given (a width cut whose down type is an IQ type is audited with it)",
+           p.imatrix);
     t.text("--judge", "JUDGE.json", "a `reap judge -o` result: the pairwise comparison, under Not verified with its scope", p.judge);
     t.text("-o, --output", "DIR", "where README.md and figures/ go (created if missing)", p.out_dir);
     t.flag("--force", "replace existing files of the card (DIR/README.md, DIR/figures/*.svg; never an input)", p.force);

@@ -157,6 +157,7 @@ bool card_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * o
     ro.pruned = r.build_path;
     ro.saliency = r.saliency_path;
     ro.evals = {r.eval_path};
+    ro.imatrix = o.imatrix;   // the audit of an IQ down type needs the imatrix prune was given
     ro.out_dir = r.card_dir;
     ro.force = true;   // the card of this DIR: fit's own
     ro.tool_version = o.tool_version;

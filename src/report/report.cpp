@@ -370,7 +370,7 @@ std::vector<std::pair<std::string, std::string>> inputs_of(const report_options 
     std::vector<std::pair<std::string, std::string>> in = {
         {"source model", opt.source}, {"plan", opt.plan}, {"build", opt.pruned},
         {"build's checksum file", util::sums_path_for(opt.pruned)}, {"saliency archive", opt.saliency},
-        {"sweep", opt.sweep}, {"judge result", opt.judge}};
+        {"sweep", opt.sweep}, {"judge result", opt.judge}, {"imatrix", opt.imatrix}};
     for (const auto & e : opt.evals) in.emplace_back("eval", e);
     if (src) for (const auto & sh : src->m.shards) in.emplace_back("source model file", sh.path);
     if (cut) for (const auto & sh : cut->m.shards) in.emplace_back("build file", sh.path);
@@ -402,6 +402,7 @@ bool audit_build(card & c, bool & differs, std::string & err) {
     vreq.model = opt.source;
     vreq.plan = opt.plan;
     vreq.output = opt.pruned;
+    vreq.imatrix = opt.imatrix;   // a width cut requantised to an IQ type is audited with the imatrix it was made with
     prune::verify_run_result vres;
     util::error verr;
     const bool verified = prune::run_verify(vreq, vres, verr);

@@ -49,6 +49,7 @@ struct report_options {
     std::vector<std::string> evals;      // --eval, any number
     std::string              sweep;      // --sweep ("" = none)
     std::string              judge;      // --judge: a reap judge result ("" = none)
+    std::string              imatrix;    // --imatrix: the source imatrix prune was given (width cuts to IQ down types)
     std::string              out_dir;    // -o DIR (created when missing)
     bool                     force = false;   // replace existing files of the card (never an input)
     bool                     sync = true;     // fsync outputs (off in tests)
