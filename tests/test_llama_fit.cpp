@@ -588,6 +588,7 @@ TEST(Fit, InputsTheHeadersCanRefuseAreRefusedBeforeCalibration) {
     std::ofstream(t.dir + "/prompts.jsonl") << "{\"domain\": \"en\", \"text\": \"Once\"}\n";
     const std::vector<std::pair<std::string, std::string>> cases = {
         {" --down-type q9_9", "--down-type: unknown type 'q9_9'"},
+        {" --down-type iq2_xxs", "a mask does not model down requantised to iq2_xxs"},   // item 10
         {" --domains en,cod", "--domains: 'cod' is not a domain of the corpus"},
         {" --reference " + shell_quote(recall), "is another model than"},
         {" --generate " + shell_quote(t.dir + "/prompts.jsonl") + " --max-new 2147483647", "past the model's trained context of 256"},

@@ -15,6 +15,7 @@
 #include "plan/provenance.h"
 #include "prune/prune.h"
 #include "prune/run.h"
+#include "prune/width.h"
 #include "saliency/archive.h"
 #include "util/disk.h"
 #include "util/output_rule.h"
@@ -379,8 +380,18 @@ bool corpus_domains(const std::string & path, std::set<std::string> & out, std::
 // --domains the archive's (or the corpus's); the gates' lengths within the
 // reference's trained context.
 bool check_fit_inputs(const fit_options & o, std::string & err) {
-    if (!o.down_type.empty() && !gguf::find_type(o.down_type)) {
+    const gguf::type_info * down = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type);
+    if (!o.down_type.empty() && !down) {
         err = "--down-type: unknown type '" + o.down_type + "'";
+        return false;
+    }
+    // the search scores width cuts by mask, and a mask keeps down in its own
+    // type: requantising to an importance-matrix type moves the file far from
+    // its mask (issue 49 item 10: found only after the build, at the end)
+    if (down && o.axis_width && prune::needs_importance(down->type)) {
+        err = "--down-type " + o.down_type + ": the search scores width cuts by masking, and a mask does not model down "
+              "requantised to " + o.down_type + " (an importance-matrix type: the written file's KLD would not be its mask's); "
+              "give a down type the masks stand for (f16, q8_0, or the source's own), or leave the width out (--axes experts,sources)";
         return false;
     }
     std::vector<std::string> models = o.sources;
