@@ -602,3 +602,21 @@ TEST(Fit, InputsTheHeadersCanRefuseAreRefusedBeforeCalibration) {
         EXPECT_FALSE(file_exists(dir + "/saliency.gguf")) << more;
     }
 }
+
+// Issue 49 item 15: when the card's audit finds, on a resume, that the build is
+// not the source cut by the plan (a byte of it changed after the verify stage
+// was journalled), fit exits 1, as verify does, not 2.
+TEST(Fit, ACardAuditThatFailsOnResumeExitsOne) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string dir = t.dir + "/card-audit";
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
+    const std::string cmd = fit_cmd(dir, "25MB") + " --axes experts --max-passes 1";
+    ASSERT_EQ(run_cmd(cmd, out), 0) << out;
+    const std::string build = read_json(dir + "/fit.json")["build"]["file"];
+    ASSERT_EQ(run_cmd("size=$(stat -c %s " + shell_quote(build) + "); printf '\\132' | dd of=" + shell_quote(build) +
+                      " bs=1 seek=$((size - 1)) conv=notrunc status=none && rm " + shell_quote(dir + "/fit.json"), out), 0) << out;
+    EXPECT_EQ(run_cmd(cmd, out), 1) << out;
+    EXPECT_NE(out.find("the build failed verification"), std::string::npos) << out;
+}

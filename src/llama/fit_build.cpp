@@ -164,7 +164,10 @@ bool card_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * o
     ro.extra_section = fit_card_section(o, r);
     ro.extra_figures = {{"fit-search.svg", fit_card_figure(r)}};
     report::report_result rr;
-    if (!report::write_report(ro, rr, err)) return false;
+    if (!report::write_report(ro, rr, err)) {
+        r.differs = rr.differs;   // the card's audit found the build is not the source cut by the plan: exit 1, as verify's
+        return false;
+    }
     fprintf(out, "reap fit: card %s/README.md\n", r.card_dir.c_str());
     return util::write_file_durably(r.fit_json, util::json_text(fit_record(o, r), 2) + "\n", err) &&
            fit_mark_stage(j, "card", r.fit_json, err);
