@@ -33,14 +33,15 @@ std::string log_path_of(const std::string & out) {
 int cmd_judge(int argc, char ** argv) {
     judge_params p;
     reap::cli::options t("judge", "usage: reap judge ANSWERS_A.json ANSWERS_B.json (--judge JUDGE.gguf | --judge-url URL [--judge-model NAME])\n"
-                                  "                  [--rubric RUBRIC.json] -o JUDGE.json");
+                                  "                  [--rubric RUBRIC.json] [--samples K] -o JUDGE.json");
     t.about(
         "Compares two builds' answers to the same tasks (reap eval --tasks ... --answers-dir DIR\n"
         "writes one answers file per model) with a judge model. Each task's prompt and the two\n"
         "answers, labelled only \"first\" and \"second\", go to the judge in both orders, rendered\n"
-        "through the judge's own chat template. The verdict is the label whose first token the\n"
-        "judge scores highest after its prompt (what grammar-constrained greedy output would pick;\n"
-        "never parsed from free text). From A's side: a win when A is chosen in both orders, a\n"
+        "through the judge's own chat template. In-process (--judge), the verdict is the label\n"
+        "that owns the best-scored token, after the prompt, among the tokens that begin a label:\n"
+        "the first step of grammar-constrained greedy output (never free text parsed). From\n"
+        "A's side: a win when A is chosen in both orders, a\n"
         "loss when B is, a tie when the verdict followed the position. The position rate (how\n"
         "often the judge chose what it was shown first) makes a position-biased judge visible:\n"
         "0.5 reads the answers, 1.0 only looks at the order.\n"
