@@ -18,6 +18,7 @@ namespace {
 
 constexpr uint64_t k_max_task_bytes = 256ull << 20;
 constexpr int64_t  k_max_tokens = 1 << 20;
+constexpr size_t   k_max_regex = 256;
 
 using ojson = nlohmann::ordered_json;
 
@@ -34,6 +35,12 @@ bool rule_from_json(const nlohmann::json & a, const std::string & what, answer_r
     if (a.contains("regex") && a["regex"].is_string()) {
         r.kind = answer_rule::regex;
         r.text = a["regex"].get<std::string>();
+        // std::regex compiles and matches by recursion: a bounded pattern keeps a
+        // hostile task file from exhausting the stack
+        if (r.text.size() > k_max_regex) {
+            err = what + ": the regex is " + std::to_string(r.text.size()) + " characters (at most " + std::to_string(k_max_regex) + ")";
+            return false;
+        }
         try {
             r.re = std::regex(r.text, std::regex::ECMAScript);
         } catch (const std::regex_error & e) {

@@ -14,7 +14,7 @@
 //           T of X.
 // Every line is checked before any model loads: JSON, a unique non-empty id,
 // exactly one of prompt and messages, exactly one answer rule, a regex that
-// compiles, finite numbers, max_tokens within 1..1,048,576.
+// compiles (at most 256 characters), finite numbers, max_tokens within 1..1,048,576.
 #pragma once
 
 #include <nlohmann/json.hpp>
