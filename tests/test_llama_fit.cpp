@@ -593,6 +593,7 @@ TEST(Fit, InputsTheHeadersCanRefuseAreRefusedBeforeCalibration) {
         {" --reference " + shell_quote(recall), "is another model than"},
         {" --generate " + shell_quote(t.dir + "/prompts.jsonl") + " --max-new 2147483647", "past the model's trained context of 256"},
         {" --needle --needle-lengths 100000", "--needle-lengths 100000 is past the model's trained context"},
+        {" --axes experts --budget 1MB", "--budget 1MB fits no build: the smallest"},
     };
     for (const auto & [more, msg] : cases) {
         ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);

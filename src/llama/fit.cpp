@@ -18,6 +18,7 @@
 #include "prune/width.h"
 #include "saliency/archive.h"
 #include "util/disk.h"
+#include "util/number_format.h"
 #include "util/output_rule.h"
 #include "util/path.h"
 #include "util/sha256.h"
@@ -417,6 +418,32 @@ bool check_fit_inputs(const fit_options & o, std::string & err) {
                   models[0] + " (" + id.arch + ", " + std::to_string(id.n_layer) + " blocks, " + std::to_string(id.n_expert) +
                   " experts, " + std::to_string(id.n_vocab) + " tokens against " + first.arch + ", " + std::to_string(first.n_layer) +
                   ", " + std::to_string(first.n_expert) + ", " + std::to_string(first.n_vocab) + ")";
+            return false;
+        }
+    }
+    // a budget no build can meet, from the headers: without the width axis the
+    // smallest file keeps the experts a token uses in every layer (a lower
+    // bound: group-limited routers keep more); with it, channels can shrink
+    // it further, and the space decides
+    if (!o.axis_width) {
+        uint64_t smallest = UINT64_MAX;
+        std::string which;
+        const size_t n_sources = o.axis_sources ? o.sources.size() : 1;
+        for (size_t s = 0; s < n_sources; ++s) {
+            gguf::model m;
+            moe::census cen;
+            if (!gguf::open_model(o.sources[s], m, err) || !moe::take_census(m, {}, cen, err)) return false;
+            const uint32_t n = o.axis_experts ? std::max<uint32_t>(1, cen.n_expert_used) : cen.n_expert;
+            moe::census at;
+            if (n == 0 || !moe::take_census(m, {n}, at, err)) return false;
+            for (const auto & k : at.keep_sizes) {
+                if (k.n_keep == n && k.file_bytes < smallest) smallest = k.file_bytes, which = o.sources[s] + " keeping " + std::to_string(n);
+            }
+        }
+        if (smallest != UINT64_MAX && smallest > o.budget) {
+            err = "--budget " + o.budget_text + " fits no build: the smallest, " + which + " experts a layer, is " + std::to_string(smallest) +
+                  " bytes (" + util::format_size(smallest) + ")" + (o.axis_experts ? "" : "; the experts axis is off") +
+                  ": give a larger budget, or cut channels too (--axes with width)";
             return false;
         }
     }
