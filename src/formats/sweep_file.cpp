@@ -208,7 +208,7 @@ bool behaviour_from_json(json_fields & f, sweep_record & s) {
         json_fields c = f.child("choice");
         std::string e;
         if (!f.ok()) return false;
-        if (!choice_section_from_json(c, nlohmann::json(), s.choice.emplace(), e)) return f.fail("choice", e);
+        if (!choice_section_from_json(c, s.choice.emplace(), e)) return f.fail("choice", e);
         for (size_t i = 0; i < s.points.size(); ++i) {
             const std::string name = sweep_point_name(s.points[i].n_keep);
             bool found = false;

@@ -120,8 +120,7 @@ nlohmann::ordered_json task_document_to_json(const task_document & d) {
     return j;
 }
 
-bool choice_section_from_json(json_fields & c, const nlohmann::json & raw, choice_section & s, std::string & err) {
-    (void) raw;
+bool choice_section_from_json(json_fields & c, choice_section & s, std::string & err) {
     choice_report & r = s.report;
     json_fields data = c.child("data");
     json_fields set = c.child("settings");
@@ -189,7 +188,7 @@ bool task_document_from_json(const nlohmann::json & j, const std::string & name,
         err = f.error();
         return false;
     }
-    return choice_section_from_json(c, j["choice"], out.choice.emplace(), err);
+    return choice_section_from_json(c, out.choice.emplace(), err);
 }
 
 bool read_task_document(const std::string & path, task_document & out, std::string & err) {

@@ -68,7 +68,7 @@ struct task_document {
 // One section as JSON (what task_document_to_json writes under "choice", and
 // reap sweep's file under its own "choice"), and read back from `c`.
 nlohmann::ordered_json choice_section_to_json(const choice_section & s);
-bool choice_section_from_json(util::json_fields & c, const nlohmann::json & raw, choice_section & out, std::string & err);
+bool choice_section_from_json(util::json_fields & c, choice_section & out, std::string & err);
 
 nlohmann::ordered_json task_document_to_json(const task_document & d);
 bool task_document_from_json(const nlohmann::json & j, const std::string & name, task_document & out, std::string & err);

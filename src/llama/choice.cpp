@@ -24,7 +24,6 @@ struct prepared_task {
     std::vector<std::vector<llama_token>> seqs;   // per choice
     std::vector<size_t>                   n_base; // winogrande: tokens of sentence up to and with the choice
     size_t common = 0, required = 0;
-    size_t i_logits = 0;                          // its first output row in its decode
 };
 
 // perplexity.cpp's log-softmax of one row at `tok` (float sum, in order).
@@ -99,14 +98,14 @@ bool prepare_tasks(const llama_vocab * vocab, const choice_set & set, const std:
 }
 
 // The score of every choice of a multiple-choice or hellaswag task, and its pick.
-size_t pick_of_mean(const prepared_task & t, const float * rows, int n_vocab, bool in_double) {
+size_t pick_of_mean(const prepared_task & t, size_t i_logits, const float * rows, int n_vocab, bool in_double) {
     std::vector<float> fs;
     std::vector<double> ds;
     size_t li = 1;   // row 0: the last token of the common prefix
     for (const auto & seq : t.seqs) {
-        const float first = first_logprob(rows + t.i_logits * (size_t) n_vocab, n_vocab, seq[t.common]);
+        const float first = first_logprob(rows + i_logits * (size_t) n_vocab, n_vocab, seq[t.common]);
         std::vector<float> rest;
-        for (size_t j = t.common; j + 1 < seq.size(); ++j) rest.push_back(token_logprob(rows + (t.i_logits + li++) * (size_t) n_vocab, n_vocab, seq[j + 1]));
+        for (size_t j = t.common; j + 1 < seq.size(); ++j) rest.push_back(token_logprob(rows + (i_logits + li++) * (size_t) n_vocab, n_vocab, seq[j + 1]));
         if (in_double) ds.push_back(mean_logprob_double(first, rest));
         else fs.push_back(mean_logprob_float(first, rest));
     }
@@ -115,7 +114,7 @@ size_t pick_of_mean(const prepared_task & t, const float * rows, int n_vocab, bo
 
 // winogrande's score, perplexity.cpp's indices exactly (the second choice's
 // first logit when the choice word is not skipped is seq 0's last: kept).
-size_t pick_of_winogrande(const prepared_task & t, const float * rows, int n_vocab) {
+size_t pick_of_winogrande(const prepared_task & t, size_t i_logits, const float * rows, int n_vocab) {
     const size_t len0 = t.seqs[0].size(), len1 = t.seqs[1].size(), cp = t.common;
     const bool skip_choice = len0 - cp > 3 && len1 - cp > 3;
     float score[2];
@@ -126,16 +125,15 @@ size_t pick_of_winogrande(const prepared_task & t, const float * rows, int n_voc
         size_t li = s == 0 ? n_base - cp : len0 - cp + n_base - cp;
         float sum = 0;
         for (size_t j = n_base - 1; j < len - 1 - last; ++j) {
-            sum += token_logprob(rows + (t.i_logits + li++) * (size_t) n_vocab, n_vocab, t.seqs[s][j + 1]);
+            sum += token_logprob(rows + (i_logits + li++) * (size_t) n_vocab, n_vocab, t.seqs[s][j + 1]);
         }
         score[s] = sum / (float) (len - n_base - last);
     }
-    (void) len1;
     return score[0] > score[1] ? 0 : 1;
 }
 
 // Every selected task on one model: tasks packed into decodes as llama-perplexity packs them.
-bool score_model(llama_model * model, mask_hook * hook, const choice_options & opt, int n_seq, const std::vector<prepared_task> & in,
+bool score_model(llama_model * model, mask_hook * hook, const choice_options & opt, int n_seq, const std::vector<prepared_task> & tasks,
                  const choice_set & set, const std::vector<size_t> & selected, choice_model_result & out, progress_line & prog,
                  std::string & err) {
     const int window = opt.rt.n_ctx;
@@ -145,7 +143,7 @@ bool score_model(llama_model * model, mask_hook * hook, const choice_options & o
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     const bool wino = set.format == choice_format::winogrande;
     const int max_seq = std::min(wino ? 2 * 128 : 4 * 32, (int) llama_n_seq_max(ctx.get()));
-    std::vector<prepared_task> tasks = in;
+    std::vector<size_t> i_logits(tasks.size());   // each task's first output row in its decode
     llama_batch batch = llama_batch_init(n_ctx, 0, max_seq);
     std::vector<float> rows;
     std::vector<llama_seq_id> ids;
@@ -155,12 +153,12 @@ bool score_model(llama_model * model, mask_hook * hook, const choice_options & o
         size_t i1 = i0, n_rows = 0;
         int n_cur = 0, s0 = 0;
         while (i1 < tasks.size() && n_cur + (int) tasks[i1].required <= n_ctx && s0 + (int) tasks[i1].seqs.size() <= max_seq) {
-            prepared_task & t = tasks[i1];
+            const prepared_task & t = tasks[i1];
             ids.clear();
             for (size_t s = 0; s < t.seqs.size(); ++s) ids.push_back(s0 + (int) s);
             for (size_t i = 0; i < t.common; ++i) common_batch_add(batch, t.seqs[0][i], (llama_pos) i, ids, false);
             batch.logits[batch.n_tokens - 1] = true;
-            t.i_logits = n_rows++;
+            i_logits[i1] = n_rows++;
             for (size_t s = 0; s < t.seqs.size(); ++s) {
                 for (size_t i = t.common; i < t.seqs[s].size(); ++i) {
                     const bool wanted = wino || i + 1 < t.seqs[s].size();
@@ -194,8 +192,8 @@ bool score_model(llama_model * model, mask_hook * hook, const choice_options & o
             prog.add(n);
         }
         for (size_t i = i0; ok && i < i1; ++i) {
-            const size_t pick = wino ? pick_of_winogrande(tasks[i], rows.data(), n_vocab)
-                                     : pick_of_mean(tasks[i], rows.data(), n_vocab, set.format == choice_format::hellaswag);
+            const size_t pick = wino ? pick_of_winogrande(tasks[i], i_logits[i], rows.data(), n_vocab)
+                                     : pick_of_mean(tasks[i], i_logits[i], rows.data(), n_vocab, set.format == choice_format::hellaswag);
             out.picked.push_back((uint16_t) pick);
             out.correct.push_back(set.tasks[selected[i]].correct[pick]);
         }

@@ -312,6 +312,16 @@ bool check_fit_dir(const fit_options & o, std::string & err) {
     return true;
 }
 
+// A model's header and identity (arch, blocks, experts, vocabulary, routers); the message names the file.
+bool open_identity(const std::string & path, gguf::model & m, moe::model_identity & id, std::string & err) {
+    if (!gguf::open_model(path, m, err)) return false;
+    if (!moe::identity_of(m, id, err)) {
+        err = path + ": " + err;
+        return false;
+    }
+    return true;
+}
+
 // An existing --kld-base is what fit's claims rest on ("scored against the
 // rows of REF"): its receipt (written by reap eval beside it) must name the
 // model fit calls its reference (--reference, else the first source) by header
@@ -338,11 +348,7 @@ bool check_kld_base_model(const fit_options & o, std::string & err) {
     }
     gguf::model m;
     moe::model_identity id;
-    if (!gguf::open_model(ref, m, err)) return false;
-    if (!moe::identity_of(m, id, err)) {
-        err = ref + ": " + err;
-        return false;
-    }
+    if (!open_identity(ref, m, id, err)) return false;
     if (rc.base_sha256 != model_header_sha256(m) || rc.base_router_sha256 != id.router_sha256) {
         err = "--kld-base " + o.kld_base + " holds the rows of " + rc.base_path + " (header sha256 " + rc.base_sha256.substr(0, 16) +
               "…), not of fit's reference " + ref + " (" + model_header_sha256(m).substr(0, 16) + "…)" +
@@ -402,11 +408,7 @@ bool check_fit_inputs(const fit_options & o, std::string & err) {
     for (size_t i = 0; i < models.size(); ++i) {
         gguf::model m;
         moe::model_identity id;
-        if (!gguf::open_model(models[i], m, err)) return false;
-        if (!moe::identity_of(m, id, err)) {
-            err = models[i] + ": " + err;
-            return false;
-        }
+        if (!open_identity(models[i], m, id, err)) return false;
         if (i == 0) {
             first = id;
             std::string e;
@@ -431,9 +433,9 @@ bool check_fit_inputs(const fit_options & o, std::string & err) {
         const size_t n_sources = o.axis_sources ? o.sources.size() : 1;
         for (size_t s = 0; s < n_sources; ++s) {
             gguf::model m;
-            moe::census cen;
-            if (!gguf::open_model(o.sources[s], m, err) || !moe::take_census(m, {}, cen, err)) return false;
-            const uint32_t n = o.axis_experts ? std::max<uint32_t>(1, cen.n_expert_used) : cen.n_expert;
+            moe::model_identity id;
+            if (!open_identity(o.sources[s], m, id, err)) return false;
+            const uint32_t n = (uint32_t) (o.axis_experts ? std::max<int64_t>(1, id.n_expert_used) : id.n_expert);
             moe::census at;
             if (n == 0 || !moe::take_census(m, {n}, at, err)) return false;
             for (const auto & k : at.keep_sizes) {
