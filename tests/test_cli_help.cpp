@@ -531,6 +531,8 @@ TEST_F(Cli, AnOptionWithoutItsModeIsRefused) {
         {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --task-slack 0.1", "--task-slack is for the task gate"},
         {"eval" + files + " --tasks-limit 5", "--tasks-limit, --samples, --top-p, --recheck-cap and --answers-dir are for the task modes"},
         {"eval" + files + " --needles 100000", "--needles: '100000' is too large"},
+        {"eval" + files + " --prompt hi", "--prompt and -n are for --smoke"},
+        {"eval" + files + " -n 12", "--prompt and -n are for --smoke"},
         // an empty list is no list (before, "," meant the defaults)
         {"eval" + files + " --needle --needle-lengths ,", "--needle-lengths: ',' names no length"},
         {"eval" + files + " --needle --needle-depths ,", "--needle-depths: ',' names no depth"},

@@ -98,6 +98,7 @@ int cmd_eval(int argc, char ** argv) {
     // JSON goes to stdout, so a progress line on a terminal's stderr does not disturb it.
     opt.progress = !p.quiet && isatty(fileno(stderr));
 
+    if (!p.do_smoke && (t.given("--prompt") || t.given("-n"))) return usage_error("--prompt and -n are for --smoke");
     if (!p.choice.tasks_path.empty() || !p.gen.tasks_path.empty()) return reap::cli::run_task_modes(p, usage_error);
     if (p.tasks_limit_given || p.gen_only_given) {
         return usage_error("--tasks-limit, --samples, --top-p, --recheck-cap and --answers-dir are for the task modes");
