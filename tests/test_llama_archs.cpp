@@ -357,7 +357,7 @@ TEST_P(ArchMatrix, InspectCalibratePruneNeverRouted) {
     co.corpus_path = corpus;
     co.out_path = dir + "/s.gguf";
     co.rt.n_ctx = co.rt.n_batch = co.rt.n_ubatch = 64;
-    co.rt.llama.cpuparams.n_threads = 1;   // tiny models: a second thread only spins
+    co.rt.n_threads = 1;   // tiny models: a second thread only spins
     co.rt.llama.n_gpu_layers = 0;
     co.progress = false;
     co.force = true;

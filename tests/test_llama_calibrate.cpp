@@ -121,7 +121,7 @@ reap::calibrate_options opts(const std::string & model, const std::string & corp
     o.rt.n_ctx    = 64;
     o.rt.n_batch  = 64;
     o.rt.n_ubatch = 64;
-    o.rt.llama.cpuparams.n_threads = 2;
+    o.rt.n_threads = 2;
     o.rt.llama.n_gpu_layers = 0;
     o.progress = false;
     o.force    = true;
@@ -611,9 +611,12 @@ TEST(Calibrate, ShardsMergeToTheWhole) {
 // the same corpus merge only when their shards are disjoint. The whole corpus
 // with a shard of it, two --max-tokens caps (prefixes of the same samples),
 // shards 0/2 and 2/4 (hash 0 mod 4 is 0 mod 2) and a merge of 0/2 + 1/2 with
-// 1/4 are refused; 0/2 with 1/4 and another corpus's archive merge, and the
-// merged archive records what each calibration covered. Before, every one of
-// these merged with exit 0.
+// 1/4 are refused; 0/2 with 1/4 merge, and the merged archive records what
+// each calibration covered. Before, every one of these merged with exit 0.
+// Issue 49 item 6: another corpus file holding the same samples plus one line
+// is refused too (it merged, counting every shared sample twice); a file of
+// that line alone merges, and the merge records the samples of both, so that
+// the merged archive with either part is refused in turn.
 TEST(Calibrate, MergeRefusesCalibrationsThatShareSamples) {
     std::string err;
     const std::string model = zoo_model("deepseek2", err);
@@ -642,10 +645,12 @@ TEST(Calibrate, MergeRefusesCalibrationsThatShareSamples) {
         std::ofstream f(other, std::ios::app);
         f << R"({"domain":"en","text":"One more line makes another corpus file."})" << "\n";
     }
-    {
+    const std::string extra = other_dir + "/extra.jsonl";
+    std::ofstream(extra) << R"({"domain":"en","text":"One more line makes another corpus file."})" << "\n";
+    for (const auto & [file, name] : std::vector<std::pair<std::string, std::string>>{{other, "other"}, {extra, "extra"}}) {
         sal::archive a;
         reap::calibrate_report r;
-        ASSERT_TRUE(reap::run_calibrate(opts(model, other, dir + "/other.gguf"), a, r, err)) << err;
+        ASSERT_TRUE(reap::run_calibrate(opts(model, file, dir + "/" + name + ".gguf"), a, r, err)) << err;
     }
     auto merge = [&](std::vector<std::string> names, const std::string & out, std::string & why) {
         sal::merge_request req;
@@ -666,7 +671,19 @@ TEST(Calibrate, MergeRefusesCalibrationsThatShareSamples) {
     EXPECT_NE((merge({"all", "s0of2"}, "x", why), why).find("(the whole corpus) and " + dir + "/s0of2.gguf (shard 0/2)"), std::string::npos) << why;
     EXPECT_TRUE(merge({"s0of2", "s1of4"}, "m0-1", why)) << why;
     EXPECT_TRUE(merge({"s0of2", "s1of2"}, "m01", why)) << why;
-    EXPECT_TRUE(merge({"all", "other"}, "m-other", why)) << why;
+    EXPECT_FALSE(merge({"all", "other"}, "x", why));
+    EXPECT_NE(why.find(dir + "/all.gguf and " + dir + "/other.gguf were calibrated on " + std::to_string(samples["all"]) +
+                       " samples in common"), std::string::npos) << why;
+    EXPECT_TRUE(merge({"all", "extra"}, "m-extra", why)) << why;
+    {
+        sal::archive m;
+        std::vector<uint64_t> hashes;
+        ASSERT_TRUE(sal::read_archive(dir + "/m-extra.gguf", m, err)) << err;
+        ASSERT_TRUE(sal::sample_hashes_of(m, hashes, err)) << err;
+        EXPECT_EQ(hashes.size(), samples["all"] + 1);
+    }
+    EXPECT_FALSE(merge({"m-extra", "other"}, "x", why));
+    EXPECT_NE(why.find("samples in common"), std::string::npos) << why;
     EXPECT_FALSE(merge({"m01", "s1of4"}, "x", why));
     EXPECT_NE(why.find("(shard 1/2) and " + dir + "/s1of4.gguf (shard 1/4)"), std::string::npos) << why;
     sal::archive m01;
@@ -1449,7 +1466,7 @@ TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
     auto o = opts(model, dir + "/c.txt", dir + "/s.gguf");
     o.rt.n_ctx = 512;
     o.rt.n_batch = o.rt.n_ubatch = 256;
-    o.rt.llama.cpuparams.n_threads = 1;   // as the eval below: a second thread's spin-waits cost CPU under load
+    o.rt.n_threads = 1;   // as the eval below: a second thread's spin-waits cost CPU under load
     sal::archive a;
     reap::calibrate_report rep;
     ASSERT_TRUE(reap::run_calibrate(o, a, rep, err)) << err;

@@ -22,6 +22,10 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -620,4 +624,71 @@ TEST(Fit, ACardAuditThatFailsOnResumeExitsOne) {
                       " bs=1 seek=$((size - 1)) conv=notrunc status=none && rm " + shell_quote(dir + "/fit.json"), out), 0) << out;
     EXPECT_EQ(run_cmd(cmd, out), 1) << out;
     EXPECT_NE(out.find("the build failed verification"), std::string::npos) << out;
+}
+
+namespace {
+
+// The most threads a command's process had at once, read from /proc while it
+// runs (ggml's CPU backend keeps its OpenMP workers until the process exits,
+// so a decode's threads are seen however short the run). rc: its exit status.
+int most_threads_while_running(const std::string & cmd, int & rc) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char *) nullptr);
+        _exit(127);
+    }
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    int most = 0, status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        int n = 0;
+        if (DIR * d = opendir(tasks.c_str())) {
+            while (const dirent * e = readdir(d)) n += e->d_name[0] != '.';
+            closedir(d);
+        }
+        most = std::max(most, n);
+        usleep(500);
+    }
+    rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return most;
+}
+
+} // namespace
+
+// Issue 50: -tb means the same in every command. The decodes of calibrate,
+// eval, sweep and fit all take more than one token, so llama.cpp runs them on
+// the -tb threads: with -t 1, -tb 4 must show at least three threads more than
+// -tb 1 in each command's process (before, eval, sweep and fit dropped -tb and
+// ran every decode on -t).
+TEST(Runtime, BatchThreadsAreHonouredByEveryCommand) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string dir = t.dir + "/threads", sal = dir + "/s.gguf", plan = dir + "/plan.json";
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir) + " && mkdir -p " + shell_quote(dir), out), 0);
+    const std::string reap = shell_quote(reap_bin()), model = shell_quote(t.model), text = shell_quote(t.text);
+    ASSERT_EQ(run_cmd(reap + " calibrate -m " + model + " --corpus " + shell_quote(t.calib) + " -c 128 -t 1 --no-progress -o " +
+                      shell_quote(sal) + " && " + reap + " plan " + shell_quote(sal) + " -m " + model + " --keep 8 -o " +
+                      shell_quote(plan) + " 2>&1", out), 0) << out;
+    const std::vector<std::pair<std::string, std::string>> commands = {
+        {"calibrate", reap + " calibrate -m " + model + " --corpus " + shell_quote(t.calib) + " -c 128 --no-progress -o " +
+                      shell_quote(dir + "/again.gguf") + " --force"},
+        {"eval", reap + " eval -m " + model + " --mask " + shell_quote(plan) + " -f " + text + " -c 128"},
+        {"sweep", reap + " sweep " + shell_quote(sal) + " -m " + model + " -f " + text + " --keep 8,4 -c 128"},
+        // from an archive: fit's calibration honoured -tb before, its other passes did not
+        {"fit", reap + " fit -m " + model + " --saliency " + shell_quote(sal) + " -f " + text +
+                " --budget 25MB --axes experts --max-passes 1 -c 128 -q -o " + shell_quote(dir + "/fit")},
+    };
+    for (const auto & [name, cmd] : commands) {
+        int rc = 0;
+        ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir + "/fit"), out), 0);
+        const int one = most_threads_while_running(cmd + " -t 1 -tb 1", rc);
+        ASSERT_EQ(rc, 0) << name << " -tb 1: " << cmd;
+        ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir + "/fit"), out), 0);
+        const int four = most_threads_while_running(cmd + " -t 1 -tb 4", rc);
+        ASSERT_EQ(rc, 0) << name << " -tb 4: " << cmd;
+        EXPECT_GE(four - one, 3) << name << ": " << one << " threads at -tb 1, " << four << " at -tb 4";
+    }
 }

@@ -300,7 +300,7 @@ reap::calibrate_options calibrate_options_for(const std::string & model, const s
     co.corpus_path = corpus;
     co.out_path = out;
     co.rt.n_ctx = co.rt.n_batch = co.rt.n_ubatch = k_ctx;
-    co.rt.llama.cpuparams.n_threads = 1;
+    co.rt.n_threads = 1;
     co.rt.llama.n_gpu_layers = 0;
     co.progress = false;
     co.force = true;

@@ -99,7 +99,7 @@ reap::calibrate_options opts(const std::string & model, const std::string & corp
     o.corpus_path = corpus;
     o.out_path    = out;
     o.rt.n_ctx = 256;
-    o.rt.llama.cpuparams.n_threads = 2;
+    o.rt.n_threads = 2;
     o.rt.llama.n_gpu_layers = 0;
     o.rt.llama.cache_type_k = o.rt.llama.cache_type_v = GGML_TYPE_F32;
     o.rt.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;

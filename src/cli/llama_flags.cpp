@@ -211,7 +211,8 @@ bool parse_llama_runtime(options & t, const char * cmd, const std::string & mode
     rt.n_ctx     = given.ctx ? rt.llama.n_ctx : 0;
     rt.n_batch   = given.batch ? rt.llama.n_batch : 0;    // 0: settle_batches chooses
     rt.n_ubatch  = given.ubatch ? rt.llama.n_ubatch : 0;
-    rt.n_threads = rt.llama.cpuparams.n_threads;
+    rt.n_threads       = rt.llama.cpuparams.n_threads;         // common settled -1 to the math cores,
+    rt.n_threads_batch = rt.llama.cpuparams_batch.n_threads;   // and -tb to -t when not given
     return true;
 }
 

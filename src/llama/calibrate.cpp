@@ -20,6 +20,7 @@
 #include "plan/planners.h"
 #include "plan/stability.h"
 #include "saliency/checkpoint.h"
+#include "saliency/merge.h"
 #include "util/number_format.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -64,7 +65,7 @@ namespace calibrate_detail {
 using util::stem_of;
 
 bool calibration::check_options() {
-    if (opt.rt.n_ctx > 0) n_ctx = opt.rt.n_ctx;
+    n_ctx = opt.rt.window();
     if (n_ctx < 2) {
         err = "-c " + std::to_string(n_ctx) + " is too small";
         return false;
@@ -524,6 +525,7 @@ bool calibration::decode_all() {
         col.dom  = opt.collect ? &out.domains[d] : &scratch;
         col.half = opt.collect && stab ? &half.domains[d] : nullptr;
         if (!decode_group_rows(g)) return false;
+        windows_end = g.first + g.count;
         if (opt.collect) out.domains[d].n_tokens += g.tokens;
         if (col.half) col.half->n_tokens += g.tokens;
         prog.add(g.tokens, (int64_t) group_ubatches(g, report.n_batch, report.n_ubatch));
@@ -576,6 +578,10 @@ bool calibration::finish() {
         err = "internal check failed (please report): " + err;
         return false;
     }
+    // the samples decoded, so that reap merge refuses two archives sharing one
+    std::vector<uint64_t> hashes;
+    for (size_t w = 0; w < std::max(windows_end, next_window); ++w) hashes.push_back(cp.samples[windows[w].sample].hash);
+    saliency::set_sample_hashes(out, std::move(hashes));
     if (stab) {   // the curve stays with the archive; what resuming needed goes
         out.provenance.remove(planner::k_key_stability_state);
         out.provenance.set_string(planner::k_key_stability, stab->curve_json());

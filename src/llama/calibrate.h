@@ -133,7 +133,7 @@ struct calibrate_options {
     // k_default_window). rt.n_batch, rt.n_ubatch: 0 = automatic (with -ub: the
     // larger of -ub, k_default_batch and the window; alone: the largest that fits
     // rt.memory). rt.batch_memory: the vocabulary-sized rows of a decode (0 =
-    // k_default_batch_memory). Threads: rt.llama.cpuparams.
+    // k_default_batch_memory). Threads: rt.threads(), rt.threads_batch().
     pass_runtime rt;
     int n_seq = 0;               // -np: windows per decode at most; 0 = automatic (see run_calibrate)
 

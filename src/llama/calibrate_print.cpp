@@ -63,7 +63,7 @@ std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, si
 std::string calibrate_options_json(const calibrate_options & opt, bool plain_text, const calibrate_report & decodes) {
     nlohmann::ordered_json j;
     j["input"]                 = plain_text ? "text" : "jsonl";
-    j["n_ctx"]                 = opt.rt.n_ctx > 0 ? opt.rt.n_ctx : k_default_window;
+    j["n_ctx"]                 = opt.rt.window();
     add_decode_options(j, decodes);
     j["cache_type_k"]          = kv_type_name(opt.rt.llama.cache_type_k);
     j["cache_type_v"]          = kv_type_name(opt.rt.llama.cache_type_v);

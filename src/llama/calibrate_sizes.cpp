@@ -43,18 +43,9 @@ size_t group_ubatches(const decode_group & g, int n_batch, int n_ubatch) {
 }
 
 llama_context_params calibration::context_params(int n_batch, int n_ubatch, int n_seq, bool unified) const {
-    llama_context_params cparams = common_context_params_to_llama(opt.rt.llama);
     // unified: a packed decode, or one whole window, in one cache; else a window per stream
-    cparams.n_ctx      = unified ? (uint32_t) std::max(n_ctx, n_batch) : (uint32_t) n_ctx * (uint32_t) n_seq;
-    cparams.n_batch    = (uint32_t) n_batch;
-    cparams.n_ubatch   = (uint32_t) n_ubatch;
-    cparams.n_seq_max  = (uint32_t) n_seq;
-    cparams.kv_unified = unified;
-    cparams.n_threads  = opt.rt.llama.cpuparams.n_threads > 0 ? opt.rt.llama.cpuparams.n_threads : (int) common_cpu_get_num_math();
-    cparams.n_threads_batch = opt.rt.llama.cpuparams_batch.n_threads > 0 ? opt.rt.llama.cpuparams_batch.n_threads : cparams.n_threads;
-    cparams.no_perf    = true;
-    cparams.embeddings = false;
-    return cparams;
+    const uint32_t cells = unified ? (uint32_t) std::max(n_ctx, n_batch) : (uint32_t) n_ctx * (uint32_t) n_seq;
+    return pass_context_params(opt.rt, cells, (uint32_t) n_batch, (uint32_t) n_ubatch, (uint32_t) n_seq, unified);
 }
 
 // The graph of a two-token ubatch with one output row, as llama.cpp reserves

@@ -57,7 +57,7 @@ struct calibration {
     calibrate_report &        report;
     std::string &             err;
 
-    int         n_ctx = k_default_window;
+    int         n_ctx = 0;   // opt.rt.window()
     uint64_t    batch_memory = k_default_batch_memory;   // opt.rt.batch_memory, or its default
     std::string ckpt_path;
     gguf::model gm;
@@ -68,6 +68,7 @@ struct calibration {
     std::string corpus_sha;
     std::vector<window>       windows;   // domain by domain, corpus order within a domain (shuffled with a stability target)
     std::vector<decode_group> groups;
+    size_t windows_end = 0;   // windows [0, windows_end) of the run's order are decoded (a resume: from next_window)
     std::string options_json;
     bool        has_mtp = false;
     int         n_vocab = 1;

@@ -218,7 +218,7 @@ pass_setup make_pass_setup(const llama_model * model, const workload & wl, const
     s.n_ctx     = n_ctx;
     s.n_seq     = seqs_per_decode(rt, n_ctx);
     s.n_batch   = std::min(rt.n_batch, n_ctx * s.n_seq);
-    s.n_threads = resolve_threads(rt.n_threads);
+    s.n_threads = rt.threads_batch();
     s.n_vocab   = llama_vocab_n_tokens(vocab);
     s.bos       = llama_vocab_get_add_bos(vocab) ? llama_vocab_bos(vocab) : LLAMA_TOKEN_NULL;
     return s;
@@ -618,7 +618,7 @@ struct eval_run {
         file_workload(in.hdr, wl, opt.max_chunks);
         if (!size_decodes(in.hdr.n_vocab)) return false;
         auto rows = std::make_unique<kld_file_rows>();
-        if (!rows->open(opt.kld_base_path, in.hdr, resolve_threads(opt.rt.n_threads), err)) return false;
+        if (!rows->open(opt.kld_base_path, in.hdr, opt.rt.threads_batch(), err)) return false;
         base_rows = std::move(rows);
         prog.start("eval", (int64_t) (cands.size() + n_mtp_passes) * (int64_t) wl.n_decode_tokens);
         return true;

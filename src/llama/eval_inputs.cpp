@@ -75,7 +75,7 @@ bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands,
         err = "no base model: give -m BASE.gguf (or --kld-base FILE made by an earlier run or llama-perplexity)";
         return false;
     }
-    if (opt.rt.n_ctx == 0) opt.rt.n_ctx = k_default_window;
+    opt.rt.n_ctx = opt.rt.window();
     if (!opt.input_path.empty() && !util::read_file(opt.input_path, "input", in.text, err)) {
         return false;
     }

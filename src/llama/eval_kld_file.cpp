@@ -44,7 +44,7 @@ bool write_base_file(llama_model * model, const workload & wl, const eval_option
     std::vector<uint16_t> records;
     std::vector<double>   row_nll;
     const int             n_batch   = std::min(opt.rt.n_batch, n_ctx * n_seq);
-    const int             n_threads = resolve_threads(opt.rt.n_threads);
+    const int             n_threads = opt.rt.threads_batch();
     prog.start("base -> " + opt.kld_base_path, wl.n_decode_tokens);
     const bool ok = decode_windows({ctx.get()}, wl.windows, n_seq, n_batch, bos, prog,
         ([&](const std::vector<out_row> & rows) {

@@ -24,16 +24,9 @@ namespace reap {
 // A context for n_seq windows of n_ctx tokens side by side (one KV sequence
 // each, not unified), as llama-perplexity sets up its own.
 llama_context_params context_params(const eval_runtime & rt, int n_ctx, int n_seq) {
-    llama_context_params cp = common_context_params_to_llama(rt.llama);  // -fa, -ctk, -ctv, ...
-    cp.n_ctx           = (uint32_t) n_ctx * (uint32_t) n_seq;
-    cp.n_batch         = (uint32_t) std::min(rt.n_batch, (int) cp.n_ctx);
-    cp.n_ubatch        = (uint32_t) std::min(rt.n_ubatch, (int) cp.n_batch);
-    cp.n_seq_max       = (uint32_t) n_seq;
-    cp.kv_unified      = false;
-    cp.n_threads       = resolve_threads(rt.n_threads);
-    cp.n_threads_batch = cp.n_threads;
-    cp.no_perf = true;
-    return cp;
+    const uint32_t cells = (uint32_t) n_ctx * (uint32_t) n_seq;
+    const uint32_t batch = (uint32_t) std::min(rt.n_batch, (int) cells);
+    return pass_context_params(rt, cells, batch, (uint32_t) std::min(rt.n_ubatch, (int) batch), (uint32_t) n_seq, false);
 }
 
 // what names the file's role in messages ("base model", "input", ...).
@@ -50,8 +43,6 @@ bool file_size_of(const std::string & what, const std::string & path, uint64_t &
     size = (uint64_t) st.st_size;
     return true;
 }
-
-int resolve_threads(int n) { return n > 0 ? n : std::max(1, (int) common_cpu_get_num_math()); }
 
 // ---- llama.cpp handles ----------------------------------------------------------
 

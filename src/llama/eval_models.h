@@ -23,9 +23,6 @@ namespace reap {
 // Size of a regular file; `what` names the file's role in messages ("base model", "input", ...).
 bool file_size_of(const std::string & what, const std::string & path, uint64_t & size, std::string & err);
 
-// -t as given, or the number of physical cores when not positive.
-int resolve_threads(int n);
-
 // Loads a model with eval's runtime flags (only its vocabulary when vocab_only); null + err otherwise.
 model_ptr load_model(const std::string & what, const std::string & path, const eval_runtime & rt, bool vocab_only,
                      std::string & err);

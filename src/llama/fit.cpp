@@ -57,7 +57,6 @@ bool calibrate_stage(const fit_options & o, fit_journal & j, std::string & salie
     c.corpus_path = o.corpus;
     c.out_path = saliency;
     c.rt = o.rt;
-    if (c.rt.n_ctx <= 0) c.rt.n_ctx = k_default_window;
     c.width_saliency = o.axis_width;
     c.force = true;   // DIR is fit's: an archive without its journal line is from a killed run
     c.checkpoint_every = 64;

@@ -37,7 +37,7 @@ std::string source_name(const fit_result & r, size_t source) {
 struct pass_size {
     uint64_t tokens = 0;
     bool     exact = false;
-    int      n_ctx = k_default_window;
+    int      n_ctx = 0;
     int64_t  n_vocab = 0;
 };
 
@@ -62,7 +62,7 @@ pass_size pass_size_of(const fit_options & o, const fit_result & r) {
     struct stat st;
     const uint64_t bytes = ::stat(o.heldout.c_str(), &st) == 0 ? (uint64_t) st.st_size : 0;
     ps.tokens = ps.n_vocab > 0 && ps.n_vocab <= 512 ? bytes : bytes / 4;
-    if (o.rt.n_ctx > 0) ps.n_ctx = o.rt.n_ctx;
+    ps.n_ctx = o.rt.window();
     return ps;
 }
 

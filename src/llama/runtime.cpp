@@ -5,6 +5,7 @@
 #include "ggml-backend.h"
 #include "log.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -44,6 +45,25 @@ void runtime_init(bool verbose) {
 }
 
 bool runtime_verbose() { return g_verbose; }
+
+int pass_runtime::threads() const { return n_threads > 0 ? n_threads : std::max(1, (int) common_cpu_get_num_math()); }
+
+int pass_runtime::threads_batch() const { return n_threads_batch > 0 ? n_threads_batch : threads(); }
+
+llama_context_params pass_context_params(const pass_runtime & rt, uint32_t n_ctx, uint32_t n_batch, uint32_t n_ubatch,
+                                         uint32_t n_seq, bool unified) {
+    llama_context_params cp = common_context_params_to_llama(rt.llama);
+    cp.n_ctx           = n_ctx;
+    cp.n_batch         = n_batch;
+    cp.n_ubatch        = n_ubatch;
+    cp.n_seq_max       = n_seq;
+    cp.kv_unified      = unified;
+    cp.n_threads       = rt.threads();
+    cp.n_threads_batch = rt.threads_batch();
+    cp.no_perf         = true;
+    cp.embeddings      = false;
+    return cp;
+}
 
 held_llama_errors::held_llama_errors() {
     std::lock_guard<std::mutex> lock(g_held_mutex);

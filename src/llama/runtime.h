@@ -34,9 +34,25 @@ struct pass_runtime {
     uint64_t memory       = 0;    // --memory: what a pass's contexts may take; 0 = automatic (pass_size.h)
     uint64_t batch_memory = 0;    // --batch-memory: a cap on a decode's vocabulary-sized rows; 0 = the pass's
                                   // default (calibrate: k_default_batch_memory; eval: none)
-    int      n_threads    = -1;   // -t; -1 = number of physical cores
+    int      n_threads    = -1;   // -t: threads of a one-token decode; -1 = the machine's math cores
+    int      n_threads_batch = -1;  // -tb: threads of a decode of more tokens, and of reap's own
+                                    // work on a pass's rows; -1 = -t
     common_params llama;
+
+    // The settled values: every default of the window and the threads is
+    // applied here and nowhere else.
+    int window() const { return n_ctx > 0 ? n_ctx : k_default_window; }
+    int threads() const;
+    int threads_batch() const;
 };
+
+// The one maker of a pass's llama_context_params (calibrate, eval, sweep, fit,
+// the needle, generation, the judge, the probe and pass sizing): llama.cpp's
+// common settings (-fa, -ctk, -ctv, ...) with the pass's own sizes and the
+// runtime's threads. n_ctx is the context's cells in all (a window times its
+// sequences, or one unified cache).
+llama_context_params pass_context_params(const pass_runtime & rt, uint32_t n_ctx, uint32_t n_batch, uint32_t n_ubatch,
+                                         uint32_t n_seq, bool unified);
 
 using model_ptr = llama_model_ptr;    // frees with llama_model_free
 using ctx_ptr   = llama_context_ptr;  // frees with llama_free

@@ -9,6 +9,9 @@
 #include "util/strings.h"
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <optional>
 #include <map>
 #include <numeric>
 #include <set>
@@ -226,6 +229,54 @@ bool coverage_of(const archive & a, std::vector<coverage> & out, std::string & e
     return true;
 }
 
+bool sample_hashes_of(const archive & a, std::vector<uint64_t> & out, std::string & err) {
+    out.clear();
+    err.clear();
+    if (!a.provenance.find(k_key_sample_hashes)) return false;
+    std::vector<int64_t> raw;
+    if (!a.provenance.get_i64_array(k_key_sample_hashes, raw, err)) {
+        err = std::string(k_key_sample_hashes) + " is not an array of 64-bit integers";
+        return false;
+    }
+    out.reserve(raw.size());
+    for (int64_t v : raw) {
+        const uint64_t h = (uint64_t) v;
+        if (!out.empty() && h <= out.back()) {
+            err = std::string(k_key_sample_hashes) + " is not in ascending order without repeats (element " + std::to_string(out.size()) + ")";
+            out.clear();
+            return false;
+        }
+        out.push_back(h);
+    }
+    return true;
+}
+
+void set_sample_hashes(archive & a, std::vector<uint64_t> hashes) {
+    std::sort(hashes.begin(), hashes.end());
+    hashes.erase(std::unique(hashes.begin(), hashes.end()), hashes.end());
+    a.provenance.set_i64_array(k_key_sample_hashes, std::vector<int64_t>(hashes.begin(), hashes.end()));
+}
+
+namespace {
+
+// How many hashes two ascending lists share, and the first shared.
+size_t shared_hashes(const std::vector<uint64_t> & a, const std::vector<uint64_t> & b, uint64_t & first) {
+    size_t n = 0;
+    for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+        if (a[i] < b[j]) {
+            ++i;
+        } else if (b[j] < a[i]) {
+            ++j;
+        } else {
+            if (n++ == 0) first = a[i];
+            ++i, ++j;
+        }
+    }
+    return n;
+}
+
+} // namespace
+
 bool coverages_overlap(const coverage & a, const coverage & b) {
     if (a.corpus_sha256 != b.corpus_sha256) return false;
     const uint64_t g = std::gcd(a.shard_count, b.shard_count);
@@ -247,6 +298,7 @@ bool merge_archives(const merge_request & req, merge_result & out, util::error &
     std::map<std::string, size_t> holder;   // data sha256 of an archive merged in -> the input holding it
     std::vector<std::pair<coverage, size_t>> parts;   // every calibration's coverage -> the input holding it
     std::vector<std::vector<std::string>> recorded(inputs.size());   // what each input says it was merged from (files)
+    std::vector<std::optional<std::vector<uint64_t>>> samples;     // each input's sample hashes, where it records them
     for (size_t i = 0; i < inputs.size(); ++i) {
         archive a;
         if (!read_archive(inputs[i], a, e)) return fail(util::error_kind::input, e);
@@ -295,6 +347,27 @@ bool merge_archives(const merge_request & req, merge_result & out, util::error &
             parts.emplace_back(c, i);
             covered.push_back(c.text());
         }
+        // and whatever the corpus files: the samples each calibration decoded
+        std::vector<uint64_t> mine;
+        if (sample_hashes_of(a, mine, e)) {
+            for (size_t j = 0; j < i; ++j) {
+                uint64_t first = 0;
+                const size_t n = samples[j] ? shared_hashes(*samples[j], mine, first) : 0;
+                if (n == 0) continue;
+                char hex[17];
+                snprintf(hex, sizeof(hex), "%016" PRIx64, first);
+                return fail(util::error_kind::input,
+                            inputs[j] + " and " + inputs[i] + " were calibrated on " + std::to_string(n) + " samples in common (of " +
+                                std::to_string(samples[j]->size()) + " and " + std::to_string(mine.size()) + "; the first's line hash " +
+                                hex + "): merging them would count those samples' tokens twice (calibrate disjoint corpora, or one "
+                                "corpus in disjoint shards: --shard i/n with one n, each i once)");
+            }
+            samples.push_back(std::move(mine));
+        } else if (!e.empty()) {
+            return fail(util::error_kind::input, inputs[i] + ": " + e);
+        } else {
+            samples.push_back(std::nullopt);
+        }
         out.inputs.push_back({inputs[i], a.model.arch, a.domains.size(), a.metrics});
         if (i == 0) {
             merged = std::move(a);
@@ -305,6 +378,12 @@ bool merge_archives(const merge_request & req, merge_result & out, util::error &
     merged.provenance.set_string_array(k_key_merge_inputs, hashes);
     merged.provenance.set_string_array(k_key_merge_sources, sources);
     if (!covered.empty()) merged.provenance.set_string_array(k_key_merge_coverage, covered);
+    merged.provenance.remove(k_key_sample_hashes);
+    if (std::all_of(samples.begin(), samples.end(), [](const auto & s) { return s.has_value(); })) {
+        std::vector<uint64_t> all;
+        for (const auto & s : samples) all.insert(all.end(), s->begin(), s->end());
+        set_sample_hashes(merged, std::move(all));
+    }
     if (!req.tool.empty()) merged.provenance.set_string(k_key_tool, req.tool);
     if (!write_archive(merged, req.output, e, req.force)) return fail(util::error_kind::output, e);
     out.count_invariant = check_count_invariant(merged, out.invariant_note, 1e-9);

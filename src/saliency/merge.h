@@ -35,6 +35,18 @@ constexpr const char * k_key_merge_inputs = "reap.saliency.merge.inputs";
 // What the merged calibrations covered: "CORPUS_SHA256 i/n" per calibration
 // (its corpus file and --shard), so that two parts sharing samples are refused.
 constexpr const char * k_key_merge_coverage = "reap.saliency.merge.coverage";
+// The samples a calibration decoded (a window of them or more), each as the
+// corpus's 64-bit hash of its line (llama/corpus.h; a plain text file: of its
+// text), ascending, stored as int64 bit patterns. A merge records the union of
+// its inputs' when every input has them. Two inputs sharing a sample are
+// refused whatever their corpus files (one the other plus a line, say).
+constexpr const char * k_key_sample_hashes = "reap.saliency.sample_hashes";
+
+// The sample hashes `a` records (ascending, distinct); false with no error
+// when it records none (an older archive, an imatrix import), false with
+// `err` when the value is malformed.
+bool sample_hashes_of(const archive & a, std::vector<uint64_t> & out, std::string & err);
+void set_sample_hashes(archive & a, std::vector<uint64_t> hashes);
 
 // SHA-256 over an archive's statistics: the metric set, then per domain in
 // name order its name, token count and every metric vector (the F64 values
