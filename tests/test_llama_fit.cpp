@@ -16,6 +16,8 @@
 //   * a changed input (the held-out text) is refused, naming it.
 #include "llama_test_util.h"
 
+#include "gguf/gguf.h"
+#include "saliency/archive.h"
 #include "util/sha256.h"
 
 #include <gtest/gtest.h>
@@ -691,4 +693,65 @@ TEST(Runtime, BatchThreadsAreHonouredByEveryCommand) {
         ASSERT_EQ(rc, 0) << name << " -tb 4: " << cmd;
         EXPECT_GE(four - one, 3) << name << ": " << one << " threads at -tb 1, " << four << " at -tb 4";
     }
+}
+
+// Issue 49 item 7: the project's models were trained at 256 tokens, and every
+// pass ran 512-token windows on them by default, and any -c without a word.
+// Now the default window is min(512, the trained context) in calibrate, eval,
+// sweep and fit, and a -c past it (or a --kld-base file of such windows) is
+// refused before any decode, nothing written, unless --ctx-past-trained.
+TEST(Runtime, TheWindowIsAtMostTheTrainedContextInEveryPass) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    reap::gguf::model m;
+    std::string err;
+    ASSERT_TRUE(reap::gguf::open_model(t.model, m, err)) << err;
+    uint32_t trained = 0;
+    ASSERT_TRUE(m.kvs.get_u32("qwen3moe.context_length", trained, err)) << err;
+    ASSERT_EQ(trained, 256u) << "the test needs a model trained at fewer than 512 tokens";
+    const std::string dir = t.dir + "/window", sal = dir + "/s.gguf", plan = dir + "/plan.json";
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir) + " && mkdir -p " + shell_quote(dir), out), 0);
+    const std::string reap = shell_quote(reap_bin()), model = shell_quote(t.model), text = shell_quote(t.text);
+    const std::string calibrate = reap + " calibrate -m " + model + " --corpus " + shell_quote(t.calib) + " -t 1 --no-progress -o ";
+    // the defaults: 256-token windows
+    ASSERT_EQ(run_cmd(calibrate + shell_quote(sal) + " && " + reap + " plan " + shell_quote(sal) + " -m " + model + " --keep 8 -o " +
+                      shell_quote(plan) + " 2>&1", out), 0) << out;
+    reap::saliency::archive a;
+    std::string options;
+    ASSERT_TRUE(reap::saliency::read_archive(sal, a, err)) << err;
+    ASSERT_TRUE(a.provenance.get_string(reap::saliency::k_key_options, options, err)) << err;
+    EXPECT_EQ(nlohmann::json::parse(options)["n_ctx"], 256) << options;
+    const std::string eval = reap + " eval -m " + model + " --mask " + shell_quote(plan) + " -f " + text + " -t 1";
+    ASSERT_EQ(run_cmd(eval + " --json > " + shell_quote(dir + "/e.json"), out), 0) << out;
+    EXPECT_EQ(read_json(dir + "/e.json")["n_ctx"], 256) << slurp(dir + "/e.json");
+    const std::string sweep = reap + " sweep " + shell_quote(sal) + " -m " + model + " -f " + text + " --keep 8 -t 1 -o ";
+    ASSERT_EQ(run_cmd(sweep + shell_quote(dir + "/sw.json") + " 2>&1", out), 0) << out;
+    EXPECT_EQ(read_json(dir + "/sw.json")["input"]["n_ctx"], 256);
+
+    // -c 512: refused in each, before any decode, nothing written
+    const std::vector<std::pair<std::string, std::string>> past = {
+        {"calibrate", calibrate + shell_quote(dir + "/x.gguf")},
+        {"eval", eval},
+        {"sweep", sweep + shell_quote(dir + "/x.json")},
+        {"fit", reap + " fit -m " + model + " --corpus " + shell_quote(t.calib) + " -f " + text + " --budget 25MB -t 1 -o " +
+                shell_quote(dir + "/fit")},
+    };
+    for (const auto & [name, cmd] : past) {
+        EXPECT_EQ(run_cmd(cmd + " -c 512 2>&1", out), 2) << name << ": " << out;
+        EXPECT_NE(out.find("-c 512 is past the trained context of '" + t.model + "' (256 tokens)"), std::string::npos) << name << ": " << out;
+        EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << name << ": more than the refusal: " << out;
+    }
+    EXPECT_FALSE(file_exists(dir + "/x.gguf"));
+    EXPECT_FALSE(file_exists(dir + "/x.json"));
+    EXPECT_FALSE(file_exists(dir + "/fit/saliency.gguf"));
+
+    // asked for: the windows run, and a KLD base file of them needs the same word
+    const std::string rows = shell_quote(dir + "/rows.kld");
+    ASSERT_EQ(run_cmd(reap + " eval -m " + model + " -f " + text + " --kld-base " + rows + " -t 1 -c 512 --ctx-past-trained 2>&1", out), 0) << out;
+    EXPECT_EQ(run_cmd(reap + " eval -m " + model + " --mask " + shell_quote(plan) + " --kld-base " + rows + " -t 1 2>&1", out), 2) << out;
+    EXPECT_NE(out.find("holds windows of 512 tokens: -c 512 is past the trained context"), std::string::npos) << out;
+    ASSERT_EQ(run_cmd(reap + " eval -m " + model + " --mask " + shell_quote(plan) + " --kld-base " + rows +
+                      " -t 1 --ctx-past-trained --json > " + shell_quote(dir + "/e512.json"), out), 0) << out;
+    EXPECT_EQ(read_json(dir + "/e512.json")["n_ctx"], 512);
 }

@@ -100,7 +100,8 @@ void declare_calibrate_options(reap::cli::options & t, reap::calibrate_options &
     t.flag("--verbose", "show llama.cpp's log", opt.verbose);
     t.help_row();
     t.prose("Ctrl-C finishes the current decode, writes the checkpoint and exits with status 130; --resume continues.\n");
-    reap::cli::declare_llama_runtime(t, "window size in tokens (default " + std::to_string(reap::k_default_window) + ")", given.ctx, &given.batch, &given.ubatch,
+    reap::cli::declare_past_trained(t, opt.rt.past_trained);
+    reap::cli::declare_llama_runtime(t, "window size in tokens (default " + std::to_string(reap::k_default_window) + ", or the model's trained context when shorter)", given.ctx, &given.batch, &given.ubatch,
                                      "tokens per decode (default: automatic, see above)", "tokens per ubatch (default: -b)");
     t.exit_note(reap::cli::exit_interrupted, "interrupted by Ctrl-C (SIGINT); the checkpoint is written");
     t.require(opt.model_path, "no model (-m)")

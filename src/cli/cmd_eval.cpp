@@ -31,7 +31,6 @@ int run_smoke(eval_params & p, const std::function<int(const std::string &)> & u
     smoke.pruned_path = p.opt.pruned_path;
     smoke.rt          = p.opt.rt;
     smoke.verbose     = p.opt.verbose;
-    smoke.rt.n_ctx    = smoke.rt.window();
     reap::smoke_report r;
     std::string err;
     if (!reap::run_smoke(smoke, r, err)) return reap::cli::fail("eval", err);

@@ -81,7 +81,7 @@ int cmd_judge(int argc, char ** argv) {
         p.answers.push_back(a);
         return true;
     });
-    reap::cli::declare_eval_runtime(t, "the judge's context (default: the longest prompt)", p.given, p.o.rt);
+    reap::cli::declare_eval_runtime(t, "the judge's context (default: the longest prompt)", p.given, p.o.rt, false);
     t.require(p.out, "no output given (-o JUDGE.json)");
     int status = 0;
     if (!t.parse(argc, argv, status, false)) return status;

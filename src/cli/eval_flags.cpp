@@ -256,7 +256,7 @@ void declare_eval(options & t, eval_params & p) {
     t.integer("-n, --n-predict", "N", "tokens to generate with --smoke (default 12)", 1, INT32_MAX, p.smoke.n_predict);
     t.text("--prompt", "TEXT", "prompt for --smoke", p.smoke.prompt);
     t.help_row();
-    declare_eval_runtime(t, "window size (default " + std::to_string(reap::k_default_window) + ", or the --kld-base file's)", p.given, p.opt.rt);
+    declare_eval_runtime(t, "window size (default " + std::to_string(reap::k_default_window) + ", or the model's trained context when shorter, or the --kld-base file's)", p.given, p.opt.rt);
     // What each use needs (cmd_eval.cpp picks the use by the same flags: --smoke,
     // then --needle / --generate, then the evaluation). With --kld-base,
     // --needle's missing -f is not asked: cmd_eval.cpp refuses the pair first.

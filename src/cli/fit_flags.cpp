@@ -117,7 +117,7 @@ void declare_fit(options & t, fit_params & p) {
     t.flag("-q, --quiet", "no progress line", p.quiet);
     t.flag("--verbose", "show llama.cpp's log", p.o.verbose);
     t.help_row();
-    reap::cli::declare_eval_runtime(t, "window size (default " + std::to_string(reap::k_default_window) + ")", p.given, p.o.rt);
+    reap::cli::declare_eval_runtime(t, "window size (default " + std::to_string(reap::k_default_window) + ", or the model's trained context when shorter)", p.given, p.o.rt);
     t.exit_note(1, "checked and it does not hold: the build does not verify, its file's KLD is not its mask's, or no candidate "
                    "passes the gates");
     t.require(p.o.sources, "no source given (-m SOURCE.gguf)")

@@ -189,7 +189,13 @@ void declare_pass_memory(options & t, uint64_t & target) {
              });
 }
 
-void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, pass_runtime & rt) {
+void declare_past_trained(options & t, bool & past_trained) {
+    t.flag("--ctx-past-trained", "let -c (or a --kld-base file's windows) exceed the model's trained context: "
+           "refused without it, since llama.cpp would run positions the model never saw", past_trained);
+}
+
+void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, pass_runtime & rt, bool windows) {
+    if (windows) declare_past_trained(t, rt.past_trained);
     declare_pass_memory(t, rt.memory);
     declare_batch_memory(t,
                          "a cap on the logits of one automatic decode (default: none, --memory decides): about -b/2 "

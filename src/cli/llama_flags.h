@@ -50,7 +50,11 @@ struct runtime_given {
 
 // The llama.cpp section for eval and sweep: declare_llama_runtime with -b/-ub
 // help that says what eval does with them, and --batch-memory into rt.
-void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, pass_runtime & rt);
+// windows: the command scores windows of -c tokens (--ctx-past-trained applies).
+void declare_eval_runtime(options & t, const std::string & ctx_help, runtime_given & given, pass_runtime & rt, bool windows = true);
+
+// --ctx-past-trained into `past_trained` (llama/runtime.h: settle_window).
+void declare_past_trained(options & t, bool & past_trained);
 
 // parse_llama_flags into rt.llama, then n_ctx (0 unless -c was given),
 // n_batch and n_ubatch (0 unless given: automatic) and n_threads copied into

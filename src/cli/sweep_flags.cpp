@@ -108,7 +108,7 @@ void declare_sweep(options & t, sweep_params & p) {
         p.sw.saliency = a;
         return true;
     });
-    reap::cli::declare_eval_runtime(t, "window size (default " + std::to_string(reap::k_default_window) + ")", p.given, p.sw.eval.rt);
+    reap::cli::declare_eval_runtime(t, "window size (default " + std::to_string(reap::k_default_window) + ", or the model's trained context when shorter)", p.given, p.sw.eval.rt);
     t.require(p.sw.saliency, "no saliency archive given")
      .require(p.sw.eval.base_path, "no model given (-m BASE.gguf)")
      .require(p.sw.eval.input_path, "no input given (-f TEXT_OR_CORPUS)");

@@ -15,6 +15,7 @@
 #include "llama/pass_size.h"
 #include "llama/runtime.h"
 #include "moe/census.h"
+#include "moe/identity.h"
 #include "moe/layout_gguf.h"
 #include "moe/width.h"
 #include "plan/planners.h"
@@ -65,9 +66,8 @@ namespace calibrate_detail {
 using util::stem_of;
 
 bool calibration::check_options() {
-    n_ctx = opt.rt.window();
-    if (n_ctx < 2) {
-        err = "-c " + std::to_string(n_ctx) + " is too small";
+    if (opt.rt.n_ctx != 0 && opt.rt.n_ctx < 2) {   // the window itself is settled on the header (load_model)
+        err = "-c " + std::to_string(opt.rt.n_ctx) + " is too small";
         return false;
     }
     if (opt.rt.n_batch < 0 || opt.rt.n_ubatch < 0) {
@@ -157,6 +157,11 @@ bool calibration::load_model() {
                 return false;
             }
         }
+    }
+    {
+        pass_runtime rt = opt.rt;
+        if (!settle_window(rt, moe::trained_context(gm), opt.model_path, err)) return false;
+        n_ctx = rt.n_ctx;
     }
     if (!saliency::model_fingerprint(gm, fp, err)) return false;
     if (fp.n_expert_used == 0 || fp.n_expert_used > fp.n_expert) {
@@ -624,7 +629,7 @@ bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calib
     out.has_shared_channels = c.col.shared_norms != nullptr;
     for (const auto & d : c.cp.domains) out.add_domain(d);
     if (c.stab) c.halves = saliency::make_split_halves(out);
-    c.options_json = calibrate_options_json(opt, !c.cp.jsonl, report);
+    c.options_json = calibrate_options_json(opt, c.n_ctx, !c.cp.jsonl, report);
     out.provenance.set_string(saliency::k_key_tool, std::string("reap calibrate"));
     out.provenance.set_string(saliency::k_key_corpus_sha256, c.corpus_sha);
     out.provenance.set_string(k_key_corpus, util::base_name(opt.corpus_path));

@@ -130,7 +130,7 @@ struct calibrate_options {
     // llama.cpp runtime settings (llama/runtime.h), as common/arg.h parses them
     // (-c -b -ub -t -ngl -ot -fa --no-mmap --rpc -ctk -ctv ...; rt.llama's
     // model.path is ignored, model_path is used). rt.n_ctx is the window (0 =
-    // k_default_window). rt.n_batch, rt.n_ubatch: 0 = automatic (with -ub: the
+    // rt.window() of the model's trained context; past it: refused unless rt.past_trained). rt.n_batch, rt.n_ubatch: 0 = automatic (with -ub: the
     // larger of -ub, k_default_batch and the window; alone: the largest that fits
     // rt.memory). rt.batch_memory: the vocabulary-sized rows of a decode (0 =
     // k_default_batch_memory). Threads: rt.threads(), rt.threads_batch().
@@ -232,7 +232,7 @@ std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, si
 // the decodes as run_calibrate chose them: order, row mode, -b, -ub, windows
 // per decode; KV cache types, flash attention, caps, shard, corpus kind), as
 // JSON. A checkpoint is resumed only under the same string.
-std::string calibrate_options_json(const calibrate_options & opt, bool plain_text, const calibrate_report & decodes);
+std::string calibrate_options_json(const calibrate_options & opt, int n_ctx, bool plain_text, const calibrate_report & decodes);
 
 // What `reap calibrate` prints after a run that was not interrupted (calibrate_print.cpp):
 // the forward-only timing line, or the tokens, nodes, decodes, MTP blocks, per-domain

@@ -60,10 +60,10 @@ std::string calibrate_cost_text(const calibrate_report & r, size_t n_windows, si
     return out;
 }
 
-std::string calibrate_options_json(const calibrate_options & opt, bool plain_text, const calibrate_report & decodes) {
+std::string calibrate_options_json(const calibrate_options & opt, int n_ctx, bool plain_text, const calibrate_report & decodes) {
     nlohmann::ordered_json j;
     j["input"]                 = plain_text ? "text" : "jsonl";
-    j["n_ctx"]                 = opt.rt.window();
+    j["n_ctx"]                 = n_ctx;
     add_decode_options(j, decodes);
     j["cache_type_k"]          = kv_type_name(opt.rt.llama.cache_type_k);
     j["cache_type_v"]          = kv_type_name(opt.rt.llama.cache_type_v);

@@ -15,8 +15,10 @@ namespace reap {
 
 namespace {
 
-// the window is reap's default, which is llama-perplexity's -c: tasks score as there
-static_assert(k_default_window == 512, "llama-perplexity's -c");
+// llama-perplexity's -c: the cells of the tasks' unified cache, each task's
+// sequences placed from position 0 (a task's length, not -c, is what meets the
+// trained context)
+constexpr int k_default_task_cells = 512;
 constexpr int k_default_task_batch = 2048;   // llama.cpp's -b
 constexpr int k_default_task_ubatch = 512;   // llama.cpp's -ub
 
@@ -212,7 +214,7 @@ bool run_choice(const choice_options & opt_in, const std::vector<eval_candidate>
     runtime_init(opt_in.verbose);
     out = choice_section();
     choice_options opt = opt_in;
-    opt.rt.n_ctx = opt.rt.window();
+    if (opt.rt.n_ctx <= 0) opt.rt.n_ctx = k_default_task_cells;
     if (opt.rt.n_batch <= 0) opt.rt.n_batch = k_default_task_batch;
     if (opt.rt.n_ubatch <= 0) opt.rt.n_ubatch = k_default_task_ubatch;
     const int n_seq = std::max(4, opt.rt.llama.n_parallel);

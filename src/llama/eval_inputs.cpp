@@ -14,7 +14,8 @@
 namespace reap::eval_detail {
 
 // Checks the options, reads the base file's header (when it exists) and the
-// input; settles opt.rt.n_ctx (k_default_window, or the base file's, when 0).
+// input; settles opt.rt.n_ctx (the KLD base file's, else settle_window's on
+// the trained context of the model the passes run).
 bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands, eval_input & in, std::string & err) {
     if (cands.empty() && opt.kld_base_path.empty()) {
         err = "nothing to score: give -p PRUNED.gguf or --mask PLAN.json";
@@ -75,7 +76,20 @@ bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands,
         err = "no base model: give -m BASE.gguf (or --kld-base FILE made by an earlier run or llama-perplexity)";
         return false;
     }
-    opt.rt.n_ctx = opt.rt.window();
+    // the window, on the trained context of the model the passes run (the
+    // base, else the first pruned file)
+    std::string runs = opt.base_path;
+    for (size_t i = 0; runs.empty() && i < cands.size(); ++i) {
+        if (!cands[i].masked()) runs = cands[i].path;
+    }
+    int64_t trained = 0;   // a file that cannot be read is reported where it is loaded
+    gguf::model g;
+    std::string unread;
+    if (!runs.empty() && gguf::open_model(runs, g, unread)) trained = moe::trained_context(g);
+    if (!settle_window(opt.rt, trained, runs, err)) {
+        if (in.read_file_mode) err = "KLD base file '" + opt.kld_base_path + "' holds windows of " + std::to_string(in.hdr.n_ctx) + " tokens: " + err;
+        return false;
+    }
     if (!opt.input_path.empty() && !util::read_file(opt.input_path, "input", in.text, err)) {
         return false;
     }

@@ -41,7 +41,8 @@ struct measured_inputs {
 };
 
 // Checks the options, reads the base file's header (when it exists) and the
-// input; settles opt.rt.n_ctx (k_default_window, or the base file's, when 0).
+// input; settles opt.rt.n_ctx (the KLD base file's, else settle_window's on
+// the trained context of the model the passes run).
 bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands, eval_input & in, std::string & err);
 
 // MTP blocks in the GGUF at `path` (0 when it cannot be read: loading it reports that).

@@ -410,8 +410,7 @@ bool check_fit_inputs(const fit_options & o, std::string & err) {
         if (!open_identity(models[i], m, id, err)) return false;
         if (i == 0) {
             first = id;
-            std::string e;
-            m.kvs.get_u32_or(id.arch + ".context_length", 0, trained, e);
+            trained = (uint32_t) moe::trained_context(m);
             continue;
         }
         if (id.arch != first.arch || id.n_layer != first.n_layer || id.n_expert != first.n_expert || id.n_vocab != first.n_vocab) {
@@ -447,6 +446,10 @@ bool check_fit_inputs(const fit_options & o, std::string & err) {
                   ": give a larger budget, or cut channels too (--axes with width)";
             return false;
         }
+    }
+    {   // every pass's window (a --kld-base file's is checked where it is read)
+        pass_runtime rt = o.rt;
+        if (!settle_window(rt, trained, models[0], err)) return false;
     }
     if (trained > 0 && o.gate_needle) {
         for (int l : o.needle.lengths) {

@@ -6,6 +6,7 @@
 #include "gguf/gguf.h"
 #include "metrics/kld_record.h"
 #include "moe/census.h"
+#include "moe/identity.h"
 #include "util/memory.h"
 #include "util/number_format.h"
 #include "util/path.h"
@@ -62,7 +63,7 @@ pass_size pass_size_of(const fit_options & o, const fit_result & r) {
     struct stat st;
     const uint64_t bytes = ::stat(o.heldout.c_str(), &st) == 0 ? (uint64_t) st.st_size : 0;
     ps.tokens = ps.n_vocab > 0 && ps.n_vocab <= 512 ? bytes : bytes / 4;
-    ps.n_ctx = o.rt.window();
+    ps.n_ctx = o.rt.window(moe::trained_context(m));
     return ps;
 }
 

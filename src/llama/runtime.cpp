@@ -46,6 +46,18 @@ void runtime_init(bool verbose) {
 
 bool runtime_verbose() { return g_verbose; }
 
+bool settle_window(pass_runtime & rt, int64_t n_ctx_train, const std::string & model, std::string & err) {
+    const int w = rt.window(n_ctx_train);
+    if (n_ctx_train > 0 && w > n_ctx_train && !rt.past_trained) {
+        err = "-c " + std::to_string(w) + " is past the trained context of '" + model + "' (" + std::to_string(n_ctx_train) +
+              " tokens): its windows would run positions the model never saw; give -c " + std::to_string(n_ctx_train) +
+              " or less, or --ctx-past-trained to run them anyway";
+        return false;
+    }
+    rt.n_ctx = w;
+    return true;
+}
+
 int pass_runtime::threads() const { return n_threads > 0 ? n_threads : std::max(1, (int) common_cpu_get_num_math()); }
 
 int pass_runtime::threads_batch() const { return n_threads_batch > 0 ? n_threads_batch : threads(); }

@@ -34,17 +34,27 @@ struct pass_runtime {
     uint64_t memory       = 0;    // --memory: what a pass's contexts may take; 0 = automatic (pass_size.h)
     uint64_t batch_memory = 0;    // --batch-memory: a cap on a decode's vocabulary-sized rows; 0 = the pass's
                                   // default (calibrate: k_default_batch_memory; eval: none)
+    bool     past_trained = false;  // --ctx-past-trained: let -c exceed the model's trained context
     int      n_threads    = -1;   // -t: threads of a one-token decode; -1 = the machine's math cores
     int      n_threads_batch = -1;  // -tb: threads of a decode of more tokens, and of reap's own
                                     // work on a pass's rows; -1 = -t
     common_params llama;
 
     // The settled values: every default of the window and the threads is
-    // applied here and nowhere else.
-    int window() const { return n_ctx > 0 ? n_ctx : k_default_window; }
+    // applied here and nowhere else. window(): -c, else k_default_window at
+    // most the trained context (n_ctx_train; 0: not known).
+    int window(int64_t n_ctx_train = 0) const {
+        return n_ctx > 0 ? n_ctx : n_ctx_train > 0 && n_ctx_train < k_default_window ? (int) n_ctx_train : k_default_window;
+    }
     int threads() const;
     int threads_batch() const;
 };
+
+// Settles rt.n_ctx to rt.window(n_ctx_train) for a pass on `model`, before
+// its first decode. A window past the trained context is refused, naming the
+// model, unless rt.past_trained: llama.cpp would run positions the model never
+// saw (and a default of 512 on a model trained at 256 did so without a word).
+bool settle_window(pass_runtime & rt, int64_t n_ctx_train, const std::string & model, std::string & err);
 
 // The one maker of a pass's llama_context_params (calibrate, eval, sweep, fit,
 // the needle, generation, the judge, the probe and pass sizing): llama.cpp's

@@ -38,6 +38,13 @@ bool router_sha256(const gguf::model & m, const layout & lay, int64_t n_layer, s
     return true;
 }
 
+int64_t trained_context(const gguf::model & m) {
+    std::string arch, e;
+    uint32_t n = 0;
+    if (!m.kvs.get_string(gguf::k_key_architecture, arch, e) || !m.kvs.get_u32_or(arch + ".context_length", 0, n, e)) return 0;
+    return n;
+}
+
 bool identity_of(const gguf::model & m, model_identity & out, std::string & err) {
     model_identity id;
     if (!m.kvs.get_string(gguf::k_key_architecture, id.arch, err)) return false;

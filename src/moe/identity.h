@@ -43,6 +43,10 @@ struct model_identity {
 // read from the file in 1 MiB pieces (memory does not grow with the model).
 // `layers` gets the blocks, ascending. Fails naming the tensor when a router
 // lies outside [0, n_layer) or cannot be read.
+// The context the model was trained at (<arch>.context_length), 0 when the
+// header does not say: the longest window a pass should run on it.
+int64_t trained_context(const gguf::model & m);
+
 bool router_sha256(const gguf::model & m, const layout & lay, int64_t n_layer, std::vector<int> & layers, std::string & hex,
                    std::string & err);
 
