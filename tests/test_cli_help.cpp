@@ -148,9 +148,17 @@ struct table_row {
     bool                     forward = false;
 };
 
+// An option relation the table declares: "for" (names[0] belongs to the mode
+// `mode`) or "excludes" (names[0] and names[1] do not go together).
+struct table_relation {
+    std::string              kind, mode;
+    std::vector<std::string> names;
+};
+
 struct table {
-    std::vector<table_row> rows;
-    bool                   forward_unknown = false;
+    std::vector<table_row>      rows;
+    std::vector<table_relation> relations;
+    bool                        forward_unknown = false;
 };
 
 bool list_table(const std::string & cmd, table & t, std::string & why) {
@@ -167,6 +175,10 @@ bool list_table(const std::string & cmd, table & t, std::string & why) {
             f.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
             if (tab == std::string::npos) break;
             start = tab + 1;
+        }
+        if (f.size() == 3 && (f[0] == "for" || f[0] == "excludes")) {
+            t.relations.push_back(f[0] == "for" ? table_relation{"for", f[2], {f[1]}} : table_relation{"excludes", "", {f[1], f[2]}});
+            continue;
         }
         if (f.size() != 3 || (f[2] != "reap" && f[2] != "forward")) {
             why = "reap " + cmd + " --list-options: malformed line '" + line + "'";
@@ -529,10 +541,10 @@ TEST_F(Cli, AnOptionWithoutItsModeIsRefused) {
         {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --dry-run --gate-top 3", "--gate-top is for the gates: give --needle, --generate"},
         {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --dry-run --gate-slack 0.05", "--gate-slack is for the generation gate: give --generate PROMPTS"},
         {"fit -m m.gguf --corpus c.jsonl -f t.txt --budget 1G -o d --task-slack 0.1", "--task-slack is for the task gate"},
-        {"eval" + files + " --tasks-limit 5", "--tasks-limit, --samples, --top-p, --recheck-cap and --answers-dir are for the task modes"},
+        {"eval" + files + " --tasks-limit 5", "--tasks-limit is for the multiple-choice files: give --multiple-choice, --hellaswag or --winogrande"},
         {"eval" + files + " --needles 100000", "--needles: '100000' is too large"},
-        {"eval" + files + " --prompt hi", "--prompt and -n are for --smoke"},
-        {"eval" + files + " -n 12", "--prompt and -n are for --smoke"},
+        {"eval" + files + " --prompt hi", "--prompt is for --smoke: give --smoke"},
+        {"eval" + files + " -n 12", "-n is for --smoke: give --smoke"},
         // an empty list is no list (before, "," meant the defaults)
         {"eval" + files + " --needle --needle-lengths ,", "--needle-lengths: ',' names no length"},
         {"eval" + files + " --needle --needle-depths ,", "--needle-depths: ',' names no depth"},
@@ -545,4 +557,65 @@ TEST_F(Cli, AnOptionWithoutItsModeIsRefused) {
     }
 }
 
+// Issue 50 item 4: what an option is for and what it excludes is declared in
+// the option table, once, and every command refuses the same way. The walk:
+// every relation of every command's table (--list-options), each option given
+// alone with a value it accepts, must be refused with the one message form
+// ("NAME is for MODE: give ...", "A and B do not go together: ..."), before
+// anything else is asked of the command line; and the gate, needle, task and
+// endpoint options are among them.
+TEST_F(Cli, EveryDeclaredOptionRelationRefusesInOneForm) {
+    std::set<std::string> seen;
+    size_t walked = 0;
+    for (const std::string & cmd : commands()) {
+        if (k_not_table_driven.count(cmd)) continue;
+        table t;
+        std::string why;
+        ASSERT_TRUE(list_table(cmd, t, why)) << why;
+        const auto with_value = [&t](const std::string & name, const std::string & value) {
+            for (const table_row & r : t.rows) {
+                if (std::find(r.names.begin(), r.names.end(), name) == r.names.end()) continue;
+                return r.value.empty() ? name : name + " " + value;
+            }
+            return name;
+        };
+        const auto value_of = [&t](const std::string & name) {
+            for (const table_row & r : t.rows) {
+                if (std::find(r.names.begin(), r.names.end(), name) != r.names.end()) return sample_value(name, r.value);
+            }
+            return std::string();
+        };
+        for (const table_relation & rel : t.relations) {
+            SCOPED_TRACE("reap " + cmd + " " + rel.kind + " " + rel.names[0]);
+            const std::string expected = rel.kind == "for" ? rel.names[0] + " is for " + rel.mode + ": give "
+                                                           : rel.names[0] + " and " + rel.names[1] + " do not go together: ";
+            // the table's sample value first, then numbers most options accept
+            bool refused = false;
+            std::string last;
+            for (const std::string & v : {value_of(rel.names[0]), std::string("1"), std::string("0.5"), std::string("64")}) {
+                std::string args = cmd + " " + with_value(rel.names[0], v);
+                if (rel.kind == "excludes") args += " " + with_value(rel.names[1], value_of(rel.names[1]));
+                const result r = reap(args);
+                last = r.out;
+                if (r.status == 2 && contains(r.out, "reap " + cmd + ": " + expected)) {
+                    refused = true;
+                    break;
+                }
+            }
+            EXPECT_TRUE(refused) << last;
+            seen.insert(cmd + " " + rel.names[0]);
+            ++walked;
+        }
+    }
+    if (REAP_WITH_LLAMA) {
+        for (const char * r : {"fit --gate-slack", "fit --needle-slack", "fit --gate-top", "fit --task-slack", "eval --needles",
+                               "eval --temp", "eval --samples", "eval --tasks-limit", "eval --prompt", "sweep --tasks-limit",
+                               "sweep --needle-depths", "judge --timeout", "judge --judge-model", "eval --needle"}) {
+            EXPECT_TRUE(seen.count(r)) << r << " is not declared in its command's table";
+        }
+    }
+    printf("%zu option relations walked\n", walked);
+}
+
 } // namespace
+

@@ -13,6 +13,7 @@
 //     refused naming the file and the line.
 #include "formats/behaviour_file.h"
 #include "formats/eval_file.h"
+#include "formats/fit_file.h"
 #include "formats/kld_receipt.h"
 #include "formats/sweep_file.h"
 #include "gguf_test_util.h"
@@ -717,4 +718,93 @@ TEST(EvalFormat, AnOverallRowThatContradictsItsDomainsIsRefused) {
         r.overall.ppl_pruned = 20, r.overall.ppl_ratio = 20 / r.overall.ppl_base;
     }, "ppl_pruned of the whole does not follow");
     ASSERT_TRUE(reap::eval_document_from_json(json::parse(eval_text(full_report())), "r.json", d, err)) << err;
+}
+
+// Issue 50 item 3: reap fit's gates.json and fit.json are typed in formats/,
+// read with a size cap and their format and version checked as every reader
+// checks them: each round-trips, and a hand-edited file (another version,
+// another format, a verdict of no candidate, a rate past 1, a winner the
+// search did not score) or one of 2 GB is refused naming the file and field.
+TEST(FitFiles, RoundTripAndEditsAreRefusedNamingTheField) {
+    const std::string dir = gguf_test::scratch_dir("fit-files");
+    reap::fit_gate_measure base;
+    base.n_exact = 7;
+    base.n_cells = 9;
+    base.loop_rate = 0.25;
+    base.termination_rate = 0.75;
+    base.task_correct = {1, 0, 1, 1};
+    reap::fit_gate_verdict pass{1, base, true, ""}, fail{0, base, false, "loop rate 50.0%, above the reference's"};
+    fail.m.loop_rate = 0.5;
+    reap::fit_record r;
+    r.tool = "reap fit test";
+    r.budget_text = "25MB";
+    r.budget = 25000000;
+    r.sources = {"a.gguf", "b.gguf"};
+    r.reference = "a.gguf";
+    r.heldout = "h.txt";
+    r.saliency_file = "s.gguf";
+    r.saliency_sha256 = k_sha_a;
+    r.candidates = {{"a.gguf", 12, 768, 20000000, reap::planner::fit_score{0.125, {0.1, 0.15}, 0.75}},
+                    {"b.gguf", 10, 512, 18000000, reap::planner::fit_score{0.25, {0.2, 0.3}, 0.625}},
+                    {"b.gguf", 9, 256, 15000000, std::nullopt}};
+    r.excluded = {{"a.gguf", 128, "every expert kept: 1 bytes, over the budget"}};
+    r.passes_scored = 2;
+    r.full_grid = 30;
+    r.stop_reason = "the bracket closed";
+    r.noise = 0.01;
+    r.winner = 1;
+    r.runner_up = 0;
+    r.gates = reap::fit_record_gates{"needle slack 0", base, {fail, pass}, std::size_t(0)};
+    r.build = {"plan.json", "build/x.gguf", "eval.json", "card/README.md", 17999999, 0.26, 0.62};
+    const std::string text = reap::fit_record_text(r), path = dir + "/fit.json";
+    std::ofstream(path) << text;
+    reap::fit_record back;
+    std::string err;
+    ASSERT_TRUE(reap::read_fit_record(path, back, err)) << err;
+    EXPECT_EQ(reap::fit_record_text(back), text);
+    EXPECT_EQ(back.winner, 1u);
+    ASSERT_TRUE(back.gates.has_value());
+    EXPECT_EQ(back.gates->verdicts[0].why, fail.why);
+    EXPECT_EQ(back.gates->reference.task_correct, base.task_correct);
+    ASSERT_TRUE(back.candidates[0].score.has_value());
+    EXPECT_EQ(back.candidates[0].score->kld_half[1], 0.15);
+
+    const std::string gates_path = dir + "/gates.json", gates_text = reap::fit_gates_text({base, {fail, pass}});
+    std::ofstream(gates_path) << gates_text;
+    reap::fit_gates_doc g;
+    ASSERT_TRUE(reap::read_fit_gates(gates_path, 3, g, err)) << err;
+    EXPECT_EQ(reap::fit_gates_text(g), gates_text);
+    EXPECT_FALSE(reap::read_fit_gates(gates_path, 1, g, err));
+    EXPECT_NE(err.find("fit gates file '" + gates_path + "': verdicts[1].candidate = 1 names no candidate"), std::string::npos) << err;
+
+    struct bad_case { std::string file, pointer; json value; std::string words; };
+    const std::vector<bad_case> cases = {
+        {"fit", "/version", 2, "fit record '" + path + "': version = 2 is out of range [1, 1]"},
+        {"fit", "/format", "reap-sweep", "fit record '" + path + "' is not reap fit's record (format \"reap-sweep\""},
+        {"fit", "/winner", 2, "winner names a candidate the search did not score"},
+        {"fit", "/winner", 3, "winner = 3 names no candidate"},
+        {"fit", "/passes/space", 4, "passes.space = 4, but there are 3 candidates"},
+        {"fit", "/gates/verdicts/0/loop_rate", 1.5, "gates.verdicts[0].loop_rate"},
+        {"fit", "/gates/verdicts/1/passed", false, "gates.verdicts[1].passed is false, but it has no why"},
+        {"fit", "/gates/reference/task_accuracy", 0.5, "gates.reference.task_accuracy does not follow from task_correct"},
+        {"fit", "/candidates/0/kld_halves", json::array({1}), "candidates[0].kld_halves must be two numbers"},
+        {"fit", "/saliency/sha256", "abc", "saliency.sha256"},
+        {"gates", "/version", 2, "fit gates file '" + gates_path + "': version = 2 is out of range [1, 1]"},
+        {"gates", "/format", "reap-fit", "is not reap fit's gates file (format \"reap-fit\""},
+        {"gates", "/base/needle_exact", 10, "base.needle_exact = 10 is more than needle_cells 9"},
+        {"gates", "/verdicts/0/task_correct/1", 2, "verdicts[0].task_correct [1] = 2 is not 0 or 1"},
+    };
+    for (const auto & c : cases) {
+        json j = json::parse(c.file == "fit" ? text : gates_text);
+        j[json::json_pointer(c.pointer)] = c.value;
+        const std::string p = c.file == "fit" ? path : gates_path;
+        std::ofstream(p) << j.dump(2);
+        const bool ok = c.file == "fit" ? reap::read_fit_record(p, back, err) : reap::read_fit_gates(p, 3, g, err);
+        EXPECT_FALSE(ok) << c.pointer;
+        EXPECT_NE(err.find(c.words), std::string::npos) << c.pointer << ": " << err;
+    }
+    // 2 GB (a sparse file): refused by its size, nothing read
+    ASSERT_EQ(::truncate(path.c_str(), 2000000000), 0);
+    EXPECT_FALSE(reap::read_fit_record(path, back, err));
+    EXPECT_NE(err.find("fit record '" + path + "' is 2000000000 bytes, more than any fit record reap writes"), std::string::npos) << err;
 }

@@ -874,6 +874,7 @@ bool calibrate_against_reference(const std::string & model, const std::string & 
     write_file(dir + "/one.jsonl", nlohmann::json({{"domain", "en"}, {"text", text}}).dump() + "\n");
     auto o = opts(model, dir + "/one.jsonl", dir + "/s.gguf");
     o.rt.n_ctx = 1024;
+    o.rt.past_trained = true;   // one long window against the reference's arithmetic, not the model's quality
     o.rt.n_batch = 1024;
     o.rt.n_ubatch = 1024;
     o.rt.llama.cache_type_k = GGML_TYPE_F32;
@@ -1346,7 +1347,7 @@ TEST(CalibrateCli, LargeVocabularyLogitsBounded) {
     const std::string out = dir + "/s.gguf";
     int status = -1;
     const long rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "calibrate", "-m", model, "--corpus", dir + "/c.jsonl",
-                                                  "-o", out, "-c", "2048", "-b", "2048", "-ub", "2048", "-t", "2",
+                                                  "-o", out, "-c", "2048", "--ctx-past-trained", "-b", "2048", "-ub", "2048", "-t", "2",
                                                   "--batch-memory", "512MiB", "--no-progress", "--force"},
                                                  out + ".log", status);
     const std::string log = read_bytes(out + ".log");
@@ -1397,7 +1398,7 @@ TEST_P(LargeVocabulary, NotCappedWhereTheGraphAllows) {
     const std::string out = dir + "/s.gguf";
     int status = -1;
     const long rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "calibrate", "-m", model, "--corpus", dir + "/c.txt",
-                                                  "-o", out, "-c", "512", "-b", "4096", "-ub", "4096", "-t", "2",
+                                                  "-o", out, "-c", "512", "--ctx-past-trained", "-b", "4096", "-ub", "4096", "-t", "2",
                                                   "-fa", "off", "--no-progress", "--force"},
                                                  out + ".log", status);
     const std::string log = read_bytes(out + ".log");
@@ -1416,6 +1417,7 @@ TEST_P(LargeVocabulary, NotCappedWhereTheGraphAllows) {
     ASSERT_GE(a.domains.at(0).n_tokens, 8192) << "the text must fill two ubatches";
     auto o = opts(model, dir + "/c.txt", dir + "/ub256.gguf");
     o.rt.n_ctx = 512;
+    o.rt.past_trained = true;   // the sizes of a large vocabulary at this window, not the model's quality
     o.rt.n_batch = 4096;
     o.rt.n_ubatch = 256;
     o.rt.llama.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
@@ -1465,6 +1467,7 @@ TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
     write_file(dir + "/c.txt", text);
     auto o = opts(model, dir + "/c.txt", dir + "/s.gguf");
     o.rt.n_ctx = 512;
+    o.rt.past_trained = true;   // the sizes of a large vocabulary at this window, not the model's quality
     o.rt.n_batch = o.rt.n_ubatch = 256;
     o.rt.n_threads = 1;   // as the eval below: a second thread's spin-waits cost CPU under load
     sal::archive a;
@@ -1477,7 +1480,7 @@ TEST(CalibrateCli, EvalBatchFitsTheVocabulary) {
         int status = -1;
         const std::string log = dir + "/eval-" + memory + ".log";
         const long rss = gguf_test::run_peak_rss_kib({gguf_test::reap_bin(), "eval", "-m", model, "--mask", dir + "/p.json",
-                                                      "-f", dir + "/c.txt", "-c", "512", "-t", "1", "--tmp-dir", dir, "--json",
+                                                      "-f", dir + "/c.txt", "-c", "512", "--ctx-past-trained", "-t", "1", "--tmp-dir", dir, "--json",
                                                       "--memory", memory},
                                                      log, status);
         const std::string text_log = read_bytes(log);

@@ -677,7 +677,13 @@ TEST(Eval, ClearErrors) {
     EXPECT_FALSE(reap::run_eval(options(fx().base, fx().other, fx().text, 128), r, err));
     EXPECT_NE(err.find("vocabulary mismatch"), std::string::npos) << err;
     EXPECT_FALSE(reap::run_eval(options(fx().base, fx().pruned, fx().text, 100000), r, err));
-    EXPECT_NE(err.find("text too short"), std::string::npos) << err;
+    EXPECT_NE(err.find("-c 100000 is past the trained context of '" + fx().base + "' (1024 tokens)"), std::string::npos) << err;
+    {
+        reap::eval_options o = options(fx().base, fx().pruned, fx().text, 100000);
+        o.rt.past_trained = true;
+        EXPECT_FALSE(reap::run_eval(o, r, err));
+        EXPECT_NE(err.find("text too short"), std::string::npos) << err;
+    }
 
     std::string out, serr;
     EXPECT_EQ(run(reap_bin() + " eval -m " + fx().base + " -p " + fx().other + " -f " + fx().text, out, &serr), 2);

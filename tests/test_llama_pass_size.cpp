@@ -753,6 +753,7 @@ reap::eval_options eval_opts(const std::string & text, int b, uint64_t memory) {
     o.base_path  = trained_model();
     o.input_path = text;
     o.rt.n_ctx   = 512;
+    o.rt.past_trained = true;   // windows past the tiny model's 256: sizes, not quality
     o.rt.n_batch = o.rt.n_ubatch = b;
     o.rt.memory  = memory;
     o.rt.n_threads = 2;

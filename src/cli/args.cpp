@@ -2,6 +2,7 @@
 #include "cli/args.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <cstdio>
 #include <cstdlib>
 
@@ -401,10 +402,45 @@ bool options::parse(int argc, char ** argv, int & status, bool check_required_to
         }
         given_.insert(r->names.begin(), r->names.end());
     }
+    if (!check_relations(status)) return false;
     return !check_required_too || check_required(status);
 }
 
 bool options::given(const std::string & name) const { return given_.count(name) > 0; }
+
+options & options::for_mode(std::vector<std::string> names, std::string mode, std::string how, std::function<bool()> on) {
+    for (const std::string & n : names) {
+        if (!find(n)) throw std::logic_error("for_mode: " + n + " is not an option of reap " + cmd_);
+    }
+    relations_.push_back({std::move(names), std::move(mode), std::move(how), std::move(on)});
+    return *this;
+}
+
+options & options::excludes(std::string a, std::string b, std::string why) {
+    if (!find(a) || !find(b)) throw std::logic_error("excludes: " + a + " or " + b + " is not an option of reap " + cmd_);
+    relations_.push_back({{std::move(a), std::move(b)}, "", std::move(why), nullptr});
+    return *this;
+}
+
+bool options::check_relations(int & status) const {
+    for (const relation & r : relations_) {
+        if (!r.on) {
+            if (given(r.names[0]) && given(r.names[1])) {
+                status = usage_error(r.names[0] + " and " + r.names[1] + " do not go together: " + r.how);
+                return false;
+            }
+            continue;
+        }
+        if (r.on()) continue;
+        for (const std::string & n : r.names) {
+            if (given(n)) {
+                status = usage_error(n + " is for " + r.mode + ": give " + r.how);
+                return false;
+            }
+        }
+    }
+    return true;
+}
 
 bool options::check_required(int & status) const {
     for (const auto & [given, missing] : required_) {
@@ -497,6 +533,13 @@ void options::print_list(FILE * out) const {
         fprintf(out, "%s\n", line.c_str());
     }
     if (forward_unknown_) fprintf(out, "*\t\tforward\n");
+    for (const relation & r : relations_) {
+        if (!r.on) {
+            fprintf(out, "excludes\t%s\t%s\n", r.names[0].c_str(), r.names[1].c_str());
+            continue;
+        }
+        for (const std::string & n : r.names) fprintf(out, "for\t%s\t%s\n", n.c_str(), r.mode.c_str());
+    }
 }
 
 } // namespace reap::cli

@@ -195,6 +195,15 @@ class options {
     // its value: an option of a mode that was not asked for is refused even at
     // its default value.
     bool given(const std::string & name) const;
+    // Option relations, declared with the table and checked by parse() once
+    // every argument is read, before the required values, in declaration
+    // order. for_mode: each of `names` belongs to a mode; given (at any value)
+    // while `on()` says the mode is off, it is refused: "<name> is for <mode>:
+    // give <how>". excludes: `a` and `b` cannot be given together: "<a> and
+    // <b> do not go together: <why>". --list-options prints them after the
+    // options, "for<TAB>NAME<TAB>MODE" and "excludes<TAB>A<TAB>B" a line.
+    options & for_mode(std::vector<std::string> names, std::string mode, std::string how, std::function<bool()> on);
+    options & excludes(std::string a, std::string b, std::string why);
     // The check runs after parse(): a temporary would be gone by then.
     template <class Value>
     options & require(const Value && value, std::string missing) = delete;
@@ -280,6 +289,13 @@ class options {
     std::vector<std::pair<int, std::string>> exit_notes_;
     handler             positional_;
     std::vector<std::pair<std::function<bool()>, std::string>> required_;   // given?, the message when not
+    struct relation {
+        std::vector<std::string> names;        // for_mode: the mode's options; excludes: the two
+        std::string              mode, how;    // for_mode; excludes: how = why
+        std::function<bool()>    on;           // for_mode: whether the mode is asked for; excludes: none
+    };
+    std::vector<relation> relations_;
+    bool check_relations(int & status) const;
     std::set<std::string> given_;   // every name of every option parse() met
     bool                forward_unknown_ = false;
     std::vector<char *> forwarded_;

@@ -97,14 +97,7 @@ int cmd_eval(int argc, char ** argv) {
     // JSON goes to stdout, so a progress line on a terminal's stderr does not disturb it.
     opt.progress = !p.quiet && isatty(fileno(stderr));
 
-    if (!p.do_smoke && (t.given("--prompt") || t.given("-n"))) return usage_error("--prompt and -n are for --smoke");
     if (!p.choice.tasks_path.empty() || !p.gen.tasks_path.empty()) return reap::cli::run_task_modes(p, usage_error);
-    if (p.tasks_limit_given || p.gen_only_given) {
-        return usage_error("--tasks-limit, --samples, --top-p, --recheck-cap and --answers-dir are for the task modes");
-    }
-    if (const std::string why = reap::cli::behaviour_options_without_mode(p.needle, p.generate, p.do_needle, &t); !why.empty()) {
-        return usage_error(why);
-    }
     if (pruned.size() == 1) opt.pruned_path = pruned[0];
     if (p.do_smoke) return run_smoke(p, usage_error);
     if (p.do_needle || !p.generate.prompts_path.empty()) return run_behaviour(p, usage_error);

@@ -21,22 +21,7 @@ int cmd_fit(int argc, char ** argv) {
         return t.usage_error(p.o.corpus.empty() ? "give --corpus CALIB.jsonl to calibrate on (or --saliency SALIENCY.gguf)"
                                                 : "give --corpus or --saliency, not both");
     }
-    if (std::string why = reap::cli::behaviour_options_without_mode(p.o.needle, p.o.generate, p.o.gate_needle, &t); !why.empty()) {
-        return t.usage_error(why);
-    }
-    // a gate option given without its gate is refused whatever its value (a default value too)
-    if (!p.o.gate_needle && t.given("--needle-slack")) return t.usage_error("--needle-slack is for the needle gate: give --needle");
-    if (p.o.generate.prompts_path.empty() && t.given("--gate-slack")) {
-        return t.usage_error("--gate-slack is for the generation gate: give --generate PROMPTS");
-    }
-    if (!p.o.gate_needle && p.o.generate.prompts_path.empty() && p.o.tasks.tasks_path.empty() && t.given("--gate-top")) {
-        return t.usage_error("--gate-top is for the gates: give --needle, --generate PROMPTS or a task file");
-    }
-    if (p.o.tasks.tasks_path.empty() && (p.tasks_limit_given || p.task_slack_given)) {
-        return t.usage_error(std::string(p.tasks_limit_given ? "--tasks-limit" : "--task-slack") +
-                             " is for the task gate: give --multiple-choice, --hellaswag or --winogrande");
-    }
-    if (!p.tasks_limit_given) p.o.tasks.limit = reap::default_tasks_limit(p.o.tasks.format);
+    if (!t.given("--tasks-limit")) p.o.tasks.limit = reap::default_tasks_limit(p.o.tasks.format);
     if (!reap::cli::parse_llama_runtime(t, "fit", p.o.sources[0], p.given, p.o.rt, status)) return status;
     p.o.progress = !p.quiet && isatty(fileno(stderr));
     p.o.tool_version = REAP_VERSION;

@@ -65,6 +65,7 @@ int cmd_judge(int argc, char ** argv) {
     t.text("--judge-model", "NAME", "--judge-url: the \"model\" of each request (default: none; the endpoint's own)", p.o.judge_model);
     t.integer("--timeout", "S", "--judge-url: seconds a request may take (default 120)", 1, 86400, p.o.timeout_s);
     t.integer("--retries", "N", "--judge-url: more attempts of a request that got no reply or HTTP 5xx (default 2)", 0, 100, p.o.retries);
+    t.for_mode({"--judge-model", "--timeout", "--retries"}, "an endpoint judge", "--judge-url URL", [&p] { return !p.o.judge_url.empty(); });
     t.text("--rubric", "RUBRIC.json", "also score each answer alone on the rubric's scale", p.o.rubric_path);
     t.integer("--samples", "K", "judge the first K answers of each task (reap eval --tasks --samples; default: every one)", 1, 1 << 16,
               p.o.samples);
@@ -89,9 +90,6 @@ int cmd_judge(int argc, char ** argv) {
     if (!t.check_required(status)) return status;
     if (p.answers.size() != 2) return t.usage_error("give two answers files, A and B");
     if (p.o.judge_path.empty() == p.o.judge_url.empty()) return t.usage_error("give one judge: --judge JUDGE.gguf or --judge-url URL");
-    if (p.o.judge_url.empty() && (t.given("--judge-model") || t.given("--timeout") || t.given("--retries"))) {
-        return t.usage_error("--judge-model, --timeout and --retries are for --judge-url");
-    }
     p.o.a_path = p.answers[0], p.o.b_path = p.answers[1];
     p.o.log_path = log_path_of(p.out);
     p.o.progress = !p.quiet && isatty(fileno(stderr));

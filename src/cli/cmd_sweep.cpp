@@ -34,11 +34,7 @@ int cmd_sweep(int argc, char ** argv) {
     if (p.sw.widths.empty() && (!p.sw.down_type.empty() || p.sw.channel_score_given)) {
         return t.usage_error(std::string(p.sw.down_type.empty() ? "--channel-score" : "--down-type") + " is for width cuts: give --widths K,...");
     }
-    if (const std::string why = reap::cli::behaviour_options_without_mode(p.sw.needle, p.sw.generate, p.sw.do_needle, &t); !why.empty()) {
-        return t.usage_error(why);
-    }
-    if (p.tasks_limit_given && p.sw.choice.tasks_path.empty()) return t.usage_error("--tasks-limit is for the task files: give --multiple-choice, --hellaswag or --winogrande");
-    if (!p.tasks_limit_given) p.sw.choice.limit = reap::default_tasks_limit(p.sw.choice.format);
+    if (!t.given("--tasks-limit")) p.sw.choice.limit = reap::default_tasks_limit(p.sw.choice.format);
     if (!reap::cli::parse_llama_runtime(t, "sweep", p.sw.eval.base_path, p.given, p.sw.eval.rt, status)) return status;
     p.sw.eval.progress = !p.quiet && isatty(fileno(stderr));
     p.sw.tool_version = REAP_VERSION;

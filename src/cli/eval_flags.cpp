@@ -7,7 +7,7 @@
 namespace reap::cli {
 
 void declare_behaviour(options & t, needle_options & needle, generate_options & generate, bool & do_needle, bool with_seed,
-                       const std::string & see) {
+                       const std::string & see, std::function<bool()> also_generates) {
     t.flag("--needle", "the needle-in-a-haystack grid over -f (" + see + ")", do_needle);
     t.custom("--needle-lengths", "L,...", "haystack lengths in tokens (default 64, 128, ... up to half the trained "
              "context, the largest five)", [&needle](const std::string & v, std::string & err) {
@@ -44,26 +44,12 @@ void declare_behaviour(options & t, needle_options & needle, generate_options & 
               generate.max_new);
     t.custom("--temp", "T", "--generate samples at temperature T, seeded (default 0: greedy)",
              [&generate](const std::string & v, std::string & err) { return parse_number("--temp", v, 0, 100, generate.temperature, err); });
+    t.for_mode({"--needle-lengths", "--needle-depths", "--needles"}, "the needle grid", "--needle", [&do_needle] { return do_needle; });
+    t.for_mode({"--max-new", "--temp"}, "free generation", "--generate PROMPTS" + std::string(also_generates ? " (or --tasks FILE)" : ""),
+               [&generate, also_generates] { return !generate.prompts_path.empty() || (also_generates && also_generates()); });
 }
 
-std::string behaviour_options_without_mode(const needle_options & needle, const generate_options & generate, bool do_needle,
-                                           const options * t) {
-    const needle_options dn{};
-    const generate_options dg{};
-    const auto given = [t](const char * name, bool changed) { return changed || (t && t->given(name)); };
-    if (!do_needle) {
-        if (given("--needle-lengths", !needle.lengths.empty())) return "--needle-lengths is for the needle grid: give --needle";
-        if (given("--needle-depths", !needle.depths.empty())) return "--needle-depths is for the needle grid: give --needle";
-        if (given("--needles", needle.needles != dn.needles)) return "--needles is for the needle grid: give --needle";
-    }
-    if (generate.prompts_path.empty()) {
-        if (given("--max-new", generate.max_new != dg.max_new)) return "--max-new is for free generation: give --generate PROMPTS";
-        if (given("--temp", generate.temperature != dg.temperature)) return "--temp is for free generation: give --generate PROMPTS";
-    }
-    return "";
-}
-
-void declare_task_files(options & t, reap::choice_options & choice, bool & limit_given, const std::string & see) {
+void declare_task_files(options & t, reap::choice_options & choice, const std::string & see) {
     const auto task_file = [&choice](reap::choice_format f) {
         return [&choice, f](const std::string & v, std::string & err) {
             if (!choice.tasks_path.empty()) {
@@ -81,11 +67,10 @@ void declare_task_files(options & t, reap::choice_options & choice, bool & limit
     t.custom("--hellaswag", "FILE", "HellaSwag accuracy on llama-perplexity's 6-lines-a-task text file", task_file(reap::choice_format::hellaswag));
     t.custom("--winogrande", "FILE", "Winogrande accuracy on llama-perplexity's CSV", task_file(reap::choice_format::winogrande));
     t.custom("--tasks-limit", "N", "score N tasks drawn as llama-perplexity draws them (default: every task; --hellaswag: 400, "
-             "as llama-perplexity; 0 = every task)", [&choice, &limit_given](const std::string & v, std::string & err) {
+             "as llama-perplexity; 0 = every task)", [&choice](const std::string & v, std::string & err) {
                  int64_t n = 0;
                  if (!parse_integer("--tasks-limit", v, 0, INT32_MAX, n, err)) return false;
                  choice.limit = (size_t) n;
-                 limit_given = true;
                  return true;
              });
 }
@@ -224,19 +209,18 @@ void declare_eval(options & t, eval_params & p) {
     t.flag("--verbose", "show llama.cpp's log", p.opt.verbose);
     t.flag("--smoke", "greedy-decode both models after --prompt and report how many leading tokens agree (one -p)",
            p.do_smoke);
-    declare_behaviour(t, p.needle, p.generate, p.do_needle, true, "see above; with -p / --mask");
-    declare_task_files(t, p.choice, p.tasks_limit_given, "see above");
+    declare_behaviour(t, p.needle, p.generate, p.do_needle, true, "see above; with -p / --mask",
+                      [&p] { return !p.gen.tasks_path.empty(); });
+    declare_task_files(t, p.choice, "see above");
     t.text("--tasks", "FILE", "generative tasks with checkers (JSONL; see above); --temp, --max-new and --seed apply",
            p.gen.tasks_path);
     t.custom("--samples", "K", "--tasks: answers per task (default 1)", [&p](const std::string & v, std::string & err) {
         int64_t n = 0;
         if (!parse_integer("--samples", v, 1, 1 << 16, n, err)) return false;
         p.gen.settings.samples = (int) n;
-        p.gen_only_given = true;
         return true;
     });
     t.custom("--top-p", "P", "--tasks: nucleus sampling with --temp > 0 (default 1: off)", [&p](const std::string & v, std::string & err) {
-        p.gen_only_given = true;
         return parse_number("--top-p", v, 1e-6, 1, p.gen.settings.top_p, err);
     });
     t.custom("--recheck-cap", "N", "--tasks: answer again at this larger cap exactly the answers that hit theirs",
@@ -244,17 +228,21 @@ void declare_eval(options & t, eval_params & p) {
                  int64_t n = 0;
                  if (!parse_integer("--recheck-cap", v, 1, 1 << 20, n, err)) return false;
                  p.gen.settings.recheck_cap = (int) n;
-                 p.gen_only_given = true;
-                 return true;
+                          return true;
              });
     t.custom("--answers-dir", "DIR", "--tasks: write each model's answers file there (for reap judge)",
              [&p](const std::string & v, std::string &) {
                  p.answers_dir = v;
-                 p.gen_only_given = true;
-                 return true;
+                          return true;
              });
     t.integer("-n, --n-predict", "N", "tokens to generate with --smoke (default 12)", 1, INT32_MAX, p.smoke.n_predict);
     t.text("--prompt", "TEXT", "prompt for --smoke", p.smoke.prompt);
+    t.for_mode({"--prompt", "-n"}, "--smoke", "--smoke", [&p] { return p.do_smoke; });
+    t.for_mode({"--tasks-limit"}, "the multiple-choice files", "--multiple-choice, --hellaswag or --winogrande",
+               [&p] { return !p.choice.tasks_path.empty(); });
+    t.for_mode({"--samples", "--top-p", "--recheck-cap", "--answers-dir"}, "generative tasks", "--tasks FILE",
+               [&p] { return !p.gen.tasks_path.empty(); });
+    t.excludes("--needle", "--tasks", "the needle grid goes in another run");
     t.help_row();
     declare_eval_runtime(t, "window size (default " + std::to_string(reap::k_default_window) + ", or the model's trained context when shorter, or the --kld-base file's)", p.given, p.opt.rt);
     // What each use needs (cmd_eval.cpp picks the use by the same flags: --smoke,

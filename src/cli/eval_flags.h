@@ -24,10 +24,8 @@ struct eval_params {
     reap::needle_options              needle;    // --needle (its -f, runtime and base from opt)
     reap::generate_options            generate;  // --generate PROMPTS
     reap::choice_options              choice;    // --multiple-choice / --hellaswag / --winogrande FILE
-    bool                              tasks_limit_given = false;
     reap::gen_run_options             gen;       // --tasks FILE (generative; --temp, --max-new, --seed shared)
     std::string                       answers_dir;   // --answers-dir DIR
-    bool                              gen_only_given = false;   // --samples, --top-p, --recheck-cap or --answers-dir
     const options *                   table = nullptr;   // the parsed option table (which options were given)
     bool json = false, quiet = false, do_smoke = false, do_needle = false;
     runtime_given given;
@@ -37,7 +35,9 @@ void declare_eval(options & t, eval_params & p);
 
 // --multiple-choice, --hellaswag, --winogrande FILE and --tasks-limit N, as
 // reap eval and reap sweep declare them (`see`: where the help explains them).
-void declare_task_files(options & t, reap::choice_options & choice, bool & limit_given, const std::string & see);
+// The caller declares what --tasks-limit is for (options::for_mode) and asks
+// options::given("--tasks-limit") before setting the format's default limit.
+void declare_task_files(options & t, reap::choice_options & choice, const std::string & see);
 
 // --multiple-choice, --hellaswag, --winogrande: task accuracy on the base and
 // every candidate (src/llama/choice.h); --tasks FILE: generative tasks
@@ -48,16 +48,9 @@ int run_task_modes(eval_params & p, const std::function<int(const std::string &)
 // --needle, --needle-lengths, --needle-depths, --needles, --generate,
 // --max-new, --temp and (with_seed) --seed, as reap eval declares them; reap
 // sweep declares them too (its --seed is its own). `see`: where the help
-// explains them.
+// explains them. The needle grid's options are declared for --needle, --max-new
+// and --temp for --generate (or whatever `also_generates` says also uses them).
 void declare_behaviour(options & t, needle_options & needle, generate_options & generate, bool & do_needle, bool with_seed,
-                       const std::string & see);
-
-// "" when every behaviour option set belongs to a mode that was asked for;
-// else the usage error for the first that does not (--needle-lengths,
-// --needle-depths, --needles without --needle; --max-new, --temp without
-// --generate): an option silently ignored is a run the user did not ask for.
-// With the parsed table `t`, an option given at its default value counts too.
-std::string behaviour_options_without_mode(const needle_options & needle, const generate_options & generate, bool do_needle,
-                                           const options * t = nullptr);
+                       const std::string & see, std::function<bool()> also_generates = nullptr);
 
 } // namespace reap::cli

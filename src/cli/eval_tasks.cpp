@@ -24,12 +24,9 @@ template <class task_options> void share_run(task_options & o, const eval_params
     o.progress = p.opt.progress;
 }
 
-int run_choice(eval_params & p, const std::function<int(const std::string &)> & usage_error) {
-    const char * flag = reap::choice_format_flag(p.choice.format);
-    if (p.gen_only_given) return usage_error(std::string("--samples, --top-p, --recheck-cap and --answers-dir are for --tasks, not ") + flag);
-    if (const std::string why = behaviour_options_without_mode(p.needle, p.generate, p.do_needle, p.table); !why.empty()) return usage_error(why);
+int run_choice(eval_params & p) {
     reap::choice_options & o = p.choice;
-    if (!p.tasks_limit_given) o.limit = reap::default_tasks_limit(o.format);
+    if (!p.table->given("--tasks-limit")) o.limit = reap::default_tasks_limit(o.format);
     share_run(o, p);
     reap::task_document doc;
     std::string err;
@@ -71,12 +68,7 @@ void print_generate(const std::vector<reap::answers_doc> & docs) {
     if (s.samples == 1 && s.temperature > 0) printf("one sampled attempt a task: these rates carry real variance (give --samples K)\n");
 }
 
-int run_generate_tasks(eval_params & p, const std::function<int(const std::string &)> & usage_error) {
-    const auto given = [&p](const char * name) { return p.table && p.table->given(name); };
-    if (p.do_needle || given("--needle-lengths") || given("--needle-depths") || given("--needles")) {
-        return usage_error("--tasks runs alone: the needle grid goes in another run");
-    }
-    if (p.tasks_limit_given) return usage_error("--tasks-limit is for the multiple-choice files, not --tasks");
+int run_generate_tasks(eval_params & p) {
     reap::gen_run_options & o = p.gen;
     o.settings.temperature = p.generate.temperature;
     o.settings.max_new = p.generate.max_new;
@@ -125,7 +117,7 @@ int run_task_modes(eval_params & p, const std::function<int(const std::string &)
     if (!p.opt.kld_base_path.empty()) return usage_error(flag + " scores the models on tasks: no --kld-base");
     if (!p.opt.input_path.empty()) return usage_error(flag + " reads its tasks from its own FILE: no -f");
     if (!p.generate.prompts_path.empty()) return usage_error(flag + " runs alone: give --generate in another run");
-    return p.gen.tasks_path.empty() ? run_choice(p, usage_error) : run_generate_tasks(p, usage_error);
+    return p.gen.tasks_path.empty() ? run_choice(p) : run_generate_tasks(p);
 }
 
 } // namespace reap::cli

@@ -99,19 +99,23 @@ void declare_fit(options & t, fit_params & p) {
     t.section("gates (run by mask on the best scored candidates before anything is written):");
     reap::cli::declare_behaviour(t, p.o.needle, p.o.generate, p.o.gate_needle, false,
                                  "a gate: the winner keeps the reference's exact cells less --needle-slack");
-    declare_task_files(t, p.o.tasks, p.tasks_limit_given, "a gate: the winner's accuracy is at least the reference's less "
+    declare_task_files(t, p.o.tasks, "a gate: the winner's accuracy is at least the reference's less "
                        "--task-slack and not worse by McNemar's exact test at 5%, on the same tasks");
     t.custom("--task-slack", "R", "a task file: the accuracy the winner may lose against the reference (default 0.02)",
-             [&p](const std::string & v, std::string & err) {
-                 p.task_slack_given = true;
-                 return parse_number("--task-slack", v, 0, 1, p.o.task_slack, err);
-             });
+             [&p](const std::string & v, std::string & err) { return parse_number("--task-slack", v, 0, 1, p.o.task_slack, err); });
     t.integer("--needle-slack", "N", "exact needle cells the winner may lose against the reference (default 0)", 0, INT32_MAX,
               p.o.needle_slack);
     t.custom("--gate-slack", "R", "--generate: the loop rate may rise, the termination rate fall, by R (default 0.05)",
              [&p](const std::string & v, std::string & err) { return parse_number("--gate-slack", v, 0, 1, p.o.gate_slack, err); });
     t.integer("--gate-top", "N", "candidates gated a round, best KLD first; when none passes, the next N (default 3)", 1, INT32_MAX,
               p.o.gate_top);
+    // a gate option without its gate is refused whatever its value (its default too)
+    t.for_mode({"--needle-slack"}, "the needle gate", "--needle", [&p] { return p.o.gate_needle; });
+    t.for_mode({"--gate-slack"}, "the generation gate", "--generate PROMPTS", [&p] { return !p.o.generate.prompts_path.empty(); });
+    t.for_mode({"--gate-top"}, "the gates", "--needle, --generate PROMPTS or a task file",
+               [&p] { return p.o.gate_needle || !p.o.generate.prompts_path.empty() || !p.o.tasks.tasks_path.empty(); });
+    t.for_mode({"--tasks-limit", "--task-slack"}, "the task gate", "--multiple-choice, --hellaswag or --winogrande",
+               [&p] { return !p.o.tasks.tasks_path.empty(); });
     reap::cli::declare_ranking(t, p.o.rank, p.o.method_given);
     t.section("other options:");
     t.flag("-q, --quiet", "no progress line", p.quiet);

@@ -14,7 +14,6 @@ struct fit_params {
     reap::fit_options o;
     runtime_given     given;
     bool              quiet = false;
-    bool              tasks_limit_given = false, task_slack_given = false;
 };
 
 void declare_fit(options & t, fit_params & p);

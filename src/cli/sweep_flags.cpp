@@ -96,7 +96,9 @@ void declare_sweep(options & t, sweep_params & p) {
     t.integer("--chunks", "N", "score at most N windows (plain text)", 1, INT32_MAX, p.sw.eval.max_chunks);
     t.text("--tmp-dir", "DIR", "where the base's rows wait (default $TMPDIR or /tmp)", p.sw.eval.tmp_dir);
     declare_behaviour(t, p.sw.needle, p.sw.generate, p.sw.do_needle, false, "as reap eval --needle / --generate; see above");
-    declare_task_files(t, p.sw.choice, p.tasks_limit_given, "scored on the base and every size's mask, as reap eval scores them");
+    declare_task_files(t, p.sw.choice, "scored on the base and every size's mask, as reap eval scores them");
+    t.for_mode({"--tasks-limit"}, "the task files", "--multiple-choice, --hellaswag or --winogrande",
+               [&p] { return !p.sw.choice.tasks_path.empty(); });
     t.flag("-q, --quiet", "no progress line", p.quiet);
     t.flag("--verbose", "show llama.cpp's log", p.sw.eval.verbose);
     t.help_row();

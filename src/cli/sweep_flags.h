@@ -16,7 +16,6 @@ struct sweep_params {
     bool                     force = false, quiet = false;
     runtime_given given;
     int                      n_kinds = 0;
-    bool                     tasks_limit_given = false;
 };
 
 void declare_sweep(options & t, sweep_params & p);

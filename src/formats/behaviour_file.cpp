@@ -304,17 +304,8 @@ bool is_behaviour_document(const nlohmann::json & j) {
 bool behaviour_document_from_json(const nlohmann::json & j, const std::string & name, behaviour_document & out, std::string & err) {
     out = behaviour_document();
     json_fields f(j, "behaviour eval '" + name + "'");
-    std::string format;
-    if (!f.opt_str("format", format)) {
-        err = f.error();
-        return false;
-    }
-    if (!format.empty() && format != k_behaviour_format) {
-        err = "'" + name + "' is not a reap behaviour eval (format \"" + format + "\", expected \"" + k_behaviour_format + "\")";
-        return false;
-    }
-    int64_t version = 0;
-    if (!format.empty() && !f.i64("version", version, 1, k_behaviour_version)) {
+    int64_t version = 0;   // files written before the format was named
+    if (f.has("format") && !f.header(k_behaviour_format, "a reap behaviour eval", k_behaviour_version, version)) {
         err = f.error();
         return false;
     }

@@ -287,14 +287,9 @@ ojson eval_document_to_json(const eval_document & d) {
 bool eval_document_from_json(const nlohmann::json & j, const std::string & name, eval_document & out, std::string & err) {
     out = eval_document();
     json_fields f(j, "eval '" + name + "'");
-    std::string format = k_eval_format;
     int64_t version = 1;   // files written before the format was named
-    if (!f.opt_str("format", format) || (f.has("format") && !f.i64("version", version, 1, k_eval_version))) {
+    if (f.has("format") && !f.header(k_eval_format, "a reap eval report", k_eval_version, version)) {
         err = f.error();
-        return false;
-    }
-    if (format != k_eval_format) {
-        err = "eval '" + name + "' is not a reap eval report (format \"" + format + "\", expected \"" + k_eval_format + "\")";
         return false;
     }
     out.version = (int) version;

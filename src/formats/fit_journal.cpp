@@ -61,7 +61,8 @@ bool file_sha(const std::string & path, json & out, std::string & err) {
 
 // The first key at which two fingerprints differ, as a path ("sources[1].router_sha256").
 std::string first_difference(const json & a, const json & b, const std::string & at) {
-    if (a.type() != b.type()) return at.empty() ? "(top level)" : at;
+    // a number read back from the file may be unsigned where the fresh one is signed
+    if (a.type() != b.type() && !(a.is_number() && b.is_number())) return at.empty() ? "(top level)" : at;
     if (a.is_object()) {
         for (auto it = a.begin(); it != a.end(); ++it) {
             const std::string where = at.empty() ? it.key() : at + "." + it.key();
@@ -103,6 +104,68 @@ bool read_scores(util::json_fields & f, fit_journal & j) {
     return true;
 }
 
+// A file input whose content changed under the same path, between the
+// fingerprints `was` and `now`: its key path, else "".
+std::string content_changed(const json & was, const json & now) {
+    const auto same_path_other_bytes = [](const json & a, const json & b) {
+        return a.is_object() && b.is_object() && a.contains("path") && b.contains("path") && a["path"] == b["path"] && a != b;
+    };
+    for (const char * key : {"reference", "kld_base", "corpus", "saliency", "heldout", "gate_prompts", "gate_tasks", "imatrix"}) {
+        if (was.contains(key) && now.contains(key) && same_path_other_bytes(was[key], now[key])) {
+            return key + ("." + first_difference(was[key], now[key], ""));
+        }
+    }
+    if (was.contains("sources") && now.contains("sources") && was["sources"].is_array() && now["sources"].is_array()) {
+        for (const json & a : was["sources"]) {
+            for (size_t i = 0; i < now["sources"].size(); ++i) {
+                if (same_path_other_bytes(a, now["sources"][i])) {
+                    return "sources[" + std::to_string(i) + "]." + first_difference(a, now["sources"][i], "");
+                }
+            }
+        }
+    }
+    return "";
+}
+
+// What each stage's result depends on, as paths into the fingerprint; a stage
+// not listed depends on everything.
+const std::vector<std::string> k_calibrate_inputs = {"/sources/0", "/reference", "/corpus", "/saliency", "/window", "/axes/width"};
+const std::vector<std::string> k_reference_inputs = {"/sources/0", "/reference", "/heldout", "/kld_base", "/window"};
+const std::vector<std::string> k_score_inputs = {"/sources", "/method", "/domains", "/down_type"};
+
+bool any_differs(const json & was, const json & now, const std::vector<std::string> & paths) {
+    for (const std::string & p : paths) {
+        const json::json_pointer ptr(p);
+        const json a = was.contains(ptr) ? was.at(ptr) : json(), b = now.contains(ptr) ? now.at(ptr) : json();
+        if (a != b) return true;
+    }
+    return false;
+}
+
+// Drops from j what the change from `was` to `now` invalidates, and says what
+// stays in j.carried.
+void keep_what_still_holds(const json & was, const json & now, fit_journal & j) {
+    const bool calibrate_holds = !any_differs(was, now, k_calibrate_inputs);
+    const bool reference_holds = !any_differs(was, now, k_reference_inputs);
+    const bool scores_hold = calibrate_holds && reference_holds && !any_differs(was, now, k_score_inputs);
+    std::vector<std::string> kept, dropped;
+    for (auto it = j.stages.begin(); it != j.stages.end();) {
+        const bool holds = it->first == "calibrate" ? calibrate_holds : it->first == "reference" ? reference_holds : false;
+        (holds ? kept : dropped).push_back(it->first);
+        it = holds ? std::next(it) : j.stages.erase(it);
+    }
+    if (!j.scores.empty()) {
+        (scores_hold ? kept : dropped).push_back(std::to_string(j.scores.size()) + " scores");
+        if (!scores_hold) j.scores.clear();
+    }
+    const auto list = [](const std::vector<std::string> & v) {
+        std::string s;
+        for (const auto & x : v) s += (s.empty() ? "" : ", ") + x;
+        return s.empty() ? std::string("nothing") : s;
+    };
+    j.carried = first_difference(was, now, "") + " differs from the journal's run: kept " + list(kept) + "; done again: " + list(dropped);
+}
+
 bool fingerprint(const fit_inputs & o, json & out, std::string & err) {
     out = json::object();
     json sources = json::array();
@@ -127,6 +190,7 @@ bool fingerprint(const fit_inputs & o, json & out, std::string & err) {
     if (!o.gate_prompts.empty() && !file_sha(o.gate_prompts, out["gate_prompts"], err)) return false;
     if (!o.gate_tasks.empty() && !file_sha(o.gate_tasks, out["gate_tasks"], err)) return false;
     if (!o.imatrix.empty() && !file_sha(o.imatrix, out["imatrix"], err)) return false;
+    out["window"] = o.window;
     return true;
 }
 
@@ -145,19 +209,16 @@ bool open_fit_journal(const std::string & dir, const fit_inputs & in, fit_journa
     json doc;
     if (!util::read_json_file(j.path, "fit journal", k_max_journal_bytes, doc, err)) return false;
     util::json_fields f(doc, "fit journal '" + j.path + "'");
-    std::string format;
     int64_t version = 0;
-    if (!f.str("format", format) || !f.i64("version", version, 1, k_journal_version)) {
+    if (!f.header(k_journal_format, "a reap fit journal", k_journal_version, version)) {
         err = f.error();
         return false;
     }
-    if (format != k_journal_format) {
-        err = "fit journal '" + j.path + "': format is '" + format + "', not " + k_journal_format;
-        return false;
-    }
-    if (!doc.contains("inputs") || doc["inputs"] != inputs) {
-        const std::string d = doc.contains("inputs") ? first_difference(doc["inputs"], inputs, "") : "inputs";
-        err = "'" + dir + "' holds a fit of other inputs (" + d + " differs from this run's; fit-journal.json): "
+    const bool readable = doc.contains("inputs") && doc["inputs"].is_object();
+    const bool other_inputs = !readable || doc["inputs"] != inputs;
+    const std::string changed = !readable ? "inputs" : other_inputs ? content_changed(doc["inputs"], inputs) : "";
+    if (!changed.empty()) {
+        err = "'" + dir + "' holds a fit of other inputs (" + changed + " differs from this run's; fit-journal.json): "
               "give another -o DIR, or remove that folder to start again";
         return false;
     }
@@ -177,6 +238,7 @@ bool open_fit_journal(const std::string & dir, const fit_inputs & in, fit_journa
         err = f.error();
         return false;
     }
+    if (other_inputs) keep_what_still_holds(doc["inputs"], inputs, j);
     return true;
 }
 

@@ -30,6 +30,7 @@ struct fit_inputs {
     std::string              gate_prompts;   // --generate PROMPTS (hashed; "" = none)
     std::string              gate_tasks;     // the task gate's file (hashed; "" = none)
     std::string              imatrix;        // --imatrix (hashed; "" = none)
+    int                      window = 0;     // the passes' window (-c settled on the model)
 };
 
 // A candidate's key in the journal: (source index, K, N).
@@ -41,6 +42,7 @@ struct fit_journal {
     bool                                 kld_base_given = false;   // --kld-base existed when fingerprinted: read only
     std::map<std::string, std::string>   stages;    // stage -> the sha256 of what it wrote ("" = none)
     std::map<fit_key, planner::fit_score> scores;
+    std::string                          carried;   // a resume over other options: what was kept and what goes (else "")
 
     bool done(const std::string & stage) const { return stages.count(stage) > 0; }
 };
@@ -48,10 +50,16 @@ struct fit_journal {
 // Opens DIR's journal over the fingerprint of `in`: each source's (and the
 // reference's) path, header and router hashes and size; the sha256 of the
 // corpus (or the given archive), the held-out text and a given, existing KLD
-// base file; the budget, axes, method, domains and down type. A new journal
-// when there is none; else it is read (every field checked) and its inputs
-// must equal these (else an error naming the first key that differs: the fit
-// would mix two different runs).
+// base file; the budget, axes, method, domains, down type and window. A new
+// journal when there is none; else it is read (every field checked). A file
+// whose content changed under the same path is refused, naming it (scores of
+// two contents would mix). Other changes (another budget, down type, gate,
+// file given, ...) keep each stage and score whose own inputs are unchanged
+// (calibration: the calibrated model, corpus or archive, window and whether
+// channels are measured; the reference's rows: its model, held-out text, rows
+// file and window; scores: both of those and the sources, method, domains and
+// down type) and drop the rest, saying so in j.carried: a run refused after
+// calibration resumes it when the corrected command is given.
 bool open_fit_journal(const std::string & dir, const fit_inputs & in, fit_journal & j, bool & resumed, std::string & err);
 
 // Writes the journal whole, durably.

@@ -26,14 +26,9 @@ nlohmann::ordered_json kld_receipt_to_json(const kld_base_receipt & r) {
 bool kld_receipt_from_json(const nlohmann::json & j, const std::string & name, kld_base_receipt & out, std::string & err) {
     out = kld_base_receipt();
     util::json_fields f(j, "KLD base receipt '" + name + "'");
-    std::string format;
     int64_t version = 0;
-    if (!f.str("format", format) || !f.i64("version", version, 1, k_kld_receipt_version)) {
+    if (!f.header(k_kld_receipt_format, "a KLD base receipt", k_kld_receipt_version, version)) {
         err = f.error();
-        return false;
-    }
-    if (format != k_kld_receipt_format) {
-        err = "'" + name + "' is not a KLD base receipt (format \"" + format + "\")";
         return false;
     }
     util::json_fields k = f.child("kld_base"), b = f.child("base"), in = f.child("input");

@@ -379,16 +379,8 @@ std::vector<sweep_frontier_entry> sweep_frontier(const std::vector<sweep_source>
 bool sweep_from_json(const nlohmann::json & j, const std::string & name, sweep_record & out, std::string & err) {
     out = sweep_record();
     json_fields f(j, "sweep '" + name + "'");
-    std::string format;
-    if (!f.str("format", format)) {
-        err = "sweep '" + name + "' is not a reap sweep (format \"reap-sweep\" with \"points\"): " + f.error();
-        return false;
-    }
-    if (format != k_sweep_format) {
-        err = "sweep '" + name + "' is not a reap sweep (format \"" + format + "\", expected \"" + k_sweep_format + "\")";
-        return false;
-    }
-    if (!points_from_json(f, out)) {
+    int64_t version = 0;   // points_from_json reads it into out
+    if (!f.header(k_sweep_format, "a reap sweep", k_sweep_version, version) || !points_from_json(f, out)) {
         err = f.error();
         return false;
     }

@@ -158,14 +158,9 @@ bool task_document_from_json(const nlohmann::json & j, const std::string & name,
     out = task_document();
     err.clear();
     json_fields f(j, "task file '" + name + "'");
-    std::string format;
     int64_t version = 0;
-    if (!f.str("format", format) || !f.i64("version", version, 1, k_task_file_version)) {
+    if (!f.header(k_task_file_format, "a reap task file", k_task_file_version, version)) {
         err = f.error();
-        return false;
-    }
-    if (format != k_task_file_format) {
-        err = "task file '" + name + "': format is '" + format + "', not " + k_task_file_format;
         return false;
     }
     if (f.has("generate")) {

@@ -513,9 +513,18 @@ bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & er
     in.gate_prompts = o.generate.prompts_path;
     in.gate_tasks = o.tasks.tasks_path;
     in.imatrix = o.imatrix;
+    {
+        gguf::model m;
+        if (!gguf::open_model(o.sources[0], m, err)) return false;
+        in.window = o.rt.window(moe::trained_context(m));
+    }
     fit_journal j;
     bool resumed = false;
     if (!open_fit_journal(o.out_dir, in, j, resumed, err)) return false;
+    if (resumed && !j.carried.empty()) {
+        fprintf(out, "reap fit: %s: %s\n", j.path.c_str(), j.carried.c_str());
+        if (!o.dry_run && !save_fit_journal(j, err)) return false;
+    }
     if (resumed) fprintf(out, "reap fit: resuming %s (%zu scores, %zu stages done)\n", j.path.c_str(), j.scores.size(), j.stages.size());
     else if (!o.dry_run && !save_fit_journal(j, err)) return false;
     std::string saliency, kld;

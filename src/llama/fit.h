@@ -31,6 +31,7 @@
 // changed input is refused.
 #pragma once
 
+#include "formats/fit_file.h"
 #include "llama/choice.h"
 #include "llama/eval.h"
 #include "llama/generate.h"
@@ -76,22 +77,6 @@ struct fit_options {
     std::string              tool_version;
     bool                     progress = true;
     bool                     verbose = false;
-};
-
-// What a gate measured on one model: exact needle cells, generation rates.
-struct fit_gate_measure {
-    size_t n_exact = 0, n_cells = 0;               // --needle
-    double loop_rate = 0, termination_rate = 0;    // --generate
-    std::vector<uint8_t> task_correct;             // a task file: per task scored, 1 when right (empty: no task gate)
-    double task_accuracy() const;
-};
-
-// A gated candidate: its measures against the reference's, passed or why not.
-struct fit_gate_verdict {
-    size_t           candidate = 0;   // index into the space
-    fit_gate_measure m;
-    bool             pass = false;
-    std::string      why;             // "" when it passed
 };
 
 // One candidate of the space as fit knows it.

@@ -169,7 +169,7 @@ bool card_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * o
         return false;
     }
     fprintf(out, "reap fit: card %s/README.md\n", r.card_dir.c_str());
-    return util::write_file_durably(r.fit_json, util::json_text(fit_record(o, r), 2) + "\n", err) &&
+    return util::write_file_durably(r.fit_json, fit_record_text(make_fit_record(o, r)), err) &&
            fit_mark_stage(j, "card", r.fit_json, err);
 }
 

@@ -109,83 +109,24 @@ std::string why_failed(const fit_options & o, const fit_gate_measure & base, con
     return "";
 }
 
-bool measure_from(const nlohmann::json & j, const std::string & where, fit_gate_measure & m, std::string & err) {
-    const auto rate = [&](const char * key, double & v) {
-        if (!j.contains(key) || !j[key].is_number() || !(j[key].get<double>() >= 0 && j[key].get<double>() <= 1)) {
-            err = where + "." + key + ": not a rate within 0..1";
-            return false;
-        }
-        v = j[key].get<double>();
-        return true;
-    };
-    for (const char * key : {"needle_exact", "needle_cells"}) {
-        if (!j.contains(key) || !j[key].is_number_unsigned()) {
-            err = where + "." + key + ": not a count";
-            return false;
-        }
-    }
-    if (j.contains("task_correct")) {
-        if (!j["task_correct"].is_array()) {
-            err = where + ".task_correct: not a list of 0 and 1";
-            return false;
-        }
-        for (const auto & v : j["task_correct"]) {
-            if (!v.is_number_unsigned() || v.get<uint64_t>() > 1) {
-                err = where + ".task_correct: not a list of 0 and 1";
-                return false;
-            }
-            m.task_correct.push_back((uint8_t) v.get<uint64_t>());
-        }
-    }
-    m.n_exact = j["needle_exact"].get<size_t>();
-    m.n_cells = j["needle_cells"].get<size_t>();
-    if (m.n_exact > m.n_cells) {
-        err = where + ": more exact cells than cells";
-        return false;
-    }
-    return rate("loop_rate", m.loop_rate) && rate("termination_rate", m.termination_rate);
-}
-
-// DIR/gates.json of an earlier run, read back into r (every field checked:
-// the file is ours, but a file is a file).
+// DIR/gates.json of an earlier run, read back into r: every verdict must name
+// a candidate this fit scored.
 bool read_gates(const std::string & path, fit_result & r, std::string & err) {
-    std::string text;
-    nlohmann::json j;
-    if (!util::read_file(path, "the gates file", text, err) || !util::parse_json_text(text, path, j, err)) return false;
-    if (!j.is_object() || j.value("format", "") != "reap-fit-gates" || !j.contains("base") || !j.contains("verdicts") ||
-        !j["verdicts"].is_array()) {
-        err = "'" + path + "' is not reap fit's gates file";
-        return false;
-    }
-    if (!measure_from(j["base"], path + ": base", r.gate_base.emplace(), err)) return false;
-    for (const auto & v : j["verdicts"]) {
-        fit_gate_verdict g;
-        if (!v.is_object() || !v.contains("candidate") || !v["candidate"].is_number_unsigned() ||
-            v["candidate"].get<size_t>() >= r.space.size() || !r.scores[v["candidate"].get<size_t>()] || !v.contains("why") ||
-            !v["why"].is_string()) {
-            err = "'" + path + "': a verdict names no scored candidate of this fit";
+    fit_gates_doc d;
+    if (!read_fit_gates(path, r.space.size(), d, err)) return false;
+    for (const fit_gate_verdict & g : d.verdicts) {
+        if (!r.scores[g.candidate]) {
+            err = "fit gates file '" + path + "': candidate " + std::to_string(g.candidate) + " was not scored by this fit";
             return false;
         }
-        g.candidate = v["candidate"].get<size_t>();
-        g.why = v["why"].get<std::string>();
-        g.pass = g.why.empty();
-        if (!measure_from(v, path + ": candidate " + std::to_string(g.candidate), g.m, err)) return false;
-        r.gates.push_back(g);
     }
+    r.gate_base = d.base;
+    r.gates = std::move(d.verdicts);
     return true;
 }
 
 bool write_gates(const std::string & path, const fit_result & r, std::string & err) {
-    nlohmann::json j = {{"format", "reap-fit-gates"}, {"version", 1}, {"base", fit_gate_measure_json(*r.gate_base)}};
-    nlohmann::json vs = nlohmann::json::array();
-    for (const fit_gate_verdict & g : r.gates) {
-        nlohmann::json v = fit_gate_measure_json(g.m);
-        v["candidate"] = g.candidate;
-        v["why"] = g.why;
-        vs.push_back(v);
-    }
-    j["verdicts"] = vs;
-    return util::write_file_durably(path, util::json_text(j, 2) + "\n", err);
+    return util::write_file_durably(path, fit_gates_text({*r.gate_base, r.gates}), err);
 }
 
 // The scored candidates, best KLD first (ties: the smaller file, the lower index).
@@ -246,19 +187,6 @@ bool run_gates(const fit_options & o, fit_result & r, FILE * out, std::string & 
 }
 
 } // namespace
-
-double fit_gate_measure::task_accuracy() const {
-    size_t n = 0;
-    for (uint8_t c : task_correct) n += c;
-    return task_correct.empty() ? 0 : (double) n / (double) task_correct.size();
-}
-
-nlohmann::json fit_gate_measure_json(const fit_gate_measure & m) {
-    nlohmann::json j = {{"needle_exact", m.n_exact}, {"needle_cells", m.n_cells}, {"loop_rate", m.loop_rate},
-                        {"termination_rate", m.termination_rate}};
-    if (!m.task_correct.empty()) j["task_accuracy"] = m.task_accuracy(), j["task_correct"] = m.task_correct;
-    return j;
-}
 
 std::string fit_gates_fingerprint(const fit_options & o) {
     if (!gates_given(o)) return "";

@@ -191,48 +191,30 @@ void print_fit_result(FILE * out, const fit_options & o, const fit_result & r) {
     }
 }
 
-nlohmann::json fit_record(const fit_options & o, const fit_result & r) {
-    nlohmann::json j = {{"format", "reap-fit"}, {"version", 1}, {"tool", "reap fit " + o.tool_version}};
-    j["budget"] = {{"text", o.budget_text}, {"bytes", o.budget}};
-    j["sources"] = o.sources;
-    j["reference"] = o.reference.empty() ? o.sources[0] : o.reference;
-    j["heldout"] = o.heldout;
-    j["saliency"] = {{"file", r.saliency_path}, {"sha256", r.archive_sha256}};
-    nlohmann::json cands = nlohmann::json::array();
+fit_record make_fit_record(const fit_options & o, const fit_result & r) {
+    fit_record f;
+    f.tool = "reap fit " + o.tool_version;
+    f.budget_text = o.budget_text;
+    f.budget = o.budget;
+    f.sources = o.sources;
+    f.reference = o.reference.empty() ? o.sources[0] : o.reference;
+    f.heldout = o.heldout;
+    f.saliency_file = r.saliency_path;
+    f.saliency_sha256 = r.archive_sha256;
     for (size_t i = 0; i < r.space.size(); ++i) {
         const fit_candidate & c = r.space[i];
-        nlohmann::json e = {{"source", c.source_path}, {"n_keep", c.point.n_keep}, {"width", c.point.width}, {"bytes", c.point.bytes}};
-        if (r.scores[i]) {
-            e["kld_mean"] = r.scores[i]->kld;
-            e["kld_halves"] = {r.scores[i]->kld_half[0], r.scores[i]->kld_half[1]};
-            e["top1"] = r.scores[i]->top1;
-        }
-        cands.push_back(e);
+        f.candidates.push_back({c.source_path, c.point.n_keep, c.point.width, c.point.bytes, r.scores[i]});
     }
-    j["candidates"] = cands;
-    nlohmann::json ex = nlohmann::json::array();
-    for (const fit_excluded & x : r.excluded) ex.push_back({{"source", x.source_path}, {"width", x.width}, {"why", x.why}});
-    j["excluded_by_budget"] = ex;
-    j["passes"] = {{"scored", r.passes_this_run + r.passes_resumed}, {"full_grid", r.full_grid}, {"space", r.space.size()}, {"reference", 1}};
-    j["stop_reason"] = r.stop_reason;
-    j["noise"] = r.noise;
-    j["winner"] = *r.winner;
-    if (r.runner_up) j["runner_up"] = *r.runner_up;
-    if (r.gate_base) {
-        nlohmann::json v = nlohmann::json::array();
-        for (const fit_gate_verdict & g : r.gates) {
-            nlohmann::json e = fit_gate_measure_json(g.m);
-            e["candidate"] = g.candidate;
-            e["passed"] = g.pass;
-            if (!g.pass) e["why"] = g.why;
-            v.push_back(e);
-        }
-        j["gates"] = {{"settings", fit_gates_fingerprint(o)}, {"reference", fit_gate_measure_json(*r.gate_base)}, {"verdicts", v}};
-        if (r.best_by_kld) j["gates"]["best_by_kld"] = *r.best_by_kld;
-    }
-    j["build"] = {{"plan", r.plan_path}, {"file", r.build_path}, {"bytes", r.file_bytes}, {"eval", r.eval_path},
-                  {"kld_mean", r.file_kld}, {"top1", r.file_top1}, {"card", r.card_dir + "/README.md"}};
-    return j;
+    for (const fit_excluded & x : r.excluded) f.excluded.push_back({x.source_path, x.width, x.why});
+    f.passes_scored = r.passes_this_run + r.passes_resumed;
+    f.full_grid = r.full_grid;
+    f.stop_reason = r.stop_reason;
+    f.noise = r.noise;
+    f.winner = *r.winner;
+    f.runner_up = r.runner_up;
+    if (r.gate_base) f.gates = fit_record_gates{fit_gates_fingerprint(o), *r.gate_base, r.gates, r.best_by_kld};
+    f.build = {r.plan_path, r.build_path, r.eval_path, r.card_dir + "/README.md", r.file_bytes, r.file_kld, r.file_top1};
+    return f;
 }
 
 std::string fit_card_section(const fit_options & o, const fit_result & r) {

@@ -31,8 +31,8 @@ size_t fit_passes_left_estimate(const planner::fit_search & s);
 // The result: winner, runner-up, margin, noise, passes, the build's numbers.
 void print_fit_result(FILE * out, const fit_options & o, const fit_result & r);
 
-// DIR/fit.json: the inputs, the space, every score, the winner and the build.
-nlohmann::json fit_record(const fit_options & o, const fit_result & r);
+// DIR/fit.json (formats/fit_file.h): the inputs, the space, every score, the winner and the build.
+fit_record make_fit_record(const fit_options & o, const fit_result & r);
 // The card's section on the search (Markdown, every input text escaped) and
 // its figure (KLD against K, one line per source).
 std::string fit_card_section(const fit_options & o, const fit_result & r);
@@ -44,8 +44,6 @@ std::string fit_card_gates(const fit_options & o, const fit_result & r);
 // candidates by mask, until one keeps what the reference does; it becomes
 // r.winner (r.best_by_kld: the one it replaced). Journalled as DIR/gates.json.
 bool gate_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * out, std::string & err);
-// One gate's measures as JSON: DIR/gates.json and fit.json write them alike.
-nlohmann::json fit_gate_measure_json(const fit_gate_measure & m);
 // The gate settings as the journal's fingerprint holds them ("" = no gates).
 std::string fit_gates_fingerprint(const fit_options & o);
 

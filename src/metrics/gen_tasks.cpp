@@ -228,14 +228,9 @@ ojson answers_doc_to_json(const answers_doc & d) {
 bool answers_doc_from_json(const nlohmann::json & j, const std::string & name, answers_doc & out, std::string & err) {
     out = answers_doc();
     util::json_fields f(j, "answers file '" + name + "'");
-    std::string format;
     int64_t version = 0;
-    if (!f.str("format", format) || !f.i64("version", version, 1, 1)) {
+    if (!f.header("reap-answers", "a reap answers file", 1, version)) {
         err = f.error();
-        return false;
-    }
-    if (format != "reap-answers") {
-        err = "answers file '" + name + "': format is '" + format + "', not reap-answers";
         return false;
     }
     util::json_fields t = f.child("tasks"), m = f.child("model"), s = f.child("settings"), sum = f.child("summary");

@@ -165,10 +165,9 @@ ojson judge_result_to_json(const judge_result & r) {
 bool judge_result_from_json(const nlohmann::json & j, const std::string & name, judge_result & out, std::string & err) {
     out = judge_result();
     util::json_fields f(j, "judge file '" + name + "'");
-    std::string format;
     int64_t version = 0;
-    if (!f.str("format", format) || !f.i64("version", version, 1, 1) || format != "reap-judge") {
-        err = f.error().empty() ? "judge file '" + name + "': format is '" + format + "', not reap-judge" : f.error();
+    if (!f.header("reap-judge", "a reap judge file", 1, version)) {
+        err = f.error();
         return false;
     }
     util::json_fields a = f.child("a"), b = f.child("b"), t = f.child("tasks"), jd = f.child("judge"), sum = f.child("summary");

@@ -203,6 +203,17 @@ std::string json_fields::field(const std::string & key) const {
     return key.empty() ? path_ : path_ + "." + key;
 }
 
+bool json_fields::header(const char * format, const char * what, int64_t max_version, int64_t & version) {
+    const json * v = at("format");
+    if (!v || !v->is_string() || v->get<std::string>() != format) {
+        if (err_->empty()) {
+            *err_ = where_ + " is not " + what + " (format " + (v ? show(*v) : std::string("missing")) + ", expected \"" + format + "\")";
+        }
+        return false;
+    }
+    return i64("version", version, 1, max_version);
+}
+
 bool json_fields::fail(const std::string & key, const std::string & what) {
     if (err_->empty()) {
         const std::string f = field(key);

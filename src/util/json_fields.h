@@ -67,6 +67,11 @@ public:
     // The elements of array `key` (absent: none).
     bool elements(const char * key, std::vector<const nlohmann::json *> & out);
 
+    // The file's kind, checked the one way every reader checks it: "format"
+    // must be the string `format` ("<where> is not <what> (format "X",
+    // expected "F")") and "version" a whole number in [1, max_version] (out).
+    bool header(const char * format, const char * what, int64_t max_version, int64_t & version);
+
     // Required fields (absent or null fails, except where opt_* says).
     bool str(const char * key, std::string & out);
     bool boolean(const char * key, bool & out);
