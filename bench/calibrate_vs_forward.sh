@@ -14,7 +14,7 @@
 #   --max-tokens N  tokens per run (default 8192)
 #   -n RUNS         timed runs of each (default 3)
 #   --reap PATH     the reap binary (default build/bin/reap)
-#   after --         passed to both runs (default: -c 512 -t <nproc>)
+#   after --         passed to both runs (default: -c 512 --ctx-past-trained -t <nproc>)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,7 +39,8 @@ done
 [ -x "$reap" ] || { echo "calibrate_vs_forward.sh: no reap binary at $reap (build it, or pass --reap)" >&2; exit 1; }
 [ -f "$model" ] || { echo "calibrate_vs_forward.sh: no model $model (make model, or pass -m)" >&2; exit 1; }
 [ -f "$corpus" ] || { echo "calibrate_vs_forward.sh: no corpus $corpus (make corpus, or pass --corpus)" >&2; exit 1; }
-[ ${#extra[@]} -gt 0 ] || extra=(-c 512 -t "$(nproc)")
+# (--ctx-past-trained: the project's models are trained at 256; the bench measures the decodes)
+[ ${#extra[@]} -gt 0 ] || extra=(-c 512 --ctx-past-trained -t "$(nproc)")
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/reap-calib-bench.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

@@ -69,7 +69,7 @@ now() { date +%s.%N; }
 declare -a ta tb
 for ((i = 0; i < runs + 1; ++i)); do
     a=$(now)
-    "$reap" eval -m "$model" -p "$cut" -f "$text" -c "$ctx" --chunks "$chunks" -t 2 --json -q > "$work/eval.json"
+    "$reap" eval -m "$model" -p "$cut" -f "$text" -c "$ctx" --ctx-past-trained --chunks "$chunks" -t 2 --json -q > "$work/eval.json"
     b=$(now)
     "$ppl" -m "$model" -f "$text" -c "$ctx" --chunks "$chunks" -t 2 --kl-divergence-base "$work/base.kld" > "$work/ppl-base.log" 2>&1
     "$ppl" -m "$cut" -f "$text" -c "$ctx" --chunks "$chunks" -t 2 --kl-divergence-base "$work/base.kld" --kl-divergence > "$work/ppl-kld.log" 2>&1

@@ -112,7 +112,7 @@ if [ "$(id -u)" = 0 ] && [ "$overcommit" != 1 ]; then
 fi
 for mem in $budgets; do
     log="$work/dry-run-$mem.log"
-    "$reap" calibrate --dry-run -m "$model" --corpus "$text" --max-tokens 264141 -c 4096 --memory "$mem" -t 1 \
+    "$reap" calibrate --dry-run -m "$model" --corpus "$text" --max-tokens 264141 -c 4096 --ctx-past-trained --memory "$mem" -t 1 \
         --no-repack --lazy-mode on > "$log" 2>&1 || {
         echo "--memory $mem: reap calibrate failed:"; tail -5 "$log"; continue; }
     echo "== --memory $mem"

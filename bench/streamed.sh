@@ -273,55 +273,55 @@ if wanted ppl-ub4096; then
     measure2 ppl-ub4096 "$bin/llama-perplexity" -m "$model" -f "$text" "${ctx[@]}" "${big[@]}" --chunks "$chunks"
 fi
 if wanted calibrate-np1; then
-    measure2 calibrate-np1 "$reap" calibrate -m "$model" --corpus "$text" -o "$work/saliency-np1.gguf" "${ctx[@]}" \
+    measure2 calibrate-np1 "$reap" calibrate -m "$model" --corpus "$text" -o "$work/saliency-np1.gguf" "${ctx[@]}" --ctx-past-trained \
         "${np1[@]}" --max-tokens "$tokens" --force --no-progress
 fi
 if wanted calibrate-ub4096; then
-    measure2 calibrate-ub4096 "$reap" calibrate -m "$model" --corpus "$text" -o "$sal" "${ctx[@]}" "${big[@]}" \
+    measure2 calibrate-ub4096 "$reap" calibrate -m "$model" --corpus "$text" -o "$sal" "${ctx[@]}" --ctx-past-trained "${big[@]}" \
         --max-tokens "$tokens" --force --no-progress
 fi
 if wanted calibrate-jsonl; then
-    measure2 calibrate-jsonl "$reap" calibrate -m "$model" --corpus "$corpus" -o "$work/saliency-jsonl.gguf" "${ctx[@]}" \
+    measure2 calibrate-jsonl "$reap" calibrate -m "$model" --corpus "$corpus" -o "$work/saliency-jsonl.gguf" "${ctx[@]}" --ctx-past-trained \
         "${big[@]}" --force --no-progress
 fi
 if wanted calibrate-auto; then
-    measure2 calibrate-auto "$reap" calibrate -m "$model" --corpus "$text32k" -o "$work/saliency-auto.gguf" "${ctx[@]}" \
+    measure2 calibrate-auto "$reap" calibrate -m "$model" --corpus "$text32k" -o "$work/saliency-auto.gguf" "${ctx[@]}" --ctx-past-trained \
         --max-tokens 32768 --force --no-progress
 fi
 for ub in 8192 16384 32768; do
     if wanted "calibrate-ub$ub"; then
         measure2 "calibrate-ub$ub" "$reap" calibrate -m "$model" --corpus "$text32k" -o "$work/saliency-ub$ub.gguf" \
-            "${ctx[@]}" -ub "$ub" --max-tokens 32768 --force --no-progress
+            "${ctx[@]}" --ctx-past-trained -ub "$ub" --max-tokens 32768 --force --no-progress
     fi
 done
 if wanted sweep || wanted eval-mask || wanted eval-auto || wanted eval-b4096 || wanted sweep-auto; then
     # sweep and eval --mask need an archive and a plan: made unmeasured where no run above made one
-    [ -f "$sal" ] || "$reap" calibrate -m "$model" --corpus "$text" -o "$sal" "${ctx[@]}" "${big[@]}" \
+    [ -f "$sal" ] || "$reap" calibrate -m "$model" --corpus "$text" -o "$sal" "${ctx[@]}" --ctx-past-trained "${big[@]}" \
         --max-tokens "$tokens" --force --no-progress > "$work/logs/saliency.log" 2>&1 ||
         die "making the saliency archive failed; see $work/logs/saliency.log"
     "$reap" plan "$sal" -m "$model" --keep 64 -o "$work/plan-64.json" --force > "$work/logs/plan.log" 2>&1 ||
         die "reap plan failed; see $work/logs/plan.log"
 fi
 if wanted sweep; then
-    measure2 sweep "$reap" sweep "$sal" -m "$model" -f "$text" --keep 96,64,32 "${ctx[@]}" "${big[@]}" \
+    measure2 sweep "$reap" sweep "$sal" -m "$model" -f "$text" --keep 96,64,32 "${ctx[@]}" --ctx-past-trained "${big[@]}" \
         --chunks "$chunks" --tmp-dir "$work" -o "$work/sweep.json" --force -q
 fi
 if wanted eval-mask; then
-    measure2 eval-mask "$reap" eval -m "$model" --mask "$work/plan-64.json" -f "$text" "${ctx[@]}" "${big[@]}" \
+    measure2 eval-mask "$reap" eval -m "$model" --mask "$work/plan-64.json" -f "$text" "${ctx[@]}" --ctx-past-trained "${big[@]}" \
         --chunks "$chunks" --tmp-dir "$work" -q
 fi
 # eval and sweep over the 32,768 tokens: the decodes sized to the memory, and -b 4096 (reap's
 # size before it measured); each pass (the base's, then every candidate's) reads the pool per ubatch
 if wanted eval-auto; then
-    measure2 eval-auto "$reap" eval -m "$model" --mask "$work/plan-64.json" -f "$text32k" "${ctx[@]}" \
+    measure2 eval-auto "$reap" eval -m "$model" --mask "$work/plan-64.json" -f "$text32k" "${ctx[@]}" --ctx-past-trained \
         --chunks 64 --tmp-dir "$work" --json -q
 fi
 if wanted eval-b4096; then
-    measure2 eval-b4096 "$reap" eval -m "$model" --mask "$work/plan-64.json" -f "$text32k" "${ctx[@]}" "${big[@]}" \
+    measure2 eval-b4096 "$reap" eval -m "$model" --mask "$work/plan-64.json" -f "$text32k" "${ctx[@]}" --ctx-past-trained "${big[@]}" \
         --chunks 64 --tmp-dir "$work" --json -q
 fi
 if wanted sweep-auto; then
-    measure2 sweep-auto "$reap" sweep "$sal" -m "$model" -f "$text32k" --keep 64 "${ctx[@]}" \
+    measure2 sweep-auto "$reap" sweep "$sal" -m "$model" -f "$text32k" --keep 64 "${ctx[@]}" --ctx-past-trained \
         --chunks 64 --tmp-dir "$work" -o "$work/sweep-auto.json" --force -q
 fi
 
