@@ -41,10 +41,7 @@ namespace reap_test {
 // The reap binary: one definition for every test (gguf_test_util.h).
 using gguf_test::reap_bin;
 
-inline std::string env_or(const char * name, const std::string & fallback) {
-    const char * v = std::getenv(name);
-    return (v && *v) ? std::string(v) : fallback;
-}
+using gguf_test::env_or;   // one definition for every test (gguf_test_util.h)
 
 inline bool file_exists(const std::string & path) {
     struct stat st;

@@ -31,10 +31,7 @@ using gguf_test::exists;
 using gguf_test::read_all;
 using gguf_test::write_all;
 
-inline std::string env(const char * name, const std::string & fallback = "") {
-    const char * v = std::getenv(name);
-    return (v && *v) ? std::string(v) : fallback;
-}
+using gguf_test::env_or;
 
 
 inline std::string quote(const std::string & s) {

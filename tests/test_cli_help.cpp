@@ -56,7 +56,7 @@ struct result {
     std::string out;  // stdout and stderr
 };
 
-std::string bin() { return prune_test::env("REAP_BIN", "/nonexistent"); }
+std::string bin() { return prune_test::env_or("REAP_BIN", "/nonexistent"); }
 
 result reap(const std::string & args) {
     result r;
@@ -337,7 +337,7 @@ TEST_F(Cli, ReadmeNamesOnlyOptionsTheHelpLists) {
     for (const std::string & c : missing_commands()) missing.insert(c);
     for (const char * doc : {"README.md", "docs/commands.md"}) {
         SCOPED_TRACE(doc);
-        std::ifstream f(prune_test::env("REAP_SOURCE_DIR", REAP_SOURCE_DIR) + "/" + doc);
+        std::ifstream f(prune_test::env_or("REAP_SOURCE_DIR", REAP_SOURCE_DIR) + "/" + doc);
         ASSERT_TRUE(f.good());
         // Sections "### `reap CMD ...`" (or "## `reap CMD ...`") up to the next
         // heading: the options in the heading and in every code span that starts with '-'.

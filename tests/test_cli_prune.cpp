@@ -153,7 +153,7 @@ TEST(PruneCli, InspectPredictsThePrunedSize) {
     const std::string dir = prune_test::scratch("prune-cli-inspect");
     std::vector<std::string> models;
     for (const std::string & name : prune_test::zoo_names()) models.push_back(zoo + "/" + name + ".gguf");
-    const std::string trained = prune_test::env("REAP_SOURCE_DIR", ".") + "/models/reap-moe-tiny.gguf";
+    const std::string trained = prune_test::env_or("REAP_SOURCE_DIR", ".") + "/models/reap-moe-tiny.gguf";
     ASSERT_TRUE(exists(trained)) << trained;
     models.push_back(trained);
     for (const std::string & src : models) {

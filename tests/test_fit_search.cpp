@@ -45,7 +45,7 @@ space make_space(const std::vector<size_t> & lengths) {
 using kld_fn = std::function<double(size_t line, size_t pos)>;
 
 struct run_result {
-    size_t best = 0;
+    size_t best = SIZE_MAX;   // none: the search scored nothing (EXPECTed against)
     size_t passes = 0;
     double noise = 0;
 };
@@ -64,7 +64,8 @@ run_result run(const space & sp, const kld_fn & f, size_t max_passes = 0, double
         }
     }
     EXPECT_FALSE(s.stop_reason().empty());
-    return {*s.best(), s.n_scored(), s.noise()};
+    EXPECT_TRUE(s.best().has_value()) << "the search ended without a best point";
+    return {s.best().value_or(SIZE_MAX), s.n_scored(), s.noise()};
 }
 
 // The exhaustive answer: the point of least KLD.

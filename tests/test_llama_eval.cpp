@@ -32,10 +32,7 @@
 
 namespace {
 
-std::string env_or(const char * name, const std::string & fallback) {
-    const char * v = std::getenv(name);
-    return (v && *v) ? std::string(v) : fallback;
-}
+using gguf_test::env_or;
 
 bool exists(const std::string & p) {
     struct stat st;

@@ -16,6 +16,7 @@
 //   * a changed input (the held-out text) is refused, naming it.
 #include "llama_test_util.h"
 
+#include "formats/fit_file.h"
 #include "gguf/gguf.h"
 #include "saliency/archive.h"
 #include "util/sha256.h"
@@ -329,6 +330,17 @@ TEST(Fit, AGateTheBestFailsMovesTheChoiceToTheNextAndTheCardShowsIt) {
                       " --gate-top 1" + k_runtime, out), 0) << out;
     EXPECT_NE(out.find("gates: done earlier"), std::string::npos) << out;
     EXPECT_EQ(read_json(dir + "/fit.json")["gates"], gates);
+    {   // the typed readers take what fit wrote
+        reap::fit_record rec;
+        reap::fit_gates_doc g;
+        std::string err;
+        ASSERT_TRUE(reap::read_fit_record(dir + "/fit.json", rec, err)) << err;
+        ASSERT_TRUE(rec.gates.has_value());
+        EXPECT_EQ(rec.gates->verdicts.size(), gates["verdicts"].size());
+        EXPECT_EQ(rec.winner, winner);
+        ASSERT_TRUE(reap::read_fit_gates(dir + "/gates.json", rec.candidates.size(), g, err)) << err;
+        EXPECT_EQ(g.verdicts.size(), gates["verdicts"].size());
+    }
     // other gate settings over the same DIR (issue 49 item 9): the calibration, the
     // reference's rows and the scores are kept, the gates measured again (none
     // keeps all 24 cells: exit 1, as for any fit whose gates nothing passes)
@@ -605,6 +617,8 @@ TEST(Fit, InputsTheHeadersCanRefuseAreRefusedBeforeCalibration) {
         {" --generate " + shell_quote(t.dir + "/prompts.jsonl") + " --max-new 2147483647", "past the model's trained context of 256"},
         {" --needle --needle-lengths 100000", "--needle-lengths 100000 is past the model's trained context"},
         {" --axes experts --budget 1MB", "--budget 1MB fits no build: the smallest"},
+        // with the width axis (issue 49 item 9's rest): 4 experts a layer of one channel (F32: blocks of 1)
+        {" --budget 1kB", "--budget 1kB fits no build: the smallest, " + t.model + " keeping 4 experts a layer of 1 channels, is "},
     };
     for (const auto & [more, msg] : cases) {
         ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
@@ -635,7 +649,11 @@ TEST(Fit, AnotherBudgetOrDownTypeResumesTheCalibration) {
     EXPECT_NE(out.find("reap fit: reference rows: done earlier"), std::string::npos) << out;
     EXPECT_EQ(sha_of(dir + "/saliency.gguf"), archive);
     EXPECT_EQ(sha_of(dir + "/reference.kld"), rows);
-    EXPECT_EQ(read_json(dir + "/fit.json")["budget"]["text"], "22MB");
+    reap::fit_record rec;   // the typed reader takes what fit wrote
+    std::string err;
+    ASSERT_TRUE(reap::read_fit_record(dir + "/fit.json", rec, err)) << err;
+    EXPECT_EQ(rec.budget_text, "22MB");
+    EXPECT_EQ(rec.build.file, read_json(dir + "/fit.json")["build"]["file"]);
     // another window: nothing holds, everything is done again
     ASSERT_EQ(run_cmd(fit_cmd(dir, "22MB") + " --axes experts --max-passes 1 -c 64 2>&1", out), 0) << out;
     EXPECT_NE(out.find("window differs from the journal's run: kept nothing; done again: calibrate"), std::string::npos) << out;

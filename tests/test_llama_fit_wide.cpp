@@ -87,8 +87,11 @@ TEST(FitWide, WinnerAcrossSourcesWidthsAndCountsIsWithinTwoPercentOfTheFullGrid)
                 const std::string width = K < 256 ? " --width " + std::to_string(K) : "";
                 if (run_cmd(reap + " plan " + shell_quote(sal) + " -m " + shell_quote(s) + width + " --keep " + std::to_string(N) +
                             " -o " + shell_quote(p), out) != 0) {
+                    // this K is off the block grid (N = 16), or N is below what a token
+                    // uses; any other refusal would shrink the grid without a word
                     if (N == 16) EXPECT_NE(out.find("--width"), std::string::npos) << "only a width may be refused: " << out;
-                    break;   // this K is off the block grid (N = 16), or N is below what a token uses
+                    else EXPECT_NE(out.find("is below n_expert_used"), std::string::npos) << "K " << K << " N " << N << ": " << out;
+                    break;
                 }
                 const nlohmann::json pj = read_json(p);
                 grid_point g{s, K, N, pj["provenance"]["predicted_bytes"].get<uint64_t>()};

@@ -383,11 +383,11 @@ TEST(Mask, BadPlansRefusedAsPruneRefusesThem) {
         const std::string plan_path = dir + "/" + b.name + ".json";
         ASSERT_TRUE(reap::write_plan(b.p, plan_path, true, err)) << err;
         std::string prune_out, eval_out;
-        const int prune_rc = prune_test::run(prune_test::quote(prune_test::env("REAP_BIN")) + " prune -m " +
+        const int prune_rc = prune_test::run(prune_test::quote(prune_test::env_or("REAP_BIN", "")) + " prune -m " +
                                              prune_test::quote(b.model) + " --plan " + prune_test::quote(plan_path) +
                                              " -o " + prune_test::quote(dir + "/out.gguf") + " --force",
                                              prune_out);
-        const int eval_rc = prune_test::run(prune_test::quote(prune_test::env("REAP_BIN")) + " eval -m " +
+        const int eval_rc = prune_test::run(prune_test::quote(prune_test::env_or("REAP_BIN", "")) + " eval -m " +
                                             prune_test::quote(b.model) + " --mask " + prune_test::quote(plan_path) +
                                             " -f " + prune_test::quote(text) + " -c 128", eval_out);
         EXPECT_NE(prune_rc, 0) << b.name << ": " << prune_out;

@@ -9,6 +9,7 @@
 #include "moe/layout.h"
 
 #include "gguf/gguf.h"
+#include "gguf_test_util.h"
 #include "moe/layout_gguf.h"
 
 #include <gtest/gtest.h>
@@ -751,10 +752,7 @@ TEST(MoeLayout, QuantisedSlabBytes) {
 
 // ---- the real zoo files ------------------------------------------------------------------
 
-std::string env_or(const char * k, const std::string & d) {
-    const char * v = std::getenv(k);
-    return (v && *v) ? v : d;
-}
+using gguf_test::env_or;
 
 TEST(MoeLayoutZoo, ClassifiesEveryZooModel) {
     const std::string src = env_or("REAP_SOURCE_DIR", REAP_SOURCE_DIR);

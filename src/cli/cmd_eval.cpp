@@ -6,6 +6,7 @@
 // status 2.
 #include "cli/eval_flags.h"
 #include "formats/kld_receipt.h"
+#include "llama/behaviour_run.h"
 #include "llama/eval_models.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -49,18 +50,19 @@ int run_smoke(eval_params & p, const std::function<int(const std::string &)> & u
 int run_behaviour(eval_params & p, const std::function<int(const std::string &)> & usage_error) {
     if (!p.opt.kld_base_path.empty()) return usage_error("--needle and --generate decode the models: no --kld-base");
     std::string err;
-    reap::behaviour_document doc;
+    reap::behaviour_request req;
+    req.eval = p.opt;
+    req.seed = p.needle.seed;   // one --seed
     if (p.do_needle) {
-        reap::needle_options & o = p.needle;
-        reap::share_eval_options(o, p.opt, p.needle.seed);
-        o.haystack_path = p.opt.input_path;
-        if (!reap::run_needle(o, p.cands, doc.needle.emplace(), err)) return reap::cli::fail("eval", err);
+        req.needle = p.needle;
+        req.needle->haystack_path = p.opt.input_path;
     }
-    if (!p.generate.prompts_path.empty()) {
-        reap::generate_options & o = p.generate;
-        reap::share_eval_options(o, p.opt, p.needle.seed);   // one --seed
-        if (!reap::run_generate(o, p.cands, doc.generate.emplace(), err)) return reap::cli::fail("eval", err);
-    }
+    if (!p.generate.prompts_path.empty()) req.generate = p.generate;
+    reap::behaviour_result r;
+    if (!reap::run_behaviour(req, p.cands, r, err)) return reap::cli::fail("eval", err);
+    reap::behaviour_document doc;
+    doc.needle = std::move(r.needle);
+    doc.generate = std::move(r.generate);
     if (p.json) {
         printf("%s\n", reap::util::json_text(reap::behaviour_document_to_json(doc), 2).c_str());
         return 0;

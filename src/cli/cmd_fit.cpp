@@ -4,7 +4,7 @@
 #include "cli/commands.h"
 #include "cli/eval_flags.h"
 #include "cli/fit_flags.h"
-#include "llama/fit_stages.h"
+#include "llama/fit.h"
 
 #include <cstdio>
 #include <unistd.h>

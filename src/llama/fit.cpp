@@ -12,6 +12,8 @@
 #include "llama/fit_stages.h"
 #include "llama/sweep.h"
 #include "moe/census.h"
+#include "moe/pruned.h"
+#include "moe/width.h"
 #include "plan/provenance.h"
 #include "prune/prune.h"
 #include "prune/run.h"
@@ -87,13 +89,7 @@ bool reference_stage(const fit_options & o, fit_journal & j, std::string & kld, 
         err = "cannot remove '" + kld + "': " + strerror(errno);
         return false;
     }
-    eval_options e;
-    e.base_path = o.reference.empty() ? o.sources[0] : o.reference;
-    e.input_path = o.heldout;
-    e.kld_base_path = kld;
-    e.rt = o.rt;
-    e.progress = o.progress;
-    e.verbose = o.verbose;
+    const eval_options e = fit_eval_options(o, o.reference.empty() ? o.sources[0] : o.reference, o.heldout, kld);
     fprintf(out, "reap fit: reference rows of %s over %s -> %s (pass 0)\n", e.base_path.c_str(), o.heldout.c_str(), kld.c_str());
     std::vector<eval_report> none;
     if (!run_eval_candidates(e, {}, none, err)) return false;
@@ -138,10 +134,8 @@ bool build_space(const fit_options & o, const std::string & saliency, fit_result
         r.pool_bytes.push_back(cen.expert_pool_bytes);
         r.lines.emplace_back();
         for (int64_t K : widths) {
-            sweep_options so;
+            pl::source_plans_request so;
             so.saliency = saliency;
-            so.rank = o.rank;
-            so.method_given = o.method_given;
             so.tool_version = o.tool_version;
             so.down_type = o.down_type;
             if (o.axis_width) so.widths = {K};
@@ -152,7 +146,7 @@ bool build_space(const fit_options & o, const std::string & saliency, fit_result
             }
             std::vector<pl::sweep_point> pts;
             std::string why;
-            if (!plan_source_points(so, rm, archive_sha, pts, why) || pts.empty()) {
+            if (!pl::plan_source_points(so, rm, archive_sha, pts, why) || pts.empty()) {
                 r.excluded.push_back({o.sources[s], K, why.empty() ? "no plan" : why});
                 continue;
             }
@@ -174,16 +168,25 @@ bool build_space(const fit_options & o, const std::string & saliency, fit_result
     return true;
 }
 
-// One masked pass: candidate i of its source against the reference's rows.
-bool score_candidate(const fit_options & o, const std::string & kld, const fit_candidate & c, pl::fit_score & sc, std::string & err) {
+} // namespace
+
+eval_options fit_eval_options(const fit_options & o, const std::string & base, const std::string & input, const std::string & kld) {
     eval_options e;
-    e.base_path = c.source_path;
-    e.input_path = o.heldout;
+    e.base_path = base;
+    e.input_path = input;
     e.kld_base_path = kld;
     e.rt = o.rt;
-    e.rt.n_ctx = 0;   // the KLD base file's
+    if (!kld.empty() && fit_file_exists(kld)) e.rt.n_ctx = 0;   // the rows file's window
     e.progress = o.progress;
     e.verbose = o.verbose;
+    return e;
+}
+
+namespace {
+
+// One masked pass: candidate i of its source against the reference's rows.
+bool score_candidate(const fit_options & o, const std::string & kld, const fit_candidate & c, pl::fit_score & sc, std::string & err) {
+    const eval_options e = fit_eval_options(o, c.source_path, o.heldout, kld);
     std::vector<eval_report> reps;
     const std::string label = util::base_name(c.source_path) + " N=" + std::to_string(c.point.n_keep) + " K=" + std::to_string(c.point.width);
     if (!run_eval_candidates(e, {{label, true, &c.p}}, reps, err)) return false;
@@ -251,7 +254,7 @@ bool lies_inside(const std::string & path, const std::string & dir) {
 // (or does not exist yet); no input is one of fit's outputs, by path or through
 // a link, nor lies in a folder fit fills; and a DIR without fit's journal holds
 // nothing fit would write (a user's plan.json, card, ... are never replaced).
-// A DIR with a journal is checked by open_fit_journal: the same inputs, or refused.
+// A DIR with a journal is checked by open_fit_journal: the same files, or refused.
 bool check_fit_dir(const fit_options & o, std::string & err) {
     const std::string & dir = o.out_dir;
     struct stat st;
@@ -379,6 +382,50 @@ bool corpus_domains(const std::string & path, std::set<std::string> & out, std::
     return true;
 }
 
+// With the width axis: the smallest build the space can hold, sized exactly as
+// prune would write it (moe::pruned_bytes: only N, K and the down type decide
+// it, not which experts or channels), against the budget; before calibration.
+bool check_width_budget(const fit_options & o, std::string & err) {
+    uint64_t smallest = UINT64_MAX;
+    std::string which;
+    const size_t n_sources = o.axis_sources ? o.sources.size() : 1;
+    for (size_t s = 0; s < n_sources; ++s) {
+        gguf::model m;
+        moe::model_identity id;
+        moe::layout lay;
+        moe::expert_width w;
+        if (!open_identity(o.sources[s], m, id, err) || !moe::layout_of(m, lay, err, moe::describe_options()) ||
+            !moe::expert_width_of(m, lay, w, err)) {
+            return false;
+        }
+        const int64_t n = o.axis_experts ? std::max<int64_t>(1, id.n_expert_used) : id.n_expert;
+        moe::width_cut cut;
+        int64_t block = w.down_block;
+        if (const gguf::type_info * ti = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type)) {
+            block = ti->block_size;
+            cut.down_type = ti->type;
+        }
+        if (w.refusal.empty() && block > 0 && block < w.n_ff) cut.n_ff = w.n_ff, cut.keep = block;
+        moe::stamp_options stamp;
+        stamp.plan_sha256 = std::string(64, '0');   // the real hash has the same length
+        stamp.version = o.tool_version;
+        uint64_t bytes = 0;
+        uint32_t n_shards = 0;
+        if (!moe::pruned_bytes(m, lay, n, stamp, {}, bytes, n_shards, err, cut)) return false;
+        if (bytes < smallest) {
+            smallest = bytes;
+            which = o.sources[s] + " keeping " + std::to_string(n) + " experts a layer" +
+                    (cut.keep > 0 ? " of " + std::to_string(cut.keep) + " channels" : "");
+        }
+    }
+    if (smallest != UINT64_MAX && smallest > o.budget) {
+        err = "--budget " + o.budget_text + " fits no build: the smallest, " + which + ", is " + std::to_string(smallest) + " bytes (" +
+              util::format_size(smallest) + "): give a larger budget";
+        return false;
+    }
+    return true;
+}
+
 // What can be checked from the headers, the options and the archive's (or the
 // corpus's) domain list, before the first decode: at a large model's size a
 // typo found after calibration costs a day. The sources and the reference must
@@ -421,11 +468,13 @@ bool check_fit_inputs(const fit_options & o, std::string & err) {
             return false;
         }
     }
-    // a budget no build can meet, from the headers: without the width axis the
-    // smallest file keeps the experts a token uses in every layer (a lower
-    // bound: group-limited routers keep more); with it, channels can shrink
-    // it further, and the space decides
-    if (!o.axis_width) {
+    // a budget no build can meet, from the headers: the smallest file keeps
+    // the experts a token uses in every layer (a lower bound: group-limited
+    // routers keep more) and, with the width axis, the narrowest channel width
+    // the space holds (one block of the down type)
+    if (o.axis_width) {
+        if (!check_width_budget(o, err)) return false;
+    } else {
         uint64_t smallest = UINT64_MAX;
         std::string which;
         const size_t n_sources = o.axis_sources ? o.sources.size() : 1;

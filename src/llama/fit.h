@@ -8,7 +8,7 @@
 //   reference  the reference's rows once, as reap eval writes a KLD base file
 //              (DIR/reference.kld; or --kld-base as given)
 //   space      every source x every width K on the down type's block grid, each
-//              planned at the budget by reap sweep's planner (plan_source_points:
+//              planned at the budget by reap sweep's planner (planner::plan_source_points:
 //              the largest N whose file, cut to K, fits; sized exactly as reap
 //              prune writes it); what does not fit is listed with why
 //   search     planner::fit_search (plan/fit_search.h) picks what to score; each
@@ -129,5 +129,9 @@ struct fit_result {
 // Runs the whole fit (or, with dry_run, prints the space and the cost model
 // and stops). Progress and the cost model go to `out`. Errors are values.
 bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & err);
+
+// What a finished fit prints: the winner, runner-up, margin, noise, passes and
+// the build's numbers (fit_print.cpp).
+void print_fit_result(FILE * out, const fit_options & o, const fit_result & r);
 
 } // namespace reap

@@ -113,14 +113,7 @@ bool eval_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * o
         }
         rep = doc.entries[0].report;
     } else {
-        eval_options e;
-        e.base_path = o.reference.empty() ? o.sources[0] : o.reference;
-        e.input_path = o.heldout;
-        e.kld_base_path = r.kld_path;
-        e.rt = o.rt;
-        e.rt.n_ctx = 0;
-        e.progress = o.progress;
-        e.verbose = o.verbose;
+        const eval_options e = fit_eval_options(o, o.reference.empty() ? o.sources[0] : o.reference, o.heldout, r.kld_path);
         const std::vector<eval_candidate> cands = {{r.build_path, false, nullptr}};
         std::vector<eval_report> reps;
         fprintf(out, "reap fit: eval %s against the reference's rows\n", r.build_path.c_str());

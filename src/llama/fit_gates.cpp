@@ -11,6 +11,7 @@
 // DIR/gates.json, journalled: a resumed fit reads them back.
 #include "llama/fit_stages.h"
 
+#include "llama/behaviour_run.h"
 #include "llama/eval_models.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -32,40 +33,26 @@ bool gates_given(const fit_options & o) { return o.gate_needle || !o.generate.pr
 // measures of the base first, then of each mask.
 bool measure(const fit_options & o, const std::string & base, const std::vector<eval_candidate> & cands,
              std::vector<fit_gate_measure> & m, std::string & err) {
-    eval_options e;
-    e.base_path = base;
-    e.rt = o.rt;
-    e.verbose = o.verbose;
-    e.progress = o.progress;
-    m.assign(cands.size() + 1, fit_gate_measure());
+    behaviour_request req;
+    req.eval = fit_eval_options(o, base, "", "");
+    req.seed = o.rank.seed;
     if (o.gate_needle) {
-        needle_options n = o.needle;
-        share_eval_options(n, e, o.rank.seed);
-        n.haystack_path = o.heldout;
-        needle_section sec;
-        if (!run_needle(n, cands, sec, err)) return false;
-        for (size_t i = 0; i < m.size(); ++i) {
-            m[i].n_exact = sec.report.models[i].n_exact();
-            m[i].n_cells = sec.report.cells.size();
+        req.needle = o.needle;
+        req.needle->haystack_path = o.heldout;
+    }
+    if (!o.tasks.tasks_path.empty()) req.choice = o.tasks;
+    if (!o.generate.prompts_path.empty()) req.generate = o.generate;
+    behaviour_result r;
+    if (!run_behaviour(req, cands, r, err)) return false;
+    m.assign(cands.size() + 1, fit_gate_measure());
+    for (size_t i = 0; i < m.size(); ++i) {
+        if (r.needle) {
+            m[i].n_exact = r.needle->report.models[i].n_exact();
+            m[i].n_cells = r.needle->report.cells.size();
         }
-    }
-    if (!o.tasks.tasks_path.empty()) {
-        choice_options c = o.tasks;
-        c.base_path = base;
-        c.rt = o.rt;
-        c.verbose = o.verbose;
-        c.progress = o.progress;
-        choice_section sec;
-        if (!run_choice(c, cands, sec, err)) return false;
-        for (size_t i = 0; i < m.size(); ++i) m[i].task_correct = sec.report.models[i].correct;
-    }
-    if (!o.generate.prompts_path.empty()) {
-        generate_options g = o.generate;
-        share_eval_options(g, e, o.rank.seed);
-        generate_section sec;
-        if (!run_generate(g, cands, sec, err)) return false;
-        for (size_t i = 0; i < m.size(); ++i) {
-            const generation_stats st = sec.report.stats(i, -1);
+        if (r.choice) m[i].task_correct = r.choice->report.models[i].correct;
+        if (r.generate) {
+            const generation_stats st = r.generate->report.stats(i, -1);
             m[i].loop_rate = st.loop_rate;
             m[i].termination_rate = st.termination_rate;
         }

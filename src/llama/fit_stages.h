@@ -19,6 +19,12 @@ namespace reap {
 constexpr double k_fit_mask_file_rel = 0.05;
 constexpr double k_fit_mask_file_abs = 1e-4;
 
+// The options of every eval pass fit runs on `base` (the reference's rows, the
+// scores, the build's eval, the gates): fit's runtime, progress and log;
+// `input` the held-out text ("" for the gates), `kld` the rows file ("" none).
+// The window is the rows file's when it exists (eval settles it).
+eval_options fit_eval_options(const fit_options & o, const std::string & base, const std::string & input, const std::string & kld);
+
 // The space: lines, candidates, what the budget excluded; before the search.
 void print_fit_space(FILE * out, const fit_options & o, const fit_result & r);
 // The cost model: passes in the full grid and planned, tokens and ubatches a
@@ -28,8 +34,6 @@ void print_fit_cost(FILE * out, const fit_options & o, const fit_result & r);
 void print_fit_pass(FILE * out, const fit_result & r, size_t i, size_t left, double elapsed_s);
 // About how many more passes the search will take (an estimate for the ETA).
 size_t fit_passes_left_estimate(const planner::fit_search & s);
-// The result: winner, runner-up, margin, noise, passes, the build's numbers.
-void print_fit_result(FILE * out, const fit_options & o, const fit_result & r);
 
 // DIR/fit.json (formats/fit_file.h): the inputs, the space, every score, the winner and the build.
 fit_record make_fit_record(const fit_options & o, const fit_result & r);

@@ -4,6 +4,7 @@
 
 #include "corpus/corpus_line.h"
 #include "formats/kld_receipt.h"
+#include "llama/behaviour_run.h"
 #include "llama/eval_models.h"
 
 #include "plan/provenance.h"
@@ -41,48 +42,17 @@ const char * kind_name(pl::size_kind k) {
 
 } // namespace
 
-bool plan_source_points(const sweep_options & o, const pl::ranked_model & rm, const std::string & archive_sha,
-                        std::vector<pl::sweep_point> & points, std::string & err) {
-    pl::size_context sctx;
-    sctx.model = &rm.model;
-    sctx.layout = &rm.layout;
-    sctx.prune.version = o.tool_version;
-    sctx.prune.plan_sha256 = std::string(64, '0');  // the real hash has the same length
-    sctx.write.split_max_bytes = o.split_max_bytes;
-    if (o.widths.empty()) {
-        if (!pl::plan_sweep(rm, sctx, o.sizes, points, err)) return false;
-    } else {
-        std::optional<pl::channel_score> by;
-        if (o.channel_score_given) by = o.channel_by;
-        pl::width_setup w;
-        util::error e;
-        if (!pl::setup_width(rm, o.saliency, o.down_type, by, o.widths, "--widths", w, e)) {
-            err = e.message;
-            return false;
-        }
-        sctx.width.down_type = w.cut.down_type;
-        std::vector<pl::size_request> sizes = o.sizes;   // --widths alone: every expert kept
-        if (sizes.empty()) sizes.push_back({pl::size_kind::keep, std::to_string(rm.facts.n_expert), rm.facts.n_expert});
-        if (!pl::plan_width_sweep(rm, sctx, sizes, o.widths, w, points, err)) return false;
-    }
-    plan stamp;   // the model's fingerprint, read once for every plan
-    stamp_plan_model(stamp, rm.model, rm.identity);
-    for (auto & pt : points) {
-        pt.p.model_sha256 = stamp.model_sha256;
-        pt.p.router_sha256 = stamp.router_sha256;
-        pt.p.n_vocab = stamp.n_vocab;
-        pl::plan_origin origin;
-        origin.tool = "reap sweep";
-        origin.saliency_path = o.saliency;
-        origin.saliency_sha256 = archive_sha;
-        origin.metric_set = saliency::metric_set_name(rm.archive.metrics);
-        origin.request.size = pt.req;
-        origin.request.split_max_bytes = o.split_max_bytes;
-        origin.predicted_bytes = pt.bytes;
-        origin.predicted_shards = pt.n_shards;
-        pl::record_origin(pt.p, origin, o.tool_version.c_str());
-    }
-    return true;
+// The plans' request of a sweep's options.
+pl::source_plans_request plans_request(const sweep_options & o) {
+    pl::source_plans_request q;
+    q.saliency = o.saliency;
+    q.sizes = o.sizes;
+    q.widths = o.widths;
+    q.down_type = o.down_type;
+    if (o.channel_score_given) q.channel_by = o.channel_by;
+    q.split_max_bytes = o.split_max_bytes;
+    q.tool_version = o.tool_version;
+    return q;
 }
 
 namespace {
@@ -205,7 +175,7 @@ bool plan_other_sources(const sweep_options & o, sweep_result & r, std::string &
         run->path = path;
         if (!pl::open_ranked_model(path, o.saliency, o.rank, o.method_given, run->rm, err)) return false;
         if (!same_model(path, run->rm.identity, "source")) return false;
-        if (!plan_source_points(o, run->rm, r.archive_sha256, run->points, err)) return false;
+        if (!pl::plan_source_points(plans_request(o), run->rm, r.archive_sha256, run->points, err)) return false;
         for (const auto & pt : run->points) {
             auto [it, fresh] = keep_sets.emplace(pt.n_keep, &pt.p);
             bool same = fresh || it->second->layers.size() == pt.p.layers.size();
@@ -286,26 +256,20 @@ bool score_sources(const sweep_options & o, sweep_result & r, std::string & err)
 // draws and --method random).
 bool score_behaviour(const sweep_options & o, const std::vector<eval_candidate> & cands, std::optional<needle_section> & needle,
                      std::optional<generate_section> & generate, std::optional<choice_section> & choice, std::string & err) {
-    if (!o.choice.tasks_path.empty()) {
-        choice_options c = o.choice;
-        c.base_path = o.eval.base_path;
-        c.base_mask_path = o.eval.base_mask_path;
-        c.rt = o.eval.rt;
-        c.verbose = o.eval.verbose;
-        c.progress = o.eval.progress;
-        if (!run_choice(c, cands, choice.emplace(), err)) return false;
-    }
+    behaviour_request req;
+    req.eval = o.eval;
+    req.seed = o.rank.seed;
+    if (!o.choice.tasks_path.empty()) req.choice = o.choice;
     if (o.do_needle) {
-        needle_options n = o.needle;
-        share_eval_options(n, o.eval, o.rank.seed);
-        n.haystack_path = o.eval.input_path;
-        if (!run_needle(n, cands, needle.emplace(), err)) return false;
+        req.needle = o.needle;
+        req.needle->haystack_path = o.eval.input_path;
     }
-    if (!o.generate.prompts_path.empty()) {
-        generate_options g = o.generate;
-        share_eval_options(g, o.eval, o.rank.seed);
-        if (!run_generate(g, cands, generate.emplace(), err)) return false;
-    }
+    if (!o.generate.prompts_path.empty()) req.generate = o.generate;
+    behaviour_result r;
+    if (!run_behaviour(req, cands, r, err)) return false;
+    needle = std::move(r.needle);
+    generate = std::move(r.generate);
+    choice = std::move(r.choice);
     return true;
 }
 
@@ -344,7 +308,7 @@ bool plan_sweep_points(const sweep_options & o, sweep_result & r, std::string & 
         return false;
     }
     if (!pl::open_ranked_model(o.eval.base_path, o.saliency, o.rank, o.method_given, r.rm, err)) return false;
-    if (!util::sha256_file(o.saliency, r.archive_sha256, err) || !plan_source_points(o, r.rm, r.archive_sha256, r.points, err)) return false;
+    if (!util::sha256_file(o.saliency, r.archive_sha256, err) || !pl::plan_source_points(plans_request(o), r.rm, r.archive_sha256, r.points, err)) return false;
     return !o.several_sources() || plan_other_sources(o, r, err);
 }
 

@@ -92,12 +92,6 @@ struct sweep_result {
 // included). Between them a caller can check where the plans would go before
 // the long part runs.
 bool plan_sweep_points(const sweep_options & o, sweep_result & r, std::string & err);
-// The plans of every size (and width) of o for one source already ranked,
-// each stamped with the model's fingerprint and the provenance reap plan
-// records (tool "reap sweep"; `archive_sha` is the archive's sha256). reap fit
-// plans its candidates through it too.
-bool plan_source_points(const sweep_options & o, const planner::ranked_model & rm, const std::string & archive_sha,
-                        std::vector<planner::sweep_point> & points, std::string & err);
 bool score_sweep(const sweep_options & o, sweep_result & r, std::string & err);
 
 // DIR/keep-N.json (a width cut: DIR/keep-N-width-K.json); with several

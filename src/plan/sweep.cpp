@@ -1,6 +1,8 @@
 // reap sweep, the planning half (see sweep.h): sizes to nested plans from one
 // ranking, and the model + archive setup that reap plan shares.
 #include "plan/sweep.h"
+#include "plan/plan.h"
+#include "saliency/archive.h"
 #include "plan/provenance.h"
 #include "plan/receipts.h"
 #include "plan/width_rerank.h"
@@ -252,6 +254,48 @@ bool publish_sweep_files(const std::string & plans_dir, const std::vector<std::p
     if (!util::write_files_durably(files, err)) {
         if (made_dir) util::remove_made_dir(plans_dir);
         return false;
+    }
+    return true;
+}
+
+bool plan_source_points(const source_plans_request & o, const ranked_model & rm, const std::string & archive_sha,
+                        std::vector<sweep_point> & points, std::string & err) {
+    size_context sctx;
+    sctx.model = &rm.model;
+    sctx.layout = &rm.layout;
+    sctx.prune.version = o.tool_version;
+    sctx.prune.plan_sha256 = std::string(64, '0');  // the real hash has the same length
+    sctx.write.split_max_bytes = o.split_max_bytes;
+    if (o.widths.empty()) {
+        if (!plan_sweep(rm, sctx, o.sizes, points, err)) return false;
+    } else {
+        width_setup w;
+        util::error e;
+        if (!setup_width(rm, o.saliency, o.down_type, o.channel_by, o.widths, "--widths", w, e)) {
+            err = e.message;
+            return false;
+        }
+        sctx.width.down_type = w.cut.down_type;
+        std::vector<size_request> sizes = o.sizes;   // --widths alone: every expert kept
+        if (sizes.empty()) sizes.push_back({size_kind::keep, std::to_string(rm.facts.n_expert), rm.facts.n_expert});
+        if (!plan_width_sweep(rm, sctx, sizes, o.widths, w, points, err)) return false;
+    }
+    plan stamp;   // the model's fingerprint, read once for every plan
+    stamp_plan_model(stamp, rm.model, rm.identity);
+    for (auto & pt : points) {
+        pt.p.model_sha256 = stamp.model_sha256;
+        pt.p.router_sha256 = stamp.router_sha256;
+        pt.p.n_vocab = stamp.n_vocab;
+        plan_origin origin;
+        origin.tool = "reap sweep";
+        origin.saliency_path = o.saliency;
+        origin.saliency_sha256 = archive_sha;
+        origin.metric_set = saliency::metric_set_name(rm.archive.metrics);
+        origin.request.size = pt.req;
+        origin.request.split_max_bytes = o.split_max_bytes;
+        origin.predicted_bytes = pt.bytes;
+        origin.predicted_shards = pt.n_shards;
+        record_origin(pt.p, origin, o.tool_version.c_str());
     }
     return true;
 }

@@ -125,6 +125,26 @@ bool plan_width_sweep(const ranked_model & rm, const size_context & sctx, const 
                       const std::vector<int64_t> & widths, const width_setup & w, std::vector<sweep_point> & out,
                       std::string & err);
 
+// What the plans of a sweep (or of fit's candidates) of one source are: the
+// sizes, the widths (empty: no width cut) with their down type and channel
+// score (unset: the archive's), the archive named in each plan's provenance.
+struct source_plans_request {
+    std::string                   saliency;          // the archive's path, as the provenance names it
+    std::vector<size_request>     sizes;
+    std::vector<int64_t>          widths;
+    std::string                   down_type;
+    std::optional<channel_score>  channel_by;
+    uint64_t                      split_max_bytes = 0;
+    std::string                   tool_version;
+};
+
+// The plans of every size (and width) of `req` for one source already ranked,
+// each stamped with the model's fingerprint and the provenance reap plan
+// records (tool "reap sweep"; `archive_sha` is the archive's sha256). reap
+// sweep and reap fit plan through it.
+bool plan_source_points(const source_plans_request & req, const ranked_model & rm, const std::string & archive_sha,
+                        std::vector<sweep_point> & points, std::string & err);
+
 // Whether every layer's keep set of `smaller` is inside that of `larger`
 // (same model); `why` names the first layer and expert that is not.
 bool plans_nested(const plan & smaller, const plan & larger, std::string & why);
