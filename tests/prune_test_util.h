@@ -53,7 +53,7 @@ inline int run(const std::string & cmd, std::string & output) {
 }
 
 inline std::string tmp_root() {
-    const std::string root = env("REAP_TEST_TMP", "test-tmp");
+    const std::string root = env_or("REAP_TEST_TMP", "test-tmp");
     ::mkdir(root.c_str(), 0755);
     return root;
 }
@@ -81,8 +81,8 @@ inline std::string zoo_dir(const std::string & dirname, std::string & err) {
     // generated beside and renamed into place, so that tests running in
     // parallel never see a half-written zoo
     const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
-    const std::string src = env("REAP_SOURCE_DIR", ".");
-    const std::string py = env("REAP_PYTHON", exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
+    const std::string src = env_or("REAP_SOURCE_DIR", ".");
+    const std::string py = env_or("REAP_PYTHON", exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3");
     const std::string cmd = quote(py) + " " + quote(src + "/tools/make_zoo.py") + " --out " + quote(tmp);
     std::string out;
     if (run(cmd, out) != 0 || !exists(tmp + "/zoo.json")) {

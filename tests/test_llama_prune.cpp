@@ -264,11 +264,11 @@ void prune_unrouted_and_compare(const std::string & src, const std::string & nam
     ASSERT_TRUE(g::open_model(src, m, err)) << err;
     reap::moe::layout lay;
     ASSERT_TRUE(reap::model_layout(m, lay, err)) << err;
-    if (!prune_test::env("REAP_TEST_PRUNE_ONLY").empty() && prune_test::env("REAP_TEST_PRUNE_ONLY") != name) return;
+    if (!prune_test::env_or("REAP_TEST_PRUNE_ONLY", "").empty() && prune_test::env_or("REAP_TEST_PRUNE_ONLY", "") != name) return;
     // group-limited routers need the best two of every selected group as
     // well: only a one-token prompt (BOS) leaves something to prune in the
     // zoo's 4 groups of 4 experts
-    const std::string prompt_s = prune_test::env("REAP_TEST_PRUNE_PROMPT", lay.router.n_group > 1 ? "" : default_prompt);
+    const std::string prompt_s = prune_test::env_or("REAP_TEST_PRUNE_PROMPT", lay.router.n_group > 1 ? "" : default_prompt);
     const char * prompt = prompt_s.c_str();
     run_result base;
     ASSERT_TRUE(run_model(src, prompt, base, err)) << err;
@@ -416,7 +416,7 @@ TEST(LlamaPrune, PruneUnroutedExpertsKeepsLogits) {
 // The same on the project's trained model (models/reap-moe-tiny.gguf, qwen3moe,
 // 32 experts top-4, F32), where routing is learnt rather than random.
 TEST(LlamaPrune, TrainedModelPruneUnroutedKeepsLogits) {
-    const std::string src = prune_test::env("REAP_SOURCE_DIR", ".") + "/models/reap-moe-tiny.gguf";
+    const std::string src = prune_test::env_or("REAP_SOURCE_DIR", ".") + "/models/reap-moe-tiny.gguf";
     if (!prune_test::exists(src)) GTEST_SKIP() << "no trained model at " << src;
     const std::string dir = prune_test::scratch("llama-prune-trained");
     prune_unrouted_and_compare(src, "reap-moe-tiny", dir, "int main");

@@ -67,7 +67,7 @@ std::map<std::string, std::vector<uint8_t>> contents(const std::string & dir) {
 // run with the other plan, then the old set made again.
 void make_fixture(const std::string & name, set_fixture & fx) {
     std::string err, out;
-    fx.model = prune_test::env("REAP_SOURCE_DIR", ".") + "/models/reap-moe-tiny.gguf";
+    fx.model = prune_test::env_or("REAP_SOURCE_DIR", ".") + "/models/reap-moe-tiny.gguf";
     ASSERT_TRUE(g::open_model(fx.model, fx.gm, err)) << err;
     fx.dir   = prune_test::scratch(name);
     fx.plans = fx.dir + "/plans";

@@ -377,7 +377,7 @@ TEST(PruneWidth, DownTypeThatNeedsAnImportanceMatrix) {
 
     // issue 49 item 11: the card's audit (reap report) takes the imatrix too;
     // without it the card is refused naming it, with it the card is written
-    const std::string reap = prune_test::env("REAP_BIN", "");
+    const std::string reap = prune_test::env_or("REAP_BIN", "");
     ASSERT_FALSE(reap.empty()) << "REAP_BIN is not set (ctest sets it: tests/CMakeLists.txt)";
     std::string log;
     const std::string card = dir + "/card", cmd = "'" + reap + "' report -m '" + model_path + "' --plan '" + dir + "/plan.json' '" +

@@ -12,6 +12,7 @@
 #include "llama/fit_stages.h"
 #include "llama/sweep.h"
 #include "moe/census.h"
+#include "moe/layout_gguf.h"
 #include "moe/pruned.h"
 #include "moe/width.h"
 #include "plan/provenance.h"
