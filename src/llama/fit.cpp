@@ -383,10 +383,13 @@ bool corpus_domains(const std::string & path, std::set<std::string> & out, std::
     return true;
 }
 
-// With the width axis: the smallest build the space can hold, sized exactly as
+// A budget no build can meet, from the headers, before calibration: the
+// smallest file keeps the experts a token uses in every layer (a lower bound:
+// group-limited routers keep more) and, with the width axis, the narrowest
+// channel width the space holds (one block of the down type); sized exactly as
 // prune would write it (moe::pruned_bytes: only N, K and the down type decide
-// it, not which experts or channels), against the budget; before calibration.
-bool check_width_budget(const fit_options & o, std::string & err) {
+// it, not which experts or channels).
+bool check_budget(const fit_options & o, std::string & err) {
     uint64_t smallest = UINT64_MAX;
     std::string which;
     const size_t n_sources = o.axis_sources ? o.sources.size() : 1;
@@ -394,19 +397,19 @@ bool check_width_budget(const fit_options & o, std::string & err) {
         gguf::model m;
         moe::model_identity id;
         moe::layout lay;
-        moe::expert_width w;
-        if (!open_identity(o.sources[s], m, id, err) || !moe::layout_of(m, lay, err, moe::describe_options()) ||
-            !moe::expert_width_of(m, lay, w, err)) {
-            return false;
-        }
+        if (!open_identity(o.sources[s], m, id, err) || !moe::layout_of(m, lay, err, moe::describe_options())) return false;
         const int64_t n = o.axis_experts ? std::max<int64_t>(1, id.n_expert_used) : id.n_expert;
         moe::width_cut cut;
-        int64_t block = w.down_block;
-        if (const gguf::type_info * ti = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type)) {
-            block = ti->block_size;
-            cut.down_type = ti->type;
+        if (o.axis_width) {
+            moe::expert_width w;
+            if (!moe::expert_width_of(m, lay, w, err)) return false;
+            int64_t block = w.down_block;
+            if (const gguf::type_info * ti = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type)) {
+                block = ti->block_size;
+                cut.down_type = ti->type;
+            }
+            if (w.refusal.empty() && block > 0 && block < w.n_ff) cut.n_ff = w.n_ff, cut.keep = block;
         }
-        if (w.refusal.empty() && block > 0 && block < w.n_ff) cut.n_ff = w.n_ff, cut.keep = block;
         moe::stamp_options stamp;
         stamp.plan_sha256 = std::string(64, '0');   // the real hash has the same length
         stamp.version = o.tool_version;
@@ -421,7 +424,8 @@ bool check_width_budget(const fit_options & o, std::string & err) {
     }
     if (smallest != UINT64_MAX && smallest > o.budget) {
         err = "--budget " + o.budget_text + " fits no build: the smallest, " + which + ", is " + std::to_string(smallest) + " bytes (" +
-              util::format_size(smallest) + "): give a larger budget";
+              util::format_size(smallest) + ")" + (o.axis_experts ? "" : "; the experts axis is off") + ": give a larger budget" +
+              (o.axis_width ? "" : ", or cut channels too (--axes with width)");
         return false;
     }
     return true;
@@ -469,34 +473,7 @@ bool check_fit_inputs(const fit_options & o, std::string & err) {
             return false;
         }
     }
-    // a budget no build can meet, from the headers: the smallest file keeps
-    // the experts a token uses in every layer (a lower bound: group-limited
-    // routers keep more) and, with the width axis, the narrowest channel width
-    // the space holds (one block of the down type)
-    if (o.axis_width) {
-        if (!check_width_budget(o, err)) return false;
-    } else {
-        uint64_t smallest = UINT64_MAX;
-        std::string which;
-        const size_t n_sources = o.axis_sources ? o.sources.size() : 1;
-        for (size_t s = 0; s < n_sources; ++s) {
-            gguf::model m;
-            moe::model_identity id;
-            if (!open_identity(o.sources[s], m, id, err)) return false;
-            const uint32_t n = (uint32_t) (o.axis_experts ? std::max<int64_t>(1, id.n_expert_used) : id.n_expert);
-            moe::census at;
-            if (n == 0 || !moe::take_census(m, {n}, at, err)) return false;
-            for (const auto & k : at.keep_sizes) {
-                if (k.n_keep == n && k.file_bytes < smallest) smallest = k.file_bytes, which = o.sources[s] + " keeping " + std::to_string(n);
-            }
-        }
-        if (smallest != UINT64_MAX && smallest > o.budget) {
-            err = "--budget " + o.budget_text + " fits no build: the smallest, " + which + " experts a layer, is " + std::to_string(smallest) +
-                  " bytes (" + util::format_size(smallest) + ")" + (o.axis_experts ? "" : "; the experts axis is off") +
-                  ": give a larger budget, or cut channels too (--axes with width)";
-            return false;
-        }
-    }
+    if (!check_budget(o, err)) return false;
     {   // every pass's window (a --kld-base file's is checked where it is read)
         pass_runtime rt = o.rt;
         if (!settle_window(rt, trained, models[0], err)) return false;
