@@ -21,7 +21,6 @@ struct compare_params {
     std::string              saliency;
     pl::rank_options         rank;
     bool                     method_given = false;
-    bool                     domains_given = false;
     bool                     json = false;
 };
 
@@ -58,7 +57,6 @@ void declare_compare_options(reap::cli::options & t, compare_params & p) {
                      err = "--domains: empty list";
                      return false;
                  }
-                 p.domains_given = true;
                  return true;
              });
     t.custom("--method", "M", "score: reap (default for calibrate archives), frequency, gate, ean, energy (default for imatrix archives)",
@@ -71,6 +69,7 @@ void declare_compare_options(reap::cli::options & t, compare_params & p) {
                  return true;
              });
     t.flag("--json", "print one JSON object instead of the table", p.json);
+    t.for_mode({"--domains", "--method"}, "the saliency comparison", "--saliency SALIENCY.gguf", [&p] { return !p.saliency.empty(); });
     t.help_row();
     t.positional([&p](const std::string & a, std::string &) {
         p.plans.push_back(a);
@@ -87,7 +86,6 @@ int cmd_compare(int argc, char ** argv) {
     declare_compare_options(t, p);
     if (int status = 0; !t.parse(argc, argv, status)) return status;
     if (p.plans.size() != 2) return t.usage_error("give exactly two plans (got " + std::to_string(p.plans.size()) + ")");
-    if (p.saliency.empty() && (p.domains_given || p.method_given)) return t.usage_error("--domains and --method need --saliency");
     pl::compare_request req;
     req.plan_a = p.plans[0];
     req.plan_b = p.plans[1];

@@ -19,9 +19,6 @@ int cmd_prune(int argc, char ** argv) {
     reap::cli::options t("prune", "usage: reap prune -m MODEL.gguf --plan PLAN.json -o OUT.gguf [options]");
     reap::cli::declare_prune(t, params);
     if (int status = 0; !t.parse(argc, argv, status)) return status;
-    if (req.imatrix.empty() && (!req.imatrix_out.empty() || req.require_coverage > 0)) {
-        return t.usage_error("--imatrix-out and --require-coverage need --imatrix");
-    }
     if (const char * v = getenv("REAP_NO_COPY_FILE_RANGE"); v && *v && strcmp(v, "0") != 0) req.copy_file_range = false;
     req.version = REAP_VERSION;
     FILE * txt = params.json ? stderr : stdout;

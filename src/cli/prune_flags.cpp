@@ -84,6 +84,7 @@ void declare_prune(options & t, prune_params & pp) {
               "exit 1 and write nothing when a kept expert has fewer than N activations in the imatrix (a legacy "
               "imatrix records only whether an expert saw any token: N at most 1)",
               0, INT64_MAX, p.require_coverage);
+    t.for_mode({"--imatrix-out", "--require-coverage"}, "the importance matrix", "--imatrix IMATRIX", [&p] { return !p.imatrix.empty(); });
     t.help_row();
     t.exit_note(exit_differs,
                 "--require-coverage: a kept expert has fewer activations than required (nothing written)");

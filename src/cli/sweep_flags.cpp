@@ -83,6 +83,7 @@ void declare_sweep(options & t, sweep_params & p) {
     t.text("--down-type", "T", "with --widths: the type reap prune --down-type will requantise down to (sizes, K's block)",
            p.sw.down_type);
     reap::cli::declare_channel_score(t, p.sw.channel_by, p.sw.channel_score_given);
+    t.for_mode({"--down-type", "--channel-score"}, "width cuts", "--widths K,...", [&p] { return !p.sw.widths.empty(); });
     reap::cli::declare_ranking(t, p.sw.rank, p.sw.method_given,
                                "seed (default 0) of --method random's order, of --needle's values and of --temp's draws "
                                "(one seed for all three, as reap eval's --seed; recorded in -o's \"needle\" and \"generate\")");

@@ -19,6 +19,7 @@
 #include "util/json.h"
 #include "util/output_rule.h"
 #include "util/path.h"
+#include "util/recovery.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -505,6 +506,47 @@ void print_sweep(FILE * out, const sweep_options & o, const sweep_result & r) {
         for (const auto & q : s.points) fprintf(out, ", N=%" PRId64 " %.3f%%", q.n_keep, q.mtp_acceptance ? 100.0 * *q.mtp_acceptance : -100.0);
         fprintf(out, "\n");
     }
+}
+
+bool run_sweep(const sweep_request & q, sweep_result & r, std::vector<std::string> & written, std::string & err) {
+    written.clear();
+    const sweep_options & o = q.sw;
+    // the output rule (util/output_rule.h): no output is an input, nor the other output
+    std::vector<std::pair<std::string, std::string>> inputs = {{"model", o.eval.base_path}, {"saliency archive", o.saliency},
+        {"input", o.eval.input_path}, {"reference", o.reference}, {"KLD base", o.kld_base}, {"prompts", o.generate.prompts_path}};
+    for (const std::string & m : o.more_sources) inputs.push_back({"source", m});
+    for (const std::string * out : {&q.output, &q.plot}) {
+        if (!out->empty() && !util::check_output(*out, inputs, q.force, err)) return false;
+    }
+    if (!q.output.empty() && util::same_entry(q.output, q.plot)) {
+        err = "--plot is the output '" + q.output + "'";
+        return false;
+    }
+    if (!plan_sweep_points(o, r, err)) return false;
+    // where the plans go, before the scoring: not an input, not the JSON or the chart, not each other
+    std::vector<std::pair<std::string, std::string>> outputs = {{"output", q.output}, {"chart (--plot)", q.plot}};
+    for (const auto & f : sweep_output_files(o, r, "", "")) {
+        if (!util::check_output(f.first, inputs, q.force, err) || !util::check_not_input(f.first, outputs, err)) {
+            err += " (give --plans-dir another folder, or -o another name)";
+            return false;
+        }
+        outputs.push_back({"plan", f.first});
+    }
+    // a killed run's journal where the outputs go is completed now, and one
+    // that is not reap's refused now: before the scoring, not after it
+    std::set<std::string> dirs;
+    for (const auto & out : outputs) {
+        if (!out.second.empty()) dirs.insert(util::dir_of(out.second));
+    }
+    for (const std::string & d : dirs) {
+        struct stat st;
+        if (::stat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && util::recover_dir(d, err) < 0) return false;
+    }
+    if (!score_sweep(o, r, err)) return false;
+    const auto files = sweep_output_files(o, r, q.plot, q.output);
+    if (!pl::publish_sweep_files(o.plans_dir, files, err)) return false;
+    for (const auto & f : files) written.push_back(f.first);
+    return true;
 }
 
 } // namespace reap

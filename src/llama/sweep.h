@@ -94,6 +94,22 @@ struct sweep_result {
 bool plan_sweep_points(const sweep_options & o, sweep_result & r, std::string & err);
 bool score_sweep(const sweep_options & o, sweep_result & r, std::string & err);
 
+// A whole reap sweep as one request: the options, the JSON and the chart to
+// write ("" = none) and whether existing outputs may be replaced.
+struct sweep_request {
+    sweep_options sw;
+    std::string   output, plot;
+    bool          force = false;
+};
+
+// The sweep from the request to its files: the output rule (no output is an
+// input or another output; the plans' paths checked before the scoring), a
+// killed run's journal in the outputs' folders completed (or refused) before
+// the scoring, plan -> score -> publish (the plans, the chart, the JSON; every
+// file complete before the first appears). `written`: the files, in order.
+// The caller prints the table (print_sweep) from `r`.
+bool run_sweep(const sweep_request & q, sweep_result & r, std::vector<std::string> & written, std::string & err);
+
 // DIR/keep-N.json (a width cut: DIR/keep-N-width-K.json); with several
 // sources DIR/STEM-keep-N.json (STEM: the source's file name without .gguf;
 // two sources of one name are refused).
