@@ -239,6 +239,27 @@ TEST(SaliencyArchive, MergeRefusesTokenCountsThatOverflow) {
     }
 }
 
+// Issue 49 item 6: the sample hashes a calibration records are read back
+// sorted and distinct (set_sample_hashes sorts and drops repeats); a
+// hand-edited list out of order or with a repeat is refused naming the key,
+// and an archive without one records none (merge then checks corpora only).
+TEST(SaliencyArchive, SampleHashesAreCheckedWhenRead) {
+    s::archive a = make_archive({"code"});
+    std::vector<uint64_t> got;
+    std::string err;
+    EXPECT_FALSE(s::sample_hashes_of(a, got, err));
+    EXPECT_TRUE(err.empty()) << err;
+    s::set_sample_hashes(a, {~uint64_t(0), 7, 3, 7});
+    ASSERT_TRUE(s::sample_hashes_of(a, got, err)) << err;
+    EXPECT_EQ(got, (std::vector<uint64_t>{3, 7, ~uint64_t(0)}));
+    for (const std::vector<int64_t> & bad : {std::vector<int64_t>{7, 3}, std::vector<int64_t>{3, 3}, std::vector<int64_t>{-1, 5}}) {
+        a.provenance.set_i64_array(s::k_key_sample_hashes, bad);
+        EXPECT_FALSE(s::sample_hashes_of(a, got, err));
+        EXPECT_NE(err.find(std::string(s::k_key_sample_hashes) + " is not in ascending order without repeats (element 1)"),
+                  std::string::npos) << err;
+    }
+}
+
 TEST(SaliencyArchive, CountInvariant) {
     s::archive a = make_archive({"code"});
     std::string err;
