@@ -806,3 +806,36 @@ TEST(Runtime, TheWindowIsAtMostTheTrainedContextInEveryPass) {
                       " -t 1 --ctx-past-trained --json > " + shell_quote(dir + "/e512.json"), out), 0) << out;
     EXPECT_EQ(read_json(dir + "/e512.json")["n_ctx"], 512);
 }
+
+// Issue 49 item 3, for eval and sweep (fit's own check is
+// Fit.OutputsNeverReplaceAUsersFilesOrAnInputAndRowsAreTheReferences): rows
+// that reap-moe-recall wrote, given as --kld-base with -m reap-moe-tiny (the
+// same vocabulary, another model), were scored as the tiny model's base and
+// reported under its name. Refused now by the receipt's router hash, before
+// any decode; the rows' own model takes them; rows without a receipt
+// (llama-perplexity's) cannot be checked and are taken as before.
+TEST(Eval, RowsOfAnotherModelAreRefused) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string dir = t.dir + "/foreign-rows", rows = dir + "/recall.kld", sal = dir + "/s.gguf";
+    const std::string recall = source_dir() + "/models/reap-moe-recall.gguf";
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir) + " && mkdir -p " + shell_quote(dir), out), 0);
+    const std::string reap = shell_quote(reap_bin());
+    ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(recall) + " -f " + shell_quote(t.text) + " --kld-base " + shell_quote(rows) +
+                      " -t 1 -q 2>&1", out), 0) << out;
+    ASSERT_EQ(run_cmd(reap + " calibrate -m " + shell_quote(t.model) + " --corpus " + shell_quote(t.calib) + " -t 1 --no-progress -o " +
+                      shell_quote(sal) + " 2>&1", out), 0) << out;
+    const std::string eval_tiny = reap + " eval -m " + shell_quote(t.model) + " -p " + shell_quote(t.model) + " --kld-base " +
+                                  shell_quote(rows) + " -t 1 -q 2>&1";
+    EXPECT_EQ(run_cmd(eval_tiny, out), 2) << out;
+    EXPECT_NE(out.find("holds the rows of " + recall + ", another model than -m " + t.model), std::string::npos) << out;
+    EXPECT_EQ(run_cmd(reap + " sweep " + shell_quote(sal) + " -m " + shell_quote(t.model) + " --kld-base " + shell_quote(rows) +
+                      " -f " + shell_quote(t.text) + " --keep 8 -t 1 -q -o " + shell_quote(dir + "/sw.json") + " 2>&1", out), 2) << out;
+    EXPECT_NE(out.find("another model than -m " + t.model), std::string::npos) << out;
+    EXPECT_FALSE(file_exists(dir + "/sw.json"));
+    EXPECT_EQ(run_cmd(reap + " eval -m " + shell_quote(recall) + " -p " + shell_quote(recall) + " --kld-base " + shell_quote(rows) +
+                      " -t 1 -q 2>&1", out), 0) << out;
+    ASSERT_EQ(run_cmd("rm " + shell_quote(rows + ".reap-receipt.json"), out), 0);
+    EXPECT_EQ(run_cmd(eval_tiny, out), 0) << out;
+}

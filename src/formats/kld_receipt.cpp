@@ -3,9 +3,27 @@
 
 #include "util/json_fields.h"
 
+#include <sys/stat.h>
+
 namespace reap {
 
 std::string kld_receipt_path(const std::string & kld_base_path) { return kld_base_path + ".reap-receipt.json"; }
+
+bool read_kld_receipt_of(const std::string & kld_base_path, bool & found, kld_base_receipt & out, std::string & err) {
+    out = kld_base_receipt();
+    const std::string rpath = kld_receipt_path(kld_base_path);
+    struct stat st;
+    found = ::stat(rpath.c_str(), &st) == 0;
+    if (!found) return true;
+    nlohmann::json j;
+    if (!util::read_json_file(rpath, "KLD base receipt", 1 << 20, j, err) || !kld_receipt_from_json(j, rpath, out, err)) return false;
+    if (::stat(kld_base_path.c_str(), &st) != 0 || out.bytes != (uint64_t) st.st_size) {
+        err = "KLD base file '" + kld_base_path + "' is " + std::to_string(::stat(kld_base_path.c_str(), &st) == 0 ? (uint64_t) st.st_size : 0) +
+              " bytes, its receipt describes " + std::to_string(out.bytes) + ": not the file the receipt was written for";
+        return false;
+    }
+    return true;
+}
 
 nlohmann::ordered_json kld_receipt_to_json(const kld_base_receipt & r) {
     nlohmann::ordered_json j;

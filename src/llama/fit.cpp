@@ -334,19 +334,13 @@ bool check_kld_base_model(const fit_options & o, std::string & err) {
     struct stat st;
     if (o.kld_base.empty() || ::stat(o.kld_base.c_str(), &st) != 0) return true;
     const std::string ref = o.reference.empty() ? o.sources[0] : o.reference;
-    const std::string rpath = kld_receipt_path(o.kld_base);
-    if (!fit_file_exists(rpath)) {
-        err = "--kld-base " + o.kld_base + " has no receipt (" + rpath + ", which reap eval writes beside the rows it makes): "
-              "which model wrote these rows is not recorded, and fit would claim they are " + ref +
-              "'s; let fit write them (--reference REF.gguf, without --kld-base)";
-        return false;
-    }
-    nlohmann::json j;
     kld_base_receipt rc;
-    if (!util::read_json_file(rpath, "KLD base receipt", 1 << 20, j, err) || !kld_receipt_from_json(j, rpath, rc, err)) return false;
-    if (rc.bytes != (uint64_t) st.st_size) {
-        err = "--kld-base " + o.kld_base + " is " + std::to_string(st.st_size) + " bytes, its receipt describes " +
-              std::to_string(rc.bytes) + ": not the file the receipt was written for";
+    bool found = false;
+    if (!read_kld_receipt_of(o.kld_base, found, rc, err)) return false;
+    if (!found) {
+        err = "--kld-base " + o.kld_base + " has no receipt (" + kld_receipt_path(o.kld_base) + ", which reap eval writes beside the "
+              "rows it makes): which model wrote these rows is not recorded, and fit would claim they are " + ref +
+              "'s; let fit write them (--reference REF.gguf, without --kld-base)";
         return false;
     }
     gguf::model m;
