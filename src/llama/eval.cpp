@@ -540,14 +540,19 @@ struct eval_run {
     // and held to the file's bytes (hashed while the passes read them) before
     // the eval names the receipt's base as its own; without a receipt (a file
     // of llama-perplexity, or one whose receipt is gone) the base is unknown.
+    // Rows whose receipt names another model than -m (its routers differ: not
+    // another quantisation of it) are refused here, before the base loads.
     bool read_kld_receipt() {
-        const std::string path = kld_receipt_path(opt.kld_base_path);
-        struct stat st;
-        if (::stat(path.c_str(), &st) != 0) return true;
-        nlohmann::json j;
-        if (!util::read_json_file(path, "KLD base receipt", 1 << 20, j, err)) return false;
         kld_base_receipt r;
-        if (!kld_receipt_from_json(j, path, r, err)) return false;
+        bool found = false;
+        if (!read_kld_receipt_of(opt.kld_base_path, found, r, err)) return false;
+        if (!found) return true;
+        if (!opt.base_path.empty() && r.base_router_sha256 != ids.base_router_sha256) {
+            err = "KLD base file '" + opt.kld_base_path + "' holds the rows of " + r.base_path + ", another model than -m " +
+                  opt.base_path + " (its routers differ; router sha256 " + r.base_router_sha256.substr(0, 16) + "… against " +
+                  ids.base_router_sha256.substr(0, 16) + "…): give the base those rows are of, or rows of this base";
+            return false;
+        }
         rows_receipt = r;
         rows_hash.start({opt.kld_base_path});
         return true;

@@ -2,7 +2,6 @@
 // any model is loaded.
 #include "llama/eval_inputs.h"
 
-#include "formats/kld_receipt.h"
 #include "gguf/gguf.h"
 #include "llama/corpus.h"
 #include "llama/mtp.h"
@@ -13,32 +12,6 @@
 #include <sys/stat.h>
 
 namespace reap::eval_detail {
-
-namespace {
-
-// Rows of an existing --kld-base file whose receipt names another model than
-// -m (its routers differ: not another quantisation of it, another model) are
-// refused, as report refuses such an eval; rows without a receipt
-// (llama-perplexity's) cannot be checked and are taken, as before.
-bool rows_are_of_the_model(const eval_options & opt, std::string & err) {
-    kld_base_receipt rc;
-    bool found = false;
-    if (!read_kld_receipt_of(opt.kld_base_path, found, rc, err)) return false;
-    if (!found || opt.base_path.empty()) return true;
-    gguf::model g;
-    moe::model_identity id;
-    std::string unread;   // a base that cannot be read is reported where it is loaded
-    if (!gguf::open_model(opt.base_path, g, unread) || !moe::identity_of(g, id, unread)) return true;
-    if (rc.base_router_sha256 != id.router_sha256) {
-        err = "KLD base file '" + opt.kld_base_path + "' holds the rows of " + rc.base_path + ", another model than -m " + opt.base_path +
-              " (its routers differ; router sha256 " + rc.base_router_sha256.substr(0, 16) + "… against " + id.router_sha256.substr(0, 16) +
-              "…): give the base those rows are of, or rows of this base";
-        return false;
-    }
-    return true;
-}
-
-} // namespace
 
 // Checks the options, reads the base file's header (when it exists) and the
 // input; settles opt.rt.n_ctx (the KLD base file's, else settle_window's on
@@ -95,7 +68,6 @@ bool eval_prepare(eval_options & opt, const std::vector<eval_candidate> & cands,
                       "mask the base when writing the file";
                 return false;
             }
-            if (!rows_are_of_the_model(opt, err)) return false;
         } else if (opt.base_path.empty()) {
             err = "KLD base file '" + opt.kld_base_path + "' does not exist and there is no -m BASE.gguf to write it from";
             return false;

@@ -343,6 +343,11 @@ bool check_kld_base_model(const fit_options & o, std::string & err) {
               "'s; let fit write them (--reference REF.gguf, without --kld-base)";
         return false;
     }
+    if (rc.bytes != (uint64_t) st.st_size) {
+        err = "--kld-base " + o.kld_base + " is " + std::to_string(st.st_size) + " bytes, its receipt describes " +
+              std::to_string(rc.bytes) + ": not the file the receipt was written for";
+        return false;
+    }
     gguf::model m;
     moe::model_identity id;
     if (!open_identity(ref, m, id, err)) return false;
