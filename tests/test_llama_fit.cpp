@@ -654,6 +654,26 @@ TEST(Fit, AnotherBudgetOrDownTypeResumesTheCalibration) {
     ASSERT_TRUE(reap::read_fit_record(dir + "/fit.json", rec, err)) << err;
     EXPECT_EQ(rec.budget_text, "22MB");
     EXPECT_EQ(rec.build.file, read_json(dir + "/fit.json")["build"]["file"]);
+    // the same corpus and held-out text by other paths (a link, a copy): the
+    // bytes decide, so the calibration and the rows hold
+    ASSERT_EQ(run_cmd("ln -sf " + shell_quote(t.calib) + " " + shell_quote(dir + "-calib.jsonl") + " && cp " + shell_quote(t.text) +
+                      " " + shell_quote(dir + "-heldout.txt"), out), 0) << out;
+    ASSERT_EQ(run_cmd(shell_quote(reap_bin()) + " fit -m " + shell_quote(t.model) + " --corpus " + shell_quote(dir + "-calib.jsonl") +
+                      " -f " + shell_quote(dir + "-heldout.txt") + " --budget 22MB -o " + shell_quote(dir) + k_runtime +
+                      " --axes experts --max-passes 1 2>&1", out), 0) << out;
+    EXPECT_NE(out.find("corpus.path differs from the journal's run: kept calibrate, reference, 2 scores"), std::string::npos) << out;
+    EXPECT_EQ(sha_of(dir + "/saliency.gguf"), archive);
+    // a down type without the width axis cuts nothing: refused at once (it was
+    // found by prune, after the whole search)
+    EXPECT_EQ(run_cmd(fit_cmd(dir, "22MB") + " --axes experts --max-passes 1 --down-type q8_0 2>&1", out), 2) << out;
+    EXPECT_NE(out.find("--down-type is for the width axis: give --axes with width"), std::string::npos) << out;
+    // with it, another down type keeps the calibration and the rows; the scores go
+    const std::string wide = dir + "-width";
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(wide), out), 0);
+    ASSERT_EQ(run_cmd(fit_cmd(wide, "25MB") + " --max-passes 1 2>&1", out), 0) << out;
+    ASSERT_EQ(run_cmd(fit_cmd(wide, "25MB") + " --max-passes 1 --down-type q8_0 2>&1", out), 0) << out;
+    EXPECT_NE(out.find("down_type differs from the journal's run: kept calibrate, reference; done again: "), std::string::npos) << out;
+    EXPECT_NE(out.find("reap fit: calibrate: done earlier"), std::string::npos) << out;
     // another window: nothing holds, everything is done again
     ASSERT_EQ(run_cmd(fit_cmd(dir, "22MB") + " --axes experts --max-passes 1 -c 64 2>&1", out), 0) << out;
     EXPECT_NE(out.find("window differs from the journal's run: kept nothing; done again: calibrate"), std::string::npos) << out;
@@ -805,6 +825,12 @@ TEST(Runtime, TheWindowIsAtMostTheTrainedContextInEveryPass) {
     ASSERT_EQ(run_cmd(reap + " eval -m " + model + " --mask " + shell_quote(plan) + " --kld-base " + rows +
                       " -t 1 --ctx-past-trained --json > " + shell_quote(dir + "/e512.json"), out), 0) << out;
     EXPECT_EQ(read_json(dir + "/e512.json")["n_ctx"], 512);
+    // fit scores at its rows file's window: refused before calibration, not at the first score
+    EXPECT_EQ(run_cmd(reap + " fit -m " + model + " --corpus " + shell_quote(t.calib) + " -f " + text + " --kld-base " + rows +
+                      " --budget 25MB -t 1 -o " + shell_quote(dir + "/fit512") + " 2>&1", out), 2) << out;
+    EXPECT_NE(out.find("--kld-base " + dir + "/rows.kld holds windows of 512 tokens: -c 512 is past the trained context"),
+              std::string::npos) << out;
+    EXPECT_FALSE(file_exists(dir + "/fit512/saliency.gguf"));
 }
 
 // Issue 49 item 3, for eval and sweep (fit's own check is

@@ -133,11 +133,22 @@ const std::vector<std::string> k_calibrate_inputs = {"/sources/0", "/reference",
 const std::vector<std::string> k_reference_inputs = {"/sources/0", "/reference", "/heldout", "/kld_base", "/window"};
 const std::vector<std::string> k_score_inputs = {"/sources", "/method", "/domains", "/down_type"};
 
+// A fingerprint value without the files' "path" keys: what a stage computed
+// depends on the files' bytes (their hashes, a model's identity), not on the
+// name they were given by (the same corpus by another path keeps its archive).
+json without_paths(json v) {
+    if (v.is_object()) v.erase("path");
+    if (v.is_object() || v.is_array()) {
+        for (auto & x : v) x = without_paths(x);   // an object's values, an array's elements
+    }
+    return v;
+}
+
 bool any_differs(const json & was, const json & now, const std::vector<std::string> & paths) {
     for (const std::string & p : paths) {
         const json::json_pointer ptr(p);
         const json a = was.contains(ptr) ? was.at(ptr) : json(), b = now.contains(ptr) ? now.at(ptr) : json();
-        if (a != b) return true;
+        if (without_paths(a) != without_paths(b)) return true;
     }
     return false;
 }
@@ -163,7 +174,10 @@ void keep_what_still_holds(const json & was, const json & now, fit_journal & j) 
         for (const auto & x : v) s += (s.empty() ? "" : ", ") + x;
         return s.empty() ? std::string("nothing") : s;
     };
-    j.carried = first_difference(was, now, "") + " differs from the journal's run: kept " + list(kept) + "; done again: " + list(dropped);
+    // name what changed in the bytes or options first; a path alone when nothing else did
+    std::string what = first_difference(without_paths(was), without_paths(now), "");
+    if (what.empty()) what = first_difference(was, now, "");
+    j.carried = what + " differs from the journal's run: kept " + list(kept) + "; done again: " + list(dropped);
 }
 
 bool fingerprint(const fit_inputs & o, json & out, std::string & err) {

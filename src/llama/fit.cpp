@@ -11,6 +11,7 @@
 #include "util/json.h"
 #include "llama/fit_stages.h"
 #include "llama/sweep.h"
+#include "metrics/kld_record.h"
 #include "moe/census.h"
 #include "moe/layout_gguf.h"
 #include "moe/pruned.h"
@@ -437,6 +438,11 @@ bool check_budget(const fit_options & o, std::string & err) {
 // --domains the archive's (or the corpus's); the gates' lengths within the
 // reference's trained context.
 bool check_fit_inputs(const fit_options & o, std::string & err) {
+    // without the width axis no candidate cuts channels: prune would refuse the type after the whole search
+    if (!o.down_type.empty() && !o.axis_width) {
+        err = "--down-type is for the width axis: give --axes with width (no candidate cuts channels, so none requantises down)";
+        return false;
+    }
     const gguf::type_info * down = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type);
     if (!o.down_type.empty() && !down) {
         err = "--down-type: unknown type '" + o.down_type + "'";
@@ -473,9 +479,16 @@ bool check_fit_inputs(const fit_options & o, std::string & err) {
         }
     }
     if (!check_budget(o, err)) return false;
-    {   // every pass's window (a --kld-base file's is checked where it is read)
+    {   // every pass's window: -c, or an existing --kld-base file's (the scores run at it)
         pass_runtime rt = o.rt;
-        if (!settle_window(rt, trained, models[0], err)) return false;
+        kld_base_header h;
+        const bool rows = !o.kld_base.empty() && fit_file_exists(o.kld_base);
+        if (rows && !kld_base_read_header(o.kld_base, h, err)) return false;
+        if (rows) rt.n_ctx = h.n_ctx;
+        if (!settle_window(rt, trained, models[0], err)) {
+            if (rows) err = "--kld-base " + o.kld_base + " holds windows of " + std::to_string(h.n_ctx) + " tokens: " + err;
+            return false;
+        }
     }
     if (trained > 0 && o.gate_needle) {
         for (int l : o.needle.lengths) {
