@@ -860,6 +860,11 @@ TEST(Eval, RowsOfAnotherModelAreRefused) {
                       " -f " + shell_quote(t.text) + " --keep 8 -t 1 -q -o " + shell_quote(dir + "/sw.json") + " 2>&1", out), 2) << out;
     EXPECT_NE(out.find("another model than -m " + t.model), std::string::npos) << out;
     EXPECT_FALSE(file_exists(dir + "/sw.json"));
+    // the same rows through a link: their receipt is found beside the file the link names
+    ASSERT_EQ(run_cmd("ln -sf " + shell_quote(rows) + " " + shell_quote(dir + "/link.kld"), out), 0);
+    EXPECT_EQ(run_cmd(reap + " eval -m " + shell_quote(t.model) + " -p " + shell_quote(t.model) + " --kld-base " +
+                      shell_quote(dir + "/link.kld") + " -t 1 -q 2>&1", out), 2) << out;
+    EXPECT_NE(out.find("another model than -m " + t.model), std::string::npos) << out;
     EXPECT_EQ(run_cmd(reap + " eval -m " + shell_quote(recall) + " -p " + shell_quote(recall) + " --kld-base " + shell_quote(rows) +
                       " -t 1 -q 2>&1", out), 0) << out;
     ASSERT_EQ(run_cmd("rm " + shell_quote(rows + ".reap-receipt.json"), out), 0);

@@ -3,6 +3,8 @@
 
 #include "util/json_fields.h"
 
+#include <climits>
+#include <cstdlib>
 #include <sys/stat.h>
 
 namespace reap {
@@ -11,9 +13,17 @@ std::string kld_receipt_path(const std::string & kld_base_path) { return kld_bas
 
 bool read_kld_receipt_of(const std::string & kld_base_path, bool & found, kld_base_receipt & out, std::string & err) {
     out = kld_base_receipt();
-    const std::string rpath = kld_receipt_path(kld_base_path);
+    // beside the name given, else beside the file it names (rows given through a link)
+    std::string rpath = kld_receipt_path(kld_base_path);
     struct stat st;
     found = ::stat(rpath.c_str(), &st) == 0;
+    if (!found) {
+        if (char * real = ::realpath(kld_base_path.c_str(), nullptr)) {
+            rpath = kld_receipt_path(real);
+            free(real);
+            found = ::stat(rpath.c_str(), &st) == 0;
+        }
+    }
     if (!found) return true;
     nlohmann::json j;
     return util::read_json_file(rpath, "KLD base receipt", 1 << 20, j, err) && kld_receipt_from_json(j, rpath, out, err);

@@ -32,8 +32,9 @@ nlohmann::ordered_json kld_receipt_to_json(const kld_base_receipt & r);
 // the file and field named.
 bool kld_receipt_from_json(const nlohmann::json & j, const std::string & name, kld_base_receipt & out, std::string & err);
 
-// The receipt beside the rows file `kld_base_path`: `found` false when there
-// is none (rows llama-perplexity wrote); else read, every field checked.
+// The receipt beside the rows file `kld_base_path` (or, given through a link,
+// beside the file it names): `found` false when there is none (rows
+// llama-perplexity wrote); else read, every field checked.
 // Whether it describes the file's bytes is the caller's (fit checks the size,
 // eval the hash while its passes read the rows).
 bool read_kld_receipt_of(const std::string & kld_base_path, bool & found, kld_base_receipt & out, std::string & err);
