@@ -66,6 +66,7 @@ inline void simulate_domain(s::archive & a, const std::string & name, const sim_
                     d.gate_sum[i] += g;
                     d.reap_sum[i] += g * norm;
                     d.ean_sum[i] += norm;
+                    if (a.has_sq_norms) d.ean_sq_sum[i] += norm * norm;
                     d.max_norm[i] = std::max(d.max_norm[i], norm);
                 } else {
                     d.energy_sum[i] += norm * norm;
@@ -77,8 +78,9 @@ inline void simulate_domain(s::archive & a, const std::string & name, const sim_
 
 // An archive with the given domains (seeds 7, 8, ...).
 inline s::archive make_archive(const std::vector<std::string> & domains, const s::fingerprint & fp = make_fingerprint(),
-                               s::metric_set ms = s::metric_set::reap, int64_t n_tokens = 500) {
+                               s::metric_set ms = s::metric_set::reap, int64_t n_tokens = 500, bool sq_norms = false) {
     s::archive a = s::make_archive(fp, ms);
+    a.has_sq_norms = sq_norms;   // before the domains: add_domain sizes ean_sq_sum
     uint32_t seed = 7;
     for (const auto & d : domains) {
         sim_options o;

@@ -254,7 +254,7 @@ TEST(PlanCli, InvalidRequestsFailClearly) {
         {base + p, "say how many experts to keep"},
         {base + " --keep 8 --ratio 0.5" + p, "only one of --keep, --ratio and --budget"},
         {base + " --keep 8 --domains code,fr" + p, "unknown domain 'fr'"},
-        {base + " --keep 8 --method energy" + p, "--method energy needs an archive with metric set 'energy'"},
+        {base + " --keep 8 --method energy" + p, "--method energy ranks by the imatrix's energy_sum, which only archives from reap imatrix hold"},
         {base + " --keep 8 --method best" + p, "unknown method 'best'"},
         {base + " --keep 8 --consensus max" + p, "sum or minrank"},
         {base + " --keep 8", "no output given"},

@@ -870,3 +870,49 @@ TEST(Eval, RowsOfAnotherModelAreRefused) {
     ASSERT_EQ(run_cmd("rm " + shell_quote(rows + ".reap-receipt.json"), out), 0);
     EXPECT_EQ(run_cmd(eval_tiny, out), 0) << out;
 }
+
+// Issue 53 item 3: --methods makes the criterion an axis. Each method's plan at
+// the budget is scored by mask before the search (aimer with reap score's
+// archive of the model, the others with the calibration); the lowest KLD
+// ranks the search and names the build. Each recorded score equals reap eval
+// --mask of that method's plan made here with reap plan; a rerun redoes none.
+TEST(Fit, MethodsChooseTheCriterionThatMeasuresBest) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    const std::string dir = t.dir + "/methods", reap = shell_quote(reap_bin());
+    std::string out;
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
+    const std::string cmd = fit_cmd(dir, "24MB") + " --axes experts --methods reap,man,msan,aimer";
+    ASSERT_EQ(run_cmd(cmd, out), 0) << out;
+    const nlohmann::json m = read_json(dir + "/methods.json");
+    ASSERT_EQ(m.at("scores").size(), 4u);
+    size_t best = 0;
+    for (size_t i = 0; i < 4; ++i) {
+        const nlohmann::json & s = m["scores"][i];
+        if (s["kld_mean"].get<double>() < m["scores"][best]["kld_mean"].get<double>()) best = i;
+        const std::string method = s["method"], plan = dir + "/" + method + "-check.json";
+        const std::string archive = dir + (method == "aimer" ? "/scores.gguf" : "/saliency.gguf");
+        EXPECT_EQ(s["archive"], archive);
+        ASSERT_EQ(run_cmd(reap + " plan " + shell_quote(archive) + " -m " + shell_quote(t.model) + " --budget 24MB --method " + method +
+                          " -o " + shell_quote(plan), out), 0) << out;
+        EXPECT_EQ(read_json(plan)["n_keep"], s["n_keep"]) << method;
+        ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(t.model) + " --mask " + shell_quote(plan) + " -f " + shell_quote(t.text) +
+                          " -c 128 -t 1 --json 2>/dev/null", out), 0) << out;
+        EXPECT_NEAR(nlohmann::json::parse(out)["kld_mean"].get<double>(), s["kld_mean"].get<double>(), 1e-9) << method;
+    }
+    EXPECT_EQ(m["chosen"].get<size_t>(), best);
+    const std::string chosen = m["scores"][best]["method"];
+    EXPECT_EQ(read_json(dir + "/plan.json")["provenance"]["method"], chosen);
+    EXPECT_EQ(read_json(dir + "/fit.json")["methods"]["chosen"].get<size_t>(), best);
+    const std::string card = slurp(dir + "/card/README.md");
+    EXPECT_NE(card.find("The criterion, chosen by measurement"), std::string::npos);
+    EXPECT_NE(card.find(chosen + " (chosen)"), std::string::npos) << card;
+    // the same command again: nothing scored, nothing rebuilt
+    ASSERT_EQ(run_cmd(cmd, out), 0) << out;
+    EXPECT_NE(out.find("methods: done earlier"), std::string::npos) << out;
+    EXPECT_NE(out.find("score: done earlier"), std::string::npos) << out;
+    EXPECT_EQ(out.find("method reap at the budget"), std::string::npos) << out;
+    // with --method it is refused
+    EXPECT_EQ(run_cmd(cmd + " --method reap", out), 2) << out;
+    EXPECT_NE(out.find("do not go together"), std::string::npos) << out;
+}

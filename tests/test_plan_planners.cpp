@@ -49,12 +49,14 @@ reap::plan_model_facts facts_for(const s::fingerprint & fp, int64_t n_group = 0,
 // raw statistics of `domains` (all when empty) here, independently of the library.
 std::vector<double> reference_scores(const s::archive & a, const std::vector<std::string> & domains, const std::string & method, int layer) {
     const int64_t E = a.model.n_expert;
-    std::vector<double> cnt(E, 0), gate(E, 0), reap(E, 0), ean(E, 0), energy(E, 0);
+    std::vector<double> cnt(E, 0), gate(E, 0), reap(E, 0), ean(E, 0), ean_sq(E, 0), energy(E, 0), aimer(E, 0);
     for (const auto & d : a.domains) {
         if (!domains.empty() && std::find(domains.begin(), domains.end(), d.name) == domains.end()) continue;
         for (int64_t e = 0; e < E; ++e) {
             const size_t i = (size_t) layer * E + e;
-            cnt[e] += d.count[i];
+            if (!d.aimer.empty()) aimer[e] = d.aimer[i];   // one domain: the weights
+            if (!d.count.empty()) cnt[e] += d.count[i];
+            if (!d.ean_sq_sum.empty()) ean_sq[e] += d.ean_sq_sum[i];
             if (!d.gate_sum.empty()) {
                 gate[e] += d.gate_sum[i];
                 reap[e] += d.reap_sum[i];
@@ -66,7 +68,10 @@ std::vector<double> reference_scores(const s::archive & a, const std::vector<std
     std::vector<double> sc(E, 0);
     for (int64_t e = 0; e < E; ++e) {
         if (method == "reap") sc[e] = cnt[e] > 0 ? reap[e] / cnt[e] : 0;
-        if (method == "ean") sc[e] = cnt[e] > 0 ? ean[e] / cnt[e] : 0;
+        if (method == "ean") sc[e] = ean[e];
+        if (method == "man") sc[e] = cnt[e] > 0 ? ean[e] / cnt[e] : 0;
+        if (method == "msan") sc[e] = cnt[e] > 0 ? ean_sq[e] / cnt[e] : 0;
+        if (method == "aimer") sc[e] = -aimer[e];   // AIMER removes the highest first
         if (method == "energy") sc[e] = cnt[e] > 0 ? energy[e] / cnt[e] : 0;
         if (method == "frequency") sc[e] = cnt[e];
         if (method == "gate") sc[e] = gate[e];
@@ -101,12 +106,26 @@ reap::plan plan_for(const s::archive & a, const pl::rank_options & o, int64_t n_
 
 TEST(Planners, EveryMethodEqualsTheReferenceTopN) {
     const s::fingerprint fp = make_fingerprint(4, 16, 4, {1, 2, 3});
-    const s::archive a = make_archive({"code", "en", "ja"}, fp);
+    const s::archive a = make_archive({"code", "en", "ja"}, fp, s::metric_set::reap, 500, /*sq_norms=*/true);
     s::archive en = make_archive({"all"}, fp, s::metric_set::energy);
+    // a weights archive: seeded AIMER values in (0.6, 0.9), a tie in layer 2
+    s::archive w = s::make_archive(fp, s::metric_set::weights);
+    {
+        std::mt19937_64 rng(11);
+        std::uniform_real_distribution<double> u(0.6, 0.9);
+        s::domain_stats & d = w.add_domain("weights");
+        for (int l : fp.moe_layers) {
+            for (uint32_t e = 0; e < fp.n_expert; ++e) d.aimer[w.index(l, e)] = u(rng);
+        }
+        d.aimer[w.index(2, 5)] = d.aimer[w.index(2, 9)];
+        std::string err;
+        ASSERT_TRUE(s::validate(w, err)) << err;
+    }
     struct cse { std::string method; const s::archive * arch; std::vector<std::string> domains; };
     const std::vector<cse> cases = {
-        {"reap", &a, {}}, {"frequency", &a, {}}, {"gate", &a, {}}, {"ean", &a, {}},
-        {"reap", &a, {"code"}}, {"gate", &a, {"ja", "en"}}, {"frequency", &en, {}}, {"energy", &en, {}},
+        {"reap", &a, {}}, {"frequency", &a, {}}, {"gate", &a, {}}, {"ean", &a, {}}, {"man", &a, {}}, {"msan", &a, {}},
+        {"reap", &a, {"code"}}, {"gate", &a, {"ja", "en"}}, {"msan", &a, {"en"}}, {"frequency", &en, {}}, {"energy", &en, {}},
+        {"aimer", &w, {}},
     };
     for (const auto & c : cases) {
         for (int64_t n : {4, 5, 8, 13, 16}) {
@@ -332,7 +351,7 @@ TEST(Planners, InvalidRequestsGetClearErrors) {
     o.domains.clear();
     o.how = pl::method::energy;
     EXPECT_FALSE(pl::rank_experts(a, 0, o, r, err));
-    EXPECT_NE(err.find("--method energy needs an archive with metric set 'energy'"), std::string::npos) << err;
+    EXPECT_NE(err.find("--method energy ranks by the imatrix's energy_sum, which only archives from reap imatrix hold"), std::string::npos) << err;
     o.how = pl::method::reap;
     EXPECT_FALSE(pl::rank_experts(make_archive({"d"}, fp, s::metric_set::energy), 0, o, r, err));
     EXPECT_NE(err.find("use --method energy"), std::string::npos) << err;
@@ -853,4 +872,53 @@ TEST(WidthRerank, PerLayerFromTheChannelScores) {
     };
     EXPECT_FALSE(pl::rerank_of(p, short_scores, rr, err));
     EXPECT_NE(err.find("layer 3 expert 0: 3 channel scores for experts of 4 channels"), std::string::npos) << err;
+}
+
+// Each criterion needs its statistic: an archive without it is refused, saying
+// why and what the archive can rank by.
+TEST(Planners, AMethodWithoutItsStatisticIsRefusedSayingWhy) {
+    const s::fingerprint fp = make_fingerprint(2, 8, 2, {0, 1});
+    const s::archive old = make_archive({"d"}, fp);                       // before squared norms
+    const s::archive now = make_archive({"d"}, fp, s::metric_set::reap, 200, /*sq_norms=*/true);
+    const s::archive im = make_archive({"d"}, fp, s::metric_set::energy);
+    s::archive w = s::make_archive(fp, s::metric_set::weights);
+    w.add_domain("weights");
+    for (int l : fp.moe_layers) {
+        for (uint32_t e = 0; e < fp.n_expert; ++e) w.domains[0].aimer[w.index(l, e)] = 0.7 + 0.01 * e;
+    }
+    struct cse { const char * method; const s::archive * a; const char * said; };
+    const std::vector<cse> cases = {
+        {"msan", &old, "which archives record from version 4 on"},
+        {"aimer", &now, "make its archive with reap score"},
+        {"man", &im, "not of the expert's output"},
+        {"msan", &im, "not of the expert's output"},
+        {"reap", &w, "use --method aimer or random"},
+        {"frequency", &w, "a weights archive saw no token"},
+    };
+    for (const auto & c : cases) {
+        pl::rank_options o;
+        ASSERT_TRUE(pl::parse_method(c.method, o.how));
+        pl::ranking r;
+        std::string err;
+        EXPECT_FALSE(pl::rank_experts(*c.a, 0, o, r, err)) << c.method;
+        EXPECT_NE(err.find(c.said), std::string::npos) << c.method << ": " << err;
+    }
+    for (const char * m : {"man", "msan", "ean", "reap"}) {
+        pl::rank_options o;
+        ASSERT_TRUE(pl::parse_method(m, o.how));
+        pl::ranking r;
+        std::string err;
+        EXPECT_TRUE(pl::rank_experts(now, 0, o, r, err)) << m << ": " << err;
+    }
+    // a weights archive ranks by aimer when no method is given, and its flattest expert goes first
+    EXPECT_EQ(pl::default_method(s::metric_set::weights), pl::method::aimer);
+    pl::rank_options o;
+    o.how = pl::method::aimer;
+    pl::ranking r;
+    std::string err;
+    ASSERT_TRUE(pl::rank_experts(w, 0, o, r, err)) << err;
+    EXPECT_EQ(r.layers[0].order.front(), 0);   // lowest AIMER: kept first
+    EXPECT_EQ(r.layers[0].order.back(), 7);    // highest: removed first
+    EXPECT_TRUE(r.never_routed.empty());
+    EXPECT_TRUE(r.dead.empty());
 }

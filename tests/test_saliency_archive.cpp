@@ -371,7 +371,7 @@ TEST(SaliencyArchive, DamagedArchivesRejected) {
     expect_rejected(dir, "type", [](g::output_spec & sp) { sp.kvs.set_string("general.type", "model"); }, "not a saliency archive");
     expect_rejected(dir, "notype", [](g::output_spec & sp) { sp.kvs.remove("general.type"); }, "no general.type");
     expect_rejected(dir, "version", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_version, 9); }, "version 9 is not supported");
-    expect_rejected(dir, "metrics", [](g::output_spec & sp) { sp.kvs.set_string(s::k_key_metrics, "bogus"); }, "expected 'reap' or 'energy'");
+    expect_rejected(dir, "metrics", [](g::output_spec & sp) { sp.kvs.set_string(s::k_key_metrics, "bogus"); }, "expected 'reap', 'energy' or 'weights'");
     expect_rejected(dir, "metrics_type", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_metrics, 1); }, s::k_key_metrics);
     expect_rejected(dir, "ntok", [](g::output_spec & sp) { sp.kvs.set_i64_array(s::k_key_n_tokens, {5}); }, "has 2 domains but");
     expect_rejected(dir, "ntok_neg", [](g::output_spec & sp) { sp.kvs.set_i64_array(s::k_key_n_tokens, {5, -3}); }, "n_tokens -3 < 0");
@@ -794,6 +794,92 @@ TEST(SaliencyArchiveShared, DamagedSharedTensorsRejected) {
                     "'sh_reap' layer 0 channel 3: negative value -2", 4, true);
     expect_rejected(dir, "dense", [](g::output_spec & sp) { poke(sp, "en.sh_reap", 4 + 2, 2.0); },
                     "'sh_reap' layer 1 channel 2: non-zero value 2 in a layer that is not an MoE layer", 4, true);
+    expect_rejected(dir, "v5", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_version, 5); },
+                    "version 5 is not supported (this reap reads versions 1 to 4)", 4, true);
+    // version 4 says its metric set holds squared norms: an archive without them is refused naming the tensor
     expect_rejected(dir, "v4", [](g::output_spec & sp) { sp.kvs.set_u32(s::k_key_version, 4); },
-                    "version 4 is not supported (this reap reads versions 1 to 3)", 4, true);
+                    "tensor 'code.ean_sq_sum' is missing", 4, true);
+}
+
+// Version 4: calibrate's squared output norms (MSAN) and reap score's weights
+// archives round-trip with the documented tensors; an archive without them is
+// still version 1 and reads without them; merging one of each keeps what both hold.
+TEST(SaliencyArchiveV4, SquaredNormsAndWeightsArchives) {
+    const std::string dir = gguf_test::scratch_dir("saliency_v4");
+    std::string err;
+    const s::fingerprint fp = make_fingerprint();
+    s::archive a = make_archive({"code", "en"}, fp, s::metric_set::reap, 400, /*sq_norms=*/true);
+    ASSERT_TRUE(s::validate(a, err)) << err;
+    const std::string path = write_tmp(a, dir, "sq.gguf");
+    s::archive b;
+    ASSERT_TRUE(s::read_archive(path, b, err)) << err;
+    EXPECT_TRUE(b.has_sq_norms);
+    for (size_t i = 0; i < a.domains.size(); ++i) EXPECT_EQ(a.domains[i].ean_sq_sum, b.domains[i].ean_sq_sum);
+    g::model m;
+    ASSERT_TRUE(g::open_model(path, m, err)) << err;
+    uint32_t v = 0;
+    ASSERT_TRUE(m.kvs.get_u32(s::k_key_version, v, err)) << err;
+    EXPECT_EQ(v, 4u);
+    const g::tensor_info * t = m.find_tensor("en.ean_sq_sum");
+    ASSERT_NE(t, nullptr);
+    double x = 0;   // element (l, e) at l * n_expert + e, from the file's bytes
+    ASSERT_TRUE(g::read_tensor_bytes(m, *t, (2 * 8 + 3) * sizeof(double), sizeof(double), &x, err)) << err;
+    EXPECT_EQ(x, a.find_domain("en")->ean_sq_sum[a.index(2, 3)]);
+
+    // Σ‖f‖² >= (Σ‖f‖)² / count holds for the simulated norms (Cauchy-Schwarz): a real statistic
+    const s::domain_stats & d = *a.find_domain("en");
+    for (size_t i = 0; i < a.n_cells(); ++i) {
+        if (d.count[i] > 0) EXPECT_GE(d.ean_sq_sum[i] * (1 + 1e-12), d.ean_sum[i] * d.ean_sum[i] / d.count[i]);
+    }
+
+    // an archive without squared norms: version 1, no tensor, read without them
+    const s::archive old = make_archive({"code"}, fp);
+    const std::string old_path = write_tmp(old, dir, "old.gguf");
+    g::model om;
+    ASSERT_TRUE(g::open_model(old_path, om, err)) << err;
+    ASSERT_TRUE(om.kvs.get_u32(s::k_key_version, v, err)) << err;
+    EXPECT_EQ(v, 1u);
+    EXPECT_EQ(om.find_tensor("code.ean_sq_sum"), nullptr);
+    s::archive ob;
+    ASSERT_TRUE(s::read_archive(old_path, ob, err)) << err;
+    EXPECT_FALSE(ob.has_sq_norms);
+
+    // merged with an old one: the sum holds everything else, and no squared norms
+    s::archive merged = a;
+    s::archive other = make_archive({"ja"}, fp);
+    ASSERT_TRUE(s::merge_into(merged, other, err)) << err;
+    EXPECT_FALSE(merged.has_sq_norms);
+    for (const auto & dd : merged.domains) EXPECT_TRUE(dd.ean_sq_sum.empty()) << dd.name;
+    ASSERT_TRUE(s::validate(merged, err)) << err;
+    // two new ones: squared norms add
+    s::archive both = a, more = make_archive({"en"}, fp, s::metric_set::reap, 100, true);
+    ASSERT_TRUE(s::merge_into(both, more, err)) << err;
+    EXPECT_TRUE(both.has_sq_norms);
+    EXPECT_EQ(both.find_domain("en")->ean_sq_sum[a.index(1, 2)],
+              a.find_domain("en")->ean_sq_sum[a.index(1, 2)] + more.find_domain("en")->ean_sq_sum[a.index(1, 2)]);
+
+    // a weights archive: one domain, aimer only, version 4; above 1 is refused; no merging
+    s::archive w = s::make_archive(fp, s::metric_set::weights);
+    s::domain_stats & wd = w.add_domain("weights");
+    for (int l : fp.moe_layers) {
+        for (uint32_t e = 0; e < fp.n_expert; ++e) wd.aimer[w.index(l, e)] = 0.75 + 0.01 * e;
+    }
+    const std::string wpath = write_tmp(w, dir, "w.gguf");
+    s::archive wb;
+    ASSERT_TRUE(s::read_archive(wpath, wb, err)) << err;
+    EXPECT_EQ(wb.metrics, s::metric_set::weights);
+    EXPECT_EQ(wb.domains[0].aimer, wd.aimer);
+    EXPECT_TRUE(wb.domains[0].count.empty());
+    ASSERT_TRUE(s::check_count_invariant(wb, err)) << err;
+    s::archive w2 = w;
+    EXPECT_FALSE(s::merge_into(w2, w, err));
+    EXPECT_NE(err.find("cannot merge weights archives"), std::string::npos) << err;
+    s::archive bad = w;
+    bad.domains[0].aimer[w.index(fp.moe_layers[0], 0)] = 1.5;
+    EXPECT_FALSE(s::validate(bad, err));
+    EXPECT_NE(err.find("above 1"), std::string::npos) << err;
+    bad = w;
+    bad.add_domain("second");
+    EXPECT_FALSE(s::validate(bad, err));
+    EXPECT_NE(err.find("one domain"), std::string::npos) << err;
 }

@@ -8,7 +8,9 @@ the training checkpoint) and runs tools/moe_model.py on given token ids.
           FILE holds int32 n, n int32 token ids, then n*n_vocab float32 logits.
           Prints the max abs difference (exit 1 above --tol).
   saliency --tokens FILE --out JSON    per layer and expert: count, gate_sum,
-          reap_sum (Σ g·‖f‖₂), ean_sum (Σ ‖f‖₂), max_norm, for one sequence;
+          reap_sum (Σ g·‖f‖₂), ean_sum (Σ ‖f‖₂), ean_sq_sum (Σ ‖f‖₂², MSAN's),
+          max_norm, for one sequence; and from the per-token norms directly, per
+          expert: man (mean ‖f‖₂) and msan (mean ‖f‖₂²) over its routed tokens;
           with --channels also per channel c of the down projection's input h:
           ch_energy (Σ h_c²) and ch_reap (Σ g·|h_c|·‖W_down[:,c]‖₂), [expert][channel].
   --keep-channels JSON  {"layer": [[channels expert 0 keeps], ...]}: every other
@@ -120,7 +122,11 @@ def main():
                 "gate_sum": np.bincount(e, weights=w, minlength=E).tolist(),
                 "reap_sum": np.bincount(e, weights=w * nrm, minlength=E).tolist(),
                 "ean_sum": np.bincount(e, weights=nrm, minlength=E).tolist(),
+                "ean_sq_sum": np.bincount(e, weights=nrm * nrm, minlength=E).tolist(),
                 "max_norm": mx.tolist(),
+                # the criteria themselves, as means over each expert's own routed tokens
+                "man": [float(nrm[e == x].mean()) if (e == x).any() else 0.0 for x in range(E)],
+                "msan": [float((nrm[e == x] ** 2).mean()) if (e == x).any() else 0.0 for x in range(E)],
             }
             if args.channels:
                 h = t["down_in"].double().numpy()                              # [routed rows, n_ff]

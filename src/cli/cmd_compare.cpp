@@ -59,10 +59,10 @@ void declare_compare_options(reap::cli::options & t, compare_params & p) {
                  }
                  return true;
              });
-    t.custom("--method", "M", "score: reap (default for calibrate archives), frequency, gate, ean, energy (default for imatrix archives)",
+    t.custom("--method", "M", "score: " + pl::method_names_text(false) + " (default: reap for calibrate archives, energy for imatrix archives, aimer for weights archives)",
              [&p](const std::string & v, std::string & err) {
                  if (!pl::parse_method(v, p.rank.how) || p.rank.how == pl::method::random) {
-                     err = "--method: '" + v + "' is not one of reap, frequency, gate, ean, energy";
+                     err = "--method: '" + v + "' is not one of " + pl::method_names_text(false);
                      return false;
                  }
                  p.method_given = true;

@@ -15,8 +15,9 @@
 int cmd_sweep(int argc, char ** argv) {
     reap::cli::sweep_params p;
     reap::cli::options t("sweep",
-                         "usage: reap sweep SALIENCY.gguf -m BASE.gguf [-m Q2.gguf ...] [--reference REF.gguf | --kld-base REF.kld]\n"
-                         "                  -f TEXT (--keep N,... | --ratios R,... | --budgets SIZE,...) [--widths K,...] [-o SWEEP.json] [options]");
+                         "usage: reap sweep SALIENCY.gguf [SCORES.gguf] -m BASE.gguf [-m Q2.gguf ...] [--reference REF.gguf | --kld-base REF.kld]\n"
+                         "                  -f TEXT (--keep N,... | --ratios R,... | --budgets SIZE,...) [--widths K,... | --methods M,...]\n"
+                         "                  [-o SWEEP.json] [options]");
     reap::cli::declare_sweep(t, p);
     int status = 0;
     if (!t.parse(argc, argv, status)) return status;
@@ -24,6 +25,9 @@ int cmd_sweep(int argc, char ** argv) {
     if (p.n_kinds > 1 || (p.n_kinds == 0 && p.sw.widths.empty())) {
         return t.usage_error(p.n_kinds == 0 ? "say which sizes: --keep N,N,..., --ratios R,R,..., --budgets SIZE,... or --widths K,..."
                                             : "give one of --keep, --ratios and --budgets, once");
+    }
+    if (!p.sw.second_saliency.empty() && p.sw.methods.empty()) {
+        return t.usage_error("a second saliency archive is for --methods (each method ranks with the archive that holds its statistic)");
     }
     if (!t.given("--tasks-limit")) p.sw.choice.limit = reap::default_tasks_limit(p.sw.choice.format);
     if (!reap::cli::parse_llama_runtime(t, "sweep", p.sw.eval.base_path, p.given, p.sw.eval.rt, status)) return status;

@@ -15,6 +15,7 @@ int cmd_imatrix(int argc, char ** argv);
 int cmd_prune(int argc, char ** argv);
 int cmd_verify(int argc, char ** argv);
 int cmd_merge(int argc, char ** argv);
+int cmd_score(int argc, char ** argv);
 int cmd_plan(int argc, char ** argv);
 int cmd_compare(int argc, char ** argv);
 int cmd_report(int argc, char ** argv);
@@ -50,6 +51,7 @@ const std::vector<command> & commands() {
         {"inspect", "census of a MoE GGUF model: layers, experts, bytes by type, sizes at keep counts", cmd_inspect},
         {"calibrate", "run the model over a domain-tagged corpus and record per-expert saliency (REAP, EAN, counts)", cmd_calibrate, true},
         {"imatrix", "saliency archive (per-expert counts and input energy) from llama-imatrix files", cmd_imatrix},
+        {"score", "per-expert saliency from the weights alone (AIMER): no corpus, no forward pass, one read of the pool", cmd_score},
         {"merge", "sum saliency archives of disjoint corpus shards or domains of the same model into one", cmd_merge},
         {"plan", "choose the experts to keep per layer from a saliency archive (--keep, --ratio or an exact --budget)", cmd_plan},
         {"prune", "write the pruned copy of a model that a plan describes (byte slicing, any quantisation, split sets)", cmd_prune},

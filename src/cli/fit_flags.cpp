@@ -117,6 +117,11 @@ void declare_fit(options & t, fit_params & p) {
     t.for_mode({"--tasks-limit", "--task-slack"}, "the task gate", "--multiple-choice, --hellaswag or --winogrande",
                [&p] { return !p.o.tasks.tasks_path.empty(); });
     reap::cli::declare_ranking(t, p.o.rank, p.o.method_given);
+    reap::cli::declare_methods(t, p.o.methods,
+                               "the criterion as an axis: each method's plan at the budget (the first source, every channel) is "
+                               "scored by mask before the search, and the lowest KLD ranks the search and names the build's "
+                               "criterion (DIR/methods.json; aimer ranks with DIR/scores.gguf, reap score of the calibrated model)");
+    t.excludes("--methods", "--method", "--methods chooses the method by measurement");
     t.section("other options:");
     t.flag("-q, --quiet", "no progress line", p.quiet);
     t.flag("--verbose", "show llama.cpp's log", p.o.verbose);

@@ -1,22 +1,42 @@
 // The ranking and sizing options of reap plan and reap sweep (see plan_flags.h).
 #include "cli/plan_flags.h"
 
+#include <algorithm>
 #include <string>
 
 namespace reap::cli {
 
 namespace pl = reap::planner;
 
+void declare_methods(options & t, std::vector<pl::method> & methods, const std::string & help) {
+    t.custom("--methods", "M,M,...", help, [&methods](const std::string & v, std::string & err) {
+        for (const std::string & name : reap::cli::split_list(v)) {
+            pl::method m;
+            if (!pl::parse_method(name, m)) {
+                err = "--methods: unknown method '" + name + "' (" + pl::method_names_text() + ")";
+                return false;
+            }
+            if (std::find(methods.begin(), methods.end(), m) != methods.end()) {
+                err = "--methods: '" + name + "' is given twice";
+                return false;
+            }
+            methods.push_back(m);
+        }
+        if (methods.empty()) err = "--methods: empty list";
+        return !methods.empty();
+    });
+}
+
 void declare_ranking(options & t, pl::rank_options & rank, bool & method_given, const char * seed_help) {
     t.section("how (score per expert over the chosen domains, higher = kept first):");
     std::string methods = "the score:";
     for (pl::method m : pl::all_methods()) {
         methods += std::string("\n  ") + pl::method_name(m) + ": " + pl::method_description(m) +
-                   (m == pl::method::reap ? " [default; energy for imatrix archives]" : "");
+                   (m == pl::method::reap ? " [default; energy for imatrix archives, aimer for weights archives]" : "");
     }
     t.custom("--method", "M", methods, [&rank, &method_given](const std::string & v, std::string & err) {
         if (!pl::parse_method(v, rank.how)) {
-            err = "--method: unknown method '" + v + "' (reap, frequency, gate, ean, energy, random)";
+            err = "--method: unknown method '" + v + "' (" + pl::method_names_text() + ")";
             return false;
         }
         method_given = true;

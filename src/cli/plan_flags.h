@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace reap::cli {
 
@@ -17,6 +18,10 @@ namespace reap::cli {
 // `seed_help` is --seed's row (reap sweep's seed also draws its needles and samples).
 void declare_ranking(options & t, planner::rank_options & rank, bool & method_given,
                      const char * seed_help = "seed of --method random (default 0)");
+
+// --methods M,M,... (reap sweep, reap fit): the criteria as an axis, each once.
+// Declare --method too, then t.excludes("--methods", "--method", ...).
+void declare_methods(options & t, std::vector<planner::method> & methods, const std::string & help);
 
 // --width K and --down-type T of a width plan.
 void declare_width(options & t, int64_t & width, std::string & down_type);

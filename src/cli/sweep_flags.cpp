@@ -35,6 +35,13 @@ void declare_sweep(options & t, sweep_params & p) {
     "3) and a chart of KLD against file size, one line per source; plans as\n"
     "DIR/SOURCE-keep-N.json.\n"
     "\n"
+    "Methods as an axis (--methods reap,man,msan,aimer,...): every size planned by each\n"
+    "method and scored by mask against the same base pass: one table and one chart, the\n"
+    "criterion that measured best for this model and this text. Each method ranks with the\n"
+    "archive that holds its statistic: give a calibration archive (reap calibrate) and, for\n"
+    "aimer, a weights archive (reap score) as a second argument; one calibration serves every\n"
+    "method that needs one. Plans as DIR/METHOD-keep-N.json. One source, no width cuts.\n"
+    "\n"
     "Width cuts (--widths K,...): each size is also cut, in every kept expert, to its K most\n"
     "salient intermediate channels (the archive's channel scores, as reap plan --width K), and\n"
     "scored by the mask that also zeroes the removed channels before the down projection:\n"
@@ -84,6 +91,9 @@ void declare_sweep(options & t, sweep_params & p) {
            p.sw.down_type);
     reap::cli::declare_channel_score(t, p.sw.channel_by, p.sw.channel_score_given);
     t.for_mode({"--down-type", "--channel-score"}, "width cuts", "--widths K,...", [&p] { return !p.sw.widths.empty(); });
+    reap::cli::declare_methods(t, p.sw.methods,
+                               "plan every size by each of these methods (see --method) and score them all in one run; "
+                               "aimer needs a weights archive (reap score) as a second SALIENCY argument");
     reap::cli::declare_ranking(t, p.sw.rank, p.sw.method_given,
                                "seed (default 0) of --method random's order, of --needle's values and of --temp's draws "
                                "(one seed for all three, as reap eval's --seed; recorded in -o's \"needle\" and \"generate\")");
@@ -104,13 +114,18 @@ void declare_sweep(options & t, sweep_params & p) {
     t.flag("--verbose", "show llama.cpp's log", p.sw.eval.verbose);
     t.help_row();
     t.positional([&p](const std::string & a, std::string & err) {
-        if (!p.sw.saliency.empty()) {
-            err = "unexpected argument '" + a + "' (one saliency archive)";
+        if (p.sw.saliency.empty()) {
+            p.sw.saliency = a;
+        } else if (p.sw.second_saliency.empty()) {
+            p.sw.second_saliency = a;   // --methods: checked after parsing
+        } else {
+            err = "unexpected argument '" + a + "' (at most two saliency archives, with --methods)";
             return false;
         }
-        p.sw.saliency = a;
         return true;
     });
+    t.excludes("--methods", "--method", "--methods plans by each method it lists");
+    t.excludes("--methods", "--widths", "a methods sweep cuts experts only");
     reap::cli::declare_eval_runtime(t, "window size (default " + std::to_string(reap::k_default_window) + ", or the model's trained context when shorter)", p.given, p.sw.eval.rt);
     t.require(p.sw.saliency, "no saliency archive given")
      .require(p.sw.eval.base_path, "no model given (-m BASE.gguf)")

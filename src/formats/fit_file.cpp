@@ -1,10 +1,12 @@
 // reap fit's gates.json and fit.json, typed. See fit_file.h.
 #include "formats/fit_file.h"
 
+#include "plan/planners.h"
 #include "util/json.h"
 #include "util/json_fields.h"
 
 #include <cmath>
+#include <set>
 
 namespace reap {
 
@@ -141,7 +143,78 @@ bool gates_from(json_fields & f, size_t n, fit_record & r) {
     return true;
 }
 
+json score_json(const planner::fit_score & sc) {
+    return {{"kld_mean", sc.kld}, {"kld_halves", {sc.kld_half[0], sc.kld_half[1]}}, {"top1", sc.top1}};
+}
+
+bool score_from(json_fields & c, planner::fit_score & sc) {
+    std::vector<const json *> halves;
+    if (!c.num("kld_mean", sc.kld, -1e-6, 1e9) || !c.num("top1", sc.top1, 0, 1) || !c.elements("kld_halves", halves)) return false;
+    if (halves.size() != 2 || !halves[0]->is_number() || !halves[1]->is_number()) return c.fail("kld_halves", "must be two numbers");
+    sc.kld_half[0] = halves[0]->get<double>();
+    sc.kld_half[1] = halves[1]->get<double>();
+    return true;
+}
+
+json methods_json(const fit_methods_doc & d) {
+    json scores = json::array();
+    for (const fit_method_score & m : d.scores) {
+        json e = {{"method", m.method}, {"archive", m.archive}, {"n_keep", m.n_keep}, {"bytes", m.bytes}};
+        e.update(score_json(m.score));
+        scores.push_back(e);
+    }
+    json j = {{"scores", scores}, {"chosen", d.chosen}, {"noise", d.noise}};
+    if (d.runner_up) j["runner_up"] = *d.runner_up;
+    return j;
+}
+
+bool methods_from(json_fields & f, fit_methods_doc & out) {
+    std::vector<const json *> items;
+    if (!f.elements("scores", items)) return false;
+    if (items.empty()) return f.fail("scores", "is empty");
+    std::set<std::string> seen;
+    for (size_t i = 0; i < items.size(); ++i) {
+        json_fields c = f.nested(*items[i], "scores[" + std::to_string(i) + "]");
+        fit_method_score m;
+        planner::method how;
+        if (!c.str("method", m.method) || !c.str("archive", m.archive) || !c.i64("n_keep", m.n_keep, 1, INT64_MAX) ||
+            !c.u64("bytes", m.bytes) || !score_from(c, m.score)) {
+            return false;
+        }
+        if (!planner::parse_method(m.method, how)) return c.fail("method", "'" + m.method + "' is not a method reap plans with");
+        if (!seen.insert(m.method).second) return c.fail("method", "'" + m.method + "' is listed twice");
+        out.scores.push_back(std::move(m));
+    }
+    int64_t chosen = 0, runner = 0;
+    if (!f.i64("chosen", chosen, 0, (int64_t) items.size() - 1) || !f.num("noise", out.noise, 0, 1e9)) return false;
+    out.chosen = (size_t) chosen;
+    if (f.has("runner_up")) {
+        if (!f.i64("runner_up", runner, 0, (int64_t) items.size() - 1)) return false;
+        out.runner_up = (size_t) runner;
+    }
+    return true;
+}
+
 } // namespace
+
+std::string fit_methods_text(const fit_methods_doc & d) {
+    json j = {{"format", k_fit_methods_format}, {"version", k_fit_methods_version}};
+    j.update(methods_json(d));
+    return util::json_text(j, 2) + "\n";
+}
+
+bool read_fit_methods(const std::string & path, fit_methods_doc & out, std::string & err) {
+    out = fit_methods_doc();
+    json doc;
+    if (!read_doc(path, "fit methods file", doc, err)) return false;
+    json_fields f(doc, "fit methods file '" + path + "'");
+    int64_t version = 0;
+    if (!f.header(k_fit_methods_format, "reap fit's methods file", k_fit_methods_version, version) || !methods_from(f, out)) {
+        err = f.error();
+        return false;
+    }
+    return true;
+}
 
 double fit_gate_measure::task_accuracy() const {
     size_t n = 0;
@@ -211,6 +284,7 @@ std::string fit_record_text(const fit_record & r) {
         j["gates"] = {{"settings", r.gates->settings}, {"reference", fit_gate_measure_json(r.gates->reference)}, {"verdicts", v}};
         if (r.gates->best_by_kld) j["gates"]["best_by_kld"] = *r.gates->best_by_kld;
     }
+    if (r.methods) j["methods"] = methods_json(*r.methods);
     j["build"] = {{"plan", r.build.plan}, {"file", r.build.file}, {"bytes", r.build.bytes}, {"eval", r.build.eval},
                   {"kld_mean", r.build.kld_mean}, {"top1", r.build.top1}, {"card", r.build.card}};
     return util::json_text(j, 2) + "\n";
@@ -238,6 +312,11 @@ bool read_fit_record(const std::string & path, fit_record & out, std::string & e
         size_t r = 0;
         ok = candidate_index(f, "runner_up", n, r);
         out.runner_up = r;
+    }
+    if (ok && f.has("methods")) {
+        json_fields m = f.child("methods");
+        out.methods.emplace();
+        ok = f.ok() && methods_from(m, *out.methods);
     }
     if (ok && out.sources.empty()) ok = f.fail("sources", "is empty");
     if (ok && space != n) ok = passes.fail("space", "= " + std::to_string(space) + ", but there are " + std::to_string(n) + " candidates");

@@ -51,6 +51,31 @@ std::string fit_gates_text(const fit_gates_doc & d);
 // Every field checked; a verdict's candidate must be below n_candidates.
 bool read_fit_gates(const std::string & path, size_t n_candidates, fit_gates_doc & out, std::string & err);
 
+// DIR/methods.json (reap fit --methods, journalled): each criterion's plan at
+// the budget on the first source, scored by mask against the reference, and
+// the one chosen (the lowest KLD).
+constexpr const char * k_fit_methods_format = "reap-fit-methods";
+constexpr int          k_fit_methods_version = 1;
+
+struct fit_method_score {
+    std::string        method;     // planner::method_name
+    std::string        archive;    // the archive it ranked with
+    int64_t            n_keep = 0;
+    uint64_t           bytes = 0;
+    planner::fit_score score;
+};
+
+struct fit_methods_doc {
+    std::vector<fit_method_score> scores;   // in the order of --methods
+    size_t                        chosen = 0;
+    std::optional<size_t>         runner_up;
+    double                        noise = 0;   // fit_search's split-half rule over the chosen and the runner-up
+};
+
+std::string fit_methods_text(const fit_methods_doc & d);
+// Every field checked; each method known and listed once, chosen and runner-up in range.
+bool read_fit_methods(const std::string & path, fit_methods_doc & out, std::string & err);
+
 // DIR/fit.json.
 struct fit_record_candidate {
     std::string                      source;
@@ -93,6 +118,7 @@ struct fit_record {
     size_t                            winner = 0;
     std::optional<size_t>             runner_up;
     std::optional<fit_record_gates>   gates;
+    std::optional<fit_methods_doc>    methods;   // --methods: the criteria scored and the one chosen
     fit_record_build                  build;
 };
 

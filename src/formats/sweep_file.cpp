@@ -4,11 +4,13 @@
 
 #include "plan/planners.h"
 #include "util/json_fields.h"
+#include "util/text_escape.h"
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 namespace reap {
 
@@ -39,8 +41,12 @@ bool point_from_json(json_fields & q, const sweep_record & s, sweep_record_point
         !q.i64("predicted_shards", shards, 1, k_max_shards) || !q.num("removed_fraction", pt.removed_fraction, 0, 1) ||
         !q.num("saliency_share", pt.saliency_share, 0, 1) || !q.opt_i64("safety_margin", pt.safety_margin, 1, s.model.n_expert) ||
         !q.opt_num("safety_margin_median", pt.safety_margin_median, 1, (double) s.model.n_expert) || !q.opt_str("plan", pt.plan) ||
-        !q.opt_i64("width", pt.width, 1, k_max_sweep_width)) {
+        !q.opt_i64("width", pt.width, 1, k_max_sweep_width) || !q.opt_str("method", pt.method)) {
         return false;
+    }
+    planner::method how;
+    if (q.has("method") && !planner::parse_method(pt.method, how)) {
+        return q.fail("method", "\"" + util::terminal_text(pt.method) + "\" is not a method reap plans with");
     }
     pt.predicted_shards = (uint32_t) shards;
     std::vector<std::pair<std::string, const nlohmann::json *>> req;
@@ -78,19 +84,22 @@ bool header_from_json(json_fields & f, sweep_record & s) {
            in.opt_u64("n_windows", s.input.n_windows) && in.opt_boolean("corpus", s.input.corpus) && f.opt_str("tool", s.tool);
 }
 
-// The "points" array of `f` (each (n_keep, width) once).
+// The "points" array of `f` (each (method, n_keep, width) once).
 bool point_list_from_json(json_fields & f, const sweep_record & s, std::vector<sweep_record_point> & out) {
     std::vector<const nlohmann::json *> pts;
     if (!f.elements("points", pts)) return false;
     if (!f.has("points")) return f.fail("points", "is missing");
-    std::set<std::pair<int64_t, int64_t>> seen;
+    std::set<std::tuple<std::string, int64_t, int64_t>> seen;
     for (size_t i = 0; i < pts.size(); ++i) {
         json_fields q = f.nested(*pts[i], "points[" + std::to_string(i) + "]");
         sweep_record_point pt;
         if (!point_from_json(q, s, pt)) return false;
-        if (!seen.insert({pt.n_keep, pt.width}).second) {
+        if (!seen.insert({pt.method, pt.n_keep, pt.width}).second) {
             return q.fail("n_keep", "= " + std::to_string(pt.n_keep) + (pt.width ? " at width " + std::to_string(pt.width) : "") +
-                                        " is scored twice");
+                                        (pt.method.empty() ? "" : " by " + pt.method) + " is scored twice");
+        }
+        if (i > 0 && pt.method.empty() != out.front().method.empty()) {
+            return q.fail("method", "is given for some points and not others: a sweep of several methods names every point's");
         }
         out.push_back(pt);
     }
@@ -147,6 +156,13 @@ bool widths_representable(json_fields & f, const sweep_record & s) {
     for (const auto & src : s.sources) {
         for (const auto & pt : src.points) widths = widths || pt.width > 0;
     }
+    if (sweep_has_methods(s)) {
+        if (widths) return f.fail("points", "hold width cuts and methods: reap sweep --methods cuts experts only");
+        if (!s.sources.empty()) return f.fail("sources", "are beside methods: reap sweep --methods scores one source");
+        if (s.needle || s.generate || s.choice) {
+            return f.fail("points", "name methods beside a behaviour section, whose models are named \"keep N\" only");
+        }
+    }
     if (!widths) return true;
     if (!s.sources.empty()) {
         return f.fail("sources", "hold width cuts: a sweep of several sources compares them per request, not per width "
@@ -174,6 +190,7 @@ ojson point_to_json(const sweep_record_point & pt, bool mtp) {
     ojson q;
     q["n_keep"]               = pt.n_keep;
     if (pt.width > 0) q["width"] = pt.width;
+    if (!pt.method.empty()) q["method"] = pt.method;
     q["request"]              = {{pt.request_kind, pt.request_text}};
     q["removed_fraction"]     = pt.removed_fraction;
     q["predicted_bytes"]      = pt.predicted_bytes;
@@ -319,8 +336,18 @@ ojson sweep_to_json(const sweep_record & s) {
     return j;
 }
 
-std::string sweep_point_name(int64_t n_keep, int64_t width) {
-    return "keep " + std::to_string(n_keep) + (width > 0 ? " width " + std::to_string(width) : "");
+std::string sweep_point_name(int64_t n_keep, int64_t width, const std::string & method) {
+    return (method.empty() ? "" : method + " ") + "keep " + std::to_string(n_keep) + (width > 0 ? " width " + std::to_string(width) : "");
+}
+
+bool sweep_has_methods(const sweep_record & s) { return !s.points.empty() && !s.points.front().method.empty(); }
+
+std::vector<std::string> sweep_methods(const sweep_record & s) {
+    std::vector<std::string> v;
+    for (const auto & pt : s.points) {
+        if (!pt.method.empty() && std::find(v.begin(), v.end(), pt.method) == v.end()) v.push_back(pt.method);
+    }
+    return v;
 }
 
 bool sweep_has_widths(const sweep_record & s) {

@@ -32,6 +32,12 @@
 // them. Optional in every version; refused in a file with "sources" or a
 // behaviour section (the frontier and the sections know no width).
 //
+// Methods as an axis (`reap sweep --methods reap,man,aimer`, one source): a
+// point planned by another method than the record's "saliency.method" says
+// "method": NAME (every point of such a sweep says it); points are one per
+// (method, n_keep), in the order the sweep scored them. Optional in every
+// version; refused with "sources", a behaviour section or width cuts.
+//
 // Versions: 1 (no "model.header_sha256"; an MTP rate of -1 meant "not
 // measured"), 2 (null for that) and 3 (sources, reference, frontier) all
 // read; one source is still written as version 2. Every field read is type-
@@ -57,6 +63,7 @@ constexpr int          k_sweep_version_one_source = 2;
 struct sweep_record_point {
     int64_t      n_keep = 0;
     int64_t      width = 0;                    // K of a width cut (reap sweep --widths); 0: every channel kept
+    std::string  method;                       // reap sweep --methods: the point's ranking ("" = the record's)
     std::string  request_kind, request_text;   // "keep" / "ratio" / "budget", as given ("16", "0.5", "400G")
     double       removed_fraction = 0;
     uint64_t     predicted_bytes = 0;
@@ -142,7 +149,11 @@ struct sweep_point_behaviour {
 sweep_point_behaviour sweep_behaviour_of(const sweep_record & s, int64_t n_keep);
 // The name a sweep gives the mask of point n_keep in its runs ("keep N";
 // a width cut: "keep N width K").
-std::string sweep_point_name(int64_t n_keep, int64_t width = 0);
+std::string sweep_point_name(int64_t n_keep, int64_t width = 0, const std::string & method = "");
+// Whether the record's points name their methods (reap sweep --methods), and
+// those methods in the order of the points.
+bool sweep_has_methods(const sweep_record & s);
+std::vector<std::string> sweep_methods(const sweep_record & s);
 // Whether any point of `s` is a width cut.
 bool sweep_has_widths(const sweep_record & s);
 

@@ -395,6 +395,10 @@ bool calibration::resume() {
         err = "checkpoint '" + ckpt_path + "' was made with other options: " + ck_opts + " (now " + options_json + ")";
         return false;
     }
+    if (!ck.has_sq_norms) {
+        err = "checkpoint '" + ckpt_path + "' was made by a reap that did not record squared output norms: remove it to start again";
+        return false;
+    }
     if (ck.has_shared_channels != out.has_shared_channels) {
         err = "checkpoint '" + ckpt_path + "' was made " + (ck.has_shared_channels ? "with" : "without") +
               " the shared expert's channel statistics, which this run " + (out.has_shared_channels ? "collects" : "does not collect");
@@ -627,6 +631,7 @@ bool run_calibrate(const calibrate_options & opt, saliency::archive & out, calib
     out = saliency::make_archive(c.fp, saliency::metric_set::reap);
     out.n_ff = (uint32_t) c.n_ff;
     out.has_shared_channels = c.col.shared_norms != nullptr;
+    out.has_sq_norms = true;   // MSAN's Σ‖f‖²
     for (const auto & d : c.cp.domains) out.add_domain(d);
     if (c.stab) c.halves = saliency::make_split_halves(out);
     c.options_json = calibrate_options_json(opt, c.n_ctx, !c.cp.jsonl, report);

@@ -5,6 +5,7 @@
 //   gate_sum   Σ g            g = the gate weight llama.cpp actually applies
 //   reap_sum   Σ g · ‖f‖₂     f = the expert's output (ffn_down, bias included)
 //   ean_sum    Σ ‖f‖₂
+//   ean_sq_sum Σ ‖f‖₂²         (MSAN; MAN is ean_sum / count)
 //   max_norm   max ‖f‖₂
 // and, with width_saliency, per channel c of the input a of the expert's down
 // projection: ch_energy Σ a_c², ch_reap Σ g·|a_c|·‖W_down[:,c]‖ (one node more

@@ -93,6 +93,7 @@ bool collector::on_down(const ggml_tensor * t, int il) {
                 into->gate_sum[c] += g;
                 into->reap_sum[c] += weights_before_ffn ? nrm : g * nrm;
                 into->ean_sum[c]  += nrm;
+                into->ean_sq_sum[c] += s;
                 if (nrm > into->max_norm[c]) into->max_norm[c] = nrm;
             }
         }

@@ -546,6 +546,10 @@ bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & er
     in.axis_width = o.axis_width;
     in.axis_sources = o.axis_sources;
     in.method = o.method_given ? planner::method_name(o.rank.how) : "archive default";
+    if (!o.methods.empty()) {
+        in.method = "methods";
+        for (planner::method m : o.methods) in.method += std::string(" ") + planner::method_name(m);
+    }
     in.domains = o.rank.domains;
     in.down_type = o.down_type;
     in.gates = fit_gates_fingerprint(o);
@@ -573,14 +577,23 @@ bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & er
         return true;
     }
     if (!calibrate_stage(o, j, saliency, out, err)) return false;
-    if (!build_space(o, saliency, r, out, err)) return false;
     if (o.dry_run) {
+        if (!o.methods.empty()) fprintf(out, "reap fit: --dry-run: each of the %zu methods is scored at the budget first (a pass each); "
+                                             "the space below ranks by the archive's default\n", o.methods.size());
+        if (!build_space(o, saliency, r, out, err)) return false;
         print_fit_cost(out, o, r);
         return true;
     }
-    if (!reference_stage(o, j, kld, out, err) || !search_stage(o, j, kld, r, out, err) || !gate_stage(o, j, r, out, err)) return false;
+    // --methods: the criterion is chosen by measurement before the space is planned
+    fit_options c;
+    const bool rows_first = !o.methods.empty();
+    if (rows_first && !reference_stage(o, j, kld, out, err)) return false;
+    if (!method_stage(o, j, kld, c, saliency, r, out, err) || !build_space(c, saliency, r, out, err)) return false;
+    if ((!rows_first && !reference_stage(c, j, kld, out, err)) || !search_stage(c, j, kld, r, out, err) || !gate_stage(c, j, r, out, err)) {
+        return false;
+    }
     r.kld_path = kld;
-    return build_winner(o, j, saliency, kld, r, out, err);
+    return build_winner(c, j, saliency, kld, r, out, err);
 }
 
 } // namespace reap

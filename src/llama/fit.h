@@ -59,6 +59,12 @@ struct fit_options {
     bool                     axis_experts = true, axis_width = true, axis_sources = true;   // --axes
     planner::rank_options    rank;           // --method, --domains
     bool                     method_given = false;
+    // --methods: the criterion as an axis. Each method's plan at the budget
+    // (the first source, every channel) is scored by mask against the
+    // reference before the search; the lowest KLD ranks the whole search.
+    // aimer ranks with DIR/scores.gguf (reap score of the calibrated model,
+    // journalled), the others with the calibration (or --saliency)
+    std::vector<planner::method> methods;
     std::string              down_type;      // --down-type (width cuts; "" = each down tensor's own)
     std::string              imatrix;        // --imatrix: the model's llama-imatrix file, sliced beside the build
     size_t                   max_passes = 0; // --max-passes (0 = no bound)
@@ -115,6 +121,8 @@ struct fit_result {
     std::optional<fit_gate_measure> gate_base;
     std::vector<fit_gate_verdict>   gates;
     std::optional<size_t>           best_by_kld;   // the search's best, when the gates moved the choice
+    // --methods: each criterion's score at the budget and the one chosen (the search ranked by it)
+    std::optional<fit_methods_doc>  methods;
     // the build
     std::string plan_path, build_path, eval_path, card_dir, fit_json;
     double      file_kld = 0, file_top1 = 0;     // reap eval of the written file against the reference

@@ -178,6 +178,11 @@ void print_fit_result(FILE * out, const fit_options & o, const fit_result & r) {
         fprintf(out, "  by %.6f nats over %s N %" PRId64 " K %" PRId64 " (noise: %.6f, the split-half disagreement of that difference)\n",
                 r.scores[*r.runner_up]->kld - ws.kld, util::base_name(u.source_path).c_str(), u.point.n_keep, u.point.width, r.noise);
     }
+    if (r.methods) {
+        const fit_method_score & m = r.methods->scores[r.methods->chosen];
+        fprintf(out, "  criterion: %s (chosen by measurement among %zu methods: KLD %.6f at the budget)\n", m.method.c_str(),
+                r.methods->scores.size(), m.score.kld);
+    }
     if (r.best_by_kld) {
         const fit_candidate & b = r.space[*r.best_by_kld];
         fprintf(out, "  the gates moved the choice from %s N %" PRId64 " K %" PRId64 " (KLD %.6f) to the best that passed them\n",
@@ -213,6 +218,7 @@ fit_record make_fit_record(const fit_options & o, const fit_result & r) {
     f.winner = *r.winner;
     f.runner_up = r.runner_up;
     if (r.gate_base) f.gates = fit_record_gates{fit_gates_fingerprint(o), *r.gate_base, r.gates, r.best_by_kld};
+    f.methods = r.methods;
     f.build = {r.plan_path, r.build_path, r.eval_path, r.card_dir + "/README.md", r.file_bytes, r.file_kld, r.file_top1};
     return f;
 }
@@ -247,8 +253,34 @@ std::string fit_card_section(const fit_options & o, const fit_result & r) {
         s += buf;
     }
     if (!r.excluded.empty()) s += "\n" + std::to_string(r.excluded.size()) + " (source, K) pairs had no N that fits the budget.\n";
+    s += fit_card_methods(r);
     s += fit_card_gates(o, r);
     s += "\n![KLD against file size, one line per source](figures/fit-search.svg)\n\n";
+    return s;
+}
+
+std::string fit_card_methods(const fit_result & r) {
+    if (!r.methods) return "";
+    const fit_methods_doc & d = *r.methods;
+    const fit_method_score & best = d.scores[d.chosen];
+    std::string s = "\n**The criterion, chosen by measurement** (`--methods`): each method's plan at the budget (the first source, "
+                    "every channel kept) was scored by mask against the same rows; the search ranked by " + util::markdown_text(best.method) + ".";
+    char buf[256];
+    if (d.runner_up) {
+        const double gap = d.scores[*d.runner_up].score.kld - best.score.kld;
+        snprintf(buf, sizeof(buf), " It beat %s by %.6f nats; the split-half noise of that difference is %.6f%s.",
+                 util::markdown_text(d.scores[*d.runner_up].method).c_str(), gap, d.noise,
+                 gap > d.noise ? "" : " (within it: this text does not tell the two apart)");
+        s += buf;
+    }
+    s += "\n\n| method | ranked with | N | KLD (mask) | top-1 |\n|---|---|---:|---:|---:|\n";
+    for (size_t i = 0; i < d.scores.size(); ++i) {
+        const fit_method_score & m = d.scores[i];
+        snprintf(buf, sizeof(buf), "| %s%s | %s | %" PRId64 " | %.6f | %.3f%% |\n", util::markdown_text(m.method).c_str(),
+                 i == d.chosen ? " (chosen)" : "", util::markdown_text(util::base_name(m.archive)).c_str(), m.n_keep, m.score.kld,
+                 100 * m.score.top1);
+        s += buf;
+    }
     return s;
 }
 

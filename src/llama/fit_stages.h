@@ -41,6 +41,8 @@ fit_record make_fit_record(const fit_options & o, const fit_result & r);
 // its figure (KLD against K, one line per source).
 std::string fit_card_section(const fit_options & o, const fit_result & r);
 std::string fit_card_figure(const fit_result & r);
+// The card's table of the methods scored by --methods ("" without).
+std::string fit_card_methods(const fit_result & r);
 // The card's table of the gates ("" without gates).
 std::string fit_card_gates(const fit_options & o, const fit_result & r);
 
@@ -50,6 +52,14 @@ std::string fit_card_gates(const fit_options & o, const fit_result & r);
 bool gate_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * out, std::string & err);
 // The gate settings as the journal's fingerprint holds them ("" = no gates).
 std::string fit_gates_fingerprint(const fit_options & o);
+
+// --methods (fit_methods.cpp): the weights archive when aimer is among them
+// (DIR/scores.gguf), each method's plan at the budget scored by mask against
+// the reference's rows `kld`, the lowest KLD chosen (DIR/methods.json,
+// journalled). `chosen` gets o with that method (method_given) and
+// `saliency` the archive it ranks with; r.methods the scores.
+bool method_stage(const fit_options & o, fit_journal & j, const std::string & kld, fit_options & chosen, std::string & saliency,
+                  fit_result & r, FILE * out, std::string & err);
 
 // The build: plan, prune, verify, eval of the file, the agreement check,
 // the card and fit.json; each stage journalled, none redone.

@@ -68,6 +68,7 @@ std::vector<sweep_record_point> record_points(const sweep_options & o, const std
         sweep_record_point q;
         q.n_keep = pt.n_keep;
         q.width = pt.width;
+        q.method = pt.method;
         q.request_kind = kind_name(pt.req.kind);
         q.request_text = pt.req.text;
         q.removed_fraction = (double) (lay.n_expert - pt.n_keep) / (double) lay.n_expert;
@@ -76,7 +77,7 @@ std::vector<sweep_record_point> record_points(const sweep_options & o, const std
         q.saliency_share = pt.share;
         q.safety_margin = pt.margin;
         q.safety_margin_median = pt.margin_median;
-        if (!o.plans_dir.empty()) q.plan = sweep_plan_path(o, source, pt.n_keep, pt.width);
+        if (!o.plans_dir.empty()) q.plan = sweep_plan_path(o, source, pt.n_keep, pt.width, pt.method);
         q.overall = reps[i].overall;
         q.domains = reps[i].domains;
         if (mtp && reps[i].mtp_pruned) q.mtp_acceptance = reps[i].mtp_pruned->rate();
@@ -127,6 +128,56 @@ void fill_record(const sweep_options & o, const std::string & archive_sha, sweep
     add_source(o.eval.base_path, r.rm, r.points, r.reports);
     for (const auto & other : r.others) add_source(other->path, other->rm, other->points, other->reports);
     s.frontier = sweep_frontier(s.sources);
+}
+
+// --methods: every size planned by each method, each ranked with the archive
+// that holds its statistic (the first that does), all points in one list in
+// the order of the methods; the first method's ranking stays in r.rm.
+bool plan_method_points(const sweep_options & o, sweep_result & r, std::string & err) {
+    if (o.behaviour() || o.several_sources()) {
+        err = "--methods scores one source by KLD: not with --needle, --generate, a task file, several -m, --reference or --kld-base";
+        return false;
+    }
+    if (!pl::open_ranked_model(o.eval.base_path, o.saliency, o.rank, false, r.rm, err) ||
+        !util::sha256_file(o.saliency, r.archive_sha256, err)) {
+        return false;
+    }
+    const saliency::archive first = r.rm.archive;
+    saliency::archive second;
+    if (!o.second_saliency.empty()) {
+        if (!saliency::read_archive(o.second_saliency, second, err)) return false;
+        if (!saliency::fingerprints_match(second.model, saliency::fingerprint_of(r.rm.identity), err)) {
+            err = o.second_saliency + ": " + err;
+            return false;
+        }
+        if (!util::sha256_file(o.second_saliency, r.second_archive_sha256, err)) return false;
+    }
+    pl::ranking first_rank;
+    for (size_t i = 0; i < o.methods.size(); ++i) {
+        const pl::method m = o.methods[i];
+        std::string why, why2;
+        const bool in_first = pl::method_fits(m, first, why);
+        if (!in_first && (o.second_saliency.empty() || !pl::method_fits(m, second, why2))) {
+            err = o.saliency + ": " + why + (o.second_saliency.empty() ? "" : "; " + o.second_saliency + ": " + why2);
+            return false;
+        }
+        r.rm.archive = in_first ? first : second;
+        pl::rank_options ro = o.rank;
+        ro.how = m;
+        if (!pl::rank_experts(r.rm.archive, r.rm.facts.n_group, ro, r.rm.rank, err)) return false;
+        if (i == 0) first_rank = r.rm.rank;
+        pl::source_plans_request req = plans_request(o);
+        if (!in_first) req.saliency = o.second_saliency;
+        std::vector<pl::sweep_point> pts;
+        if (!pl::plan_source_points(req, r.rm, in_first ? r.archive_sha256 : r.second_archive_sha256, pts, err)) return false;
+        for (auto & pt : pts) {
+            pt.method = pl::method_name(m);
+            r.points.push_back(std::move(pt));
+        }
+    }
+    r.rm.archive = first;
+    r.rm.rank = std::move(first_rank);
+    return true;
 }
 
 // Several sources: each one the first's model (and the reference's), every N
@@ -276,12 +327,14 @@ bool score_behaviour(const sweep_options & o, const std::vector<eval_candidate> 
 
 } // namespace
 
-std::string sweep_plan_path(const std::string & plans_dir, int64_t n_keep, int64_t width) {
-    return plans_dir + "/keep-" + std::to_string(n_keep) + (width > 0 ? "-width-" + std::to_string(width) : "") + ".json";
+std::string sweep_plan_path(const std::string & plans_dir, int64_t n_keep, int64_t width, const std::string & method) {
+    return plans_dir + "/" + (method.empty() ? "" : method + "-") + "keep-" + std::to_string(n_keep) +
+           (width > 0 ? "-width-" + std::to_string(width) : "") + ".json";
 }
 
-std::string sweep_plan_path(const sweep_options & o, const std::string & source, int64_t n_keep, int64_t width) {
-    if (!o.several_sources()) return sweep_plan_path(o.plans_dir, n_keep, width);
+std::string sweep_plan_path(const sweep_options & o, const std::string & source, int64_t n_keep, int64_t width,
+                            const std::string & method) {
+    if (!o.several_sources()) return sweep_plan_path(o.plans_dir, n_keep, width, method);
     return o.plans_dir + "/" + util::stem_of(source) + "-keep-" + std::to_string(n_keep) + ".json";
 }
 
@@ -289,7 +342,7 @@ std::vector<std::pair<std::string, std::string>> sweep_output_files(const sweep_
                                                                     const std::string & plot, const std::string & output) {
     std::vector<std::pair<std::string, std::string>> files;
     if (!o.plans_dir.empty()) {
-        for (const auto & pt : r.points) files.push_back({sweep_plan_path(o, o.eval.base_path, pt.n_keep, pt.width), plan_text(pt.p)});
+        for (const auto & pt : r.points) files.push_back({sweep_plan_path(o, o.eval.base_path, pt.n_keep, pt.width, pt.method), plan_text(pt.p)});
         for (const auto & other : r.others) {
             for (const auto & pt : other->points) files.push_back({sweep_plan_path(o, other->path, pt.n_keep), plan_text(pt.p)});
         }
@@ -300,6 +353,7 @@ std::vector<std::pair<std::string, std::string>> sweep_output_files(const sweep_
 }
 
 bool plan_sweep_points(const sweep_options & o, sweep_result & r, std::string & err) {
+    if (!o.methods.empty()) return plan_method_points(o, r, err);
     if (!o.widths.empty() && (o.behaviour() || o.several_sources())) {
         err = "--widths sweeps one source by KLD: not with --needle, --generate, a task file, several -m, --reference or --kld-base yet";
         return false;
@@ -322,7 +376,7 @@ bool score_sweep(const sweep_options & o, sweep_result & r, std::string & err) {
     std::vector<eval_candidate> cands;
     for (const auto & pt : r.points) {
         eval_candidate c;
-        c.path = sweep_point_name(pt.n_keep, pt.width);
+        c.path = sweep_point_name(pt.n_keep, pt.width, pt.method);
         c.mask = true;
         c.in_memory = &pt.p;
         cands.push_back(c);
@@ -342,6 +396,7 @@ bool score_sweep(const sweep_options & o, sweep_result & r, std::string & err) {
 util::chart sweep_result_chart(const sweep_result & r) {
     if (!r.record.sources.empty()) return report::sweep_frontier_chart(r.record);
     if (sweep_has_widths(r.record)) return report::sweep_width_chart(r.record);
+    if (sweep_has_methods(r.record)) return report::sweep_method_chart(r.record);
     report::sweep_chart_input in = report::sweep_chart_input_of(r.record);
     in.title = r.record.model.arch + ": cost of each cut (" + r.record.saliency.method + ", " + util::join(r.record.saliency.domains, ",") + ")";
     return report::sweep_chart(in);
@@ -460,23 +515,31 @@ void print_sweep(FILE * out, const sweep_options & o, const sweep_result & r) {
     const eval_report * first = r.reports.empty() ? nullptr : &r.reports[0];
     fprintf(out, "reap sweep: %s (%s, %" PRIu64 " MoE layers, %" PRId64 " experts, top-%" PRId64 "), %s source\n", s.model.path.c_str(),
             s.model.arch.c_str(), s.model.moe_layers, s.model.n_expert, s.model.n_expert_used, util::format_size(s.model.file_bytes).c_str());
-    fprintf(out, "  saliency %s: method %s, domains %s; scored on %s: %zu tokens in %zu windows, base PPL %.4f\n\n", o.saliency.c_str(),
-            s.saliency.method.c_str(), util::join(s.saliency.domains, ",").c_str(), s.input.file.c_str(), first ? first->overall.n_tokens : 0,
+    const std::string archives = o.saliency + (o.second_saliency.empty() ? "" : " and " + o.second_saliency);
+    const std::string how = sweep_has_methods(s) ? "methods " + util::join(sweep_methods(s), ",") : "method " + s.saliency.method;
+    fprintf(out, "  saliency %s: %s, domains %s; scored on %s: %zu tokens in %zu windows, base PPL %.4f\n\n", archives.c_str(),
+            how.c_str(), util::join(s.saliency.domains, ",").c_str(), s.input.file.c_str(), first ? first->overall.n_tokens : 0,
             first ? first->n_windows : 0, first ? first->overall.ppl_base : 0.0);
-    // width cuts: a width column (K, or "all" for every channel kept)
-    const bool widths = sweep_has_widths(s);
-    auto width_cell = [&](const sweep_record_point & q) {
-        if (!widths) return std::string();
-        return " " + std::string(6 - std::min<size_t>(6, (q.width > 0 ? std::to_string(q.width) : "all").size()), ' ') +
-               (q.width > 0 ? std::to_string(q.width) : "all");
+    // width cuts: a width column (K, or "all" for every channel kept); methods: a method column first
+    const bool widths = sweep_has_widths(s), methods = sweep_has_methods(s);
+    auto lead = [&](const sweep_record_point & q) {
+        std::string cell = methods ? "  " + q.method + std::string(9 - std::min<size_t>(9, q.method.size()), ' ') : std::string();
+        char n[32];
+        snprintf(n, sizeof n, "%6" PRId64, q.n_keep);
+        cell += std::string("  ") + n;
+        if (widths) {
+            const std::string w = q.width > 0 ? std::to_string(q.width) : "all";
+            cell += " " + std::string(6 - std::min<size_t>(6, w.size()), ' ') + w;
+        }
+        return cell;
     };
-    fprintf(out, "  %6s%s %8s %22s %9s %7s %10s %10s %10s %8s %10s\n", "N", widths ? "  width" : "", "removed", "predicted size",
+    const std::string head = std::string(methods ? "  method   " : "") + "       N" + (widths ? "  width" : "");
+    fprintf(out, "%s %8s %22s %9s %7s %10s %10s %10s %8s %10s\n", head.c_str(), "removed", "predicted size",
             "saliency", "margin", "KLD mean", "median", "p99", "top-1", "PPL ratio");
     for (const auto & q : s.points) {
         const eval_metrics & m = q.overall;
         const std::string margin = q.safety_margin > 0 ? std::to_string(q.safety_margin) : "-";
-        fprintf(out, "  %6" PRId64 "%s %7.1f%% %22s %8.2f%% %7s %10.6f %10.6f %10.6f %7.3f%% %10.5f\n", q.n_keep, width_cell(q).c_str(),
-                100.0 * q.removed_fraction,
+        fprintf(out, "%s %7.1f%% %22s %8.2f%% %7s %10.6f %10.6f %10.6f %7.3f%% %10.5f\n", lead(q).c_str(), 100.0 * q.removed_fraction,
                 util::format_size(q.predicted_bytes).c_str(), 100.0 * q.saliency_share, margin.c_str(), m.kld_mean, m.kld_median, m.kld_p99,
                 100.0 * m.argmax_agree, m.ppl_ratio);
     }
@@ -488,11 +551,11 @@ void print_sweep(FILE * out, const sweep_options & o, const sweep_result & r) {
                 o.down_type.empty() ? " to their own type" : (" to " + o.down_type).c_str());
     }
     if (!s.points.empty() && !s.points[0].domains.empty()) {
-        fprintf(out, "\n  per domain: KLD mean / top-1\n  %6s%s", "N", widths ? "  width" : "");
+        fprintf(out, "\n  per domain: KLD mean / top-1\n%s", head.c_str());
         for (const auto & d : s.points[0].domains) fprintf(out, " %20s", d.first.c_str());
         fprintf(out, "\n");
         for (const auto & q : s.points) {
-            fprintf(out, "  %6" PRId64 "%s", q.n_keep, width_cell(q).c_str());
+            fprintf(out, "%s", lead(q).c_str());
             for (const auto & d : q.domains) fprintf(out, "   %9.5f /%6.2f%%", d.second.kld_mean, 100.0 * d.second.argmax_agree);
             fprintf(out, "\n");
         }
@@ -515,6 +578,7 @@ bool run_sweep(const sweep_request & q, sweep_result & r, std::vector<std::strin
     std::vector<std::pair<std::string, std::string>> inputs = {{"model", o.eval.base_path}, {"saliency archive", o.saliency},
         {"input", o.eval.input_path}, {"reference", o.reference}, {"KLD base", o.kld_base}, {"prompts", o.generate.prompts_path}};
     for (const std::string & m : o.more_sources) inputs.push_back({"source", m});
+    if (!o.second_saliency.empty()) inputs.push_back({"saliency archive", o.second_saliency});
     for (const std::string * out : {&q.output, &q.plot}) {
         if (!out->empty() && !util::check_output(*out, inputs, q.force, err)) return false;
     }

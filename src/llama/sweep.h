@@ -38,6 +38,11 @@ namespace reap {
 
 struct sweep_options {
     std::string                          saliency;        // the archive
+    // --methods: every size planned by each method (empty: one method, rank.how);
+    // each ranks with the archive that holds its statistic, `saliency` or
+    // `second_saliency` (e.g. a calibration and a weights archive)
+    std::vector<planner::method>         methods;
+    std::string                          second_saliency;
     std::vector<planner::size_request>   sizes;
     planner::rank_options                rank;
     bool                                 method_given = false;   // else the archive's default method
@@ -80,6 +85,7 @@ struct sweep_result {
     planner::ranked_model              rm;        // the first source (-m)
     std::vector<planner::sweep_point>  points;    // largest n_keep first
     std::string                        archive_sha256;
+    std::string                        second_archive_sha256;   // --methods with a second archive
     std::vector<eval_report>           reports;   // reports[i] scores points[i]
     sweep_record                       record;
     moe::model_identity                identity;  // of the first source (several sources)
@@ -110,11 +116,13 @@ struct sweep_request {
 // The caller prints the table (print_sweep) from `r`.
 bool run_sweep(const sweep_request & q, sweep_result & r, std::vector<std::string> & written, std::string & err);
 
-// DIR/keep-N.json (a width cut: DIR/keep-N-width-K.json); with several
+// DIR/keep-N.json (a width cut: DIR/keep-N-width-K.json; --methods:
+// DIR/METHOD-keep-N.json); with several
 // sources DIR/STEM-keep-N.json (STEM: the source's file name without .gguf;
 // two sources of one name are refused).
-std::string sweep_plan_path(const std::string & plans_dir, int64_t n_keep, int64_t width = 0);
-std::string sweep_plan_path(const sweep_options & o, const std::string & source, int64_t n_keep, int64_t width = 0);
+std::string sweep_plan_path(const std::string & plans_dir, int64_t n_keep, int64_t width = 0, const std::string & method = "");
+std::string sweep_plan_path(const sweep_options & o, const std::string & source, int64_t n_keep, int64_t width = 0,
+                            const std::string & method = "");
 
 // Every file the run writes, in publishing order (the plans, the chart, the
 // JSON that names them), as (path, contents); `plot` and `output` "" = none.

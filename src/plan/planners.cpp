@@ -36,14 +36,22 @@ std::vector<double> scores_of(const saliency::domain_stats & d, method m, size_t
     };
     switch (m) {
         case method::reap:      ratio(d.reap_sum); break;
-        case method::ean:       ratio(d.ean_sum); break;
+        case method::man:       ratio(d.ean_sum); break;
+        case method::msan:      ratio(d.ean_sq_sum); break;
+        case method::ean:       s = d.ean_sum; break;
         case method::energy:    ratio(d.energy_sum); break;
         case method::frequency: s = d.count; break;
         case method::gate:      s = d.gate_sum; break;
+        case method::aimer:     // AIMER removes the experts of highest score: ranked by 1 - score
+            for (size_t i = 0; i < n_cells; ++i) s[i] = 1.0 - d.aimer[i];
+            break;
         case method::random:    break;
     }
     return s;
 }
+
+// Tokens routed to cell i; a weights archive (no tokens, every expert scored) counts each as 1.
+double routed_tokens(const saliency::domain_stats & d, size_t i) { return d.count.empty() ? 1.0 : d.count[i]; }
 
 // Ranks (0 = best) of the experts of one layer by score, ties to the lower id.
 std::vector<int64_t> ranks_of(const double * score, int64_t n) {
@@ -70,22 +78,57 @@ plan plan_header(const plan_model_facts & facts, int64_t n_keep) {
 
 // ---- methods ---------------------------------------------------------------------------
 
-const char * method_name(method m) {
-    switch (m) {
-        case method::reap:      return "reap";
-        case method::frequency: return "frequency";
-        case method::gate:      return "gate";
-        case method::ean:       return "ean";
-        case method::energy:    return "energy";
-        case method::random:    return "random";
-    }
-    return "?";
+namespace {
+
+// What each method reads, in one table: its name, what it ranks by, and the
+// statistic it needs (the message of a refusal says why an archive lacks it).
+struct method_info {
+    method       m;
+    const char * name;
+    const char * description;
+};
+
+const std::vector<method_info> & method_table() {
+    static const std::vector<method_info> t = {
+        {method::reap, "reap", "REAP: mean over routed tokens of gate weight x expert output norm (sum reap_sum / sum count)"},
+        {method::man, "man", "MAN: mean expert output norm over routed tokens, gate-free (sum ean_sum / sum count)"},
+        {method::msan, "msan", "MSAN: mean squared expert output norm over routed tokens (sum ean_sq_sum / sum count)"},
+        {method::aimer, "aimer", "AIMER, from the weights alone (reap score): 1 - mean|w|/rms(w) of the expert's gate, up and down weights; the flattest experts go first"},
+        {method::frequency, "frequency", "how many tokens were routed to the expert (sum count)"},
+        {method::gate, "gate", "total router weight the expert received (sum gate_sum)"},
+        {method::ean, "ean", "EAN: total expert output norm over routed tokens, frequency-weighted (sum ean_sum)"},
+        {method::energy, "energy", "mean squared norm of the ffn_down_exps input over routed tokens (imatrix archives: sum energy_sum / sum count)"},
+        {method::random, "random", "seeded random order (baseline; --seed)"},
+    };
+    return t;
 }
 
+const method_info & info_of(method m) {
+    for (const auto & i : method_table()) {
+        if (i.m == m) return i;
+    }
+    return method_table().back();
+}
+
+// What an archive of each metric set can rank by, for the refusal's "use ...".
+std::string methods_for(const saliency::archive & a) {
+    switch (a.metrics) {
+        case saliency::metric_set::reap:
+            return std::string("reap, man, ") + (a.has_sq_norms ? "msan, " : "") + "frequency, gate, ean or random";
+        case saliency::metric_set::energy:  return "energy, frequency or random";
+        case saliency::metric_set::weights: return "aimer or random";
+    }
+    return "random";
+}
+
+}  // namespace
+
+const char * method_name(method m) { return info_of(m).name; }
+
 bool parse_method(const std::string & s, method & out) {
-    for (method m : all_methods()) {
-        if (s == method_name(m)) {
-            out = m;
+    for (const auto & i : method_table()) {
+        if (s == i.name) {
+            out = i.m;
             return true;
         }
     }
@@ -93,37 +136,58 @@ bool parse_method(const std::string & s, method & out) {
 }
 
 const std::vector<method> & all_methods() {
-    static const std::vector<method> v = {method::reap, method::frequency, method::gate, method::ean, method::energy, method::random};
+    static const std::vector<method> v = [] {
+        std::vector<method> r;
+        for (const auto & i : method_table()) r.push_back(i.m);
+        return r;
+    }();
     return v;
 }
 
-const char * method_description(method m) {
-    switch (m) {
-        case method::reap:      return "REAP: mean over routed tokens of gate weight x expert output norm (sum reap_sum / sum count)";
-        case method::frequency: return "how many tokens were routed to the expert (sum count)";
-        case method::gate:      return "total router weight the expert received (sum gate_sum)";
-        case method::ean:       return "mean expert output norm over routed tokens (sum ean_sum / sum count)";
-        case method::energy:    return "mean squared norm of the ffn_down_exps input over routed tokens (imatrix archives: sum energy_sum / sum count)";
-        case method::random:    return "seeded random order (baseline; --seed)";
+const char * method_description(method m) { return info_of(m).description; }
+
+std::string method_names_text(bool with_random) {
+    std::vector<std::string> v;
+    for (const auto & i : method_table()) {
+        if (with_random || i.m != method::random) v.push_back(i.name);
     }
-    return "?";
+    return join(v);
 }
 
-bool method_fits(method m, saliency::metric_set ms, std::string & err) {
-    const bool needs_reap = m == method::reap || m == method::gate || m == method::ean;
-    const bool needs_energy = m == method::energy;
-    if ((needs_reap && ms != saliency::metric_set::reap) || (needs_energy && ms != saliency::metric_set::energy)) {
-        err = std::string("--method ") + method_name(m) + " needs an archive with metric set '" +
-              (needs_reap ? "reap" : "energy") + "' (" + join(saliency::metric_names(needs_reap ? saliency::metric_set::reap : saliency::metric_set::energy)) +
-              "); this archive has '" + saliency::metric_set_name(ms) + "' (" + join(saliency::metric_names(ms)) + "): use --method " +
-              (ms == saliency::metric_set::reap ? "reap, gate, ean" : "energy") + ", frequency or random";
-        return false;
+bool method_fits(method m, const saliency::archive & a, std::string & err) {
+    using saliency::metric_set;
+    const metric_set ms = a.metrics;
+    std::string why;
+    switch (m) {
+        case method::reap: case method::man: case method::gate: case method::ean:
+            if (ms != metric_set::reap) why = "needs the expert outputs that reap calibrate records (reap_sum, ean_sum)";
+            break;
+        case method::msan:
+            if (ms != metric_set::reap) why = "needs the squared expert output norms that reap calibrate records (ean_sq_sum)";
+            else if (!a.has_sq_norms) why = "needs squared expert output norms (ean_sq_sum), which archives record from version 4 on; this one was calibrated before (calibrate again with this reap)";
+            break;
+        case method::energy:
+            if (ms != metric_set::energy) why = "ranks by the imatrix's energy_sum, which only archives from reap imatrix hold";
+            break;
+        case method::frequency:
+            if (ms == metric_set::weights) why = "needs routed-token counts, and a weights archive saw no token";
+            break;
+        case method::aimer:
+            if (ms != metric_set::weights) why = "ranks by the weights alone: make its archive with reap score -m MODEL -o SCORES.gguf";
+            break;
+        case method::random: break;
     }
-    return true;
+    if (ms == metric_set::energy && (m == method::man || m == method::msan)) {
+        why += " (an imatrix holds the squared norm of the down projection's input, not of the expert's output)";
+    }
+    if (why.empty()) return true;
+    err = std::string("--method ") + method_name(m) + " " + why + "; this archive has metric set '" + saliency::metric_set_name(ms) +
+          "' (" + join(a.expert_metric_names()) + "): use --method " + methods_for(a);
+    return false;
 }
 
 method default_method(saliency::metric_set ms) {
-    return ms == saliency::metric_set::energy ? method::energy : method::reap;
+    return ms == saliency::metric_set::energy ? method::energy : ms == saliency::metric_set::weights ? method::aimer : method::reap;
 }
 
 // ---- ranking ----------------------------------------------------------------------------
@@ -190,7 +254,7 @@ void add_domain_scores(const rank_inputs & in, int l, layer_ranking & lr) {
         const double * s = &in.dom_score[di][a.index(l, 0)];
         lr.domain_score.emplace_back(s, s + E);
         double routed = 0;
-        for (int64_t e = 0; e < E; ++e) routed += a.domains[di].count[a.index(l, (int) e)];
+        for (int64_t e = 0; e < E; ++e) routed += routed_tokens(a.domains[di], a.index(l, (int) e));
         std::vector<int64_t> rk;
         if (routed > 0) {
             rk = ranks_of(s, E);
@@ -216,7 +280,7 @@ layer_ranking rank_layer(const rank_inputs & in, int l, ranking & r) {
     for (int64_t e = 0; e < E; ++e) {
         const size_t i = a.index(l, (int) e);
         bool any = false;
-        for (const auto & d : a.domains) any = any || d.count[i] > 0;
+        for (const auto & d : a.domains) any = any || routed_tokens(d, i) > 0;
         if (!any) r.dead.push_back({l, e, 0.0});
         else if (!in.max_norm.empty()) routed_norms.push_back(in.max_norm[i]);
     }
@@ -241,7 +305,7 @@ layer_ranking rank_layer(const rank_inputs & in, int l, ranking & r) {
             r.super_candidates.push_back(x);
             if (o.protect_super) r.super_experts.push_back(x);
         }
-        if (in.sum.count[i] == 0) {
+        if (routed_tokens(in.sum, i) == 0) {
             r.never_routed.push_back({l, e, 0.0});
             tier[e] = 2;
             key[e] = 0;
@@ -261,7 +325,7 @@ layer_ranking rank_layer(const rank_inputs & in, int l, ranking & r) {
 }  // namespace
 
 bool rank_experts(const saliency::archive & a, int64_t n_group, const rank_options & o, ranking & out, std::string & err) {
-    if (!method_fits(o.how, a.metrics, err)) return false;
+    if (!method_fits(o.how, a, err)) return false;
     const int64_t E = a.model.n_expert;
     const int64_t G = n_group > 1 ? n_group : 1;
     if (E % G != 0) {

@@ -5,12 +5,18 @@
 //   1. score: per MoE layer and expert, the chosen method's score over the
 //      chosen domains S (sums over S, then the ratio):
 //        reap       Σ reap_sum / Σ count   mean g·‖f(x)‖ over routed tokens (REAP; 0 when never routed)
+//        man        Σ ean_sum / Σ count    mean ‖f(x)‖ over routed tokens, gate-free (MAN)
+//        msan       Σ ean_sq_sum / Σ count mean ‖f(x)‖² over routed tokens (MSAN; version 4 archives)
+//        aimer      1 − aimer              weights archives (reap score): AIMER removes the experts
+//                                          whose mean|w|/rms(w) is highest, so they rank last
 //        frequency  Σ count                how many tokens were routed to the expert
 //        gate       Σ gate_sum             total router weight the expert received
-//        ean        Σ ean_sum / Σ count    mean ‖f(x)‖ over routed tokens (expert activation norm)
+//        ean        Σ ean_sum              total ‖f(x)‖ over routed tokens (EAN, frequency-weighted;
+//                                          before version 4 of this table it was the mean, now man)
 //        energy     Σ energy_sum / Σ count mean ‖h‖² of the input to ffn_down_exps (imatrix archives)
 //        random     a seeded pseudo-random order (baseline); its "score", for the
-//                   saliency share, is the archive's default method (reap or energy)
+//                   saliency share, is the archive's default method (reap, energy or aimer)
+//      A weights archive has no token counts: no expert of it is "never routed".
 //      With consensus minrank, the experts are ranked within each domain of S
 //      separately (rank 0 = highest score, ties to the lower id) and ordered by
 //      their best rank in any domain (ties to the lower id); the score used
@@ -55,7 +61,7 @@
 
 namespace reap::planner {
 
-enum class method { reap, frequency, gate, ean, energy, random };
+enum class method { reap, man, msan, aimer, frequency, gate, ean, energy, random };
 
 const char * method_name(method m);
 bool parse_method(const std::string & s, method & out);
@@ -63,12 +69,14 @@ bool parse_method(const std::string & s, method & out);
 const char * method_description(method m);
 // The methods in --help order.
 const std::vector<method> & all_methods();
-// Fails when the archive's metric set lacks what the method needs
-// ("--method reap needs an archive from reap calibrate (reap_sum); this one has
-// metric set 'energy' (count, energy_sum): use --method energy or frequency").
-bool method_fits(method m, saliency::metric_set ms, std::string & err);
+// Their names joined ("reap, man, ..."), without random when `with_random` is false.
+std::string method_names_text(bool with_random = true);
+// Fails when the archive lacks what the method needs, saying why and what it
+// can rank by ("--method msan needs squared expert output norms (ean_sq_sum),
+// which archives record from version 4 on; ...: use --method reap, man, ...").
+bool method_fits(method m, const saliency::archive & a, std::string & err);
 // The method used when none is given (and for random's saliency share):
-// reap for "reap" archives, energy for "energy" archives.
+// reap for "reap" archives, energy for "energy" archives, aimer for "weights".
 method default_method(saliency::metric_set ms);
 
 enum class consensus { sum, minrank };

@@ -105,6 +105,7 @@ struct sweep_point {
     double       margin_median = 0;   // ... its median over layers
     std::string  note;             // e.g. rounding of a ratio to the group count
     int64_t      width = 0;        // K of a width cut (plan_width_sweep); 0: every channel kept
+    std::string  method;           // reap sweep --methods: the ranking it came from ("" = the sweep's one)
 };
 
 // One point per request, sorted by n_keep, largest first. Two requests that

@@ -262,7 +262,12 @@ bool gather_saliency(const report_options & opt, const plan & p, const pl::plan_
     for (size_t d = 0; d < s.a.domains.size(); ++d)
         s.share_by_domain.push_back({s.a.domains[d].name, pl::summarize_share(s.receipts, (int) d).mean});
     // expert usage: the share of each domain's routed tokens that went to kept experts
+    // (a weights archive saw no token: none)
     for (const auto & d : s.a.domains) {
+        if (d.count.empty()) {
+            s.usage.emplace_back(p.layers.size(), NAN);
+            continue;
+        }
         std::vector<double> row;
         for (const auto & pl_layer : p.layers) {
             double all = 0, kept = 0;

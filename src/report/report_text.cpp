@@ -161,7 +161,15 @@ std::string method_section(const card & c) {
     for (const auto & [k, v] : pv.request) req.push_back(k + " " + v);
     if (!req.empty()) o += " Requested as " + code(util::join(req, ", ")) + ".";
     o += "\n";
-    if (sal.have) {
+    if (sal.have && sal.a.metrics == saliency::metric_set::weights) {
+        o += "* **Calibration**: none. **Calibration-free**: the experts were scored from the model's weights alone (" +
+             code(sal.tool.empty() ? std::string("reap score") : sal.tool) + ", AIMER: mean|w| / rms(w) of each expert's gate, up and "
+             "down weights; the highest go first). No text was run through the model to choose them, so nothing here says which "
+             "domains the kept experts serve: only the measurements below do. There are no token counts, super-expert norms or "
+             "dead experts to report.\n";
+        o += "* **Saliency kept**: " + pct(sal.share.mean) + " of the summed 1 - AIMER scores (mean over MoE layers), a property of "
+             "the weights, not of any text.\n\n";
+    } else if (sal.have) {
         o += "* **Calibration**: " + (sal.corpus_name.empty() ? std::string("corpus not named in the archive") : code(sal.corpus_name)) +
              (sal.corpus_sha256.empty() ? "" : " (sha256 " + code(sal.corpus_sha256.substr(0, 16) + "…") + ")") + ", by " +
              (sal.tool.empty() ? std::string("an unrecorded tool") : code(sal.tool)) + ". Domains and tokens:\n\n";

@@ -4,6 +4,7 @@
 #include "plan/sweep.h"
 #include "util/number_format.h"
 #include "util/path.h"
+#include "util/strings.h"
 
 #include <algorithm>
 
@@ -118,6 +119,31 @@ util::chart sweep_width_chart(const sweep_record & s, const sweep_record_point *
     c.panels.push_back(kld);
     c.panels.push_back(top1);
     if (mark) c.marks.push_back({(double) mark->predicted_bytes / unit.bytes, mark_label});
+    return c;
+}
+
+util::chart sweep_method_chart(const sweep_record & s) {
+    util::chart c;
+    c.title = s.model.arch + ": cost of each cut by criterion (" + util::join(s.saliency.domains, ",") + ")";
+    c.x_label = "experts kept per MoE layer";
+    c.x_integer = true;
+    util::chart_panel kld, top1;
+    kld.y_label = "KL divergence from the base (nats/token, mean)";
+    top1.y_label = "top-1 agreement with the base (%)";
+    for (const std::string & m : sweep_methods(s)) {
+        util::chart_series k{m, {}, {}}, t{m, {}, {}};
+        for (const auto & pt : s.points) {
+            if (pt.method != m) continue;
+            k.x.push_back((double) pt.n_keep);
+            t.x.push_back((double) pt.n_keep);
+            k.y.push_back(pt.overall.kld_mean);
+            t.y.push_back(100 * pt.overall.argmax_agree);
+        }
+        kld.series.push_back(k);
+        top1.series.push_back(t);
+    }
+    c.panels.push_back(kld);
+    c.panels.push_back(top1);
     return c;
 }
 

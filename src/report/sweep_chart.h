@@ -51,6 +51,10 @@ util::chart sweep_frontier_chart(const sweep_record & s);
 // `mark` (one of s.points, optional) a vertical line at its size, `mark_label`.
 util::chart sweep_width_chart(const sweep_record & s, const sweep_record_point * mark = nullptr, const std::string & mark_label = "");
 
+// A sweep of several methods (reap sweep --methods): KLD mean and top-1
+// agreement (overall) against the experts kept per layer, one line per method.
+util::chart sweep_method_chart(const sweep_record & s);
+
 // The points and domains of a sweep record (a domain without tokens at a
 // point is not measured there); title, panel and marks are the caller's.
 sweep_chart_input sweep_chart_input_of(const sweep_record & s);

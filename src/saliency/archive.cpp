@@ -50,30 +50,48 @@ std::string layers_text(const std::vector<int> & layers) {
 
 // ---- metric sets ------------------------------------------------------------------
 
-const char * metric_set_name(metric_set m) { return m == metric_set::reap ? "reap" : "energy"; }
+const char * metric_set_name(metric_set m) {
+    switch (m) {
+        case metric_set::reap:    return "reap";
+        case metric_set::energy:  return "energy";
+        case metric_set::weights: return "weights";
+    }
+    return "?";
+}
 
 bool parse_metric_set(const std::string & s, metric_set & out) {
-    if (s == "reap") { out = metric_set::reap; return true; }
-    if (s == "energy") { out = metric_set::energy; return true; }
+    for (metric_set m : {metric_set::reap, metric_set::energy, metric_set::weights}) {
+        if (s == metric_set_name(m)) { out = m; return true; }
+    }
     return false;
 }
 
 const std::vector<std::string> & metric_names(metric_set m) {
     static const std::vector<std::string> reap = {"count", "gate_sum", "reap_sum", "ean_sum", "max_norm"};
     static const std::vector<std::string> energy = {"count", "energy_sum"};
-    return m == metric_set::reap ? reap : energy;
+    static const std::vector<std::string> weights = {"aimer"};
+    return m == metric_set::reap ? reap : m == metric_set::energy ? energy : weights;
 }
 
+// Weights archives have no channel statistics (a width cut needs tokens).
 const std::vector<std::string> & channel_metric_names(metric_set m) {
     static const std::vector<std::string> reap = {"ch_energy", "ch_reap"};
     static const std::vector<std::string> energy = {"ch_energy"};
-    return m == metric_set::reap ? reap : energy;
+    static const std::vector<std::string> none;
+    return m == metric_set::reap ? reap : m == metric_set::energy ? energy : none;
 }
 
 const std::vector<std::string> & shared_metric_names(metric_set m) {
     static const std::vector<std::string> reap = {"sh_energy", "sh_reap"};
     static const std::vector<std::string> energy = {"sh_energy"};
-    return m == metric_set::reap ? reap : energy;
+    static const std::vector<std::string> none;
+    return m == metric_set::reap ? reap : m == metric_set::energy ? energy : none;
+}
+
+std::vector<std::string> archive::expert_metric_names() const {
+    std::vector<std::string> v = metric_names(metrics);
+    if (has_sq_norms) v.push_back("ean_sq_sum");
+    return v;
 }
 
 std::vector<double> * metric_data(domain_stats & d, const std::string & name) {
@@ -83,6 +101,8 @@ std::vector<double> * metric_data(domain_stats & d, const std::string & name) {
     if (name == "ean_sum") return &d.ean_sum;
     if (name == "max_norm") return &d.max_norm;
     if (name == "energy_sum") return &d.energy_sum;
+    if (name == "ean_sq_sum") return &d.ean_sq_sum;
+    if (name == "aimer") return &d.aimer;
     if (name == "ch_energy") return &d.ch_energy;
     if (name == "ch_reap") return &d.ch_reap;
     if (name == "sh_energy") return &d.sh_energy;
@@ -95,7 +115,8 @@ const std::vector<double> * metric_data(const domain_stats & d, const std::strin
 }
 
 static const std::vector<std::string> & all_metric_names() {
-    static const std::vector<std::string> all = {"count", "gate_sum", "reap_sum", "ean_sum", "max_norm", "energy_sum"};
+    static const std::vector<std::string> all = {"count",      "gate_sum",   "reap_sum", "ean_sum",
+                                                 "max_norm",   "energy_sum", "ean_sq_sum", "aimer"};
     return all;
 }
 
@@ -167,7 +188,7 @@ domain_stats & archive::add_domain(const std::string & name) {
     if (domain_stats * d = find_domain(name)) return *d;
     domain_stats d;
     d.name = name;
-    for (const auto & m : metric_names(metrics)) metric_data(d, m)->assign(n_cells(), 0.0);
+    for (const auto & m : expert_metric_names()) metric_data(d, m)->assign(n_cells(), 0.0);
     if (n_ff > 0) {
         for (const auto & m : channel_metric_names(metrics)) metric_data(d, m)->assign(n_channel_values(), 0.0);
     }
@@ -336,8 +357,16 @@ bool validate(const archive & a, std::string & err) {
     std::vector<bool> is_moe(fp.n_layer, false);
     for (int l : fp.moe_layers) is_moe[l] = true;
 
+    if (a.metrics == metric_set::weights && (a.domains.size() > 1 || a.n_ff > 0 || a.has_sq_norms)) {
+        err = "saliency archive: metric set 'weights' holds one domain of per-expert scores and nothing else";
+        return false;
+    }
+    if (a.has_sq_norms && a.metrics != metric_set::reap) {
+        err = std::string("saliency archive: squared output norms belong to metric set 'reap', not '") + metric_set_name(a.metrics) + "'";
+        return false;
+    }
     std::set<std::string> names;
-    const auto & wanted = metric_names(a.metrics);
+    const auto wanted = a.expert_metric_names();
     for (const auto & d : a.domains) {
         const std::string dn = "domain '" + d.name + "'";
         if (d.name.empty()) { err = "saliency archive: a domain has an empty name"; return false; }
@@ -355,7 +384,8 @@ bool validate(const archive & a, std::string & err) {
             const std::vector<double> & v = *metric_data(d, m);
             const bool want = std::find(wanted.begin(), wanted.end(), m) != wanted.end();
             if (!want && !v.empty()) {
-                err = "saliency archive: " + dn + " has '" + m + "', which is not part of metric set '" + metric_set_name(a.metrics) + "'";
+                err = "saliency archive: " + dn + " has '" + m + "', which is not part of metric set '" + metric_set_name(a.metrics) + "'" +
+                      (m == "ean_sq_sum" ? " without squared norms" : "");
                 return false;
             }
             if (want && v.size() != a.n_cells()) {
@@ -379,7 +409,11 @@ bool validate(const archive & a, std::string & err) {
                 if (nonneg && x < 0) { err = cell() + ": negative value " + fmt_num(x); return false; }
                 if (is_count && x != std::floor(x)) { err = cell() + ": count " + fmt_num(x) + " is not an integer"; return false; }
                 if (!is_moe[l] && x != 0) { err = cell() + ": non-zero value " + fmt_num(x) + " in a layer that is not an MoE layer"; return false; }
-                if (!is_count && x != 0 && d.count[i] == 0) {
+                if (m == "aimer" && x > 1 + 1e-12) {   // mean|w| <= rms(w) (Cauchy-Schwarz)
+                    err = cell() + ": AIMER " + fmt_num(x) + " above 1";
+                    return false;
+                }
+                if (!is_count && x != 0 && !d.count.empty() && d.count[i] == 0) {
                     err = cell() + ": value " + fmt_num(x) + " where count is 0";
                     return false;
                 }
@@ -391,7 +425,7 @@ bool validate(const archive & a, std::string & err) {
 }
 
 bool check_count_invariant(const archive & a, std::string & err, double rel_tol) {
-    if (a.model.n_expert_used == 0) return true;
+    if (a.model.n_expert_used == 0 || a.metrics == metric_set::weights) return true;   // weights: no tokens
     for (const auto & d : a.domains) {
         if (d.count.size() != a.n_cells()) {
             err = "domain '" + d.name + "': count has the wrong size";
@@ -428,9 +462,9 @@ bool check_type_and_version(const gguf::kv_store & kv, const std::string & where
         return false;
     }
     if (!kv.get_u32(k_key_version, version, e)) { err = where + e; return false; }
-    if (version != k_version && version != k_version_experts && version != k_version_shared) {
+    if (version < k_version_experts || version > k_version_sq_norms) {
         err = where + "format version " + std::to_string(version) + " is not supported (this reap reads versions " +
-              std::to_string(k_version_experts) + " to " + std::to_string(k_version_shared) + ")";
+              std::to_string(k_version_experts) + " to " + std::to_string(k_version_sq_norms) + ")";
         return false;
     }
     return true;
@@ -530,7 +564,7 @@ bool read_domain_tensors(const gguf::model & m, const std::string & where, const
                          const std::string & metrics, domain_stats & d, std::string & err) {
     const fingerprint & fp = a.model;
     const std::string & dn = d.name;
-    const auto & wanted = metric_names(a.metrics);
+    const auto wanted = a.expert_metric_names();
     std::string e;
     for (const auto & mn : wanted) {
         const std::string tn = dn + "." + mn;
@@ -638,17 +672,26 @@ bool read_archive(const std::string & path, archive & out, std::string & err) {
         }
         a.has_shared_channels = true;
     }
-    if (a.has_shared_channels != (version == k_version_shared) || (a.has_shared_channels && a.n_ff == 0)) {
+    // version 4 says its shared channels by the key alone; 3 always has them, 1 and 2 never
+    const bool shared_version_ok = version == k_version_sq_norms || a.has_shared_channels == (version == k_version_shared);
+    if (!shared_version_ok || (a.has_shared_channels && a.n_ff == 0)) {
         err = where + "format version " + std::to_string(version) + " with '" + k_key_shared_channels + "' " +
               (a.has_shared_channels ? "true" : "absent") + " and '" + k_key_n_ff + "' " + std::to_string(a.n_ff) +
               ": the shared expert's channel statistics come with version " + std::to_string(k_version_shared) +
-              " and channel statistics, and only with them";
+              " (or " + std::to_string(k_version_sq_norms) + ") and channel statistics, and only with them";
         return false;
     }
     if (!parse_metric_set(metrics, a.metrics)) {
-        err = where + "'" + k_key_metrics + "' = '" + metrics + "', expected 'reap' or 'energy'";
+        err = where + "'" + k_key_metrics + "' = '" + metrics + "', expected 'reap', 'energy' or 'weights'";
         return false;
     }
+    // weights archives came with version 4; imatrix archives stay below it
+    if ((a.metrics == metric_set::weights) != (version == k_version_sq_norms) && a.metrics != metric_set::reap) {
+        err = where + "metric set '" + metrics + "' in format version " + std::to_string(version) + ": " +
+              (a.metrics == metric_set::weights ? "weights archives are version 4" : "imatrix archives are versions 1 to 3");
+        return false;
+    }
+    a.has_sq_norms = a.metrics == metric_set::reap && version == k_version_sq_norms;
     if (!read_fingerprint(kv, where, a.model, err)) return false;
     if (!read_domains(m, where, metrics, a, err)) return false;
     for (const auto & entry : kv.entries) {
@@ -669,7 +712,8 @@ bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err)
     gguf::output_spec spec;
     gguf::kv_store & kv = spec.kvs;
     kv.set_string(k_key_type, k_general_type);
-    kv.set_u32(k_key_version, a.has_shared_channels ? k_version_shared : a.n_ff > 0 ? k_version : k_version_experts);
+    const bool v4 = a.has_sq_norms || a.metrics == metric_set::weights;
+    kv.set_u32(k_key_version, v4 ? k_version_sq_norms : a.has_shared_channels ? k_version_shared : a.n_ff > 0 ? k_version : k_version_experts);
     std::vector<std::string> names;
     std::vector<int64_t> n_tokens;
     for (const auto & d : a.domains) {
@@ -695,7 +739,7 @@ bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err)
         kv.set(entry);
     }
     for (const auto & d : a.domains) {
-        for (const auto & mn : metric_names(a.metrics)) {
+        for (const auto & mn : a.expert_metric_names()) {
             const std::vector<double> & v = *metric_data(d, mn);
             gguf::output_tensor t;
             t.name = d.name + "." + mn;
@@ -750,7 +794,8 @@ bool write_archive(const archive & a, const std::string & path, std::string & er
 void add_domain_stats(domain_stats & into, const domain_stats & other, metric_set ms) {
     into.n_tokens += other.n_tokens;
     std::vector<std::string> names = metric_names(ms);
-    for (const auto & mn : channel_metric_names(ms)) names.push_back(mn);   // empty vectors add nothing
+    names.push_back("ean_sq_sum");                                          // empty vectors add nothing
+    for (const auto & mn : channel_metric_names(ms)) names.push_back(mn);
     for (const auto & mn : shared_metric_names(ms)) names.push_back(mn);
     for (const auto & mn : names) {
         std::vector<double> & a = *metric_data(into, mn);
@@ -784,7 +829,7 @@ bool sum_domains(const archive & a, const std::vector<std::string> & names, doma
     std::vector<std::string> sel_names;
     for (const auto * d : sel) sel_names.push_back(d->name);
     s.name = join(sel_names, "+");
-    for (const auto & mn : metric_names(a.metrics)) metric_data(s, mn)->assign(a.n_cells(), 0.0);
+    for (const auto & mn : a.expert_metric_names()) metric_data(s, mn)->assign(a.n_cells(), 0.0);
     if (a.n_ff > 0) {
         for (const auto & mn : channel_metric_names(a.metrics)) metric_data(s, mn)->assign(a.n_channel_values(), 0.0);
     }

@@ -4,14 +4,17 @@
 //
 // File format (all keys prefixed "reap.saliency."):
 //   general.type                = "reap.saliency"
-//   reap.saliency.version       u32   3 when the archive holds the shared expert's channel
-//                                     statistics, else 2 when it holds channel statistics, else 1
+//   reap.saliency.version       u32   4 when the archive holds squared output norms (ean_sq_sum,
+//                                     reap calibrate from this version on) or is a "weights"
+//                                     archive (reap score), else 3 when it holds the shared
+//                                     expert's channel statistics, else 2 when it holds channel
+//                                     statistics, else 1
 //                                     (an archive without them is written exactly as before;
 //                                     every version is read; a reader that predates version 3
 //                                     refuses such a file rather than dropping what it holds)
 //   reap.saliency.domains       array[string]  domain names (unique, non-empty, <= 52 bytes)
 //   reap.saliency.n_tokens      array[i64]     tokens seen per domain (same order)
-//   reap.saliency.metrics       string  "reap" | "energy"  (the metric set, see below)
+//   reap.saliency.metrics       string  "reap" | "energy" | "weights"  (the metric set, see below)
 //   reap.saliency.model.arch          string  model fingerprint: architecture
 //   reap.saliency.model.n_layer       u32     <arch>.block_count
 //   reap.saliency.model.n_expert      u32     <arch>.expert_count
@@ -28,6 +31,9 @@
 //   (layer l, expert e) at index l * n_expert + e; rows of non-MoE layers are zero:
 //     metric set "reap":   D.count D.gate_sum D.reap_sum D.ean_sum D.max_norm
 //     metric set "energy": D.count D.energy_sum        (archives from imatrix files)
+//     metric set "weights": D.aimer                    (reap score: from the weights alone, no
+//                           tokens; exactly one domain, n_tokens 0)
+//   version 4, metric set "reap": D.ean_sq_sum as well (has_sq_norms)
 //   with n_ff_exp > 0 (width saliency), per domain D, F64 tensors of shape
 //   [n_ff_exp, n_expert, n_layer], element (l, e, c) at (l * n_expert + e) * n_ff_exp + c:
 //     metric set "reap":   D.ch_energy D.ch_reap
@@ -43,6 +49,10 @@
 //   gate_sum   Σ g             (g = the gate weight actually applied)
 //   reap_sum   Σ g · ‖f(x)‖₂   (f = the expert's output before weighting)
 //   ean_sum    Σ ‖f(x)‖₂
+//   ean_sq_sum Σ ‖f(x)‖₂²      (version 4 on; MSAN's statistic)
+//   aimer      mean|w| / sqrt(mean w²) over every element of the expert's gate, up and down
+//              weights together (or its fused gate_up and down), dequantised by ggml: AIMER,
+//              a property of the weights, not of any token (saliency/weight_scores.h)
 //   max_norm   max ‖f(x)‖₂     (super-expert detection; merged with max)
 //   energy_sum Σ ‖h‖₂²         (h = input to ffn_down_exps, from imatrix)
 //   ch_energy  Σ h_c²          per channel c of h (llama-imatrix's in_sum2 of ffn_down_exps)
@@ -72,6 +82,7 @@
 namespace reap::saliency {
 
 constexpr const char * k_general_type      = "reap.saliency";
+constexpr uint32_t     k_version_sq_norms  = 4;    // squared output norms, or a "weights" archive
 constexpr uint32_t     k_version_shared    = 3;    // and the shared expert's channel statistics
 constexpr uint32_t     k_version           = 2;    // channel statistics may be present
 constexpr uint32_t     k_version_experts   = 1;    // written for an archive without them, read as always
@@ -101,8 +112,9 @@ constexpr const char * k_key_tool          = "reap.saliency.tool";
 enum class metric_set {
     reap,    // count, gate_sum, reap_sum, ean_sum, max_norm  (reap calibrate)
     energy,  // count, energy_sum                             (reap imatrix)
+    weights, // aimer                                         (reap score: no calibration)
 };
-const char * metric_set_name(metric_set m);          // "reap" / "energy"
+const char * metric_set_name(metric_set m);          // "reap" / "energy" / "weights"
 bool parse_metric_set(const std::string & s, metric_set & out);
 
 // Which model an archive was measured on.
@@ -145,6 +157,8 @@ struct domain_stats {
     std::vector<double> ean_sum;
     std::vector<double> max_norm;
     std::vector<double> energy_sum;
+    std::vector<double> ean_sq_sum;   // archive::has_sq_norms only
+    std::vector<double> aimer;        // metric set "weights"
     // channel statistics (empty unless the archive's n_ff > 0): n_layer * n_expert * n_ff values
     std::vector<double> ch_energy;
     std::vector<double> ch_reap;
@@ -179,7 +193,14 @@ struct archive {
     // n_ff channels wide and must be cut with the routed experts (llama4: its
     // loader sizes ffn_*_shexp with expert_feed_forward_length).
     bool                      has_shared_channels = false;
+    // Whether the "reap" statistics include ean_sq_sum (Σ‖f‖², MSAN's
+    // statistic): archives of reap calibrate from version 4 on. Older
+    // archives are read without it, and --method msan is refused on them.
+    bool                      has_sq_norms = false;
 
+    // The per-expert metrics this archive holds: metric_names(metrics), and
+    // ean_sq_sum with has_sq_norms.
+    std::vector<std::string> expert_metric_names() const;
     size_t n_cells() const { return (size_t) model.n_layer * model.n_expert; }
     size_t index(int layer, int expert) const { return (size_t) layer * model.n_expert + (size_t) expert; }
     size_t n_channel_values() const { return n_cells() * n_ff; }
@@ -228,7 +249,8 @@ bool check_count_invariant(const archive & a, std::string & err, double rel_tol 
 // Reads an archive (a single file; split sets are not used for archives).
 // Hostile input: every key's type, every tensor's name, type (F64), shape
 // and byte count are checked, and validate() runs on the result. The
-// message names the file and the object. Versions 1 to 3 are read; channel
+// message names the file and the object. Versions 1 to 4 are read (4: with
+// ean_sq_sum for metric set "reap", or metric set "weights"); channel
 // tensors in a version 1 archive, or without n_ff_exp, are an error, and so
 // are shared channel tensors without shared_channels (or in a version below
 // 3), and version 3 without shared_channels.
@@ -239,9 +261,10 @@ bool read_archive(const std::string & path, archive & out, std::string & err);
 bool archive_spec(const archive & a, gguf::output_spec & out, std::string & err);
 
 // Validates and writes an archive (temp file + fsync + rename through
-// gguf::write_output). Refuses an existing target unless `force`. Version 1
-// (byte for byte what earlier versions wrote) without channel statistics,
-// version 2 with them, version 3 with the shared expert's as well.
+// gguf::write_output). Refuses an existing target unless `force`. Version 4
+// with squared norms or metric set "weights"; else version 1 (byte for byte
+// what earlier versions wrote) without channel statistics, version 2 with
+// them, version 3 with the shared expert's as well.
 bool write_archive(const archive & a, const std::string & path, std::string & err, bool force = false);
 
 // Adds `other`'s statistics into `into` (n_tokens, count and sums added,

@@ -59,6 +59,7 @@ split_halves make_split_halves(const archive & like) {
     split_halves h;
     for (archive * half : {&h.a, &h.b}) {
         *half = make_archive(like.model, like.metrics);
+        half->has_sq_norms = like.has_sq_norms;
         for (const auto & d : like.domains) half->add_domain(d.name);
     }
     return h;
@@ -71,6 +72,7 @@ std::string split_halves_path(const std::string & checkpoint_path, uint64_t next
 bool write_split_halves(const split_halves & h, uint64_t next_window, const std::string & checkpoint_path,
                         std::string & err) {
     archive both = make_archive(h.a.model, h.a.metrics);
+    both.has_sq_norms = h.a.has_sq_norms;
     for (const auto & [half, tag] : {std::pair<const archive *, char>{&h.a, 'a'}, {&h.b, 'b'}}) {
         for (size_t d = 0; d < half->domains.size(); ++d) {
             domain_stats s = half->domains[d];
@@ -107,7 +109,7 @@ bool read_split_halves(const std::string & checkpoint_path, uint64_t next_window
         err = "'" + path + "': " + err;
         return false;
     }
-    if (both.metrics != like.metrics || both.n_ff != 0 || both.domains.size() != 2 * n) {
+    if (both.metrics != like.metrics || both.has_sq_norms != like.has_sq_norms || both.n_ff != 0 || both.domains.size() != 2 * n) {
         err = "'" + path + "' does not hold two halves of this run's " + std::to_string(n) + " domains";
         return false;
     }

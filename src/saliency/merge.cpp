@@ -71,6 +71,10 @@ bool merge_into(archive & into, const archive & other, std::string & err) {
               "' (" + join(metric_names(into.metrics)) + ") vs '" + metric_set_name(other.metrics) + "' (" + join(metric_names(other.metrics)) + ")";
         return false;
     }
+    if (into.metrics == metric_set::weights) {
+        err = "cannot merge weights archives (reap score): they hold per-expert scores of the weights, not sums over tokens";
+        return false;
+    }
     if (into.n_ff != other.n_ff) {
         err = "cannot merge saliency archives with different channel statistics: n_ff_exp " + std::to_string(into.n_ff) +
               " vs " + std::to_string(other.n_ff) + " (0 = none; calibrate both with --width-saliency, or neither)";
@@ -92,6 +96,12 @@ bool merge_into(archive & into, const archive & other, std::string & err) {
             return false;
         }
     }
+    // An archive from before squared norms makes the sum one without them
+    // (--method msan on it then says why); everything else still adds up.
+    if (into.has_sq_norms && !other.has_sq_norms) {
+        into.has_sq_norms = false;
+        for (auto & d : into.domains) d.ean_sq_sum.clear();
+    }
     for (const auto & d : other.domains) {
         const bool existed = into.find_domain(d.name) != nullptr;
         domain_stats & t = into.add_domain(d.name);
@@ -99,6 +109,7 @@ bool merge_into(archive & into, const archive & other, std::string & err) {
             add_domain_stats(t, d, into.metrics);
         } else {
             t = d;
+            if (!into.has_sq_norms) t.ean_sq_sum.clear();
         }
     }
     std::vector<gguf::kv> kept;
@@ -139,6 +150,11 @@ std::string data_sha256(const archive & a) {
                 const std::vector<double> * v = metric_data(*d, m);
                 if (!v->empty()) h.update(v->data(), v->size() * sizeof(double));
             }
+        }
+        if (a.has_sq_norms) {   // only then: an archive without them hashes as before
+            const uint64_t tag = 0x5351;   // "SQ": the squared norms follow
+            h.update(&tag, sizeof tag);
+            h.update(d->ean_sq_sum.data(), d->ean_sq_sum.size() * sizeof(double));
         }
         if (a.has_shared_channels) {   // only then: an archive without them hashes as before
             const uint64_t tag = 0x5348;   // "SH": the shared vectors follow

@@ -20,7 +20,9 @@ namespace reap::saliency {
 // with the same name are summed (n_tokens, count, sums; max_norm takes the
 // max); others are appended in `other`'s order. Provenance keys whose values
 // differ between the two are dropped from `into`; keys only in `other` are
-// not added (callers record their own provenance of the merge).
+// not added (callers record their own provenance of the merge). An archive
+// without squared norms (made before version 4) makes the sum one without
+// them. Weights archives (reap score) are refused: scores do not add.
 bool merge_into(archive & into, const archive & other, std::string & err);
 
 // ---- what a merged archive was made of ----
