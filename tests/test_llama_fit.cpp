@@ -875,7 +875,8 @@ TEST(Eval, RowsOfAnotherModelAreRefused) {
 // the budget is scored by mask before the search (aimer with reap score's
 // archive of the model, the others with the calibration); the lowest KLD
 // ranks the search and names the build. Each recorded score equals reap eval
-// --mask of that method's plan made here with reap plan; a rerun redoes none.
+// --mask of that method's plan made here with reap plan, against fit's reference
+// rows; a rerun redoes none.
 TEST(Fit, MethodsChooseTheCriterionThatMeasuresBest) {
     const tiny_inputs & t = tiny();
     ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
@@ -896,8 +897,9 @@ TEST(Fit, MethodsChooseTheCriterionThatMeasuresBest) {
         ASSERT_EQ(run_cmd(reap + " plan " + shell_quote(archive) + " -m " + shell_quote(t.model) + " --budget 24MB --method " + method +
                           " -o " + shell_quote(plan), out), 0) << out;
         EXPECT_EQ(read_json(plan)["n_keep"], s["n_keep"]) << method;
-        ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(t.model) + " --mask " + shell_quote(plan) + " -f " + shell_quote(t.text) +
-                          " -c 128 -t 1 --json 2>/dev/null", out), 0) << out;
+        // against the same reference rows fit scored with
+        ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(t.model) + " --mask " + shell_quote(plan) + " --kld-base " +
+                          shell_quote(dir + "/reference.kld") + " -t 1 --json 2>/dev/null", out), 0) << out;
         EXPECT_NEAR(nlohmann::json::parse(out)["kld_mean"].get<double>(), s["kld_mean"].get<double>(), 1e-9) << method;
     }
     EXPECT_EQ(m["chosen"].get<size_t>(), best);

@@ -6,7 +6,8 @@ blk.L.ffn_gate_exps.weight, blk.L.ffn_up_exps.weight (or the fused
 blk.L.ffn_gate_up_exps.weight) and blk.L.ffn_down_exps.weight is dequantised by
 gguf-py (not ggml, which reap uses), and all their elements w together give
 
-    aimer = mean(|w|) / sqrt(mean(w^2))      in float64 (0 where every w is 0)
+    aimer = mean(|w|) / sqrt(mean(w^2))      in float64 (1 where every w is 0: such an expert
+                                             adds nothing and goes first, as reap score decides)
 
 Shared experts (*_shexp) are not scored. Tests compare reap's scores with this.
 
@@ -103,7 +104,7 @@ def scores(path):
         s = []
         for n, abs_sum, sq_sum in sums[layer]:
             rms = math.sqrt(sq_sum / n)
-            s.append(abs_sum / n / rms if rms > 0 else 0.0)
+            s.append(abs_sum / n / rms if rms > 0 else 1.0)
         layers[str(layer)] = s
         keep_order[str(layer)] = sorted(range(n_expert), key=lambda e: (s[e], e))
     return {"arch": arch, "n_expert": n_expert, "layers": layers, "keep_order": keep_order}
