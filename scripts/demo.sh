@@ -25,6 +25,9 @@
 #      frequency and random cut paired against the base, generative tasks with
 #      cap hits and a recheck, a pairwise judge of two cuts' answers
 #      (scripts/task_study.sh; its section of docs/results.md)
+#   -> beyond REAP: every criterion (REAP, MAN, MSAN, AIMER, EAN, frequency,
+#      random) on three models by one sweep each, AIMER from quantised copies,
+#      needles, calibration size (scripts/criteria_study.sh; docs/results.md)
 #   -> the answer in one command: reap fit of reap-moe-wide at 6MB over its four
 #      quantisations, gated on the multiple-choice set (scripts/fit_demo.sh; its
 #      card in docs/fit-card/, its search appended to docs/results.md)
@@ -218,6 +221,10 @@ REAP="$REAP" PYTHON="$PY" MODEL="$MODEL" CORPUS="$CORPUS" OUT="$OUT" CTX=$CTX CA
 
 step "task evidence: multiple choice and Winogrande of every cut, generative tasks and a pairwise judge (scripts/task_study.sh; in docs/results.md)"
 REAP="$REAP" PYTHON="$PY" MODEL="$MODEL" CORPUS="$CORPUS" OUT="$OUT" CTX=$CTX scripts/task_study.sh
+
+step "beyond REAP: MAN, MSAN, AIMER (weights alone), EAN, frequency and random on three models, and calibration size (scripts/criteria_study.sh; in docs/results.md)"
+REAP="$REAP" PYTHON="$PY" MODEL="$MODEL" WIDE="$WIDE" CORPUS="$CORPUS" OUT="$OUT" CTX=$CTX CALIB_TOKENS="$CALIB_TOKENS" \
+    EVAL_BYTES="$EVAL_BYTES" scripts/criteria_study.sh
 
 step "the answer in one command: reap fit of reap-moe-wide at 6MB over the same four quantisations (scripts/fit_demo.sh; card docs/fit-card/)"
 REAP="$REAP" WIDE="$WIDE" SOURCES="$WOUT" CORPUS="$CORPUS" HELDOUT="$OUT/frontier/heldout.txt" OUT="$OUT" CTX=$CTX \

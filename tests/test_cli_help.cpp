@@ -205,7 +205,7 @@ std::string sample_value(const std::string & option, std::string value) {
         {"N", "2"}, {"S", "1"}, {"R", "0.5"}, {"SIZE", "1G"}, {"i/n", "0/2"}, {"a,b", "a"}, {"M", "frequency"}, {"K", "8"},
         {"NAME=FILE", "d=x.imatrix.gguf"}, {"TYPE", "f16"}, {"on|off|auto", "on"}, {"PATTERN=BUFTYPE,...", "exps=CPU"},
         {"HOST:PORT,...", "127.0.0.1:50052"}, {"K,K,...", "8,16"},
-        {"A,B,...", "experts,width"}, {"T", "q8_0"},
+        {"A,B,...", "experts,width"}, {"T", "q8_0"}, {"M,M,...", "reap,man"},
     };
     if (auto it = by_option.find(option); it != by_option.end()) return it->second;
     if (auto it = by_value.find(value); it != by_value.end()) return it->second;

@@ -256,6 +256,9 @@ TEST(PlanCli, InvalidRequestsFailClearly) {
         {base + " --keep 8 --domains code,fr" + p, "unknown domain 'fr'"},
         {base + " --keep 8 --method energy" + p, "--method energy ranks by the imatrix's energy_sum, which only archives from reap imatrix hold"},
         {base + " --keep 8 --method best" + p, "unknown method 'best'"},
+        // an archive from before squared output norms (version 1 here) cannot rank by MSAN, nor any by AIMER
+        {base + " --keep 8 --method msan" + p, "which archives record from version 4 on"},
+        {base + " --keep 8 --method aimer" + p, "make its archive with reap score"},
         {base + " --keep 8 --consensus max" + p, "sum or minrank"},
         {base + " --keep 8", "no output given"},
         {"plan " + quote(sal) + " -m " + quote(fx.model("deepseek2")) + " --keep 8" + p, "saliency archive is for another model"},
@@ -281,7 +284,7 @@ TEST(PlanCli, InvalidRequestsFailClearly) {
     EXPECT_EQ(run_reap("plan " + quote(fx.dir + "/other.gguf") + " -m " + quote(model) + " --keep 8" + p, out), 2);
     EXPECT_NE(out.find("router weights differ"), std::string::npos) << out;
     ASSERT_EQ(run_reap("plan --help", out), 0);
-    for (const char * m2 : {"reap", "frequency", "gate", "ean", "energy", "random", "minrank", "GiB", "decimal"}) {
+    for (const char * m2 : {"reap", "man", "msan", "aimer", "frequency", "gate", "ean", "energy", "random", "minrank", "GiB", "decimal"}) {
         EXPECT_NE(out.find(m2), std::string::npos) << m2;
     }
 }

@@ -190,6 +190,23 @@ TEST(Score, RefusesWhatItCannotScore) {
     EXPECT_EQ(run_cmd(reap_cmd("score -m " + shell_quote(scores) + " -o " + shell_quote(again)), out), 2) << out;
     EXPECT_NE(out.find("no routed experts"), std::string::npos) << out;
     EXPECT_FALSE(file_exists(again));
+    // a llama model without experts (llama.cpp's vocabulary file of one)
+    const std::string dense = source_dir() + "/third_party/llama.cpp/models/ggml-vocab-llama-spm.gguf";
+    EXPECT_EQ(run_cmd(reap_cmd("score -m " + shell_quote(dense) + " -o " + shell_quote(again)), out), 2) << out;
+    EXPECT_NE(out.find("not a Mixture-of-Experts model"), std::string::npos) << out;
+    EXPECT_FALSE(file_exists(again));
+    // a slab of a type ggml does not have (type 4, removed), patched into a copy with gguf-py
+    const std::string bad = dir + "/bad-type.gguf";
+    ASSERT_EQ(run_cmd("cp " + shell_quote(model) + " " + shell_quote(bad), out), 0) << out;
+    const std::string patch = "import sys, os\nsys.path.insert(0, os.path.join(sys.argv[1], 'third_party', 'llama.cpp', 'gguf-py'))\n"
+                              "import gguf\nr = gguf.GGUFReader(sys.argv[2], 'r+')\n"
+                              "t = [x for x in r.tensors if x.name == 'blk.0.ffn_up_exps.weight'][0]\nt.field.parts[-2][0] = 4\n";
+    std::ofstream(dir + "/patch.py") << patch;
+    ASSERT_EQ(run_cmd(shell_quote(python()) + " " + shell_quote(dir + "/patch.py") + " " + shell_quote(source_dir()) + " " + shell_quote(bad), out), 0)
+        << out;
+    EXPECT_EQ(run_cmd(reap_cmd("score -m " + shell_quote(bad) + " -o " + shell_quote(again)), out), 2) << out;
+    EXPECT_NE(out.find("'blk.0.ffn_up_exps.weight': unknown or removed ggml type 4"), std::string::npos) << out;
+    EXPECT_FALSE(file_exists(again));
     // an existing output without --force
     const std::string before = slurp(scores);
     EXPECT_EQ(run_cmd(reap_cmd("score -m " + shell_quote(model) + " -o " + shell_quote(scores)), out), 2) << out;

@@ -8,8 +8,8 @@ namespace pl = reap::planner;
 
 namespace reap::cli {
 
-void declare_sweep(options & t, sweep_params & p) {
-    t.about(
+// --help's prose: what a sweep does, its output and its modes.
+const char * const k_sweep_about =
     "Scores several cut sizes in one run and writes no model. Each size is planned as\n"
     "reap plan would plan it (same method, domains, super-expert protection, group rules,\n"
     "exact predicted file size), all from one ranking, so the plans are nested: what a\n"
@@ -60,7 +60,10 @@ void declare_sweep(options & t, sweep_params & p) {
     "leading tokens that agree with the base's output. The JSON keeps every decoded text and\n"
     "token (\"needle\" and \"generate\", with what was measured) and each point's numbers.\n"
     "\n"
-    );
+    ;
+
+void declare_sweep(options & t, sweep_params & p) {
+    t.about(k_sweep_about);
     t.section("options:");
     t.custom("-m, --model", "FILE", "base model or a source (first shard of a split model is fine); repeat for several sources",
              [&p](const std::string & v, std::string &) { (p.sw.eval.base_path.empty() ? p.sw.eval.base_path : p.sw.more_sources.emplace_back()) = v; return true; });

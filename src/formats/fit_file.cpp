@@ -92,6 +92,19 @@ bool read_doc(const std::string & path, const char * what, json & doc, std::stri
     return util::read_json_file(path, what, k_max_fit_file_bytes, doc, err);
 }
 
+json score_json(const planner::fit_score & sc) {
+    return {{"kld_mean", sc.kld}, {"kld_halves", {sc.kld_half[0], sc.kld_half[1]}}, {"top1", sc.top1}};
+}
+
+bool score_from(json_fields & c, planner::fit_score & sc) {
+    std::vector<const json *> halves;
+    if (!c.num("kld_mean", sc.kld, -1e-6, 1e9) || !c.num("top1", sc.top1, 0, 1) || !c.elements("kld_halves", halves)) return false;
+    if (halves.size() != 2 || !halves[0]->is_number() || !halves[1]->is_number()) return c.fail("kld_halves", "must be two numbers");
+    sc.kld_half[0] = halves[0]->get<double>();
+    sc.kld_half[1] = halves[1]->get<double>();
+    return true;
+}
+
 bool candidates_from(json_fields & f, fit_record & r) {
     std::vector<const json *> items;
     if (!f.elements("candidates", items)) return false;
@@ -104,13 +117,7 @@ bool candidates_from(json_fields & f, fit_record & r) {
         }
         if (c.has("kld_mean")) {
             planner::fit_score sc;
-            std::vector<const json *> halves;
-            if (!c.num("kld_mean", sc.kld, -1e-6, 1e9) || !c.num("top1", sc.top1, 0, 1) || !c.elements("kld_halves", halves)) return false;
-            if (halves.size() != 2 || !halves[0]->is_number() || !halves[1]->is_number()) {
-                return c.fail("kld_halves", "must be two numbers");
-            }
-            sc.kld_half[0] = halves[0]->get<double>();
-            sc.kld_half[1] = halves[1]->get<double>();
+            if (!score_from(c, sc)) return false;
             x.score = sc;
         }
         r.candidates.push_back(std::move(x));
@@ -140,19 +147,6 @@ bool gates_from(json_fields & f, size_t n, fit_record & r) {
         x.best_by_kld = b;
     }
     r.gates = std::move(x);
-    return true;
-}
-
-json score_json(const planner::fit_score & sc) {
-    return {{"kld_mean", sc.kld}, {"kld_halves", {sc.kld_half[0], sc.kld_half[1]}}, {"top1", sc.top1}};
-}
-
-bool score_from(json_fields & c, planner::fit_score & sc) {
-    std::vector<const json *> halves;
-    if (!c.num("kld_mean", sc.kld, -1e-6, 1e9) || !c.num("top1", sc.top1, 0, 1) || !c.elements("kld_halves", halves)) return false;
-    if (halves.size() != 2 || !halves[0]->is_number() || !halves[1]->is_number()) return c.fail("kld_halves", "must be two numbers");
-    sc.kld_half[0] = halves[0]->get<double>();
-    sc.kld_half[1] = halves[1]->get<double>();
     return true;
 }
 
@@ -262,11 +256,7 @@ std::string fit_record_text(const fit_record & r) {
     json cands = json::array();
     for (const fit_record_candidate & c : r.candidates) {
         json e = {{"source", c.source}, {"n_keep", c.n_keep}, {"width", c.width}, {"bytes", c.bytes}};
-        if (c.score) {
-            e["kld_mean"] = c.score->kld;
-            e["kld_halves"] = {c.score->kld_half[0], c.score->kld_half[1]};
-            e["top1"] = c.score->top1;
-        }
+        if (c.score) e.update(score_json(*c.score));
         cands.push_back(e);
     }
     j["candidates"] = cands;

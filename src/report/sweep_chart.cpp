@@ -7,6 +7,7 @@
 #include "util/strings.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace reap::report {
 
@@ -88,28 +89,22 @@ util::chart sweep_frontier_chart(const sweep_record & s) {
     return c;
 }
 
-util::chart sweep_width_chart(const sweep_record & s, const sweep_record_point * mark, const std::string & mark_label) {
-    util::chart c;
-    c.title = s.model.arch + ": cost of count and width cuts against file size (" + s.saliency.method + ")";
-    uint64_t largest = 1;
-    for (const auto & pt : s.points) largest = std::max(largest, pt.predicted_bytes);
-    const util::size_unit unit = util::decimal_unit(largest);
-    c.x_label = std::string("pruned file size (") + unit.name + ")";
+namespace {
+
+// Two panels, KLD mean and top-1 agreement (overall), one line per group of
+// points: the points `in_line(pt, i)` takes for line i, at x = `x_of(pt)`.
+void add_line_panels(util::chart & c, const sweep_record & s, const std::vector<std::string> & names,
+                     const std::function<bool(const sweep_record_point &, size_t)> & in_line,
+                     const std::function<double(const sweep_record_point &)> & x_of) {
     util::chart_panel kld, top1;
     kld.y_label = "KL divergence from the base (nats/token, mean)";
     top1.y_label = "top-1 agreement with the base (%)";
-    std::vector<int64_t> widths;   // in the record's order: the full width first, then K descending
-    for (const auto & pt : s.points) {
-        if (std::find(widths.begin(), widths.end(), pt.width) == widths.end()) widths.push_back(pt.width);
-    }
-    for (int64_t w : widths) {
-        const std::string name = w > 0 ? "width " + std::to_string(w) : "all channels";
-        util::chart_series k{name, {}, {}}, t{name, {}, {}};
+    for (size_t i = 0; i < names.size(); ++i) {
+        util::chart_series k{names[i], {}, {}}, t{names[i], {}, {}};
         for (const auto & pt : s.points) {
-            if (pt.width != w) continue;
-            const double x = (double) pt.predicted_bytes / unit.bytes;
-            k.x.push_back(x);
-            t.x.push_back(x);
+            if (!in_line(pt, i)) continue;
+            k.x.push_back(x_of(pt));
+            t.x.push_back(x_of(pt));
             k.y.push_back(pt.overall.kld_mean);
             t.y.push_back(100 * pt.overall.argmax_agree);
         }
@@ -118,6 +113,25 @@ util::chart sweep_width_chart(const sweep_record & s, const sweep_record_point *
     }
     c.panels.push_back(kld);
     c.panels.push_back(top1);
+}
+
+}  // namespace
+
+util::chart sweep_width_chart(const sweep_record & s, const sweep_record_point * mark, const std::string & mark_label) {
+    util::chart c;
+    c.title = s.model.arch + ": cost of count and width cuts against file size (" + s.saliency.method + ")";
+    uint64_t largest = 1;
+    for (const auto & pt : s.points) largest = std::max(largest, pt.predicted_bytes);
+    const util::size_unit unit = util::decimal_unit(largest);
+    c.x_label = std::string("pruned file size (") + unit.name + ")";
+    std::vector<int64_t> widths;   // in the record's order: the full width first, then K descending
+    for (const auto & pt : s.points) {
+        if (std::find(widths.begin(), widths.end(), pt.width) == widths.end()) widths.push_back(pt.width);
+    }
+    std::vector<std::string> names;
+    for (int64_t w : widths) names.push_back(w > 0 ? "width " + std::to_string(w) : "all channels");
+    add_line_panels(c, s, names, [&](const sweep_record_point & pt, size_t i) { return pt.width == widths[i]; },
+                    [&](const sweep_record_point & pt) { return (double) pt.predicted_bytes / unit.bytes; });
     if (mark) c.marks.push_back({(double) mark->predicted_bytes / unit.bytes, mark_label});
     return c;
 }
@@ -127,23 +141,9 @@ util::chart sweep_method_chart(const sweep_record & s) {
     c.title = s.model.arch + ": cost of each cut by criterion (" + util::join(s.saliency.domains, ",") + ")";
     c.x_label = "experts kept per MoE layer";
     c.x_integer = true;
-    util::chart_panel kld, top1;
-    kld.y_label = "KL divergence from the base (nats/token, mean)";
-    top1.y_label = "top-1 agreement with the base (%)";
-    for (const std::string & m : sweep_methods(s)) {
-        util::chart_series k{m, {}, {}}, t{m, {}, {}};
-        for (const auto & pt : s.points) {
-            if (pt.method != m) continue;
-            k.x.push_back((double) pt.n_keep);
-            t.x.push_back((double) pt.n_keep);
-            k.y.push_back(pt.overall.kld_mean);
-            t.y.push_back(100 * pt.overall.argmax_agree);
-        }
-        kld.series.push_back(k);
-        top1.series.push_back(t);
-    }
-    c.panels.push_back(kld);
-    c.panels.push_back(top1);
+    const std::vector<std::string> methods = sweep_methods(s);
+    add_line_panels(c, s, methods, [&](const sweep_record_point & pt, size_t i) { return pt.method == methods[i]; },
+                    [](const sweep_record_point & pt) { return (double) pt.n_keep; });
     return c;
 }
 
