@@ -42,10 +42,16 @@ mkdir -p "$C" "$J"
 # The held-out text every sweep scores on (the demo's, made here when run alone).
 [ -f "$OUT/heldout-eval.jsonl" ] || "$PY" tools/heldout_text.py "$CORPUS/heldout.jsonl" "$OUT/heldout-eval.jsonl" "$EVAL_BYTES"
 
-# calibrate MODEL into DIR/saliency.gguf (TOKENS a domain) unless it is there
+# calibrate MODEL into DIR/saliency.gguf (TOKENS a domain) unless it is there; SAME, an
+# archive the demo made of MODEL with the same tokens, is taken instead when it holds
+# squared norms (an MSAN plan of it plans)
 calibrate() {
-    local model=$1 dir=$2 tokens=$3
+    local model=$1 dir=$2 tokens=$3 same=${4:-}
     mkdir -p "$dir"
+    if [ ! -f "$dir/saliency.gguf" ] && [ -n "$same" ] && [ -f "$same" ] &&
+        "$REAP" plan "$same" -m "$model" --ratio 0.5 --method msan --dry-run > /dev/null 2>&1; then
+        cp "$same" "$dir/saliency.gguf"
+    fi
     [ -f "$dir/saliency.gguf" ] || "$REAP" calibrate -m "$model" --corpus "$CORPUS/calib.jsonl" -o "$dir/saliency.gguf" \
         -c "$CTX" -ub 4096 --max-tokens-per-domain "$tokens" > /dev/null
 }
@@ -62,9 +68,9 @@ quantise() {
 
 # one model: calibrate, AIMER from its weights (and from quantised copies), the methods sweep
 study_model() {
-    local name=$1 model=$2 quants=$3
+    local name=$1 model=$2 quants=$3 same=${4:-}
     local dir="$C/$name"
-    calibrate "$model" "$dir" "$CALIB_TOKENS"
+    calibrate "$model" "$dir" "$CALIB_TOKENS" "$same"
     "$REAP" score -m "$model" -o "$dir/scores.gguf" --force -q > /dev/null
     "$REAP" sweep "$dir/saliency.gguf" "$dir/scores.gguf" -m "$model" -f "$OUT/heldout-eval.jsonl" --ratios 0.25,0.5,0.75 \
         --methods "$METHODS" -c "$CTX" -b 4096 -o "$J/$name.json" --plot "$dir/sweep.svg" --force --quiet > "$dir/table.txt"
@@ -78,8 +84,8 @@ study_model() {
     echo "  $name: $METHODS at 25/50/75% removed${quants:+; AIMER from $quants}"
 }
 
-study_model tiny "$MODEL" Q4_K_M
-study_model wide "$WIDE" "Q4_K_M IQ4_XS"
+study_model tiny "$MODEL" Q4_K_M "$OUT/saliency.gguf"
+study_model wide "$WIDE" "Q4_K_M IQ4_XS" "$OUT/frontier-wide/saliency.gguf"
 study_model recall "$RECALL" ""
 
 # needles: every criterion's 50% cut of the recall model, one sweep each (the needle

@@ -278,6 +278,18 @@ TEST(Sweep, SeveralMethodsEqualEvalMaskOfEachPlan) {
         EXPECT_NEAR(pt.at("overall").at("kld_mean").get<double>(), ev.at("kld_mean").get<double>(), 1e-9) << m;
         EXPECT_NEAR(pt.at("overall").at("argmax_agree").get<double>(), ev.at("argmax_agree").get<double>(), 1e-9) << m;
     }
+    EXPECT_EQ(sw.at("saliency").at("second_file"), scores);
+    // the card of the aimer cut takes the sweep's aimer points as its own (the archive is the sweep's second)
+    const std::string cut = dir + "/aimer-12.gguf", card = dir + "/card";
+    ASSERT_EQ(run_cmd(reap_cmd("prune -m " + shell_quote(model) + " --plan " + shell_quote(plans + "/aimer-keep-12.json") + " -o " +
+                               shell_quote(cut) + " --force"), out), 0) << out;
+    ASSERT_EQ(run_cmd(reap_cmd("report -m " + shell_quote(model) + " --plan " + shell_quote(plans + "/aimer-keep-12.json") + " " +
+                               shell_quote(cut) + " --saliency " + shell_quote(scores) + " --sweep " + shell_quote(json) + " -o " +
+                               shell_quote(card) + " --force"), out), 0) << out;
+    const std::string text = slurp(card + "/README.md");
+    EXPECT_NE(text.find("Calibration-free"), std::string::npos) << text;
+    EXPECT_EQ(text.find("planned from another archive"), std::string::npos) << text;
+    EXPECT_EQ(text.find("ranked experts by"), std::string::npos) << text;
     // the chart has one line per method in each of its two panels
     const std::string svg = slurp(dir + "/sweep.svg");
     size_t lines = 0;

@@ -1126,3 +1126,71 @@ TEST(DemoResults, BehaviourSectionGenerationFromItsJson) {
     }
     EXPECT_TRUE(moved) << "no cut moves the termination or loop rate past the base's noise";
 }
+
+// Issue 53's demo acceptance (item 4), on the committed docs/results.md: the
+// criteria section's tables are the sweeps kept in docs/results/criteria/,
+// read back through the sweep reader (which refuses a record whose points
+// are not one per method and size); every criterion the study names is
+// there at 25, 50 and 75% on all three models; AIMER from the quantised
+// copies cut the model itself; the calibration table has four sizes.
+TEST(DemoResults, CriteriaSectionFromItsSweeps) {
+    const std::string src = std::string(REAP_SOURCE_DIR);
+    const std::string title = "## Beyond REAP: MAN, MSAN, AIMER and the criterion chosen by measurement";
+    std::map<std::string, std::vector<std::vector<std::string>>> tables;
+    {
+        std::ifstream in(src + "/docs/results.md");
+        bool inside = false;
+        std::string label;
+        for (std::string line; std::getline(in, line);) {
+            if (line.rfind("## ", 0) == 0) inside = line == title;
+            if (!inside) continue;
+            if (line.rfind("### ", 0) == 0) label = line.substr(4);
+            if (line.rfind("|", 0) != 0 || line.rfind("|---", 0) == 0) continue;
+            std::vector<std::string> cells;
+            std::string cell;
+            std::istringstream row(line.substr(1));
+            while (std::getline(row, cell, '|')) cells.push_back(behaviour_test::trim(cell));
+            tables[label].push_back(cells);
+        }
+    }
+    ASSERT_FALSE(tables.empty()) << "docs/results.md has no section " << title;
+    const std::vector<std::string> methods = {"reap", "man", "msan", "aimer", "ean", "frequency", "random"};
+    char buf[64];
+    for (const auto & [name, label] : std::vector<std::pair<std::string, std::string>>{
+             {"tiny", "reap-moe-tiny"}, {"wide", "reap-moe-wide"}, {"recall", "reap-moe-recall"}}) {
+        SCOPED_TRACE(label);
+        reap::sweep_record s;
+        std::string err;
+        ASSERT_TRUE(reap::read_sweep(src + "/docs/results/criteria/" + name + ".json", s, err)) << err;
+        ASSERT_TRUE(reap::sweep_has_methods(s));
+        EXPECT_EQ(reap::sweep_methods(s), methods);
+        ASSERT_TRUE(tables.count(label)) << "no table " << label;
+        const auto & t = tables.at(label);
+        std::map<std::string, std::vector<std::string>> rows;
+        for (size_t i = 1; i < t.size(); ++i) rows[t[i][0]] = t[i];
+        for (const auto & pt : s.points) {
+            const int pct = (int) std::lround(100 * pt.removed_fraction);
+            const int col = pct == 25 ? 1 : pct == 50 ? 2 : 3;
+            ASSERT_TRUE(rows.count(pt.method)) << pt.method;
+            snprintf(buf, sizeof buf, "%.4f", pt.overall.kld_mean);
+            EXPECT_EQ(rows.at(pt.method).at(col), buf) << pt.method << " at " << pct << "%";
+            snprintf(buf, sizeof buf, "%.1f%%", 100 * pt.overall.argmax_agree);
+            EXPECT_EQ(rows.at(pt.method).at(col + 3), buf) << pt.method << " at " << pct << "%";
+        }
+        EXPECT_EQ(s.points.size(), methods.size() * 3);
+        // AIMER from a quantised copy cut the same model (its plans name the model's fingerprint)
+        for (const std::string q : {"Q4_K_M", "IQ4_XS"}) {
+            const std::string path = src + "/docs/results/criteria/" + name + "-aimer-" + q + ".json";
+            if (name == "recall" || (name == "tiny" && q == "IQ4_XS")) continue;
+            reap::sweep_record a;
+            ASSERT_TRUE(reap::read_sweep(path, a, err)) << err;
+            EXPECT_EQ(a.saliency.method, "aimer");
+            EXPECT_EQ(a.model.header_sha256, s.model.header_sha256) << q << ": another model was cut";
+            ASSERT_TRUE(rows.count("aimer from " + q)) << q;
+            snprintf(buf, sizeof buf, "%.4f", a.points[1].overall.kld_mean);
+            EXPECT_EQ(rows.at("aimer from " + q).at(2), buf) << q;
+        }
+    }
+    ASSERT_TRUE(tables.count("Calibration size (reap-moe-tiny, 50% removed)"));
+    EXPECT_EQ(tables.at("Calibration size (reap-moe-tiny, 50% removed)").size(), 5u);   // the header and four sizes
+}

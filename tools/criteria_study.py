@@ -66,19 +66,22 @@ def findings(name, pts, pcts):
 
 
 def needle_table(d):
-    rows = []
+    rows, base = [], None
     for path in sorted(glob.glob(os.path.join(d, "recall-needle-*.json"))):
         s = load(path)
-        m = s["saliency"]["method"]
         pt = s["points"][0]
-        base = next((x for x in s["needle"]["models"] if x["name"] == "base"), None) if "needle" in s else None
         n = pt.get("needle", {})
-        rows.append((m, n.get("n_exact"), n.get("n_cells"), base, pt["overall"]["kld_mean"]))
+        exact = {x["name"]: x for x in s.get("needle", {}).get("exact", [])}
+        if "base" in exact:
+            base = (exact["base"]["n_exact"], exact["base"]["n_cells"])
+        rows.append((s["saliency"]["method"], n.get("n_exact"), n.get("n_cells"), pt["overall"]["kld_mean"]))
     if not rows:
         return ""
     out = ["### Needle cells of every criterion's 50% cut (reap-moe-recall)\n",
            "| criterion | exact cells | KLD |", "|---|---:|---:|"]
-    for m, ex, cells, _, kld in rows:
+    if base:
+        out.append(f"| base | {base[0]}/{base[1]} | - |")
+    for m, ex, cells, kld in sorted(rows, key=lambda r: (-r[1], r[3])):
         out.append(f"| {m} | {ex}/{cells} | {kld:.4f} |")
     return "\n".join(out) + "\n"
 

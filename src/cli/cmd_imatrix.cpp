@@ -32,6 +32,9 @@ void declare_imatrix_options(reap::cli::options & t, imatrix_params & p) {
         "Each file is one domain, named by --domain NAME=FILE or after the file's stem; files\n"
         "with the same domain name are summed. Experts that saw no token are listed.\n"
         "Legacy .dat files hold no per-expert counts: see src/saliency/imatrix.h for what is stored.\n"
+        "Such an archive ranks by energy, frequency or random. What it cannot give: an imatrix\n"
+        "holds the input of the down projection, not the expert's output, so REAP, MAN, MSAN and\n"
+        "EAN need reap calibrate; AIMER needs no tokens at all (reap score).\n"
         "\n"
         "arguments:\n"
         "  FILE  an imatrix file; domain = its stem (en.imatrix.gguf -> en.imatrix)\n");

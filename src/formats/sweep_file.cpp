@@ -78,6 +78,9 @@ bool header_from_json(json_fields & f, sweep_record & s) {
         return false;
     }
     if (!planner::parse_method(s.saliency.method, how)) return sal.fail("method", "\"" + s.saliency.method + "\" is not a method reap plans with");
+    if (sal.has("second_file") && (!sal.str("second_file", s.saliency.second_file) || !sal.sha256("second_sha256", s.saliency.second_sha256))) {
+        return false;
+    }
     json_fields in = f.child("input");
     return f.ok() && in.str("file", s.input.file) && in.opt_i64("n_ctx", s.input.n_ctx, 0, INT32_MAX) &&
            in.opt_i64("n_batch", s.input.n_batch, 0, INT32_MAX) && in.opt_i64("n_ubatch", s.input.n_ubatch, 0, INT32_MAX) &&
@@ -305,6 +308,10 @@ ojson sweep_to_json(const sweep_record & s) {
                     {"moe_layers", s.model.moe_layers}, {"file_bytes", s.model.file_bytes}};
     j["saliency"] = {{"file", s.saliency.file}, {"sha256", s.saliency.sha256}, {"method", s.saliency.method},
                      {"domains", s.saliency.domains}};
+    if (!s.saliency.second_file.empty()) {
+        j["saliency"]["second_file"] = s.saliency.second_file;
+        j["saliency"]["second_sha256"] = s.saliency.second_sha256;
+    }
     j["input"]   = {{"file", s.input.file},         {"n_ctx", s.input.n_ctx},         {"n_batch", s.input.n_batch},
                    {"n_ubatch", s.input.n_ubatch}, {"n_windows", s.input.n_windows}, {"corpus", s.input.corpus}};
     if (s.mtp_base_acceptance) j["mtp_base_acceptance"] = *s.mtp_base_acceptance;

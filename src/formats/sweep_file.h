@@ -114,6 +114,9 @@ struct sweep_record {
     struct {
         std::string              file, sha256, method;
         std::vector<std::string> domains;
+        // --methods with a second archive (a weights archive for aimer): its
+        // path and sha256 ("" = none); optional in every version
+        std::string              second_file, second_sha256;
     } saliency;
     struct {
         std::string file;

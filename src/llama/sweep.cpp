@@ -100,6 +100,8 @@ void fill_record(const sweep_options & o, const std::string & archive_sha, sweep
     s.model.file_bytes = r.rm.model.file_bytes();
     s.saliency.file = o.saliency;
     s.saliency.sha256 = archive_sha;
+    s.saliency.second_file = o.second_saliency;
+    s.saliency.second_sha256 = o.second_saliency.empty() ? "" : r.second_archive_sha256;
     s.saliency.method = pl::method_name(r.rm.rank.opts.how);
     s.saliency.domains = r.rm.rank.domains;
     s.input.file = o.eval.input_path;

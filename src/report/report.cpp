@@ -784,8 +784,20 @@ bool gather_sweep_stage(card & c, std::string & err) {
     if (sw.s.model.header_sha256.empty()) {
         c.unverified.push_back("The sweep " + sweep_file + " does not record which model it measured (written by an older `reap sweep`): that it is this source is assumed from its architecture and expert count.");
     }
+    // a sweep of several methods (reap sweep --methods): the card shows the points of this build's method
+    if (sweep_has_methods(sw.s) && !c.prov.method.empty()) {
+        std::vector<sweep_record_point> mine;
+        for (const auto & pt : sw.s.points) {
+            if (pt.method == c.prov.method) mine.push_back(pt);
+        }
+        if (!mine.empty()) {
+            sw.s.points = std::move(mine);
+            sw.s.saliency.method = c.prov.method;
+            for (auto & pt : sw.s.points) pt.method.clear();
+        }
+    }
     const std::string & planned = c.prov.saliency_sha256;
-    if (!planned.empty() && sw.s.saliency.sha256 != planned) {
+    if (!planned.empty() && sw.s.saliency.sha256 != planned && sw.s.saliency.second_sha256 != planned) {
         c.unverified.push_back("The sweep was planned from another archive than this build's plan (sha256 " + sw.s.saliency.sha256.substr(0, 12) + "…): its curve is about other keep lists.");
     }
     sw.same_method = sw.s.saliency.method == c.prov.method;
