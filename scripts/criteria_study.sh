@@ -15,7 +15,8 @@
 #                the calibration the demo uses, at 50% removed, against
 #                AIMER's single point (no calibration)
 # tools/criteria_study.py writes the section of docs/results.md and the chart
-# docs/criteria-calibration.svg from the sweeps' JSON, kept in docs/results/criteria/.
+# docs/criteria-calibration.svg from the sweeps' JSON, kept in docs/results/criteria/;
+# each model's methods chart is docs/criteria-NAME.svg (reap sweep --plot).
 #
 # Environment: REAP, PYTHON, MODEL, WIDE, RECALL, CORPUS, OUT (the demo's
 # folder), CTX, CALIB_TOKENS, EVAL_BYTES.
@@ -73,13 +74,13 @@ study_model() {
     calibrate "$model" "$dir" "$CALIB_TOKENS" "$same"
     "$REAP" score -m "$model" -o "$dir/scores.gguf" --force -q > /dev/null
     "$REAP" sweep "$dir/saliency.gguf" "$dir/scores.gguf" -m "$model" -f "$OUT/heldout-eval.jsonl" --ratios 0.25,0.5,0.75 \
-        --methods "$METHODS" -c "$CTX" -b 4096 -o "$J/$name.json" --plot "$dir/sweep.svg" --force --quiet > "$dir/table.txt"
+        --methods "$METHODS" -c "$CTX" -b 4096 -o "$J/$name.json" --plot "docs/criteria-$name.svg" --force --quiet > "$dir/table.txt"
     for q in $quants; do
         quantise "$model" "$dir" "$q"
         "$REAP" score -m "$dir/$q.gguf" -o "$dir/scores-$q.gguf" --force -q > /dev/null
         # AIMER of the copy's weights, cutting the model itself
         "$REAP" sweep "$dir/scores-$q.gguf" -m "$model" -f "$OUT/heldout-eval.jsonl" --ratios 0.25,0.5,0.75 --method aimer \
-            -c "$CTX" -b 4096 -o "$J/$name-aimer-$q.json" --force --quiet > /dev/null
+            -c "$CTX" -b 4096 -o "$J/$name-aimer-$q.json" --plot "$dir/aimer-$q.svg" --force --quiet > /dev/null
     done
     echo "  $name: $METHODS at 25/50/75% removed${quants:+; AIMER from $quants}"
 }
@@ -94,7 +95,7 @@ for m in ${METHODS//,/ }; do
     archive="$C/recall/saliency.gguf"
     [ "$m" = aimer ] && archive="$C/recall/scores.gguf"
     "$REAP" sweep "$archive" -m "$RECALL" -f "$CORPUS/heldout.jsonl" --ratios 0.5 --method "$m" --needle --needles 12 \
-        -c "$CTX" -b 4096 -o "$J/recall-needle-$m.json" --force --quiet > /dev/null
+        -c "$CTX" -b 4096 -o "$J/recall-needle-$m.json" --plot "$C/recall/needle-$m.svg" --force --quiet > /dev/null
 done
 echo "  recall: needle grid of every criterion's 50% cut"
 
@@ -102,7 +103,7 @@ echo "  recall: needle grid of every criterion's 50% cut"
 for frac in 8 4 2; do
     calibrate "$MODEL" "$C/tiny-1of$frac" $((CALIB_TOKENS / frac))
     "$REAP" sweep "$C/tiny-1of$frac/saliency.gguf" -m "$MODEL" -f "$OUT/heldout-eval.jsonl" --ratios 0.5 --methods reap,man \
-        -c "$CTX" -b 4096 -o "$J/tiny-calib-1of$frac.json" --force --quiet > /dev/null
+        -c "$CTX" -b 4096 -o "$J/tiny-calib-1of$frac.json" --plot "$C/tiny-1of$frac/sweep.svg" --force --quiet > /dev/null
 done
 echo "  tiny: REAP and MAN from 1/8, 1/4, 1/2 and all of the calibration"
 

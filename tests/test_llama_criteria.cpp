@@ -162,13 +162,13 @@ TEST(Score, AimerEqualsAnIndependentDequantisation) {
 // The arch zoo's other layouts agree too: deepseek2's group-limited router (the
 // plan keeps each group's share), gpt-oss's MXFP4 slabs (their biases are not
 // weights), llama4's, glm4moe's and qwen2moe's shared experts (not scored),
-// kimi-k3's latent experts.
+// kimi-k3's latent experts, and gate and up fused in one ffn_gate_up_exps.
 TEST(Score, OtherLayoutsEqualTheReference) {
     const std::string dir = test_tmp_dir() + "/score-zoo";
     ::mkdir(dir.c_str(), 0755);
     struct cse { const char * arch; int n_keep, n_group; };
     for (const cse & c : {cse{"deepseek2", 8, 4}, cse{"glm4moe", 4, 1}, cse{"gpt-oss", 4, 1}, cse{"kimi-k3", 4, 1}, cse{"llama4", 4, 1},
-                          cse{"qwen2moe", 4, 1}}) {
+                          cse{"qwen2moe", 4, 1}, cse{"qwen3moe-fused", 4, 1}}) {
         std::string err;
         const std::string m = zoo_model(c.arch, err);
         ASSERT_FALSE(m.empty()) << c.arch << ": " << err;

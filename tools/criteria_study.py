@@ -142,6 +142,7 @@ def main():
             extra.append((f"aimer from {t}", by_method(load(q))["aimer"]))
         text, pts, pcts = method_table(name, label, load(path), extra)
         out.append(text)
+        out.append(f"![{label}: KLD and top-1 of every criterion against N](criteria-{name}.svg)\n")
         notes.append(findings(label, pts, pcts))
     out.append(needle_table(a.dir))
     tiny = os.path.join(a.dir, "tiny.json")

@@ -216,9 +216,12 @@ def dense_ffn(m: Model, i: int, n_embd: int, n_ff: int) -> None:
     m.weight(f"blk.{i}.ffn_down.weight", (n_ff, n_embd))
 
 
-def expert_slabs(m: Model, i: int, n_in: int, n_ff_exp: int, n_expert: int, qtype=F16) -> None:
-    m.weight(f"blk.{i}.ffn_gate_exps.weight", (n_in, n_ff_exp, n_expert), qtype)
-    m.weight(f"blk.{i}.ffn_up_exps.weight", (n_in, n_ff_exp, n_expert), qtype)
+def expert_slabs(m: Model, i: int, n_in: int, n_ff_exp: int, n_expert: int, qtype=F16, fused=False) -> None:
+    if fused:  # gate and up in one tensor, gate's rows first (llama.cpp's ffn_gate_up_exps)
+        m.weight(f"blk.{i}.ffn_gate_up_exps.weight", (n_in, 2 * n_ff_exp, n_expert), qtype)
+    else:
+        m.weight(f"blk.{i}.ffn_gate_exps.weight", (n_in, n_ff_exp, n_expert), qtype)
+        m.weight(f"blk.{i}.ffn_up_exps.weight", (n_in, n_ff_exp, n_expert), qtype)
     m.weight(f"blk.{i}.ffn_down_exps.weight", (n_ff_exp, n_in, n_expert), qtype)
 
 
@@ -236,7 +239,7 @@ def shared_expert(m: Model, i: int, n_embd: int, n_ff_shexp: int) -> None:
 # ---- the archs -------------------------------------------------------------------
 
 def build_qwen3moe(m: Model, n_embd=64, n_head=4, n_head_kv=2, head_dim=16, n_layer=3,
-                   n_expert=16, n_used=4, n_ff_exp=32) -> None:
+                   n_expert=16, n_used=4, n_ff_exp=32, fused=False) -> None:
     m.common(n_layer, n_embd, n_head, n_head_kv, 4 * n_embd, n_expert, n_used, head_dim)
     m.u32("{arch}.expert_feed_forward_length", n_ff_exp)
     # qwen3moe always renormalises the top-k weights (build_moe_ffn norm_w = true)
@@ -247,8 +250,13 @@ def build_qwen3moe(m: Model, n_embd=64, n_head=4, n_head_kv=2, head_dim=16, n_la
         gqa_attention(m, i, n_embd, n_head, n_head_kv, head_dim, qk_norm=True)
         m.ones(f"blk.{i}.ffn_norm.weight", (n_embd,))
         router(m, i, n_embd, n_expert)
-        expert_slabs(m, i, n_embd, n_ff_exp, n_expert)
+        expert_slabs(m, i, n_embd, n_ff_exp, n_expert, fused=fused)
     m.write(gguf.LlamaFileType.MOSTLY_F16)
+
+
+def build_qwen3moe_fused(m: Model) -> None:
+    # the expert layout with gate and up in one tensor (reap score's AIMER test)
+    build_qwen3moe(m, fused=True)
 
 
 def build_qwen3moe_q256(m: Model) -> None:
@@ -515,6 +523,7 @@ ZOO = {
     "llama4":        ("llama4",    build_llama4),
     "kimi-k3":       ("kimi-k3",   build_kimi_k3),
     "qwen3moe-q256": ("qwen3moe",  build_qwen3moe_q256),
+    "qwen3moe-fused": ("qwen3moe", build_qwen3moe_fused),
     "qwen3moe-v163840": ("qwen3moe", build_qwen3moe_v163840),
     "qwen3moe-wide": ("qwen3moe", build_qwen3moe_wide),
     "kimi-k3-v163840": ("kimi-k3", build_kimi_k3_v163840),
@@ -522,8 +531,8 @@ ZOO = {
 }
 # Zoo models with a vocabulary padded to a real model's size.
 VOCAB_SIZE = {"qwen3moe-v163840": 163840, "kimi-k3-v163840": 163840, "gpt-oss-v163840": 163840}
-# Large models (tens of MB), written only when named.
-LARGE = {"qwen3moe-v163840", "qwen3moe-wide", "kimi-k3-v163840", "gpt-oss-v163840"}
+# Large models (tens of MB), and qwen3moe-fused (a layout for one test), written only when named.
+LARGE = {"qwen3moe-v163840", "qwen3moe-wide", "kimi-k3-v163840", "gpt-oss-v163840", "qwen3moe-fused"}
 
 
 def main() -> int:
