@@ -102,32 +102,38 @@ bool method_stage(const fit_options & o, fit_journal & j, const std::string & kl
     if (o.methods.empty()) return true;
     saliency::archive calib;
     if (!saliency::read_archive(saliency, calib, err)) return false;
+    // each method's archive, decided once: the calibration where it holds the
+    // method's statistic, else the weights archive (reap score of the model)
     std::string weights;
+    saliency::archive scores;
     const bool aimer = std::find(o.methods.begin(), o.methods.end(), pl::method::aimer) != o.methods.end();
-    if (aimer && calib.metrics != saliency::metric_set::weights && !weights_stage(o, j, weights, out, err)) return false;
-    auto archive_of = [&](pl::method m) {
-        std::string why;
-        return pl::method_fits(m, calib, why) || weights.empty() ? saliency : weights;
-    };
+    if (aimer && calib.metrics != saliency::metric_set::weights &&
+        (!weights_stage(o, j, weights, out, err) || !saliency::read_archive(weights, scores, err))) {
+        return false;
+    }
+    std::vector<std::string> archive_of;
+    for (pl::method m : o.methods) {
+        std::string why, why_weights;
+        if (pl::method_fits(m, calib, why)) {
+            archive_of.push_back(saliency);
+        } else if (!weights.empty() && pl::method_fits(m, scores, why_weights)) {
+            archive_of.push_back(weights);
+        } else {
+            err = saliency + ": " + why;
+            return false;
+        }
+    }
     const std::string path = o.out_dir + "/methods.json";
     fit_methods_doc d;
     if (fit_stage_holds(j, "methods", path)) {
         fprintf(out, "reap fit: methods: done earlier (%s)\n", path.c_str());
         if (!read_fit_methods(path, d, err)) return false;
     } else {
-        for (pl::method m : o.methods) {   // every method's archive is checked before the first pass
-            std::string why;
-            saliency::archive a;
-            if (!saliency::read_archive(archive_of(m), a, err)) return false;
-            if (!pl::method_fits(m, a, why)) {
-                err = archive_of(m) + ": " + why;
-                return false;
-            }
-        }
-        for (pl::method m : o.methods) {
+        for (size_t i = 0; i < o.methods.size(); ++i) {
+            const pl::method m = o.methods[i];
             fit_method_score s;
             fprintf(out, "reap fit: method %s at the budget\n", pl::method_name(m));
-            if (!score_method(o, m, archive_of(m), kld, s, err)) return false;
+            if (!score_method(o, m, archive_of[i], kld, s, err)) return false;
             fprintf(out, "  %-10s N %4" PRId64 "  KLD %.6f (halves %.6f %.6f) top-1 %.3f%%\n", s.method.c_str(), s.n_keep, s.score.kld,
                     s.score.kld_half[0], s.score.kld_half[1], 100 * s.score.top1);
             d.scores.push_back(std::move(s));
