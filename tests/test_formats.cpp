@@ -745,7 +745,7 @@ TEST(FitFiles, RoundTripAndEditsAreRefusedNamingTheField) {
     r.saliency_file = "s.gguf";
     r.saliency_sha256 = k_sha_a;
     r.candidates = {{"a.gguf", 12, 768, 20000000, reap::planner::fit_score{0.125, {0.1, 0.15}, 0.75}},
-                    {"b.gguf", 10, 512, 18000000, reap::planner::fit_score{0.25, {0.2, 0.3}, 0.625}},
+                    {"b.gguf", 10, 512, 18000000, reap::planner::fit_score{0.25, {0.2, 0.3}, 0.625}, true},
                     {"b.gguf", 9, 256, 15000000, std::nullopt}};
     r.excluded = {{"a.gguf", 128, "every expert kept: 1 bytes, over the budget"}};
     r.passes_scored = 2;
@@ -768,6 +768,8 @@ TEST(FitFiles, RoundTripAndEditsAreRefusedNamingTheField) {
     EXPECT_EQ(back.gates->reference.task_correct, base.task_correct);
     ASSERT_TRUE(back.candidates[0].score.has_value());
     EXPECT_EQ(back.candidates[0].score->kld_half[1], 0.15);
+    EXPECT_FALSE(back.candidates[0].written);
+    EXPECT_TRUE(back.candidates[1].written);
 
     const std::string gates_path = dir + "/gates.json", gates_text = reap::fit_gates_text({base, {fail, pass}});
     std::ofstream(gates_path) << gates_text;
@@ -789,6 +791,7 @@ TEST(FitFiles, RoundTripAndEditsAreRefusedNamingTheField) {
         {"fit", "/gates/reference/task_accuracy", 0.5, "gates.reference.task_accuracy does not follow from task_correct"},
         {"fit", "/candidates/0/kld_halves", json::array({1}), "candidates[0].kld_halves must be two numbers"},
         {"fit", "/saliency/sha256", "abc", "saliency.sha256"},
+        {"fit", "/candidates/1/scored_from", "guess", "candidates[1].scored_from = 'guess' is neither 'mask' nor 'file'"},
         {"gates", "/version", 2, "fit gates file '" + gates_path + "': version = 2 is out of range [1, 1]"},
         {"gates", "/format", "reap-fit", "is not reap fit's gates file (format \"reap-fit\""},
         {"gates", "/base/needle_exact", 10, "base.needle_exact = 10 is more than needle_cells 9"},

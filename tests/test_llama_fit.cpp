@@ -611,7 +611,8 @@ TEST(Fit, InputsTheHeadersCanRefuseAreRefusedBeforeCalibration) {
     std::ofstream(t.dir + "/prompts.jsonl") << "{\"domain\": \"en\", \"text\": \"Once\"}\n";
     const std::vector<std::pair<std::string, std::string>> cases = {
         {" --down-type q9_9", "--down-type: unknown type 'q9_9'"},
-        {" --down-type iq2_xxs", "a mask does not model down requantised to iq2_xxs"},   // item 10
+        {" --down-type iq2_xxs", "--down-type iq2_xxs needs an importance matrix to requantise the cut down projection: give "
+                                 "the model's llama-imatrix file with --imatrix"},   // item 10
         {" --domains en,cod", "--domains: 'cod' is not a domain of the corpus"},
         {" --reference " + shell_quote(recall), "is another model than"},
         {" --generate " + shell_quote(t.dir + "/prompts.jsonl") + " --max-new 2147483647", "past the model's trained context of 256"},
@@ -627,6 +628,70 @@ TEST(Fit, InputsTheHeadersCanRefuseAreRefusedBeforeCalibration) {
         EXPECT_EQ(out.find("calibrate"), std::string::npos) << more << ": calibration started: " << out;
         EXPECT_FALSE(file_exists(dir + "/saliency.gguf")) << more;
     }
+}
+
+// Issue 49 items 10 and 11, issue 50's acceptance: a width cut whose down
+// projection requantises to iq2_xxs (qwen3moe-wide: experts 512 wide, cut to
+// 256, the block of iq2_xxs) is not modelled by a mask, so fit writes that
+// candidate and scores its file. Checked against what fit did not compute:
+// the winner's score equals `reap eval -p` of the build fit wrote (the same
+// bytes), and a mask of the same plan is more than fit's mask/file tolerance
+// away from it (so the score is not a mask's). The run ends with a verified
+// build and a card audited with the imatrix fit was given; DIR/measure is
+// gone. Without --imatrix, with another model's, or with a gate: refused
+// before calibration.
+TEST(Fit, ImportanceMatrixDownTypeCandidatesAreWrittenAndMeasured) {
+    const tiny_inputs & t = tiny();
+    ASSERT_FALSE(t.dir.empty()) << "no corpus: run `make corpus`";
+    std::string err, out;
+    const std::string model = zoo_model("qwen3moe-wide", err);
+    ASSERT_FALSE(model.empty()) << err;
+    const std::string imatrix = zoo_imatrix("qwen3moe-wide", err);
+    ASSERT_FALSE(imatrix.empty()) << err;
+    const std::string other = zoo_imatrix("qwen3moe-q256", err);
+    ASSERT_FALSE(other.empty()) << err;
+    const std::string dir = t.dir + "/iq2-down", reap = shell_quote(reap_bin());
+    const std::string cmd = reap + " fit -m " + shell_quote(model) + " --corpus " + shell_quote(t.calib) + " -f " + shell_quote(t.text) +
+                            " --budget 60MB --down-type iq2_xxs -o " + shell_quote(dir) + " -c 128 -t 2";
+    const std::vector<std::pair<std::string, std::string>> refused = {
+        {"", "--down-type iq2_xxs needs an importance matrix to requantise the cut down projection: give the model's "
+             "llama-imatrix file with --imatrix"},
+        {" --imatrix " + shell_quote(other), "--imatrix: "},
+        {" --imatrix " + shell_quote(imatrix) + " --needle", "the gates run candidates by mask, and a mask does not model down "
+                                                             "requantised as --down-type iq2_xxs asks"},
+    };
+    for (const auto & [more, msg] : refused) {
+        ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
+        EXPECT_EQ(run_cmd(cmd + more + " 2>&1", out), 2) << more << ": " << out;
+        EXPECT_NE(out.find(msg), std::string::npos) << more << ": " << out;
+        EXPECT_FALSE(file_exists(dir + "/saliency.gguf")) << more << ": calibration started";
+    }
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
+    ASSERT_EQ(run_cmd(cmd + " --imatrix " + shell_quote(imatrix) + " 2>&1", out), 0) << out;
+    EXPECT_NE(out.find("1 of them cut channels with down requantised to an importance-matrix type"), std::string::npos) << out;
+    EXPECT_NE(out.find("reap fit: verify: OK"), std::string::npos) << out;
+    EXPECT_TRUE(file_exists(dir + "/card/README.md"));
+    EXPECT_FALSE(file_exists(dir + "/measure")) << "the written candidates are scratch";
+    reap::fit_record rec;
+    ASSERT_TRUE(reap::read_fit_record(dir + "/fit.json", rec, err)) << err;
+    const reap::fit_record_candidate & w = rec.candidates[rec.winner];
+    ASSERT_EQ(w.width, 256) << "the budget should choose the cut: 512 channels leave fewer experts";
+    ASSERT_TRUE(w.written && w.score);
+    for (const auto & c : rec.candidates) EXPECT_EQ(c.written, c.width < 512) << "K " << c.width;
+
+    const std::string kld = dir + "/reference.kld";
+    ASSERT_EQ(run_cmd(reap + " eval -p " + shell_quote(rec.build.file) + " --kld-base " + shell_quote(kld) + " -t 2 --json > " +
+                      shell_quote(dir + "/check-file.json"), out), 0) << out;
+    const double file_kld = read_json(dir + "/check-file.json")["kld_mean"].get<double>();
+    EXPECT_NEAR(w.score->kld, file_kld, 1e-9);
+    ASSERT_EQ(run_cmd(reap + " eval -m " + shell_quote(model) + " --mask " + shell_quote(dir + "/plan.json") + " --kld-base " +
+                      shell_quote(kld) + " -t 2 --json > " + shell_quote(dir + "/check-mask.json"), out), 0) << out;
+    const double mask_kld = read_json(dir + "/check-mask.json")["kld_mean"].get<double>();
+    EXPECT_GT(std::fabs(mask_kld - file_kld), 0.05 * file_kld)   // fit_stages.h's k_fit_mask_file_rel
+        << "a mask would have stood for this file: the test no longer shows what the written candidates are for";
+    std::ifstream in(dir + "/card/README.md");
+    const std::string card((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(card.find(" *file* |"), std::string::npos) << card;
 }
 
 // Issue 49 item 9: a run refused or stopped after calibration leaves DIR so

@@ -91,7 +91,8 @@ void declare_fit(options & t, fit_params & p) {
     t.section("search:");
     t.custom("--axes", "A,B,...", "what the search may vary: experts, width, sources (default: all three)",
              [&p](const std::string & v, std::string & err) { return parse_axes(v, p.o, err); });
-    t.text("--down-type", "T", "width cuts: the type down is requantised to (default: its own; its block sets the K grid)", p.o.down_type);
+    t.text("--down-type", "T", "width cuts: the type down is requantised to (default: its own; its block sets the K grid); an importance-matrix type "
+           "(iq2_xxs, iq2_xs, iq1_s, iq1_m) needs --imatrix, and its cuts are written and measured, not masked", p.o.down_type);
     t.integer("--max-passes", "N", "score at most N candidates (default: until nothing left can beat the best)", 1, INT32_MAX,
               p.o.max_passes);
     t.flag("--dry-run", "print the space and the cost model, score nothing (without an archive yet: only what calibration will read)",

@@ -115,6 +115,10 @@ bool candidates_from(json_fields & f, fit_record & r) {
             !c.u64("bytes", x.bytes)) {
             return false;
         }
+        std::string from = "mask";
+        if (!c.opt_str("scored_from", from)) return false;
+        if (from != "mask" && from != "file") return c.fail("scored_from", "= '" + from + "' is neither 'mask' nor 'file'");
+        x.written = from == "file";
         if (c.has("kld_mean")) {
             planner::fit_score sc;
             if (!score_from(c, sc)) return false;
@@ -257,6 +261,7 @@ std::string fit_record_text(const fit_record & r) {
     for (const fit_record_candidate & c : r.candidates) {
         json e = {{"source", c.source}, {"n_keep", c.n_keep}, {"width", c.width}, {"bytes", c.bytes}};
         if (c.score) e.update(score_json(*c.score));
+        if (c.written) e["scored_from"] = "file";
         cands.push_back(e);
     }
     j["candidates"] = cands;

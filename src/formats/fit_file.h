@@ -82,6 +82,9 @@ struct fit_record_candidate {
     int64_t                          n_keep = 0, width = 0;
     uint64_t                         bytes = 0;
     std::optional<planner::fit_score> score;   // scored by the search
+    // "scored_from": "file" when its written file was scored (a width cut to
+    // an importance-matrix down type, which a mask does not model); absent: by mask
+    bool                             written = false;
 };
 
 struct fit_record_excluded {

@@ -131,7 +131,8 @@ std::string content_changed(const json & was, const json & now) {
 // not listed depends on everything.
 const std::vector<std::string> k_calibrate_inputs = {"/sources/0", "/reference", "/corpus", "/saliency", "/window", "/axes/width"};
 const std::vector<std::string> k_reference_inputs = {"/sources/0", "/reference", "/heldout", "/kld_base", "/window"};
-const std::vector<std::string> k_score_inputs = {"/sources", "/method", "/domains", "/down_type"};
+// the imatrix: a written candidate's down projection is quantised with it
+const std::vector<std::string> k_score_inputs = {"/sources", "/method", "/domains", "/down_type", "/imatrix"};
 
 // A fingerprint value without the files' "path" keys: what a stage computed
 // depends on the files' bytes (their hashes, a model's identity), not on the

@@ -17,6 +17,7 @@
 #include "moe/pruned.h"
 #include "moe/width.h"
 #include "plan/provenance.h"
+#include "prune/imatrix_slice.h"
 #include "prune/prune.h"
 #include "prune/run.h"
 #include "prune/width.h"
@@ -41,6 +42,12 @@
 namespace reap {
 
 namespace pl = reap::planner;
+
+bool fit_cut_needs_importance(const fit_options & o, const gguf::model & m, const moe::layout & lay) {
+    prune::width_options w;
+    if (const gguf::type_info * t = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type)) w.down_type = t->type;
+    return o.axis_width && prune::cut_down_needing_importance(m, lay, w) != nullptr;
+}
 
 namespace {
 
@@ -161,6 +168,7 @@ bool build_space(const fit_options & o, const std::string & saliency, fit_result
             r.full_grid += o.axis_experts ? (size_t) std::max<int64_t>(1, pts[0].n_keep - std::max<int64_t>(1, rm.layout.n_expert_used) + 1) : 1;
             c.source_path = o.sources[s];
             c.p = std::move(pts[0].p);
+            c.written = K < widths.back() && fit_cut_needs_importance(o, rm.model, rm.layout);
             r.lines.back().push_back(r.space.size());
             r.space.push_back(std::move(c));
         }
@@ -186,8 +194,11 @@ eval_options fit_eval_options(const fit_options & o, const std::string & base, c
 
 namespace {
 
-// One masked pass: candidate i of its source against the reference's rows.
-bool score_candidate(const fit_options & o, const std::string & kld, const fit_candidate & c, pl::fit_score & sc, std::string & err) {
+// One masked pass: candidate i of its source against the reference's rows
+// (or its written file's, when a mask does not stand for it).
+bool score_candidate(const fit_options & o, const std::string & kld, const fit_candidate & c, pl::fit_score & sc, FILE * out,
+                     std::string & err) {
+    if (c.written) return score_written_candidate(o, kld, c, sc, out, err);
     const eval_options e = fit_eval_options(o, c.source_path, o.heldout, kld);
     std::vector<eval_report> reps;
     const std::string label = util::base_name(c.source_path) + " N=" + std::to_string(c.point.n_keep) + " K=" + std::to_string(c.point.width);
@@ -215,7 +226,7 @@ bool search_stage(const fit_options & o, fit_journal & j, const std::string & kl
                 sc = it->second;
                 ++r.passes_resumed;
             } else {
-                if (!score_candidate(o, kld, c, sc, err)) return false;
+                if (!score_candidate(o, kld, c, sc, out, err)) return false;
                 j.scores[key] = sc;
                 if (!save_fit_journal(j, err)) return false;
                 ++r.passes_this_run;
@@ -240,7 +251,7 @@ bool search_stage(const fit_options & o, fit_journal & j, const std::string & kl
 // What fit writes in DIR: these files, and whatever lies in these folders.
 constexpr const char * k_fit_files[] = {"fit-journal.json", "saliency.gguf", "saliency.gguf.checkpoint", "reference.kld",
                                         "gates.json",       "plan.json",     "eval.json",                "fit.json"};
-constexpr const char * k_fit_folders[] = {"build", "card"};
+constexpr const char * k_fit_folders[] = {"build", "card", "measure"};
 
 // Whether `path` (existing) lies inside the folder `dir` (existing), links resolved.
 bool lies_inside(const std::string & path, const std::string & dir) {
@@ -431,6 +442,48 @@ bool check_budget(const fit_options & o, std::string & err) {
     return true;
 }
 
+// Width cuts whose down projection requantises to an importance-matrix type
+// (--down-type iq2_xxs, or a source's own): a mask does not model that, so
+// the search writes those candidates and scores their files (issue 49 item
+// 10). They need --imatrix, checked against each such source now (every
+// expert kept), and the gates, which run candidates by mask, are refused.
+bool check_written_candidates(const fit_options & o, std::string & err) {
+    for (const std::string & src : o.sources) {
+        gguf::model m;
+        moe::layout lay;
+        if (!gguf::open_model(src, m, err) || !moe::layout_of(m, lay, err, moe::describe_options())) return false;
+        if (!fit_cut_needs_importance(o, m, lay)) continue;
+        const std::string what = o.down_type.empty() ? "-m " + src + "'s own down type" : "--down-type " + o.down_type;
+        if (o.imatrix.empty()) {
+            err = what + " needs an importance matrix to requantise the cut down projection: give the model's llama-imatrix "
+                  "file with --imatrix (or leave the width out: --axes experts,sources)";
+            return false;
+        }
+        if (!fit_gates_fingerprint(o).empty()) {
+            err = "the gates run candidates by mask, and a mask does not model down requantised as " + what +
+                  " asks (an importance-matrix type): leave the gates out, give another --down-type, or leave the width out";
+            return false;
+        }
+        plan every;   // every expert of every MoE layer: the entries the cuts will need
+        every.arch = lay.arch;
+        every.n_layer = lay.n_layer;
+        every.n_expert = every.n_keep = lay.n_expert;
+        every.n_expert_used = lay.n_expert_used;
+        for (int l : lay.moe_layers) {
+            plan_layer pl;
+            pl.layer = l;
+            for (int64_t e = 0; e < lay.n_expert; ++e) pl.keep.push_back(e);
+            every.layers.push_back(std::move(pl));
+        }
+        prune::imatrix_slice slice;
+        if (!prune::prepare_imatrix_slice(o.imatrix, m, lay, every, slice, err)) {
+            err = "--imatrix: " + err;
+            return false;
+        }
+    }
+    return true;
+}
+
 // What can be checked from the headers, the options and the archive's (or the
 // corpus's) domain list, before the first decode: at a large model's size a
 // typo found after calibration costs a day. The sources and the reference must
@@ -448,15 +501,7 @@ bool check_fit_inputs(const fit_options & o, std::string & err) {
         err = "--down-type: unknown type '" + o.down_type + "'";
         return false;
     }
-    // the search scores width cuts by mask, and a mask keeps down in its own
-    // type: requantising to an importance-matrix type moves the file far from
-    // its mask (issue 49 item 10: found only after the build, at the end)
-    if (down && o.axis_width && prune::needs_importance(down->type)) {
-        err = "--down-type " + o.down_type + ": the search scores width cuts by masking, and a mask does not model down "
-              "requantised to " + o.down_type + " (an importance-matrix type: the written file's KLD would not be its mask's); "
-              "give a down type the masks stand for (f16, q8_0, or the source's own), or leave the width out (--axes experts,sources)";
-        return false;
-    }
+    if (!check_written_candidates(o, err)) return false;
     std::vector<std::string> models = o.sources;
     if (!o.reference.empty()) models.push_back(o.reference);
     moe::model_identity first;

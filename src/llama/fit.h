@@ -90,6 +90,10 @@ struct fit_candidate {
     planner::fit_point point;
     std::string        source_path;
     plan               p;                    // its plan (a width plan when K < n_ff)
+    // Scored from its written file, not by mask: a width cut whose down
+    // projection requantises to an importance-matrix type (iq2_xxs, ...),
+    // which a mask does not model (issue 49 item 10).
+    bool               written = false;
 };
 
 // A (source, K) that has no candidate: its smallest file is over the budget.

@@ -24,6 +24,64 @@
 
 namespace reap {
 
+bool fit_prune(const fit_options & o, const std::string & source, const std::string & plan_path, const std::string & output,
+               bool durable, fit_pruned & written, std::string & err) {
+    prune::prune_request req;
+    req.model = source;
+    req.plan = plan_path;
+    req.output = output;
+    req.force = true;   // fit's own folders: a file there without its journal line is a killed run's
+    req.sync = durable;
+    req.sums = durable;
+    req.down_type = o.down_type;
+    req.imatrix = o.imatrix;
+    req.version = o.tool_version;
+    prune::prune_job job;
+    prune::prune_written w;
+    util::error e;
+    if (!prune::prepare_prune(req, job, e) || !prune::write_prune(job, w, e)) {
+        err = "prune: " + e.message;
+        return false;
+    }
+    written.files = w.files;
+    written.imatrix = job.imatrix_out;
+    return true;
+}
+
+bool score_written_candidate(const fit_options & o, const std::string & kld, const fit_candidate & c, planner::fit_score & sc,
+                             FILE * out, std::string & err) {
+    const std::string dir = o.out_dir + "/measure", plan_path = dir + "/plan.json", model = dir + "/candidate.gguf";
+    if (!util::current_disk().mkdir(dir, 0755) && errno != EEXIST) {
+        err = "cannot create '" + dir + "': " + strerror(errno);
+        return false;
+    }
+    fprintf(out, "reap fit: writing %s N=%" PRId64 " K=%" PRId64 " to measure it (down requantised to %s, which a mask does not model)\n",
+            util::base_name(c.source_path).c_str(), c.point.n_keep, c.point.width, o.down_type.c_str());
+    fit_pruned written;
+    if (!util::write_file_durably(plan_path, plan_text(c.p), err) || !fit_prune(o, c.source_path, plan_path, model, false, written, err)) {
+        return false;
+    }
+    const eval_options e = fit_eval_options(o, o.reference.empty() ? o.sources[0] : o.reference, o.heldout, kld);
+    std::vector<eval_report> reps;
+    if (!run_eval_candidates(e, {{written.files.empty() ? model : written.files[0], false, nullptr}}, reps, err)) return false;
+    sc.kld = reps[0].overall.kld_mean;
+    sc.kld_half[0] = reps[0].kld_half[0];
+    sc.kld_half[1] = reps[0].kld_half[1];
+    sc.top1 = reps[0].overall.argmax_agree;
+    // scratch: the score is journalled, the file is not kept (the build writes the winner again)
+    std::vector<std::string> scratch = written.files;
+    scratch.push_back(written.imatrix);
+    scratch.push_back(plan_path);
+    for (const std::string & f : scratch) {
+        if (!f.empty() && !util::current_disk().unlink(f) && errno != ENOENT) {
+            err = "cannot remove '" + f + "': " + strerror(errno);
+            return false;
+        }
+    }
+    util::current_disk().rmdir(dir);   // left when it holds anything else
+    return true;
+}
+
 namespace {
 
 // DIR/plan.json: the winner's plan, its origin reap fit's.
@@ -56,22 +114,9 @@ bool prune_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * 
         err = "cannot create '" + dir + "': " + strerror(errno);
         return false;
     }
-    prune::prune_request req;
-    req.model = w.source_path;
-    req.plan = r.plan_path;
-    req.output = r.build_path;
-    req.force = true;   // DIR/build is fit's: a file there without its journal line is a killed run's whole publish
-    req.down_type = o.down_type;
-    req.imatrix = o.imatrix;
-    req.version = o.tool_version;
-    prune::prune_job job;
-    prune::prune_written written;
-    util::error e;
     fprintf(out, "reap fit: prune %s by %s -> %s\n", w.source_path.c_str(), r.plan_path.c_str(), r.build_path.c_str());
-    if (!prune::prepare_prune(req, job, e) || !prune::write_prune(job, written, e)) {
-        err = "prune: " + e.message;
-        return false;
-    }
+    fit_pruned written;
+    if (!fit_prune(o, w.source_path, r.plan_path, r.build_path, true, written, err)) return false;
     if (!written.files.empty()) r.build_path = written.files[0];
     return fit_mark_stage(j, "prune", sums, err);
 }
@@ -130,9 +175,11 @@ bool eval_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * o
     const double mask = r.scores[*r.winner]->kld;
     if (std::fabs(r.file_kld - mask) > std::max(k_fit_mask_file_abs, k_fit_mask_file_rel * mask)) {
         char buf[320];
-        snprintf(buf, sizeof(buf), "the written build scores KLD %.6f, its mask scored %.6f: more apart than %.0f%% (or %.0e): "
-                 "the mask does not stand for the file; nothing more is written", r.file_kld, mask, 100 * k_fit_mask_file_rel,
-                 k_fit_mask_file_abs);
+        const bool written = r.space[*r.winner].written;
+        snprintf(buf, sizeof(buf), "the written build scores KLD %.6f, its %s scored %.6f: more apart than %.0f%% (or %.0e): "
+                 "%s; nothing more is written", r.file_kld, written ? "measured candidate file" : "mask", mask,
+                 100 * k_fit_mask_file_rel, k_fit_mask_file_abs,
+                 written ? "the same plan wrote another file" : "the mask does not stand for the file");
         err = buf;
         r.differs = true;
         return false;

@@ -67,6 +67,11 @@ pass_size pass_size_of(const fit_options & o, const fit_result & r) {
     return ps;
 }
 
+// The candidates scored from their written files (fit_candidate::written).
+size_t written_candidates(const fit_result & r) {
+    return (size_t) std::count_if(r.space.begin(), r.space.end(), [](const fit_candidate & c) { return c.written; });
+}
+
 } // namespace
 
 void print_fit_space(FILE * out, const fit_options & o, const fit_result & r) {
@@ -79,6 +84,10 @@ void print_fit_space(FILE * out, const fit_options & o, const fit_result & r) {
         const fit_candidate & a = r.space[ln.front()], & b = r.space[ln.back()];
         fprintf(out, "  %-28s %3zu candidates: K %" PRId64 "..%" PRId64 ", N %" PRId64 "..%" PRId64 "\n",
                 util::base_name(a.source_path).c_str(), ln.size(), a.point.width, b.point.width, a.point.n_keep, b.point.n_keep);
+    }
+    if (const size_t n = written_candidates(r)) {
+        fprintf(out, "  %zu of them cut channels with down requantised to an importance-matrix type, which a mask does not model: "
+                "each is written to %s/measure, its file scored, then removed\n", n, o.out_dir.c_str());
     }
     if (!r.excluded.empty()) {
         fprintf(out, "  pruned away by the budget: %zu (source, K) pairs (the first: %s K=%" PRId64 ": %s)\n", r.excluded.size(),
@@ -114,9 +123,13 @@ void print_fit_cost(FILE * out, const fit_options & o, const fit_result & r) {
     fprintf(out, "  a pass: %s%" PRIu64 " tokens of %s in windows of %d, -ub %d: %" PRIu64 " ubatches, each reading up to the expert pool (%s)\n",
             ps.exact ? "" : "about ", ps.tokens, o.heldout.c_str(), ps.n_ctx, rt.n_ubatch, ubatches, util::format_size(pool).c_str());
     fprintf(out, "  -ub %d: %s\n", rt.n_ubatch, sizes.note.c_str());
+    uint64_t largest_written = 0;
+    for (const fit_candidate & c : r.space) largest_written = std::max(largest_written, c.written ? c.point.bytes : 0);
+    if (largest_written > 0) {
+        fprintf(out, "  a written candidate also reads its source and writes its file (up to %s, one at a time in %s/measure) before its pass\n",
+                util::format_size(largest_written).c_str(), o.out_dir.c_str());
+    }
     const std::optional<util::memory_limit> mem = util::available_memory();
-    uint64_t largest_file = 0;
-    for (const fit_candidate & c : r.space) largest_file = std::max(largest_file, c.point.bytes);
     if (mem && !r.space.empty()) {
         gguf::model m;
         std::string err;
@@ -170,9 +183,9 @@ void print_fit_result(FILE * out, const fit_options & o, const fit_result & r) {
     const pl::fit_score & ws = *r.scores[*r.winner];
     fprintf(out, "\nreap fit: %zu of %zu candidates scored (%zu this run, %zu from the journal; the full grid: %zu); %s\n",
             r.passes_this_run + r.passes_resumed, r.space.size(), r.passes_this_run, r.passes_resumed, r.full_grid, r.stop_reason.c_str());
-    fprintf(out, "  winner: %s N %" PRId64 " K %" PRId64 ", %s (budget %s): masked KLD %.6f, top-1 %.3f%%\n",
+    fprintf(out, "  winner: %s N %" PRId64 " K %" PRId64 ", %s (budget %s): %s KLD %.6f, top-1 %.3f%%\n",
             util::base_name(w.source_path).c_str(), w.point.n_keep, w.point.width, util::format_size(w.point.bytes).c_str(),
-            o.budget_text.c_str(), ws.kld, 100 * ws.top1);
+            o.budget_text.c_str(), w.written ? "its written file's" : "masked", ws.kld, 100 * ws.top1);
     if (r.runner_up) {
         const fit_candidate & u = r.space[*r.runner_up];
         fprintf(out, "  by %.6f nats over %s N %" PRId64 " K %" PRId64 " (noise: %.6f, the split-half disagreement of that difference)\n",
@@ -189,8 +202,9 @@ void print_fit_result(FILE * out, const fit_options & o, const fit_result & r) {
                 util::base_name(b.source_path).c_str(), b.point.n_keep, b.point.width, r.scores[*r.best_by_kld]->kld);
     }
     if (!r.eval_path.empty()) {
-        fprintf(out, "  the written build: %s, KLD %.6f against the reference (its mask: %.6f), top-1 %.3f%%; verified\n",
-                util::format_size(r.file_bytes).c_str(), r.file_kld, ws.kld, 100 * r.file_top1);
+        fprintf(out, "  the written build: %s, KLD %.6f against the reference (%s: %.6f), top-1 %.3f%%; verified\n",
+                util::format_size(r.file_bytes).c_str(), r.file_kld, w.written ? "its file in the search" : "its mask", ws.kld,
+                100 * r.file_top1);
         fprintf(out, "  wrote %s, %s, %s, %s/README.md, %s\n", r.plan_path.c_str(), r.build_path.c_str(), r.eval_path.c_str(),
                 r.card_dir.c_str(), r.fit_json.c_str());
     }
@@ -208,7 +222,7 @@ fit_record make_fit_record(const fit_options & o, const fit_result & r) {
     f.saliency_sha256 = r.archive_sha256;
     for (size_t i = 0; i < r.space.size(); ++i) {
         const fit_candidate & c = r.space[i];
-        f.candidates.push_back({c.source_path, c.point.n_keep, c.point.width, c.point.bytes, r.scores[i]});
+        f.candidates.push_back({c.source_path, c.point.n_keep, c.point.width, c.point.bytes, r.scores[i], c.written});
     }
     for (const fit_excluded & x : r.excluded) f.excluded.push_back({x.source_path, x.width, x.why});
     f.passes_scored = r.passes_this_run + r.passes_resumed;
@@ -230,13 +244,19 @@ std::string fit_card_section(const fit_options & o, const fit_result & r) {
     std::string s = "## How this build was chosen (`reap fit`)\n\n";
     snprintf(buf, sizeof(buf),
              "Budget %s. %zu candidates fit it (each source quantisation x channel width K, each at the largest expert count N "
-             "whose file fits); %zu were scored, one masked pass each against the rows of %s on %s (the full grid of every N that fits: %zu passes). ",
-             util::markdown_text(o.budget_text).c_str(), r.space.size(), r.passes_this_run + r.passes_resumed, ref.c_str(),
+             "whose file fits); %zu were scored, one %s pass each against the rows of %s on %s (the full grid of every N that fits: %zu passes). ",
+             util::markdown_text(o.budget_text).c_str(), r.space.size(), r.passes_this_run + r.passes_resumed,
+             written_candidates(r) ? "masked (or written: below)" : "masked", ref.c_str(),
              util::markdown_text(util::base_name(o.heldout)).c_str(), r.full_grid);
     s += buf;
+    if (const size_t n = written_candidates(r)) {
+        s += std::to_string(n) + " of them cut channels with the down projection requantised to an importance-matrix type, which a "
+             "mask does not model: each was written and its file scored instead (marked *file* below). ";
+    }
     s += "The search stopped because " + util::markdown_text(r.stop_reason) + ".\n\n";
-    snprintf(buf, sizeof(buf), "The winner, %s with N = %" PRId64 " and K = %" PRId64 ", scored KLD %.6f by mask; its written file %.6f.",
-             util::markdown_text(util::base_name(w.source_path)).c_str(), w.point.n_keep, w.point.width, r.scores[*r.winner]->kld, r.file_kld);
+    snprintf(buf, sizeof(buf), "The winner, %s with N = %" PRId64 " and K = %" PRId64 ", scored KLD %.6f by %s; its written file %.6f.",
+             util::markdown_text(util::base_name(w.source_path)).c_str(), w.point.n_keep, w.point.width, r.scores[*r.winner]->kld,
+             w.written ? "its file in the search" : "mask", r.file_kld);
     s += buf;
     if (r.runner_up) {
         snprintf(buf, sizeof(buf), " It beat the runner-up by %.6f nats; the noise of that difference (its split-half disagreement) is %.6f.",
@@ -247,9 +267,9 @@ std::string fit_card_section(const fit_options & o, const fit_result & r) {
     for (size_t i = 0; i < r.space.size(); ++i) {
         if (!r.scores[i]) continue;
         const fit_candidate & c = r.space[i];
-        snprintf(buf, sizeof(buf), "| %s%s | %" PRId64 " | %" PRId64 " | %s | %.6f | %.3f%% |\n", util::markdown_text(util::base_name(c.source_path)).c_str(),
+        snprintf(buf, sizeof(buf), "| %s%s | %" PRId64 " | %" PRId64 " | %s | %.6f%s | %.3f%% |\n", util::markdown_text(util::base_name(c.source_path)).c_str(),
                  i == *r.winner ? " (winner)" : "", c.point.n_keep, c.point.width, util::format_size(c.point.bytes).c_str(),
-                 r.scores[i]->kld, 100 * r.scores[i]->top1);
+                 r.scores[i]->kld, c.written ? " *file*" : "", 100 * r.scores[i]->top1);
         s += buf;
     }
     if (!r.excluded.empty()) s += "\n" + std::to_string(r.excluded.size()) + " (source, K) pairs had no N that fits the budget.\n";

@@ -5,11 +5,14 @@
 
 #include "llama/fit.h"
 #include "formats/fit_journal.h"
+#include "gguf/gguf.h"
+#include "moe/layout.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace reap {
 
@@ -60,6 +63,27 @@ std::string fit_gates_fingerprint(const fit_options & o);
 // `saliency` the archive it ranks with; r.methods the scores.
 bool method_stage(const fit_options & o, fit_journal & j, const std::string & kld, fit_options & chosen, std::string & saliency,
                   fit_result & r, FILE * out, std::string & err);
+
+// Whether a width cut of `m` (classified as `lay`) requantises a down tensor
+// to a type that needs an importance matrix (fit's --down-type, else the
+// tensor's own): its candidates are written and measured, not masked.
+bool fit_cut_needs_importance(const fit_options & o, const gguf::model & m, const moe::layout & lay);
+
+// reap prune's stages on `source` by the plan file `plan_path` into `output`
+// with fit's down type and imatrix (the build's, and a written candidate's);
+// `durable`: fsynced, with SHA256SUMS (the build), else scratch.
+struct fit_pruned {
+    std::vector<std::string> files;     // the model's files, in shard order
+    std::string              imatrix;   // the sliced imatrix beside them ("" = none)
+};
+bool fit_prune(const fit_options & o, const std::string & source, const std::string & plan_path, const std::string & output,
+               bool durable, fit_pruned & written, std::string & err);
+
+// A candidate that a mask does not stand for (fit_candidate::written): written
+// to DIR/measure, its file scored against the reference's rows `kld`, then
+// removed (the score is journalled).
+bool score_written_candidate(const fit_options & o, const std::string & kld, const fit_candidate & c, planner::fit_score & sc,
+                             FILE * out, std::string & err);
 
 // The build: plan, prune, verify, eval of the file, the agreement check,
 // the card and fit.json; each stage journalled, none redone.

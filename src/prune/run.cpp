@@ -23,24 +23,21 @@ namespace {
 // down type that needs one without --imatrix is a usage error naming it.
 bool read_width_importance(prune_job & job, util::error & err) {
     const prune_request & req = job.req;
-    const bool shared_cut = moe::width_cuts_shared(job.model, job.lay);
     if (req.imatrix.empty()) {
-        for (const gguf::tensor_info & t : job.model.tensors) {
-            if (!moe::width_cuts_columns(t.name, shared_cut)) continue;
-            const gguf::tensor_type type = width_down_type(t, job.width);
-            if (!needs_importance(type)) continue;
-            return fail_with(err, error_kind::usage,
-                             std::string(req.down_type.empty() ? "'" + t.name + "' is " : "--down-type ") + gguf::type_name(type) +
-                                 ": quantising the cut down tensors to " + gguf::type_name(type) +
-                                 " needs an importance matrix: give the source model's llama-imatrix file with --imatrix");
-        }
-        return true;
+        const gguf::tensor_info * t = cut_down_needing_importance(job.model, job.lay, job.width);
+        if (!t) return true;
+        const gguf::tensor_type type = width_down_type(*t, job.width);
+        return fail_with(err, error_kind::usage,
+                         std::string(req.down_type.empty() ? "'" + t->name + "' is " : "--down-type ") + gguf::type_name(type) +
+                             ": quantising the cut down tensors to " + gguf::type_name(type) +
+                             " needs an importance matrix: give the source model's llama-imatrix file with --imatrix");
     }
     std::string msg;
     if (!prepare_imatrix_slice(req.imatrix, job.model, job.lay, job.p, job.islice, msg)) {
         return fail_with(err, error_kind::input, msg);
     }
     const imatrix_slice & s = job.islice;
+    const bool shared_cut = moe::width_cuts_shared(job.model, job.lay);
     // a shared expert's down entry is no expert entry (prepare requires those): checked here where its type needs it
     for (const gguf::tensor_info & t : job.model.tensors) {
         if (!shared_cut || !moe::width_is_shared(t.name) || !moe::width_cuts_columns(t.name, true)) continue;

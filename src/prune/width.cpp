@@ -59,6 +59,14 @@ gguf::tensor_type width_down_type(const gguf::tensor_info & t, const width_optio
     return o.down_type ? *o.down_type : t.type;
 }
 
+const gguf::tensor_info * cut_down_needing_importance(const gguf::model & m, const moe::layout & lay, const width_options & o) {
+    const bool shared_cut = moe::width_cuts_shared(m, lay);
+    for (const gguf::tensor_info & t : m.tensors) {
+        if (moe::width_cuts_columns(t.name, shared_cut) && needs_importance(width_down_type(t, o))) return &t;
+    }
+    return nullptr;
+}
+
 bool check_down_cut(const gguf::tensor_info & t, int64_t K, gguf::tensor_type out_type, bool have_importance, std::string & err) {
     const std::string who = "tensor '" + t.name + "'";
     const int64_t n_ff = t.ne[0], n_rows = t.ne[1], n_expert = t.ne[2];

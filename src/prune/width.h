@@ -106,4 +106,10 @@ bool apply_width(const gguf::model & m, const moe::layout & lay, const plan & p,
 // The type the down tensor `t` has in the width-cut output.
 gguf::tensor_type width_down_type(const gguf::tensor_info & t, const width_options & o);
 
+// The first down tensor of `m` (classified as `lay`) that a width cut
+// requantises to a type that needs an importance matrix, with `o`'s down type
+// (unset: each tensor's own), or nullptr: what needs --imatrix, and what a
+// mask does not model (reap fit writes such candidates to measure them).
+const gguf::tensor_info * cut_down_needing_importance(const gguf::model & m, const moe::layout & lay, const width_options & o);
+
 }  // namespace reap::prune
