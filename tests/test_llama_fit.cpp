@@ -660,6 +660,15 @@ TEST(Fit, ImportanceMatrixDownTypeCandidatesAreWrittenAndMeasured) {
         {" --imatrix " + shell_quote(imatrix) + " --needle", "the gates run candidates by mask, and a mask does not model down "
                                                              "requantised as --down-type iq2_xxs asks"},
     };
+    // a source whose own down slabs are iq2_xxs (llama-quantize IQ2_XXS) cuts to its own type: the same rule
+    const std::string iq2 = zoo_quantized("qwen3moe-wide", "IQ2_XXS", err);
+    ASSERT_FALSE(iq2.empty()) << err;
+    const std::string own = reap + " fit -m " + shell_quote(iq2) + " --corpus " + shell_quote(t.calib) + " -f " + shell_quote(t.text) +
+                            " --budget 30MB -o " + shell_quote(dir) + " -c 128 -t 2";
+    ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
+    EXPECT_EQ(run_cmd(own + " 2>&1", out), 2) << out;
+    EXPECT_NE(out.find("-m " + iq2 + "'s own down type needs an importance matrix"), std::string::npos) << out;
+    EXPECT_EQ(run_cmd(own + " --axes experts --dry-run 2>&1", out), 0) << "without the width nothing is cut: " << out;
     for (const auto & [more, msg] : refused) {
         ASSERT_EQ(run_cmd("rm -rf " + shell_quote(dir), out), 0);
         EXPECT_EQ(run_cmd(cmd + more + " 2>&1", out), 2) << more << ": " << out;

@@ -44,9 +44,18 @@ namespace reap {
 namespace pl = reap::planner;
 
 bool fit_cut_needs_importance(const fit_options & o, const gguf::model & m, const moe::layout & lay) {
+    if (!o.axis_width) return false;
+    moe::expert_width ew;
+    std::string err;
+    if (!moe::expert_width_of(m, lay, ew, err) || !ew.refusal.empty()) return false;
     prune::width_options w;
-    if (const gguf::type_info * t = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type)) w.down_type = t->type;
-    return o.axis_width && prune::cut_down_needing_importance(m, lay, w) != nullptr;
+    int64_t block = ew.down_block;
+    if (const gguf::type_info * t = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type)) {
+        w.down_type = t->type;
+        block = t->block_size;
+    }
+    // a grid without a K below the full width cuts nothing
+    return block > 0 && block < ew.n_ff && prune::cut_down_needing_importance(m, lay, w) != nullptr;
 }
 
 namespace {

@@ -64,9 +64,10 @@ std::string fit_gates_fingerprint(const fit_options & o);
 bool method_stage(const fit_options & o, fit_journal & j, const std::string & kld, fit_options & chosen, std::string & saliency,
                   fit_result & r, FILE * out, std::string & err);
 
-// Whether a width cut of `m` (classified as `lay`) requantises a down tensor
-// to a type that needs an importance matrix (fit's --down-type, else the
-// tensor's own): its candidates are written and measured, not masked.
+// Whether fit's width axis cuts `m` (classified as `lay`: its K grid has a K
+// below the full width) and a cut requantises a down tensor to a type that
+// needs an importance matrix (fit's --down-type, else the tensor's own): such
+// candidates are written and measured, not masked.
 bool fit_cut_needs_importance(const fit_options & o, const gguf::model & m, const moe::layout & lay);
 
 // reap prune's stages on `source` by the plan file `plan_path` into `output`
