@@ -451,16 +451,30 @@ bool check_budget(const fit_options & o, std::string & err) {
     return true;
 }
 
-// Width cuts whose down projection requantises to an importance-matrix type
-// (--down-type iq2_xxs, or a source's own): a mask does not model that, so
-// the search writes those candidates and scores their files (issue 49 item
-// 10). They need --imatrix, checked against each such source now (every
-// expert kept), and the gates, which run candidates by mask, are refused.
-bool check_written_candidates(const fit_options & o, std::string & err) {
-    for (const std::string & src : o.sources) {
+// The width axis of every source, from its header: its K grid (a model that
+// cannot be cut, or a down type whose block does not divide the experts'
+// width, was found only after calibration). Width cuts whose down projection
+// requantises to an importance-matrix type (--down-type iq2_xxs, or a
+// source's own): a mask does not model that, so the search writes those
+// candidates and scores their files (issue 49 item 10). They need --imatrix,
+// checked against each such source now (every expert kept), and the gates,
+// which run candidates by mask, are refused.
+bool check_width_axis(const fit_options & o, std::string & err) {
+    if (!o.axis_width) return true;
+    const gguf::type_info * down = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type);
+    const size_t n_sources = o.axis_sources ? o.sources.size() : 1;   // the sources the space takes
+    for (size_t s = 0; s < n_sources; ++s) {
+        const std::string & src = o.sources[s];
         gguf::model m;
         moe::layout lay;
         if (!gguf::open_model(src, m, err) || !moe::layout_of(m, lay, err, moe::describe_options())) return false;
+        plan_model_facts facts = facts_of(lay, m);
+        if (down) facts.down_block = down->block_size, facts.down_type_name = down->name;
+        const std::string why = facts.width_refusal.empty() ? width_refusal(facts.n_ff_exp, facts) : facts.width_refusal;
+        if (!why.empty()) {   // line_widths' message, before the first decode
+            err = "the width axis: " + why + " (leave the width out: --axes experts,sources)";
+            return false;
+        }
         if (!fit_cut_needs_importance(o, m, lay)) continue;
         const std::string what = o.down_type.empty() ? "-m " + src + "'s own down type" : "--down-type " + o.down_type;
         if (o.imatrix.empty()) {
@@ -510,7 +524,7 @@ bool check_fit_inputs(const fit_options & o, std::string & err) {
         err = "--down-type: unknown type '" + o.down_type + "'";
         return false;
     }
-    if (!check_written_candidates(o, err)) return false;
+    if (!check_width_axis(o, err)) return false;
     std::vector<std::string> models = o.sources;
     if (!o.reference.empty()) models.push_back(o.reference);
     moe::model_identity first;
