@@ -9,6 +9,8 @@
 #include "gguf/gguf.h"
 #include "gguf_test_util.h"
 #include "moe/census.h"
+#include "saliency/archive.h"
+#include "saliency_test_util.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -99,4 +101,55 @@ TEST(Inspect, HumanReportHelpAndErrors) {
     r = run_reap("inspect '" + dir + "/cut.gguf'");
     EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.out.find("ends past end of file"), std::string::npos) << r.out;
+}
+
+// An archive is not a model: inspect says what it holds instead of a census
+// with no architecture (it printed "arch (none)", 0 experts). Checked against
+// the archive the test wrote: the model it is of, the metric set and the
+// statistics, each domain's tokens, which plan methods it serves (an archive
+// without squared norms does not serve msan; a weights archive only aimer),
+// and its provenance; --json carries the same.
+TEST(CliInspect, ASaliencyArchiveIsDescribedNotCensused) {
+    namespace s = reap::saliency;
+    const std::string dir = scratch_dir("inspect-archive");
+    s::archive a = saliency_test::make_archive({"en", "code"}, saliency_test::make_fingerprint(5, 16, 4, {1, 2, 4}, "glm4moe"),
+                                               s::metric_set::reap, 1234);
+    a.provenance.set_string("reap.saliency.corpus", "calib.jsonl");
+    std::string err;
+    ASSERT_TRUE(s::write_archive(a, dir + "/a.gguf", err, true)) << err;
+    run_result r = run_reap("inspect '" + dir + "/a.gguf'");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(r.out.find("arch             (none)"), std::string::npos) << r.out;
+    for (const std::string & line : {std::string("metric set       reap\n"),
+                                     std::string("of the model     glm4moe, 5 blocks, 3 MoE blocks [1,2,4], 16 experts (4 used per token)\n"),
+                                     std::string("domains          2, 2,468 tokens in all"), std::string("  en             1,234 tokens"),
+                                     std::string("per channel      none"), std::string("reap.saliency.corpus"),
+                                     std::string("calib.jsonl")}) {
+        EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+    }
+    EXPECT_NE(r.out.find("plan methods     reap, man, "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("; not msan, aimer"), std::string::npos) << "no squared norms, no weights: " << r.out;
+
+    r = run_reap("inspect --json '" + dir + "/a.gguf'");
+    ASSERT_EQ(r.status, 0) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.out;
+    EXPECT_EQ(j["model"]["arch"], "glm4moe");
+    EXPECT_EQ(j["model"]["moe_layers"], nlohmann::json::array({1, 2, 4}));
+    ASSERT_EQ(j["domains"].size(), 2u);
+    EXPECT_EQ(j["domains"][1]["name"], "code");
+    EXPECT_EQ(j["domains"][1]["n_tokens"], 1234);
+    EXPECT_EQ(j["provenance"]["reap.saliency.corpus"], "calib.jsonl");
+
+    // a weights archive (reap score's): aimer only
+    s::archive w = s::make_archive(saliency_test::make_fingerprint(), s::metric_set::weights);
+    s::domain_stats & d = w.add_domain("weights");
+    for (int l : w.model.moe_layers) {
+        for (uint32_t e = 0; e < w.model.n_expert; ++e) d.aimer[w.index(l, (int) e)] = 0.75;
+    }
+    ASSERT_TRUE(s::write_archive(w, dir + "/w.gguf", err, true)) << err;
+    r = run_reap("inspect '" + dir + "/w.gguf'");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("metric set       weights (reap score: from the weights, no calibration)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("plan methods     aimer, random; not reap, "), std::string::npos) << r.out;
 }

@@ -4,6 +4,7 @@
 // layer over reap::moe::take_census(); --json prints the census as one object.
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/inspect_archive.h"
 #include "plan/kernel_counts.h"
 #include "gguf/gguf.h"
 #include "moe/census.h"
@@ -37,7 +38,7 @@ void declare_inspect_options(reap::cli::options & t, inspect_params & p) {
         "reap prune writes (provenance stamp included) when keeping 75%, 50% and 25%\n"
         "of the experts (and every --keep N). Which tensors carry the expert axis is\n"
         "the MoE layout table's rule, the one prune slices by.\n"
-        "MODEL may be the first shard of a split model (*-00001-of-0000N.gguf).\n");
+        "MODEL: a model (of a split one, its *-00001-of-0000N.gguf), or a saliency archive.\n");
     t.section("options:");
     t.flag("--json",
            "print one JSON object (keys: arch, n_layer, moe_layers, mtp_layers, n_expert, n_expert_used, n_expert_groups, "
@@ -84,6 +85,7 @@ int cmd_inspect(int argc, char ** argv) {
     std::string err;
     reap::gguf::model model;
     if (!reap::gguf::open_model(params.model, model, err)) return reap::cli::fail("inspect", err);
+    if (reap::cli::is_saliency_archive(model)) return reap::cli::inspect_archive(params.model, params.json);
     // sized as `reap prune` writes by default: stamped (the plan's hash has a fixed length)
     const reap::moe::stamp_options stamp{true, std::string(64, '0'), REAP_VERSION, ""};
     reap::moe::census c;
