@@ -3,10 +3,15 @@
 
 Each folder of src/ sits on a floor; a file may include its own folder's
 headers and those of folders on lower floors only: no arrow up, none sideways
-(two folders of one floor that included each other would be a cycle), no
-header that includes itself through others, and no folder below llama/ that
-includes a llama.cpp header (the core links ggml-base, never libllama). A
-folder that is on no floor is refused too: a new folder is placed here first.
+(two folders of one floor that included each other would be a cycle), and no
+header that includes itself through others. An include is resolved as the
+compiler does: a quoted name against the file's own folder first, then
+against src/ (an include directory, so an angle-bracket name that is a src/
+file counts too), "../" and all. The core (every floor below llama/) links
+ggml-base, OpenSSL and nlohmann/json and nothing else: it may include no
+other header than the standard C++ and POSIX ones, ggml's, OpenSSL's,
+nlohmann's and the build's generated reap_*.h. A folder that is on no floor
+is refused too: a new folder is placed here first.
 
 Usage: check_layers.py [ROOT]   (ROOT: the repository, default the current folder)
 Prints every violation and exits 1, or one line of counts and exits 0.
@@ -14,6 +19,7 @@ Prints every violation and exits 1, or one line of counts and exits 0.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -31,9 +37,27 @@ FLOORS = [
     ["cli"],
 ]
 LINKS_LLAMA = {"llama", "cli"}
-# llama.cpp's own headers, as reap's sources name them
-LLAMA_HEADER = re.compile(r'^(llama[-.].*|common\.h|chat\.h|arg\.h|sampling\.h|log\.h)$')
+# what the core may include besides src/: the standard library (C++ and
+# POSIX), ggml, OpenSSL, nlohmann/json, the build's generated headers
+CORE_EXTERNAL = re.compile(r'^([a-z_]+|c[a-z]+|[a-z]+\.h|sys/[a-z_]+\.h|ggml[-a-z]*\.h|openssl/.*|nlohmann/.*|reap_[a-z_]+\.h)$')
+POSIX_C = {"unistd.h", "fcntl.h", "dirent.h", "signal.h", "errno.h", "time.h", "poll.h", "pthread.h", "stdio.h", "stdlib.h",
+           "string.h", "stdint.h", "inttypes.h", "limits.h", "math.h", "assert.h", "float.h", "stddef.h", "stdarg.h", "ctype.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+
+
+def core_may_include(name: str) -> bool:
+    if "/" not in name and name.endswith(".h"):
+        return name in POSIX_C or name.startswith("ggml") or name.startswith("reap_")
+    return CORE_EXTERNAL.match(name) is not None
+
+
+def resolve(src: Path, here: Path, quoted: bool, name: str) -> Path | None:
+    """The src/ file an include names (as the compiler searches), or None."""
+    for base in ([here] if quoted else []) + [src]:
+        cand = Path(os.path.normpath(base / name))
+        if cand.is_file():
+            return cand
+    return None
 
 
 def main() -> int:
@@ -58,19 +82,19 @@ def main() -> int:
             if not m:
                 continue
             name = m.group(2)
-            base = name.rsplit("/", 1)[-1]
-            if folder not in LINKS_LLAMA and LLAMA_HEADER.match(base):
-                problems.append(f"src/{rel}:{line_no}: includes llama.cpp's {name}, below llama/ (the core never links libllama)")
-            if m.group(1) != '"' or "/" not in name:
+            target_file = resolve(src, f.parent, m.group(1) == '"', name)
+            if target_file is None or src.resolve() not in target_file.resolve().parents:
+                if folder not in LINKS_LLAMA and not core_may_include(name):
+                    problems.append(f"src/{rel}:{line_no}: includes {name}, below llama/: the core includes only the standard "
+                                    "library, ggml, OpenSSL, nlohmann/json and the build's reap_*.h (it never links libllama)")
                 continue
-            target = name.split("/")[0]
-            if not (src / name).is_file():
-                if target in floor:
-                    problems.append(f"src/{rel}:{line_no}: includes {name}, which is not in src/")
-                continue
+            target_rel = target_file.resolve().relative_to(src.resolve()).as_posix()
+            target = target_rel.split("/")[0] if "/" in target_rel else ""
             n_edges += 1
-            deps.append(name)
-            if target != folder and floor[target] >= floor[folder]:
+            deps.append(target_rel)
+            if target not in floor:
+                problems.append(f"src/{rel}:{line_no}: includes {name} (src/{target_rel}), in no folder of a floor")
+            elif target != folder and floor[target] >= floor[folder]:
                 way = "up" if floor[target] > floor[folder] else "sideways"
                 problems.append(f"src/{rel}:{line_no}: includes {name}: an arrow {way}, from {folder}/ "
                                 f"(floor {floor[folder]}) to {target}/ (floor {floor[target]})")
@@ -99,8 +123,8 @@ def main() -> int:
         for p in problems:
             print("check_layers: " + p)
         return 1
-    print(f"check_layers: {n_files} files, {n_edges} includes between src/ headers, {len(FLOORS)} floors: "
-          "no arrow up or sideways, no cycle, no llama.cpp header below llama/")
+    print(f"check_layers: {n_files} files, {n_edges} includes of src/ headers, {len(FLOORS)} floors: "
+          "no arrow up or sideways, no cycle, nothing outside the core's libraries below llama/")
     return 0
 
 

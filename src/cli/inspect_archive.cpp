@@ -45,6 +45,7 @@ int inspect_archive(const std::string & path, bool json) {
         for (const saliency::domain_stats & d : a.domains) doms.push_back({{"name", d.name}, {"n_tokens", d.n_tokens}});
         j["domains"] = doms;
         j["methods"] = serves;
+        j["methods_refused"] = refused;
         nlohmann::json prov = nlohmann::json::object();
         for (const gguf::kv & e : a.provenance.entries) {
             std::string text;   // a string as it is; other values as inspect prints them
@@ -58,8 +59,9 @@ int inspect_archive(const std::string & path, bool json) {
     printf("archive          %s\n", path.c_str());
     printf("metric set       %s%s\n", saliency::metric_set_name(a.metrics),
            a.metrics == saliency::metric_set::weights ? " (reap score: from the weights, no calibration)" : "");
-    printf("of the model     %s, %u blocks, %zu MoE blocks %s, %u experts (%u used per token)\n", fp.arch.c_str(), fp.n_layer,
-           fp.moe_layers.size(), saliency::layers_text(fp.moe_layers).c_str(), fp.n_expert, fp.n_expert_used);
+    const std::string used = fp.n_expert_used ? std::to_string(fp.n_expert_used) : std::string("unknown: an imatrix import without the model");
+    printf("of the model     %s, %u blocks, %zu MoE blocks %s, %u experts (%s used per token)\n", fp.arch.c_str(), fp.n_layer,
+           fp.moe_layers.size(), saliency::layers_text(fp.moe_layers).c_str(), fp.n_expert, used.c_str());
     printf("router sha256    %s\n", fp.router_sha256.empty() ? "(not recorded)" : fp.router_sha256.c_str());
     std::string metrics;
     for (const std::string & n : a.expert_metric_names()) metrics += (metrics.empty() ? "" : ", ") + n;

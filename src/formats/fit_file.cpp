@@ -261,7 +261,7 @@ std::string fit_record_text(const fit_record & r) {
     for (const fit_record_candidate & c : r.candidates) {
         json e = {{"source", c.source}, {"n_keep", c.n_keep}, {"width", c.width}, {"bytes", c.bytes}};
         if (c.score) e.update(score_json(*c.score));
-        if (c.written) e["scored_from"] = "file";
+        if (c.score && c.written) e["scored_from"] = "file";
         cands.push_back(e);
     }
     j["candidates"] = cands;

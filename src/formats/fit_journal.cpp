@@ -131,8 +131,8 @@ std::string content_changed(const json & was, const json & now) {
 // not listed depends on everything.
 const std::vector<std::string> k_calibrate_inputs = {"/sources/0", "/reference", "/corpus", "/saliency", "/window", "/axes/width"};
 const std::vector<std::string> k_reference_inputs = {"/sources/0", "/reference", "/heldout", "/kld_base", "/window"};
-// the imatrix: a written candidate's down projection is quantised with it
-const std::vector<std::string> k_score_inputs = {"/sources", "/method", "/domains", "/down_type", "/imatrix"};
+// scored_from_files: the imatrix written candidates were quantised with (absent when none are)
+const std::vector<std::string> k_score_inputs = {"/sources", "/method", "/domains", "/down_type", "/scored_from_files"};
 
 // A fingerprint value without the files' "path" keys: what a stage computed
 // depends on the files' bytes (their hashes, a model's identity), not on the
@@ -205,6 +205,7 @@ bool fingerprint(const fit_inputs & o, json & out, std::string & err) {
     if (!o.gate_prompts.empty() && !file_sha(o.gate_prompts, out["gate_prompts"], err)) return false;
     if (!o.gate_tasks.empty() && !file_sha(o.gate_tasks, out["gate_tasks"], err)) return false;
     if (!o.imatrix.empty() && !file_sha(o.imatrix, out["imatrix"], err)) return false;
+    if (o.written_candidates) out["scored_from_files"] = {{"imatrix", out.value("imatrix", json())}};
     out["window"] = o.window;
     return true;
 }

@@ -30,6 +30,10 @@ struct fit_inputs {
     std::string              gate_prompts;   // --generate PROMPTS (hashed; "" = none)
     std::string              gate_tasks;     // the task gate's file (hashed; "" = none)
     std::string              imatrix;        // --imatrix (hashed; "" = none)
+    // Some candidates are scored from their written files (down requantised
+    // to an importance-matrix type, with the imatrix): their scores depend on
+    // the imatrix, and none of a run that scored them by mask holds.
+    bool                     written_candidates = false;
     int                      window = 0;     // the passes' window (-c settled on the model)
 };
 

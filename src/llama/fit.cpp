@@ -43,17 +43,25 @@ namespace reap {
 
 namespace pl = reap::planner;
 
+namespace {
+
+// --down-type as prune takes it (unset: each down tensor's own type).
+prune::width_options fit_width_options(const fit_options & o) {
+    prune::width_options w;
+    if (const gguf::type_info * t = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type)) w.down_type = t->type;
+    return w;
+}
+
+} // namespace
+
 bool fit_cut_needs_importance(const fit_options & o, const gguf::model & m, const moe::layout & lay) {
     if (!o.axis_width) return false;
     moe::expert_width ew;
     std::string err;
     if (!moe::expert_width_of(m, lay, ew, err) || !ew.refusal.empty()) return false;
-    prune::width_options w;
-    int64_t block = ew.down_block;
-    if (const gguf::type_info * t = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type)) {
-        w.down_type = t->type;
-        block = t->block_size;
-    }
+    const prune::width_options w = fit_width_options(o);
+    const gguf::type_info * t = w.down_type ? gguf::find_type(uint32_t(*w.down_type)) : nullptr;
+    const int64_t block = t ? t->block_size : ew.down_block;
     // a grid without a K below the full width cuts nothing
     return block > 0 && block < ew.n_ff && prune::cut_down_needing_importance(m, lay, w) != nullptr;
 }
@@ -467,7 +475,7 @@ bool check_width_axis(const fit_options & o, std::string & err) {
         const std::string & src = o.sources[s];
         gguf::model m;
         moe::layout lay;
-        if (!gguf::open_model(src, m, err) || !moe::layout_of(m, lay, err, moe::describe_options())) return false;
+        if (!gguf::open_model(src, m, err) || !model_layout(m, lay, err)) return false;   // the layout the space plans with
         plan_model_facts facts = facts_of(lay, m);
         if (down) facts.down_block = down->block_size, facts.down_type_name = down->name;
         const std::string why = facts.width_refusal.empty() ? width_refusal(facts.n_ff_exp, facts) : facts.width_refusal;
@@ -499,7 +507,8 @@ bool check_width_axis(const fit_options & o, std::string & err) {
             every.layers.push_back(std::move(pl));
         }
         prune::imatrix_slice slice;
-        if (!prune::prepare_imatrix_slice(o.imatrix, m, lay, every, slice, err)) {
+        if (!prune::prepare_imatrix_slice(o.imatrix, m, lay, every, slice, err) ||
+            !prune::check_shared_down_entry(o.imatrix, slice.file, m, lay, fit_width_options(o), err)) {
             err = "--imatrix: " + err;
             return false;
         }
@@ -624,6 +633,12 @@ bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & er
     in.gate_prompts = o.generate.prompts_path;
     in.gate_tasks = o.tasks.tasks_path;
     in.imatrix = o.imatrix;
+    for (size_t s = 0; s < (o.axis_sources ? o.sources.size() : 1) && !in.written_candidates; ++s) {
+        gguf::model m;
+        moe::layout lay;
+        if (!gguf::open_model(o.sources[s], m, err) || !model_layout(m, lay, err)) return false;
+        in.written_candidates = fit_cut_needs_importance(o, m, lay);
+    }
     {
         gguf::model m;
         if (!gguf::open_model(o.sources[0], m, err)) return false;

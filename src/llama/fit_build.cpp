@@ -24,8 +24,8 @@
 
 namespace reap {
 
-bool fit_prune(const fit_options & o, const std::string & source, const std::string & plan_path, const std::string & output,
-               bool durable, fit_pruned & written, std::string & err) {
+bool fit_prune(const fit_options & o, const std::string & source, const std::string & plan_path, bool cuts_width,
+               const std::string & output, bool durable, fit_pruned & written, std::string & err) {
     prune::prune_request req;
     req.model = source;
     req.plan = plan_path;
@@ -33,7 +33,8 @@ bool fit_prune(const fit_options & o, const std::string & source, const std::str
     req.force = true;   // fit's own folders: a file there without its journal line is a killed run's
     req.sync = durable;
     req.sums = durable;
-    req.down_type = o.down_type;
+    // a plan that keeps every channel requantises nothing: prune refuses a down type for it
+    req.down_type = cuts_width ? o.down_type : "";
     req.imatrix = o.imatrix;
     req.version = o.tool_version;
     prune::prune_job job;
@@ -48,6 +49,24 @@ bool fit_prune(const fit_options & o, const std::string & source, const std::str
     return true;
 }
 
+namespace {
+
+// Files removed, and then their folder when it is empty, on every way out of
+// a scope (an eval that fails or is interrupted too). Best effort: what stays
+// is scratch that the next run replaces.
+struct scratch_files {
+    std::vector<std::string> paths;
+    std::string              dir;
+    ~scratch_files() {
+        for (const std::string & p : paths) {
+            if (!p.empty()) util::current_disk().unlink(p);
+        }
+        util::current_disk().rmdir(dir);
+    }
+};
+
+} // namespace
+
 bool score_written_candidate(const fit_options & o, const std::string & kld, const fit_candidate & c, planner::fit_score & sc,
                              FILE * out, std::string & err) {
     const std::string dir = o.out_dir + "/measure", plan_path = dir + "/plan.json", model = dir + "/candidate.gguf";
@@ -55,12 +74,18 @@ bool score_written_candidate(const fit_options & o, const std::string & kld, con
         err = "cannot create '" + dir + "': " + strerror(errno);
         return false;
     }
+    // the score is journalled, the file is not kept (the build writes the winner again)
+    scratch_files scratch{{plan_path, model}, dir};
     fprintf(out, "reap fit: writing %s N=%" PRId64 " K=%" PRId64 " to measure it (down requantised to %s, which a mask does not model)\n",
-            util::base_name(c.source_path).c_str(), c.point.n_keep, c.point.width, o.down_type.c_str());
+            util::base_name(c.source_path).c_str(), c.point.n_keep, c.point.width,
+            o.down_type.empty() ? "its own importance-matrix type" : o.down_type.c_str());
     fit_pruned written;
-    if (!util::write_file_durably(plan_path, plan_text(c.p), err) || !fit_prune(o, c.source_path, plan_path, model, false, written, err)) {
+    if (!util::write_file_durably(plan_path, plan_text(c.p), err) ||
+        !fit_prune(o, c.source_path, plan_path, true, model, false, written, err)) {
         return false;
     }
+    scratch.paths.insert(scratch.paths.end(), written.files.begin(), written.files.end());
+    scratch.paths.push_back(written.imatrix);
     const eval_options e = fit_eval_options(o, o.reference.empty() ? o.sources[0] : o.reference, o.heldout, kld);
     std::vector<eval_report> reps;
     if (!run_eval_candidates(e, {{written.files.empty() ? model : written.files[0], false, nullptr}}, reps, err)) return false;
@@ -68,17 +93,6 @@ bool score_written_candidate(const fit_options & o, const std::string & kld, con
     sc.kld_half[0] = reps[0].kld_half[0];
     sc.kld_half[1] = reps[0].kld_half[1];
     sc.top1 = reps[0].overall.argmax_agree;
-    // scratch: the score is journalled, the file is not kept (the build writes the winner again)
-    std::vector<std::string> scratch = written.files;
-    scratch.push_back(written.imatrix);
-    scratch.push_back(plan_path);
-    for (const std::string & f : scratch) {
-        if (!f.empty() && !util::current_disk().unlink(f) && errno != ENOENT) {
-            err = "cannot remove '" + f + "': " + strerror(errno);
-            return false;
-        }
-    }
-    util::current_disk().rmdir(dir);   // left when it holds anything else
     return true;
 }
 
@@ -116,7 +130,7 @@ bool prune_stage(const fit_options & o, fit_journal & j, fit_result & r, FILE * 
     }
     fprintf(out, "reap fit: prune %s by %s -> %s\n", w.source_path.c_str(), r.plan_path.c_str(), r.build_path.c_str());
     fit_pruned written;
-    if (!fit_prune(o, w.source_path, r.plan_path, r.build_path, true, written, err)) return false;
+    if (!fit_prune(o, w.source_path, r.plan_path, w.p.has_width(), r.build_path, true, written, err)) return false;
     if (!written.files.empty()) r.build_path = written.files[0];
     return fit_mark_stage(j, "prune", sums, err);
 }

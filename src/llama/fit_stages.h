@@ -71,14 +71,15 @@ bool method_stage(const fit_options & o, fit_journal & j, const std::string & kl
 bool fit_cut_needs_importance(const fit_options & o, const gguf::model & m, const moe::layout & lay);
 
 // reap prune's stages on `source` by the plan file `plan_path` into `output`
-// with fit's down type and imatrix (the build's, and a written candidate's);
+// with fit's imatrix, and its down type when the plan `cuts_width` (the
+// build's, and a written candidate's);
 // `durable`: fsynced, with SHA256SUMS (the build), else scratch.
 struct fit_pruned {
     std::vector<std::string> files;     // the model's files, in shard order
     std::string              imatrix;   // the sliced imatrix beside them ("" = none)
 };
-bool fit_prune(const fit_options & o, const std::string & source, const std::string & plan_path, const std::string & output,
-               bool durable, fit_pruned & written, std::string & err);
+bool fit_prune(const fit_options & o, const std::string & source, const std::string & plan_path, bool cuts_width,
+               const std::string & output, bool durable, fit_pruned & written, std::string & err);
 
 // A candidate that a mask does not stand for (fit_candidate::written): written
 // to DIR/measure, its file scored against the reference's rows `kld`, then

@@ -95,6 +95,21 @@ static bool add_shared_down(const std::string & head, const std::string & name, 
     return true;
 }
 
+bool check_shared_down_entry(const std::string & path, const saliency::imatrix_file & file, const gguf::model & model,
+                             const moe::layout & lay, const width_options & w, std::string & err) {
+    if (!moe::width_cuts_shared(model, lay)) return true;
+    for (const gguf::tensor_info & t : model.tensors) {
+        if (!moe::width_is_shared(t.name) || !moe::width_cuts_columns(t.name, true)) continue;
+        const gguf::tensor_type type = width_down_type(t, w);
+        if (needs_importance(type) && !file.entries.count(t.name)) {
+            err = "imatrix '" + path + "' has no entry '" + t.name + "': quantising the shared expert's cut down projection to " +
+                  gguf::type_name(type) + " needs it";
+            return false;
+        }
+    }
+    return true;
+}
+
 bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, const moe::layout & lay,
                            const plan & p, imatrix_slice & out, std::string & err) {
     out = imatrix_slice();

@@ -47,6 +47,7 @@
 #include "gguf/gguf.h"
 #include "moe/layout.h"
 #include "plan/plan.h"
+#include "prune/width.h"
 #include "saliency/imatrix.h"
 
 #include <nlohmann/json.hpp>
@@ -105,6 +106,14 @@ struct imatrix_slice {
 // coverage of the kept experts.
 bool prepare_imatrix_slice(const std::string & path, const gguf::model & model, const moe::layout & lay,
                            const plan & p, imatrix_slice & out, std::string & err);
+
+// A model whose one shared expert is cut with the routed ones (llama4,
+// moe::width_cuts_shared) requantises its down projection (ffn_down_shexp)
+// too, and a shared entry is no expert entry, so prepare_imatrix_slice does
+// not ask for it: where the cut's type for that tensor (`w`) needs an
+// importance matrix, the imatrix `file` (read from `path`) must have its entry.
+bool check_shared_down_entry(const std::string & path, const saliency::imatrix_file & file, const gguf::model & model,
+                             const moe::layout & lay, const width_options & w, std::string & err);
 
 // The importance llama-quantize would give output expert `k` of down entry
 // `name` (one of `sliced`) in the width-cut model: the source's values of

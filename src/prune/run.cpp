@@ -37,17 +37,7 @@ bool read_width_importance(prune_job & job, util::error & err) {
         return fail_with(err, error_kind::input, msg);
     }
     const imatrix_slice & s = job.islice;
-    const bool shared_cut = moe::width_cuts_shared(job.model, job.lay);
-    // a shared expert's down entry is no expert entry (prepare requires those): checked here where its type needs it
-    for (const gguf::tensor_info & t : job.model.tensors) {
-        if (!shared_cut || !moe::width_is_shared(t.name) || !moe::width_cuts_columns(t.name, true)) continue;
-        const gguf::tensor_type type = width_down_type(t, job.width);
-        if (needs_importance(type) && std::find(s.sliced.begin(), s.sliced.end(), t.name) == s.sliced.end()) {
-            return fail_with(err, error_kind::input,
-                             "imatrix '" + req.imatrix + "' has no entry '" + t.name + "': quantising the shared expert's cut "
-                             "down projection to " + gguf::type_name(type) + " needs it");
-        }
-    }
+    if (!check_shared_down_entry(req.imatrix, s.file, job.model, job.lay, job.width, msg)) return fail_with(err, error_kind::input, msg);
     job.width.importance = [&s](const std::string & down, size_t k, std::vector<float> & w, std::string & e) {
         return kept_importance(s, down, k, w, e);
     };
