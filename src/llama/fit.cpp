@@ -59,9 +59,9 @@ bool fit_cut_needs_importance(const fit_options & o, const gguf::model & m, cons
     moe::expert_width ew;
     std::string err;
     if (!moe::expert_width_of(m, lay, ew, err) || !ew.refusal.empty()) return false;
-    const prune::width_options w = fit_width_options(o);
-    const gguf::type_info * t = w.down_type ? gguf::find_type(uint32_t(*w.down_type)) : nullptr;
+    const gguf::type_info * t = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type);
     const int64_t block = t ? t->block_size : ew.down_block;
+    const prune::width_options w = fit_width_options(o);
     // a grid without a K below the full width cuts nothing
     return block > 0 && block < ew.n_ff && prune::cut_down_needing_importance(m, lay, w) != nullptr;
 }
@@ -159,6 +159,7 @@ bool build_space(const fit_options & o, const std::string & saliency, fit_result
         if (!moe::take_census(rm.model, {}, cen, err)) return false;
         r.pool_bytes.push_back(cen.expert_pool_bytes);
         r.lines.emplace_back();
+        const bool written = fit_cut_needs_importance(o, rm.model, rm.layout);   // for every K below the full width
         for (int64_t K : widths) {
             pl::source_plans_request so;
             so.saliency = saliency;
@@ -185,7 +186,7 @@ bool build_space(const fit_options & o, const std::string & saliency, fit_result
             r.full_grid += o.axis_experts ? (size_t) std::max<int64_t>(1, pts[0].n_keep - std::max<int64_t>(1, rm.layout.n_expert_used) + 1) : 1;
             c.source_path = o.sources[s];
             c.p = std::move(pts[0].p);
-            c.written = K < widths.back() && fit_cut_needs_importance(o, rm.model, rm.layout);
+            c.written = written && K < widths.back();
             r.lines.back().push_back(r.space.size());
             r.space.push_back(std::move(c));
         }
@@ -467,7 +468,8 @@ bool check_budget(const fit_options & o, std::string & err) {
 // candidates and scores their files (issue 49 item 10). They need --imatrix,
 // checked against each such source now (every expert kept), and the gates,
 // which run candidates by mask, are refused.
-bool check_width_axis(const fit_options & o, std::string & err) {
+bool check_width_axis(const fit_options & o, bool & any_written, std::string & err) {
+    any_written = false;
     if (!o.axis_width) return true;
     const gguf::type_info * down = o.down_type.empty() ? nullptr : gguf::find_type(o.down_type);
     const size_t n_sources = o.axis_sources ? o.sources.size() : 1;   // the sources the space takes
@@ -484,6 +486,7 @@ bool check_width_axis(const fit_options & o, std::string & err) {
             return false;
         }
         if (!fit_cut_needs_importance(o, m, lay)) continue;
+        any_written = true;
         const std::string what = o.down_type.empty() ? "-m " + src + "'s own down type" : "--down-type " + o.down_type;
         if (o.imatrix.empty()) {
             err = what + " needs an importance matrix to requantise the cut down projection: give the model's llama-imatrix "
@@ -518,11 +521,13 @@ bool check_width_axis(const fit_options & o, std::string & err) {
 
 // What can be checked from the headers, the options and the archive's (or the
 // corpus's) domain list, before the first decode: at a large model's size a
-// typo found after calibration costs a day. The sources and the reference must
+// typo found after calibration costs a day. `written_candidates`: whether the
+// search will score some candidates from their written files (check_width_axis).
+// The sources and the reference must
 // be one model (arch, blocks, experts, vocabulary); --down-type a ggml type;
 // --domains the archive's (or the corpus's); the gates' lengths within the
 // reference's trained context.
-bool check_fit_inputs(const fit_options & o, std::string & err) {
+bool check_fit_inputs(const fit_options & o, bool & written_candidates, std::string & err) {
     // without the width axis no candidate cuts channels: prune would refuse the type after the whole search
     if (!o.down_type.empty() && !o.axis_width) {
         err = "--down-type is for the width axis: give --axes with width (no candidate cuts channels, so none requantises down)";
@@ -533,7 +538,7 @@ bool check_fit_inputs(const fit_options & o, std::string & err) {
         err = "--down-type: unknown type '" + o.down_type + "'";
         return false;
     }
-    if (!check_width_axis(o, err)) return false;
+    if (!check_width_axis(o, written_candidates, err)) return false;
     std::vector<std::string> models = o.sources;
     if (!o.reference.empty()) models.push_back(o.reference);
     moe::model_identity first;
@@ -606,7 +611,8 @@ bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & er
         err = "fit needs -m SOURCE, -f HELDOUT, --budget SIZE, -o DIR and --corpus CALIB (or --saliency)";
         return false;
     }
-    if (!check_fit_dir(o, err) || !check_kld_base_model(o, err) || !check_fit_inputs(o, err)) return false;
+    bool written_candidates = false;
+    if (!check_fit_dir(o, err) || !check_kld_base_model(o, err) || !check_fit_inputs(o, written_candidates, err)) return false;
     if (!o.dry_run && !util::current_disk().mkdir(o.out_dir, 0755) && errno != EEXIST) {
         err = "cannot create '" + o.out_dir + "': " + strerror(errno);
         return false;
@@ -633,12 +639,7 @@ bool run_fit(const fit_options & o, fit_result & r, FILE * out, std::string & er
     in.gate_prompts = o.generate.prompts_path;
     in.gate_tasks = o.tasks.tasks_path;
     in.imatrix = o.imatrix;
-    for (size_t s = 0; s < (o.axis_sources ? o.sources.size() : 1) && !in.written_candidates; ++s) {
-        gguf::model m;
-        moe::layout lay;
-        if (!gguf::open_model(o.sources[s], m, err) || !model_layout(m, lay, err)) return false;
-        in.written_candidates = fit_cut_needs_importance(o, m, lay);
-    }
+    in.written_candidates = written_candidates;
     {
         gguf::model m;
         if (!gguf::open_model(o.sources[0], m, err)) return false;
